@@ -1,0 +1,67 @@
+"""fusegrad: PyTorch-style eager autograd plus a tracing compiler to Numba kernels.
+
+``import fusegrad as torch`` runs autograd code written for PyTorch."""
+from __future__ import annotations
+
+from .ir import dtypes as _D
+from .ir.dtypes import (bfloat16, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32,
+                        int64, promote_types, set_default_dtype, uint8)
+from .ir.dtypes import bool_ as bool  # noqa: A001  (torch.bool)
+from .runtime.tensor import Size, Tensor, device
+from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitive dispatcher)
+from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
+from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .runtime.factory import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
+                              from_numpy, full, full_like, get_rng_state, initial_seed, linspace, manual_seed,
+                              normal, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm,
+                              seed, set_rng_state, tensor, zeros, zeros_like)
+from .runtime.ops import *  # noqa: F401,F403
+from .runtime.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: A004  (shadow builtins, as torch)
+from . import autograd, func, nn, optim, utils  # noqa: E402
+
+double = float64
+float = float32  # noqa: A001
+half = float16
+long = int64
+int = int32  # noqa: A001
+short = int16
+cfloat = None
+FloatTensor = DoubleTensor = LongTensor = Tensor
+
+
+def is_tensor(obj) -> bool:
+    """Whether ``obj`` is a fusegrad Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t: Tensor) -> bool:
+    return t.dtype.is_floating_point
+
+
+def numel(t: Tensor) -> int:
+    return t.numel()
+
+
+def result_type(a, b) -> dtype:
+    return _D.result_type(a, b)
+
+
+def can_cast(from_: dtype, to: dtype) -> bool:
+    return from_.category <= to.category
+
+
+def set_printoptions(**kwargs) -> None:
+    import numpy as np
+    np.set_printoptions(**{k: v for k, v in kwargs.items() if k in ("precision", "threshold", "linewidth")})
+
+
+def get_num_threads() -> int:
+    import os
+    return os.cpu_count() or 1
+
+
+def set_num_threads(n: int) -> None:
+    pass
+
+
+__version__ = "0.1.0"

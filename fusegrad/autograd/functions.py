@@ -1,0 +1,71 @@
+"""``backward`` and ``grad``: the user-facing entry points to the engine."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from ..runtime.engine import run_backward
+from ..runtime.tensor import Tensor, wrap
+
+
+def _seq(x) -> list:
+    if x is None:
+        return []
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def _make_grads(outputs: list, grads: list, create_graph: bool) -> list:
+    out = []
+    for i, t in enumerate(outputs):
+        g = grads[i] if i < len(grads) else None
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not t._rg:
+                raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+            g = wrap(np.ones(t._data.shape, dtype=t._data.dtype)) if not hasattr(t._data, "trace") else \
+                __import__("fusegrad").ones_like(t)
+        elif not isinstance(g, Tensor):
+            g = wrap(np.full(t._data.shape, g, dtype=t._data.dtype))
+        elif tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
+                               f"has a shape of {list(t.shape)}.")
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+             inputs=None) -> None:
+    """Accumulate gradients of ``tensors`` into the leaves' ``.grad``."""
+    outs = _seq(tensors)
+    grads = _make_grads(outs, _seq(grad_tensors) if not isinstance(grad_tensors, Tensor) else [grad_tensors],
+                        create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    ins = _seq(inputs) if inputs is not None else None
+    if ins is not None and not ins:
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=True, allow_unused=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
+         only_inputs: bool = True, allow_unused: Optional[bool] = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> tuple:
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
+    outs = _seq(outputs)
+    ins = _seq(inputs)
+    go = _seq(grad_outputs) if not isinstance(grad_outputs, Tensor) else [grad_outputs]
+    grads = _make_grads(outs, go, create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    res = run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=False,
+                       allow_unused=allow_unused)
+    if materialize_grads:
+        from ..runtime.factory import zeros_like
+        res = [r if r is not None else zeros_like(i) for r, i in zip(res, ins)]
+    return tuple(res)

@@ -1,0 +1,89 @@
+"""The IR: a graph of SSA values (``Var``) defined by equations (``Eqn``) that apply one
+primitive each. ``str(graph)`` is a readable listing."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Optional
+
+import numpy as np
+
+_ids = itertools.count()  # unique SSA numbering across all graphs (cheap, monotonic)
+
+_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
+          "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+class Var:
+    """One SSA value: shape and NumPy dtype, numbered; ``trace`` is the trace that made it."""
+    __slots__ = ("shape", "dtype", "id", "trace")
+
+    def __init__(self, shape: tuple, dtype, trace=None):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.id = next(_ids)
+        self.trace = trace
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def type_str(self) -> str:
+        return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self) -> str:
+        return f"%{self.id}"
+
+
+class Eqn:
+    """``out = prim(*inputs, **params)``; inputs are Vars or Python scalar literals."""
+    __slots__ = ("prim", "inputs", "params", "out", "where")
+
+    def __init__(self, prim, inputs: tuple, params: dict, out: Var, where: Optional[str] = None):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.out = out
+        self.where = where
+
+    def __repr__(self) -> str:
+        args = ", ".join(repr(a) if isinstance(a, Var) else repr(a) for a in self.inputs)
+        ps = ", ".join(f"{k}={_fmt(v)}" for k, v in self.params.items())
+        sep = ", " if args and ps else ""
+        return f"{self.out!r}: {self.out.type_str()} = {self.prim.name}({args}{sep}{ps})"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, np.dtype):
+        return v.name
+    return repr(v)
+
+
+class Graph:
+    """A traced function: ``inputs`` (arguments), ``consts`` (captured values, read at call
+    time from the held object), ``eqns`` in execution order and ``outputs``."""
+
+    def __init__(self):
+        self.inputs: list[Var] = []
+        self.consts: list[tuple[Var, Any]] = []
+        self.eqns: list[Eqn] = []
+        self.outputs: list = []
+
+    def __str__(self) -> str:
+        lines = ["graph("]
+        for v in self.inputs:
+            lines.append(f"    {v!r}: {v.type_str()},")
+        for v, c in self.consts:
+            lines.append(f"    {v!r}: {v.type_str()} = const,")
+        lines.append(") {")
+        for e in self.eqns:
+            lines.append(f"  {e!r}" + (f"    # {e.where}" if e.where else ""))
+        outs = ", ".join(repr(o) for o in self.outputs)
+        lines.append(f"  return ({outs})")
+        lines.append("}")
+        return "\n".join(lines)
+
+    __repr__ = __str__

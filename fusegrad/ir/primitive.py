@@ -1,0 +1,68 @@
+"""The primitive: one definition per op, serving eager, tracing, autodiff and codegen.
+
+A primitive bundles
+- ``impl``: the eager NumPy implementation (arrays and weak Python scalars in, array out),
+- ``abstract``: the shape/dtype rule, ``(avals, params) -> (shape, numpy dtype)``,
+- ``vjp``: ``(g, ins, out, **params) -> grads per input`` written with Tensor ops, so it
+  runs eagerly, records a graph under ``create_graph`` and traces into IR,
+- ``jvp``: ``(tangents, ins, out, **params) -> tangent of out`` (None for a zero tangent),
+- ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks),
+- ``kind`` and ``scalar``: how codegen lowers it (an elementwise expression template, a
+  reduction, a layout op or a library call).
+Calling a primitive binds it through the dispatcher that the runtime installs."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+PRIMS: dict[str, "Primitive"] = {}
+
+
+class Primitive:
+    __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
+                 "scalar", "node_name", "nondiff", "effect", "node_cls")
+
+    def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
+                 vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
+                 kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
+                 nondiff: bool = False, effect: bool = False):
+        self.name = name
+        self.impl = impl
+        self.abstract = abstract or _abstract_by_eval(impl)
+        self.vjp = vjp
+        self.jvp = jvp
+        self.saves_in = "in" in saves
+        self.saves_out = "out" in saves
+        self.kind = kind
+        self.scalar = scalar
+        self.node_name = node_name or (name.capitalize() + "Backward0")
+        self.nondiff = nondiff
+        self.effect = effect
+        self.node_cls = None  # the runtime attaches the autograd node class
+        PRIMS[name] = self
+
+    def __call__(self, *args, **params):
+        return _DISPATCH[0](self, args, params)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+# The runtime installs its dispatcher here at import (ir stays free of runtime imports).
+_DISPATCH: list = [None]
+
+
+def install_dispatcher(fn: Callable) -> None:
+    _DISPATCH[0] = fn
+
+
+def _abstract_by_eval(impl: Callable) -> Callable:
+    """Shape rule by running ``impl`` on zero-strided stand-ins: exact for any NumPy impl,
+    and cheap for the layout and indexing ops that use it."""
+    def rule(avals, params):
+        args = [np.lib.stride_tricks.as_strided(np.zeros(1, a[1]), a[0], [0] * len(a[0]))
+                if isinstance(a, tuple) else a for a in avals]
+        out = impl(*args, **params)
+        return out.shape, out.dtype
+    return rule

@@ -1,0 +1,8 @@
+"""Every primitive, grouped by family. Importing this package registers them all in
+``fusegrad.ir.primitive.PRIMS``; each family's module holds its ops' complete rules."""
+from .elementwise import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .layout import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .creation import *  # noqa: F401,F403

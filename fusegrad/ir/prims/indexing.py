@@ -1,0 +1,121 @@
+"""Indexing primitives: advanced indexing (``index``), writes into an index (``index_put``,
+the transpose of both basic and advanced indexing), and ``gather``/``scatter_add`` along an
+axis (torch.gather and its transpose).
+
+An index key is a tuple like a basic key (see layout.encode_key) in which the string "T"
+marks where the next index-array operand goes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..primitive import Primitive
+from .elementwise import sum_to
+from .layout import decode_key
+from .shapes import shape_of
+
+__all__ = ["index", "index_put", "gather", "scatter_add"]
+
+
+def _full_key(key, idx):
+    it = iter(idx)
+    return tuple(next(it) if k == "T" else (slice(*k) if isinstance(k, tuple) else k) for k in key)
+
+
+def _index_impl(x, *idx, key):
+    return x[_full_key(key, idx)]
+
+
+def _index_vjp(g, ins, out, needs, key):
+    from .creation import full
+    x, idx = ins[0], ins[1:]
+    z = full(shape=shape_of(x), value=0.0, dtype=g.dtype.np)
+    return (index_put(z, g, *idx, key=key, accumulate=True),) + (None,) * len(idx)
+
+
+index = Primitive("index", _index_impl, vjp=_index_vjp,
+                  jvp=lambda ts, ins, out, key: None if ts[0] is None else index(ts[0], *ins[1:], key=key),
+                  saves="in", kind="gather", node_name="IndexBackward0")
+
+
+def _index_put_impl(x, v, *idx, key, accumulate):
+    out = np.array(x, copy=True)
+    k = _full_key(key, idx)
+    if accumulate:
+        np.add.at(out, k, v)
+    else:
+        out[k] = v
+    return out
+
+
+def _index_put_vjp(g, ins, out, needs, key, accumulate):
+    x, v, idx = ins[0], ins[1], ins[2:]
+    gx = gv = None
+    if needs[0]:
+        gx = g if accumulate else index_put(g, 0.0, *idx, key=key, accumulate=False)
+    if needs[1]:
+        gv = sum_to(index(g, *idx, key=key), shape_of(v))
+    return (gx, gv) + (None,) * len(idx)
+
+
+def _index_put_jvp(ts, ins, out, key, accumulate):
+    from .creation import full
+    if ts[0] is None and ts[1] is None:
+        return None
+    tx = ts[0] if ts[0] is not None else full(shape=shape_of(out), value=0.0, dtype=out.dtype.np)
+    tv = ts[1] if ts[1] is not None else 0.0
+    return index_put(tx, tv, *ins[2:], key=key, accumulate=accumulate)
+
+
+index_put = Primitive("index_put", _index_put_impl, abstract=lambda a, p: a[0], vjp=_index_put_vjp,
+                      jvp=_index_put_jvp, saves="in", kind="scatter", node_name="IndexPutBackward0")
+
+
+def _check_idx(x, idx, axis, what):
+    if idx.size and (idx.min() < -x.shape[axis] or idx.max() >= x.shape[axis]):
+        raise IndexError(f"{what}(): index {int(idx.max() if idx.max() >= x.shape[axis] else idx.min())} "
+                         f"is out of bounds for dimension {axis} with size {x.shape[axis]}")
+
+
+def _gather_impl(x, idx, axis):
+    _check_idx(x, idx, axis, "gather")
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+def _gather_vjp(g, ins, out, needs, axis):
+    from .creation import full
+    x, idx = ins
+    z = full(shape=shape_of(x), value=0.0, dtype=g.dtype.np)
+    return scatter_add(z, idx, g, axis=axis), None
+
+
+gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][1]), vjp=_gather_vjp,
+                   jvp=lambda ts, ins, out, axis: None if ts[0] is None else gather(ts[0], ins[1], axis=axis),
+                   saves="in", kind="gather", node_name="GatherBackward0")
+
+
+def _scatter_add_impl(base, idx, src, axis):
+    _check_idx(base, idx, axis, "scatter_add")
+    out = np.array(base, copy=True)
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[axis] = idx
+    np.add.at(out, tuple(grids), src[tuple(slice(0, s) for s in idx.shape)])
+    return out
+
+
+def _scatter_add_vjp(g, ins, out, needs, axis):
+    base, idx, src = ins
+    gs = gather(g, idx, axis=axis) if needs[2] else None
+    return (g if needs[0] else None), None, gs
+
+
+def _scatter_add_jvp(ts, ins, out, axis):
+    from .creation import full
+    if ts[0] is None and ts[2] is None:
+        return None
+    tb = ts[0] if ts[0] is not None else full(shape=shape_of(out), value=0.0, dtype=out.dtype.np)
+    ts_ = ts[2] if ts[2] is not None else full(shape=shape_of(ins[2]), value=0.0, dtype=out.dtype.np)
+    return scatter_add(tb, ins[1], ts_, axis=axis)
+
+
+scatter_add = Primitive("scatter_add", _scatter_add_impl, abstract=lambda a, p: a[0], vjp=_scatter_add_vjp,
+                        jvp=_scatter_add_jvp, saves="in", kind="scatter", node_name="ScatterAddBackward0")

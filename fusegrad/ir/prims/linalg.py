@@ -1,0 +1,55 @@
+"""Batched matrix multiplication: NumPy's matmul on operands of rank >= 2 (the Tensor
+layer turns vectors into matrices), broadcasting the batch dimensions. Lowers to BLAS."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..primitive import Primitive
+from .elementwise import sum_to
+from .shapes import broadcast_shapes, shape_of
+
+__all__ = ["matmul", "swap_last"]
+
+
+def swap_last(x):
+    from .layout import transpose
+    nd = len(shape_of(x))
+    return transpose(x, perm=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _mm_abstract(avals, params):
+    (sa, da), (sb, db) = avals
+    if sa[-1] != sb[-2]:
+        raise ValueError(f"shapes cannot be multiplied ({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
+    return broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]), da
+
+
+def _mm_impl(a, b):
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and {'x'.join(map(str, b.shape))})")
+    return np.matmul(a, b)
+
+
+def _mm_vjp(g, ins, out, needs):
+    a, b = ins
+    ga = sum_to(matmul(g, swap_last(b)), shape_of(a)) if needs[0] else None
+    gb = sum_to(matmul(swap_last(a), g), shape_of(b)) if needs[1] else None
+    return ga, gb
+
+
+def _mm_jvp(ts, ins, out):
+    a, b = ins
+    acc = None
+    if ts[0] is not None:
+        acc = matmul(ts[0], b)
+    if ts[1] is not None:
+        t = matmul(a, ts[1])
+        acc = t if acc is None else acc + t
+    if acc is not None and shape_of(acc) != shape_of(out):
+        from .layout import broadcast_to
+        acc = broadcast_to(acc, shape=shape_of(out))
+    return acc
+
+
+matmul = Primitive("matmul", _mm_impl, abstract=_mm_abstract, vjp=_mm_vjp, jvp=_mm_jvp, saves="in",
+                   kind="matmul", node_name="BmmBackward0")

@@ -1,0 +1,125 @@
+"""Reductions (sum, max, min, prod, argmax, argmin) and cumsum."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..primitive import Primitive
+from .elementwise import cast, div, eq, mul, where
+from .shapes import reduced_shape, shape_of
+
+__all__ = ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin", "cumsum",
+           "expand_reduced"]
+
+
+def _red_abstract(avals, params):
+    shape, dt = avals[0]
+    return reduced_shape(shape, params["axes"], params["keepdims"]), dt
+
+
+def expand_reduced(g, in_shape, axes, keepdims):
+    """Broadcast a reduction's cotangent back over the reduced axes."""
+    from .layout import broadcast_to, reshape
+    if not keepdims:
+        g = reshape(g, shape=reduced_shape(in_shape, axes, True))
+    return broadcast_to(g, shape=tuple(in_shape))
+
+
+def _sum_impl(x, axes, keepdims):
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind == "f" else None)
+
+
+def _sum_vjp(g, ins, out, needs, axes, keepdims):
+    return (expand_reduced(g, shape_of(ins[0]), axes, keepdims),)
+
+
+def _sum_jvp(ts, ins, out, axes, keepdims):
+    return None if ts[0] is None else reduce_sum(ts[0], axes=axes, keepdims=keepdims)
+
+
+reduce_sum = Primitive("reduce_sum", _sum_impl, abstract=_red_abstract, vjp=_sum_vjp, jvp=_sum_jvp,
+                       saves="", kind="reduce", scalar="+", node_name="SumBackward1")
+
+
+def _extreme_vjp(g, ins, out, needs, axes, keepdims):
+    """Ties share the gradient evenly, as PyTorch's amax/amin and full max/min do."""
+    x = ins[0]
+    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), g.dtype.np)
+    count = reduce_sum(mask, axes=axes, keepdims=keepdims)
+    return (mask * expand_reduced(g / count, shape_of(x), axes, keepdims),)
+
+
+def _extreme_jvp(ts, ins, out, axes, keepdims):
+    if ts[0] is None:
+        return None
+    x = ins[0]
+    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), ts[0].dtype.np)
+    return reduce_sum(ts[0] * mask, axes=axes, keepdims=keepdims) / reduce_sum(mask, axes=axes, keepdims=keepdims)
+
+
+def _nonempty(f, what):
+    def impl(x, axes, keepdims):
+        if x.size == 0 and any(x.shape[a] == 0 for a in axes) or (x.size == 0 and not axes):
+            raise IndexError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0, "
+                             f"cannot reduce an empty dimension of a tensor of shape {tuple(x.shape)}")
+        return f(x, axis=axes, keepdims=keepdims)
+    return impl
+
+
+reduce_max = Primitive("reduce_max", _nonempty(np.max, "max"), abstract=_red_abstract, vjp=_extreme_vjp,
+                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="max", node_name="AmaxBackward0")
+reduce_min = Primitive("reduce_min", _nonempty(np.min, "min"), abstract=_red_abstract, vjp=_extreme_vjp,
+                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="min", node_name="AminBackward0")
+
+
+def _prod_vjp(g, ins, out, needs, axes, keepdims):
+    """Product of the other elements, exact with zeros: out/x where x != 0, else the
+    product of the non-zero others when x is the only zero."""
+    x = ins[0]
+    shp = shape_of(x)
+    is0 = eq(x, 0)
+    nz = where(is0, 1.0, x)
+    prod_nz = expand_reduced(reduce_prod(nz, axes=axes, keepdims=keepdims), shp, axes, keepdims)
+    zeros = expand_reduced(reduce_sum(cast(is0, g.dtype.np), axes=axes, keepdims=keepdims), shp, axes, keepdims)
+    others = where(is0, where(eq(zeros, 1.0), prod_nz, 0.0), div(expand_reduced(out, shp, axes, keepdims), nz))
+    return (mul(others, expand_reduced(g, shp, axes, keepdims)),)
+
+
+def _prod_jvp(ts, ins, out, axes, keepdims):
+    if ts[0] is None:
+        return None
+    g1 = _prod_vjp(ts[0] * 0.0 + 1.0, ins, out, (True,), axes, keepdims)[0]
+    return reduce_sum(g1 * ts[0], axes=axes, keepdims=keepdims)
+
+
+reduce_prod = Primitive("reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
+                        abstract=_red_abstract, vjp=_prod_vjp, jvp=_prod_jvp, saves="in,out", kind="reduce",
+                        scalar="*", node_name="ProdBackward1")
+
+
+def _arg_abstract(avals, params):
+    shape, _ = avals[0]
+    return reduced_shape(shape, (params["axis"],), params["keepdims"]), np.dtype(np.int64)
+
+
+def _arg(f, what):
+    def impl(x, axis, keepdims):
+        if x.shape[axis] == 0:
+            raise IndexError(f"{what}(): Expected reduction dim {axis} to have non-zero size.")
+        r = f(x, axis=axis)
+        return (np.expand_dims(r, axis) if keepdims else r).astype(np.int64, copy=False)
+    return impl
+
+
+argmax = Primitive("argmax", _arg(np.argmax, "argmax"), abstract=_arg_abstract, kind="reduce", nondiff=True)
+argmin = Primitive("argmin", _arg(np.argmin, "argmin"), abstract=_arg_abstract, kind="reduce", nondiff=True)
+
+
+def _cumsum_vjp(g, ins, out, needs, axis):
+    from .layout import flip
+    return (flip(cumsum(flip(g, axes=(axis,)), axis=axis), axes=(axis,)),)
+
+
+cumsum = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+                   abstract=lambda a, p: a[0], vjp=_cumsum_vjp,
+                   jvp=lambda ts, ins, out, axis: None if ts[0] is None else cumsum(ts[0], axis=axis),
+                   saves="", kind="scan", node_name="CumsumBackward0")

@@ -1,0 +1,1 @@
+"""Runtime: tensors, eager dispatch, the autograd engine, executables and caches."""

@@ -1,0 +1,195 @@
+"""The backward engine: runs grad_fn nodes in dependency order (each node once, after
+every consumer of its outputs has contributed), summing gradients of shared values."""
+from __future__ import annotations
+
+from collections import deque
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .grad_mode import STATE
+from .nodes import AccumulateGrad, Node
+
+
+def _edge_of(t):
+    if not t._rg:
+        return None
+    if t._grad_fn is not None:
+        return (t._grad_fn, t._out_nr)
+    return (t._accumulator(), 0)
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _run_hooks(hooks, g):
+    for h in list(hooks):
+        r = h(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_graph: bool,
+                 inputs: Optional[Sequence] = None, accumulate: bool = True,
+                 allow_unused: bool = False) -> Optional[list]:
+    """Backpropagate ``grads`` from ``roots``. With ``accumulate`` the leaves' ``.grad``
+    accumulate (``inputs`` restricts which); otherwise the gradients of ``inputs`` are
+    returned (autograd.grad)."""
+    from .tensor import Tensor
+    buffers: dict = {}
+    root_nodes = []
+    for i, (t, g) in enumerate(zip(roots, grads)):
+        e = _edge_of(t)
+        if e is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        node, nr = e
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.n_outputs
+            root_nodes.append(node)
+        buf[nr] = _add(buf[nr], g)
+
+    # dependency counts over the reachable graph
+    deps: dict = {}
+    seen = set(root_nodes)
+    stack = list(root_nodes)
+    while stack:
+        n = stack.pop()
+        for e in n.edges:
+            if e is not None:
+                c = e[0]
+                deps[c] = deps.get(c, 0) + 1
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+
+    targets = None  # (node, output_nr) -> position in inputs
+    if inputs is not None:
+        targets = {}
+        for i, t in enumerate(inputs):
+            e = _edge_of(t)
+            if e is None:
+                raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+            targets.setdefault(e, []).append(i)
+        needed = _needed(seen, {e[0] for e in targets})
+    else:
+        needed = None
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    ready = deque(n for n in root_nodes if deps.get(n, 0) == 0)
+    prev_enabled = STATE.enabled
+    STATE.enabled = create_graph
+    try:
+        while ready:
+            node = ready.popleft()
+            gs = buffers.pop(node, None) or [None] * node.n_outputs
+            if node.pre_hooks:
+                for h in list(node.pre_hooks):
+                    if getattr(h, "_per_output", False):
+                        gs = h(gs)
+                    elif gs[0] is not None:
+                        r = h(gs[0])
+                        if r is not None:
+                            gs = [r] + list(gs[1:])
+            if targets is not None:
+                for nr in range(len(gs)):
+                    for i in targets.get((node, nr), ()):
+                        captured[i] = gs[nr]
+            if type(node) is AccumulateGrad:
+                if accumulate and gs[0] is not None and (targets is None or (node, 0) in targets):
+                    _accumulate(node.variable, gs[0], create_graph)
+                continue
+            run = any(g is not None for g in gs) and (needed is None or node in needed)
+            outs = node.apply(gs) if run else ()
+            if run and node.post_hooks:
+                for h in node.post_hooks:
+                    h(tuple(outs), tuple(gs))
+            if run and STATE.anomaly:
+                _check_nan(node, outs)
+            if not retain_graph:
+                node.release()
+            for k, e in enumerate(node.edges):
+                if e is None:
+                    continue
+                c, nr = e
+                g = outs[k] if k < len(outs) else None
+                if g is not None:
+                    if not isinstance(g, Tensor):
+                        raise TypeError(f"{node.name()} returned {type(g).__name__} as gradient {k}; expected a Tensor or None")
+                    buf = buffers.get(c)
+                    if buf is None:
+                        buf = buffers[c] = [None] * c.n_outputs
+                    buf[nr] = _add(buf[nr], g)
+                d = deps[c] - 1
+                deps[c] = d
+                if d == 0:
+                    ready.append(c)
+    finally:
+        STATE.enabled = prev_enabled
+    if inputs is None:
+        return None
+    for i, g in enumerate(captured):
+        if g is None and not allow_unused:
+            raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                               "Set allow_unused=True if this is the desired behavior.")
+    return captured
+
+
+def _needed(nodes, target_nodes) -> set:
+    """Nodes from which some target is reachable (the rest need not run)."""
+    memo: dict = {}
+    for start in nodes:
+        if start in memo:
+            continue
+        stack = [(start, iter([e[0] for e in start.edges if e is not None]))]
+        memo[start] = start in target_nodes
+        while stack:
+            n, it = stack[-1]
+            child = next(it, None)
+            if child is None:
+                stack.pop()
+                if stack and memo[n]:
+                    memo[stack[-1][0]] = True
+                continue
+            if child in memo:
+                if memo[child]:
+                    memo[n] = True
+                continue
+            memo[child] = child in target_nodes
+            stack.append((child, iter([e[0] for e in child.edges if e is not None])))
+    return {n for n, v in memo.items() if v}
+
+
+def _accumulate(leaf, g, create_graph: bool) -> None:
+    if leaf is None:
+        return
+    from .tensor import wrap
+    if g.shape != leaf.shape:
+        raise RuntimeError(f"Function AccumulateGrad returned an invalid gradient: got shape {list(g.shape)}, "
+                           f"expected {list(leaf.shape)}")
+    if g.dtype is not leaf.dtype:
+        g = g.to(leaf.dtype)
+    if leaf._grad is None:
+        leaf._grad = g if create_graph else wrap(np.array(g._data, copy=True))
+    elif create_graph or leaf._grad._rg:
+        leaf._grad = leaf._grad + g
+    else:
+        np.add(leaf._grad._data, g._data, out=leaf._grad._data)
+        leaf._grad._bump()
+
+
+def _check_nan(node: Node, outs) -> None:
+    for i, g in enumerate(outs):
+        if g is not None and not isinstance(g._data, np.ndarray):
+            continue
+        if g is not None and g._data.dtype.kind == "f" and np.isnan(g._data).any():
+            where = ""
+            if node.stack:
+                where = "\nTraceback of forward call that caused the error:\n" + "".join(node.stack[-4:])
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.{where}")

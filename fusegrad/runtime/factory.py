@@ -1,0 +1,262 @@
+"""Tensor creation: from data, constant fills, ranges and the seeded random generator."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import prims as P
+from .tensor import Tensor, wrap
+
+
+def _infer_np_dtype(data) -> np.dtype:
+    """PyTorch's inference: bools stay bool, ints become int64, floats the default dtype."""
+    if isinstance(data, np.ndarray):
+        return data.dtype
+    if isinstance(data, Tensor):
+        return data._data.dtype
+    if isinstance(data, bool):
+        return np.dtype(np.bool_)
+    if isinstance(data, (int, np.integer)):
+        return np.dtype(np.int64)
+    if isinstance(data, (float, np.floating)):
+        return D.get_default_dtype().np
+    if isinstance(data, (list, tuple)):
+        kinds = [_infer_np_dtype(x) for x in data]
+        if not kinds:
+            return D.get_default_dtype().np
+        out = kinds[0]
+        for k in kinds[1:]:
+            out = D.promote_types(D.from_numpy_dtype(out), D.from_numpy_dtype(k)).np
+        return out
+    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def _to_array(data, dtype) -> np.ndarray:
+    if isinstance(data, Tensor):
+        return np.array(data._concrete("tensor()"), dtype=dtype, copy=True)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        data = _untensor(data)
+    return np.array(data, dtype=dtype)
+
+
+def _flat(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _untensor(data):
+    if isinstance(data, Tensor):
+        return data.item() if data.ndim == 0 else data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_untensor(x) for x in data]
+    return data
+
+
+def _np_dtype(dtype, default=None) -> np.dtype:
+    if dtype is None:
+        return default if default is not None else D.get_default_dtype().np
+    return D.to_dtype(dtype).np
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data``."""
+    npdt = _np_dtype(dtype, _infer_np_dtype(data))
+    return _finish(wrap(_to_array(data, npdt)), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` as a tensor, sharing memory where it already is one (or an ndarray)."""
+    if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype) is data.dtype):
+        return data
+    if isinstance(data, np.ndarray) and (dtype is None or D.to_dtype(dtype).np == data.dtype):
+        return wrap(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing ``arr``'s memory."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    D.from_numpy_dtype(arr.dtype)
+    return wrap(arr)
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = tuple(int(s) for s in size)
+    if any(s < 0 for s in out):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {list(out)}")
+    return out
+
+
+def _alloc(shape, fill, npdt):
+    try:
+        return np.full(shape, fill, dtype=npdt)
+    except (MemoryError, ValueError) as e:
+        raise MemoryError(f"cannot allocate a tensor of shape {list(shape)} and dtype {npdt}: {e}") from None
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(wrap(_alloc(_shape(size), 0, _np_dtype(dtype))), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(wrap(_alloc(_shape(size), 1, _np_dtype(dtype))), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    npdt = _np_dtype(dtype, _infer_np_dtype(fill_value))
+    return _finish(wrap(_alloc(_shape((size,)), fill_value, npdt)), requires_grad)
+
+
+def _like(fn):
+    def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, **kw):
+        return fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad, **kw) \
+            if args else fn(t.shape, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad, **kw)
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if dtype is None:
+        dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
+    npdt = D.to_dtype(dtype).np
+    return _finish(wrap(np.arange(*vals).astype(npdt)), requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(wrap(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype))), requires_grad)
+
+
+def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(wrap(np.eye(n, m, dtype=_np_dtype(dtype))), requires_grad)
+
+
+# ---------------------------------------------------------------- random numbers
+class Generator:
+    """Counter-based generator state: a seed and how many numbers have been drawn."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = int(seed)
+        self.offset = 0
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self.seed, self.offset = int(seed), 0
+        return self
+
+    def initial_seed(self) -> int:
+        return self.seed
+
+    def next_key(self, n: int) -> Tensor:
+        """The [seed, offset] key for ``n`` fresh numbers; advances the offset."""
+        key = wrap(np.array([self.seed, self.offset], dtype=np.int64))
+        self.offset += int(n)
+        return key
+
+    def get_state(self) -> Tensor:
+        return wrap(np.array([self.seed, self.offset], dtype=np.int64))
+
+    def set_state(self, state: Tensor) -> None:
+        self.seed, self.offset = (int(v) for v in state.tolist())
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    import time
+    s = int(time.time_ns() % (2 ** 63))
+    default_generator.manual_seed(s)
+    return s
+
+
+def initial_seed() -> int:
+    return default_generator.seed
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: Tensor) -> None:
+    default_generator.set_state(state)
+
+
+def _random(prim, size, dtype, generator, requires_grad, draws=1):
+    shape = _shape(size)
+    gen = generator or default_generator
+    n = math.prod(shape)
+    t = prim(gen.next_key(n * draws), shape=shape, dtype=_np_dtype(dtype))
+    return _finish(t, requires_grad)
+
+
+def rand(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform on [0, 1)."""
+    return _random(P.uniform, size, dtype, generator, requires_grad)
+
+
+def randn(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal."""
+    return _random(P.normal, size, dtype, generator, requires_grad, draws=2)
+
+
+def rand_like(t: Tensor, dtype=None) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype)
+
+
+def randn_like(t: Tensor, dtype=None) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype)
+
+
+def randint(low, high=None, size=None, dtype=None, generator=None, device=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    u = _random(P.uniform, (size,), D.float64, generator, False)
+    from . import ops
+    return ops.floor(u * (high - low) + low).to(dtype or D.int64)
+
+
+def randperm(n: int, dtype=None, generator=None, device=None) -> Tensor:
+    u = _random(P.uniform, ((n,),), D.float64, generator, False)
+    return wrap(np.argsort(u._concrete("randperm"), kind="stable").astype(_np_dtype(dtype, np.dtype(np.int64))))
+
+
+def normal(mean=0.0, std=1.0, size=None, generator=None) -> Tensor:
+    from . import ops
+    if size is None:
+        size = ops.broadcast_shape_of(mean, std)
+    return randn(size, generator=generator) * std + mean

@@ -1,0 +1,188 @@
+"""Autograd graph nodes (``grad_fn``): one per recorded op, named as PyTorch names them.
+
+A node holds what its backward needs and the edges ``(node, output_nr)`` to the nodes
+of its inputs; ``next_functions`` shows them as PyTorch does."""
+from __future__ import annotations
+
+import traceback
+import weakref
+
+from ..ir.primitive import PRIMS
+from .grad_mode import STATE
+
+_FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
+              "after they have already been freed). Saved intermediate values of the graph are freed "
+              "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+              "backward through the graph a second time or if you need to access saved tensors after "
+              "calling backward.")
+
+
+class RemovableHandle:
+    """Returned by hook registration; ``remove()`` unregisters the hook."""
+    __slots__ = ("_list", "_hook")
+
+    def __init__(self, lst: list, hook):
+        self._list = lst
+        self._hook = hook
+
+    def remove(self) -> None:
+        for i, h in enumerate(self._list):
+            if h is self._hook:
+                del self._list[i]
+                return
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class Node:
+    """Base of every grad_fn. Subclasses implement ``apply(grads) -> grads per edge``."""
+    __slots__ = ("edges", "pre_hooks", "post_hooks", "stack", "__weakref__")
+    n_outputs = 1
+
+    def _init(self, edges):
+        self.edges = edges
+        self.pre_hooks = None
+        self.post_hooks = None
+        self.stack = traceback.format_stack()[:-3] if STATE.anomaly else None
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    def register_hook(self, fn) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs)`` runs after this node's backward."""
+        if self.post_hooks is None:
+            self.post_hooks = []
+        self.post_hooks.append(fn)
+        return RemovableHandle(self.post_hooks, fn)
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        """``fn(grad_outputs)`` runs before this node's backward and may replace them."""
+        if self.pre_hooks is None:
+            self.pre_hooks = []
+        self.pre_hooks.append(fn)
+        return RemovableHandle(self.pre_hooks, fn)
+
+    def release(self) -> None:
+        """Free saved values after a backward without retain_graph."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+
+class _Meta:
+    """Shape and dtype of a freed input: what shape-only rules still need."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, t):
+        self.shape = t.shape
+        self.dtype = t.dtype
+
+
+class PrimNode(Node):
+    """Backward of one primitive application: runs the primitive's VJP rule."""
+    __slots__ = ("prim", "params", "ins", "out_data", "out_box", "out_ver", "versions", "freed")
+
+    def apply(self, grads):
+        from .tensor import Tensor, wrap
+        if self.freed and (self.prim.saves_in or self.prim.saves_out):
+            raise RuntimeError(_FREED_MSG)
+        self._check_versions()
+        out = None
+        if self.prim.saves_out:
+            out = wrap(self.out_data)
+            out._vbox = self.out_box
+            if STATE.enabled:  # create_graph: the saved output stays connected to this node
+                out._rg, out._grad_fn = True, self
+        g = grads[0]
+        needs = tuple(e is not None for e in self.edges)
+        res = self.prim.vjp(g, self.ins, out, needs, **self.params)
+        return res
+
+    def _check_versions(self):
+        for t, v in self.versions:
+            if t._version != v:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.dtype} {list(t.shape)}], which is an input or output of {type(self).__name__}, "
+                    f"is at version {t._version}; expected version {v} instead. Hint: enable anomaly detection "
+                    f"to find the operation that failed to compute its gradient, with "
+                    f"torch.autograd.set_detect_anomaly(True).")
+        if self.out_box is not None and self.out_box[0] != self.out_ver:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: output 0 of {type(self).__name__} is at version {self.out_box[0]}; expected "
+                f"version {self.out_ver} instead. Hint: enable anomaly detection with "
+                f"torch.autograd.set_detect_anomaly(True).")
+
+    def release(self):
+        self.freed = True
+        self.out_data = self.out_box = None
+        self.versions = ()
+        if self.ins is not None:
+            from .tensor import Tensor
+            self.ins = tuple(_Meta(x) if isinstance(x, Tensor) else x for x in self.ins)
+
+
+class AccumulateGrad(Node):
+    """Accumulates into a leaf's ``.grad``; its pre-hooks are the leaf's tensor hooks."""
+    __slots__ = ("_var",)
+
+    def __init__(self, leaf):
+        self._init(())
+        self._var = weakref.ref(leaf)
+
+    @property
+    def variable(self):
+        return self._var()
+
+    def apply(self, grads):
+        return ()
+
+
+class FunctionNode(Node):
+    """A node whose backward is a Python callable (custom Function, checkpoint, compiled
+    backward): ``backward_fn(*grads) -> grads per edge``; ``n_outputs`` per instance."""
+    __slots__ = ("backward_fn", "n_out", "out_meta", "ctx")
+
+    @property
+    def n_outputs(self):
+        return self.n_out
+
+    def apply(self, grads):
+        from .tensor import zeros_like_meta
+        grads = [g if g is not None else zeros_like_meta(m) for g, m in zip(grads, self.out_meta)]
+        res = self.backward_fn(*grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        return res
+
+    def release(self):
+        ctx = self.ctx
+        if ctx is not None and hasattr(ctx, "_release"):
+            ctx._release()
+
+
+_CLASSES: dict = {}
+
+
+def node_class(name: str, base=PrimNode) -> type:
+    """The Node subclass named ``name`` (PyTorch's grad_fn class names), made once."""
+    cls = _CLASSES.get((name, base))
+    if cls is None:
+        cls = type(name, (base,), {"__slots__": ()})
+        _CLASSES[(name, base)] = cls
+    return cls
+
+
+def attach_node_classes() -> None:
+    for p in PRIMS.values():
+        if p.node_cls is None:
+            p.node_cls = node_class(p.node_name)

@@ -1,0 +1,1441 @@
+"""Tensor-level ops: PyTorch's signatures, type promotion and grad_fn names on top of
+the primitives. Composite ops (mean, var, softmax, ...) decompose into primitives here.
+Each function is also a ``fusegrad.*`` function and, where PyTorch has one, a method."""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import prims as P
+from ..ir.graph import Var
+from ..ir.prims.layout import encode_key
+from ..ir.prims.shapes import broadcast_shapes, normalize_axes
+from .grad_mode import STATE
+from .nodes import PrimNode, node_class
+from .tensor import Tensor, wrap
+
+_SCALARS = (bool, int, float, np.number, np.bool_)
+
+
+# ---------------------------------------------------------------- helpers
+def as_t(x, dtype=None) -> Tensor:
+    """``x`` as a Tensor (scalars and array-likes are converted)."""
+    if isinstance(x, Tensor):
+        return x
+    from .factory import tensor
+    return tensor(x, dtype=dtype)
+
+
+def named(out: Tensor, name: str) -> Tensor:
+    """Give the node that produced ``out`` PyTorch's grad_fn class name for this op."""
+    n = out._grad_fn
+    if n is not None and type(n).__name__ != name and isinstance(n, PrimNode):
+        n.__class__ = node_class(name)
+    return out
+
+
+def _float(x: Tensor) -> Tensor:
+    """Integer and bool tensors become the default float dtype (torch.exp(int) is float)."""
+    if x._data.dtype.kind in "iub":
+        return P.cast(x, dtype=D.get_default_dtype().np)
+    return x
+
+
+def _scalar(v):
+    return v.item() if isinstance(v, (np.number, np.bool_)) else v
+
+
+def _promote2(a, b):
+    """Operands of a binary op, converted to their PyTorch result dtype."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a._data.dtype == b._data.dtype:
+            return a, b
+        rt = D.result_type(a, b).np
+        if a._data.dtype != rt:
+            a = P.cast(a, dtype=rt)
+        if b._data.dtype != rt:
+            b = P.cast(b, dtype=rt)
+        return a, b
+    t, s, t_first = (a, b, True) if isinstance(a, Tensor) else (b, a, False)
+    if isinstance(s, _SCALARS):
+        s = _scalar(s)
+        rt = D.result_type(t, s).np
+        if t._data.dtype != rt:
+            t = P.cast(t, dtype=rt)
+        if isinstance(s, bool) and rt.kind != "b":
+            s = int(s)
+        return (t, s) if t_first else (s, t)
+    s = as_t(s)
+    return _promote2(t, s) if t_first else _promote2(s, t)
+
+
+def _binary(prim, a, b, name=None):
+    a, b = _promote2(a, b)
+    out = prim(a, b)
+    return named(out, name) if name else out
+
+
+# ---------------------------------------------------------------- unary math
+def _unary(prim, name=None, to_float=True):
+    def op(x, *, out=None):
+        x = as_t(x)
+        r = prim(_float(x) if to_float else x)
+        return named(r, name) if name else r
+    op.__name__ = prim.name
+    return op
+
+
+exp = _unary(P.exp)
+log = _unary(P.log)
+log1p = _unary(P.log1p)
+expm1 = _unary(P.expm1)
+sin = _unary(P.sin)
+cos = _unary(P.cos)
+tan = _unary(P.tan)
+tanh = _unary(P.tanh)
+sigmoid = _unary(P.sigmoid)
+relu = _unary(P.relu, to_float=False)
+abs = _unary(P.abs_, "AbsBackward0", to_float=False)
+sign = _unary(P.sign, "SignBackward0", to_float=False)
+sqrt = _unary(P.sqrt)
+rsqrt = _unary(P.rsqrt)
+erf = _unary(P.erf)
+floor = _unary(P.floor, "FloorBackward0", to_float=False)
+ceil = _unary(P.ceil, "CeilBackward0", to_float=False)
+round = _unary(P.round_, "RoundBackward0", to_float=False)
+trunc = _unary(P.trunc, "TruncBackward0", to_float=False)
+neg = _unary(P.neg, "NegBackward0", to_float=False)
+negative = neg
+isnan = _unary(P.isnan, to_float=False)
+logical_not = _unary(P.logical_not, to_float=False)
+absolute = abs
+
+
+def reciprocal(x):
+    x = _float(as_t(x))
+    return named(div(1.0, x), "ReciprocalBackward0")
+
+
+def square(x):
+    return named(mul(x, x), "PowBackward0")
+
+
+def exp2(x):
+    return named(exp(mul(_float(as_t(x)), math.log(2.0))), "Exp2Backward0")
+
+
+def log2(x):
+    return named(div(log(x), math.log(2.0)), "Log2Backward0")
+
+
+def log10(x):
+    return named(div(log(x), math.log(10.0)), "Log10Backward0")
+
+
+def sinh(x):
+    e = exp(x)
+    return named(mul(sub(e, reciprocal(e)), 0.5), "SinhBackward0")
+
+
+def cosh(x):
+    e = exp(x)
+    return named(mul(add(e, reciprocal(e)), 0.5), "CoshBackward0")
+
+
+def erfc(x):
+    return named(sub(1.0, erf(x)), "ErfcBackward0")
+
+
+def softplus_(x, beta=1.0, threshold=20.0):
+    x = _float(as_t(x))
+    bx = mul(x, beta)
+    soft = div(log1p(exp(neg(P.abs_(bx)))) + P.relu(bx), beta)
+    return named(where(gt(bx, threshold), x, soft), "SoftplusBackward0")
+
+
+def atan2(y, x):
+    y, x = _promote2(_float(as_t(y)), _float(as_t(x)))
+    return named(P.atan2(y, x), "Atan2Backward0")
+
+
+def atan(x):
+    x = _float(as_t(x))
+    return named(atan2(x, ones_of(x)), "AtanBackward0")
+
+
+def ones_of(x: Tensor) -> Tensor:
+    from .factory import ones
+    return ones(x.shape, dtype=x.dtype)
+
+
+def logit(x, eps=None):
+    x = as_t(x)
+    if eps is not None:
+        x = clamp(x, eps, 1 - eps)
+    return named(log(div(x, sub(1.0, x))), "LogitBackward0")
+
+
+# ---------------------------------------------------------------- binary math
+def add(a, b, *, alpha=1, out=None):
+    if alpha != 1:
+        b = mul(b, alpha)
+    return _binary(P.add, a, b, "AddBackward0")
+
+
+def sub(a, b, *, alpha=1, out=None):
+    if alpha != 1:
+        b = mul(b, alpha)
+    return _binary(P.sub, a, b, "SubBackward0")
+
+
+def rsub(a, b, alpha=1):
+    return named(sub(b, a, alpha=alpha), "RsubBackward1")
+
+
+def mul(a, b, *, out=None):
+    return _binary(P.mul, a, b, "MulBackward0")
+
+
+def div(a, b, *, rounding_mode=None, out=None):
+    a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
+    if isinstance(b, Tensor):
+        b = _float(b)
+    elif not isinstance(b, _SCALARS):
+        b = _float(as_t(b))
+    if isinstance(a, _SCALARS):
+        a = full_as(b, a)
+    r = _binary(P.div, a, b, "DivBackward0")
+    if rounding_mode == "floor":
+        return floor(r)
+    if rounding_mode == "trunc":
+        return trunc(r)
+    return r
+
+
+true_divide = div
+
+
+def full_as(like: Tensor, value) -> Tensor:
+    """A 0-d tensor of ``value`` in ``like``'s dtype (float for ints)."""
+    dt = like._data.dtype if like._data.dtype.kind == "f" or not isinstance(value, float) else D.get_default_dtype().np
+    return wrap(np.asarray(value, dtype=dt))
+
+
+def floor_divide(a, b):
+    return div(a, b, rounding_mode="floor")
+
+
+def remainder(a, b):
+    a_ = as_t(a)
+    q = floor(div(a_, b)) if a_._data.dtype.kind == "f" or (isinstance(b, float)) else None
+    if q is None:
+        a2, b2 = _promote2(a_, b)
+        return wrap(np.remainder(a2._data, b2._data if isinstance(b2, Tensor) else b2))
+    return named(sub(a_, mul(q, b)), "RemainderBackward0")
+
+
+fmod = remainder
+
+
+def pow(a, b):
+    if isinstance(b, _SCALARS):
+        a = as_t(a)
+        if isinstance(b, float) or a._data.dtype.kind == "f":
+            a = _float(a)
+        return _binary(P.pow_, a, b, "PowBackward0")
+    if isinstance(a, _SCALARS):
+        b = _float(as_t(b))
+        return _binary(P.pow_, full_as(b, a), b, "PowBackward1")
+    return _binary(P.pow_, a, b, "PowBackward1")
+
+
+def maximum(a, b):
+    return _binary(P.maximum, a, b, "MaximumBackward0")
+
+
+def minimum(a, b):
+    return _binary(P.minimum, a, b, "MinimumBackward0")
+
+
+def _cmp(prim):
+    def op(a, b):
+        return _binary(prim, a, b)
+    op.__name__ = prim.name
+    return op
+
+
+eq = _cmp(P.eq)
+ne = _cmp(P.ne)
+lt = _cmp(P.lt)
+le = _cmp(P.le)
+gt = _cmp(P.gt)
+ge = _cmp(P.ge)
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and = _cmp(P.logical_and)
+logical_or = _cmp(P.logical_or)
+logical_xor = _cmp(P.logical_xor)
+
+
+def equal(a, b) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(a._concrete("equal"), b._concrete("equal")))
+
+
+def where(cond, x=None, y=None):
+    if x is None and y is None:
+        return nonzero(cond, as_tuple=True)
+    cond = as_t(cond)
+    if cond._data.dtype.kind != "b":
+        cond = P.cast(cond, dtype=np.dtype(np.bool_))
+    if isinstance(x, Tensor) or isinstance(y, Tensor):
+        if isinstance(x, Tensor) and isinstance(y, Tensor):
+            x, y = _promote2(x, y)
+        elif isinstance(x, Tensor):
+            x, y = _promote2(x, y)
+        else:
+            x, y = _promote2(x, y)
+    else:
+        x = as_t(x)
+        x, y = _promote2(x, y)
+    return named(P.where(cond, x, y), "WhereBackward0")
+
+
+def clamp(x, min=None, max=None):
+    x = as_t(x)
+    r = x
+    if min is not None:
+        r = where(lt(r, min), min if not isinstance(min, Tensor) else min, r)
+    if max is not None:
+        r = where(gt(r, max), max, r)
+    if r is x:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return named(r, "ClampBackward1")
+
+
+clip = clamp
+
+
+def clamp_min(x, m):
+    return clamp(x, min=m)
+
+
+def clamp_max(x, m):
+    return clamp(x, max=m)
+
+
+def masked_fill(x, mask, value):
+    x = as_t(x)
+    if isinstance(value, Tensor):
+        value = value.item() if value._data.ndim == 0 and type(value._data) is not Var else value
+    return named(where(mask, value, x), "MaskedFillBackward0")
+
+
+def lerp(a, b, w):
+    return add(a, mul(w, sub(b, a)))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = as_t(a), as_t(b)
+    return wrap(np.isclose(a._concrete("isclose"), b._concrete("isclose"), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    return bool(isclose(a, b, rtol, atol, equal_nan)._data.all())
+
+
+def isinf(x):
+    return wrap(np.isinf(as_t(x)._concrete("isinf")))
+
+
+def isfinite(x):
+    return wrap(np.isfinite(as_t(x)._concrete("isfinite")))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    x = as_t(x)
+    return wrap(np.nan_to_num(x._concrete("nan_to_num"), nan=nan, posinf=posinf, neginf=neginf))
+
+
+# ---------------------------------------------------------------- dtype conversion
+def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    for a in args:
+        if isinstance(a, (D.dtype, type)) or isinstance(a, np.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+    if dtype is None:
+        return x.clone() if copy else x
+    d = D.to_dtype(dtype)
+    if d.np == x._data.dtype:
+        return x.clone() if copy else x
+    return named(P.cast(x, dtype=d.np), "ToCopyBackward0")
+
+
+def type_as(x, other):
+    return to(x, other.dtype)
+
+
+def _caster(d):
+    def f(x, memory_format=None):
+        return to(x, d)
+    return f
+
+
+# ---------------------------------------------------------------- reductions
+def _axes(x: Tensor, dim) -> tuple:
+    return normalize_axes(dim, x._data.ndim)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    x = as_t(x)
+    if dtype is not None:
+        x = to(x, dtype)
+    elif x._data.dtype.kind in "bu" or x._data.dtype in (np.int8, np.int16, np.int32):
+        x = P.cast(x, dtype=np.dtype(np.int64))
+    full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
+    r = P.reduce_sum(x, axes=_axes(x, None if full else dim), keepdims=bool(keepdim))
+    return named(r, "SumBackward0" if full else "SumBackward1")
+
+
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    x = as_t(x)
+    if dtype is not None:
+        x = to(x, dtype)
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {x.dtype.name.capitalize()}")
+    full = dim is None
+    axes = _axes(x, dim)
+    n = 1
+    for a in axes:
+        n *= x._data.shape[a]
+    r = P.reduce_sum(x, axes=axes, keepdims=bool(keepdim))
+    r = P.div(r, float(n)) if n else P.mul(r, float("nan"))
+    return named(r, "MeanBackward0" if full else "MeanBackward1")
+
+
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    x = as_t(x)
+    if dtype is not None:
+        x = to(x, dtype)
+    r = P.reduce_prod(x, axes=_axes(x, dim), keepdims=bool(keepdim))
+    return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
+
+
+_MaxMin = namedtuple("_MaxMin", ["values", "indices"])
+_MaxMin.__name__ = "return_types"
+
+
+def _extreme(x, dim, keepdim, red, arg, name):
+    x = as_t(x)
+    if dim is None:
+        return named(red(x, axes=_axes(x, None), keepdims=False), name + "Backward1")
+    if isinstance(dim, Tensor):  # torch.max(a, b) is the elementwise maximum
+        return (maximum if red is P.reduce_max else minimum)(x, dim)
+    ax = _axes(x, dim)[0]
+    idx = arg(x, axis=ax, keepdims=True)
+    vals = P.gather(x, idx, axis=ax)
+    if not keepdim:
+        vals = P.reshape(vals, shape=tuple(s for i, s in enumerate(x._data.shape) if i != ax))
+        idx = P.reshape(idx, shape=vals._data.shape)
+    return _MaxMin(named(vals, name + "Backward0"), idx)
+
+
+def max(x, dim=None, keepdim=False):
+    return _extreme(x, dim, keepdim, P.reduce_max, P.argmax, "Max")
+
+
+def min(x, dim=None, keepdim=False):
+    return _extreme(x, dim, keepdim, P.reduce_min, P.argmin, "Min")
+
+
+def amax(x, dim=(), keepdim=False):
+    x = as_t(x)
+    return named(P.reduce_max(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AmaxBackward0")
+
+
+def amin(x, dim=(), keepdim=False):
+    x = as_t(x)
+    return named(P.reduce_min(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AminBackward0")
+
+
+def argmax(x, dim=None, keepdim=False):
+    x = as_t(x)
+    if dim is None:
+        return P.argmax(P.reshape(x, shape=(x.numel(),)), axis=0, keepdims=False)
+    return P.argmax(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
+
+
+def argmin(x, dim=None, keepdim=False):
+    x = as_t(x)
+    if dim is None:
+        return P.argmin(P.reshape(x, shape=(x.numel(),)), axis=0, keepdims=False)
+    return P.argmin(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = as_t(x)
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    axes = _axes(x, dim)
+    n = 1
+    for a in axes:
+        n *= x._data.shape[a]
+    m = P.reduce_sum(x, axes=axes, keepdims=True)
+    m = P.div(m, float(n))
+    d = P.sub(x, m)
+    r = P.reduce_sum(P.mul(d, d), axes=axes, keepdims=bool(keepdim))
+    denom = builtins.max(n - correction, 0)
+    r = P.div(r, float(denom)) if denom else P.mul(r, float("nan"))
+    return named(r, "VarBackward0")
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return named(sqrt(var(x, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    x = _float(as_t(x))
+    if p == "fro" or p == 2 or p is None:
+        r = sqrt(sum(mul(x, x), dim, keepdim))
+    elif p == 1:
+        r = sum(abs(x), dim, keepdim)
+    elif p == float("inf"):
+        r = amax(abs(x), dim if dim is not None else (), keepdim)
+    elif p == 0:
+        r = sum(to(ne(x, 0), x.dtype), dim, keepdim)
+    else:
+        r = pow(sum(pow(abs(x), p), dim, keepdim), 1.0 / p)
+    return named(r, "NormBackward1")
+
+
+def logsumexp(x, dim, keepdim=False):
+    x = _float(as_t(x))
+    axes = _axes(x, dim)
+    m = P.reduce_max(x, axes=axes, keepdims=True)
+    m = where(isinf_t(m), 0.0, m)
+    m = m.detach()
+    s = P.reduce_sum(P.exp(P.sub(x, m)), axes=axes, keepdims=True)
+    r = P.add(P.log(s), m)
+    if not keepdim:
+        r = P.reshape(r, shape=tuple(s_ for i, s_ in enumerate(x._data.shape) if i not in axes))
+    return named(r, "LogsumexpBackward0")
+
+
+def isinf_t(x: Tensor) -> Tensor:
+    """isinf as primitives (traceable): |x| == inf."""
+    return P.eq(P.abs_(x), float("inf"))
+
+
+def cumsum(x, dim, *, dtype=None):
+    x = as_t(x)
+    if dtype is not None:
+        x = to(x, dtype)
+    return named(P.cumsum(x, axis=_axes(x, dim)[0]), "CumsumBackward0")
+
+
+def all(x, dim=None, keepdim=False):
+    x = as_t(x)
+    return wrap(np.all(x._concrete("all"), axis=dim, keepdims=keepdim))
+
+
+def any(x, dim=None, keepdim=False):
+    x = as_t(x)
+    return wrap(np.any(x._concrete("any"), axis=dim, keepdims=keepdim))
+
+
+def count_nonzero(x, dim=None):
+    return sum(ne(x, 0), dim)
+
+
+# ---------------------------------------------------------------- softmax family
+def softmax(x, dim=None, dtype=None, _stacklevel=3):
+    x = _float(as_t(x))
+    if dtype is not None:
+        x = to(x, dtype)
+    ax = (_axes(x, dim)[0],) if x._data.ndim else ()
+    m = P.reduce_max(x, axes=ax, keepdims=True).detach() if x._data.ndim else x.detach()
+    e = P.exp(P.sub(x, m))
+    r = P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
+    return named(r, "SoftmaxBackward0")
+
+
+def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
+    x = _float(as_t(x))
+    if dtype is not None:
+        x = to(x, dtype)
+    ax = (_axes(x, dim)[0],) if x._data.ndim else ()
+    m = P.reduce_max(x, axes=ax, keepdims=True).detach() if x._data.ndim else x.detach()
+    s = P.sub(x, m)
+    r = P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
+    return named(r, "LogSoftmaxBackward0")
+
+
+# ---------------------------------------------------------------- shapes and views
+def _size_args(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return tuple(int(s) for s in size)
+
+
+def _infer_shape(shape, numel: int) -> tuple:
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def reshape(x, *shape):
+    x = as_t(x)
+    shape = _infer_shape(_size_args(shape), x.numel())
+    return named(P.reshape(x, shape=shape), "ViewBackward0")
+
+
+def view(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (D.dtype, type, np.dtype)):
+        d = D.to_dtype(shape[0])
+        return wrap(x._concrete("view(dtype)").view(d.np))
+    return reshape(x, *shape)
+
+
+def view_as(x, other):
+    return reshape(x, other.shape)
+
+
+def reshape_as(x, other):
+    return reshape(x, other.shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    x = as_t(x)
+    nd = x._data.ndim
+    if nd == 0:
+        return reshape(x, 1)
+    s, e = start_dim % nd, end_dim % nd
+    shp = x._data.shape
+    n = 1
+    for d in shp[s:e + 1]:
+        n *= d
+    return reshape(x, tuple(shp[:s]) + (n,) + tuple(shp[e + 1:]))
+
+
+def unflatten(x, dim, sizes):
+    shp = list(x.shape)
+    dim = dim % len(shp)
+    return reshape(x, tuple(shp[:dim]) + tuple(sizes) + tuple(shp[dim + 1:]))
+
+
+def squeeze(x, dim=None):
+    x = as_t(x)
+    shp = x._data.shape
+    if dim is None:
+        new = tuple(s for s in shp if s != 1)
+    else:
+        axes = _axes(x, dim) if shp else ()
+        new = tuple(s for i, s in enumerate(shp) if not (i in axes and s == 1))
+    return named(P.reshape(x, shape=new), "SqueezeBackward0")
+
+
+def unsqueeze(x, dim):
+    x = as_t(x)
+    nd = x._data.ndim + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+    dim %= nd
+    shp = list(x._data.shape)
+    shp.insert(dim, 1)
+    return named(P.reshape(x, shape=tuple(shp)), "UnsqueezeBackward0")
+
+
+def permute(x, *dims):
+    x = as_t(x)
+    dims = _size_args(dims)
+    nd = x._data.ndim
+    if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)) if nd else dims:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal to "
+                           f"len(dims) = {len(dims)}")
+    return named(P.transpose(x, perm=tuple(d % nd for d in dims)), "PermuteBackward0")
+
+
+def transpose(x, dim0, dim1):
+    x = as_t(x)
+    nd = x._data.ndim
+    if nd == 0:
+        return x
+    perm = list(range(nd))
+    a, b = _axes(x, dim0)[0], _axes(x, dim1)[0]
+    perm[a], perm[b] = perm[b], perm[a]
+    return named(P.transpose(x, perm=tuple(perm)), "TransposeBackward0")
+
+
+swapaxes = swapdims = transpose
+
+
+def t(x):
+    x = as_t(x)
+    if x._data.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x._data.ndim}D")
+    return named(transpose(x, 0, -1) if x._data.ndim == 2 else x, "TBackward0")
+
+
+def expand(x, *sizes):
+    x = as_t(x)
+    sizes = _size_args(sizes)
+    shp = x._data.shape
+    lead = len(sizes) - len(shp)
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
+                           f"number of dimensions in the tensor ({len(shp)})")
+    new = tuple(shp[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
+    for i, s in enumerate(shp):
+        if s != 1 and s != new[i + lead]:
+            raise RuntimeError(f"The expanded size of the tensor ({new[i + lead]}) must match the existing size "
+                               f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  "
+                               f"Tensor sizes: {list(shp)}")
+    if new == tuple(shp):
+        return named(P.reshape(x, shape=new), "ExpandBackward0")
+    return named(P.broadcast_to(x, shape=new), "ExpandBackward0")
+
+
+def expand_as(x, other):
+    return expand(x, other.shape)
+
+
+def broadcast_to(x, shape):
+    return expand(x, shape)
+
+
+def broadcast_shape_of(*xs) -> tuple:
+    return broadcast_shapes(*[tuple(getattr(x, "shape", ())) for x in xs])
+
+
+def broadcast_tensors(*xs):
+    shp = broadcast_shape_of(*xs)
+    return tuple(expand(as_t(x), shp) for x in xs)
+
+
+def contiguous(x, memory_format=None):
+    x = as_t(x)
+    d = x._data
+    if type(d) is Var or d.flags.c_contiguous:
+        return x
+    return named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
+
+
+def clone(x, memory_format=None):
+    x = as_t(x)
+    if type(x._data) is not Var and not x._rg:
+        return wrap(np.array(x._data, copy=True))
+    r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
+    return named(r, "CloneBackward0")
+
+
+def flip(x, dims):
+    x = as_t(x)
+    if isinstance(dims, int):
+        dims = (dims,)
+    return named(P.flip(x, axes=_axes(x, dims)), "FlipBackward0")
+
+
+def roll(x, shifts, dims):
+    x = as_t(x)
+    if isinstance(shifts, int):
+        shifts, dims = (shifts,), (dims,)
+    for s, d in zip(shifts, dims):
+        n = x.shape[d]
+        s %= n
+        if s:
+            x = cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], d)
+    return x
+
+
+def cat(tensors: Sequence, dim=0):
+    ts = [as_t(t) for t in tensors]
+    ts = [t for t in ts if not (t._data.ndim == 1 and t._data.shape[0] == 0)] or ts[:1]
+    rt = D.result_type(*ts).np
+    ts = [P.cast(t, dtype=rt) if t._data.dtype != rt else t for t in ts]
+    ax = _axes(ts[0], dim)[0]
+    for t in ts[1:]:
+        if t._data.ndim != ts[0]._data.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != ax):
+            raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {ax}. Expected sizes "
+                               f"{list(ts[0].shape)} but got {list(t.shape)}")
+    if len(ts) == 1:
+        return ts[0]
+    return named(P.concatenate(*ts, axis=ax), "CatBackward0")
+
+
+concat = concatenate = cat
+
+
+def stack(tensors: Sequence, dim=0):
+    ts = [as_t(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for t in ts[1:]:
+        if t.shape != ts[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ts[0].shape)} at entry 0 "
+                               f"and {list(t.shape)} at entry {ts.index(t)}")
+    r = cat([unsqueeze(t, dim) for t in ts], dim)
+    if len(ts) == 1:
+        return r
+    return named(r, "StackBackward0")
+
+
+def hstack(ts):
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(ts):
+    return cat([t if t.ndim > 1 else unsqueeze(t, 0) for t in ts], 0)
+
+
+def narrow(x, dim, start, length):
+    x = as_t(x)
+    ax = _axes(x, dim)[0]
+    key = tuple((start, start + length, 1) if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
+    return named(P.slice_(x, key=key), "SliceBackward0")
+
+
+def select(x, dim, index):
+    x = as_t(x)
+    ax = _axes(x, dim)[0]
+    n = x._data.shape[ax]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {ax}")
+    key = tuple(index % n if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
+    return named(P.slice_(x, key=key), "SelectBackward0")
+
+
+def split(x, split_size_or_sections, dim=0):
+    x = as_t(x)
+    ax = _axes(x, dim)[0]
+    n = x._data.shape[ax]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                               f"dimension {ax}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, ax, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    n = x.shape[dim]
+    size = -(-n // chunks)
+    return split(x, size, dim)
+
+
+def unbind(x, dim=0):
+    return tuple(select(x, dim, i) for i in range(x.shape[dim]))
+
+
+def movedim(x, source, destination):
+    nd = x.ndim
+    src = [source % nd] if isinstance(source, int) else [s % nd for s in source]
+    dst = [destination % nd] if isinstance(destination, int) else [d % nd for d in destination]
+    order = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(x, order)
+
+
+def repeat(x, *sizes):
+    x = as_t(x)
+    sizes = _size_args(sizes)
+    shp = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    x = reshape(x, shp)
+    inter = []
+    for s, r in zip(shp, sizes):
+        inter += [1, s]
+    big = []
+    for s, r in zip(shp, sizes):
+        big += [r, s]
+    y = expand(reshape(x, inter), big)
+    return reshape(y, tuple(s * r for s, r in zip(shp, sizes)))
+
+
+def tile(x, dims):
+    return repeat(x, dims)
+
+
+def pad(x, pad_, mode="constant", value=0.0):
+    x = as_t(x)
+    if mode != "constant":
+        raise NotImplementedError(f"pad mode {mode!r}")
+    nd = x._data.ndim
+    widths = [(0, 0)] * nd
+    for i in range(len(pad_) // 2):
+        widths[nd - 1 - i] = (int(pad_[2 * i]), int(pad_[2 * i + 1]))
+    return named(P.pad(x, widths=tuple(widths), value=float(value)), "ConstantPadNdBackward0")
+
+
+def tril(x, diagonal=0):
+    x = as_t(x)
+    n, m = x.shape[-2], x.shape[-1]
+    mask = wrap(np.tril(np.ones((n, m), dtype=bool), diagonal))
+    return named(where(mask, x, 0), "TrilBackward0")
+
+
+def triu(x, diagonal=0):
+    x = as_t(x)
+    n, m = x.shape[-2], x.shape[-1]
+    mask = wrap(np.triu(np.ones((n, m), dtype=bool), diagonal))
+    return named(where(mask, x, 0), "TriuBackward0")
+
+
+def diag(x, diagonal=0):
+    x = as_t(x)
+    k = diagonal
+    if x.ndim == 1:
+        m = x.shape[0]
+        n = m + builtins.abs(k)
+        rows = wrap(np.arange(m) + builtins.max(-k, 0))
+        cols = wrap(np.arange(m) + builtins.max(k, 0))
+        z = wrap(np.zeros((n, n), dtype=x._data.dtype))
+        return named(P.index_put(z, x, rows, cols, key=("T", "T"), accumulate=False), "DiagEmbedBackward0")
+    n = builtins.min(x.shape[0] - builtins.max(-k, 0), x.shape[1] - builtins.max(k, 0))
+    rows = wrap(np.arange(builtins.max(n, 0)) + builtins.max(-k, 0))
+    cols = wrap(np.arange(builtins.max(n, 0)) + builtins.max(k, 0))
+    return x[rows, cols]
+
+
+def trace(x):
+    return sum(diag(x))
+
+
+# ---------------------------------------------------------------- matmul family
+def matmul(a, b):
+    a, b = as_t(a), as_t(b)
+    a, b = _promote2(a, b)
+    na, nb = a._data.ndim, b._data.ndim
+    if na == 0 or nb == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
+    if na == 1 and nb == 1:
+        return dot(a, b)
+    if na == 1:
+        r = P.matmul(P.reshape(a, shape=(1, a._data.shape[0])), b)
+        return named(P.reshape(r, shape=r._data.shape[:-2] + (r._data.shape[-1],)), "SqueezeBackward4" if nb > 2 else "MvBackward0")
+    if nb == 1:
+        _mm_check(a, b, "mv")
+        r = P.matmul(a, P.reshape(b, shape=(b._data.shape[0], 1)))
+        return named(P.reshape(r, shape=r._data.shape[:-1]), "MvBackward0")
+    _mm_check(a, b, "matmul")
+    r = P.matmul(a, b)
+    return named(r, "MmBackward0" if na == 2 and nb == 2 else ("BmmBackward0" if na == nb == 3 else "UnsafeViewBackward0"))
+
+
+def _mm_check(a, b, what):
+    sa, sb = a._data.shape, b._data.shape
+    kb = sb[-2] if len(sb) > 1 else sb[0]
+    if sa[-1] != kb:
+        if what == "mv":
+            raise RuntimeError(f"size mismatch, got input ({sa[0]}), mat ({sa[0]}x{sa[-1]}), vec ({sb[0]})")
+        raise RuntimeError(f"{what}: mat1 and mat2 shapes cannot be multiplied "
+                           f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
+
+
+def mm(a, b):
+    a, b = as_t(a), as_t(b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")
+    _mm_check(a, b, "mm")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    a, b = as_t(a), as_t(b)
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3D tensors, got {a.ndim}D and {b.ndim}D")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ ({a.shape[0]} and {b.shape[0]})")
+    _mm_check(a, b, "bmm")
+    return named(matmul(a, b), "BmmBackward0")
+
+
+def mv(a, v):
+    return matmul(a, v)
+
+
+def dot(a, b):
+    a, b = _promote2(as_t(a), as_t(b))
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to have "
+                           f"the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively")
+    r = P.reduce_sum(P.mul(a, b), axes=(0,), keepdims=False)
+    return named(r, "DotBackward0")
+
+
+inner = dot
+
+
+def outer(a, b):
+    a, b = as_t(a), as_t(b)
+    return named(mul(unsqueeze(a, 1), unsqueeze(b, 0)), "MulBackward0")
+
+
+ger = outer
+
+
+def addmm(bias, a, b, *, beta=1, alpha=1):
+    r = matmul(a, b)
+    if alpha != 1:
+        r = mul(r, alpha)
+    bias = mul(bias, beta) if beta != 1 else bias
+    return named(add(bias, r), "AddmmBackward0")
+
+
+def einsum(spec, *ops):
+    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+        ops = ops[0]
+    return _einsum(spec, [as_t(o) for o in ops])
+
+
+def _einsum(spec, ops):
+    """Einsum by broadcasting products and sums (primitives only)."""
+    spec = spec.replace(" ", "")
+    lhs, rhs = spec.split("->") if "->" in spec else (spec, None)
+    ins = lhs.split(",")
+    letters = []
+    for s in ins:
+        for c in s:
+            if c not in letters:
+                letters.append(c)
+    if rhs is None:
+        rhs = "".join(sorted(c for c in letters if lhs.count(c) == 1))
+    acc = None
+    for s, o in zip(ins, ops):
+        # move o's axes into the global letter order, inserting size-1 axes
+        perm = sorted(range(len(s)), key=lambda i: letters.index(s[i]))
+        o = permute(o, perm) if perm != list(range(len(s))) else o
+        present = sorted(s, key=letters.index)
+        shp = [o.shape[present.index(c)] if c in present else 1 for c in letters]
+        o = reshape(o, shp)
+        acc = o if acc is None else mul(acc, o)
+    red = [i for i, c in enumerate(letters) if c not in rhs]
+    if red:
+        acc = sum(acc, red)
+    kept = [c for c in letters if c in rhs]
+    perm = [kept.index(c) for c in rhs]
+    return permute(acc, perm) if perm != list(range(len(perm))) else acc
+
+
+# ---------------------------------------------------------------- gather / scatter / indexing
+def gather(x, dim, index, *, sparse_grad=False):
+    x, index = as_t(x), as_t(index)
+    if index._data.dtype.kind not in "iu":
+        raise RuntimeError(f"gather(): Expected dtype int64 for index, got {index.dtype}")
+    ax = _axes(x, dim)[0]
+    if index._data.ndim != x._data.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    return named(P.gather(x, index, axis=ax), "GatherBackward0")
+
+
+def scatter_add(x, dim, index, src):
+    x, index, src = as_t(x), as_t(index), as_t(src)
+    return named(P.scatter_add(x, index, src, axis=_axes(x, dim)[0]), "ScatterAddBackward0")
+
+
+def index_select(x, dim, index):
+    x, index = as_t(x), as_t(index)
+    ax = _axes(x, dim)[0]
+    key = tuple("T" if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
+    return named(P.index(x, index, key=key), "IndexSelectBackward0")
+
+
+def take_along_dim(x, indices, dim):
+    return gather(x, dim, indices)
+
+
+def nonzero(x, as_tuple=False):
+    a = as_t(x)._concrete("nonzero() (data-dependent output shape)")
+    nz = np.nonzero(a)
+    if as_tuple:
+        return tuple(wrap(i.astype(np.int64)) for i in nz)
+    return wrap(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((0, 0), np.int64))
+
+
+def masked_select(x, mask):
+    x, mask = broadcast_tensors(as_t(x), as_t(mask))
+    return x[mask]
+
+
+def _index_parts(x: Tensor, key):
+    """Split an index into a basic key (slices/ints/None) or an advanced key template with
+    its index tensors. Returns (basic_key | None, template, index tensors)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    advanced = builtins.any(isinstance(k, (Tensor, list, np.ndarray)) for k in key)
+    if not advanced:
+        return encode_key(key, tuple(x._data.shape)), None, ()
+    # expand Ellipsis and turn bool masks into integer index tensors
+    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis) + builtins.sum(
+        (as_t(k).ndim - 1) for k in key if isinstance(k, (Tensor, list, np.ndarray)) and _is_bool(k))
+    out, idx, dim = [], [], 0
+    for k in key:
+        if k is Ellipsis:
+            for _ in range(x._data.ndim - n_real):
+                out.append((0, x._data.shape[dim], 1))
+                dim += 1
+        elif k is None:
+            out.append(None)
+        elif isinstance(k, slice):
+            out.append(k.indices(x._data.shape[dim]))
+            dim += 1
+        elif isinstance(k, (Tensor, list, np.ndarray)):
+            kt = as_t(k) if not isinstance(k, np.ndarray) else wrap(k)
+            if kt._data.dtype.kind == "b":
+                if tuple(kt.shape) != tuple(x._data.shape[dim:dim + kt.ndim]):
+                    raise IndexError(f"The shape of the mask {list(kt.shape)} at index {dim} does not match the shape "
+                                     f"of the indexed tensor {list(x.shape)}")
+                for part in nonzero(kt, as_tuple=True):
+                    out.append("T")
+                    idx.append(part)
+                    dim += 1
+            else:
+                if kt._data.dtype.kind not in "iu":
+                    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+                _check_bounds(kt, x._data.shape[dim], dim)
+                out.append("T")
+                idx.append(kt)
+                dim += 1
+        else:
+            k = int(k)
+            n = x._data.shape[dim]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for dimension {dim} with size {n}")
+            out.append(k % n)
+            dim += 1
+    while dim < x._data.ndim:
+        out.append((0, x._data.shape[dim], 1))
+        dim += 1
+    if dim > x._data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x._data.ndim}")
+    return None, tuple(out), tuple(idx)
+
+
+def _is_bool(k) -> bool:
+    return (isinstance(k, Tensor) and k._data.dtype.kind == "b") or (isinstance(k, np.ndarray) and k.dtype.kind == "b")
+
+
+def _check_bounds(idx: Tensor, n: int, dim: int) -> None:
+    d = idx._data
+    if type(d) is Var or d.size == 0:
+        return
+    lo, hi = int(d.min()), int(d.max())
+    if lo < -n or hi >= n:
+        bad = hi if hi >= n else lo
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
+
+
+def getitem(x: Tensor, key):
+    basic, template, idx = _index_parts(x, key)
+    if basic is not None:
+        r = P.slice_(x, key=basic)
+        return named(r, "SelectBackward0" if builtins.any(isinstance(k, int) for k in basic) else
+                     ("UnsqueezeBackward0" if builtins.any(k is None for k in basic) else "SliceBackward0"))
+    return named(P.index(x, *idx, key=template), "IndexBackward0")
+
+
+def setitem(x: Tensor, key, value) -> None:
+    basic, template, idx = _index_parts(x, key)
+    if basic is not None:
+        template, idx = basic, ()
+    value = value if isinstance(value, Tensor) else _scalar(value)
+    if isinstance(value, Tensor) and value._data.dtype != x._data.dtype:
+        value = P.cast(value, dtype=x._data.dtype)
+    inplace(x, lambda old: named(P.index_put(old, value, *idx, key=template, accumulate=False),
+                                 "CopySlices" if basic is not None else "IndexPutBackward0"), value)
+
+
+def index_put(x, indices, values, accumulate=False):
+    _, template, idx = _index_parts(x, tuple(indices))
+    return named(P.index_put(x, as_t(values).to(x.dtype), *idx, key=template, accumulate=accumulate),
+                 "IndexPutBackward0")
+
+
+# ---------------------------------------------------------------- in-place
+def inplace(self: Tensor, fn, *others) -> Tensor:
+    """Run ``fn(old) -> new`` and write the result into ``self``'s memory: the autograd
+    graph continues from the new node, the version counter is bumped."""
+    grad_on = STATE.enabled
+    if grad_on and self._rg and self._grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base
+    if grad_on and base is not None and base._rg and base._grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if type(self._data) is Var:  # tracing: rebind the SSA value
+        if base is not None:
+            from ..tracer.trace import GraphBreak, user_frame
+            raise GraphBreak(f"in-place op on a view while tracing at {user_frame()}")
+        new = fn(self)
+        self._data = new._data
+        self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
+        return self
+    tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
+    if tracking:
+        if base is not None and base._rg:
+            raise RuntimeError("fusegrad does not yet support in-place ops on a view of a tensor that is part of "
+                               "the autograd graph; use an out-of-place op")
+        old = wrap(np.array(self._data, copy=True))
+        old._rg, old._grad_fn, old._out_nr = self._rg, self._grad_fn, self._out_nr
+        new = fn(old)
+    else:
+        new = fn(self)
+    _write(self, new)
+    self._bump()
+    if tracking and new._rg:
+        self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, True
+        node = new._grad_fn
+        if isinstance(node, PrimNode) and node.out_data is new._data:
+            node.out_data, node.out_box, node.out_ver = self._data, self._vbox, self._vbox[0]
+    return self
+
+
+def _write(dst: Tensor, src: Tensor) -> None:
+    d, s = dst._data, src._data
+    if s.dtype != d.dtype and not np.can_cast(s.dtype, d.dtype, "same_kind"):
+        raise RuntimeError(f"result type {D.from_numpy_dtype(s.dtype).name.capitalize()} can't be cast to the desired "
+                           f"output type {D.from_numpy_dtype(d.dtype).name.capitalize()}")
+    if tuple(s.shape) != tuple(d.shape):
+        try:
+            s = np.broadcast_to(s, d.shape)
+        except ValueError:
+            raise RuntimeError(f"output with shape {list(d.shape)} doesn't match the broadcast shape "
+                               f"{list(s.shape)}") from None
+    if not d.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    np.copyto(d, s, casting="unsafe")
+
+
+def _inplace_of(op, name=None):
+    def method(self, *args, **kwargs):
+        return inplace(self, (lambda old: named(op(old, *args, **kwargs), name)) if name else
+                       (lambda old: op(old, *args, **kwargs)), *args)
+    method.__name__ = op.__name__ + "_"
+    return method
+
+
+def zero_(self):
+    return inplace(self, lambda old: named(mul(old, 0), "ZeroBackward0") if old._rg else wrap(np.zeros_like(old._data)))
+
+
+def fill_(self, value):
+    if isinstance(value, Tensor) and value._rg:
+        return inplace(self, lambda old: named(add(mul(old, 0), value), "FillBackward1"), value)
+    v = value.item() if isinstance(value, Tensor) else value
+    return inplace(self, lambda old: named(add(mul(old, 0), v), "FillBackward0") if old._rg else
+                   wrap(np.full_like(old._data, v)))
+
+
+def copy_(self, src, non_blocking=False):
+    src = as_t(src)
+
+    def fn(old):
+        s = src if src._data.dtype == old._data.dtype else P.cast(src, dtype=old._data.dtype)
+        if tuple(s.shape) != tuple(old.shape):
+            s = expand(s, old.shape)
+        if not s._rg:
+            return wrap(s._data) if not old._rg else named(add(mul(old, 0), s), "CopyBackwards")
+        return named(add(mul(old.detach(), 0), s), "CopyBackwards")
+    return inplace(self, fn, src)
+
+
+def uniform_(self, a=0.0, b=1.0, generator=None):
+    from .factory import rand
+    with _no_grad():
+        return copy_(self, add(mul(rand(self.shape, dtype=self.dtype, generator=generator), b - a), a))
+
+
+def normal_(self, mean=0.0, std=1.0, generator=None):
+    from .factory import randn
+    with _no_grad():
+        return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
+
+
+def _no_grad():
+    from .grad_mode import no_grad
+    return no_grad()
+
+
+__all__ = [
+    "reciprocal",
+    "square",
+    "exp2",
+    "log2",
+    "log10",
+    "sinh",
+    "cosh",
+    "erfc",
+    "atan2",
+    "atan",
+    "logit",
+    "add",
+    "sub",
+    "rsub",
+    "mul",
+    "div",
+    "floor_divide",
+    "remainder",
+    "pow",
+    "maximum",
+    "minimum",
+    "equal",
+    "where",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "masked_fill",
+    "lerp",
+    "isclose",
+    "allclose",
+    "isinf",
+    "isfinite",
+    "nan_to_num",
+    "to",
+    "type_as",
+    "sum",
+    "mean",
+    "prod",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "var",
+    "std",
+    "var_mean",
+    "norm",
+    "logsumexp",
+    "cumsum",
+    "all",
+    "any",
+    "count_nonzero",
+    "softmax",
+    "log_softmax",
+    "reshape",
+    "view",
+    "view_as",
+    "reshape_as",
+    "flatten",
+    "unflatten",
+    "squeeze",
+    "unsqueeze",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "expand_as",
+    "broadcast_to",
+    "broadcast_tensors",
+    "contiguous",
+    "clone",
+    "flip",
+    "roll",
+    "cat",
+    "stack",
+    "hstack",
+    "vstack",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "unbind",
+    "movedim",
+    "repeat",
+    "tile",
+    "pad",
+    "tril",
+    "triu",
+    "diag",
+    "trace",
+    "matmul",
+    "mm",
+    "bmm",
+    "mv",
+    "dot",
+    "outer",
+    "addmm",
+    "einsum",
+    "gather",
+    "scatter_add",
+    "index_select",
+    "take_along_dim",
+    "nonzero",
+    "masked_select",
+    "index_put",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "abs",
+    "sign",
+    "sqrt",
+    "rsqrt",
+    "erf",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "neg",
+    "negative",
+    "isnan",
+    "logical_not",
+    "absolute",
+    "true_divide",
+    "fmod",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "clip",
+    "swapaxes",
+    "concat",
+    "inner",
+    "ger",
+]

@@ -1,0 +1,409 @@
+"""The Tensor: a NumPy array (or, while tracing, an IR Var) plus autograd state.
+
+Math methods are attached by ``runtime.ops`` (one function per op, shared by the
+``fusegrad.*`` namespace); this module holds the object itself: attributes, autograd
+bookkeeping, conversion and printing."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir.graph import Var
+from .grad_mode import STATE
+from .nodes import AccumulateGrad, RemovableHandle
+
+
+class Size(tuple):
+    """A tensor's shape, as torch.Size."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"fusegrad.Size({list(self)})"
+
+
+class device:
+    """The only device of eager tensors: the CPU."""
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: str = "cpu", index: Optional[int] = None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        self.type = type.split(":")[0]
+        self.index = index
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (device, str)) and str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')"
+
+    def __str__(self) -> str:
+        return self.type
+
+
+CPU = device("cpu")
+
+
+class Tensor:
+    """An n-dimensional array with PyTorch's autograd semantics."""
+    __slots__ = ("_data", "_rg", "_grad_fn", "_out_nr", "_grad", "_vbox", "_base", "_acc", "_retains",
+                 "_hooks_handle", "__weakref__")
+    __array_priority__ = 1000  # NumPy defers to our reflected operators
+
+    def __init__(self, data=None, *args, dtype=None, requires_grad=False):
+        from .factory import tensor as _tensor
+        if data is None:
+            data = []
+        t = _tensor(data, dtype=dtype)
+        _init(self, t._data)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ------------------------------------------------------------ attributes
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    @property
+    def dtype(self) -> D.dtype:
+        return D.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> device:
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
+                                   "a computed variable in a subgraph that doesn't require differentiation use "
+                                   "var_no_grad = var.detach().")
+            return self
+        if requires_grad and self._data.dtype.kind not in "fV" and self.dtype.name != "bfloat16":
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad(self) -> Optional["Tensor"]:
+        if self._grad_fn is not None and not self._retains and self._grad is None:
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                          "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.",
+                          UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Optional["Tensor"]) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+            if tuple(value.shape) != tuple(self.shape):
+                raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs {list(self.shape)}")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains
+
+    @property
+    def data(self) -> "Tensor":
+        t = wrap(self._data)
+        if self._vbox is None:
+            self._vbox = [0]
+        t._vbox = self._vbox
+        t._base = self._base if self._base is not None else self
+        return t
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        self._data = value._data
+
+    @property
+    def _version(self) -> int:
+        return self._vbox[0] if self._vbox is not None else 0
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def _bump(self) -> None:
+        if self._vbox is None:
+            self._vbox = [0]
+        self._vbox[0] += 1
+
+    def _accumulator(self) -> AccumulateGrad:
+        if self._acc is None:
+            self._acc = AccumulateGrad(self)
+        return self._acc
+
+    # ------------------------------------------------------------ sizes and conversion
+    def size(self, dim: Optional[int] = None):
+        if dim is None:
+            return self.shape
+        return self._data.shape[dim]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(np.prod(self._data.shape, dtype=np.int64))
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.dtype.itemsize
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def _concrete(self, what: str) -> np.ndarray:
+        d = self._data
+        if type(d) is Var:
+            from ..tracer.trace import GraphBreak, user_frame
+            raise GraphBreak(f"{what} needs a concrete value at {user_frame()}")
+        return d
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if self._rg and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._concrete("Tensor.numpy()")
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._concrete("converting a Tensor to a NumPy array")
+        return a if dtype is None else a.astype(dtype)
+
+    def tolist(self):
+        return self._concrete("Tensor.tolist()").tolist()
+
+    def item(self):
+        a = self._concrete("Tensor.item()")
+        if a.size != 1:
+            raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
+        return a.reshape(()).item()
+
+    def __bool__(self) -> bool:
+        a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)")
+        if a.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(a.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (np.array(self._concrete("pickling")), self._rg))
+
+    def __deepcopy__(self, memo):
+        t = wrap(np.array(self._concrete("deepcopy"), copy=True))
+        t._rg = self._rg
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        out = t if type(self) is Tensor else _retype(t, type(self))
+        memo[id(self)] = out
+        return out
+
+    # ------------------------------------------------------------ autograd
+    def detach(self) -> "Tensor":
+        t = wrap(self._data)
+        if self._vbox is None:
+            self._vbox = [0]
+        t._vbox = self._vbox
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self) -> "Tensor":
+        self._grad_fn = None
+        self._rg = False
+        return self
+
+    def retain_grad(self) -> None:
+        if self._grad_fn is None:
+            if not self._rg:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains:
+            return
+        self._retains = True
+        import weakref
+        ref = weakref.ref(self)
+
+        def store(g):
+            t = ref()
+            if t is not None:
+                if t._grad is None:
+                    t._grad = g.detach() if not STATE.enabled else g
+                    if not STATE.enabled:
+                        t._grad = wrap(np.array(g._data, copy=True))
+                else:
+                    t._grad = t._grad + g
+        store._retain = True
+        self._grad_fn.register_prehook(_for_output(store, self._out_nr, self._grad_fn))
+
+    def register_hook(self, hook) -> RemovableHandle:
+        """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is None:
+            return self._accumulator().register_prehook(hook)
+        node = self._grad_fn
+        h = _for_output(hook, self._out_nr, node)
+        if node.pre_hooks is None:
+            node.pre_hooks = []
+        # tensor hooks run before retain_grad's store, as in PyTorch
+        pos = next((i for i, x in enumerate(node.pre_hooks) if getattr(x, "_retain", False)), len(node.pre_hooks))
+        node.pre_hooks.insert(pos, h)
+        return RemovableHandle(node.pre_hooks, h)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        from ..autograd.functions import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------ printing
+    def __repr__(self) -> str:
+        d = self._data
+        if type(d) is Var:
+            body = f"traced {d!r}: {d.type_str()}"
+        else:
+            body = np.array2string(d, separator=", ", prefix="tensor(", precision=4,
+                                   floatmode="maxprec_equal")
+        extra = ""
+        if type(d) is not Var and d.dtype != D.get_default_dtype().np and d.dtype.kind == "f" or \
+                type(d) is not Var and d.dtype.kind in "iub" and d.dtype != np.int64:
+            extra += f", dtype={self.dtype}"
+        if self._grad_fn is not None:
+            extra += f", grad_fn=<{type(self._grad_fn).__name__}>"
+        elif self._rg:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and type(self._data) is not Var:
+            return format(self.item(), spec)
+        return repr(self)
+
+
+def _for_output(hook, nr: int, node):
+    """A tensor hook on output ``nr`` of a node (multi-output nodes pass all grads)."""
+    if node.n_outputs == 1:
+        return hook
+
+    def per_output(gs):
+        gs = list(gs)
+        if gs[nr] is not None:
+            r = hook(gs[nr])
+            if r is not None:
+                gs[nr] = r
+        return gs
+    per_output._per_output = True
+    per_output._retain = getattr(hook, "_retain", False)
+    return per_output
+
+
+_new = object.__new__
+
+
+def _init(t, data) -> None:
+    t._data = data
+    t._rg = False
+    t._grad_fn = None
+    t._out_nr = 0
+    t._grad = None
+    t._vbox = None
+    t._base = None
+    t._acc = None
+    t._retains = False
+    t._hooks_handle = None
+
+
+def wrap(data, cls=Tensor) -> Tensor:
+    """A new Tensor over ``data`` (an ndarray or Var) without copying."""
+    t = _new(cls)
+    t._data = data
+    t._rg = False
+    t._grad_fn = None
+    t._out_nr = 0
+    t._grad = None
+    t._vbox = None
+    t._base = None
+    t._acc = None
+    t._retains = False
+    t._hooks_handle = None
+    return t
+
+
+def _retype(t: Tensor, cls) -> Tensor:
+    out = wrap(t._data, cls)
+    out._rg = t._rg
+    out._grad = t._grad
+    return out
+
+
+def _rebuild(arr, rg):
+    t = wrap(arr)
+    t._rg = rg
+    return t
+
+
+def zeros_like_meta(m) -> Tensor:
+    """Zeros shaped like a (shape, numpy dtype) pair."""
+    return wrap(np.zeros(m[0], dtype=m[1]))

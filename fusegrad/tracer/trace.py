@@ -1,0 +1,111 @@
+"""Tracing: Tensors whose payload is an IR ``Var`` instead of an array.
+
+While a trace is active, every primitive bound on a traced tensor appends an equation to
+that trace's graph (see runtime.dispatch). Traces nest (a transform inside a traced
+function); a Var of an outer trace used inside an inner one is captured as an input of
+the inner graph."""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..ir.graph import Eqn, Graph, Var
+
+
+class GraphBreak(Exception):
+    """Raised while tracing at something the compiler cannot capture; ``reason`` names
+    the construct and the user's source line."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Stack(threading.local):
+    def __init__(self):
+        self.traces: list = []
+
+
+_STACK = _Stack()
+
+
+def current_traces() -> list:
+    return _STACK.traces
+
+
+def user_frame() -> str:
+    """'file:line' of the innermost frame outside the fusegrad package."""
+    f = sys._getframe(1)
+    pkg = __file__.rsplit("/tracer/", 1)[0]
+    while f is not None and f.f_code.co_filename.startswith(pkg):
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
+
+
+class Trace:
+    """Builds one Graph. ``level`` orders nested traces."""
+
+    def __init__(self):
+        self.graph = Graph()
+        self.level = len(_STACK.traces)
+        self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
+        self._keep: list = []  # keeps captured objects alive so their ids stay unique
+
+    def __enter__(self) -> "Trace":
+        _STACK.traces.append(self)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        _STACK.traces.remove(self)
+        return False
+
+    def new_input(self, shape, dtype) -> Var:
+        v = Var(shape, dtype, self)
+        self.graph.inputs.append(v)
+        return v
+
+    def lift(self, x):
+        """The IR operand for ``x``: a Var of this graph, a literal, or a captured input."""
+        from ..runtime.tensor import Tensor
+        if isinstance(x, Tensor):
+            d = x._data
+            if type(d) is Var and d.trace is self:
+                return d
+            key = id(d)
+            v = self._captured.get(key)
+            if v is None:
+                v = Var(d.shape, d.dtype, self)
+                self._captured[key] = v
+                self._keep.append(d)
+                self.graph.consts.append((v, x))
+            return v
+        if isinstance(x, (bool, int, float, np.number, np.bool_)):
+            return x.item() if isinstance(x, (np.number, np.bool_)) else x
+        raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
+
+    def emit(self, prim, args: Sequence, params: dict) -> Var:
+        ins = tuple(self.lift(a) for a in args)
+        avals = [(v.shape, v.dtype) if isinstance(v, Var) else v for v in ins]
+        shape, dtype = prim.abstract(avals, params)
+        out = Var(shape, dtype, self)
+        self.graph.eqns.append(Eqn(prim, ins, params, out))
+        return out
+
+
+def trace_function(fn: Callable, args: Sequence) -> tuple:
+    """Trace ``fn`` on tensors shaped like ``args`` (Tensors; others pass through).
+    Returns (trace, traced args, raw outputs)."""
+    from ..runtime.tensor import Tensor, wrap
+    with Trace() as tr:
+        targs = []
+        for a in args:
+            if isinstance(a, Tensor):
+                t = wrap(tr.new_input(a.shape, a._data.dtype))
+                targs.append(t)
+            else:
+                targs.append(a)
+        out = fn(*targs)
+    return tr, targs, out

@@ -1,0 +1,19 @@
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("FUSEGRAD_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".fusegrad-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    import fusegrad
+    fusegrad.manual_seed(0)
+    np.random.seed(0)
+    yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
