@@ -27,12 +27,22 @@ def _add(a, b):
     return a + b
 
 
-def _run_hooks(hooks, g):
+def _run_pre_hooks(hooks, gs):
+    """Tensor hooks (and retain_grad) on a node's outputs; a hook may replace the grad."""
     for h in list(hooks):
-        r = h(g)
-        if r is not None:
-            g = r
-    return g
+        if getattr(h, "_per_output", False):
+            gs = h(gs)
+        elif gs[0] is not None:
+            r = h(gs[0])
+            if r is not None:
+                gs = [r] + list(gs[1:])
+    return gs
+
+
+def _sum(a, b, node, k):
+    if not hasattr(b, "_data"):
+        raise TypeError(f"{node.name()} returned {type(b).__name__} as gradient {k}; expected a Tensor or None")
+    return a + b
 
 
 def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_graph: bool,
@@ -83,6 +93,9 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     captured = [None] * (len(inputs) if inputs is not None else 0)
 
     ready = deque(n for n in root_nodes if deps.get(n, 0) == 0)
+    target_nodes = {e[0] for e in targets} if targets is not None else ()
+    anomaly = STATE.anomaly
+    owned: dict = {}  # gradient sums this backward allocated itself (safe to update in place)
     prev_enabled = STATE.enabled
     STATE.enabled = create_graph
     try:
@@ -90,42 +103,45 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
             node = ready.popleft()
             gs = buffers.pop(node, None) or [None] * node.n_outputs
             if node.pre_hooks:
-                for h in list(node.pre_hooks):
-                    if getattr(h, "_per_output", False):
-                        gs = h(gs)
-                    elif gs[0] is not None:
-                        r = h(gs[0])
-                        if r is not None:
-                            gs = [r] + list(gs[1:])
-            if targets is not None:
+                gs = _run_pre_hooks(node.pre_hooks, gs)
+            if node in target_nodes:
                 for nr in range(len(gs)):
                     for i in targets.get((node, nr), ()):
                         captured[i] = gs[nr]
             if type(node) is AccumulateGrad:
-                if accumulate and gs[0] is not None and (targets is None or (node, 0) in targets):
+                if accumulate and gs[0] is not None and (targets is None or node in target_nodes):
                     _accumulate(node.variable, gs[0], create_graph)
                 continue
-            run = any(g is not None for g in gs) and (needed is None or node in needed)
+            run = (gs[0] is not None if len(gs) == 1 else any(g is not None for g in gs)) and (
+                needed is None or node in needed)
             outs = node.apply(gs) if run else ()
-            if run and node.post_hooks:
-                for h in node.post_hooks:
-                    h(tuple(outs), tuple(gs))
-            if run and STATE.anomaly:
-                _check_nan(node, outs)
+            if run:
+                if node.post_hooks:
+                    for h in node.post_hooks:
+                        h(tuple(outs), tuple(gs))
+                if anomaly:
+                    _check_nan(node, outs)
             if not retain_graph:
                 node.release()
+            n_outs = len(outs)
             for k, e in enumerate(node.edges):
                 if e is None:
                     continue
                 c, nr = e
-                g = outs[k] if k < len(outs) else None
+                g = outs[k] if k < n_outs else None
                 if g is not None:
-                    if not isinstance(g, Tensor):
-                        raise TypeError(f"{node.name()} returned {type(g).__name__} as gradient {k}; expected a Tensor or None")
                     buf = buffers.get(c)
                     if buf is None:
                         buf = buffers[c] = [None] * c.n_outputs
-                    buf[nr] = _add(buf[nr], g)
+                    b = buf[nr]
+                    if b is None:
+                        buf[nr] = g
+                    elif owned.get(id(b)) is b:  # a sum the engine made itself: add in place
+                        np.add(b._data, g._data, out=b._data)
+                    else:
+                        buf[nr] = s = _sum(b, g, node, k)
+                        if not create_graph and s._data.shape == b._data.shape:
+                            owned[id(s)] = s
                 d = deps[c] - 1
                 deps[c] = d
                 if d == 0:

@@ -8,6 +8,7 @@ import traceback
 import weakref
 
 from ..ir.primitive import PRIMS
+from . import tensor as _tensor  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
@@ -91,20 +92,17 @@ class PrimNode(Node):
     __slots__ = ("prim", "params", "ins", "out_data", "out_box", "out_ver", "versions", "freed")
 
     def apply(self, grads):
-        from .tensor import Tensor, wrap
         if self.freed and (self.prim.saves_in or self.prim.saves_out):
             raise RuntimeError(_FREED_MSG)
         self._check_versions()
         out = None
         if self.prim.saves_out:
-            out = wrap(self.out_data)
+            out = _tensor.wrap(self.out_data)
             out._vbox = self.out_box
             if STATE.enabled:  # create_graph: the saved output stays connected to this node
                 out._rg, out._grad_fn = True, self
-        g = grads[0]
         needs = tuple(e is not None for e in self.edges)
-        res = self.prim.vjp(g, self.ins, out, needs, **self.params)
-        return res
+        return self.prim.vjp(grads[0], self.ins, out, needs, **self.params)
 
     def _check_versions(self):
         for t, v in self.versions:
@@ -124,11 +122,11 @@ class PrimNode(Node):
 
     def release(self):
         self.freed = True
-        self.out_data = self.out_box = None
-        self.versions = ()
-        if self.ins is not None:
-            from .tensor import Tensor
-            self.ins = tuple(_Meta(x) if isinstance(x, Tensor) else x for x in self.ins)
+        if self.prim.saves_in or self.prim.saves_out:  # shape-only rules keep their inputs' metadata
+            self.out_data = self.out_box = None
+            self.versions = ()
+            T = _tensor.Tensor
+            self.ins = tuple(_Meta(x) if isinstance(x, T) else x for x in self.ins)
 
 
 class AccumulateGrad(Node):
@@ -157,7 +155,7 @@ class FunctionNode(Node):
         return self.n_out
 
     def apply(self, grads):
-        from .tensor import zeros_like_meta
+        zeros_like_meta = _tensor.zeros_like_meta
         grads = [g if g is not None else zeros_like_meta(m) for g, m in zip(grads, self.out_meta)]
         res = self.backward_fn(*grads)
         if not isinstance(res, tuple):

@@ -62,6 +62,9 @@ def _promote2(a, b):
             b = P.cast(b, dtype=rt)
         return a, b
     t, s, t_first = (a, b, True) if isinstance(a, Tensor) else (b, a, False)
+    ts = type(s)
+    if (ts is float and t._data.dtype.kind == "f") or (ts is int and t._data.dtype.kind in "iuf"):
+        return a, b  # a weak Python scalar keeps the tensor's dtype
     if isinstance(s, _SCALARS):
         s = _scalar(s)
         rt = D.result_type(t, s).np

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.graph import Var
+from . import nodes as _nodes  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
-from .nodes import AccumulateGrad, RemovableHandle
 
 
 class Size(tuple):
@@ -171,9 +171,9 @@ class Tensor:
             self._vbox = [0]
         self._vbox[0] += 1
 
-    def _accumulator(self) -> AccumulateGrad:
+    def _accumulator(self) -> "_nodes.AccumulateGrad":
         if self._acc is None:
-            self._acc = AccumulateGrad(self)
+            self._acc = _nodes.AccumulateGrad(self)
         return self._acc
 
     # ------------------------------------------------------------ sizes and conversion
@@ -297,7 +297,7 @@ class Tensor:
         store._retain = True
         self._grad_fn.register_prehook(_for_output(store, self._out_nr, self._grad_fn))
 
-    def register_hook(self, hook) -> RemovableHandle:
+    def register_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
@@ -310,7 +310,7 @@ class Tensor:
         # tensor hooks run before retain_grad's store, as in PyTorch
         pos = next((i for i, x in enumerate(node.pre_hooks) if getattr(x, "_retain", False)), len(node.pre_hooks))
         node.pre_hooks.insert(pos, h)
-        return RemovableHandle(node.pre_hooks, h)
+        return _nodes.RemovableHandle(node.pre_hooks, h)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         from ..autograd.functions import backward

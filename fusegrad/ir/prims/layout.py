@@ -10,7 +10,7 @@ from ..primitive import Primitive
 from .elementwise import sum_to
 from .shapes import shape_of
 
-__all__ = ["broadcast_to", "reshape", "transpose", "slice_", "flip", "concatenate", "pad",
+__all__ = ["broadcast_to", "reshape", "transpose", "slice_", "embed", "flip", "concatenate", "pad",
            "decode_key", "encode_key"]
 
 
@@ -87,10 +87,19 @@ def decode_key(key) -> tuple:
 
 
 def _slice_vjp(g, ins, out, needs, key):
-    from .creation import full
-    from .indexing import index_put
-    x = ins[0]
-    return (index_put(full(shape=shape_of(x), value=0.0, dtype=g.dtype.np), g, key=key, accumulate=False),)
+    return (embed(g, key=key, shape=shape_of(ins[0])),)
+
+
+def _embed_impl(g, key, shape):
+    out = np.zeros(shape, dtype=g.dtype)
+    out[decode_key(key)] = g
+    return out
+
+
+embed = Primitive("embed", _embed_impl, abstract=lambda a, p: (tuple(p["shape"]), a[0][1]),
+                  vjp=lambda g, ins, out, needs, key, shape: (slice_(g, key=key),),
+                  jvp=lambda ts, ins, out, key, shape: None if ts[0] is None else embed(ts[0], key=key, shape=shape),
+                  kind="scatter", node_name="SliceBackwardBackward0")
 
 
 slice_ = Primitive("slice", lambda x, key: x[decode_key(key)], vjp=_slice_vjp,

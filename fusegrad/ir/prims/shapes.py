@@ -6,6 +6,9 @@ import numpy as np
 
 def shape_of(v) -> tuple:
     """The shape of a tensor, a Var or an array; () for a Python scalar."""
+    d = getattr(v, "_data", None)  # a Tensor's payload already holds a plain tuple
+    if d is not None:
+        return d.shape
     return tuple(v.shape) if hasattr(v, "shape") else ()
 
 
