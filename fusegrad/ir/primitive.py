@@ -6,7 +6,8 @@ A primitive bundles
 - ``vjp``: ``(g, ins, out, **params) -> grads per input`` written with Tensor ops, so it
   runs eagerly, records a graph under ``create_graph`` and traces into IR,
 - ``jvp``: ``(tangents, ins, out, **params) -> tangent of out`` (None for a zero tangent),
-- ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks),
+- ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks);
+  ``checked`` narrows the version check to the inputs whose values the VJP reads,
 - ``kind`` and ``scalar``: how codegen lowers it (an elementwise expression template, a
   reduction, a layout op or a library call).
 Calling a primitive binds it through the dispatcher that the runtime installs."""
@@ -21,12 +22,12 @@ PRIMS: dict[str, "Primitive"] = {}
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "node_name", "nondiff", "effect", "node_cls")
+                 "scalar", "node_name", "nondiff", "effect", "node_cls", "checked")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
                  kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
-                 nondiff: bool = False, effect: bool = False):
+                 nondiff: bool = False, effect: bool = False, checked: slice = slice(None)):
         self.name = name
         self.impl = impl
         self.abstract = abstract or _abstract_by_eval(impl)
@@ -40,6 +41,7 @@ class Primitive:
         self.nondiff = nondiff
         self.effect = effect
         self.node_cls = None  # the runtime attaches the autograd node class
+        self.checked = checked
         PRIMS[name] = self
 
     def __call__(self, *args, **params):

@@ -46,6 +46,8 @@ def bind(prim, args, params):
             base._vbox = [0]
         out._vbox = base._vbox
         out._base = base._base if base._base is not None else base
+        # how to rebuild this view from its base: replayed when the view is written in place
+        out._view_fn = (base._view_fn or ()) + ((prim, params),) if base._base is not None else ((prim, params),)
     if STATE.enabled and not prim.nondiff:
         for a in args:
             if isinstance(a, Tensor) and a._rg:
@@ -62,7 +64,7 @@ def record(prim, args, params, out) -> None:
     node.params = params
     node.ins = args
     node.freed = False
-    node.versions = tuple((a, a._version) for a in args if isinstance(a, Tensor)) if prim.saves_in else ()
+    node.versions = tuple((a, a._version) for a in args[prim.checked] if isinstance(a, Tensor)) if prim.saves_in else ()
     if prim.saves_out:
         if out._vbox is None:
             out._vbox = [0]

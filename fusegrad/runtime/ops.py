@@ -1203,13 +1203,10 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
+    if tracking and base is not None:
+        return _inplace_view(self, base, fn)
     if tracking:
-        if base is not None and base._rg:
-            raise RuntimeError("fusegrad does not yet support in-place ops on a view of a tensor that is part of "
-                               "the autograd graph; use an out-of-place op")
-        old = wrap(np.array(self._data, copy=True))
-        old._rg, old._grad_fn, old._out_nr = self._rg, self._grad_fn, self._out_nr
-        new = fn(old)
+        new = fn(_snapshot(self))
     else:
         new = fn(self)
     _write(self, new)
@@ -1220,6 +1217,58 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         if isinstance(node, PrimNode) and node.out_data is new._data:
             node.out_data, node.out_box, node.out_ver = self._data, self._vbox, self._vbox[0]
     return self
+
+
+def _snapshot(t: Tensor) -> Tensor:
+    """A copy of ``t``'s current value that keeps its place in the autograd graph."""
+    old = wrap(np.array(t._data, copy=True))
+    old._rg, old._grad_fn, old._out_nr = t._rg, t._grad_fn, t._out_nr
+    return old
+
+
+class _Shape:
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def _embed_chain(t: Tensor, chain, base_shape) -> Tensor:
+    """Place ``t`` (shaped like the view) into a base-shaped tensor: the transpose of the
+    view chain, applied with the view primitives' own VJP rules."""
+    shapes = [tuple(base_shape)]
+    for prim, params in chain:
+        shapes.append(prim.abstract([(shapes[-1], t._data.dtype)], params)[0])
+    for (prim, params), s_in in zip(reversed(chain), reversed(shapes[:-1])):
+        if prim.name == "broadcast_to":
+            raise RuntimeError("unsupported operation: in-place write to an expanded view of a tensor that "
+                               "requires grad. Please clone() the tensor before performing the operation.")
+        t = prim.vjp(t, (_Shape(s_in),), None, (True,), **params)[0]
+    return t
+
+
+def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
+    """In-place op on a view of a tensor in the graph (PyTorch's CopySlices): the base's
+    new value is the old base with the view's elements replaced by the op's result."""
+    chain = view._view_fn
+    if chain is None:
+        raise RuntimeError("in-place op on a tensor sharing memory with another tensor of unknown layout; "
+                           "clone() it first")
+    new = fn(_snapshot(view))
+    base_old = _snapshot(base)
+    _write(view, new)
+    view._bump()
+    from .grad_mode import no_grad
+    with no_grad():
+        mask = _embed_chain(wrap(np.ones(view._data.shape, dtype=np.bool_)), chain, base._data.shape)
+    base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
+    base._grad_fn, base._out_nr, base._rg = base_new._grad_fn, 0, True
+    alias = wrap(base._data)
+    alias._grad_fn, alias._rg = base._grad_fn, True
+    for prim, params in chain:
+        alias = prim(alias, **params)
+    view._grad_fn, view._out_nr, view._rg = alias._grad_fn, 0, True
+    return view
 
 
 def _write(dst: Tensor, src: Tensor) -> None:

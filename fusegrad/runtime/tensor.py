@@ -58,7 +58,7 @@ CPU = device("cpu")
 class Tensor:
     """An n-dimensional array with PyTorch's autograd semantics."""
     __slots__ = ("_data", "_rg", "_grad_fn", "_out_nr", "_grad", "_vbox", "_base", "_acc", "_retains",
-                 "_hooks_handle", "__weakref__")
+                 "_view_fn", "__weakref__")
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init__(self, data=None, *args, dtype=None, requires_grad=False):
@@ -143,12 +143,7 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        t = wrap(self._data)
-        if self._vbox is None:
-            self._vbox = [0]
-        t._vbox = self._vbox
-        t._base = self._base if self._base is not None else self
-        return t
+        return self.detach()
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -267,6 +262,7 @@ class Tensor:
             self._vbox = [0]
         t._vbox = self._vbox
         t._base = self._base if self._base is not None else self
+        t._view_fn = self._view_fn or ()
         return t
 
     def detach_(self) -> "Tensor":
@@ -372,7 +368,7 @@ def _init(t, data) -> None:
     t._base = None
     t._acc = None
     t._retains = False
-    t._hooks_handle = None
+    t._view_fn = None
 
 
 def wrap(data, cls=Tensor) -> Tensor:
@@ -387,7 +383,7 @@ def wrap(data, cls=Tensor) -> Tensor:
     t._base = None
     t._acc = None
     t._retains = False
-    t._hooks_handle = None
+    t._view_fn = None
     return t
 
 

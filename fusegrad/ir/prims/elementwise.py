@@ -267,7 +267,7 @@ def _where_jvp(ts, ins, out):
 
 
 where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp, jvp=_where_jvp,
-                  saves="in", kind="elementwise", scalar="({1} if {0} else {2})")
+                  saves="in", kind="elementwise", scalar="({1} if {0} else {2})", checked=slice(0, 1))
 
 
 def _cast_impl(x, dtype):

@@ -34,7 +34,7 @@ def _index_vjp(g, ins, out, needs, key):
 
 index = Primitive("index", _index_impl, vjp=_index_vjp,
                   jvp=lambda ts, ins, out, key: None if ts[0] is None else index(ts[0], *ins[1:], key=key),
-                  saves="in", kind="gather", node_name="IndexBackward0")
+                  saves="in", kind="gather", node_name="IndexBackward0", checked=slice(1, None))
 
 
 def _index_put_impl(x, v, *idx, key, accumulate):
@@ -67,7 +67,8 @@ def _index_put_jvp(ts, ins, out, key, accumulate):
 
 
 index_put = Primitive("index_put", _index_put_impl, abstract=lambda a, p: a[0], vjp=_index_put_vjp,
-                      jvp=_index_put_jvp, saves="in", kind="scatter", node_name="IndexPutBackward0")
+                      jvp=_index_put_jvp, saves="in", kind="scatter", node_name="IndexPutBackward0",
+                      checked=slice(2, None))
 
 
 def _check_idx(x, idx, axis, what):
@@ -90,7 +91,7 @@ def _gather_vjp(g, ins, out, needs, axis):
 
 gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][1]), vjp=_gather_vjp,
                    jvp=lambda ts, ins, out, axis: None if ts[0] is None else gather(ts[0], ins[1], axis=axis),
-                   saves="in", kind="gather", node_name="GatherBackward0")
+                   saves="in", kind="gather", node_name="GatherBackward0", checked=slice(1, 2))
 
 
 def _scatter_add_impl(base, idx, src, axis):
@@ -118,4 +119,5 @@ def _scatter_add_jvp(ts, ins, out, axis):
 
 
 scatter_add = Primitive("scatter_add", _scatter_add_impl, abstract=lambda a, p: a[0], vjp=_scatter_add_vjp,
-                        jvp=_scatter_add_jvp, saves="in", kind="scatter", node_name="ScatterAddBackward0")
+                        jvp=_scatter_add_jvp, saves="in", kind="scatter", node_name="ScatterAddBackward0",
+                        checked=slice(1, 2))
