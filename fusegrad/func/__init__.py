@@ -14,6 +14,7 @@ from ..runtime.factory import zeros_like
 from ..runtime.grad_mode import STATE, enable_grad
 from ..runtime.tensor import Tensor
 from .pytree import flatten, tree_map, unflatten
+from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
 
@@ -234,46 +235,6 @@ def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: b
 def hessian(func: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
     """The Hessian: jacfwd of jacrev."""
     return jacfwd(jacrev(func, argnums), argnums)
-
-
-def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
-         chunk_size=None) -> Callable:
-    """Map ``func`` over a batch dimension of its inputs."""
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
-            raise ValueError(f"vmap: in_dims is not compatible with the structure of inputs: expected {len(args)} "
-                             f"in_dims, got {len(dims)}")
-        sizes = set()
-        flat_args = []
-        for a, d in zip(args, dims):
-            leaves, spec = flatten(a)
-            ds = [d] * len(leaves) if not isinstance(d, (tuple, list, dict)) else flatten(d)[0]
-            for x, dd in zip(leaves, ds):
-                if dd is not None and isinstance(x, Tensor):
-                    sizes.add(x.shape[dd])
-            flat_args.append((leaves, spec, ds))
-        if len(sizes) != 1:
-            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-                             f"{sorted(sizes)} for the mapped dimension")
-        n = sizes.pop()
-        results = []
-        for b in range(n):
-            call = []
-            for leaves, spec, ds in flat_args:
-                call.append(unflatten(spec, [O.select(x, dd, b) if dd is not None and isinstance(x, Tensor) else x
-                                             for x, dd in zip(leaves, ds)]))
-            results.append(func(*call, **kwargs))
-        leaves0, ospec = flatten(results[0])
-        per = [flatten(r)[0] for r in results]
-        ods = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(leaves0)
-        outs = []
-        for j in range(len(leaves0)):
-            items = [p[j] if isinstance(p[j], Tensor) else O.as_t(p[j]) for p in per]
-            outs.append(O.stack(items, ods[j] if j < len(ods) else 0))
-        return unflatten(ospec, outs)
-    return wrapper
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):

@@ -1,0 +1,162 @@
+"""vmap as a batching pass: trace ``func`` once on per-example inputs, then evaluate the
+graph equation by equation on the batched tensors with the primitives' batching rules
+(fusegrad.passes.batching). Functions that cannot be traced (data-dependent Python
+control flow raises GraphBreak) are mapped by a loop over the batch instead."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..ir import prims as P
+from ..ir.graph import Var
+from ..passes.batching import batch_eqn, move_bdim
+from ..runtime import ops as O
+from ..runtime.tensor import Tensor, wrap
+from ..tracer.trace import GraphBreak, trace_function
+from .pytree import flatten, unflatten
+
+__all__ = ["vmap"]
+
+
+def _flat_in_dims(in_dims, args: tuple) -> list:
+    """One in_dim (int or None) per leaf of ``args``, as torch.func checks them."""
+    if isinstance(in_dims, int) or in_dims is None:
+        return [in_dims] * len(flatten(list(args))[0])
+    if not isinstance(in_dims, tuple):
+        raise ValueError(f"vmap(f, in_dims={in_dims!r}, ...)(<inputs>): expected `in_dims` to be int or a "
+                         f"(potentially nested) tuple matching the structure of inputs, got: {type(in_dims)}.")
+    if len(in_dims) != len(args):
+        raise ValueError(f"vmap(f, in_dims={in_dims!r}, ...)(<inputs>): in_dims is not compatible with the "
+                         f"structure of `inputs`. in_dims has structure {len(in_dims)} but inputs has "
+                         f"{len(args)} arguments.")
+    out = []
+    for a, d in zip(args, in_dims):
+        leaves = flatten(a)[0]
+        if isinstance(d, int) or d is None:
+            out += [d] * len(leaves)
+            continue
+        dl = flatten(d)[0]
+        if len(dl) != len(leaves):
+            raise ValueError(f"vmap(f, in_dims={in_dims!r}, ...)(<inputs>): in_dims is not compatible with the "
+                             f"structure of `inputs`.")
+        out += dl
+    return out
+
+
+def _check(leaves: list, dims: list) -> tuple:
+    """Normalized dims and the batch size; ValueError as torch.func for bad inputs."""
+    norm, sizes = [], set()
+    for x, d in zip(leaves, dims):
+        if d is None:
+            norm.append(None)
+            continue
+        if not isinstance(x, Tensor):
+            raise ValueError(f"vmap: Got in_dim={d} for an input but the input is of type {type(x)}. We cannot "
+                             f"vmap over non-Tensor arguments, please use None as the respective in_dim")
+        nd = x._data.ndim
+        if not -nd <= d < nd:
+            raise ValueError(f"vmap: Got in_dim={d} for some input, but that input is a Tensor of dimensionality "
+                             f"{nd} so expected in_dim to satisfy -{nd} <= in_dim < {nd}.")
+        norm.append(d % nd)
+        sizes.add(x._data.shape[d % nd])
+    if not sizes:
+        raise ValueError("vmap(f, in_dims=..., ...)(<inputs>): at least one input must be a Tensor mapped over "
+                         "(in_dim not None)")
+    if len(sizes) != 1:
+        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                         f"{sorted(sizes)} for the mapped dimension")
+    return norm, sizes.pop()
+
+
+def _example(x, d):
+    """A stand-in of one example's shape and dtype (its values are never read)."""
+    if d is None or not isinstance(x, Tensor):
+        return x
+    shape = x._data.shape[:d] + x._data.shape[d + 1:]
+    return wrap(np.lib.stride_tricks.as_strided(np.zeros(1, x._data.dtype), shape, [0] * len(shape)))
+
+
+def _evaluate(graph, inputs: list, randomness: str) -> list:
+    """Run ``graph`` on batched ``inputs`` ((tensor, bdim) per graph input) with the
+    batching rules; returns (tensor, bdim) per graph output."""
+    env: dict[int, tuple] = {v.id: tb for v, tb in zip(graph.inputs, inputs)}
+    for v, c in graph.consts:
+        env[v.id] = (c, None)
+    for e in graph.eqns:
+        vals = [env[a.id] if isinstance(a, Var) else (a, None) for a in e.inputs]
+        env[e.out.id] = batch_eqn(e.prim, [v for v, _ in vals], [d for _, d in vals], e.params, randomness)
+    return [env[o.id] for o in graph.outputs]
+
+
+def _place(t: Tensor, bdim: Optional[int], size: int, out_dim: Optional[int]) -> Tensor:
+    """Output ``t`` with its batch axis at ``out_dim`` (broadcast when it is unbatched)."""
+    if out_dim is None:
+        if bdim is not None:
+            raise ValueError("vmap: out_dims=None for an output that depends on the mapped inputs; it must be "
+                             "returned along a mapped dimension")
+        return t
+    if bdim is None:
+        shape = t._data.shape
+        t, bdim = P.broadcast_to(P.reshape(t, shape=(1,) + shape), shape=(size,) + shape), 0
+    return move_bdim(t, bdim, out_dim)
+
+
+def _flat_out_dims(out_dims, ospec, n: int) -> list:
+    if isinstance(out_dims, int) or out_dims is None:
+        return [out_dims] * n
+    dl = flatten(list(out_dims))[0]
+    if len(dl) == n:
+        return dl
+    if ospec is not None and ospec[0] in (tuple, list) and len(out_dims) == len(ospec[1]):
+        return [d for d, (k, _) in zip(out_dims, ospec[1]) for _ in range(k)]
+    raise ValueError(f"vmap(f, ..., out_dims={out_dims!r})(<inputs>): out_dims is not compatible with the "
+                     f"structure of `outputs`.")
+
+
+def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict):
+    """Map by calling ``func`` once per example and stacking (for untraceable functions)."""
+    results = []
+    for b in range(size):
+        leaves = [O.select(x, d, b) if d is not None else x for x, d in zip(call_args, dims)]
+        results.append(func(*unflatten(spec, leaves), **kwargs))
+    per = [flatten(r)[0] for r in results]
+    ospec = flatten(results[0])[1]
+    return [(O.stack([p[j] if isinstance(p[j], Tensor) else O.as_t(p[j]) for p in per], 0), 0)
+            for j in range(len(per[0]))], ospec
+
+
+def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = "error", *,
+         chunk_size: Optional[int] = None) -> Callable:
+    """Map ``func`` over a batch dimension of its inputs, as torch.func.vmap.
+
+    ``in_dims``: int, None or a tuple (one entry per positional argument, nested to match
+    pytrees); ``out_dims`` likewise per output. ``randomness``: "error" raises on random
+    ops, "same" draws one sample shared by the batch ("different" is not supported yet). ``chunk_size`` is accepted for
+    compatibility; the whole batch runs at once."""
+    if randomness not in ("error", "same", "different"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. "
+                           f"Got {randomness}")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        leaves, spec = flatten(list(args))
+        dims, size = _check(leaves, _flat_in_dims(in_dims, args))
+        examples = [_example(x, d) for x, d in zip(leaves, dims)]
+        try:
+            trace, _, out = trace_function(lambda *xs: func(*unflatten(spec, list(xs)), **kwargs), examples)
+        except GraphBreak:
+            results, ospec = _loop(func, leaves, spec, dims, size, kwargs)
+        else:
+            outs, ospec = flatten(out)
+            for o in outs:
+                if not isinstance(o, Tensor):
+                    raise ValueError(f"vmap(f, ...): `f` must only return Tensors, got type {type(o)}. Did you "
+                                     f"mean to set out_dims= to None for output?")
+            trace.graph.outputs = [trace.lift(o) for o in outs]
+            batched = [(x, d) for x, d in zip(leaves, dims) if isinstance(x, Tensor)]
+            results = _evaluate(trace.graph, batched, randomness)
+        ods = _flat_out_dims(out_dims, ospec, len(results))
+        return unflatten(ospec, [_place(t, d, size, od) for (t, d), od in zip(results, ods)])
+    return wrapper
