@@ -65,3 +65,5 @@ def set_num_threads(n: int) -> None:
 
 
 __version__ = "0.1.0"
+
+from .runtime.compiled import compile, make_ir  # noqa: E402,A004  (torch.compile)

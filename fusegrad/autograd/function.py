@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..ir.graph import Var
 from ..runtime.grad_mode import STATE
 from ..runtime.nodes import FunctionNode, node_class
 from ..runtime.tensor import Tensor
+from ..tracer.trace import GraphBreak, user_frame
 
 
 class FunctionCtx:
@@ -78,6 +80,8 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if any(isinstance(a, Tensor) and type(a._data) is Var for a in args):
+            raise GraphBreak(f"custom autograd.Function {cls.__name__}.apply at {user_frame()}")
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
         prev = STATE.enabled

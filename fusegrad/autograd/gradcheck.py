@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..runtime.grad_mode import no_grad
+from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor, wrap
 
 
@@ -20,18 +20,22 @@ def _outputs(fn, inputs):
 
 def _numerical(fn, inputs, i, eps):
     x = inputs[i]
-    flat = x._data.reshape(-1)
+    arr = x._data  # perturbed in place (np.ndindex, so strided views are written through)
     cols = []
-    for k in range(flat.size):
-        orig = flat[k]
+    for k in np.ndindex(*arr.shape):
+        orig = arr[k]
         with no_grad():
-            flat[k] = orig + eps
+            arr[k] = orig + eps
             plus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-            flat[k] = orig - eps
+            arr[k] = orig - eps
             minus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-            flat[k] = orig
+            arr[k] = orig
         cols.append(np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)]))
-    return np.stack(cols, axis=0) if cols else np.zeros((0, 0))  # [n_in, n_out]
+    if not cols:
+        with no_grad():
+            n_out = sum(o._data.size for o in _outputs(fn, inputs))
+        return np.zeros((0, n_out))
+    return np.stack(cols, axis=0)  # [n_in, n_out]
 
 
 def _analytical(fn, inputs, diff_idx):
@@ -92,8 +96,9 @@ def gradgradcheck(func: Callable, inputs, grad_outputs=None, *, eps: float = 1e-
 
     def first(*args):
         xs, gos = args[:len(inputs)], args[len(inputs):]
-        os_ = _outputs(func, xs)
-        gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
+        with enable_grad():  # also when gradcheck evaluates it numerically under no_grad
+            os_ = _outputs(func, xs)
+            gs = grad(os_, [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
     return gradcheck(first, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception)

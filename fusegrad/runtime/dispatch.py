@@ -39,6 +39,8 @@ def bind(prim, args, params):
             data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)
         except (ValueError, IndexError, TypeError, RuntimeError, MemoryError) as e:
             raise _op_error(prim, args, e) from None
+        if type(data) is not np.ndarray:  # NumPy returns scalars for 0-d operands
+            data = np.asarray(data)
     out = wrap(data)
     if prim.kind == "view":
         base = args[0]

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..ir.graph import Var
 from .grad_mode import STATE
 from .nodes import AccumulateGrad, Node
 
@@ -191,9 +192,10 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
                            f"expected {list(leaf.shape)}")
     if g.dtype is not leaf.dtype:
         g = g.to(leaf.dtype)
+    keep = create_graph or type(g._data) is Var  # traced grads (tracing a backward) are never copied
     if leaf._grad is None:
-        leaf._grad = g if create_graph else wrap(np.array(g._data, copy=True))
-    elif create_graph or leaf._grad._rg:
+        leaf._grad = g if keep else wrap(np.array(g._data, copy=True))
+    elif keep or leaf._grad._rg or type(leaf._grad._data) is Var:
         leaf._grad = leaf._grad + g
     else:
         np.add(leaf._grad._data, g._data, out=leaf._grad._data)

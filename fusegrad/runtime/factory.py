@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
+from ..tracer.trace import current_traces as _tracing
 from .tensor import Tensor, wrap
 
 
@@ -17,6 +18,8 @@ def _infer_np_dtype(data) -> np.dtype:
         return data.dtype
     if isinstance(data, Tensor):
         return data._data.dtype
+    if isinstance(data, np.generic):  # NumPy scalars keep their dtype, as in torch.tensor
+        return data.dtype
     if isinstance(data, bool):
         return np.dtype(np.bool_)
     if isinstance(data, (int, np.integer)):
@@ -220,7 +223,12 @@ def _random(prim, size, dtype, generator, requires_grad, draws=1):
     shape = _shape(size)
     gen = generator or default_generator
     n = math.prod(shape)
-    t = prim(gen.next_key(n * draws), shape=shape, dtype=_np_dtype(dtype))
+    if _tracing():  # compiled code draws a fresh key per call instead of baking this one in
+        from ..tracer.rng import traced_key
+        key = traced_key(gen, n * draws)
+    else:
+        key = gen.next_key(n * draws)
+    t = prim(key, shape=shape, dtype=_np_dtype(dtype))
     return _finish(t, requires_grad)
 
 
@@ -245,6 +253,8 @@ def randn_like(t: Tensor, dtype=None) -> Tensor:
 def randint(low, high=None, size=None, dtype=None, generator=None, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
+    elif size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
     u = _random(P.uniform, (size,), D.float64, generator, False)
     from . import ops
     return ops.floor(u * (high - low) + low).to(dtype or D.int64)

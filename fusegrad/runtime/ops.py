@@ -186,13 +186,13 @@ def logit(x, eps=None):
 # ---------------------------------------------------------------- binary math
 def add(a, b, *, alpha=1, out=None):
     if alpha != 1:
-        b = mul(b, alpha)
+        b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
     return _binary(P.add, a, b, "AddBackward0")
 
 
 def sub(a, b, *, alpha=1, out=None):
     if alpha != 1:
-        b = mul(b, alpha)
+        b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
     return _binary(P.sub, a, b, "SubBackward0")
 
 
@@ -411,8 +411,8 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     if x._data.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {x.dtype.name.capitalize()}")
-    full = dim is None
-    axes = _axes(x, dim)
+    full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
+    axes = _axes(x, None if full else dim)
     n = 1
     for a in axes:
         n *= x._data.shape[a]
@@ -425,6 +425,8 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
         x = to(x, dtype)
+    elif x._data.dtype.kind in "bui" and x._data.dtype != np.int64:  # integral -> int64, as torch
+        x = P.cast(x, dtype=np.dtype(np.int64))
     r = P.reduce_prod(x, axes=_axes(x, dim), keepdims=bool(keepdim))
     return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
 
@@ -542,6 +544,8 @@ def cumsum(x, dim, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
         x = to(x, dtype)
+    elif x._data.dtype.kind in "bui" and x._data.dtype != np.int64:  # integral -> int64, as torch
+        x = P.cast(x, dtype=np.dtype(np.int64))
     return named(P.cumsum(x, axis=_axes(x, dim)[0]), "CumsumBackward0")
 
 
@@ -655,7 +659,9 @@ def squeeze(x, dim=None):
     else:
         axes = _axes(x, dim) if shp else ()
         new = tuple(s for i, s in enumerate(shp) if not (i in axes and s == 1))
-    return named(P.reshape(x, shape=new), "SqueezeBackward0")
+    name = "SqueezeBackward0" if dim is None else (
+        "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1")
+    return named(P.reshape(x, shape=new), name)
 
 
 def unsqueeze(x, dim):
@@ -1194,7 +1200,8 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     base = self._base
     if grad_on and base is not None and base._rg and base._grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    if type(self._data) is Var:  # tracing: rebind the SSA value
+    if type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var for o in others):
+        # tracing (the target or an operand is traced): rebind the target's SSA value
         if base is not None:
             from ..tracer.trace import GraphBreak, user_frame
             raise GraphBreak(f"in-place op on a view while tracing at {user_frame()}")

@@ -84,7 +84,7 @@ cos = _unary("cos", np.cos, lambda x, o: -sin(x), "cos({0})")
 tan = _unary("tan", np.tan, lambda x, o: o * o + 1.0, "tan({0})", saves="out")
 tanh = _unary("tanh", np.tanh, lambda x, o: 1.0 - o * o, "tanh({0})", saves="out")
 sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: o * (1.0 - o), "sigmoid({0})", saves="out")
-relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), o.dtype.np), "relu({0})", saves="out")
+relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu({0})", saves="out")
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs({0})")
 sign = _zero_deriv("sign", np.sign, "sign({0})")
 sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: 0.5 / o, "sqrt({0})", saves="out")
@@ -159,7 +159,7 @@ def _pow_vjp(g, ins, out, needs):
 def _minmax_vjp(cmp):
     def vjp(g, ins, out, needs):
         x, y = ins
-        win = cast(cmp(x, y), g.dtype.np) + cast(eq(x, y), g.dtype.np) * 0.5
+        win = cast(cmp(x, y), dtype=g.dtype.np) + cast(eq(x, y), dtype=g.dtype.np) * 0.5
         return _grads(ins, needs, g * win if needs[0] else None, g * (1.0 - win) if needs[1] else None)
     return vjp
 
@@ -174,12 +174,15 @@ def _lin_jvp(f):
     """JVP from the VJP for ops whose partial derivatives are elementwise: t·∂out/∂x."""
     def jvp(ts, ins, out):
         acc = None
+        # Partials at the broadcast inputs, so the VJP rule's sum_to is the identity.
+        bins = tuple(_bcast(x, out) if hasattr(x, "shape") else x for x in ins)
         for i, t in enumerate(ts):
             if t is None:
                 continue
             needs = tuple(j == i for j in range(len(ins)))
+            t = _bcast(t, out)
             ones = t * 0.0 + 1.0
-            gi = f(ones, ins, out, needs)[i]
+            gi = f(ones, bins, out, needs)[i]
             term = t * gi
             acc = term if acc is None else acc + term
         return acc
@@ -274,16 +277,16 @@ def _cast_impl(x, dtype):
     return x.astype(dtype, copy=False)
 
 
-def _cast_vjp(g, ins, out, needs):
+def _cast_vjp(g, ins, out, needs, dtype=None):
     x = ins[0]
     if x.dtype.np.kind != "f" and x.dtype.name != "bfloat16":
         return (None,)
-    return (cast(g, x.dtype.np),)
+    return (cast(g, dtype=x.dtype.np),)
 
 
 cast = Primitive("cast", lambda x, dtype: _cast_impl(x, np.dtype(dtype)),
                  abstract=lambda a, p: (a[0][0], np.dtype(p["dtype"])), vjp=_cast_vjp,
-                 jvp=lambda ts, ins, out: None if ts[0] is None else cast(ts[0], out.dtype.np),
+                 jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else cast(ts[0], dtype=out.dtype.np),
                  saves="", kind="elementwise", scalar="cast({0})", node_name="ToCopyBackward0")
 
 ELEMENTWISE_UNARY = [p for p in (neg, exp, log, log1p, expm1, sin, cos, tan, tanh, sigmoid, relu, abs_,

@@ -79,6 +79,13 @@ def _check_idx(x, idx, axis, what):
 
 def _gather_impl(x, idx, axis):
     _check_idx(x, idx, axis, "gather")
+    if idx.ndim != x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if any(i > s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != axis):
+        raise RuntimeError(f"Size does not match at a dimension other than {axis}: index {tuple(idx.shape)} "
+                           f"vs input {tuple(x.shape)}")
+    # torch.gather allows an index smaller than the input in the other dimensions
+    x = x[tuple(slice(None) if d == axis else slice(0, i) for d, i in enumerate(idx.shape))]
     return np.take_along_axis(x, idx, axis=axis)
 
 
@@ -105,7 +112,13 @@ def _scatter_add_impl(base, idx, src, axis):
 
 def _scatter_add_vjp(g, ins, out, needs, axis):
     base, idx, src = ins
-    gs = gather(g, idx, axis=axis) if needs[2] else None
+    gs = None
+    if needs[2]:
+        gs = gather(g, idx, axis=axis)
+        src_shape, idx_shape = shape_of(src), shape_of(idx)
+        if src_shape != idx_shape:  # src elements beyond the index's extent are unused: zero grads
+            from .layout import pad
+            gs = pad(gs, widths=tuple((0, s - i) for s, i in zip(src_shape, idx_shape)), value=0.0)
     return (g if needs[0] else None), None, gs
 
 

@@ -43,7 +43,7 @@ reduce_sum = Primitive("reduce_sum", _sum_impl, abstract=_red_abstract, vjp=_sum
 def _extreme_vjp(g, ins, out, needs, axes, keepdims):
     """Ties share the gradient evenly, as PyTorch's amax/amin and full max/min do."""
     x = ins[0]
-    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), g.dtype.np)
+    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), dtype=g.dtype.np)
     count = reduce_sum(mask, axes=axes, keepdims=keepdims)
     return (mask * expand_reduced(g / count, shape_of(x), axes, keepdims),)
 
@@ -52,7 +52,7 @@ def _extreme_jvp(ts, ins, out, axes, keepdims):
     if ts[0] is None:
         return None
     x = ins[0]
-    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), ts[0].dtype.np)
+    mask = cast(eq(x, expand_reduced(out, shape_of(x), axes, keepdims)), dtype=ts[0].dtype.np)
     return reduce_sum(ts[0] * mask, axes=axes, keepdims=keepdims) / reduce_sum(mask, axes=axes, keepdims=keepdims)
 
 
@@ -79,7 +79,7 @@ def _prod_vjp(g, ins, out, needs, axes, keepdims):
     is0 = eq(x, 0)
     nz = where(is0, 1.0, x)
     prod_nz = expand_reduced(reduce_prod(nz, axes=axes, keepdims=keepdims), shp, axes, keepdims)
-    zeros = expand_reduced(reduce_sum(cast(is0, g.dtype.np), axes=axes, keepdims=keepdims), shp, axes, keepdims)
+    zeros = expand_reduced(reduce_sum(cast(is0, dtype=g.dtype.np), axes=axes, keepdims=keepdims), shp, axes, keepdims)
     others = where(is0, where(eq(zeros, 1.0), prod_nz, 0.0), div(expand_reduced(out, shp, axes, keepdims), nz))
     return (mul(others, expand_reduced(g, shp, axes, keepdims)),)
 
@@ -87,7 +87,9 @@ def _prod_vjp(g, ins, out, needs, axes, keepdims):
 def _prod_jvp(ts, ins, out, axes, keepdims):
     if ts[0] is None:
         return None
-    g1 = _prod_vjp(ts[0] * 0.0 + 1.0, ins, out, (True,), axes, keepdims)[0]
+    from .creation import full
+    ones = full(shape=shape_of(out), value=1.0, dtype=ts[0].dtype.np)  # a cotangent: out's shape
+    g1 = _prod_vjp(ones, ins, out, (True,), axes, keepdims)[0]
     return reduce_sum(g1 * ts[0], axes=axes, keepdims=keepdims)
 
 

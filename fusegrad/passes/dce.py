@@ -1,0 +1,22 @@
+"""Dead-code elimination: drop equations and consts that no output depends on."""
+from __future__ import annotations
+
+from ..ir.graph import Graph, Var
+
+
+def dce(graph: Graph) -> Graph:
+    """Remove equations (and captured consts) no output needs. Inputs always stay: they
+    are the calling convention. Random ops are pure functions of their key, so an unused
+    one is dead too (the generator advances at call time regardless)."""
+    live = {o.id for o in graph.outputs if isinstance(o, Var)}
+    kept = []
+    for e in reversed(graph.eqns):
+        if e.out.id in live:
+            kept.append(e)
+            live.update(a.id for a in e.inputs if isinstance(a, Var))
+    g = Graph()
+    g.inputs = list(graph.inputs)
+    g.consts = [(v, h) for v, h in graph.consts if v.id in live]
+    g.eqns = kept[::-1]
+    g.outputs = list(graph.outputs)
+    return g

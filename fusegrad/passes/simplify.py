@@ -1,0 +1,80 @@
+"""Algebraic simplification: arithmetic identities and folding of layout chains.
+
+Rules (each only where the result keeps the equation's shape and dtype):
+``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1`` -> x; ``neg(neg(x))`` -> x;
+reshape/broadcast_to to the same shape, cast to the same dtype, identity transpose -> x;
+reshape of reshape -> one reshape; transpose of transpose -> one transpose (or x)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir.graph import Eqn, Graph, Var
+from .rewrite import rebuild, rewrite_eqn
+
+# prim name -> (literal that is an identity, operand positions where it may stand)
+_IDENTITY = {"mul": (1, (0, 1)), "add": (0, (0, 1)), "sub": (0, (1,)), "div": (1, (1,))}
+
+
+def _is_literal(a, value) -> bool:
+    return not isinstance(a, Var) and not isinstance(a, bool) and a == value
+
+
+def _passthrough(e: Eqn, x) -> Optional[Var]:
+    """``x`` if it can stand for ``e.out`` (same shape and dtype)."""
+    if isinstance(x, Var) and x.shape == e.out.shape and x.dtype == e.out.dtype:
+        return x
+    return None
+
+
+def _arith(e: Eqn) -> Optional[Var]:
+    rule = _IDENTITY.get(e.prim.name)
+    if rule is None or len(e.inputs) != 2:
+        return None
+    value, positions = rule
+    for pos in positions:
+        if _is_literal(e.inputs[pos], value):
+            return _passthrough(e, e.inputs[1 - pos])
+    return None
+
+
+def _simplify_one(e: Eqn, producer: dict):
+    """A replacement for ``e``: a Var (``e.out`` is that value), a new Eqn, or None."""
+    name = e.prim.name
+    x = e.inputs[0] if e.inputs else None
+    src = producer.get(x.id) if isinstance(x, Var) else None
+    if name in _IDENTITY:
+        return _arith(e)
+    if name == "neg" and src is not None and src.prim.name == "neg":
+        return _passthrough(e, src.inputs[0])
+    if name in ("reshape", "broadcast_to", "cast", "transpose"):
+        same = _passthrough(e, x)
+        if same is not None and (name != "transpose" or e.params["perm"] == tuple(range(x.ndim))):
+            return same
+    if name == "reshape" and src is not None and src.prim.name == "reshape":
+        return Eqn(e.prim, (src.inputs[0],), e.params, e.out, e.where)
+    if name == "transpose" and src is not None and src.prim.name == "transpose":
+        inner, outer = src.params["perm"], e.params["perm"]
+        perm = tuple(inner[i] for i in outer)
+        base = src.inputs[0]
+        if perm == tuple(range(len(perm))):
+            return _passthrough(e, base)
+        return Eqn(e.prim, (base,), {"perm": perm}, e.out, e.where)
+    return None
+
+
+def simplify(graph: Graph) -> Graph:
+    """Apply the rules once over the graph (chains collapse as they are visited in order)."""
+    subst: dict = {}
+    producer: dict = {}
+    eqns = []
+    for e in graph.eqns:
+        e = rewrite_eqn(e, subst)
+        r = _simplify_one(e, producer)
+        if isinstance(r, Var):
+            subst[e.out.id] = r
+            continue
+        if isinstance(r, Eqn):
+            e = r
+        producer[e.out.id] = e
+        eqns.append(e)
+    return rebuild(graph, eqns, subst)

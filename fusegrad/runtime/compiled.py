@@ -1,0 +1,376 @@
+"""``fusegrad.compile``: trace a function per input signature, optimize the IR, compile it
+with a backend and cache the result; fall back to eager where tracing breaks.
+
+One call with a new signature runs: trace (define-by-run, recording autograd so that a
+``backward()`` inside the function traces too) -> optimize -> backend.compile. When the
+outputs require grad, the VJP of the optimized graph is partitioned (``remat`` policy)
+into a forward executable that also returns residuals and a backward executable run by
+one ``CompiledFunctionBackward`` node."""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..codegen.backend import Unsupported, get_backend
+from ..func.pytree import flatten, unflatten
+from ..ir.graph import Graph, Var
+from ..passes.autodiff import primal_vars, vjp_graph
+from ..passes.partition import REMAT_POLICIES, partition
+from ..passes.pipeline import optimize
+from ..tracer.guards import const_guard, flatten_call, signature
+from ..tracer.rng import RngKey
+from ..tracer.trace import GraphBreak, Trace, current_traces
+from .debug import Dumper, log
+from .dispatch import _edge
+from .grad_mode import STATE
+from .interpreter import run_tensors
+from .nodes import _FREED_MSG, FunctionNode, node_class
+from .tensor import Tensor, wrap
+
+RECOMPILE_LIMIT = 8
+_BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
+
+
+# ------------------------------------------------------------------ tracing
+class _CaptureTrace(Trace):
+    """A Trace that snapshots every captured tensor before the traced code touches it,
+    so that in-place updates seen while tracing become write-backs and are undone."""
+
+    def __init__(self):
+        super().__init__()
+        self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
+
+    def lift(self, x):
+        if isinstance(x, Tensor) and not (type(x._data) is Var and x._data.trace is self) \
+                and id(x._data) not in self._captured:
+            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
+        return super().lift(x)
+
+    def restore(self) -> None:
+        for h, data, grad, fn, nr, rg in self.snaps:
+            h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
+
+
+def _read(holder: Tensor) -> np.ndarray:
+    """A const's value at call time (random keys draw fresh numbers)."""
+    return holder.draw() if isinstance(holder, RngKey) else holder._data
+
+
+class _Traced:
+    """The result of tracing one call: the graph, where outputs go, what to write back."""
+
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks):
+        self.graph = graph
+        self.out_spec = out_spec
+        self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
+        self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
+        self.writebacks = writebacks  # (kind "data"/"grad", holder) per extra graph output
+
+
+def _trace(fn: Callable, leaves: list, spec) -> _Traced:
+    tr = _CaptureTrace()
+    try:
+        with tr:
+            tleaves = []
+            for x in leaves:
+                if isinstance(x, Tensor):
+                    t = wrap(tr.new_input(x._data.shape, x._data.dtype))
+                    t._rg = x._rg
+                    tleaves.append(t)
+                else:
+                    tleaves.append(x)
+            args, kwargs = unflatten(spec, tleaves)
+            out = fn(*args, **kwargs)
+            return _finish_trace(tr, out)
+    finally:
+        tr.restore()
+
+
+def _finish_trace(tr: _CaptureTrace, out) -> _Traced:
+    g = tr.graph
+    out_leaves, out_spec = flatten(out)
+    slots, diff = [], []
+    for x in out_leaves:
+        if isinstance(x, Tensor):
+            if x._rg and STATE.enabled:
+                diff.append(len(g.outputs))
+            slots.append(("t", len(g.outputs)))
+            g.outputs.append(tr.lift(x))
+        else:
+            slots.append(("v", x))
+    writebacks = []
+    for h, data, grad, *_ in list(tr.snaps):
+        if h._data is not data:
+            writebacks.append(("data", h))
+            g.outputs.append(tr.lift(h))
+        if h._grad is not grad and h._grad is not None:
+            writebacks.append(("grad", h))
+            g.outputs.append(tr.lift(h._grad))
+    return _Traced(g, out_spec, slots, diff, writebacks)
+
+
+# ------------------------------------------------------------------ compiled plans
+class _Plan:
+    """One compiled signature: executables and everything needed to call them."""
+
+    def __init__(self, traced: _Traced, stages: dict):
+        self.traced = traced
+        self.stages = stages  # stage name -> IR text
+        self.guard = const_guard(traced.graph.consts, bool(traced.writebacks))
+        self.holders: list = []  # consts fed to the forward after the inputs
+        self.forward = None
+        self.backward = None
+        self.joint: Optional[Graph] = None
+        self.wrt: list = []  # primal positions that get gradients
+        self.n_primal_consts = 0
+        self.n_out = len(traced.graph.outputs)
+        self.bwd_holders: list = []
+
+    def kernel_source(self) -> str:
+        src = self.forward.kernel_source()
+        if self.backward is not None:
+            src += "\n\n# ---- backward ----\n" + self.backward.kernel_source()
+        return src
+
+
+class _Ctx:
+    """What the compiled backward keeps: residual arrays and, for create_graph, the primal
+    tensors (the real inputs and consts, so eager re-evaluation connects to them)."""
+
+    def __init__(self, residuals, primals):
+        self.residuals = residuals
+        self.primals = primals
+        self.freed = False
+
+    def _release(self):
+        self.residuals = self.primals = None
+        self.freed = True
+
+
+def _backward(plan: _Plan, ctx: _Ctx, *grads):
+    if ctx.freed:
+        raise RuntimeError(_FREED_MSG)
+    if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
+        vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
+        return tuple(run_tensors(plan.joint, vals)[plan.n_out:])
+    arrays = list(ctx.residuals) + [g._data for g in grads] + [_read(h) for h in plan.bwd_holders]
+    return tuple(wrap(a) for a in plan.backward(*arrays))
+
+
+def _call_plan(plan: _Plan, leaves: list) -> Any:
+    tensors = [x for x in leaves if isinstance(x, Tensor)]
+    consts = [_read(h) for h in plan.holders]
+    res = plan.forward(*([t._data for t in tensors] + consts))
+    tr = plan.traced
+    n_user = plan.n_out - len(tr.writebacks)
+    outs = [wrap(a) for a in res[:n_user]]
+    for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
+        _write_back(kind, h, a)
+    if plan.backward is not None:
+        primals = tensors + [h if not isinstance(h, RngKey) else wrap(a)
+                             for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
+        node = _BackwardNode.__new__(_BackwardNode)
+        node._init(tuple(_edge(primals[i]) for i in plan.wrt))
+        node.ctx = _Ctx(res[plan.n_out:], primals)
+        node.n_out = len(tr.diff_outputs)
+        node.out_meta = tuple((outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs)
+        node.backward_fn = functools.partial(_backward, plan, node.ctx)
+        for k, i in enumerate(tr.diff_outputs):
+            outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, k, True
+    return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
+
+
+def _write_back(kind: str, holder: Tensor, a: np.ndarray) -> None:
+    """Apply an in-place update the traced code made to a captured tensor."""
+    if kind == "data":
+        np.copyto(holder._data, a, casting="unsafe")
+        holder._bump()
+    elif holder._grad is not None and holder._grad._data.shape == a.shape:
+        np.copyto(holder._grad._data, a, casting="unsafe")
+        holder._grad._bump()
+    else:
+        holder._grad = wrap(np.array(a, copy=True))
+
+
+# ------------------------------------------------------------------ the compiled function
+class _Eager:
+    """A cached decision to run a signature eagerly."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class CompiledFunction:
+    """The object ``fusegrad.compile`` returns: call it like the original function."""
+
+    def __init__(self, fn: Callable, backend: str, fullgraph: bool, remat: str):
+        if remat not in REMAT_POLICIES:
+            raise ValueError(f"remat must be one of {REMAT_POLICIES}, got {remat!r}")
+        self.fn = fn
+        self.backend_name = backend
+        self.fullgraph = fullgraph
+        self.remat = remat
+        self._owner = fn if hasattr(fn, "named_parameters") else None
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
+                       "graph_breaks": [], "notes": []}
+        functools.update_wrapper(self, fn, updated=())
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __getattr__(self, name):  # a compiled Module still exposes parameters(), train(), ...
+        if name.startswith("__") or "fn" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["fn"], name)
+
+    def cache_info(self) -> dict:
+        """Counters: compiles, hits, misses, fallbacks (eager calls), recompiles, graph_breaks
+        (reasons naming file:line), notes (e.g. backend substitutions), entries."""
+        with self._lock:
+            info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
+            info["entries"] = len(self._cache)
+            return info
+
+    def __call__(self, *args, **kwargs):
+        leaves, spec = flatten_call(args, kwargs)
+        if current_traces():  # inside an outer trace or transform: trace through inline
+            return self.fn(*args, **kwargs)
+        entry = self._entry(leaves, spec)
+        if isinstance(entry, _Eager):
+            with self._lock:
+                self._stats["fallbacks"] += 1
+            return self.fn(*args, **kwargs)
+        return _call_plan(entry, leaves)
+
+    def lower(self, *args, **kwargs) -> "Lowered":
+        """Compile (or fetch) the executable for this signature without running it."""
+        leaves, spec = flatten_call(args, kwargs)
+        entry = self._entry(leaves, spec)
+        if isinstance(entry, _Eager):
+            raise RuntimeError(f"this signature runs eagerly: {entry.reason}")
+        return Lowered(entry)
+
+    # -------------------------------------------------------------- cache
+    def _entry(self, leaves, spec):
+        key = signature(leaves, spec, self._owner)
+        with self._lock:
+            entry = self._cache.get(key)
+            if isinstance(entry, _Plan) and entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
+                log("recompiles", f"{self.__name__}: captured tensor changed shape, dtype or requires_grad")
+                entry = None
+            if entry is not None:
+                self._stats["hits"] += 1
+                return entry
+            self._stats["misses"] += 1
+            if len(self._cache) >= RECOMPILE_LIMIT:
+                reason = f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running eagerly"
+                if reason not in self._stats["notes"]:
+                    self._stats["notes"].append(reason)
+                    log("recompiles", reason)
+                if self.fullgraph:
+                    raise RuntimeError(reason)
+                return _Eager(reason)
+            if self._cache:
+                self._stats["recompiles"] += 1
+                log("recompiles", f"{self.__name__}: new signature {key[1]}")
+            entry = self._build(leaves, spec)
+            self._cache[key] = entry
+            return entry
+
+    def _build(self, leaves, spec):
+        """Trace and compile; a graph break gives a cached eager decision, any other
+        exception propagates with nothing cached."""
+        try:
+            plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__)
+        except (GraphBreak, Unsupported) as e:
+            reason = e.reason
+            if self.fullgraph:
+                raise RuntimeError(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
+            self._stats["graph_breaks"].append(reason)
+            log("graph_breaks", reason)
+            return _Eager(reason)
+        self._stats["compiles"] += 1
+        if plan.stages.get("note"):
+            if plan.stages["note"] not in self._stats["notes"]:
+                self._stats["notes"].append(plan.stages["note"])
+        return plan
+
+
+def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Plan:
+    dump = Dumper(name)
+    traced = _trace(fn, leaves, spec)
+    g = traced.graph
+    dump("traced", g)
+    opt = optimize(g, on_pass=dump)
+    backend = get_backend(backend_name)
+    stages = {"traced": str(g), "optimized": str(opt)}
+    if backend.name != backend_name:
+        stages["note"] = f"backend {backend_name!r} is not available; using {backend.name!r}"
+    plan = _Plan(traced, stages)
+    rg = [x._rg for x in leaves if isinstance(x, Tensor)] + [h._rg for _, h in opt.consts]
+    plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
+    if not plan.wrt:
+        plan.holders = [h for _, h in opt.consts]
+        plan.forward = backend.compile(opt)
+        stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
+    else:
+        joint = optimize(vjp_graph(opt, plan.wrt, traced.diff_outputs), on_pass=dump)
+        fwd, bwd = partition(joint, len(primal_vars(opt)), len(opt.outputs), remat)
+        plan.joint = joint
+        plan.n_primal_consts = len(opt.consts)
+        plan.holders = [h for _, h in opt.consts] + [h for _, h in fwd.consts]
+        plan.bwd_holders = [h for _, h in bwd.consts]
+        plan.forward = backend.compile(fwd)  # primal consts are positional inputs here
+        plan.backward = backend.compile(bwd)
+        stages.update(joint=str(joint), forward=str(fwd), backward=str(bwd))
+        stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
+    for k in ("joint", "forward", "backward", "fused"):
+        if k in stages:
+            dump(k, stages[k])
+    dump("kernel", plan.kernel_source())
+    log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
+        + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
+    return plan
+
+
+class Lowered:
+    """Inspection of one compiled signature: ``ir(stage)`` and ``kernel_source()``."""
+
+    def __init__(self, plan: _Plan):
+        self._plan = plan
+
+    @property
+    def stages(self) -> list:
+        return [k for k in self._plan.stages if k != "note"]
+
+    def ir(self, stage: str = "optimized") -> str:
+        """IR text of ``stage``: "traced", "optimized", "fused", and with gradients also
+        "joint", "forward", "backward"."""
+        if stage not in self._plan.stages or stage == "note":
+            raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
+        return self._plan.stages[stage]
+
+    def kernel_source(self) -> str:
+        return self._plan.kernel_source()
+
+
+def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: bool = False,
+            remat: str = "auto"):  # noqa: A001 - torch.compile's name
+    """Compile ``fn`` (a function or an nn.Module); usable as ``@compile``,
+    ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3."""
+    if fn is None:
+        return lambda f: CompiledFunction(f, backend, fullgraph, remat)
+    return CompiledFunction(fn, backend, fullgraph, remat)
+
+
+def make_ir(fn: Callable) -> Callable[..., Graph]:
+    """``make_ir(fn)(*args)`` traces ``fn`` on arguments like ``args`` and returns the
+    traced Graph (``str()`` is the listing)."""
+    @functools.wraps(fn)
+    def build(*args, **kwargs) -> Graph:
+        leaves, spec = flatten_call(args, kwargs)
+        return _trace(fn, leaves, spec).graph
+    return build

@@ -1,0 +1,59 @@
+"""Signature keys and guards of compiled code: what must match for a cached executable
+to be reused."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..func.pytree import flatten
+from ..runtime.grad_mode import STATE
+from ..runtime.tensor import Tensor
+
+
+def _hashable(x: Any):
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return repr(x)
+
+
+def _spec_key(spec) -> Any:
+    if spec is None:
+        return None
+    if spec[0] is dict:
+        return ("dict", tuple(spec[1]), _spec_key(spec[2]))
+    return (spec[0].__qualname__, tuple((n, _spec_key(s)) for n, s in spec[1]))
+
+
+def signature(leaves: list, spec, owner=None) -> tuple:
+    """The cache key of a call: per argument leaf, a tensor's (shape, dtype,
+    requires_grad) or a non-tensor's type and value; the argument structure; grad mode;
+    and, for a compiled Module, its training flag and the identity of its parameters."""
+    parts = []
+    for x in leaves:
+        if isinstance(x, Tensor):
+            parts.append(("T", tuple(x._data.shape), x._data.dtype.str, x._rg))
+        else:
+            parts.append(("V", type(x).__qualname__, _hashable(x)))
+    return (_spec_key(spec), tuple(parts), STATE.enabled, module_key(owner))
+
+
+def module_key(owner) -> Any:
+    if owner is None or not hasattr(owner, "named_parameters"):
+        return None
+    named = list(owner.named_parameters())
+    if hasattr(owner, "named_buffers"):
+        named += list(owner.named_buffers())
+    return (getattr(owner, "training", None), tuple((n, id(p)) for n, p in named))
+
+
+def const_guard(consts: list, with_grad: bool = False) -> tuple:
+    """What a graph's captured tensors must still look like: shape, dtype, requires_grad
+    and, for graphs that traced a backward (``with_grad``), whether ``.grad`` is set,
+    since the trace either created or accumulated it."""
+    return tuple((tuple(h._data.shape), h._data.dtype.str, h._rg, with_grad and h._grad is None)
+                 for _, h in consts)
+
+
+def flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
+    return flatten((list(args), dict(kwargs)))
