@@ -12,6 +12,11 @@ def _seed():
     fusegrad.manual_seed(0)
     np.random.seed(0)
     yield
+    # a failing test must not leak a grad mode, anomaly mode or default dtype into the next
+    from fusegrad.runtime.grad_mode import STATE
+    STATE.enabled = True
+    STATE.anomaly = False
+    fusegrad.set_default_dtype(fusegrad.float32)
 
 
 @pytest.fixture

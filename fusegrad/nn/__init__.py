@@ -1,1 +1,13 @@
-"""placeholder"""
+"""``fusegrad.nn``: modules, parameters, layers, losses, ``functional``, ``init`` and ``utils``."""
+from . import functional, init, utils
+from .module import Module
+from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU,
+                      HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MSELoss, ModuleDict,
+                      ModuleList, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax, Softplus, Tanh,
+                      Unflatten)
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "functional", "init", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
+           "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
+           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
+           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]

@@ -42,15 +42,23 @@ class _CaptureTrace(Trace):
     def __init__(self):
         super().__init__()
         self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
+        self._snapped: set = set()
+
+    def touch(self, x) -> None:
+        """Snapshot ``x`` before its ``.grad`` is reassigned (e.g. ``zero_grad()``)."""
+        if id(x) not in self._snapped and not (type(x._data) is Var and x._data.trace is self):
+            self._snapped.add(id(x))
+            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
 
     def lift(self, x):
         if isinstance(x, Tensor) and not (type(x._data) is Var and x._data.trace is self) \
-                and id(x._data) not in self._captured:
+                and id(x._data) not in self._captured and id(x) not in self._snapped:
+            self._snapped.add(id(x))
             self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
         return super().lift(x)
 
     def restore(self) -> None:
-        for h, data, grad, fn, nr, rg in self.snaps:
+        for h, data, grad, fn, nr, rg in reversed(self.snaps):
             h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
 
 
@@ -83,13 +91,14 @@ def _trace(fn: Callable, leaves: list, spec) -> _Traced:
                 else:
                     tleaves.append(x)
             args, kwargs = unflatten(spec, tleaves)
+            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
             out = fn(*args, **kwargs)
-            return _finish_trace(tr, out)
+            return _finish_trace(tr, out, inputs)
     finally:
         tr.restore()
 
 
-def _finish_trace(tr: _CaptureTrace, out) -> _Traced:
+def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
     g = tr.graph
     out_leaves, out_spec = flatten(out)
     slots, diff = [], []
@@ -109,6 +118,15 @@ def _finish_trace(tr: _CaptureTrace, out) -> _Traced:
         if h._grad is not grad and h._grad is not None:
             writebacks.append(("grad", h))
             g.outputs.append(tr.lift(h._grad))
+    # tensor arguments updated in place (an SGD step on parameters passed in) or left with
+    # a .grad: written into the caller's tensors; an int holder is the argument's position
+    for i, (t, var) in enumerate(inputs):
+        if t._data is not var:
+            writebacks.append(("data", i))
+            g.outputs.append(tr.lift(t))
+        if t._grad is not None:
+            writebacks.append(("grad", i))
+            g.outputs.append(tr.lift(t._grad))
     return _Traced(g, out_spec, slots, diff, writebacks)
 
 
@@ -168,7 +186,7 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
     n_user = plan.n_out - len(tr.writebacks)
     outs = [wrap(a) for a in res[:n_user]]
     for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
-        _write_back(kind, h, a)
+        _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
     if plan.backward is not None:
         primals = tensors + [h if not isinstance(h, RngKey) else wrap(a)
                              for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
@@ -215,9 +233,10 @@ class CompiledFunction:
         self.remat = remat
         self._owner = fn if hasattr(fn, "named_parameters") else None
         self._cache: dict = {}
+        self._warmed: set = set()
         self._lock = threading.Lock()
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
-                       "graph_breaks": [], "notes": []}
+                       "warmups": 0, "graph_breaks": [], "notes": []}
         functools.update_wrapper(self, fn, updated=())
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
@@ -240,8 +259,9 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         entry = self._entry(leaves, spec)
         if isinstance(entry, _Eager):
-            with self._lock:
-                self._stats["fallbacks"] += 1
+            if not entry.reason.startswith("warm-up"):
+                with self._lock:
+                    self._stats["fallbacks"] += 1
             return self.fn(*args, **kwargs)
         return _call_plan(entry, leaves)
 
@@ -265,6 +285,13 @@ class CompiledFunction:
                 self._stats["hits"] += 1
                 return entry
             self._stats["misses"] += 1
+            if key not in self._warmed and _optimizer_state_missing(self.fn):
+                # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
+                # by an eager first call, so the trace only updates existing state in place
+                self._warmed.add(key)
+                self._stats["warmups"] += 1
+                log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
+                return _Eager("warm-up: optimizer state created eagerly")
             if len(self._cache) >= RECOMPILE_LIMIT:
                 reason = f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running eagerly"
                 if reason not in self._stats["notes"]:
@@ -297,6 +324,36 @@ class CompiledFunction:
             if plan.stages["note"] not in self._stats["notes"]:
                 self._stats["notes"].append(plan.stages["note"])
         return plan
+
+
+def _reachable_optimizers(fn) -> list:
+    """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
+    ``self``, and one attribute level of those objects (e.g. ``trainer.opt``)."""
+    from ..optim.optimizer import Optimizer
+    objs = []
+    f = getattr(fn, "__func__", fn)
+    if hasattr(fn, "__self__"):
+        objs.append(fn.__self__)
+    for c in getattr(f, "__closure__", None) or ():
+        try:
+            objs.append(c.cell_contents)
+        except ValueError:
+            pass
+    code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
+    if code is not None:
+        objs += [glb[n] for n in code.co_names if n in glb]
+    found, seen = [], set()
+    for o in objs + [v for o in objs if hasattr(o, "__dict__") and not isinstance(o, type)
+                     for v in vars(o).values()]:
+        if isinstance(o, Optimizer) and id(o) not in seen:
+            seen.add(id(o))
+            found.append(o)
+    return found
+
+
+def _optimizer_state_missing(fn) -> bool:
+    return any(not opt.state.get(p) for opt in _reachable_optimizers(fn)
+               for g in opt.param_groups for p in g["params"])
 
 
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Plan:
@@ -360,7 +417,14 @@ class Lowered:
 def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: bool = False,
             remat: str = "auto"):  # noqa: A001 - torch.compile's name
     """Compile ``fn`` (a function or an nn.Module); usable as ``@compile``,
-    ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3."""
+    ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3.
+
+    Whole training steps: ``fn`` may call ``loss.backward()`` and ``optimizer.step()``; they
+    trace into the one graph, and in-place updates of captured tensors (parameters, ``.grad``,
+    optimizer state) become write-backs replayed on every call. Optimizer state is created
+    eagerly: when an optimizer reachable from ``fn`` (closure, globals it names, bound self,
+    or one attribute level of those) has a parameter without state, the first call of a new
+    signature runs eagerly (``cache_info()["warmups"]``) and the next call traces."""
     if fn is None:
         return lambda f: CompiledFunction(f, backend, fullgraph, remat)
     return CompiledFunction(fn, backend, fullgraph, remat)

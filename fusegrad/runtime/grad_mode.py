@@ -84,6 +84,11 @@ class set_grad_enabled(_GradMode):
         STATE.enabled = self._prev.pop()
         return False
 
+    def __call__(self, fn):  # as a decorator: undo the constructor's switch, apply per call
+        if self._prev:
+            STATE.enabled = self._prev.pop()
+        return super().__call__(fn)
+
 
 class inference_mode(_GradMode):
     """Like no_grad (fusegrad keeps no separate inference tensors)."""

@@ -112,7 +112,16 @@ floor = _unary(P.floor, "FloorBackward0", to_float=False)
 ceil = _unary(P.ceil, "CeilBackward0", to_float=False)
 round = _unary(P.round_, "RoundBackward0", to_float=False)
 trunc = _unary(P.trunc, "TruncBackward0", to_float=False)
-neg = _unary(P.neg, "NegBackward0", to_float=False)
+_neg = _unary(P.neg, "NegBackward0", to_float=False)
+
+
+def neg(x, *, out=None):
+    if isinstance(x, Tensor) and x._data.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return _neg(x)
+
+
 negative = neg
 isnan = _unary(P.isnan, to_float=False)
 logical_not = _unary(P.logical_not, to_float=False)
@@ -191,6 +200,10 @@ def add(a, b, *, alpha=1, out=None):
 
 
 def sub(a, b, *, alpha=1, out=None):
+    if builtins.any((isinstance(v, Tensor) and v._data.dtype == np.bool_) or isinstance(v, (bool, np.bool_))
+                    for v in (a, b)):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
         b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
     return _binary(P.sub, a, b, "SubBackward0")
@@ -637,7 +650,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     nd = x._data.ndim
     if nd == 0:
         return reshape(x, 1)
-    s, e = start_dim % nd, end_dim % nd
+    s, e = _axes(x, start_dim)[0], _axes(x, end_dim)[0]
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shp = x._data.shape
     n = 1
     for d in shp[s:e + 1]:
@@ -679,6 +694,10 @@ def permute(x, *dims):
     x = as_t(x)
     dims = _size_args(dims)
     nd = x._data.ndim
+    if len(dims) == nd:
+        dims = tuple(_axes(x, d)[0] if nd else d for d in dims)  # IndexError when out of range
+        if len(set(dims)) != nd:
+            raise RuntimeError("permute(): duplicate dims are not allowed.")
     if len(dims) != nd or sorted(d % nd for d in dims) != list(range(nd)) if nd else dims:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal to "
@@ -780,6 +799,8 @@ def roll(x, shifts, dims):
 
 def cat(tensors: Sequence, dim=0):
     ts = [as_t(t) for t in tensors]
+    if not ts:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     ts = [t for t in ts if not (t._data.ndim == 1 and t._data.shape[0] == 0)] or ts[:1]
     rt = D.result_type(*ts).np
     ts = [P.cast(t, dtype=rt) if t._data.dtype != rt else t for t in ts]
@@ -788,8 +809,6 @@ def cat(tensors: Sequence, dim=0):
         if t._data.ndim != ts[0]._data.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != ax):
             raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {ax}. Expected sizes "
                                f"{list(ts[0].shape)} but got {list(t.shape)}")
-    if len(ts) == 1:
-        return ts[0]
     return named(P.concatenate(*ts, axis=ax), "CatBackward0")
 
 
@@ -1200,9 +1219,15 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     base = self._base
     if grad_on and base is not None and base._rg and base._grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    from ..tracer.trace import current_traces
+    trs = current_traces()
+    if trs and type(self._data) is not Var and hasattr(trs[-1], "snaps"):
+        # a captured (concrete) tensor mutated inside fusegrad.compile: trace the update so
+        # that it is replayed (written back) on every call, not applied once at trace time
+        self._data = trs[-1].lift(self)
     if type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var for o in others):
         # tracing (the target or an operand is traced): rebind the target's SSA value
-        if base is not None:
+        if base is not None and self._view_fn:  # (a full alias, e.g. detach(), rebinds like a tensor)
             from ..tracer.trace import GraphBreak, user_frame
             raise GraphBreak(f"in-place op on a view while tracing at {user_frame()}")
         new = fn(self)

@@ -135,6 +135,10 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
             if tuple(value.shape) != tuple(self.shape):
                 raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs {list(self.shape)}")
+        from ..tracer.trace import current_traces
+        trs = current_traces()
+        if trs and hasattr(trs[-1], "touch"):  # inside fusegrad.compile: undo this after tracing
+            trs[-1].touch(self)
         self._grad = value
 
     @property

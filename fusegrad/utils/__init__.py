@@ -1,1 +1,4 @@
-"""placeholder"""
+"""``fusegrad.utils``: activation checkpointing (``utils.checkpoint``)."""
+from . import checkpoint
+
+__all__ = ["checkpoint"]

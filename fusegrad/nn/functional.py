@@ -1,0 +1,501 @@
+"""``nn.functional``: layers and losses as functions, composed from fusegrad ops.
+
+Everything here is built from ``runtime.ops`` so that it runs eagerly and traces into
+the compiler's IR alike; the final result carries PyTorch's grad_fn name. Argument
+checks that need tensor values run only on concrete (untraced) tensors."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional, Sequence, Union
+
+from ..ir import dtypes as D
+from ..ir.graph import Var
+from ..runtime import ops as O
+from ..runtime.factory import arange, rand, tensor as _tensor
+from ..runtime.grad_mode import no_grad
+from ..runtime.ops import named
+from ..runtime.tensor import Tensor
+
+__all__ = ["linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "layer_norm",
+           "embedding", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "one_hot", "pad", "leaky_relu", "elu", "silu", "softplus",
+           "normalize", "smooth_l1_loss", "huber_loss", "logsigmoid"]
+
+
+# ---------------------------------------------------------------- helpers
+def _concrete(*ts: Tensor) -> bool:
+    """Whether the tensors hold values (not traced IR values) that checks may read."""
+    return all(type(t._data) is not Var for t in ts)
+
+
+def _reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: str) -> str:
+    """The reduction, honouring the deprecated ``size_average``/``reduce`` flags."""
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "mean" if size_average and reduce else ("sum" if reduce else "none")
+        warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
+                      "instead.", stacklevel=3)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _check_same_size(input: Tensor, target: Tensor) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+def _in_place(input: Tensor, fn) -> Tensor:
+    """Apply the out-of-place ``fn`` and write the result into ``input``."""
+    return O.inplace(input, fn)
+
+
+# ---------------------------------------------------------------- linear
+def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``input @ weight.T + bias``."""
+    k = input.shape[-1] if input.ndim else 1
+    if weight.ndim == 2 and k != weight.shape[1]:
+        rows = input.numel() // k if k else math.prod(input.shape[:-1])
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and "
+                           f"{weight.shape[1]}x{weight.shape[0]})")
+    if input.ndim == 2:
+        return O.addmm(bias, input, weight.t()) if bias is not None else O.matmul(input, weight.t())
+    lead = tuple(input.shape[:-1])
+    out = linear(O.reshape(input, -1, k), weight, bias)
+    out = O.reshape(out, *lead, weight.shape[0])
+    return out if bias is not None or input.ndim < 2 else named(out, "UnsafeViewBackward0")
+
+
+# ---------------------------------------------------------------- activations
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``max(x, 0)``."""
+    if inplace:
+        return input.relu_()
+    return named(O.relu(input), "ReluBackward0")
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+    if inplace:
+        return _in_place(input, lambda x: leaky_relu(x, negative_slope))
+    return named(O.where(O.gt(input, 0), input, O.mul(input, negative_slope)), "LeakyReluBackward0")
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+    if inplace:
+        return _in_place(input, lambda x: elu(x, alpha))
+    # expm1 of the clamped input: the unused branch must not overflow (0 * inf in backward)
+    neg = O.mul(O.expm1(O.clamp(input, max=0.0)), alpha)
+    return named(O.where(O.gt(input, 0), input, neg), "EluBackward0")
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit, exact (erf) or with the tanh approximation."""
+    if approximate == "none":
+        cdf = O.add(O.erf(O.mul(input, 1.0 / math.sqrt(2.0))), 1.0)
+    elif approximate == "tanh":
+        inner = O.mul(O.add(input, O.mul(O.mul(O.mul(input, input), input), 0.044715)), math.sqrt(2.0 / math.pi))
+        cdf = O.add(O.tanh(inner), 1.0)
+    else:
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return named(O.mul(O.mul(input, 0.5), cdf), "GeluBackward0")
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)``."""
+    if inplace:
+        return _in_place(input, silu)
+    return named(O.mul(input, O.sigmoid(input)), "SiluBackward0")
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    bx = O.mul(input, beta)
+    soft = O.div(O.add(O.log1p(O.exp(O.neg(O.abs(bx)))), O.relu(bx)), beta)
+    return named(O.where(O.gt(bx, threshold), input, soft), "SoftplusBackward0")
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))``, computed without overflow."""
+    out = O.sub(O.clamp(input, max=0.0), O.log1p(O.exp(O.neg(O.abs(input)))))
+    return named(out, "LogSigmoidBackward0")
+
+
+def tanh(input: Tensor) -> Tensor:
+    return O.tanh(input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return O.sigmoid(input)
+
+
+def softmax(input: Tensor, dim: Optional[int] = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``exp(x) / exp(x).sum(dim)``."""
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    return O.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input: Tensor, dim: Optional[int] = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``log(softmax(x, dim))``, computed stably."""
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    return named(O.log_softmax(input, dim, dtype=dtype), "LogSoftmaxBackward0")
+
+
+# ---------------------------------------------------------------- dropout and normalization
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        scale = O.mul(O.ones_of(input), 0.0)
+    else:
+        keep = O.lt(rand(input.shape, dtype=input.dtype), 1.0 - p)
+        scale = O.mul(O.to(keep, input.dtype), 1.0 / (1.0 - p))
+    if inplace:
+        return input.mul_(scale)
+    return O.mul(input, scale)
+
+
+def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
+               bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims, then scale and shift."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    n = len(shape)
+    if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    dims = tuple(range(input.ndim - n, input.ndim))
+    centered = O.sub(input, O.mean(input, dims, keepdim=True))
+    var = O.mean(O.mul(centered, centered), dims, keepdim=True)
+    out = O.mul(centered, O.rsqrt(O.add(var, eps)))
+    if weight is not None:
+        out = O.mul(out, weight)
+    if bias is not None:
+        out = O.add(out, bias)
+    return named(out, "NativeLayerNormBackward0")
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    denom = O.clamp_min(O.norm(input, p, dim, keepdim=True), eps)
+    return O.div(input, O.expand_as(denom, input))
+
+
+# ---------------------------------------------------------------- embedding and one-hot
+def _check_indices(input: Tensor, what: str) -> None:
+    if input.dtype not in (D.int64, D.int32):
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.dtype} instead (while checking arguments for {what})")
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, max_norm: Optional[float] = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` selected by the integer tensor ``input``; the ``padding_idx``
+    row gets no gradient."""
+    _check_indices(input, "embedding")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < num, "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
+            padding_idx += num
+    if _concrete(input) and input.numel() and (int(O.amin(input)) < 0 or int(O.amax(input)) >= num):
+        raise IndexError("index out of range in self")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    out = weight[input]
+    if scale_grad_by_freq:
+        counts = O.sum(one_hot(O.reshape(input, -1).long(), num), 0)
+        freq = O.unsqueeze(O.to(counts[input], out.dtype), -1)
+        frozen = out.detach()
+        out = O.add(frozen, O.div(O.sub(out, frozen), freq))
+    if padding_idx is not None:
+        keep = O.unsqueeze(O.ne(input, padding_idx), -1)
+        out = O.where(keep, out, out.detach())
+    return named(out, "EmbeddingBackward0")
+
+
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale, in place, the rows used by ``input`` whose norm exceeds ``max_norm``."""
+    with no_grad():
+        used = O.gt(O.sum(one_hot(O.reshape(input, -1).long(), weight.shape[0]), 0), 0)
+        norms = O.norm(weight, norm_type, 1, keepdim=True)
+        over = O.logical_and(O.unsqueeze(used, 1), O.gt(norms, max_norm))
+        weight.mul_(O.where(over, O.div(max_norm, O.add(norms, 1e-7)), 1.0))
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 tensor with a trailing dim of size ``num_classes``, 1 at each index."""
+    if tensor.dtype != D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if _concrete(tensor) or num_classes < 0:
+        if tensor.numel() == 0:
+            if num_classes < 0:
+                raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        else:
+            if int(O.amin(tensor)) < 0:
+                raise RuntimeError("Class values must be non-negative.")
+            top = int(O.amax(tensor))
+            if num_classes < 0:
+                num_classes = top + 1
+            elif top >= num_classes:
+                raise RuntimeError("Class values must be smaller than num_classes.")
+    return O.to(O.eq(O.unsqueeze(tensor, -1), arange(num_classes)), D.int64)
+
+
+# ---------------------------------------------------------------- padding
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Optional[float] = None) -> Tensor:
+    """Pad (or, with negative amounts, crop) the last ``len(pad) // 2`` dims; ``pad`` lists
+    (left, right) amounts starting from the last dim. Modes: constant, reflect,
+    replicate, circular."""
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but "
+                           f"got padding length {len(pad)} and input of dimension {input.ndim}")
+    pairs = [(input.ndim - 1 - i, int(pad[2 * i]), int(pad[2 * i + 1])) for i in range(len(pad) // 2)]
+    if mode == "constant":
+        out = input
+        for dim, lo, hi in pairs:  # negative amounts crop first
+            if lo < 0 or hi < 0:
+                n = out.shape[dim]
+                out = O.narrow(out, dim, max(-lo, 0), n - max(-lo, 0) - max(-hi, 0))
+        widths = [max(a, 0) for _, lo, hi in pairs for a in (lo, hi)]
+        return O.pad(out, widths, value=0.0 if value is None else value) if any(widths) else out
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unsupported padding mode: {mode}")
+    out = input
+    for dim, lo, hi in pairs:
+        n = out.shape[dim]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "
+                               f"but got: padding ({lo}, {hi}) at dimension {dim} of input {list(input.shape)}")
+        if mode == "circular" and (lo > n or hi > n):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        out = O.index_select(out, dim, _tensor([_pad_source(i, n, mode) for i in range(-lo, n + hi)]))
+    return out
+
+
+def _pad_source(i: int, n: int, mode: str) -> int:
+    """Which input position the output position ``i`` (input coordinates) copies."""
+    if mode == "circular":
+        return i % n
+    if mode == "replicate":
+        return min(max(i, 0), n - 1)
+    return -i if i < 0 else (2 * (n - 1) - i if i >= n else i)
+
+
+# ---------------------------------------------------------------- regression losses
+def _weighted(loss: Tensor, weight: Optional[Tensor], input: Tensor, reduction: str) -> Tensor:
+    """PyTorch's weighted regression losses: the mean divides by the sum of weights."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = O.mul(loss, weight)
+    if reduction == "mean":
+        return O.div(loss.sum(), weight.sum())
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Optional[Tensor] = None) -> Tensor:
+    """Mean squared error."""
+    _check_same_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction)
+    diff = O.sub(input, target)
+    sq = O.mul(diff, diff)
+    if weight is not None:
+        return _weighted(sq, weight, input, reduction)
+    return named(_reduce(sq, reduction), "MseLossBackward0")
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Optional[Tensor] = None) -> Tensor:
+    """Mean absolute error."""
+    _check_same_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction)
+    err = O.abs(O.sub(input, target))
+    if weight is not None:
+        return _weighted(err, weight, input, reduction)
+    return _reduce(err, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """Squared error below ``beta`` (divided by ``2 beta``), absolute error above."""
+    _check_same_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0.0:
+        return l1_loss(input, target, reduction=reduction)
+    d = O.abs(O.sub(input, target))
+    loss = O.where(O.lt(d, beta), O.mul(O.mul(d, d), 0.5 / beta), O.sub(d, 0.5 * beta))
+    return named(_reduce(loss, reduction), "SmoothL1LossBackward0")
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Optional[Tensor] = None) -> Tensor:
+    """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
+    _check_same_size(input, target)
+    reduction = _reduction(None, None, reduction)
+    d = O.abs(O.sub(input, target))
+    loss = O.where(O.lt(d, delta), O.mul(O.mul(d, d), 0.5), O.mul(O.sub(d, 0.5 * delta), delta))
+    if weight is not None:
+        loss = O.mul(loss, weight)
+    return named(_reduce(loss, reduction), "HuberLossBackward0")
+
+
+# ---------------------------------------------------------------- classification losses
+def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class indices ``target`` under log-probabilities
+    ``input`` of shape (N, C, ...) or (C,); the mean is weighted by the targets' weights."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        out = nll_loss(O.unsqueeze(input, 0), O.unsqueeze(target, 0), weight, None, ignore_index, None, reduction)
+        return named(O.reshape(out, ()), "NllLossBackward0") if reduction == "none" else out
+    if target.dtype.is_floating_point:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+    if target.ndim == 0 or input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0] if target.ndim else 0}).")
+    if tuple(target.shape[1:]) != tuple(input.shape[2:]):
+        raise RuntimeError(f"Expected target size {[input.shape[0]] + list(input.shape[2:])}, "
+                           f"got {list(target.shape)}")
+    n_classes = input.shape[1]
+    if weight is not None and weight.numel() != n_classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {n_classes} classes or no classes but "
+                           f"got weight tensor of shape: {list(weight.shape)}")
+    ignored = O.eq(target, ignore_index)
+    if _concrete(target) and target.numel():
+        bad = O.logical_and(O.logical_not(ignored), O.logical_or(O.lt(target, 0), O.ge(target, n_classes)))
+        if bool(O.any(bad)):
+            raise IndexError(f"Target {int(target[bad][0])} is out of bounds.")
+    safe = O.where(ignored, 0, target)
+    picked = O.squeeze(O.gather(input, 1, O.unsqueeze(safe, 1)), 1)
+    w = O.to(O.logical_not(ignored), input.dtype)
+    if weight is not None:
+        w = O.mul(weight[safe], w)
+    loss = O.neg(O.mul(picked, w))
+    loss = O.div(loss.sum(), w.sum()) if reduction == "mean" else _reduce(loss, reduction)
+    return named(loss, "NllLossBackward0")
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross entropy of logits ``input`` (N, C, ...) or (C,) against class indices
+    or class probabilities (``target`` shaped like ``input``)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = log_softmax(input, class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    if tuple(target.shape) == tuple(input.shape):
+        return _cross_entropy_probs(logp, target, weight, wshape, class_dim, ignore_index, reduction,
+                                    label_smoothing)
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    ignored = O.eq(target, ignore_index)
+    scaled = logp if weight is None else O.mul(logp, O.reshape(weight, wshape))
+    smooth = O.masked_fill(O.neg(O.sum(scaled, class_dim)), ignored, 0.0)
+    if reduction == "mean":
+        if weight is None:
+            denom = O.sum(O.logical_not(ignored))
+        else:
+            denom = O.sum(O.where(ignored, 0.0, weight[O.where(ignored, 0, target)]))
+        smooth = O.div(smooth.sum(), denom)
+    else:
+        smooth = _reduce(smooth, reduction)
+    return O.add(O.mul(nll, 1.0 - label_smoothing), O.mul(smooth, label_smoothing / n_classes))
+
+
+def _cross_entropy_probs(logp: Tensor, target: Tensor, weight: Optional[Tensor], wshape: list, class_dim: int,
+                         ignore_index: int, reduction: str, label_smoothing: float) -> Tensor:
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
+                           f"{target.dtype.name.capitalize()}")
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    n_classes = logp.shape[class_dim]
+    if label_smoothing > 0.0:
+        target = O.add(O.mul(target, 1.0 - label_smoothing), label_smoothing / n_classes)
+    prod = O.mul(logp, target)
+    if weight is not None:
+        prod = O.mul(prod, O.reshape(weight, wshape))
+    if reduction == "none":
+        return O.neg(O.sum(prod, class_dim))
+    if reduction == "sum":
+        return O.neg(prod.sum())
+    return named(O.div(O.neg(prod.sum()), logp.numel() / n_classes), "DivBackward1")
+
+
+def _clamped_log(x: Tensor) -> Tensor:
+    """``max(log(x), -100)``, with a finite gradient at ``x == 0`` (as PyTorch's BCE)."""
+    pos = O.gt(x, 0)
+    return O.where(pos, O.clamp(O.log(O.where(pos, x, 1.0)), min=-100.0), -100.0)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """Binary cross entropy between probabilities ``input`` and ``target``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                         f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if _concrete(input) and input.numel() and (float(O.amin(input)) < 0 or float(O.amax(input)) > 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    loss = O.neg(O.add(O.mul(target, _clamped_log(input)),
+                       O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(input, 1.0)))))
+    if weight is not None:
+        loss = O.mul(loss, weight)
+    return named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0")
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Optional[Tensor] = None) -> Tensor:
+    """``binary_cross_entropy(sigmoid(input), target)`` computed stably from logits;
+    ``pos_weight`` weighs the positive term per class."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    log_sig = logsigmoid(input)
+    if pos_weight is not None:
+        log_sig = O.mul(O.add(O.mul(O.sub(pos_weight, 1.0), target), 1.0), log_sig)
+    loss = O.sub(O.mul(O.rsub(target, 1.0), input), log_sig)
+    if weight is not None:
+        loss = O.mul(loss, weight)
+    return named(_reduce(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")

@@ -1,0 +1,40 @@
+"""``nn.Parameter``: a leaf tensor that a Module registers as one of its parameters."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..runtime.tensor import Tensor, wrap
+
+
+class Parameter(Tensor):
+    """A Tensor that is a module parameter: assigning one to a Module attribute registers
+    it. Shares memory with ``data``; requires grad unless told otherwise."""
+    __slots__ = ()
+
+    def __new__(cls, data: Optional[Tensor] = None, requires_grad: bool = True) -> "Parameter":
+        array = np.empty((0,), dtype=np.float32) if data is None else data._data
+        p = wrap(array, cls=cls)
+        if data is not None:  # an alias of ``data``: in-place writes show in both
+            if data._vbox is None:
+                data._vbox = [0]
+            p._vbox = data._vbox
+        p.requires_grad_(requires_grad)
+        return p
+
+    def __init__(self, data: Optional[Tensor] = None, requires_grad: bool = True):
+        # Tensor.__init__ would rebuild the payload that __new__ already set
+        pass
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild_parameter, (np.array(self._concrete("pickling")), self._rg))
+
+
+def _rebuild_parameter(array: np.ndarray, requires_grad: bool) -> Parameter:
+    return Parameter(wrap(array), requires_grad)

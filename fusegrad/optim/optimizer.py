@@ -1,0 +1,167 @@
+"""The Optimizer base class: parameter groups, per-parameter state and state dicts."""
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+
+from ..runtime.grad_mode import enable_grad
+from ..runtime.tensor import Tensor
+from ..nn.module import _typename, _zero_grad
+
+
+class _RequiredParameter:
+    """Marks a hyperparameter with no default (it must come with each group)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+ParamsT = Union[Iterable[Tensor], Iterable[Dict[str, Any]], Iterable[tuple]]
+
+
+class Optimizer:
+    """Base class of optimizers. ``params`` is an iterable of tensors, of ``(name, tensor)``
+    pairs, or of dicts (parameter groups with their own hyperparameters); ``defaults``
+    fills the hyperparameters a group leaves out."""
+
+    def __init__(self, params: ParamsT, defaults: Dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
+        self.param_groups: List[Dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
+                            "got " + _typename(params))
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyperparameters (defaults fill the rest)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
+            params = [p[1] for p in params]
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + _typename(p))
+            if not self.defaults.get("differentiable") and not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        param_group["params"] = params
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            param_group.setdefault(name, default)
+        ids = [id(p) for p in params]
+        if len(set(ids)) != len(ids):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        taken = {id(p) for g in self.param_groups for p in g["params"]}
+        if taken.intersection(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized tensors (to None, or to zeros in place)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                _zero_grad(p, set_to_none)
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """Update the parameters once; ``closure`` (re-evaluating the loss) runs first
+        with grad enabled and its result is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        self._update()
+        return loss
+
+    def _update(self) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:
+        return [p for p in group["params"] if p.grad is not None]
+
+    # ------------------------------------------------------------ state dict
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"state": {index: state}, "param_groups": [group with "params" as indices]}``,
+        parameters numbered in group order; state tensors are shared, not copied."""
+        index: Dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {(index[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Restore state and hyperparameters saved by ``state_dict`` (floating state is cast
+        to its parameter's dtype; the step count is kept as saved)."""
+        saved_groups = deepcopy(state_dict["param_groups"])
+        groups = self.param_groups
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param: Tensor, value: Any, key: Any = None) -> Any:
+            if isinstance(value, Tensor):
+                if key != "step" and param.is_floating_point():
+                    return value.to(param.dtype)
+                return value
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v, key) for v in value)
+            return value
+
+        state: Dict[Any, Dict[str, Any]] = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                state[id_map[k]] = cast(id_map[k], v)
+            else:
+                state[k] = v
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+        self.state = state
+        self.param_groups = saved_groups
+
+    def __repr__(self) -> str:
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        return s + ")"

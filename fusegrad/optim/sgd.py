@@ -1,0 +1,49 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..runtime import ops as O
+from ..runtime.grad_mode import no_grad
+from .optimizer import Optimizer, ParamsT
+
+
+class SGD(Optimizer):
+    """PyTorch's SGD: ``g = grad + weight_decay * p``; with momentum,
+    ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step) and
+    ``g = g + momentum * buf`` (Nesterov) or ``g = buf``; then ``p -= lr * g``."""
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: Optional[bool] = None, differentiable: bool = False, fused: Optional[bool] = None) -> None:
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, differentiable=differentiable,
+                        fused=fused)
+        super().__init__(params, defaults)
+
+    @no_grad()
+    def _update(self) -> None:
+        for group in self.param_groups:
+            lr, momentum, dampening = float(group["lr"]), group["momentum"], group["dampening"]
+            weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+            for p in self._params_with_grad(group):
+                g = O.neg(p.grad) if group["maximize"] else p.grad
+                if weight_decay != 0:
+                    g = O.add(g, p, alpha=weight_decay)
+                if momentum != 0:
+                    state = self.state[p]
+                    buf = state.get("momentum_buffer")
+                    if buf is None:
+                        buf = state["momentum_buffer"] = O.clone(g).detach()
+                    else:
+                        buf.mul_(momentum).add_(g, alpha=1 - dampening)
+                    g = O.add(g, buf, alpha=momentum) if nesterov else buf
+                p.add_(g, alpha=-lr)

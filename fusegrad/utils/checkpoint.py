@@ -1,0 +1,221 @@
+"""Activation checkpointing: keep a function's inputs instead of its intermediate values
+and recompute them during backward.
+
+``use_reentrant=True`` follows PyTorch's reentrant variant: the forward runs under
+no_grad and backward recomputes, then runs a nested ``backward`` that accumulates into
+every leaf the function used. ``use_reentrant=False`` follows the non-reentrant one: the
+forward runs with grad enabled so that the outputs know every tensor they depend on,
+including parameters the function closes over; its graph is dropped at once, and the
+checkpoint node has edges to the inputs and to those parameters, so that hooks,
+``autograd.grad`` and ``backward(inputs=...)`` treat them as without checkpointing.
+A closed-over tensor that is itself the result of differentiable ops (not a leaf) is
+differentiated through its own graph during the recomputation, so that graph must still
+be alive when the checkpoint's backward runs."""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+from ..autograd.function import Function
+from ..autograd.functions import backward as _backward, grad as _grad
+from ..runtime.dispatch import _edge
+from ..runtime.factory import get_rng_state, set_rng_state
+from ..runtime.grad_mode import STATE, enable_grad, no_grad
+from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
+from ..runtime.tensor import Tensor, wrap
+
+__all__ = ["checkpoint", "checkpoint_sequential"]
+
+
+@contextlib.contextmanager
+def _rng_state(state: Optional[Tensor]) -> Iterator[None]:
+    """Run the block with the generator at ``state``, then restore the current state."""
+    if state is None:
+        yield
+        return
+    current = get_rng_state()
+    set_rng_state(state)
+    try:
+        yield
+    finally:
+        set_rng_state(current)
+
+
+def _detach(args: Sequence) -> list:
+    """Tensors detached from the graph, requiring grad as the originals do."""
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a.detach()
+            if a._rg:
+                d.requires_grad_(True)
+            a = d
+        out.append(a)
+    return out
+
+
+class CheckpointFunction(Function):
+    """The reentrant checkpoint: one node whose backward reruns the function."""
+
+    @staticmethod
+    def forward(ctx, run_function: Callable, preserve_rng_state: bool, *args):
+        ctx.run_function = run_function
+        ctx.fwd_rng_state = get_rng_state() if preserve_rng_state else None
+        ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.save_for_backward(*(args[i] for i in ctx.tensor_indices))
+        with no_grad():
+            return run_function(*args)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        inputs = list(ctx.inputs)
+        for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
+            inputs[i] = t
+        with _rng_state(ctx.fwd_rng_state):
+            detached = _detach(inputs)
+            with enable_grad():
+                outputs = ctx.run_function(*detached)
+        if isinstance(outputs, Tensor):
+            outputs = (outputs,)
+        pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if isinstance(o, Tensor) and o.requires_grad]
+        if not pairs:
+            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is not necessary")
+        _backward([o for o, _ in pairs], [g for _, g in pairs])
+        return (None, None) + tuple(d.grad if isinstance(d, Tensor) else None for d in detached)
+
+
+@contextlib.contextmanager
+def _hooks_muted(leaves: List[Tensor]) -> Iterator[None]:
+    """Hold back the leaves' tensor hooks: they run once, when the outer backward
+    delivers the gradients this nested pass computes."""
+    accs = [t._accumulator() for t in leaves]
+    saved = [a.pre_hooks for a in accs]
+    for a in accs:
+        a.pre_hooks = None
+    try:
+        yield
+    finally:
+        for a, h in zip(accs, saved):
+            a.pre_hooks = h
+
+
+def _closure_leaves(outputs: List[Tensor], own: List[Tensor]) -> List[Tensor]:
+    """Leaves requiring grad that the graph of ``outputs`` reaches, other than ``own``."""
+    own_ids = {id(t) for t in own}
+    found: dict = {}
+    seen = set()
+    stack = []
+    for o in outputs:
+        if o._grad_fn is not None:
+            stack.append(o._grad_fn)
+        elif id(o) not in own_ids:
+            found.setdefault(id(o), o)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if type(node) is AccumulateGrad:
+            v = node.variable
+            if v is not None and id(v) not in own_ids:
+                found.setdefault(id(v), v)
+        else:
+            stack.extend(e[0] for e in node.edges if e is not None)
+    return list(found.values())
+
+
+def _tensor_slots(out: Any) -> List[Any]:
+    """The output as a list of slots (a single tensor is one slot)."""
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return []
+
+
+def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict) -> Any:
+    rng = get_rng_state() if preserve_rng_state else None
+    detached = _detach(args)
+    out = function(*detached, **kwargs)
+    slots = _tensor_slots(out)
+    diff = [i for i, o in enumerate(slots) if isinstance(o, Tensor) and o._rg]
+    if not diff:
+        return out
+    own = [d for d in detached if isinstance(d, Tensor) and d._rg]
+    leaves = _closure_leaves([slots[i] for i in diff], own)
+    input_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a._rg]
+    meta = tuple((slots[i]._data.shape, slots[i]._data.dtype) for i in diff)
+
+    def backward_fn(*grads):
+        create_graph = STATE.enabled  # the engine runs nodes with grad mode = create_graph
+        with _rng_state(rng):
+            # for higher-order gradients the recomputed graph must reach the real inputs
+            inputs = list(args) if create_graph else _detach(args)
+            with enable_grad():
+                again = _tensor_slots(function(*inputs, **kwargs))
+        outs = [again[i] for i in diff]
+        wrt = [inputs[i] for i in input_pos] + leaves
+        with _hooks_muted(leaves):
+            return _grad(outs, wrt, list(grads), retain_graph=True, create_graph=create_graph, allow_unused=True)
+
+    cls = node_class("CheckpointFunctionBackward", FunctionNode)
+    node = cls.__new__(cls)
+    node._init(tuple(_edge(args[i]) for i in input_pos) + tuple(_edge(t) for t in leaves))
+    node.ctx = None
+    node.n_out = len(diff)
+    node.out_meta = meta
+    node.backward_fn = backward_fn
+    for k, i in enumerate(diff):
+        r = wrap(slots[i]._data)
+        r._grad_fn, r._out_nr, r._rg = node, k, True
+        slots[i] = r
+    if isinstance(out, Tensor):
+        return slots[0]
+    return type(out)(*slots) if hasattr(out, "_fields") else type(out)(slots)
+
+
+def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, preserve_rng_state: bool = True,
+               **kwargs) -> Any:
+    """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
+    they are recomputed (calling ``function`` once more) when gradients flow back. The
+    random generator state is restored for the recomputation so dropout masks match."""
+    if use_reentrant is None:
+        warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
+                      "use_reentrant=False is recommended, but if you need to preserve the current default "
+                      "behavior, you can pass use_reentrant=True.", stacklevel=2)
+        use_reentrant = True
+    if use_reentrant:
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if STATE.enabled and not any(isinstance(a, Tensor) and a._rg for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
+        return CheckpointFunction.apply(function, preserve_rng_state, *args)
+    if not STATE.enabled:
+        return function(*args, **kwargs)
+    return _checkpoint_non_reentrant(function, preserve_rng_state, args, kwargs)
+
+
+def checkpoint_sequential(functions, segments: int, input: Tensor, use_reentrant: Optional[bool] = None,
+                          **kwargs) -> Any:
+    """Run a sequence of modules/functions in ``segments`` checkpointed chunks (the last
+    chunk runs normally)."""
+    preserve = kwargs.pop("preserve_rng_state", True)
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    functions = list(functions.children()) if hasattr(functions, "children") else list(functions)
+
+    def run(start: int, end: int) -> Callable:
+        def forward(x):
+            for f in functions[start:end + 1]:
+                x = f(x)
+            return x
+        return forward
+
+    size = len(functions) // segments
+    end = -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve)
+    return run(end + 1, len(functions) - 1)(input)

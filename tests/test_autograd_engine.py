@@ -1,0 +1,600 @@
+"""Autograd engine semantics: ordering, retain/create_graph, hooks, retain_grad, version
+counters, views, grad modes, autograd.grad/backward options, custom Functions, gradcheck,
+anomaly detection and the func transforms (against torch.func where installed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.autograd import Function
+
+
+def t(*vals, rg=True, dt=fg.float64):
+    return fg.tensor(list(vals) if len(vals) != 1 else vals[0], dtype=dt, requires_grad=rg)
+
+
+# ---------------------------------------------------------------- ordering and sharing
+def test_diamond_gradient_summed_once():
+    x = t(2.0)
+    calls = []
+    a = x * 3
+    b = a.exp()  # shared by two branches
+    b.register_hook(lambda g: calls.append(g.item()))
+    c = b * 2 + b.sin()
+    c.backward()
+    bv = np.exp(6.0)
+    assert len(calls) == 1  # the shared node ran once, with the summed gradient
+    np.testing.assert_allclose(calls[0], 2 + np.cos(bv))
+    np.testing.assert_allclose(x.grad.item(), (2 + np.cos(bv)) * bv * 3)
+
+
+def test_deep_chain_and_wide_fanout():
+    x = t(1.0, 2.0)
+    y = x
+    for _ in range(500):
+        y = y * 1.001
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.001 ** 500] * 2)
+    z = t(1.0, 2.0)
+    s = sum(z * i for i in range(50))
+    s.sum().backward()
+    np.testing.assert_allclose(z.grad.numpy(), [sum(range(50))] * 2)
+
+
+def test_grad_accumulates_across_backwards():
+    x = t(1.0, 2.0)
+    (x * x).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0])
+    x.grad = None
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_same_tensor_used_twice_in_one_op():
+    x = t(3.0)
+    (x * x).backward()
+    assert x.grad.item() == 6.0
+
+
+# ---------------------------------------------------------------- retain_graph / create_graph
+def test_retain_graph():
+    x = t(1.0, 2.0)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    g1 = x.grad.clone()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * g1.numpy())
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_autograd_grad_frees_graph():
+    x = t(1.0, 2.0)
+    y = (x.sin() * x).sum()
+    fg.autograd.grad(y, x)
+    with pytest.raises(RuntimeError, match="second time"):
+        fg.autograd.grad(y, x)
+
+
+def test_create_graph_third_order():
+    x = t(0.7)
+    y = x ** 4 + x.sin()
+    (g1,) = fg.autograd.grad(y, x, create_graph=True)
+    (g2,) = fg.autograd.grad(g1, x, create_graph=True)
+    (g3,) = fg.autograd.grad(g2, x, create_graph=True)
+    (g4,) = fg.autograd.grad(g3, x)
+    v = 0.7
+    np.testing.assert_allclose([g1.item(), g2.item(), g3.item(), g4.item()],
+                               [4 * v ** 3 + np.cos(v), 12 * v ** 2 - np.sin(v), 24 * v - np.cos(v), 24 + np.sin(v)])
+
+
+def test_backward_create_graph_grad_has_graph():
+    x = t(1.5)
+    y = x ** 3
+    y.backward(create_graph=True)
+    assert x.grad.requires_grad
+    (gg,) = fg.autograd.grad(x.grad, x)
+    assert gg.item() == pytest.approx(6 * 1.5)
+
+
+# ---------------------------------------------------------------- hooks and retain_grad
+def test_hooks_on_leaf_and_nonleaf_modify_observe_remove():
+    x = t(1.0, 2.0)
+    seen = []
+    h1 = x.register_hook(lambda g: seen.append(("leaf", g.numpy().tolist())))
+    y = x * 2
+    h2 = y.register_hook(lambda g: g * 10)  # replaces the gradient flowing on
+    y.sum().backward()
+    assert seen == [("leaf", [20.0, 20.0])]
+    np.testing.assert_allclose(x.grad.numpy(), [20.0, 20.0])
+    h1.remove()
+    h2.remove()
+    x.grad = None
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    assert len(seen) == 1
+
+
+def test_leaf_hook_changes_accumulated_grad_and_order():
+    x = t(1.0)
+    order = []
+    x.register_hook(lambda g: order.append(1) or g + 1)
+    x.register_hook(lambda g: order.append(2) or g * 3)
+    (x * 2).backward()
+    assert order == [1, 2] and x.grad.item() == 9.0
+
+
+def test_hook_on_tensor_not_requiring_grad_raises():
+    with pytest.raises(RuntimeError):
+        fg.ones(2).register_hook(lambda g: g)
+
+
+def test_retain_grad():
+    x = t(1.0, 2.0)
+    y = x * 3
+    y.retain_grad()
+    assert y.retains_grad and not x.retains_grad
+    z = (y * y).sum()
+    z.backward()
+    np.testing.assert_allclose(y.grad.numpy(), [6.0, 12.0])
+    w = x * 2
+    (w.sum()).backward()
+    assert w.grad is None
+
+
+def test_grad_fn_node_hooks():
+    x = t(1.0, 2.0)
+    y = x.exp()
+    got = {}
+    y.grad_fn.register_hook(lambda gin, gout: got.setdefault("h", (gin, gout)))
+    y.sum().backward()
+    gin, gout = got["h"]
+    np.testing.assert_allclose(gin[0].numpy(), np.exp([1.0, 2.0]))
+
+
+# ---------------------------------------------------------------- version counters and views
+def test_modified_saved_tensor_raises():
+    x = t(1.0, 2.0)
+    y = x * 2
+    z = y.exp()  # saves its output
+    z.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+    a = t(1.0, 2.0)
+    b = a * 1
+    c = b * b  # saves b
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        c.sum().backward()
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    x = t(1.0, 2.0)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x[0] = 3.0
+    with fg.no_grad():
+        x.add_(1)  # fine under no_grad
+    np.testing.assert_allclose(x.detach().numpy(), [2.0, 3.0])
+
+
+def test_inplace_ops_that_are_fine():
+    x = t(1.0, 2.0)
+    y = x * 2  # MulBackward saves x, not y
+    y.add_(1)  # y not saved by anyone
+    y.mul_(3)
+    z = y.relu()
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 6.0])
+    a = t(1.0, -2.0)
+    b = a + 0
+    b.relu_()
+    assert type(b.grad_fn).__name__ == "ReluBackward0"
+    b.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [1.0, 0.0])
+
+
+def test_inplace_through_view_updates_base_grad():
+    x = t(1.0, 2.0, 3.0)
+    y = x * 1
+    v = y[1:]
+    v.mul_(10)
+    assert y._version == v._version and y._version > 0
+    np.testing.assert_allclose(y.detach().numpy(), [1.0, 20.0, 30.0])
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 10.0, 10.0])
+
+
+def test_views_share_version_counter():
+    base = fg.zeros(3, 4)
+    v1 = base[1]
+    v2 = base.t()
+    v3 = v2.reshape(12) if False else base.view(12)
+    v0 = base._version
+    v1.fill_(1.0)
+    assert base._version == v1._version == v2._version == v3._version == v0 + 1
+    assert v2[:, 1].tolist() == [1.0, 1.0, 1.0, 1.0]
+    with fg.no_grad():
+        base += 1
+    assert v3._version == v0 + 2
+
+
+def test_version_of_saved_input_via_view():
+    x = t(1.0, 2.0)
+    y = x * 1
+    z = y.sin()  # saves y
+    y[0] = 5.0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+
+
+# ---------------------------------------------------------------- grad modes
+def test_grad_modes_context_managers():
+    x = t(1.0)
+    with fg.no_grad():
+        assert not fg.is_grad_enabled()
+        y = x * 2
+        with fg.enable_grad():
+            z = x * 2
+    assert not y.requires_grad and y.grad_fn is None and z.requires_grad
+    with fg.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert fg.is_grad_enabled()
+    fg.set_grad_enabled(False)
+    assert not fg.is_grad_enabled()
+    fg.set_grad_enabled(True)
+    with fg.inference_mode():
+        assert not (x * 2).requires_grad
+    with fg.inference_mode(False):
+        assert (x * 2).requires_grad
+
+
+def test_grad_modes_as_decorators():
+    x = t(1.0)
+
+    @fg.no_grad()
+    def f(a):
+        return a * 2
+
+    @fg.enable_grad()
+    def g(a):
+        return a * 2
+
+    @fg.inference_mode()
+    def h(a):
+        return a * 2
+
+    @fg.set_grad_enabled(False)
+    def k(a):
+        return a * 2
+
+    assert not f(x).requires_grad and not h(x).requires_grad and not k(x).requires_grad
+    with fg.no_grad():
+        assert g(x).requires_grad
+    assert fg.is_grad_enabled()
+
+
+def test_no_grad_exception_restores_mode():
+    with pytest.raises(ValueError):
+        with fg.no_grad():
+            raise ValueError
+    assert fg.is_grad_enabled()
+
+
+# ---------------------------------------------------------------- autograd.grad and backward options
+def test_autograd_grad_allow_unused_and_grad_outputs():
+    x, y, u = t(1.0, 2.0), t(3.0, 4.0), t(5.0)
+    out = x * y
+    with pytest.raises(RuntimeError, match="not have been used"):
+        fg.autograd.grad(out.sum(), [x, u], retain_graph=True)
+    gx, gu = fg.autograd.grad(out.sum(), [x, u], allow_unused=True, retain_graph=True)
+    assert gu is None
+    np.testing.assert_allclose(gx.numpy(), [3.0, 4.0])
+    gx, gy = fg.autograd.grad(out, [x, y], grad_outputs=fg.tensor([1.0, 10.0], dtype=fg.float64))
+    np.testing.assert_allclose(gx.numpy(), [3.0, 40.0])
+    np.testing.assert_allclose(gy.numpy(), [1.0, 20.0])
+    assert x.grad is None  # grad() does not accumulate
+    z = x * 2
+    gz, = fg.autograd.grad([z.sum(), (z * z).sum()], [x])
+    np.testing.assert_allclose(gz.numpy(), 2 + 8 * np.array([1.0, 2.0]))
+    g, = fg.autograd.grad((x * 2).sum(), x, materialize_grads=True) if False else (None,)
+
+
+def test_grad_wrt_nonleaf():
+    x = t(1.0, 2.0)
+    y = x * 2
+    z = (y ** 2).sum()
+    (gy,) = fg.autograd.grad(z, y)
+    np.testing.assert_allclose(gy.numpy(), [4.0, 8.0])
+
+
+def test_backward_inputs():
+    x, y = t(1.0), t(2.0)
+    z = x * y
+    z.backward(inputs=[x])
+    assert x.grad.item() == 2.0 and y.grad is None
+    w = x * y
+    fg.autograd.backward(w, inputs=[y])
+    assert y.grad.item() == 1.0 and x.grad.item() == 2.0
+
+
+def test_backward_gradient_argument():
+    x = t(1.0, 2.0)
+    (x * 3).backward(fg.tensor([1.0, 2.0], dtype=fg.float64))
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])
+
+
+# ---------------------------------------------------------------- custom Function
+class MulAdd(Function):
+    @staticmethod
+    def forward(ctx, a, b, k):
+        ctx.save_for_backward(a, b)
+        ctx.k = k
+        return a * b + k, a - b
+
+    @staticmethod
+    def backward(ctx, g_prod, g_diff):
+        a, b = ctx.saved_tensors
+        ga = g_prod * b + g_diff if ctx.needs_input_grad[0] else None
+        gb = g_prod * a - g_diff if ctx.needs_input_grad[1] else None
+        return ga, gb, None
+
+
+def test_custom_function_multiple_inputs_outputs():
+    a, b = t(1.0, 2.0), t(3.0, 4.0)
+    p, d = MulAdd.apply(a, b, 5.0)
+    assert type(p.grad_fn).__name__ == "MulAddBackward"
+    np.testing.assert_allclose(p.detach().numpy(), [8.0, 13.0])
+    (p.sum() * 2 + d.sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), [7.0, 9.0])
+    np.testing.assert_allclose(b.grad.numpy(), [1.0, 3.0])
+    # only one output used: the other's gradient arrives as zeros
+    a.grad = b.grad = None
+    p, d = MulAdd.apply(a, b, 0.0)
+    d.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [1.0, 1.0])
+
+
+def test_custom_function_needs_input_grad():
+    seen = {}
+
+    class F(Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            seen["needs"] = tuple(ctx.needs_input_grad)
+            return g, None
+
+    a = t(1.0)
+    b = t(2.0, rg=False)
+    F.apply(a, b).backward()
+    assert seen["needs"] == (True, False)
+
+
+def test_custom_function_mark_non_differentiable():
+    class SortIdx(Function):
+        @staticmethod
+        def forward(ctx, x):
+            idx = fg.tensor(np.argsort(x.detach().numpy()))
+            vals = x * 1
+            ctx.mark_non_differentiable(idx)
+            return vals, idx
+
+        @staticmethod
+        def backward(ctx, gv, gi):
+            return gv
+
+    x = t(3.0, 1.0)
+    v, i = SortIdx.apply(x)
+    assert v.requires_grad and not i.requires_grad
+    v.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 1.0])
+
+
+def test_custom_function_double_backward_and_gradcheck():
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x ** 2
+
+    x = t(0.5, -1.5)
+    assert fg.autograd.gradcheck(Cube.apply, (x,))
+    assert fg.autograd.gradgradcheck(Cube.apply, (x,))
+
+
+def test_custom_function_saved_tensors_freed():
+    x = t(1.0, 2.0)
+    y = MulAdd.apply(x, x * 1, 0.0)[0].sum()
+    y.backward()
+    with pytest.raises(RuntimeError):
+        y.backward()
+
+
+# ---------------------------------------------------------------- gradcheck
+def test_gradcheck_pass_and_fail():
+    x = t(0.3, 0.7, 1.1)
+    assert fg.autograd.gradcheck(lambda a: (a.sin() * a).sum(), (x,))
+    assert fg.autograd.gradgradcheck(lambda a: a.exp() * a, (x,))
+
+    class Wrong(Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    with pytest.raises(RuntimeError, match="Jacobian mismatch"):
+        fg.autograd.gradcheck(Wrong.apply, (x,))
+    assert fg.autograd.gradcheck(Wrong.apply, (x,), raise_exception=False) is False
+
+    class WrongSecond(Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a ** 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * 2 * a.detach()  # detached: second derivative lost
+
+    assert fg.autograd.gradcheck(WrongSecond.apply, (x,))
+    assert fg.autograd.gradgradcheck(WrongSecond.apply, (x,), raise_exception=False) is False
+
+
+# ---------------------------------------------------------------- anomaly detection
+def test_detect_anomaly_names_forward_op():
+    x = t(0.0, 1.0)
+    with fg.autograd.detect_anomaly():
+        y = x.sqrt()  # backward at 0: inf
+        z = (y * 0).sum()  # inf * 0 = nan in backward of sqrt's input
+        with pytest.raises(RuntimeError, match="SqrtBackward0") as ei:
+            z.backward()
+    assert "nan" in str(ei.value)
+    assert "test_autograd_engine.py" in str(ei.value)  # the forward line
+    assert not fg.autograd.is_anomaly_enabled()
+    # without anomaly mode the NaN just propagates
+    x.grad = None
+    (x.sqrt() * 0).sum().backward()
+    assert np.isnan(x.grad.numpy()[0])
+
+
+def test_set_detect_anomaly():
+    fg.autograd.set_detect_anomaly(True)
+    try:
+        assert fg.autograd.is_anomaly_enabled()
+    finally:
+        fg.autograd.set_detect_anomaly(False)
+    assert not fg.autograd.is_anomaly_enabled()
+
+
+# ---------------------------------------------------------------- func transforms vs torch.func
+torch = None
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _fg_and_torch(arr):
+    tch = _torch()
+    return fg.tensor(arr), tch.tensor(arr)
+
+
+def _close(a, b, tol=1e-6):
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _close(x, y, tol)
+        return
+    if isinstance(a, dict):
+        for k in a:
+            _close(a[k], b[k], tol)
+        return
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol, atol=tol)
+
+
+def f_scalar(m):
+    return lambda x: (m.sin(x) * x ** 2).sum()
+
+
+def f_vec(m):
+    return lambda x: m.tanh(x) * x.sum() + x.exp()
+
+
+@pytest.mark.torch
+def test_func_grad_family_vs_torch():
+    tch = _torch()
+    F, TF = fg.func, tch.func
+    a = np.array([0.3, -0.8, 1.2])
+    fx, tx = _fg_and_torch(a)
+    _close(F.grad(f_scalar(fg))(fx), TF.grad(f_scalar(tch))(tx))
+    _close(F.grad_and_value(f_scalar(fg))(fx), TF.grad_and_value(f_scalar(tch))(tx))
+    _close(F.grad(F.grad(lambda x: (x ** 3).sum()))(fx) if False else F.grad(lambda x: F.grad(lambda y: (y ** 3).sum())(x).sum())(fx),
+           TF.grad(lambda x: TF.grad(lambda y: (y ** 3).sum())(x).sum())(tx))
+    _close(F.jacrev(f_vec(fg))(fx), TF.jacrev(f_vec(tch))(tx))
+    _close(F.jacfwd(f_vec(fg))(fx), TF.jacfwd(f_vec(tch))(tx))
+    _close(F.hessian(f_scalar(fg))(fx), TF.hessian(f_scalar(tch))(tx))
+    _close(F.jacfwd(F.jacrev(f_scalar(fg)))(fx), TF.jacfwd(TF.jacrev(f_scalar(tch)))(tx))
+    v = np.array([1.0, 2.0, -1.0])
+    fo, fvjp = F.vjp(f_vec(fg), fx)
+    to, tvjp = TF.vjp(f_vec(tch), tx)
+    _close(fo, to)
+    _close(fvjp(fg.tensor(v)), tvjp(tch.tensor(v)))
+    _close(F.jvp(f_vec(fg), (fx,), (fg.tensor(v),)), TF.jvp(f_vec(tch), (tx,), (tch.tensor(v),)))
+
+
+@pytest.mark.torch
+def test_func_argnums_has_aux_pytrees_vs_torch():
+    tch = _torch()
+    F, TF = fg.func, tch.func
+    a, b = np.array([0.5, 1.5]), np.array([[1.0, -2.0], [0.3, 0.4]])
+
+    def g(m):
+        def f(x, y):
+            out = (m.matmul(y, x) * x).sum()
+            return out, {"aux": out.detach() * 2}
+        return f
+
+    fa, ta = _fg_and_torch(a)
+    fb, tb = _fg_and_torch(b)
+    (fg_g, fg_aux) = F.grad(g(fg), argnums=(0, 1), has_aux=True)(fa, fb)
+    (t_g, t_aux) = TF.grad(g(tch), argnums=(0, 1), has_aux=True)(ta, tb)
+    _close(fg_g, t_g)
+    _close(fg_aux, t_aux)
+
+    def tree(m):
+        return lambda p: (p["w"] * p["b"][0]).sum() + (p["b"][1] ** 2).sum()
+
+    fp = {"w": fg.tensor(a), "b": (fg.tensor(a * 2), fg.tensor(a * 3))}
+    tp = {"w": tch.tensor(a), "b": (tch.tensor(a * 2), tch.tensor(a * 3))}
+    fgg, tgg = F.grad(tree(fg))(fp), TF.grad(tree(tch))(tp)
+    _close(fgg["w"], tgg["w"])
+    _close(list(fgg["b"]), list(tgg["b"]))
+    _close(F.jacrev(lambda x, y: m_(fg)(x, y), argnums=1)(fa, fb), TF.jacrev(lambda x, y: m_(tch)(x, y), argnums=1)(ta, tb))
+
+
+def m_(m):
+    return lambda x, y: m.matmul(y, x).exp()
+
+
+@pytest.mark.torch
+def test_vmap_in_out_dims_vs_torch():
+    tch = _torch()
+    F, TF = fg.func, tch.func
+    x = np.arange(12.0).reshape(3, 4) / 10
+    y = np.arange(4.0) / 3
+    fx, tx = _fg_and_torch(x)
+    fy, ty = _fg_and_torch(y)
+    dot = lambda m: (lambda a, b: (a * b).sum())  # noqa: E731
+    _close(F.vmap(dot(fg))(fx, fx), TF.vmap(dot(tch))(tx, tx))
+    _close(F.vmap(dot(fg), in_dims=(0, None))(fx, fy), TF.vmap(dot(tch), in_dims=(0, None))(tx, ty))
+    _close(F.vmap(dot(fg), in_dims=(1, None))(fx[:3].t(), fy) if False else F.vmap(lambda a: a * 2, in_dims=1)(fx),
+           TF.vmap(lambda a: a * 2, in_dims=1)(tx))
+    _close(F.vmap(lambda a: a * 2, in_dims=1, out_dims=1)(fx), TF.vmap(lambda a: a * 2, in_dims=1, out_dims=1)(tx))
+    _close(F.vmap(lambda a: (a.sum(), a * 2))(fx), TF.vmap(lambda a: (a.sum(), a * 2))(tx))
+    # vmap(grad): per-example gradients
+    _close(F.vmap(F.grad(lambda w, xi: (w * xi).sin().sum()), in_dims=(None, 0))(fy, fx),
+           TF.vmap(TF.grad(lambda w, xi: (w * xi).sin().sum()), in_dims=(None, 0))(ty, tx))
+
+
+@pytest.mark.torch
+def test_func_on_tensors_requiring_grad_composes_with_backward():
+    x = t(0.5, 1.0)
+    g = fg.func.grad(lambda a: (a ** 3).sum())(x)
+    g.sum().backward()  # d/dx sum(3x^2) = 6x
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])
