@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special as _sp
 
 from ..primitive import Primitive
 from .shapes import broadcast_shapes, shape_of
@@ -59,7 +58,8 @@ def _rsqrt(x):
 
 
 def _erf(x):
-    return _sp.erf(x).astype(x.dtype, copy=False)
+    import scipy.special  # imported on first use: it costs ~1 s at `import fusegrad`
+    return scipy.special.erf(x).astype(x.dtype, copy=False)
 
 
 def _quiet(f):

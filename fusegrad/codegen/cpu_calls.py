@@ -1,0 +1,86 @@
+"""Emit the equations that are not loop groups: matmul through BLAS (``np.dot`` into the
+output, batch by batch) and the layout ops concatenate and pad as slice copies.
+Operands are flat buffers; ``.reshape`` of a contiguous 1-d array is free in Numba."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..ir.graph import Eqn, Var
+from .backend import Unsupported
+from .cpu_scalar import literal
+
+_INDENT = "    "
+
+
+def _nd(name: str, shape: tuple) -> str:
+    return f"{name}.reshape(({', '.join(map(str, shape))},))"
+
+
+def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
+    a, b = e.inputs
+    out = e.out
+    if out.dtype.kind != "f" or a.dtype != b.dtype:
+        raise Unsupported(f"cpu backend: matmul of {a.dtype}/{b.dtype} (BLAS takes float32/float64)")
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    A, B, O = buf(a), buf(b), buf(out)
+    if out.size == 0:
+        return []
+    if k == 0:
+        return [f"{O}[:] = 0"]
+    if out.ndim == 2 and a.ndim == 2 and b.ndim == 2:
+        return [f"np.dot({_nd(A, (m, k))}, {_nd(B, (k, n))}, {_nd(O, (m, n))})"]
+    batch = out.shape[:-2]
+    lines = [f"for bi in range({int(np.prod(batch))}):"]
+    offs = []
+    for x, (r, c) in ((a, (m, k)), (b, (k, n))):
+        xb = x.shape[:-2]
+        terms, stride = [], 1
+        for d in range(len(xb) - 1, -1, -1):  # right-aligned batch broadcasting
+            od = len(batch) - len(xb) + d
+            if xb[d] != 1:
+                inner = int(np.prod(batch[od + 1:]))
+                terms.append(f"((bi // {inner}) % {batch[od]}) * {stride}")
+            stride *= xb[d]
+        offs.append(" + ".join(terms) or "0")
+    (ao, bo), sa, sb = offs, m * k, k * n
+    lines.append(f"{_INDENT}ao = ({ao}) * {sa}")
+    lines.append(f"{_INDENT}bo = ({bo}) * {sb}")
+    lines.append(f"{_INDENT}np.dot({_nd(f'{A}[ao:ao + {sa}]', (m, k))}, {_nd(f'{B}[bo:bo + {sb}]', (k, n))}, "
+                 f"{_nd(f'{O}[bi * {m * n}:(bi + 1) * {m * n}]', (m, n))})")
+    return lines
+
+
+def _region(shape: tuple, axis: int, start: int, size: int) -> str:
+    return ", ".join(f"{start}:{start + size}" if d == axis else ":" for d in range(len(shape)))
+
+
+def _concatenate(e: Eqn, buf: Callable[[Var], str]) -> list:
+    out, axis = e.out, e.params["axis"] % e.out.ndim
+    O, lines, start = _nd(buf(out), out.shape), [], 0
+    for x in e.inputs:
+        if x.shape[axis]:
+            lines.append(f"{O}[{_region(out.shape, axis, start, x.shape[axis])}] = {_nd(buf(x), x.shape)}")
+        start += x.shape[axis]
+    return lines
+
+
+def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
+    x, out = e.inputs[0], e.out
+    lines = [f"{buf(out)}[:] = {literal(e.params['value'], out.dtype)}"]
+    if x.size:
+        key = ", ".join(f"{lo}:{lo + s}" for (lo, _), s in zip(e.params["widths"], x.shape))
+        lines.append(f"{_nd(buf(out), out.shape)}[{key}] = {_nd(buf(x), x.shape)}")
+    return lines
+
+
+_CALLS = {"matmul": _matmul, "concatenate": _concatenate, "pad": _pad}
+
+
+def emit_call(e: Eqn, buf: Callable[[Var], str]) -> list:
+    """Source lines (unindented) for one library-call equation."""
+    fn = _CALLS.get(e.prim.name)
+    if fn is None:
+        raise Unsupported(f"cpu backend has no lowering for {e.prim.name}")
+    return fn(e, buf)

@@ -1,0 +1,340 @@
+"""Emit one fused loop group as Python/Numba source lines.
+
+Every buffer is a flat C-contiguous 1-d array, so an element of a value in memory is read
+at a linear index computed from per-dim index expressions; views of memory (aliases) turn
+into index arithmetic on their base. Loop variable ``i<a>`` runs over domain axis ``a``.
+Stores come last in a loop body so that a value written in place over a dying operand
+(see passes.memory) is read before it is overwritten."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..ir.graph import Eqn, Var
+from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
+from .backend import Unsupported
+from .cpu_scalar import Lowering, literal
+
+_INDENT = "    "
+CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amortize, fits L2
+
+
+# ---------------------------------------------------------------- index arithmetic
+def _strides(shape: tuple) -> list:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]
+
+
+def linear(idx: list, shape: tuple) -> str:
+    """Linear index of a C-contiguous array of ``shape`` at per-dim index expressions."""
+    const, terms = 0, []
+    for e, st, s in zip(idx, _strides(shape), shape):
+        if s == 1 or e == "0":
+            continue
+        if e.lstrip("-").isdigit():
+            const += int(e) * st
+        else:
+            e = f"({e})" if " " in e and not (e.startswith("(") and e.endswith(")")) else e
+            terms.append(e if st == 1 else f"{e} * {st}")
+    if const or not terms:
+        terms.append(str(const))
+    return " + ".join(terms)
+
+
+def view_index(e: Eqn, idx: list) -> list:
+    """Index expressions into a view's input, given those into its output."""
+    x, out, p, name = e.inputs[0], e.out, e.params, e.prim.name
+    if name == "transpose":
+        res = [""] * x.ndim
+        for d, src in enumerate(p["perm"]):
+            res[src] = idx[d]
+        return res
+    if name == "broadcast_to":
+        off = out.ndim - x.ndim
+        return ["0" if s == 1 else idx[d + off] for d, s in enumerate(x.shape)]
+    if name == "flip":
+        axes = {a % x.ndim for a in p["axes"]}
+        return [f"({x.shape[d] - 1} - {i})" if d in axes else i for d, i in enumerate(idx)]
+    if name == "slice":
+        res, it = [], iter(idx)
+        for k in p["key"]:
+            if k is None:
+                next(it)
+            elif isinstance(k, tuple):
+                start, _, step = k
+                i = next(it)
+                res.append(_affine(start, step, i))
+            else:
+                res.append(str(k))
+        res.extend(it)  # dims the key does not mention are taken whole
+        return res
+    if name == "reshape":
+        if [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
+            it = iter(i for i, s in zip(idx, out.shape) if s != 1)
+            return [next(it) if s != 1 else "0" for s in x.shape]
+        flat = linear(idx, out.shape)
+        res = []
+        for d, (st, s) in enumerate(zip(_strides(x.shape), x.shape)):
+            q = f"({flat})" if st == 1 else f"(({flat}) // {st})"
+            res.append("0" if s == 1 else (q if d == 0 else f"({q} % {s})"))  # flat < size: no wrap on dim 0
+        return res
+    raise Unsupported(f"cpu backend: no index rule for view {name}")
+
+
+def _affine(start: int, step: int, i: str) -> str:
+    core = i if step == 1 else f"{step} * {i}"
+    return core if start == 0 else f"({start} + {core})"
+
+
+# ---------------------------------------------------------------- emission
+class LoopEmitter:
+    """Writes the source lines of one loop group. ``buf(var)`` names the flat array that
+    holds a var in memory; ``num(var)`` numbers vars in the generated code (stable across
+    processes, unlike Var ids, so the source and its cache key are too); ``fused``
+    supplies aliases."""
+
+    def __init__(self, fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
+                 num: Callable[[Var], int]):
+        self.f, self.g, self.outs, self.buf, self.lw, self.num = fused, g, outs, buf, lw, num
+        self.flat = self._flat_ok()
+        self.lines: list = []
+
+    # -- reading values
+    def read(self, v, idx: list) -> str:
+        if not isinstance(v, Var):
+            raise AssertionError("literals are typed by the caller")
+        if v.id in self.g.maps:
+            return f"m{self.num(v)}"
+        if v.id in self.f.aliases:
+            e = self.f.aliases[v.id]
+            return self.read(e.inputs[0], view_index(e, idx))
+        if self.flat:
+            return f"{self.buf(v)}[{'0' if v.size == 1 else 'i0'}]"
+        return f"{self.buf(v)}[{linear(idx, v.shape)}]"
+
+    def _idx(self, m: tuple) -> list:
+        return ["0" if a is None else f"i{a}" for a in m]
+
+    def operand(self, a, e: Eqn, dt: np.dtype) -> str:
+        if not isinstance(a, Var):
+            return literal(a, dt)
+        m, off = self.g.maps[e.out.id], e.out.ndim - a.ndim
+        return self.read(a, ["0" if s == 1 else f"i{m[d + off]}" for d, s in enumerate(a.shape)])
+
+    def value(self, e: Eqn) -> str:
+        """The element expression of a non-reduction member."""
+        if e.prim.kind == "view":
+            return f"m{self.num(e.inputs[0])}"
+        if e.prim.name == "full":
+            return literal(e.params["value"], e.out.dtype)
+        if e.prim.name == "iota":
+            return f"np.{e.out.dtype.name}(i{self.g.maps[e.out.id][0]})" if e.out.shape[0] != 1 else literal(0, e.out.dtype)
+        if is_reduction(e):  # reduces only size-1 dims: a copy
+            return f"np.{e.out.dtype.name}({self._reduce_input(e)})"
+        dt = _operand_dtype(e)
+        args = [self.operand(a, e, dt) for a in e.inputs]
+        if e.prim.name.startswith("logical") or e.prim.name == "where":
+            args = [self._as_bool(a, s, i == 0 or e.prim.name != "where")
+                    for i, (a, s) in enumerate(zip(e.inputs, args))]
+        return self.lw.expr(e.prim.scalar, args, dt, e.params)
+
+    @staticmethod
+    def _as_bool(a, s: str, want: bool) -> str:
+        return f"({s} != 0)" if want and isinstance(a, Var) and a.dtype.kind != "b" else s
+
+    def _reduce_input(self, e: Eqn) -> str:
+        xm = reduce_map(self.g, e)[0]
+        x = e.inputs[0]
+        return self.read(x, ["0" if s == 1 else f"i{xm[d]}" for d, s in enumerate(x.shape)])
+
+    def store(self, v: Var) -> str:
+        if self.flat:
+            return f"{self.buf(v)}[{'0' if v.size == 1 else 'i0'}] = m{self.num(v)}"
+        return f"{self.buf(v)}[{linear(self._idx(self.g.maps[v.id]), v.shape)}] = m{self.num(v)}"
+
+    # -- structure
+    def _flat_ok(self) -> bool:
+        """One flat loop when every access is at the loop's own element (or a scalar)."""
+        return bool(self.g.domain) and not self.g.red_axes and self._direct_only()
+
+    def _direct_only(self) -> bool:
+        g = self.g
+        ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
+        for e in g.eqns:
+            if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
+                    or e.out.shape != g.domain:
+                return False
+            for a in e.inputs:
+                if isinstance(a, Var) and a.id not in g.maps and (
+                        a.id in self.f.aliases or (a.size != 1 and a.shape != e.out.shape)):
+                    return False
+        return True
+
+    def _loops(self, axes: list, par_first: bool, base: int = 0) -> int:
+        """Open one loop per axis at depth ``base`` (one loop over every element when flat);
+        returns the number of loops opened."""
+        for k, a in enumerate(axes):
+            rng = "prange" if par_first and k == 0 else "range"
+            self.emit(base + k, f"for i{a} in {rng}({self.g.size if self.flat else self.g.domain[a]}):")
+        return len(axes)
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append(_INDENT * (self.depth0 + depth) + text)
+
+    def run(self, depth0: int = 1) -> list:
+        self.depth0 = depth0
+        g = self.g
+        self.lines.append(f"{_INDENT * depth0}# loop group over [{','.join(map(str, g.domain))}]"
+                          + (f" reducing axes {g.red_axes}" if g.red_axes else ""))
+        if any(s == 0 for s in g.domain) and not g.red_axes:
+            return self.lines  # nothing to compute
+        if not g.red_axes:
+            axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
+            d = self._loops(axes, g.parallel)
+            self._body(d, g.eqns, self.outs)
+        else:
+            self._phased()
+        return self.lines
+
+    def _body(self, d: int, eqns: list, stores: list) -> None:
+        for e in eqns:
+            self.emit(d, f"m{self.num(e.out)} = {self.value(e)}")
+        for v in stores:
+            self.emit(d, self.store(v))
+
+    def _phased(self) -> None:
+        """Outer loops over kept axes; per reduction phase one inner loop nest."""
+        g = self.g
+        red = [a for a in g.red_axes if g.domain[a] != 1]
+        outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
+        avail = self._phases()
+        d = self._loops(outer, g.parallel)
+        last = max(avail.values(), default=0)
+        for k in range(last + 1):
+            if k:
+                self._inner(k, d, red, avail, par=g.parallel and not outer)
+            for e in g.eqns:
+                if g.is_outer(e.out) and avail[e.out.id] == k and not self._real_reduction(e):
+                    self.emit(d, f"m{self.num(e.out)} = {self.value(e)}")
+            for v in self.outs:
+                if g.is_outer(v) and avail[v.id] == k:
+                    self.emit(d, self.store(v))
+
+    def _real_reduction(self, e: Eqn) -> bool:
+        return is_reduction(e) and bool(reduce_map(self.g, e)[2])
+
+    def _phases(self) -> dict:
+        """var id -> phase: for outer values, the inner loop after which they are known;
+        for full values, the first inner loop that can compute them."""
+        g, avail = self.g, {}
+        for e in g.eqns:
+            deps = [a for a in e.inputs if isinstance(a, Var) and a.id in g.maps]
+            if self._real_reduction(e):
+                avail[e.out.id] = avail.get(deps[0].id, 1) if deps else 1
+            elif g.is_outer(e.out):
+                avail[e.out.id] = max((avail[a.id] for a in deps), default=0)
+            else:
+                avail[e.out.id] = max([avail[a.id] + (1 if g.is_outer(a) else 0) for a in deps] + [1])
+        return avail
+
+    def _inner(self, k: int, d: int, red: list, avail: dict, par: bool) -> None:
+        g = self.g
+        reds = [e for e in g.eqns if self._real_reduction(e) and avail[e.out.id] == k]
+        stores = [v for v in self.outs if not g.is_outer(v) and avail[v.id] == k]
+        if not reds and not stores:
+            return
+        need = {e.inputs[0].id for e in reds if isinstance(e.inputs[0], Var)} | {v.id for v in stores}
+        body = []
+        for e in reversed(g.eqns):  # full values the phase needs, transitively
+            if e.out.id in need and not g.is_outer(e.out):
+                body.append(e)
+                need.update(a.id for a in e.inputs if isinstance(a, Var))
+        body.reverse()
+        wide = int(np.prod([g.domain[a] for a in red])) > CHUNK
+        for e in reds:
+            self._acc_init(d, e, "", wide or par)
+        if par:
+            # Chunked: the parallel loop runs over chunks, each summing its own accumulator in
+            # a plain inner loop that LLVM vectorizes (a prange reduction alone does not).
+            n, a0 = g.domain[red[0]], red[0]
+            self.emit(d, f"for c{a0} in prange({-(-n // CHUNK)}):")
+            for e in reds:
+                self._acc_init(d + 1, e, "c", False)
+            self.emit(d + 1, f"for i{a0} in range(c{a0} * {CHUNK}, min({n}, c{a0} * {CHUNK} + {CHUNK})):")
+            depth = d + 2 + self._loops(red[1:], False, d + 2)
+        else:
+            depth = d + self._loops(red, False, d)
+        sfx = "c" if par else ""
+        for e in body:
+            self.emit(depth, f"m{self.num(e.out)} = {self.value(e)}")
+        for e in reds:
+            self._acc_update(depth, e, self._reduce_input(e), sfx)
+        for v in stores:
+            self.emit(depth, self.store(v))
+        for e in reds if par else ():
+            self._acc_update(d + 1, e, f"a{self.num(e.out)}c", "", combine=True)
+        for e in reds:
+            self._acc_final(d, e)
+
+    # -- reductions
+    def _acc_dtype(self, e: Eqn, wide: bool) -> np.dtype:
+        """Sums of many floats accumulate in float64; integers and bools in int64 (NumPy)."""
+        dt = e.inputs[0].dtype
+        if e.prim.scalar in "+*":
+            return np.dtype(np.float64) if dt.kind == "f" and wide else (np.dtype(np.int64) if dt.kind in "iub" else dt)
+        return dt
+
+    def _acc_init(self, d: int, e: Eqn, sfx: str, wide: bool) -> None:
+        op, dt = e.prim.scalar, self._acc_dtype(e, wide)
+        name = f"{self.num(e.out)}{sfx}"
+        if op in ("max", "min"):
+            x = e.inputs[0]
+            if any(x.shape[a] == 0 for a in e.params["axes"]):
+                raise Unsupported(f"cpu backend: {e.prim.name} over an empty dimension (eager raises)")
+            if dt.kind == "b":
+                init = literal(op == "min", dt)
+            else:
+                big = np.inf if dt.kind == "f" else np.iinfo(dt).max
+                init = literal(-big if op == "max" else big, dt) if dt.kind == "f" else \
+                    literal(np.iinfo(dt).min if op == "max" else big, dt)
+            if dt.kind == "f":
+                self.emit(d, f"n{name} = 0")
+        else:
+            init = literal(0 if op == "+" else 1, dt)
+        self.emit(d, f"a{name} = {init}")
+
+    def _acc_update(self, d: int, e: Eqn, v: str, sfx: str, combine: bool = False) -> None:
+        op, name = e.prim.scalar, f"{self.num(e.out)}{sfx}"
+        acc = f"a{name}"
+        if op not in ("max", "min"):
+            self.emit(d, f"{acc} {op}= {v}")
+            return
+        self.emit(d, f"r{name} = {v}")
+        self.emit(d, f"{acc} = {op}({acc}, r{name})")
+        if e.inputs[0].dtype.kind == "f":  # max/min drop NaN; NumPy propagates it
+            self.emit(d, f"n{name} += n{name}c" if combine else f"n{name} += r{name} != r{name}")
+
+    def _acc_final(self, d: int, e: Eqn) -> None:
+        acc = f"a{self.num(e.out)}"
+        if e.prim.scalar in ("max", "min") and e.inputs[0].dtype.kind == "f":
+            acc = f"({acc} if n{self.num(e.out)} == 0 else np.nan)"
+        cast = f"({acc} != 0)" if e.out.dtype.kind == "b" else f"np.{e.out.dtype.name}({acc})"
+        self.emit(d, f"m{self.num(e.out)} = {cast}")
+
+
+def _operand_dtype(e: Eqn) -> np.dtype:
+    """The type literals take: the result's, except for predicates (their operands')."""
+    if e.out.dtype.kind != "b" or e.prim.name == "where":
+        return e.out.dtype
+    return next((a.dtype for a in e.inputs if isinstance(a, Var)), e.out.dtype)
+
+
+def emit_loop_group(fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
+                    num: Callable[[Var], int]) -> list:
+    """Source lines (indented for the entry function's body) of loop group ``g``."""
+    return LoopEmitter(fused, g, outs, buf, lw, num).run()
+

@@ -1,0 +1,133 @@
+"""Per-element expressions for the CPU backend: typed literals, and the lowering of a
+primitive's ``scalar`` template (``"exp({0})"``, ``"({0} + {1})"``, ...) to Numba code.
+
+Transcendentals go to fusegrad.codegen.fastmath's branch-free functions where it has one
+for the dtype (libm calls would keep the loop scalar); the rest are written so that NumPy's
+semantics hold (NaN propagation of maximum/minimum, sign(0) == 0, round half to even)."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable
+
+import numpy as np
+
+try:
+    from .fastmath import FUNCS as _FASTMATH
+except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
+    _FASTMATH = {}
+
+_CALL = re.compile(r"^(\w+)\((.*)\)$")
+
+
+def literal(value, dtype: np.dtype) -> str:
+    """``value`` as a constant of ``dtype``: a float32 literal must not promote the loop."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return "True" if value else "False"
+    if dtype.kind == "f":
+        v = float(value)
+        text = "np.nan" if math.isnan(v) else ("np.inf" if v == math.inf else ("-np.inf" if v == -math.inf else repr(v)))
+        return f"np.{dtype.name}({text})"
+    return f"np.{dtype.name}({int(value)})"
+
+
+class Lowering:
+    """Collects the module-level names (fastmath functions) the expressions use."""
+
+    def __init__(self):
+        self.globals: dict[str, str] = {}
+
+    def fastmath(self, name: str, dtype: np.dtype) -> str | None:
+        key = (name, np.dtype(dtype).name)
+        if key not in _FASTMATH:
+            return None
+        sym = f"_fm_{name}_{key[1]}"
+        self.globals[sym] = f"_FASTMATH[{key!r}]"
+        return sym
+
+    def prelude(self) -> list[str]:
+        lines = ["from fusegrad.codegen.fastmath import FUNCS as _FASTMATH"] if self.globals else []
+        return lines + [f"{k} = {v}" for k, v in sorted(self.globals.items())]
+
+    def expr(self, template: str, args: list[str], dtype: np.dtype, params: dict) -> str:
+        """The expression for one element; ``dtype`` is the operands' type."""
+        m = _CALL.match(template)
+        if m is None or m.group(1) not in _FUNCS:
+            return template.format(*args)
+        return _FUNCS[m.group(1)](self, args, np.dtype(dtype), params)
+
+
+def _typed(dt: np.dtype, v) -> str:
+    return literal(v, dt)
+
+
+def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
+    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+        sym = lw.fastmath(name, dt)
+        return f"{sym}({', '.join(a)})" if sym else fallback(a, dt)
+    return lower
+
+
+def _np(fn: str, int_identity: bool = False) -> Callable:
+    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+        if int_identity and dt.kind in "iub":
+            return a[0]
+        return f"np.{dt.name}(np.{fn}({', '.join(a)}))"
+    return lower
+
+
+def _cast(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    to = np.dtype(p["dtype"])
+    return f"({a[0]} != 0)" if to.kind == "b" else f"np.{to.name}({a[0]})"
+
+
+def _extreme(op: str) -> Callable:
+    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+        x, y = a
+        if dt.kind != "f":
+            return f"({x} if {x} {op} {y} else {y})"
+        return f"({x} if ({x} {op} {y} or {x} != {x}) else {y})"  # NaN in either wins, as in NumPy
+    return lower
+
+
+def _sign(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    x, z = a[0], _typed(dt, 0)
+    return f"({_typed(dt, 1)} if {x} > {z} else ({_typed(dt, -1)} if {x} < {z} else {x}))"
+
+
+def _relu(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    z = _typed(dt, 0)
+    return f"({z} if {a[0]} < {z} else {a[0]})"
+
+
+def _rsqrt(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    return f"({_typed(dt, 1)} / np.sqrt({a[0]}))"
+
+
+_FUNCS: dict[str, Callable] = {
+    "exp": _fm_or("exp", lambda a, dt: f"np.exp({a[0]})"),
+    "expm1": _fm_or("expm1", lambda a, dt: f"np.expm1({a[0]})"),
+    "log": _fm_or("log", lambda a, dt: f"np.log({a[0]})"),
+    "log1p": _fm_or("log1p", lambda a, dt: f"np.log1p({a[0]})"),
+    "sin": _fm_or("sin", lambda a, dt: f"np.sin({a[0]})"),
+    "cos": _fm_or("cos", lambda a, dt: f"np.cos({a[0]})"),
+    "tanh": _fm_or("tanh", lambda a, dt: f"np.tanh({a[0]})"),
+    "erf": _fm_or("erf", lambda a, dt: f"np.{dt.name}(math.erf({a[0]}))"),
+    "pow": _fm_or("pow", lambda a, dt: f"({a[0]} ** {a[1]})"),
+    "sigmoid": _fm_or("sigmoid", lambda a, dt: f"({_typed(dt, 1)} / ({_typed(dt, 1)} + np.exp(-{a[0]})))"),
+    "tan": _np("tan"),
+    "atan2": _np("arctan2"),
+    "sqrt": _np("sqrt"),
+    "floor": _np("floor", int_identity=True),
+    "ceil": _np("ceil", int_identity=True),
+    "trunc": _np("trunc", int_identity=True),
+    "round": _np("rint", int_identity=True),
+    "abs": lambda lw, a, dt, p: f"abs({a[0]})",
+    "sign": _sign,
+    "relu": _relu,
+    "rsqrt": _rsqrt,
+    "max": _extreme(">"),
+    "min": _extreme("<"),
+    "cast": _cast,
+}

@@ -1,0 +1,751 @@
+"""Branch-free, vectorizable transcendental functions for generated Numba kernels.
+
+PyPI's llvmlite ships without SVML, so ``math.exp`` / ``np.exp`` inside a Numba loop stay scalar
+libm calls and block vectorization.  The functions here are plain arithmetic (polynomials, selects,
+bit tricks through LLVM intrinsics), so after inlining LLVM vectorizes the calling loop::
+
+    @numba.njit(fastmath=True)
+    def kernel(x, out):
+        for i in range(x.shape[0]):
+            out[i] = exp_f32(x[i])
+
+Every function exists as ``<name>_f32`` and ``<name>_f64`` (same float type in and out) and is
+listed in ``FUNCS[(name, "float32" | "float64")]``.  They are compiled with ``forceinline=True``
+(LLVM ``alwaysinline``) and their own fast-math flags (``contract`` only): the caller's flags never
+reach these instructions, so Cody-Waite splits, error-free transforms and NaN/inf handling survive a
+``fastmath=True`` caller.
+
+Accuracy (max ulp vs. a float64 / long double reference), valid ranges and special-value rules
+are documented in ``docs/fastmath.md``; ``measure_ulp`` reproduces the numbers.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Callable
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = [
+    "FUNCS", "NAMES", "TRIG_MAX", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
+    "ulp_error",
+    "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
+    "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
+    "sigmoid_f64", "sin_f32", "sin_f64", "tanh_f32", "tanh_f64",
+]
+
+# Only the "contract" fast-math flag (a*b + c may become one fma): the caller's flags never reach
+# these instructions (they are per instruction), so nnan/ninf/reassoc cannot fold away NaN checks,
+# Cody-Waite splits or error-free transforms.  (Every product feeding an error-free transform is
+# either exact or has several uses, which LLVM never fuses.)  error_model="numpy" removes the
+# zero-division branches; forceinline=True marks the functions alwaysinline so the caller's loop
+# sees straight-line code and vectorizes.
+_jit = njit(fastmath={"contract"}, error_model="numpy", forceinline=True, cache=True)
+
+
+# --------------------------------------------------------------------------- LLVM intrinsics
+
+def _call_llvm(builder: ir.IRBuilder, name: str, args: list) -> ir.Value:
+    """Call the overloaded LLVM intrinsic ``name`` on float arguments of one type."""
+    ty = args[0].type
+    suffix = "f32" if isinstance(ty, ir.FloatType) else "f64"
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty] * len(args)),
+                                        f"{name}.{suffix}")
+    return builder.call(fn, args)
+
+
+def _layout(ty: ir.Type) -> tuple[ir.IntType, int, int]:
+    """(same-width integer type, mantissa bits, exponent bias) of an LLVM float type."""
+    return (ir.IntType(32), 23, 127) if isinstance(ty, ir.FloatType) else (ir.IntType(64), 52, 1023)
+
+
+@intrinsic
+def _rint(typingctx, x):
+    """Round to nearest integer, ties to even (one vroundps/vrndscaleps)."""
+    if isinstance(x, types.Float):
+        return x(x), lambda context, builder, sig, args: _call_llvm(builder, "llvm.rint", args)
+
+
+@intrinsic
+def _floor(typingctx, x):
+    """Floor as a float (``math.floor`` in Numba returns an int)."""
+    if isinstance(x, types.Float):
+        return x(x), lambda context, builder, sig, args: _call_llvm(builder, "llvm.floor", args)
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """a*b + c with one rounding (error-free products); a libm call on CPUs without FMA."""
+    if isinstance(a, types.Float) and a == b == c:
+        return a(a, a, a), lambda context, builder, sig, args: _call_llvm(builder, "llvm.fma", args)
+
+
+@intrinsic
+def _horner(typingctx, x, coeffs):
+    """Evaluate the polynomial with ``coeffs`` (highest degree first) at x, unrolled, with fmuladd."""
+    if isinstance(x, types.Float) and isinstance(coeffs, types.UniTuple) and coeffs.dtype == x:
+        def codegen(context, builder, sig, args):
+            x, c = args
+            acc = builder.extract_value(c, 0)
+            for i in range(1, coeffs.count):
+                acc = _call_llvm(builder, "llvm.fmuladd", [acc, x, builder.extract_value(c, i)])
+            return acc
+        return x(x, coeffs), codegen
+
+
+@intrinsic
+def _pow2(typingctx, n):
+    """2.0**n for an integer-valued float n with a normal result (|n| <= bias).
+
+    Adding 1.5 * 2**mant puts n in the low mantissa bits (no float->int conversion, whose result
+    LLVM leaves undefined for NaN); adding the bias and shifting by the mantissa width builds the
+    exponent field.
+    """
+    if isinstance(n, types.Float):
+        def codegen(context, builder, sig, args):
+            fty = args[0].type
+            ity, mant, bias = _layout(fty)
+            t = builder.bitcast(builder.fadd(args[0], ir.Constant(fty, 1.5 * 2.0 ** mant)), ity)
+            e = builder.shl(builder.add(t, ir.Constant(ity, bias)), ir.Constant(ity, mant))
+            return builder.bitcast(e, fty)
+        return n(n), codegen
+
+
+@intrinsic
+def _log_split(typingctx, x):
+    """(m, k) with x = m * 2**k, m in [sqrt(1/2), sqrt(2)), k a float; x positive and normal.
+
+    Integer trick from fdlibm/musl: offsetting the bits by bits(1) - bits(sqrt(1/2)) makes the
+    exponent field roll over exactly at sqrt(2), so no compare is needed.
+    """
+    if isinstance(x, types.Float):
+        np_ty = np.float32 if x == types.float32 else np.float64
+
+        def codegen(context, builder, sig, args):
+            fty = args[0].type
+            ity, mant, bias = _layout(fty)
+            sqrt_half = int(np.array(math.sqrt(0.5), np_ty).view(f"i{np.dtype(np_ty).itemsize}"))
+            one = bias << mant
+            ix = builder.add(builder.bitcast(args[0], ity), ir.Constant(ity, one - sqrt_half))
+            k = builder.sub(builder.ashr(ix, ir.Constant(ity, mant)), ir.Constant(ity, bias))
+            m = builder.add(builder.and_(ix, ir.Constant(ity, (1 << mant) - 1)), ir.Constant(ity, sqrt_half))
+            return context.make_tuple(builder, sig.return_type,
+                                      [builder.bitcast(m, fty), builder.sitofp(k, fty)])
+        return types.UniTuple(x, 2)(x), codegen
+
+
+# --------------------------------------------------------------------------- constants
+
+_Consts = namedtuple("_Consts", [
+    "zero", "one", "half", "two", "inf", "nan", "tiny", "min_normal", "denorm_scale", "denorm_k",
+    "log2e", "ln2_hi", "ln2_lo", "exp_lo", "exp_hi", "expm1_lo", "expm1_nmax", "exp_poly",
+    "log_poly",
+])
+
+_PER_DTYPE = {
+    # f32: cephes expf polynomial and ln2 split (0.693359375 has 9 bits, so n*ln2_hi is exact),
+    # musl logf Lg1..Lg4.  f64: Taylor 1/k! up to 13 and fdlibm ln2 split / Lg1..Lg7.
+    np.float32: dict(
+        tiny=2.0 ** -25, min_normal=2.0 ** -126, denorm_scale=2.0 ** 25, denorm_k=25.0,
+        ln2_hi=0.693359375, ln2_lo=-2.12194440e-4, exp_lo=-104.0, exp_hi=89.0, expm1_lo=-20.0,
+        expm1_nmax=60.0,
+        exp_poly=(1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                  1.6666665459e-1, 5.0000001201e-1),
+        log_poly=(0.24279078841, 0.28498786688, 0.40000972152, 0.66666662693),
+    ),
+    np.float64: dict(
+        tiny=2.0 ** -54, min_normal=2.0 ** -1022, denorm_scale=2.0 ** 54, denorm_k=54.0,
+        ln2_hi=6.93147180369123816490e-01, ln2_lo=1.90821492927058770002e-10, exp_lo=-746.0,
+        exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0,
+        exp_poly=tuple(1.0 / math.factorial(i) for i in range(13, 1, -1)),
+        log_poly=(1.479819860511658591e-01, 1.531383769920937332e-01, 1.818357216161805012e-01,
+                  2.222219843214978396e-01, 2.857142874366239149e-01, 3.999999999940941908e-01,
+                  6.666666666666735130e-01),
+    ),
+}
+
+
+def _constants(ft: type) -> _Consts:
+    """All constants of one float type, cast to it (Numba would promote float32 * literal to f64)."""
+    values = dict(zero=0.0, one=1.0, half=0.5, two=2.0, inf=math.inf, nan=math.nan,
+                  log2e=1.0 / math.log(2.0), **_PER_DTYPE[ft])
+    return _Consts(**{k: tuple(map(ft, v)) if isinstance(v, tuple) else ft(v) for k, v in values.items()})
+
+
+_F32 = _constants(np.float32)
+_F64 = _constants(np.float64)
+# pow_f32 works in float64 with shorter polynomials (~2**-34 relative; the exp argument
+# |y log x| <= 104 then carries < 2**-27 absolute error) and float32's exp range.
+_F64_LOW = _F64._replace(log_poly=tuple(map(np.float64, _F32.log_poly)),
+                         exp_poly=tuple(1.0 / math.factorial(i) for i in range(9, 1, -1)),
+                         exp_lo=np.float64(_F32.exp_lo), exp_hi=np.float64(_F32.exp_hi))
+
+# sin/cos: x = n*pi/2 + r with pi/2 split into pieces of few bits so that n * piece is exact.
+# float32 reduces in float64 with 24 + 24 + 53 bits through fma, which keeps the two leading
+# steps exact for any |n| < 2**40; float64 uses 26 + 26 + 26 + 26 + 53 bits (exact for
+# |n| < 2**27, ~157 bits of pi/2).  Split computed with mpmath.
+_INV_PIO2 = 0.6366197723675814
+_PIO2_F32 = (1.5707963705062866, -4.371138828673793e-08, -1.7151244994428829e-15)
+_PIO2_F64 = (1.5707963407039642, -1.3909067675399456e-08, 6.123233932053594e-17, 6.368317178484799e-25,
+             -1.4973849048591698e-33)
+TRIG_MAX = {"float32": 2.0 ** 40, "float64": 2.0 ** 27 * (math.pi / 2)}  # ulp bound holds below
+# Clamp for the reduced argument, a little above pi/4: past TRIG_MAX it keeps sin/cos in [-1, 1].
+# float32 leaves room for n being off by one when x * 2/pi rounds near a half-integer.
+_R_MAX = 0.7854
+_R_MAX_F32 = np.float32(0.79)
+_SIN_F32 = tuple(map(np.float32, (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)))  # cephes
+_COS_F32 = tuple(map(np.float32, (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)))
+_SIN_F64 = (1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
+            -1.98412698298579493134e-04, 8.33333333332248946124e-03)  # fdlibm S6..S2
+_S1_F64 = -1.66666666666666324348e-01
+_COS_F64 = (-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143513906633035e-07,
+            2.48015872894767294178e-05, -1.38888888888741095749e-03, 4.16666666666666019037e-02)
+_TANH_F32 = tuple(map(np.float32, (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
+                                    1.33314422036e-1, -3.33332819422e-1)))  # cephes, |x| < 0.625
+_TANH_SPLIT_F32 = np.float32(0.625)
+_SIN_TINY_F32 = np.float32(2.0 ** -12)  # sin(x) == x to within half an ulp below these
+_SIN_TINY_F64 = 2.0 ** -26
+
+# erf_f64: fdlibm s_erf.c rational approximations P/Q on [0, 0.84375), [0.84375, 1.25),
+# [1.25, 1/0.35), [1/0.35, 6), coefficients highest degree first.
+_ERX = 8.45062911510467529297e-01
+_ERF_PP = (-2.37630166566501626084e-05, -5.77027029648944159157e-03, -2.84817495755985104766e-02,
+           -3.25042107247001499370e-01, 1.28379167095512558561e-01)
+_ERF_QQ = (-3.96022827877536812320e-06, 1.32494738004321644526e-04, 5.08130628187576562776e-03,
+           6.50222499887672944485e-02, 3.97917223959155352819e-01, 1.0)
+_ERF_PA = (-2.16637559486879084300e-03, 3.54783043256182359371e-02, -1.10894694282396677476e-01,
+           3.18346619901161753674e-01, -3.72207876035701323847e-01, 4.14856118683748331666e-01,
+           -2.36211856075265944077e-03)
+_ERF_QA = (1.19844998467991074170e-02, 1.36370839120290507362e-02, 1.26171219808761642112e-01,
+           7.18286544141962662868e-02, 5.40397917702171048937e-01, 1.06420880400844228286e-01, 1.0)
+_ERF_RA = (-9.81432934416914548592e+00, -8.12874355063065934246e+01, -1.84605092906711035994e+02,
+           -1.62396669462573470355e+02, -6.23753324503260060396e+01, -1.05586262253232909814e+01,
+           -6.93858572707181764372e-01, -9.86494403484714822705e-03)
+_ERF_SA = (-6.04244152148580987438e-02, 6.57024977031928170135e+00, 1.08635005541779435134e+02,
+           4.29008140027567833386e+02, 6.45387271733267880336e+02, 4.34565877475229228821e+02,
+           1.37657754143519042600e+02, 1.96512716674392571292e+01, 1.0)
+_ERF_RB = (-4.83519191608651397019e+02, -1.02509513161107724954e+03, -6.37566443368389627722e+02,
+           -1.60636384855821916062e+02, -1.77579549177547519889e+01, -7.99283237680523006574e-01,
+           -9.86494292470009928597e-03)
+_ERF_SB = (-2.24409524465858183362e+01, 4.74528541206955367215e+02, 2.55305040643316442583e+03,
+           3.19985821950859553908e+03, 1.53672958608443695994e+03, 3.25792512996573918826e+02,
+           3.03380607434824582924e+01, 1.0)
+# erf_f32: two weighted least-squares Chebyshev fits (3000 nodes, mpmath reference) rounded to
+# float32: erf(a) = a + a * P(a^2) on [0, 1.25) and erfc(a) = exp(Q((a - 2.625) / 1.375)) on
+# [1.25, 4]; beyond 4, erf rounds to 1.
+_ERF_P_F32 = tuple(map(np.float32, (
+    -7.560554422525456e-06, 0.00010386997746536508, -0.0008338068146258593, 0.005208853166550398,
+    -0.026860157027840614, 0.11283672600984573, -0.3761262893676758, 0.12837916612625122)))
+_ERF_Q_F32 = tuple(map(np.float32, (
+    2.020690772042144e-05, -0.00011461941176094115, 0.00043550095870159566, -0.0018094397382810712,
+    0.006863700691610575, -0.025573663413524628, -1.7918782234191895, -7.685076713562012,
+    -8.490669250488281)))
+_ERF_SPLIT_F32, _ERF_MID_F32, _ERF_SCALE_F32, _ERF_MAX_F32 = map(np.float32, (1.25, 2.625, 1 / 1.375, 4.0))
+
+# pow_f64: log(m) = 2*atanh(s), s = (m-1)/(m+1); 2/3 as a double-double and the rest of the
+# series 2/5 + 2/7 s^2 + ... (Taylor; truncation < 2**-64 relative for |s| <= 0.1716).
+_TWO_THIRDS = (0.6666666666666666, 3.700743415417188e-17)
+_ATANH_TAIL = tuple(2.0 / (2 * i + 1) for i in range(12, 1, -1))
+
+
+# --------------------------------------------------------------------------- shared kernels
+
+@_jit
+def _ldexp(y, n, k):
+    """y * 2**n with one rounding, for integer-valued n with |n| up to about 2*bias."""
+    h = _rint(n * k.half)
+    return y * _pow2(h) * _pow2(n - h)
+
+
+@_jit
+def _exp_reduce(x, tail, lo, k):
+    """(n, e) with exp(x + tail) = 2**n * (1 + e), |e| <~ 0.41, after clamping x to [lo, exp_hi].
+
+    NaN maps to lo; callers restore it.  The clamp keeps n inside the range _ldexp handles while
+    still overflowing to inf / underflowing to 0 like libm.
+    """
+    xc = x if x > lo else lo
+    xc = xc if xc < k.exp_hi else k.exp_hi
+    tail = tail if xc == x else k.zero
+    n = _rint(xc * k.log2e)
+    r = (xc - n * k.ln2_hi) - (n * k.ln2_lo - tail)  # first product exact: Cody-Waite split
+    return n, r + r * r * _horner(r, k.exp_poly)
+
+
+@_jit
+def _exp(x, k):
+    n, e = _exp_reduce(x, k.zero, k.exp_lo, k)
+    y = _ldexp(k.one + e, n, k)
+    return y if x == x else x
+
+
+@_jit
+def _expm1(x, k):
+    # expm1(x) = 2**n * (e + (1 - 2**-n)); 1 - 2**-n is exact for small n and rounds to 1 for
+    # large n (clamped so 2**-n stays representable).
+    n, e = _exp_reduce(x, k.zero, k.expm1_lo, k)
+    m = n if n < k.expm1_nmax else k.expm1_nmax
+    y = _ldexp(e + (k.one - _pow2(-m)), n, k)
+    y = x if abs(x) < k.tiny else y  # also keeps -0.0 and subnormals exact
+    return y if x == x else x
+
+
+@_jit
+def _log_reduced(m, e, c, k):
+    """log(m * 2**e) + c for m in [sqrt(1/2), sqrt(2)): fdlibm log1p core, s = f/(2+f)."""
+    f = m - k.one
+    s = f / (k.two + f)
+    z = s * s
+    r = z * _horner(z, k.log_poly)
+    hfsq = k.half * f * f
+    return e * k.ln2_hi - ((hfsq - (s * (hfsq + r) + (e * k.ln2_lo + c))) - f)
+
+
+@_jit
+def _log(x, k):
+    sub = x < k.min_normal  # subnormals: scale up first so the bit split sees a normal number
+    m, e = _log_split(x * k.denorm_scale if sub else x)
+    e = e - k.denorm_k if sub else e
+    y = _log_reduced(m, e, k.zero, k)
+    y = y if x < k.inf else x  # +inf and nan pass through
+    y = -k.inf if x == k.zero else y
+    return k.nan if x < k.zero else y
+
+
+@_jit
+def _log1p(x, k):
+    u = k.one + x
+    m, e = _log_split(u)
+    # (1 + x) - u exactly, divided by u: restores what rounding 1 + x lost (musl log1p).
+    c = (k.one - (u - x)) if u >= k.two else (x - (u - k.one))
+    y = _log_reduced(m, e, c / u, k)
+    y = y if x < k.inf else x
+    y = -k.inf if x == -k.one else y
+    y = k.nan if x < -k.one else y
+    return x if abs(x) < k.tiny else y
+
+
+@_jit
+def _tanh(x, k):
+    # With u = exp(-2|x|) = 2**n * (1 + e): tanh|x| = (1 - u) / (1 + u) above |x| = 1/2, where u
+    # keeps full relative accuracy, and -t / (t + 2) with t = expm1(-2|x|) below, where 1 - u
+    # would cancel.  One reduction serves both; one division.
+    a = abs(x)
+    n, e = _exp_reduce(-k.two * a, k.zero, k.expm1_lo, k)
+    u = _ldexp(k.one + e, n, k)
+    t = _ldexp(e + (k.one - _pow2(-n)), n, k)
+    big = a > k.half
+    y = ((k.one - u) if big else -t) / ((k.one + u) if big else (t + k.two))
+    y = math.copysign(y, x)
+    return y if x == x else x
+
+
+@_jit
+def _sigmoid(x, k):
+    # e = exp(-|x|) <= 1 never overflows; e / (1 + e) keeps subnormal results for x << 0.
+    e = _exp(-abs(x), k)
+    return (k.one if x >= k.zero else e) / (k.one + e)
+
+
+@_jit
+def _pow_special(x, y, r, k):
+    """NumPy/C99 pow special cases on top of r = |x|**y computed for finite nonzero x, finite y."""
+    a = abs(x)
+    # Bitwise & / | on the booleans: no short-circuit branches, so everything stays selects.
+    y_int = _rint(y) == y
+    y_odd = y_int & (_rint(y * k.half) != y * k.half)
+    # zero or infinite base, or infinite exponent: the result is 0 or inf
+    edge = (a == k.zero) | (a == k.inf) | (abs(y) == k.inf)
+    r = (k.inf if (a > k.one) == (y > k.zero) else k.zero) if edge else r
+    r = -r if y_odd & (math.copysign(k.one, x) < k.zero) else r
+    r = k.nan if ((x < k.zero) & (x > -k.inf) & (not y_int)) | (x != x) | (y != y) else r
+    return k.one if (y == k.zero) | (x == k.one) | ((x == -k.one) & (abs(y) == k.inf)) else r
+
+
+@_jit
+def _two_sum(a, b):
+    """s + err == a + b exactly (Knuth; no magnitude condition)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@_jit
+def _log_dd(a):
+    """log(a) as a double-double (~2**-64 relative) for positive finite float64 a."""
+    sub = a < 2.0 ** -1022
+    m, e = _log_split(a * 2.0 ** 54 if sub else a)
+    e = e - 54.0 if sub else e
+    # s = (m - 1) / (m + 1) as sh + sl; m - 1 and the two-sum for m + 1 are exact.
+    f = m - 1.0
+    dh = m + 1.0
+    dl = (1.0 - dh) + m
+    sh = f / dh
+    sl = (_fma(-sh, dh, f) - sh * dl) / dh
+    # (2/3) s^3 to double-double accuracy, the rest of the series in plain double.
+    z = sh * sh
+    p3 = z * sh
+    p3_lo = _fma(z, sh, -p3) + _fma(sh, sh, -z) * sh + 3.0 * z * sl  # s^3 = p3 + p3_lo
+    m3 = _TWO_THIRDS[0] * p3
+    m3_lo = _fma(_TWO_THIRDS[0], p3, -m3) + (_TWO_THIRDS[0] * p3_lo + _TWO_THIRDS[1] * p3)
+    rest = p3 * z * _horner(z, _ATANH_TAIL)
+    h, lo = _two_sum(e * _F64.ln2_hi, 2.0 * sh)  # e * ln2_hi is exact
+    h, lo2 = _two_sum(h, m3)
+    lo = lo + lo2 + (2.0 * sl + e * _F64.ln2_lo + m3_lo + rest)
+    hi = h + lo
+    return hi, lo - (hi - h)
+
+
+@_jit
+def _trig_f32(x, shift):
+    """sin(x + shift*pi/2) for float32 x: reduction in float64 via fma, cephes kernels in float32."""
+    xd = np.float64(x)
+    n = _rint(xd * _INV_PIO2)
+    r = _fma(-n, _PIO2_F32[2], _fma(-n, _PIO2_F32[1], _fma(-n, _PIO2_F32[0], xd)))
+    rf = np.float32(r)
+    rf = rf if rf > -_R_MAX_F32 else -_R_MAX_F32  # only bites past TRIG_MAX: result stays in [-1, 1]
+    rf = rf if rf < _R_MAX_F32 else _R_MAX_F32
+    q = n + shift
+    q = q - 4.0 * _floor(q * 0.25)  # quadrant 0..3, exact in float64 for any n
+    neg = q >= 2.0
+    q = q - 2.0 if neg else q
+    z = rf * rf
+    s = rf + rf * z * _horner(z, _SIN_F32)
+    c = (z * z * _horner(z, _COS_F32) - _F32.half * z) + _F32.one
+    v = c if q == 1.0 else s
+    v = -v if neg else v
+    return v if abs(x) < _F32.inf else _F32.nan
+
+
+@_jit
+def _trig_f64(x, shift):
+    """sin(x + shift*pi/2) for float64 x: 4-part Cody-Waite reduction kept as a double-double,
+    then fdlibm's kernels with tail."""
+    n = _rint(x * _INV_PIO2)
+    r = x - n * _PIO2_F64[0]  # exact for |n| < 2**27 (product exact, then Sterbenz)
+    r, e = _two_sum(r, -n * _PIO2_F64[1])
+    r, e2 = _two_sum(r, -n * _PIO2_F64[2])
+    r, e3 = _two_sum(r, -n * _PIO2_F64[3])
+    e = ((e + e2) + e3) - n * _PIO2_F64[4]
+    y0 = r + e
+    y1 = (r - y0) + e  # y0 + y1 = x - n*pi/2 to ~2**-100
+    ok = abs(y0) < _R_MAX  # false only past TRIG_MAX (or nan): clamp, drop the tail
+    y0 = y0 if ok else math.copysign(_R_MAX, y0)
+    y1 = y1 if ok else 0.0
+    q = n + shift
+    q = q - 4.0 * _floor(q * 0.25)
+    neg = q >= 2.0
+    q = q - 2.0 if neg else q
+    z = y0 * y0
+    v = z * y0
+    s = y0 - ((z * (0.5 * y1 - v * _horner(z, _SIN_F64)) - y1) - v * _S1_F64)
+    hz = 0.5 * z
+    w = 1.0 - hz
+    c = w + (((1.0 - w) - hz) + (z * (z * _horner(z, _COS_F64)) - y0 * y1))
+    v = c if q == 1.0 else s
+    v = -v if neg else v
+    return v if abs(x) < math.inf else math.nan
+
+
+# --------------------------------------------------------------------------- public functions
+
+@_jit
+def exp_f32(x: np.float32) -> np.float32:
+    """exp(x); float32."""
+    return _exp(np.float32(x), _F32)
+
+
+@_jit
+def exp_f64(x: np.float64) -> np.float64:
+    """exp(x); float64."""
+    return _exp(np.float64(x), _F64)
+
+
+@_jit
+def expm1_f32(x: np.float32) -> np.float32:
+    """exp(x) - 1, accurate near 0; float32."""
+    return _expm1(np.float32(x), _F32)
+
+
+@_jit
+def expm1_f64(x: np.float64) -> np.float64:
+    """exp(x) - 1, accurate near 0; float64."""
+    return _expm1(np.float64(x), _F64)
+
+
+@_jit
+def log_f32(x: np.float32) -> np.float32:
+    """Natural log; float32."""
+    return _log(np.float32(x), _F32)
+
+
+@_jit
+def log_f64(x: np.float64) -> np.float64:
+    """Natural log; float64."""
+    return _log(np.float64(x), _F64)
+
+
+@_jit
+def log1p_f32(x: np.float32) -> np.float32:
+    """log(1 + x), accurate near 0; float32."""
+    return _log1p(np.float32(x), _F32)
+
+
+@_jit
+def log1p_f64(x: np.float64) -> np.float64:
+    """log(1 + x), accurate near 0; float64."""
+    return _log1p(np.float64(x), _F64)
+
+
+@_jit
+def sin_f32(x: np.float32) -> np.float32:
+    """sin(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
+    x = np.float32(x)
+    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, 0.0)
+
+
+@_jit
+def sin_f64(x: np.float64) -> np.float64:
+    """sin(x); float64, ulp bound for |x| <= TRIG_MAX['float64'], in [-1, 1] beyond."""
+    x = np.float64(x)
+    return x if abs(x) < _SIN_TINY_F64 else _trig_f64(x, 0.0)
+
+
+@_jit
+def cos_f32(x: np.float32) -> np.float32:
+    """cos(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
+    return _trig_f32(np.float32(x), 1.0)
+
+
+@_jit
+def cos_f64(x: np.float64) -> np.float64:
+    """cos(x); float64, ulp bound for |x| <= TRIG_MAX['float64'], in [-1, 1] beyond."""
+    return _trig_f64(np.float64(x), 1.0)
+
+
+@_jit
+def tanh_f32(x: np.float32) -> np.float32:
+    """tanh(x); float32."""
+    x = np.float32(x)
+    z = x * x
+    small = x + x * z * _horner(z, _TANH_F32)  # more accurate than the expm1 form here
+    return math.copysign(small, x) if abs(x) < _TANH_SPLIT_F32 else _tanh(x, _F32)  # keeps -0.0
+
+
+@_jit
+def tanh_f64(x: np.float64) -> np.float64:
+    """tanh(x); float64."""
+    return _tanh(np.float64(x), _F64)
+
+
+@_jit
+def sigmoid_f32(x: np.float32) -> np.float32:
+    """1 / (1 + exp(-x)); float32."""
+    return _sigmoid(np.float32(x), _F32)
+
+
+@_jit
+def sigmoid_f64(x: np.float64) -> np.float64:
+    """1 / (1 + exp(-x)); float64."""
+    return _sigmoid(np.float64(x), _F64)
+
+
+@_jit
+def erf_f32(x: np.float32) -> np.float32:
+    """Error function; float32 (polynomial below 1.25, 1 - exp(polynomial) above)."""
+    x = np.float32(x)
+    a = abs(x)
+    ac = a if a < _ERF_MAX_F32 else _ERF_MAX_F32
+    small = a + a * _horner(a * a, _ERF_P_F32)
+    large = _F32.one - _exp(_horner((ac - _ERF_MID_F32) * _ERF_SCALE_F32, _ERF_Q_F32), _F32)
+    y = math.copysign(small if a < _ERF_SPLIT_F32 else large, x)
+    return y if x == x else x
+
+
+@_jit
+def erf_f64(x: np.float64) -> np.float64:
+    """Error function; float64 (fdlibm's four intervals all evaluated, then selected)."""
+    x = np.float64(x)
+    a = abs(x)
+    ac = a if a < 6.0 else 6.0  # erf(6) rounds to 1
+    z = a * a
+    s = a - 1.0
+    t = 1.0 / (ac * ac)
+    small = a < 0.84375
+    mid = a < 1.25
+    near = ac < 1 / 0.35
+    n_a, d_a = _horner(z, _ERF_PP), _horner(z, _ERF_QQ)
+    n_b, d_b = _horner(s, _ERF_PA), _horner(s, _ERF_QA)
+    n_c, d_c = _horner(t, _ERF_RA), _horner(t, _ERF_SA)
+    n_d, d_d = _horner(t, _ERF_RB), _horner(t, _ERF_SB)
+    q = ((n_a if small else (n_b if mid else (n_c if near else n_d)))
+         / (d_a if small else (d_b if mid else (d_c if near else d_d))))  # one shared division
+    # erfc(a) = exp(-a^2 - 0.5625 + R/S) / a, with -a^2 split exactly into -p - (a^2 - p)
+    p = ac * ac
+    tail = _exp((-p - 0.5625) + (q - _fma(ac, ac, -p)), _F64) * (ac * t)
+    y = (a + a * q) if small else ((_ERX + q) if mid else (1.0 - tail))
+    y = math.copysign(y, x)
+    return y if x == x else x
+
+
+@_jit
+def pow_f32(x: np.float32, y: np.float32) -> np.float32:
+    """x ** y with NumPy's special cases; float32, as exp(y * log|x|) in float64."""
+    xd, yd = np.float64(x), np.float64(y)
+    m, e = _log_split(abs(xd))  # float32 values are normal in float64; 0, inf, nan fixed below
+    n, p = _exp_reduce(yd * _log_reduced(m, e, 0.0, _F64_LOW), 0.0, _F64_LOW.exp_lo, _F64_LOW)
+    r = np.float32((1.0 + p) * _pow2(n))  # exp clamped to float32's range: one scaling step
+    return _pow_special(np.float32(x), np.float32(y), r, _F32)
+
+
+@_jit
+def pow_f64(x: np.float64, y: np.float64) -> np.float64:
+    """x ** y with NumPy's special cases; float64, double-double log, exp of a double-double."""
+    x, y = np.float64(x), np.float64(y)
+    lh, ll = _log_dd(abs(x))
+    th = y * lh
+    tl = _fma(y, lh, -th) + y * ll
+    n, e = _exp_reduce(th, tl, _F64.exp_lo, _F64)
+    return _pow_special(x, y, _ldexp(1.0 + e, n, _F64), _F64)
+
+
+NAMES = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "erf", "pow")
+FUNCS: dict[tuple[str, str], Callable] = {
+    (name, dtype): globals()[f"{name}_{suffix}"]
+    for name in NAMES for dtype, suffix in (("float32", "f32"), ("float64", "f64"))
+}
+
+
+def arity(name: str) -> int:
+    """Number of arguments of function ``name``."""
+    return 2 if name == "pow" else 1
+
+
+# --------------------------------------------------------------------------- accuracy measurement
+
+_KERNELS: dict[tuple[str, str], Callable] = {}
+
+
+def _kernel(name: str, dtype: str) -> Callable:
+    """Vectorized loop over arrays calling FUNCS[(name, dtype)], compiled once per process."""
+    if (name, dtype) not in _KERNELS:
+        fn = FUNCS[(name, dtype)]
+        if arity(name) == 1:
+            def loop(x, out):
+                for i in range(x.shape[0]):
+                    out[i] = fn(x[i])
+        else:
+            def loop(x, y, out):
+                for i in range(x.shape[0]):
+                    out[i] = fn(x[i], y[i])
+        # fastmath=True on purpose: the functions must not be affected by the caller's flags.
+        _KERNELS[(name, dtype)] = njit(fastmath=True)(loop)
+    return _KERNELS[(name, dtype)]
+
+
+def evaluate(name: str, dtype: str, *args: np.ndarray) -> np.ndarray:
+    """Apply FUNCS[(name, dtype)] elementwise to 1-d arrays (cast to dtype) with a Numba loop."""
+    arrays = [np.ascontiguousarray(a, dtype=dtype).ravel() for a in args]
+    out = np.empty_like(arrays[0])
+    _kernel(name, dtype)(*arrays, out)
+    return out
+
+
+def reference(name: str, dtype: str, *args: np.ndarray) -> np.ndarray:
+    """Reference values in higher precision: float64 for float32, long double for float64.
+
+    ``erf`` has no long double version in NumPy; float64 uses libm's erf (< 1 ulp) instead.
+    """
+    wide = np.float64 if dtype == "float32" else np.longdouble
+    x = np.asarray(args[0], dtype=dtype).astype(wide)
+    with np.errstate(all="ignore"):
+        if name == "pow":
+            return np.power(x, np.asarray(args[1], dtype=dtype).astype(wide))
+        if name == "sigmoid":
+            e = np.exp(-np.abs(x))
+            return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        if name == "erf":
+            return np.array([math.erf(v) for v in x.astype(np.float64)], dtype=wide)
+        return getattr(np, name)(x)
+
+
+def ulp_error(got: np.ndarray, ref: np.ndarray, dtype: str) -> np.ndarray:
+    """|got - ref| in units of the last place of ``dtype`` at ref (subnormal spacing below).
+
+    0 where both are the same NaN / infinity / overflow, inf where NaN-ness or infinities differ.
+    """
+    fi = np.finfo(dtype)
+    got = np.asarray(got).astype(ref.dtype)
+    with np.errstate(over="ignore"):
+        rounded = ref.astype(dtype).astype(ref.dtype)  # inf where the correctly rounded value is
+    nan_got, nan_ref = np.isnan(got), np.isnan(ref)
+    inf = np.isinf(got) | np.isinf(rounded)
+    exponent = np.frexp(np.where(ref == 0, fi.smallest_normal, ref))[1]
+    ulp = np.ldexp(np.ones_like(ref), np.maximum(exponent - (fi.nmant + 1), int(fi.minexp) - fi.nmant))
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - ref) / ulp
+    err = np.where(inf, np.where(got == rounded, 0.0, np.inf), err)
+    return np.where(nan_got | nan_ref, np.where(nan_got == nan_ref, 0.0, np.inf), err).astype(np.float64)
+
+
+def special_values(dtype: str) -> np.ndarray:
+    """Zeros, infinities, NaN, subnormal / normal limits and a few exact points, both signs."""
+    fi = np.finfo(dtype)
+    v = [0.0, math.inf, math.nan, fi.smallest_subnormal, fi.smallest_normal - fi.smallest_subnormal,
+         fi.smallest_normal, fi.tiny * 3, fi.eps, 0.5, 1.0, 2.0, 3.0, 10.0, fi.max]
+    return np.array(v + [-t for t in v], dtype=dtype)
+
+
+# Interval where each function is neither constant nor overflowed (uniformly sampled).
+_ACTIVE = {
+    "float32": dict(exp=110.0, expm1=110.0, log=4.0, log1p=2.0, tanh=12.0, sigmoid=110.0, erf=7.0),
+    "float64": dict(exp=750.0, expm1=750.0, log=4.0, log1p=2.0, tanh=22.0, sigmoid=750.0, erf=7.0),
+}
+
+
+def sample(name: str, dtype: str, n: int = 100_000, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Test points for ``name``: half log-uniform magnitudes over the whole finite range (both signs),
+    half uniform over the active interval, plus special values; sin/cos stay within TRIG_MAX.
+    pow gets x log-uniform over the whole range or close to 1, with y spread so that x**y covers
+    underflow .. overflow, negative x with integer y, and all pairs of special values.
+    """
+    rng = np.random.default_rng(seed)
+    fi = np.finfo(dtype)
+    lo, hi = math.log(float(fi.smallest_subnormal)), math.log(float(fi.max))
+    if name == "pow":
+        near_one = 1 + np.exp(rng.uniform(math.log(float(fi.eps)), 0, n // 2)) * rng.choice([-0.5, 1.0], n // 2)
+        x = np.concatenate([np.exp(rng.uniform(lo, hi, n - n // 2)), near_one]).astype(dtype).astype(np.float64)
+        limit = 110.0 if dtype == "float32" else 750.0
+        with np.errstate(divide="ignore"):
+            y = rng.uniform(-limit, limit, n) / np.log(x)  # |x|**y from underflow to overflow
+        xi = -np.exp(rng.uniform(-8, 8, n // 4))
+        yi = rng.integers(-60, 61, n // 4).astype(np.float64)
+        sp = np.concatenate([special_values(dtype), [-0.25, 0.25, 7.5]])
+        gx, gy = np.meshgrid(sp, sp)
+        xs = np.concatenate([x, xi, gx.ravel()]).astype(dtype)
+        ys = np.concatenate([y, yi, gy.ravel()]).astype(dtype)
+        return xs, ys
+    if name in ("sin", "cos"):
+        hi, width = math.log(TRIG_MAX[dtype]), TRIG_MAX[dtype]
+        special = special_values(dtype)
+        special = special[~(np.isfinite(special) & (np.abs(special) > width))]
+    else:
+        width, special = _ACTIVE[dtype][name], special_values(dtype)
+    mags = np.exp(rng.uniform(lo, hi, n // 2)) * rng.choice([-1.0, 1.0], n // 2)
+    x = np.concatenate([mags, rng.uniform(-width, width, n - n // 2), special])
+    if name == "log1p":
+        x = np.concatenate([x, -1.0 + np.exp(rng.uniform(lo, 0.0, n // 10)), [-1.0]])
+    return (x.astype(dtype),)
+
+
+def measure_ulp(name: str, dtype: str, n: int = 100_000, seed: int = 0) -> float:
+    """Max ulp error of FUNCS[(name, dtype)] over ``sample(name, dtype, n, seed)``.
+
+    inf means a NaN or infinity appeared where the reference has none (or vice versa).
+    """
+    args = sample(name, dtype, n, seed)
+    return float(np.max(ulp_error(evaluate(name, dtype, *args), reference(name, dtype, *args), dtype)))

@@ -1,0 +1,333 @@
+"""Fusion: partition a Graph's equations into loop groups and library calls.
+
+A ``LoopGroup`` is one loop nest over a ``domain`` shape. Every member value is a
+function of the loop index: ``maps[var.id][d]`` names the loop axis that indexes the
+var's dim ``d`` (``None`` for a size-1 dim). Members are elementwise ops, reductions over
+the group's ``red_axes`` (all reductions of a group reduce the same axes, so softmax's
+max, exp, sum and div share one nest: outer loops over the kept axes, one inner loop per
+reduction phase) and views that only permute/insert/broadcast dims of a member.
+A member var is "outer" when it does not depend on ``red_axes`` (a reduction's result and
+its elementwise consumers) and "full" otherwise.
+
+Views of values that live in memory (inputs, consts, group outputs) are not members of
+any group: they are *aliases*, read through index arithmetic by whoever consumes them.
+Everything else (matmul, concatenate, pad, ...) is a ``CallGroup`` whose operands are in
+memory. ``Fused.outputs_of(group)`` are the member vars used outside their group."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import numpy as np
+
+from ..ir.graph import Eqn, Graph, Var
+
+Map = tuple  # per var dim: loop axis (int) or None
+
+PARALLEL_MIN = 1 << 15  # below this many elements, thread start-up (~10 us) costs more than it saves
+_REDUCE_OPS = ("+", "max", "min", "*")
+_MEMBER_VIEWS = ("transpose", "broadcast_to", "reshape")
+
+
+@dataclass
+class LoopGroup:
+    """One loop nest; see the module docstring."""
+    domain: tuple
+    red_axes: tuple = ()
+    eqns: list = field(default_factory=list)
+    maps: dict = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.domain, dtype=np.int64))
+
+    @property
+    def parallel(self) -> bool:
+        return self.size > PARALLEL_MIN
+
+    def is_outer(self, v: Var) -> bool:
+        return not any(a in self.red_axes for a in self.maps[v.id] if a is not None)
+
+
+@dataclass
+class CallGroup:
+    """One equation run as a library call or a hand-written loop (matmul, concatenate, pad)."""
+    eqn: Eqn
+
+
+Group = Union[LoopGroup, CallGroup]
+
+
+class _Copy:
+    """Pseudo-primitive that materializes an alias (a view read through indices)."""
+    name = "copy"
+    kind = "elementwise"
+    scalar = "{0}"
+
+
+COPY = _Copy()
+
+
+@dataclass
+class Fused:
+    """The fused program: groups in execution order, the view equations read as aliases
+    (``aliases[var.id]``), the graph's (possibly copy-substituted) outputs, and the vars
+    that live in memory."""
+    graph: Graph
+    groups: list
+    aliases: dict
+    outputs: list
+    owner: dict  # var id -> group index, for members and call results
+
+    def outputs_of(self, gi: int) -> list:
+        """Vars computed by group ``gi`` that something outside it reads (in eqn order)."""
+        return self._outs[gi]
+
+    def finish(self) -> "Fused":
+        used_outside: set = {v.id for v in self.outputs if isinstance(v, Var)}
+        for gi, g in enumerate(self.groups):
+            for e in _eqns(g):
+                for a in e.inputs:
+                    if isinstance(a, Var) and self.owner.get(a.id, gi) != gi:
+                        used_outside.add(a.id)
+        for e in self.aliases.values():
+            used_outside.add(e.inputs[0].id)
+        self._outs = [[e.out for e in _eqns(g) if e.out.id in used_outside] for g in self.groups]
+        return self
+
+    def __str__(self) -> str:
+        lines = []
+        for gi, g in enumerate(self.groups):
+            outs = ", ".join(repr(v) for v in self.outputs_of(gi))
+            if isinstance(g, LoopGroup):
+                red = f" reduce axes={g.red_axes}" if g.red_axes else ""
+                par = " parallel" if g.parallel else ""
+                lines.append(f"group {gi}: loop[{','.join(map(str, g.domain))}]{red}{par} -> ({outs})")
+                for e in g.eqns:
+                    lines.append(f"    {_eqn_str(e)}")
+            else:
+                lines.append(f"group {gi}: call {_eqn_str(g.eqn)} -> ({outs})")
+        for e in self.aliases.values():
+            lines.append(f"alias {_eqn_str(e)}")
+        lines.append(f"return ({', '.join(repr(v) for v in self.outputs)})")
+        return "\n".join(lines)
+
+
+def _eqn_str(e: Eqn) -> str:
+    return repr(e) if e.prim is not COPY else f"{e.out!r}: {e.out.type_str()} = copy({e.inputs[0]!r})"
+
+
+def _eqns(g: Group) -> list:
+    return g.eqns if isinstance(g, LoopGroup) else [g.eqn]
+
+
+def is_reduction(e: Eqn) -> bool:
+    return e.prim.kind == "reduce" and e.prim.scalar in _REDUCE_OPS
+
+
+def is_loop_op(e: Eqn) -> bool:
+    """Ops computed per element inside a loop group."""
+    return e.prim.kind == "elementwise" or is_reduction(e) or e.prim.name in ("full", "iota")
+
+
+# ---------------------------------------------------------------- dims maps
+def _covers(domain: tuple, red_axes: tuple, m: Map) -> bool:
+    """A member must use every non-trivial axis (full) or exactly the kept ones (outer),
+    so nothing is computed or stored redundantly across loop iterations."""
+    used = {a for a in m if a is not None}
+    if len(used) != sum(a is not None for a in m):
+        return False  # two dims on one axis: a diagonal, not expressible as a member
+    need = {a for a, s in enumerate(domain) if s != 1}
+    kept = need - set(red_axes)
+    return used == need or used == kept
+
+
+def _default_map(g: LoopGroup, shape: tuple) -> Optional[Map]:
+    """Right-aligned placement of ``shape`` on the domain (NumPy broadcasting)."""
+    off = len(g.domain) - len(shape)
+    if off < 0:
+        return None
+    m = []
+    for d, s in enumerate(shape):
+        if s == 1:
+            m.append(None)
+        elif g.domain[off + d] == s:
+            m.append(off + d)
+        else:
+            return None
+    return tuple(m)
+
+
+def _elementwise_map(g: LoopGroup, e: Eqn) -> Optional[Map]:
+    shape = e.out.shape
+    m: list = [None] * len(shape)
+    for a in e.inputs:
+        if not (isinstance(a, Var) and a.id in g.maps):
+            continue
+        am, off = g.maps[a.id], len(shape) - a.ndim
+        for d, ax in enumerate(am):
+            if ax is None:
+                continue
+            if m[d + off] is not None and m[d + off] != ax:
+                return None
+            m[d + off] = ax
+    dflt = _default_map(g, shape)
+    for d, s in enumerate(shape):
+        if s != 1 and m[d] is None:
+            if dflt is None:
+                return None
+            m[d] = dflt[d]
+    return tuple(m)
+
+
+def _view_map(g: LoopGroup, e: Eqn) -> Optional[Map]:
+    """Map of a view of a member, when the view only moves, adds or drops dims."""
+    src = g.maps[e.inputs[0].id]
+    x, out = e.inputs[0], e.out
+    name = e.prim.name
+    if name == "transpose":
+        return tuple(src[p] for p in e.params["perm"])
+    if name == "reshape":
+        if [s for s in x.shape if s != 1] != [s for s in out.shape if s != 1]:
+            return None
+        axes = iter(a for a, s in zip(src, x.shape) if s != 1)
+        return tuple(next(axes) if s != 1 else None for s in out.shape)
+    if name == "broadcast_to":
+        off = out.ndim - x.ndim
+        dflt = _default_map(g, out.shape)
+        m = []
+        for d, s in enumerate(out.shape):
+            if d >= off and x.shape[d - off] == s:
+                m.append(src[d - off])
+            elif dflt is not None:
+                m.append(dflt[d])
+            else:
+                return None
+        return tuple(m)
+    return None
+
+
+def reduce_map(g: LoopGroup, e: Eqn) -> Optional[tuple]:
+    """(input map, out map, reduced loop axes) or None."""
+    x = e.inputs[0]
+    xm = g.maps.get(x.id) if isinstance(x, Var) else None
+    if xm is None:
+        xm = _default_map(g, x.shape)
+        if xm is None:
+            return None
+    axes = e.params["axes"]
+    red = tuple(sorted(xm[a] for a in axes if xm[a] is not None))
+    om = tuple(None if d in axes else xm[d] for d in range(x.ndim)) if e.params["keepdims"] else \
+        tuple(xm[d] for d in range(x.ndim) if d not in axes)
+    return xm, om, red
+
+
+# ---------------------------------------------------------------- grouping
+class _Fuser:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.groups: list = []
+        self.aliases: dict = {}
+        self.owner: dict = {}
+        self.cur: Optional[LoopGroup] = None
+        self.subst: dict = {}
+
+    def run(self) -> Fused:
+        for e in self.graph.eqns:
+            e = self._substituted(e)
+            if e.prim.kind == "view":
+                self._view(e)
+            elif is_loop_op(e):
+                if not (self.cur is not None and self._join(self.cur, e)):
+                    self._open(e)
+            else:
+                self._call(e)
+        outs = [self._materialized(v) if isinstance(v, Var) else v for v in self.graph.outputs]
+        return Fused(self.graph, self.groups, self.aliases, outs, self.owner).finish()
+
+    def _substituted(self, e: Eqn) -> Eqn:
+        if not any(isinstance(a, Var) and a.id in self.subst for a in e.inputs):
+            return e
+        ins = tuple(self.subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs)
+        return Eqn(e.prim, ins, e.params, e.out, e.where)
+
+    def _open(self, e: Eqn) -> None:
+        dom = e.inputs[0].shape if is_reduction(e) else e.out.shape
+        self.cur = LoopGroup(tuple(dom))
+        self.groups.append(self.cur)
+        if not self._join(self.cur, e):  # a fresh group takes any loop op
+            raise AssertionError(f"cannot start a loop group with {e!r}")
+
+    def _reads_current(self, g: LoopGroup, e: Eqn) -> bool:
+        """True if ``e`` reads, through an alias, memory that group ``g`` is still writing."""
+        for a in e.inputs:
+            while isinstance(a, Var) and a.id in self.aliases:
+                a = self.aliases[a.id].inputs[0]
+                if a.id in g.maps:
+                    return True
+        return False
+
+    def _join(self, g: LoopGroup, e: Eqn) -> bool:
+        if self._reads_current(g, e):
+            return False
+        red_axes = g.red_axes
+        if is_reduction(e):
+            r = reduce_map(g, e)
+            if r is None:
+                return False
+            xm, m, red = r
+            if not _full(g, xm) or (red and red_axes and red != red_axes):
+                return False
+            # earlier members cover every axis (see _covers), so they all stay "full"
+            red_axes = red_axes or red
+        else:
+            m = _elementwise_map(g, e)
+        if m is None or not _covers(g.domain, red_axes, m):
+            return False
+        g.red_axes = red_axes
+        g.maps[e.out.id] = m
+        g.eqns.append(e)
+        self.owner[e.out.id] = len(self.groups) - 1
+        return True
+
+    def _view(self, e: Eqn) -> None:
+        x = e.inputs[0]
+        g = self.cur
+        if g is not None and x.id in g.maps and e.prim.name in _MEMBER_VIEWS:
+            m = _view_map(g, e)
+            if m is not None and _covers(g.domain, g.red_axes, m):
+                g.maps[e.out.id] = m
+                g.eqns.append(e)
+                self.owner[e.out.id] = len(self.groups) - 1
+                return
+        self.aliases[e.out.id] = e
+
+    def _call(self, e: Eqn) -> None:
+        ins = tuple(self._materialized(a) if isinstance(a, Var) else a for a in e.inputs)
+        e = Eqn(e.prim, ins, e.params, e.out, e.where)
+        self.cur = None
+        self.groups.append(CallGroup(e))
+        self.owner[e.out.id] = len(self.groups) - 1
+
+    def _materialized(self, v: Var) -> Var:
+        """``v`` itself when it will live in memory, else a copy of the alias ``v``."""
+        if v.id not in self.aliases:
+            return v
+        if v.id in self.subst:
+            return self.subst[v.id]
+        c = Var(v.shape, v.dtype)
+        e = Eqn(COPY, (v,), {}, c)
+        self.cur = None
+        self._open(e)
+        self.cur = None
+        self.subst[v.id] = c
+        return c
+
+
+def _full(g: LoopGroup, m: Map) -> bool:
+    return {a for a in m if a is not None} == {a for a, s in enumerate(g.domain) if s != 1}
+
+
+def fuse(graph: Graph) -> Fused:
+    """Partition ``graph`` into loop groups, library calls and aliases (in execution order)."""
+    return _Fuser(graph).run()

@@ -1,0 +1,73 @@
+"""Memory planning for a fused program: which buffer each materialized intermediate uses.
+
+Intermediates (group outputs that are not graph outputs) share buffers: when a group
+starts, the buffers of values whose last reader has run are free, and a new value takes a
+free buffer of the same element count and dtype. A loop group without reductions may write
+a value in place over an operand that dies in that group when every read of the operand
+is at the very element being written (same shape and index map, no view in between)."""
+from __future__ import annotations
+
+from ..ir.graph import Var
+from .fusion import Fused, LoopGroup
+
+
+def _last_reads(f: Fused) -> dict:
+    """var id -> index of the last group that reads it (through aliases too)."""
+    last: dict = {}
+
+    def base(v: Var) -> Var:
+        while v.id in f.aliases:
+            v = f.aliases[v.id].inputs[0]
+        return v
+
+    for gi, g in enumerate(f.groups):
+        for e in (g.eqns if isinstance(g, LoopGroup) else [g.eqn]):
+            for a in e.inputs:
+                if isinstance(a, Var):
+                    last[base(a).id] = gi
+    return last
+
+
+def _in_place_ok(g: LoopGroup, out: Var, src: Var) -> bool:
+    """Every read of ``src`` in ``g`` is a direct operand read at ``out``'s own index."""
+    if g.red_axes or src.shape != out.shape or src.dtype != out.dtype:
+        return False
+    for e in g.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a.id == src.id:
+                if a.ndim != e.out.ndim or g.maps[e.out.id] != g.maps[out.id]:
+                    return False
+    return True
+
+
+def plan(f: Fused) -> dict:
+    """Map each intermediate var id to the id of the buffer it occupies (a buffer is named
+    by the first var stored in it). Graph inputs, consts and outputs are not planned."""
+    keep = {v.id for v in f.outputs if isinstance(v, Var)}
+    keep.update(v.id for v in f.graph.inputs)
+    keep.update(v.id for v, _ in f.graph.consts)
+    last = _last_reads(f)
+    slot: dict = {}  # var id -> buffer id
+    meta: dict = {}  # buffer id -> (size, dtype)
+    live: dict = {}  # buffer id -> var whose value it holds
+    free: list = []  # buffer ids whose contents are dead
+    for gi, g in enumerate(f.groups):
+        dying = {b: v for b, v in live.items() if last.get(v.id, -1) <= gi}
+        for v in f.outputs_of(gi):
+            if v.id in keep:
+                continue
+            b = next((b for b in free if meta[b] == (v.size, v.dtype)), None)
+            if b is not None:
+                free.remove(b)
+            elif isinstance(g, LoopGroup):
+                b = next((b for b, w in dying.items() if live.get(b) is w and _in_place_ok(g, v, w)), None)
+            if b is None:
+                b = v.id
+                meta[b] = (v.size, v.dtype)
+            slot[v.id] = b
+            live[b] = v
+        for b, w in dying.items():
+            if live.get(b) is w:
+                del live[b]
+                free.append(b)
+    return slot

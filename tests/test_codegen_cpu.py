@@ -1,0 +1,218 @@
+"""The cpu backend against eager NumPy: every elementwise, reduction, layout and matmul
+primitive, random multi-op programs, views, broadcasting, 0-d, empty and non-contiguous
+inputs, float32 and float64. Numba compiles cost ~1 s each, so each test batches many
+ops into one graph (one output per op)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.codegen.backend import Unsupported
+from fusegrad.codegen.cpu import CpuBackend
+from fusegrad.ir.prims import elementwise as E
+from fusegrad.ir.prims import layout as L
+from fusegrad.ir.prims import linalg as M
+from fusegrad.ir.prims import reduce as R
+from fusegrad.passes.fusion import LoopGroup, fuse
+from fusegrad.runtime import kernel_cache
+from fusegrad.tracer import trace_function
+
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+
+
+def graph_of(fn, arrays):
+    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    tr.graph.outputs = [o._data for o in outs]
+    return tr.graph
+
+
+def check(fn, arrays, tol=None):
+    """Compile ``fn`` on ``arrays`` with the cpu backend; compare every output with eager."""
+    exe = CpuBackend().compile(graph_of(fn, arrays))
+    got = exe(*arrays)
+    ref = fn(*[fg.tensor(a) for a in arrays])
+    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    assert len(got) == len(ref)
+    for k, (g, r) in enumerate(zip(got, ref)):
+        r = r.numpy()
+        assert g.shape == r.shape and g.dtype == r.dtype, (k, g.shape, r.shape, g.dtype, r.dtype)
+        t = tol or TOL.get(r.dtype.type, dict(rtol=0, atol=0))
+        np.testing.assert_allclose(g, r, err_msg=f"output {k}", equal_nan=True, **t)
+    return exe
+
+
+def _unaries(x):
+    xs = E.abs_(x) + 0.5  # for log/sqrt/rsqrt
+    outs = []
+    for p in E.ELEMENTWISE_UNARY:
+        arg = xs if p.name in ("log", "sqrt", "rsqrt") else x
+        outs.append(p(arg))
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_unary_all(dt, rng):
+    # non-contiguous input (a transposed view) with negative, zero and large values
+    x = rng.standard_normal((9, 7)).astype(dt).T * 3
+    x[0, :3] = [0.0, -0.0, 2.5]
+    check(_unaries, [x], tol=dict(rtol=1e-5 if dt == np.float32 else 1e-12, atol=3e-6 if dt == np.float32 else 1e-13))
+
+
+def _binaries(a, b):
+    outs = [p(a, b) for p in E.ELEMENTWISE_BINARY if p.name != "pow"]
+    outs.append(E.pow_(E.abs_(a) + 0.1, b))
+    outs += [p(a, b) for p in (E.eq, E.ne, E.lt, E.le, E.gt, E.ge)]
+    ca, cb = E.gt(a, 0.0), E.lt(b, 0.5)
+    outs += [E.logical_and(ca, cb), E.logical_or(ca, cb), E.logical_xor(ca, cb), E.logical_not(ca),
+             E.isnan(E.log(a)), E.where(ca, a, b), E.where(cb, 1.5, a), E.cast(E.mul(b, 10.0), dtype=np.dtype(np.int32)),
+             E.cast(ca, dtype=a.dtype.np), E.mul(2, a), E.sub(1.0, b), E.maximum(a, 0.25)]
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_binary_broadcast_and_literals(dt, rng):
+    a = rng.standard_normal((4, 1, 5)).astype(dt)
+    b = rng.standard_normal((3, 1)).astype(dt)
+    a[0, 0, 0] = np.nan  # maximum/minimum propagate NaN like NumPy
+    check(_binaries, [a, b], tol=dict(rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-6))
+
+
+def _reductions(x, y):
+    outs = []
+    for p in (R.reduce_sum, R.reduce_max, R.reduce_min, R.reduce_prod):
+        for axes, keep in (((0,), False), ((1,), True), ((0, 2), False), ((0, 1, 2), False), ((2,), True)):
+            outs.append(p(x, axes=axes, keepdims=keep))
+    e = E.exp(E.sub(y, R.reduce_max(y, axes=(1,), keepdims=True)))  # softmax: one group
+    outs.append(E.div(e, R.reduce_sum(e, axes=(1,), keepdims=True)))
+    outs.append(R.reduce_sum(E.mul(y, y), axes=(0, 1), keepdims=False))  # 0-d result
+    outs.append(R.reduce_sum(y, axes=(1,), keepdims=False) * 2.0)  # outer consumer
+    return tuple(outs)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_reductions(dt, rng):
+    x = (rng.standard_normal((3, 4, 5)) * 0.8).astype(dt)
+    y = rng.standard_normal((6, 7)).astype(dt)
+    y[2, 3] = np.nan
+    check(_reductions, [x, y])
+
+
+def test_big_parallel_reductions(rng):
+    x = rng.standard_normal(1 << 17).astype(np.float32)
+    x2 = rng.standard_normal((3, 1 << 15)).astype(np.float32)
+    x[17] = np.nan
+
+    def f(x, x2):
+        return (R.reduce_sum(E.tanh(x), axes=(0,), keepdims=False), R.reduce_max(x, axes=(0,), keepdims=False),
+                R.reduce_sum(x2, axes=(1,), keepdims=False), E.exp(E.mul(x, 0.5)))
+    exe = check(f, [x, x2], tol=dict(rtol=1e-4, atol=1e-3))
+    assert "prange" in exe.kernel_source()
+
+
+def _layouts(x, w, v):
+    t = L.transpose(x, perm=(2, 0, 1))
+    s = L.slice_(x, key=L.encode_key((slice(None, None, 2), 1, slice(1, 4)), x.shape))
+    outs = [E.mul(t, 2.0), s, E.add(L.flip(x, axes=(0, 2)), 1.0), L.reshape(L.transpose(x, perm=(1, 0, 2)), shape=(4, 15)),
+            L.broadcast_to(v, shape=(2, 3, 5)), L.concatenate(x, E.neg(x), axis=1),
+            L.pad(x, widths=((1, 0), (0, 2), (1, 1)), value=-1.0),
+            M.matmul(L.reshape(x, shape=(12, 5)), w), M.matmul(x, L.broadcast_to(w, shape=(3, 5, 2))),
+            E.relu(E.add(M.matmul(L.reshape(x, shape=(12, 5)), w), L.slice_(w, key=((1, 2, 1), (0, 2, 1))))),
+            E.add(L.transpose(E.exp(x), perm=(0, 2, 1)), 1.0)]
+    return tuple(outs)
+
+
+def test_layout_views_matmul(rng):
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((5, 2)).astype(np.float32)
+    v = rng.standard_normal((3, 1)).astype(np.float32)
+    check(_layouts, [x, w, v], tol=dict(rtol=1e-5, atol=1e-5))
+
+
+def test_zero_d_and_empty(rng):
+    s = np.array(1.5, dtype=np.float64)
+    e = np.zeros((0, 3), dtype=np.float64)
+    m = rng.standard_normal((2, 3))
+
+    def f(s, e, m):
+        return (E.exp(s), E.add(s, m), E.mul(e, 2.0), R.reduce_sum(e, axes=(0,), keepdims=False),
+                R.reduce_sum(e, axes=(1,), keepdims=False), R.reduce_sum(s, axes=(), keepdims=False),
+                L.concatenate(e, L.reshape(m, shape=(2, 3)), axis=0))
+    check(f, [s, e, m])
+
+
+_OPS = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b, lambda a, b: E.tanh(a) * b,
+        lambda a, b: E.exp(E.neg(E.abs_(a))) + b, lambda a, b: E.where(E.gt(a, b), a, b),
+        lambda a, b: E.sigmoid(a) / (E.abs_(b) + 1.0), lambda a, b: E.sin(a) + E.cos(b),
+        lambda a, b: L.transpose(a, perm=(1, 0)) if a.shape[0] == a.shape[1] else a + 1.0,
+        lambda a, b: a - R.reduce_max(a, axes=(1,), keepdims=True),
+        lambda a, b: a * R.reduce_sum(b, axes=(0,), keepdims=True),
+        lambda a, b: E.log1p(E.abs_(a)) * E.maximum(b, 0.0)]
+
+
+def _random_program(seed: int):
+    """Ten random ops over the values so far; the choices are drawn once, up front."""
+    r = np.random.default_rng(seed)
+    steps = [(r.integers(k + 2), r.integers(k + 2), r.integers(len(_OPS))) for k in range(10)]
+
+    def prog(x, y):
+        vals = [x, y]
+        for i, j, op in steps:
+            vals.append(_OPS[op](vals[i], vals[j]))
+        return vals[-1], vals[-3]
+    return prog
+
+
+def test_random_programs(rng):
+    progs = [_random_program(s) for s in range(6)]
+    x = rng.standard_normal((6, 6)).astype(np.float32)
+    y = rng.standard_normal((6, 6)).astype(np.float32)
+    check(lambda x, y: tuple(o for p in progs for o in p(x, y)), [x, y], tol=dict(rtol=1e-4, atol=1e-5))
+
+
+def test_w3_forward_is_one_loop_group():
+    W = np.zeros((200, 16), np.float32)
+    b = np.zeros((200, 16), np.float32)
+    h = np.zeros(16, np.float32)
+
+    def w3(h, W, b):
+        for i in range(200):
+            h = fg.tanh(h * W[i] + b[i])
+        return h
+    fused = fuse(graph_of(w3, [h, W, b]))
+    assert len(fused.groups) == 1 and isinstance(fused.groups[0], LoopGroup), str(fused)
+    assert str(fused).count("group ") == 1
+
+
+def test_w1_forward_is_one_parallel_loop():
+    x = np.zeros(1 << 22, np.float32)
+    fused = fuse(graph_of(lambda x: (fg.sin(2 * x + 1) * fg.exp(-x * x) + fg.tanh(x)).sum(), [x]))
+    (g,) = fused.groups
+    assert isinstance(g, LoopGroup) and g.parallel and "parallel" in str(fused)
+
+
+def test_boundary_checks_and_disk_cache(tmp_path, monkeypatch, rng):
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(tmp_path))
+    x = rng.standard_normal((2, 3))
+    g = graph_of(lambda x: E.add(E.mul(x, 3.0), 1.0), [x])
+    exe = CpuBackend().compile(g)
+    with pytest.raises(ValueError):
+        exe(x.astype(np.float32))
+    with pytest.raises(ValueError):
+        exe(np.zeros((3, 2)))
+    np.testing.assert_allclose(exe(x)[0], x * 3 + 1)
+    (path,) = [p for p in (tmp_path / "kernels").iterdir() if p.suffix == ".py"]
+    path.write_text("garbage(")
+    monkeypatch.setattr(kernel_cache, "_MODULES", {})
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        exe2 = CpuBackend().compile(g)
+    assert any("corrupt" in str(m.message) for m in w)
+    np.testing.assert_allclose(exe2(x)[0], x * 3 + 1)
+
+
+def test_unsupported_raises():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(Unsupported):
+        CpuBackend().compile(graph_of(lambda x: R.cumsum(x, axis=0), [x]))
