@@ -33,7 +33,10 @@ def _traced_payload(prim, args, params):
 def bind(prim, args, params):
     data = None
     if _STACK.traces:
-        data = _traced_payload(prim, args, params)
+        try:
+            data = _traced_payload(prim, args, params)
+        except (ValueError, IndexError) as e:  # a shape rule's complaint, reported as eagerly
+            raise _op_error(prim, args, e) from None
     if data is None:
         try:
             data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)

@@ -1217,7 +1217,8 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     if grad_on and self._rg and self._grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     base = self._base
-    if grad_on and base is not None and base._rg and base._grad_fn is None:
+    if grad_on and base is not None and self._rg and base._rg and base._grad_fn is None:
+        # (a detached alias, as from .detach() or .data, does not require grad and may be written)
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     from ..tracer.trace import current_traces
     trs = current_traces()

@@ -88,8 +88,8 @@ class CheckpointFunction(Function):
 
 @contextlib.contextmanager
 def _hooks_muted(leaves: List[Tensor]) -> Iterator[None]:
-    """Hold back the leaves' tensor hooks: they run once, when the outer backward
-    delivers the gradients this nested pass computes."""
+    """Hold back the leaves' tensor hooks during the nested pass: they run once, when the
+    outer backward delivers the gradients that pass computes."""
     accs = [t._accumulator() for t in leaves]
     saved = [a.pre_hooks for a in accs]
     for a in accs:
@@ -157,7 +157,7 @@ def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args
                 again = _tensor_slots(function(*inputs, **kwargs))
         outs = [again[i] for i in diff]
         wrt = [inputs[i] for i in input_pos] + leaves
-        with _hooks_muted(leaves):
+        with _hooks_muted([t for t in wrt if t._grad_fn is None]):
             return _grad(outs, wrt, list(grads), retain_graph=True, create_graph=create_graph, allow_unused=True)
 
     cls = node_class("CheckpointFunctionBackward", FunctionNode)
