@@ -6,6 +6,8 @@
 Errors from the impl come back naming the op, the operands' shapes and the user's line."""
 from __future__ import annotations
 
+import traceback
+
 import numpy as np
 
 from ..ir.graph import Var
@@ -38,8 +40,17 @@ def bind(prim, args, params):
         except (ValueError, IndexError) as e:  # a shape rule's complaint, reported as eagerly
             raise _op_error(prim, args, e) from None
     if data is None:
-        try:
-            data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)
+        try:  # unrolled for the common arities: this is the per-op hot path
+            n = len(args)
+            if n == 2:
+                a, b = args
+                data = prim.impl(a._data if isinstance(a, Tensor) else a, b._data if isinstance(b, Tensor) else b,
+                                 **params)
+            elif n == 1:
+                a = args[0]
+                data = prim.impl(a._data if isinstance(a, Tensor) else a, **params)
+            else:
+                data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)
         except (ValueError, IndexError, TypeError, RuntimeError, MemoryError) as e:
             raise _op_error(prim, args, e) from None
         if type(data) is not np.ndarray:  # NumPy returns scalars for 0-d operands
@@ -62,25 +73,48 @@ def bind(prim, args, params):
 
 
 def record(prim, args, params, out) -> None:
-    """Make ``out``'s grad_fn node for ``prim`` applied to ``args``."""
-    node = prim.node_cls.__new__(prim.node_cls)
-    node._init(tuple(_edge(a) for a in args))
+    """Make ``out``'s grad_fn node for ``prim`` applied to ``args``.
+
+    The hot path of eager autograd: plain loops, no generators, attributes set directly."""
+    edges = []
+    for a in args:
+        if isinstance(a, Tensor) and a._rg:
+            fn = a._grad_fn
+            edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
+        else:
+            edges.append(None)
+    node = _new(prim.node_cls)
+    node.edges = tuple(edges)
+    node.pre_hooks = node.post_hooks = None
+    node.stack = traceback.format_stack()[:-2] if STATE.anomaly else None
     node.prim = prim
     node.params = params
     node.ins = args
     node.freed = False
-    node.versions = tuple((a, a._version) for a in args[prim.checked] if isinstance(a, Tensor)) if prim.saves_in else ()
+    if prim.saves_in:
+        versions = []
+        for a in args[prim.checked]:
+            if isinstance(a, Tensor):
+                vb = a._vbox
+                versions.append((a, vb[0] if vb is not None else 0))
+        node.versions = versions
+    else:
+        node.versions = ()
     if prim.saves_out:
-        if out._vbox is None:
-            out._vbox = [0]
+        vb = out._vbox
+        if vb is None:
+            vb = out._vbox = [0]
         node.out_data = out._data
-        node.out_box = out._vbox
-        node.out_ver = out._vbox[0]
+        node.out_box = vb
+        node.out_ver = vb[0]
     else:
         node.out_data = node.out_box = None
         node.out_ver = 0
     out._grad_fn = node
     out._rg = True
+
+
+_new = object.__new__
 
 
 def _edge(a):

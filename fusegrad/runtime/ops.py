@@ -4,6 +4,7 @@ Each function is also a ``fusegrad.*`` function and, where PyTorch has one, a me
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from collections import namedtuple
 from typing import Optional, Sequence
@@ -1183,7 +1184,18 @@ def _check_bounds(idx: Tensor, n: int, dim: int) -> None:
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
 
 
+@functools.lru_cache(maxsize=1024)
+def _full_tail(shape: tuple) -> tuple:
+    return tuple((0, s, 1) for s in shape)
+
+
 def getitem(x: Tensor, key):
+    if type(key) is int and x._data.ndim:  # x[i]: the common case, without key parsing
+        shp = x._data.shape
+        n = shp[0]
+        if not -n <= key < n:
+            raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
+        return named(P.slice_(x, key=(key % n,) + _full_tail(shp[1:])), "SelectBackward0")
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         r = P.slice_(x, key=basic)

@@ -25,10 +25,10 @@ def _same(avals, params):
 
 def _unary(name, impl, deriv, scalar, node_name=None, saves="in"):
     def vjp(g, ins, out, needs):
-        return (g * deriv(ins[0], out),)
+        return (mul(g, deriv(ins[0], out)),)
 
     def jvp(ts, ins, out):
-        return None if ts[0] is None else ts[0] * deriv(ins[0], out)
+        return None if ts[0] is None else mul(ts[0], deriv(ins[0], out))
     return Primitive(name, impl, abstract=_same, vjp=vjp if deriv else None, jvp=jvp if deriv else None,
                      saves=saves, kind="elementwise", scalar=scalar, node_name=node_name,
                      nondiff=deriv is None)
@@ -73,23 +73,23 @@ def _quiet(f):
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 neg = _unary("neg", np.negative, lambda x, o: -1.0, "-{0}", saves="")
-neg.vjp = lambda g, ins, out, needs: (-g,)
-neg.jvp = lambda ts, ins, out: None if ts[0] is None else -ts[0]
+neg.vjp = lambda g, ins, out, needs: (neg(g),)
+neg.jvp = lambda ts, ins, out: None if ts[0] is None else neg(ts[0])
 exp = _unary("exp", _quiet(np.exp), lambda x, o: o, "exp({0})", saves="out")
-log = _unary("log", _quiet(np.log), lambda x, o: 1.0 / x, "log({0})")
-log1p = _unary("log1p", _quiet(np.log1p), lambda x, o: 1.0 / (x + 1.0), "log1p({0})")
-expm1 = _unary("expm1", _quiet(np.expm1), lambda x, o: o + 1.0, "expm1({0})", saves="out")
+log = _unary("log", _quiet(np.log), lambda x, o: div(1.0, x), "log({0})")
+log1p = _unary("log1p", _quiet(np.log1p), lambda x, o: div(1.0, add(x, 1.0)), "log1p({0})")
+expm1 = _unary("expm1", _quiet(np.expm1), lambda x, o: add(o, 1.0), "expm1({0})", saves="out")
 sin = _unary("sin", np.sin, lambda x, o: cos(x), "sin({0})")
-cos = _unary("cos", np.cos, lambda x, o: -sin(x), "cos({0})")
-tan = _unary("tan", np.tan, lambda x, o: o * o + 1.0, "tan({0})", saves="out")
-tanh = _unary("tanh", np.tanh, lambda x, o: 1.0 - o * o, "tanh({0})", saves="out")
-sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: o * (1.0 - o), "sigmoid({0})", saves="out")
+cos = _unary("cos", np.cos, lambda x, o: neg(sin(x)), "cos({0})")
+tan = _unary("tan", np.tan, lambda x, o: add(mul(o, o), 1.0), "tan({0})", saves="out")
+tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh({0})", saves="out")
+sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid({0})", saves="out")
 relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu({0})", saves="out")
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs({0})")
 sign = _zero_deriv("sign", np.sign, "sign({0})")
-sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: 0.5 / o, "sqrt({0})", saves="out")
-rsqrt = _unary("rsqrt", _rsqrt, lambda x, o: o * o * o * -0.5, "rsqrt({0})", saves="out")
-erf = _unary("erf", _erf, lambda x, o: exp(-(x * x)) * _TWO_OVER_SQRT_PI, "erf({0})")
+sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: div(0.5, o), "sqrt({0})", saves="out")
+rsqrt = _unary("rsqrt", _rsqrt, lambda x, o: mul(mul(mul(o, o), o), -0.5), "rsqrt({0})", saves="out")
+erf = _unary("erf", _erf, lambda x, o: mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI), "erf({0})")
 floor = _zero_deriv("floor", np.floor, "floor({0})")
 ceil = _zero_deriv("ceil", np.ceil, "ceil({0})")
 round_ = _zero_deriv("round", np.round, "round({0})")
@@ -130,18 +130,18 @@ def _add_vjp(g, ins, out, needs):
 
 
 def _sub_vjp(g, ins, out, needs):
-    return _grads(ins, needs, g, -g if needs[1] else None)
+    return _grads(ins, needs, g, neg(g) if needs[1] else None)
 
 
 def _mul_vjp(g, ins, out, needs):
     x, y = ins
-    return _grads(ins, needs, g * y if needs[0] else None, g * x if needs[1] else None)
+    return _grads(ins, needs, mul(g, y) if needs[0] else None, mul(g, x) if needs[1] else None)
 
 
 def _div_vjp(g, ins, out, needs):
     x, y = ins
-    gx = g / y
-    return _grads(ins, needs, gx, -gx * x / y if needs[1] else None)
+    gx = div(g, y)
+    return _grads(ins, needs, gx, neg(div(mul(gx, x), y)) if needs[1] else None)
 
 
 def _pow_vjp(g, ins, out, needs):

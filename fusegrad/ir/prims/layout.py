@@ -4,6 +4,8 @@ Eagerly they return NumPy views where NumPy can (``view`` marks the ones that al
 input, so the runtime shares the version counter)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..primitive import Primitive
@@ -82,6 +84,7 @@ def encode_key(key, shape) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)  # keys repeat (one per indexing site): decode once
 def decode_key(key) -> tuple:
     return tuple(slice(*k) if isinstance(k, tuple) else k for k in key)
 
