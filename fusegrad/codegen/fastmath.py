@@ -330,21 +330,6 @@ def _log1p(x, k):
 
 
 @_jit
-def _tanh(x, k):
-    # With u = exp(-2|x|) = 2**n * (1 + e): tanh|x| = (1 - u) / (1 + u) above |x| = 1/2, where u
-    # keeps full relative accuracy, and -t / (t + 2) with t = expm1(-2|x|) below, where 1 - u
-    # would cancel.  One reduction serves both; one division.
-    a = abs(x)
-    n, e = _exp_reduce(-k.two * a, k.zero, k.expm1_lo, k)
-    u = _ldexp(k.one + e, n, k)
-    t = _ldexp(e + (k.one - _pow2(-n)), n, k)
-    big = a > k.half
-    y = ((k.one - u) if big else -t) / ((k.one + u) if big else (t + k.two))
-    y = math.copysign(y, x)
-    return y if x == x else x
-
-
-@_jit
 def _sigmoid(x, k):
     # e = exp(-|x|) <= 1 never overflows; e / (1 + e) keeps subnormal results for x << 0.
     e = _exp(-abs(x), k)
@@ -529,17 +514,29 @@ def cos_f64(x: np.float64) -> np.float64:
 
 @_jit
 def tanh_f32(x: np.float32) -> np.float32:
-    """tanh(x); float32."""
+    """tanh(x); float32: cephes polynomial below 0.625, (1 - u) / (1 + u) with u = exp(-2|x|) above."""
     x = np.float32(x)
-    z = x * x
-    small = x + x * z * _horner(z, _TANH_F32)  # more accurate than the expm1 form here
-    return math.copysign(small, x) if abs(x) < _TANH_SPLIT_F32 else _tanh(x, _F32)  # keeps -0.0
+    a = abs(x)
+    z = a * a
+    u = _exp(-_F32.two * a, _F32)  # -> 0 for |x| = inf; NaN propagates through the large branch
+    y = (a + a * z * _horner(z, _TANH_F32)) if a < _TANH_SPLIT_F32 else (_F32.one - u) / (_F32.one + u)
+    return math.copysign(y, x)
 
 
 @_jit
 def tanh_f64(x: np.float64) -> np.float64:
     """tanh(x); float64."""
-    return _tanh(np.float64(x), _F64)
+    # With u = exp(-2|x|) = 2**n * (1 + e): tanh|x| = (1 - u) / (1 + u) above |x| = 1/2, where u
+    # keeps full relative accuracy, and -t / (t + 2) with t = expm1(-2|x|) below, where 1 - u
+    # would cancel.  One reduction serves both; one division.
+    x = np.float64(x)
+    a = abs(x)
+    n, e = _exp_reduce(-2.0 * a, 0.0, _F64.expm1_lo, _F64)
+    u = _ldexp(1.0 + e, n, _F64)
+    t = _ldexp(e + (1.0 - _pow2(-n)), n, _F64)
+    big = a > 0.5
+    y = math.copysign(((1.0 - u) if big else -t) / ((1.0 + u) if big else (t + 2.0)), x)
+    return y if x == x else x
 
 
 @_jit

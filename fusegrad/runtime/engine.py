@@ -88,7 +88,12 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
             if e is None:
                 raise RuntimeError(f"One of the differentiated Tensors does not require grad")
             targets.setdefault(e, []).append(i)
-        needed = _needed(seen, {e[0] for e in targets})
+        tnodes = {e[0] for e in targets}
+        leaves = [n for n in seen if type(n) is AccumulateGrad]
+        if all(type(n) is AccumulateGrad for n in tnodes) and all(n in tnodes for n in leaves):
+            needed = None  # every path ends at a target leaf: nothing to prune
+        else:
+            needed = _needed(seen, tnodes)
     else:
         needed = None
     captured = [None] * (len(inputs) if inputs is not None else 0)
