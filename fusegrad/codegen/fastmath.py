@@ -39,11 +39,11 @@ __all__ = [
 ]
 
 # Only the "contract" fast-math flag (a*b + c may become one fma): the caller's flags never reach
-# these instructions (they are per instruction), so nnan/ninf/reassoc cannot fold away NaN checks,
-# Cody-Waite splits or error-free transforms.  (Every product feeding an error-free transform is
-# either exact or has several uses, which LLVM never fuses.)  error_model="numpy" removes the
-# zero-division branches; forceinline=True marks the functions alwaysinline so the caller's loop
-# sees straight-line code and vectorizes.
+# these instructions (Numba sets them per instruction), so nnan/ninf/reassoc cannot fold away NaN
+# checks, Cody-Waite splits or error-free transforms.  Products feeding an error-free transform are
+# exact (fusing changes nothing) or used twice (LLVM does not fuse those on x86).
+# error_model="numpy" removes the zero-division branches; forceinline=True marks the functions
+# alwaysinline so the caller's loop sees straight-line code and vectorizes.
 _jit = njit(fastmath={"contract"}, error_model="numpy", forceinline=True, cache=True)
 
 
