@@ -78,9 +78,14 @@ def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
 _CALLS = {"matmul": _matmul, "concatenate": _concatenate, "pad": _pad}
 
 
-def emit_call(e: Eqn, buf: Callable[[Var], str]) -> list:
-    """Source lines (unindented) for one library-call equation."""
+def emit_call(e: Eqn, buf: Callable[[Var], str], tag: str = "0") -> list:
+    """Source lines (unindented) for one library-call equation; ``tag`` makes the local
+    names of this call unique within the entry function."""
     fn = _CALLS.get(e.prim.name)
+    if fn is not None:
+        return fn(e, buf)
+    from .cpu_index import CALLS
+    fn = CALLS.get(e.prim.name)
     if fn is None:
         raise Unsupported(f"cpu backend has no lowering for {e.prim.name}")
-    return fn(e, buf)
+    return fn(e, buf, tag)

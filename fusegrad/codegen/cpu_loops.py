@@ -185,6 +185,13 @@ class LoopEmitter:
     def emit(self, depth: int, text: str) -> None:
         self.lines.append(_INDENT * (self.depth0 + depth) + text)
 
+    def assign(self, depth: int, e: Eqn) -> None:
+        """``m<n> = <element expression>``, then the statements the lowering asked for
+        (the out-of-range counts of fast sin/cos arguments, see cpu_scalar.Lowering)."""
+        self.emit(depth, f"m{self.num(e.out)} = {self.value(e)}")
+        for ln in self.lw.drain():
+            self.emit(depth, ln)
+
     def run(self, depth0: int = 1) -> list:
         self.depth0 = depth0
         g = self.g
@@ -202,7 +209,7 @@ class LoopEmitter:
 
     def _body(self, d: int, eqns: list, stores: list) -> None:
         for e in eqns:
-            self.emit(d, f"m{self.num(e.out)} = {self.value(e)}")
+            self.assign(d, e)
         for v in stores:
             self.emit(d, self.store(v))
 
@@ -219,7 +226,7 @@ class LoopEmitter:
                 self._inner(k, d, red, avail, par=g.parallel and not outer)
             for e in g.eqns:
                 if g.is_outer(e.out) and avail[e.out.id] == k and not self._real_reduction(e):
-                    self.emit(d, f"m{self.num(e.out)} = {self.value(e)}")
+                    self.assign(d, e)
             for v in self.outs:
                 if g.is_outer(v) and avail[v.id] == k:
                     self.emit(d, self.store(v))
@@ -270,7 +277,7 @@ class LoopEmitter:
             depth = d + self._loops(red, False, d)
         sfx = "c" if par else ""
         for e in body:
-            self.emit(depth, f"m{self.num(e.out)} = {self.value(e)}")
+            self.assign(depth, e)
         for e in reds:
             self._acc_update(depth, e, self._reduce_input(e), sfx)
         for v in stores:

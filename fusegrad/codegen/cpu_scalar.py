@@ -33,10 +33,23 @@ def literal(value, dtype: np.dtype) -> str:
 
 
 class Lowering:
-    """Collects the module-level names (fastmath functions) the expressions use."""
+    """Collects the module-level names (fastmath functions) the expressions use.
 
-    def __init__(self):
+    ``guard`` selects how sin/cos are lowered, since fastmath's range reduction is only
+    exact for |x| <= fastmath.TRIG_MAX: ``"fast"`` calls the vectorizable function and has
+    the loop count finite arguments beyond that bound in ``GUARD`` (statements handed out
+    by ``drain``); ``"exact"`` selects libm for those arguments (a scalar loop, run only
+    when the fast kernel reported such an argument); ``None`` does neither."""
+
+    def __init__(self, guard: str | None = None):
         self.globals: dict[str, str] = {}
+        self.guard = guard
+        self.guarded: set = set()  # dtype names of the sin/cos lowered in "fast" mode
+        self._pending: list = []
+
+    def drain(self) -> list:
+        out, self._pending = self._pending, []
+        return out
 
     def fastmath(self, name: str, dtype: np.dtype) -> str | None:
         key = (name, np.dtype(dtype).name)
@@ -62,10 +75,23 @@ def _typed(dt: np.dtype, v) -> str:
     return literal(v, dt)
 
 
+GUARD = "ntrig"  # the fast kernel's count of finite sin/cos arguments past fastmath's TRIG_MAX
+
+
 def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
     def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
         sym = lw.fastmath(name, dt)
-        return f"{sym}({', '.join(a)})" if sym else fallback(a, dt)
+        if not sym:
+            return fallback(a, dt)
+        call = f"{sym}({', '.join(a)})"
+        if name in ("sin", "cos") and lw.guard:
+            from .fastmath import TRIG_MAX
+            big = f"abs({a[0]}) > {literal(TRIG_MAX[dt.name], dt)}"
+            if lw.guard == "exact":
+                return f"({call} if not {big} else {fallback(a, dt)})"
+            lw.guarded.add(dt.name)
+            lw._pending.append(f"{GUARD} += ({big}) & (abs({a[0]}) != np.inf)")
+        return call
     return lower
 
 
@@ -110,8 +136,8 @@ _FUNCS: dict[str, Callable] = {
     "expm1": _fm_or("expm1", lambda a, dt: f"np.expm1({a[0]})"),
     "log": _fm_or("log", lambda a, dt: f"np.log({a[0]})"),
     "log1p": _fm_or("log1p", lambda a, dt: f"np.log1p({a[0]})"),
-    "sin": _fm_or("sin", lambda a, dt: f"np.sin({a[0]})"),
-    "cos": _fm_or("cos", lambda a, dt: f"np.cos({a[0]})"),
+    "sin": _fm_or("sin", lambda a, dt: f"np.{dt.name}(np.sin({a[0]}))"),
+    "cos": _fm_or("cos", lambda a, dt: f"np.{dt.name}(np.cos({a[0]}))"),
     "tanh": _fm_or("tanh", lambda a, dt: f"np.tanh({a[0]})"),
     "erf": _fm_or("erf", lambda a, dt: f"np.{dt.name}(math.erf({a[0]}))"),
     "pow": _fm_or("pow", lambda a, dt: f"({a[0]} ** {a[1]})"),

@@ -1,0 +1,362 @@
+"""Emit the data-dependent and sequential equations of the cpu backend as hand-written
+loops over flat buffers: advanced indexing (``index``, ``index_put``, ``embed``),
+``gather``/``scatter_add``, ``cumsum``, ``argmax``/``argmin`` and the counter-based random
+numbers (``uniform``/``normal``, the same SplitMix64 stream as fusegrad.ir.prims.creation).
+
+Every index read from memory is range-checked in a separate pass *before* any buffer is
+read through it (IndexError, as eager raises), then wrapped if negative; so the indexed
+loops never leave a buffer. Names of loop variables carry the equation's ``tag`` so that
+the calls of one entry function never share a variable (Numba types each name once)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..ir.graph import Eqn, Var
+from .backend import Unsupported
+from .cpu_loops import linear
+from .cpu_scalar import literal
+
+_INDENT = "    "
+
+
+class _Lines:
+    def __init__(self, tag: str):
+        self.tag = tag
+        self.lines: list = []
+        self.depth = 0
+
+    def __call__(self, text: str) -> None:
+        self.lines.append(_INDENT * self.depth + text)
+
+    def loops(self, shape: tuple, name: str) -> list:
+        """Open one loop per dim of ``shape`` (size-1 dims get index "0"); returns index
+        expressions. The caller closes them with ``close``."""
+        idx = []
+        for d, s in enumerate(shape):
+            if s == 1:
+                idx.append("0")
+                continue
+            v = f"{name}{d}_{self.tag}"
+            self(f"for {v} in range({s}):")
+            self.depth += 1
+            idx.append(v)
+        return idx
+
+    def close(self, depth: int) -> None:
+        self.depth = depth
+
+
+def _check_index(L: _Lines, ibuf: str, size: int, n: int, what: str) -> None:
+    """Raise IndexError unless every element of ``ibuf`` lies in [-n, n)."""
+    if size == 0:
+        return
+    v = f"ck_{L.tag}"
+    L(f"for {v} in range({size}):")
+    L(f"{_INDENT}if {ibuf}[{v}] < {-n} or {ibuf}[{v}] >= {n}:")
+    L(f"{_INDENT * 2}raise IndexError(\"{what}: index out of range for a dimension of size {n}\")")
+
+
+def _wrapped(L: _Lines, var: str, expr: str, n: int) -> str:
+    L(f"{var} = np.int64({expr})")
+    L(f"{var} = {var} + {n} if {var} < 0 else {var}")
+    return var
+
+
+def _value(a, idx: list, buf: Callable, dt: np.dtype) -> str:
+    """Element of operand ``a`` (a Var in memory or a literal) at ``idx`` (right-aligned)."""
+    if not isinstance(a, Var):
+        return literal(a, dt)
+    off = len(idx) - a.ndim
+    return f"{buf(a)}[{linear(['0' if s == 1 else idx[d + off] for d, s in enumerate(a.shape)], a.shape)}]"
+
+
+# ---------------------------------------------------------------- index keys
+def _key_plan(key: tuple, x_shape: tuple, idx_shapes: list):
+    """Analyse an index key against ``x_shape``. Returns (result shape, per-result-dim role,
+    per-x-dim source) where a source is ("slice", start, step, result dim), ("int", k) or
+    ("adv", operand number), and the advanced operands index the broadcast block whose
+    result dims are listed in ``adv_dims``. Follows NumPy: adjacent advanced indices (ints
+    count) keep their place, otherwise the broadcast block comes first."""
+    key = list(key)
+    n_real = sum(k is not None for k in key)
+    key += [(0, s, 1) for s in x_shape[n_real:]]
+    if sum(k is not None for k in key) != len(x_shape):
+        raise Unsupported("cpu backend: index key does not match the indexed shape")
+    has_adv = any(k == "T" for k in key)
+    adv_pos = [p for p, k in enumerate(key) if k == "T" or (has_adv and isinstance(k, int))]
+    try:
+        bshape = tuple(np.broadcast_shapes(*idx_shapes)) if idx_shapes else ()
+    except ValueError as exc:
+        raise Unsupported(f"cpu backend: index arrays do not broadcast ({exc})") from None
+    contiguous = bool(adv_pos) and adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1))
+    out_shape, src, adv_dims = [], [], []
+
+    def put_adv():
+        adv_dims.extend(range(len(out_shape), len(out_shape) + len(bshape)))
+        out_shape.extend(bshape)
+
+    if has_adv and not contiguous:
+        put_adv()
+    t = 0
+    for p, k in enumerate(key):
+        if has_adv and contiguous and p == adv_pos[0]:
+            put_adv()
+        if k is None:
+            out_shape.append(1)
+        elif k == "T":
+            src.append(("adv", t))
+            t += 1
+        elif isinstance(k, tuple):
+            src.append(("slice", k[0], k[2], len(out_shape)))
+            out_shape.append(len(range(*k)))
+        else:
+            src.append(("int", int(k)))
+    return tuple(out_shape), src, adv_dims, bshape
+
+
+def _emit_keyed(L: _Lines, x: Var, key: tuple, idxs: list, buf: Callable, what: str, expect_shape,
+                body: Callable[[str, list], None]) -> None:
+    """Loops over the indexed region x[key]: ``body(linear index into x, region index)``."""
+    shape, src, adv_dims, bshape = _key_plan(key, x.shape, [i.shape for i in idxs])
+    if expect_shape is not None and shape != tuple(expect_shape):
+        raise Unsupported(f"cpu backend: {what} key {key} gives {shape}, expected {tuple(expect_shape)}")
+    for t, (i, s) in enumerate(zip(idxs, [s for s in src if s[0] == "adv"])):
+        if i.dtype.kind not in "iu":
+            raise Unsupported(f"cpu backend: {what} with {i.dtype} index")
+    dims = [d for d, s in enumerate(src)]
+    sizes = {}
+    for d, s in zip(dims, src):
+        if s[0] == "adv":
+            sizes[s[1]] = x.shape[d]
+    for t, i in enumerate(idxs):
+        _check_index(L, buf(i), i.size, sizes[t], what)
+    if 0 in shape:
+        return
+    base = L.depth
+    ridx = L.loops(shape, "o")
+    bidx = [ridx[d] for d in adv_dims]
+    xidx = []
+    for d, s in enumerate(src):
+        if s[0] == "slice":
+            _, start, step, od = s
+            core = ridx[od] if step == 1 else f"{step} * {ridx[od]}"
+            xidx.append(core if start == 0 else f"({start} + {core})")
+        elif s[0] == "int":
+            xidx.append(str(s[1] % x.shape[d]))
+        else:
+            i = idxs[s[1]]
+            off = len(bshape) - i.ndim
+            at = linear(["0" if n == 1 else bidx[k + off] for k, n in enumerate(i.shape)], i.shape)
+            xidx.append(_wrapped(L, f"j{s[1]}_{L.tag}", f"{buf(i)}[{at}]", x.shape[d]))
+    body(linear(xidx, x.shape), ridx)
+    L.close(base)
+
+
+def _index(e: Eqn, buf: Callable, tag: str) -> list:
+    x, idxs, out = e.inputs[0], list(e.inputs[1:]), e.out
+    L = _Lines(tag)
+    O = buf(out)
+    _emit_keyed(L, x, e.params["key"], idxs, buf, "index", out.shape,
+                lambda xl, r: L(f"{O}[{linear(r, out.shape)}] = {buf(x)}[{xl}]"))
+    return L.lines
+
+
+def _put(L: _Lines, e: Eqn, x: Var, v, idxs: list, key: tuple, accumulate: bool, buf: Callable, what: str,
+         copy_from) -> list:
+    out = e.out
+    O = buf(out)
+    if copy_from is None:
+        L(f"{O}[:] = {literal(0, out.dtype)}")
+    elif out.size:
+        L(f"{O}[:] = {buf(copy_from)}")
+    shape = _key_plan(key, x.shape, [i.shape for i in idxs])[0]
+    if isinstance(v, Var):
+        if v.ndim > len(shape) or any(s != 1 and s != t for s, t in zip(v.shape[::-1], shape[::-1])):
+            raise Unsupported(f"cpu backend: {what} value of shape {v.shape} into region {shape}")
+    op = "+=" if accumulate else "="
+
+    def body(xl: str, r: list) -> None:
+        val = _value(v, r, buf, out.dtype)
+        if isinstance(v, Var) and v.dtype != out.dtype:
+            val = f"np.{out.dtype.name}({val})" if out.dtype.kind != "b" else f"({val} != 0)"
+        L(f"{O}[{xl}] {op} {val}")
+    _emit_keyed(L, x, key, idxs, buf, what, None, body)
+    return L.lines
+
+
+def _index_put(e: Eqn, buf: Callable, tag: str) -> list:
+    x, v, idxs = e.inputs[0], e.inputs[1], list(e.inputs[2:])
+    if e.params["accumulate"] and e.out.dtype.kind == "b":
+        raise Unsupported("cpu backend: accumulating index_put on bool")
+    return _put(_Lines(tag), e, x, v, idxs, e.params["key"], e.params["accumulate"], buf, "index_put", x)
+
+
+def _embed(e: Eqn, buf: Callable, tag: str) -> list:
+    (g,) = e.inputs
+    shell = Var(tuple(e.params["shape"]), e.out.dtype)
+    return _put(_Lines(tag), e, shell, g, [], e.params["key"], False, buf, "embed", None)
+
+
+# ---------------------------------------------------------------- gather / scatter_add
+def _along_axis(L: _Lines, x: Var, idx: Var, axis: int, buf: Callable, what: str) -> tuple:
+    if idx.dtype.kind not in "iu":
+        raise Unsupported(f"cpu backend: {what} with {idx.dtype} index")
+    if idx.ndim != x.ndim or any(i > s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != axis):
+        raise Unsupported(f"cpu backend: {what} shapes {idx.shape} / {x.shape} (eager raises)")
+    n = x.shape[axis]
+    _check_index(L, buf(idx), idx.size, n, what)
+    if idx.size == 0:
+        return None
+    base = L.depth
+    p = L.loops(idx.shape, "p")
+    j = _wrapped(L, f"j_{L.tag}", f"{buf(idx)}[{linear(p, idx.shape)}]", n)
+    xl = linear([j if d == axis else p[d] for d in range(x.ndim)], x.shape)
+    return base, p, xl
+
+
+def _gather(e: Eqn, buf: Callable, tag: str) -> list:
+    x, idx = e.inputs
+    axis = e.params["axis"] % max(x.ndim, 1)
+    L = _Lines(tag)
+    r = _along_axis(L, x, idx, axis, buf, "gather")
+    if r is not None:
+        base, p, xl = r
+        L(f"{buf(e.out)}[{linear(p, idx.shape)}] = {buf(x)}[{xl}]")
+        L.close(base)
+    return L.lines
+
+
+def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
+    base_, idx, src = e.inputs
+    axis = e.params["axis"] % max(base_.ndim, 1)
+    if e.out.dtype.kind == "b":
+        raise Unsupported("cpu backend: scatter_add on bool")
+    if src.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, src.shape)):
+        raise Unsupported(f"cpu backend: scatter_add src {src.shape} smaller than index {idx.shape}")
+    L = _Lines(tag)
+    O = buf(e.out)
+    if e.out.size:
+        L(f"{O}[:] = {buf(base_)}")
+    shell = Var(base_.shape, e.out.dtype)
+    r = _along_axis(L, shell, idx, axis, buf, "scatter_add")
+    if r is not None:
+        b, p, xl = r
+        val = f"{buf(src)}[{linear(p, src.shape)}]"
+        if src.dtype != e.out.dtype:
+            val = f"np.{e.out.dtype.name}({val})"
+        L(f"{O}[{xl}] += {val}")
+        L.close(b)
+    return L.lines
+
+
+# ---------------------------------------------------------------- scans and arg-reductions
+def _cumsum(e: Eqn, buf: Callable, tag: str) -> list:
+    (x,) = e.inputs
+    if x.dtype.kind == "b" or x.dtype != e.out.dtype:
+        raise Unsupported(f"cpu backend: cumsum of {x.dtype}")
+    L = _Lines(tag)
+    if x.size == 0:
+        return []
+    axis = e.params["axis"] % x.ndim
+    outer = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    base = L.depth
+    p = L.loops(outer, "p")
+    acc, k = f"s_{tag}", f"k_{tag}"
+    L(f"{acc} = {literal(0, x.dtype)}")
+    L(f"for {k} in range({x.shape[axis]}):")
+    at = linear([k if d == axis else p[d] for d in range(x.ndim)], x.shape)
+    L(f"{_INDENT}{acc} += {buf(x)}[{at}]")
+    L(f"{_INDENT}{buf(e.out)}[{at}] = {acc}")
+    L.close(base)
+    return L.lines
+
+
+def _argext(op: str) -> Callable:
+    def emit(e: Eqn, buf: Callable, tag: str) -> list:
+        (x,) = e.inputs
+        axis = e.params["axis"] % max(x.ndim, 1)
+        if x.ndim == 0 or x.shape[axis] == 0:
+            raise Unsupported(f"cpu backend: {e.prim.name} over an empty or 0-d input (eager raises)")
+        if x.dtype.kind == "b":
+            raise Unsupported(f"cpu backend: {e.prim.name} of bool")
+        L = _Lines(tag)
+        if x.size == 0:
+            return []
+        outer = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+        base = L.depth
+        p = L.loops(outer, "p")
+        best, bi, k, v = f"v_{tag}", f"w_{tag}", f"k_{tag}", f"u_{tag}"
+        at = lambda kk: linear([kk if d == axis else p[d] for d in range(x.ndim)], x.shape)  # noqa: E731
+        L(f"{best} = {buf(x)}[{at('0')}]")
+        L(f"{bi} = 0")
+        L(f"for {k} in range(1, {x.shape[axis]}):")
+        L(f"{_INDENT}{v} = {buf(x)}[{at(k)}]")
+        if x.dtype.kind == "f":  # the first NaN wins, as in NumPy
+            L(f"{_INDENT}if {best} != {best}:")
+            L(f"{_INDENT * 2}break")
+            L(f"{_INDENT}if {v} {op} {best} or {v} != {v}:")
+        else:
+            L(f"{_INDENT}if {v} {op} {best}:")
+        L(f"{_INDENT * 2}{best} = {v}")
+        L(f"{_INDENT * 2}{bi} = {k}")
+        okeep = [p[d] for d in range(x.ndim) if d != axis or e.params["keepdims"]]
+        oshape = e.out.shape
+        L(f"{buf(e.out)}[{linear(okeep if okeep else [], oshape) if oshape else '0'}] = np.int64({bi})")
+        L.close(base)
+        return L.lines
+    return emit
+
+
+# ---------------------------------------------------------------- random numbers
+_MIX = ("u64(0x9E3779B97F4A7C15)", "u64(30)", "u64(0xBF58476D1CE4E5B9)", "u64(27)", "u64(0x94D049BB133111EB)",
+        "u64(31)")
+
+
+def _splitmix(L: _Lines, z: str, out: str) -> None:
+    g, s30, m1, s27, m2, s31 = (c.replace("u64", "np.uint64") for c in _MIX)
+    L(f"{out} = {z} + {g}")
+    L(f"{out} = ({out} ^ ({out} >> {s30})) * {m1}")
+    L(f"{out} = ({out} ^ ({out} >> {s27})) * {m2}")
+    L(f"{out} = {out} ^ ({out} >> {s31})")
+
+
+def _random(e: Eqn, buf: Callable, tag: str) -> list:
+    """SplitMix64 of (counter + offset) ^ SplitMix64(seed), as creation._bits; uniform in
+    [0, 1) from the top 53 bits; normal by Box-Muller on counters 2i and 2i+1, in float64."""
+    (key,) = e.inputs
+    if not isinstance(key, Var) or key.size != 2 or key.dtype.kind not in "iu":
+        raise Unsupported("cpu backend: random key is not an int array of 2")
+    out = e.out
+    if out.dtype.kind != "f":
+        raise Unsupported(f"cpu backend: random of {out.dtype}")
+    n = out.size
+    if n == 0:
+        return []
+    L = _Lines(tag)
+    K = buf(key)
+    sk, off, i, c, z = f"sk_{tag}", f"of_{tag}", f"i_{tag}", f"c_{tag}", f"z_{tag}"
+    L(f"{c} = np.uint64(np.int64({K}[0]))")
+    _splitmix(L, c, sk)
+    L(f"{off} = np.uint64(np.int64({K}[1]))")
+    scale = "np.float64(1.0 / 9007199254740992.0)"
+    L(f"for {i} in range({n}):")
+    L.depth += 1
+    if e.prim.name == "uniform":
+        _splitmix(L, f"((np.uint64({i}) + {off}) ^ {sk})", z)
+        L(f"{buf(out)}[{i}] = np.{out.dtype.name}(np.float64({z} >> np.uint64(11)) * {scale})")
+    else:
+        _splitmix(L, f"((np.uint64(2 * {i}) + {off}) ^ {sk})", z)
+        L(f"u1_{tag} = np.float64(1.0) - np.float64({z} >> np.uint64(11)) * {scale}")
+        _splitmix(L, f"((np.uint64(2 * {i} + 1) + {off}) ^ {sk})", z)
+        L(f"u2_{tag} = np.float64({z} >> np.uint64(11)) * {scale}")
+        L(f"{buf(out)}[{i}] = np.{out.dtype.name}(np.sqrt(np.float64(-2.0) * np.log(u1_{tag})) * "
+          f"np.cos(np.float64(2.0 * np.pi) * u2_{tag}))")
+    L.depth -= 1
+    return L.lines
+
+
+CALLS = {"index": _index, "index_put": _index_put, "embed": _embed, "gather": _gather,
+         "scatter_add": _scatter_add, "cumsum": _cumsum, "argmax": _argext(">"), "argmin": _argext("<"),
+         "uniform": _random, "normal": _random}
