@@ -29,7 +29,7 @@ def _cases(rng):
         "unary": (lambda a, p: [f(a) for f in (torch.neg, torch.exp, torch.sin, torch.cos, torch.tan, torch.tanh,
                                                torch.sigmoid, torch.relu, torch.abs, torch.sign, torch.erf,
                                                torch.floor, torch.ceil, torch.round, torch.trunc, torch.expm1)]
-                  + [torch.log(p), torch.log1p(p), torch.sqrt(p), torch.rsqrt(p)], (x, pos)),
+                  + [torch.log(p), torch.log1p(p), torch.sqrt(p), torch.rsqrt(p), a * a.detach()], (x, pos)),
         "binary": (lambda a, c, v: [a + c, a - c, a * v, a / c, torch.pow(a.abs() + 0.5, c), torch.maximum(a, c),
                                     torch.minimum(a, c), torch.atan2(a, c), a * 2.5 - 1], (x, y, b)),
         "compare": (lambda a, c: [a == c, a != c, a < c, a <= c, a > c, a >= c, (a > 0) & (c > 0), (a > 0) | (c > 0),

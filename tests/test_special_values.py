@@ -29,6 +29,7 @@ def _sigmoid(x):
 # name -> (fusegrad call, NumPy reference); unary take (x,), binary (x, y)
 UNARY = {
     "neg": (lambda x: -x, np.negative), "exp": (fg.exp, np.exp), "log": (fg.log, np.log),
+    "stop_gradient": (lambda x: x.detach() + 0.0, lambda x: x + 0.0),
     "log1p": (fg.log1p, np.log1p), "expm1": (fg.expm1, np.expm1), "sin": (fg.sin, np.sin),
     "cos": (fg.cos, np.cos), "tan": (fg.tan, np.tan), "tanh": (fg.tanh, np.tanh),
     "sigmoid": (fg.sigmoid, _sigmoid), "relu": (fg.relu, lambda x: np.maximum(x, np.zeros_like(x))),

@@ -60,7 +60,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
     pv = primal_vars(graph)
     if cotangent_outputs is None:
         cotangent_outputs = [i for i, o in enumerate(graph.outputs) if _differentiable(o)]
-    with Trace() as tr, no_grad():
+    with Trace(stop_under_no_grad=False) as tr, no_grad():
         primals, env = _replay(graph, tr)
         act = _active(graph, {pv[i].id for i in wrt})
         ct: dict[int, Tensor] = {}
@@ -96,7 +96,7 @@ def jvp_graph(graph: Graph, wrt: Sequence[int]) -> Graph:
     ``wrt``. Outputs: the source graph's outputs, then their tangents (zeros for outputs
     that do not depend on ``wrt``; integer outputs get zero tangents of their dtype)."""
     pv = primal_vars(graph)
-    with Trace() as tr, no_grad():
+    with Trace(stop_under_no_grad=False) as tr, no_grad():
         primals, env = _replay(graph, tr)
         tan: dict[int, Tensor] = {pv[i].id: wrap(tr.new_input(pv[i].shape, pv[i].dtype)) for i in wrt}
         act = _active(graph, set(tan))

@@ -83,7 +83,7 @@ def align(args: Sequence, bdims: Sequence) -> list:
 # ---------------------------------------------------------------- rules
 _ELEMENTWISE = [p.name for p in ELEMENTWISE_UNARY + ELEMENTWISE_BINARY] + [
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan",
-    "where", "cast"]
+    "stop_gradient", "where", "cast"]
 
 
 def _elementwise(prim):
@@ -95,7 +95,30 @@ def _elementwise(prim):
 for _name in _ELEMENTWISE:
     RULES[_name] = _elementwise(PRIMS[_name])
 
-_rule("matmul")(_elementwise(P.matmul))
+_mm_broadcast = _elementwise(P.matmul)
+
+
+@_rule("matmul")
+def _matmul(args, bdims):
+    """A batched matrix times an unbatched 2-D one is one GEMM, not a loop of batched
+    small products: the batch folds into the free dimension (the cotangent batch of
+    jacrev through ``W @ x`` becomes one (B, k) x (k, m) product)."""
+    (a, b), (da, db) = args, bdims
+    if da is None and db is not None and a._data.ndim == 2 and b._data.ndim == 3:
+        bf = to_front(b, db)
+        n_b, k, n = bf._data.shape
+        m = a._data.shape[0]
+        if n == 1:
+            r = P.matmul(P.reshape(bf, shape=(n_b, k)), P.transpose(a, perm=(1, 0)))
+            return P.reshape(r, shape=(n_b, m, 1)), 0
+        t = P.reshape(P.transpose(bf, perm=(1, 0, 2)), shape=(k, n_b * n))
+        return P.reshape(P.matmul(a, t), shape=(m, n_b, n)), 1
+    if db is None and da is not None and b._data.ndim == 2 and a._data.ndim == 3:
+        af = to_front(a, da)
+        n_b, m, k = af._data.shape
+        r = P.matmul(P.reshape(af, shape=(n_b * m, k)), b)
+        return P.reshape(r, shape=(n_b, m, b._data.shape[1])), 0
+    return _mm_broadcast(args, bdims)
 
 
 def _reducer(prim):

@@ -11,6 +11,7 @@ import traceback
 import numpy as np
 
 from ..ir.graph import Var
+from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher
 from ..tracer.trace import _STACK, user_frame
 from .grad_mode import STATE
@@ -29,7 +30,11 @@ def _traced_payload(prim, args, params):
         top = _STACK.traces[-1]
     if top is None:
         return None
-    return top.emit(prim, args, params)
+    out = top.emit(prim, args, params)
+    if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and out.dtype.kind == "f":
+        # computed under no_grad: the graph must not differentiate through it either
+        out = top.emit(stop_gradient, (wrap(out),), {})
+    return out
 
 
 def bind(prim, args, params):

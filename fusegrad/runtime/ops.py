@@ -541,7 +541,8 @@ def logsumexp(x, dim, keepdim=False):
     axes = _axes(x, dim)
     m = P.reduce_max(x, axes=axes, keepdims=True)
     m = where(isinf_t(m), 0.0, m)
-    m = m.detach()
+    m = wrap(m._data)  # cut from autograd; not Tensor.detach: the result does not depend on m, so
+    # the IR transforms (which cannot stop gradients) may differentiate through it
     s = P.reduce_sum(P.exp(P.sub(x, m)), axes=axes, keepdims=True)
     r = P.add(P.log(s), m)
     if not keepdim:
@@ -578,12 +579,19 @@ def count_nonzero(x, dim=None):
 
 
 # ---------------------------------------------------------------- softmax family
+def _shift(m):
+    """A stabilizing shift cut from autograd. Not Tensor.detach (which makes fusegrad.func
+    fall back to eager): the result does not depend on the shift, so the IR transforms,
+    which cannot stop gradients, may differentiate through it."""
+    return wrap(m._data)
+
+
 def softmax(x, dim=None, dtype=None, _stacklevel=3):
     x = _float(as_t(x))
     if dtype is not None:
         x = to(x, dtype)
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
-    m = P.reduce_max(x, axes=ax, keepdims=True).detach() if x._data.ndim else x.detach()
+    m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
     e = P.exp(P.sub(x, m))
     r = P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
     return named(r, "SoftmaxBackward0")
@@ -594,7 +602,7 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
     if dtype is not None:
         x = to(x, dtype)
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
-    m = P.reduce_max(x, axes=ax, keepdims=True).detach() if x._data.ndim else x.detach()
+    m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
     s = P.sub(x, m)
     r = P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
     return named(r, "LogSoftmaxBackward0")
@@ -1362,7 +1370,7 @@ def copy_(self, src, non_blocking=False):
             s = expand(s, old.shape)
         if not s._rg:
             return wrap(s._data) if not old._rg else named(add(mul(old, 0), s), "CopyBackwards")
-        return named(add(mul(old.detach(), 0), s), "CopyBackwards")
+        return named(add(mul(wrap(old._data), 0), s), "CopyBackwards")  # no grad to old either way
     return inplace(self, fn, src)
 
 

@@ -66,7 +66,8 @@ class Tensor:
         if data is None:
             data = []
         t = _tensor(data, dtype=dtype)
-        _init(self, t._data)
+        for name in _STATE:  # the fresh state wrap() gives, on this object
+            setattr(self, name, getattr(t, name))
         if requires_grad:
             self.requires_grad_(True)
 
@@ -261,6 +262,9 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
     def detach(self) -> "Tensor":
+        if type(self._data) is Var:  # traced: a stop_gradient keeps the IR's autodiff out too
+            from ..ir.prims.elementwise import stop_gradient
+            return stop_gradient(self)
         t = wrap(self._data)
         if self._vbox is None:
             self._vbox = [0]
@@ -360,19 +364,7 @@ def _for_output(hook, nr: int, node):
 
 
 _new = object.__new__
-
-
-def _init(t, data) -> None:
-    t._data = data
-    t._rg = False
-    t._grad_fn = None
-    t._out_nr = 0
-    t._grad = None
-    t._vbox = None
-    t._base = None
-    t._acc = None
-    t._retains = False
-    t._view_fn = None
+_STATE = tuple(s for s in Tensor.__slots__ if s != "__weakref__")
 
 
 def wrap(data, cls=Tensor) -> Tensor:

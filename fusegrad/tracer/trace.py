@@ -48,7 +48,10 @@ def user_frame() -> str:
 class Trace:
     """Builds one Graph. ``level`` orders nested traces."""
 
-    def __init__(self):
+    def __init__(self, stop_under_no_grad: bool = True):
+        # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
+        # the autodiff passes build their graphs under no_grad and must not.
+        self.stop_under_no_grad = stop_under_no_grad
         self.graph = Graph()
         self.level = len(_STACK.traces)
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var

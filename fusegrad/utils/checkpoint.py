@@ -18,6 +18,7 @@ import warnings
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 from ..autograd.function import Function
+from ..ir.graph import Var
 from ..autograd.functions import backward as _backward, grad as _grad
 from ..runtime.dispatch import _edge
 from ..runtime.factory import get_rng_state, set_rng_state
@@ -181,6 +182,8 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
     """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
     they are recomputed (calling ``function`` once more) when gradients flow back. The
     random generator state is restored for the recomputation so dropout masks match."""
+    if any(isinstance(a, Tensor) and type(a._data) is Var for a in args):
+        return function(*args, **kwargs)  # being compiled: the traced graph is differentiated whole
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default "

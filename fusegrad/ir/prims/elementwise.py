@@ -16,7 +16,7 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
            "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-           "logical_not", "isnan", "where", "cast", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
+           "logical_not", "isnan", "stop_gradient", "where", "cast", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
 
 def _same(avals, params):
@@ -238,6 +238,13 @@ isnan = Primitive("isnan", np.isnan, abstract=lambda a, p: (a[0][0], np.dtype(np
                   kind="elementwise", scalar="({0} != {0})", nondiff=True)
 maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max({0}, {1})")
 minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min({0}, {1})")
+
+
+# ---------------------------------------------------------------- stop_gradient
+# The identity whose derivative is zero: what detach() and no_grad() regions become in a
+# traced graph, so that the IR's VJP/JVP passes do not differentiate through them.
+stop_gradient = Primitive("stop_gradient", lambda x: x, abstract=_same, kind="elementwise", scalar="{0}",
+                          nondiff=True, node_name="StopGradient")
 
 
 # ---------------------------------------------------------------- where and cast

@@ -1,0 +1,237 @@
+"""The eager fallback of fusegrad.func: grad, vjp, jvp, jacrev, jacfwd and hessian through
+the eager autograd graph (with ``create_graph``), so they nest and work on tensors that
+already require grad. fusegrad.func uses these for functions it cannot trace (data-
+dependent Python control flow, ``.item()``, ``detach()``, in-place updates of captured
+tensors...); jvp is the double-VJP construction and jacrev/jacfwd loop over one-hot
+vectors here."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence, Union
+
+from ..autograd.functions import grad as _autograd_grad
+from ..runtime import ops as O
+from ..runtime.factory import zeros_like
+from ..runtime.grad_mode import STATE, enable_grad
+from ..runtime.tensor import Tensor
+from .pytree import flatten, tree_map, unflatten
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+
+
+def _argnums_tuple(argnums) -> tuple:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def _prepare(x):
+    """A differentiable stand-in for ``x`` at this level, connected to x's graph."""
+    if not isinstance(x, Tensor):
+        return x
+    if x._rg:
+        return O.named(O.P.reshape(x, shape=tuple(x.shape)), "AliasBackward0")
+    return x.detach().requires_grad_(True)
+
+
+def _grad_tree(out, diff_leaves, cotangents=None, create_graph=True):
+    outs, _ = flatten(out)
+    outs = [o for o in outs if isinstance(o, Tensor)]
+    cots = cotangents
+    live = [(o, c) for o, c in zip(outs, cots if cots is not None else [None] * len(outs)) if o._rg]
+    if not live:
+        return [zeros_like(x) for x in diff_leaves]
+    gs = _autograd_grad([o for o, _ in live], diff_leaves, [c for _, c in live] if cots is not None else None,
+                        create_graph=create_graph, allow_unused=True)
+    return [g if g is not None else zeros_like(x) for g, x in zip(gs, diff_leaves)]
+
+
+def _maybe_detach(tree, was_tracked: bool):
+    if was_tracked:
+        return tree
+    return tree_map(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
+
+
+def _split(args, argnums):
+    """The leaves of args[argnums] prepared for differentiation, and rebuilt args."""
+    args = list(args)
+    diff, specs = [], []
+    for i in argnums:
+        leaves, spec = flatten(args[i])
+        prepared = [_prepare(x) for x in leaves]
+        diff.append(prepared)
+        specs.append(spec)
+        args[i] = unflatten(spec, prepared)
+    return args, diff, specs
+
+
+def _any_tracked(args) -> bool:
+    leaves, _ = flatten(list(args))
+    return STATE.enabled and any(isinstance(x, Tensor) and x._rg for x in leaves)
+
+
+def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
+    """``f -> (grad of f, f)`` for a scalar-valued f."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        tracked = _any_tracked(args)
+        nums = _argnums_tuple(argnums)
+        with enable_grad():
+            new_args, diff, specs = _split(args, nums)
+            out = func(*new_args, **kwargs)
+            aux = None
+            if has_aux:
+                out, aux = out
+            if not isinstance(out, Tensor) or out.numel() != 1:
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                                   f"{'shape ' + str(list(out.shape)) if isinstance(out, Tensor) else type(out).__name__}")
+            flat = [x for group in diff for x in group]
+            gs = _grad_tree(out, flat)
+        res, k = [], 0
+        for group, spec in zip(diff, specs):
+            res.append(unflatten(spec, gs[k:k + len(group)]))
+            k += len(group)
+        g = res[0] if isinstance(argnums, int) else tuple(res)
+        g = _maybe_detach(g, tracked)
+        out = _maybe_detach(out, tracked)
+        if has_aux:
+            return g, (out, _maybe_detach(aux, tracked))
+        return g, out
+    return wrapper
+
+
+def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar-valued ``func`` with respect to ``args[argnums]``."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, v = gv(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func: Callable, *primals, has_aux: bool = False):
+    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal."""
+    tracked = _any_tracked(primals)
+    with enable_grad():
+        new_args, diff, specs = _split(primals, tuple(range(len(primals))))
+        out = func(*new_args)
+    aux = None
+    if has_aux:
+        out, aux = out
+
+    def vjp_fn(cotangents, retain_graph=True):
+        cots, _ = flatten(cotangents)
+        with enable_grad():
+            flat = [x for group in diff for x in group]
+            gs = _grad_tree(out, flat, cots)
+        res, k = [], 0
+        for group, spec in zip(diff, specs):
+            res.append(unflatten(spec, gs[k:k + len(group)]))
+            k += len(group)
+        return tuple(_maybe_detach(r, tracked) for r in res)
+    res_out = _maybe_detach(out, tracked)
+    return (res_out, vjp_fn, _maybe_detach(aux, tracked)) if has_aux else (res_out, vjp_fn)
+
+
+def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
+    """``(func(*primals), J·tangents)`` by the double-VJP construction: the VJP is linear
+    in its cotangent u, so differentiating <vjp(u), t> with respect to u gives J·t."""
+    tracked = _any_tracked(primals) or _any_tracked(tangents)
+    with enable_grad():
+        new_args, diff, specs = _split(primals, tuple(range(len(primals))))
+        out = func(*new_args)
+        aux = None
+        if has_aux:
+            out, aux = out
+        outs, ospec = flatten(out)
+        us = [zeros_like(o).requires_grad_(True) for o in outs]
+        flat = [x for group in diff for x in group]
+        gs = _grad_tree(outs, flat, us, create_graph=True)
+        tl, _ = flatten(list(tangents))
+        live = [(g, t) for g, t in zip(gs, tl) if g._rg]
+        if live:
+            ts = _autograd_grad([g for g, _ in live], us, [t for _, t in live], create_graph=True, allow_unused=True)
+        else:
+            ts = [None] * len(us)
+        ts = [t if t is not None else zeros_like(o) for t, o in zip(ts, outs)]
+    res = (_maybe_detach(out, tracked), _maybe_detach(unflatten(ospec, ts), tracked))
+    return res + (_maybe_detach(aux, tracked),) if has_aux else res
+
+
+def _jac_wrap(func, argnums, has_aux, build):
+    @functools.wraps(func)
+    def wrapper(*args):
+        nums = _argnums_tuple(argnums)
+        tracked = _any_tracked(args)
+        with enable_grad():
+            new_args, diff, specs = _split(args, nums)
+            out = func(*new_args)
+            aux = None
+            if has_aux:
+                out, aux = out
+            outs, ospec = flatten(out)
+            flat = [x for group in diff for x in group]
+            blocks = build(outs, flat)  # blocks[o][i]: Jacobian of output o w.r.t. flat input i
+        per_out = []
+        for o_blocks in blocks:
+            res, k = [], 0
+            for group, spec in zip(diff, specs):
+                res.append(unflatten(spec, o_blocks[k:k + len(group)]))
+                k += len(group)
+            per_out.append(res[0] if isinstance(argnums, int) else tuple(res))
+        jac = unflatten(ospec, per_out)
+        jac = _maybe_detach(jac, tracked)
+        return (jac, _maybe_detach(aux, tracked)) if has_aux else jac
+    return wrapper
+
+
+def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
+           chunk_size=None) -> Callable:
+    """The Jacobian by reverse mode: one VJP per output element."""
+    def build(outs, flat):
+        blocks = []
+        for o in outs:
+            rows = [[] for _ in flat]
+            n = o.numel()
+            for k in range(n):
+                onehot = zeros_like(o).detach()
+                onehot._data.reshape(-1)[k] = 1
+                gs = _grad_tree([o], flat, [onehot]) if o._rg else [zeros_like(x) for x in flat]
+                for i, g in enumerate(gs):
+                    rows[i].append(g)
+            blocks.append([O.reshape(O.stack(r, 0), tuple(o.shape) + tuple(x.shape)) if r else
+                           zeros_like(x) for r, x in zip(rows, flat)])
+        return blocks
+    return _jac_wrap(func, argnums, has_aux, build)
+
+
+def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
+           randomness: str = "error") -> Callable:
+    """The Jacobian by forward mode: one JVP per input element."""
+    def build(outs, flat):
+        us = [zeros_like(o).requires_grad_(True) for o in outs]
+        gs = _grad_tree(outs, flat, us, create_graph=True)
+        blocks = [[None] * len(flat) for _ in outs]
+        for i, x in enumerate(flat):
+            cols = [[] for _ in outs]
+            n = x.numel()
+            for k in range(n):
+                t = zeros_like(x).detach()
+                t._data.reshape(-1)[k] = 1
+                if gs[i]._rg:
+                    ts = _autograd_grad([gs[i]], us, [t], create_graph=True, allow_unused=True)
+                else:
+                    ts = [None] * len(us)
+                for j, (tt, o) in enumerate(zip(ts, outs)):
+                    cols[j].append(tt if tt is not None else zeros_like(o))
+            for j, o in enumerate(outs):
+                # stack over input elements last: [out..., in...]
+                st = O.stack(cols[j], -1) if cols[j] else zeros_like(o)
+                blocks[j][i] = O.reshape(st, tuple(o.shape) + tuple(x.shape))
+        return blocks
+    return _jac_wrap(func, argnums, has_aux, build)
+
+
+def hessian(func: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
+    """The Hessian: jacfwd of jacrev."""
+    return jacfwd(jacrev(func, argnums), argnums)

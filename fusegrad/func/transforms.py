@@ -1,0 +1,554 @@
+"""grad, vjp, jvp, jacrev, jacfwd and hessian as IR transforms.
+
+Each transform traces the function once per input signature into a Graph, applies the
+VJP or JVP pass (fusegrad.passes.autodiff: each primitive's vjp/jvp rule), optimizes the
+result and evaluates it on the actual argument Tensors through the dispatcher
+(``run_tensors``). So the results are differentiable by the eager engine when inputs
+require grad, transforms nest (an inner transform evaluated inside an outer trace records
+into it) and an outer ``compile``/``vmap`` traces straight through them.
+
+``jacrev`` evaluates the VJP graph once with its cotangent batched over the rows of an
+identity (the batching pass of vmap); ``jacfwd`` does the same with the JVP graph's
+tangent; ``hessian`` is ``jacfwd(jacrev)``.
+
+Transformed graphs are cached per (function, transform chain, input signature), guarded
+by the captured tensors (shape, dtype, requires_grad) and by the identity of the tensors
+the function's closure and globals refer to. Functions that cannot be traced (GraphBreak:
+data-dependent control flow, ``.item()``; or ``detach()``/``no_grad`` inside, whose
+stop-gradient the IR cannot express; in-place updates of arguments or captured tensors)
+run with the eager-autograd implementation in ``fusegrad.func.eager``."""
+from __future__ import annotations
+
+import functools
+import types
+import weakref
+from collections import OrderedDict
+from typing import Any, Callable, Sequence, Union
+
+import numpy as np
+
+from ..ir.graph import Var
+from ..passes.autodiff import jvp_graph, vjp_graph
+from ..passes.dce import dce
+from ..runtime import ops as O
+from ..runtime.grad_mode import STATE, enable_grad
+from ..runtime.interpreter import run_tensors
+from ..runtime.tensor import Tensor, wrap
+from ..tracer.trace import GraphBreak, Trace
+from . import eager as _eager
+from .pytree import flatten, unflatten
+from .vmap import _evaluate
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "STATS", "cache_clear"]
+
+# counters read by tests: "traces" (functions traced), "hits" (cached graphs reused),
+# "evaluations" (transformed graphs run unbatched), "batched_evaluations" (jacrev/jacfwd:
+# one batched run each), "fallbacks" (calls run by fusegrad.func.eager) with their reasons
+STATS: dict = {"traces": 0, "hits": 0, "evaluations": 0, "batched_evaluations": 0, "fallbacks": 0,
+               "fallback_reasons": []}
+MAX_SIGNATURES = 8  # cached signatures per (function, transform chain)
+
+
+class _Fallback(Exception):
+    """This call runs with the eager-autograd implementation; the message says why."""
+
+
+def _argnums_tuple(argnums) -> tuple:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+# ------------------------------------------------------------------ tracing
+class _FuncTrace(Trace):
+    """A Trace that notes what the IR cannot differentiate faithfully (``no_grad`` regions)
+    and snapshots captured tensors, so that in-place updates of them are undone and the
+    call falls back to eager."""
+
+    def __init__(self):
+        super().__init__()
+        self.snaps: list = []
+        self._snapped: set = set()
+
+    def _snap(self, x) -> None:
+        if id(x) not in self._snapped and not (type(x._data) is Var and x._data.trace is self):
+            self._snapped.add(id(x))
+            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
+
+    touch = _snap  # called before a tensor's .grad is reassigned
+
+    def lift(self, x):
+        if isinstance(x, Tensor):
+            self._snap(x)
+        return super().lift(x)
+
+    def mutated(self) -> bool:
+        return any(h._data is not d or h._grad is not g for h, d, g, *_ in self.snaps)
+
+    def restore(self) -> None:
+        for h, data, grad, fn, nr, rg in reversed(self.snaps):
+            h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
+
+
+class _Entry:
+    """One traced signature: the source graph (outputs: the function's output leaves, then
+    aux tensors), where outputs go, and the transformed graphs derived from it."""
+
+    def __init__(self, graph, n_out, out_spec, aux_slots, aux_spec, guard):
+        self.graph = graph
+        self.n_out = n_out
+        self.out_spec = out_spec
+        self.aux_slots = aux_slots  # per aux leaf: ("t", graph output index) or ("v", value)
+        self.aux_spec = aux_spec
+        self.guard = guard  # None: not reusable (captures values of an enclosing trace)
+        self.derived: dict = {}
+
+    def get(self, key, build: Callable):
+        v = self.derived.get(key)
+        if v is None:
+            v = self.derived[key] = build()
+        return v
+
+    def consts(self) -> list:
+        return _const_values(self.graph)
+
+    def outs(self, res: list) -> list:
+        return list(res[:self.n_out])
+
+    def aux(self, res: list):
+        return unflatten(self.aux_spec, [res[s[1]] if s[0] == "t" else s[1] for s in self.aux_slots])
+
+
+def _const_values(graph) -> list:
+    from ..tracer.rng import RngKey
+    return [wrap(h.draw()) if isinstance(h, RngKey) else h for _, h in graph.consts]
+
+
+def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:
+    tr = _FuncTrace()
+    try:
+        with tr, enable_grad():
+            tleaves = [wrap(tr.new_input(x._data.shape, x._data.dtype)) if isinstance(x, Tensor) else x
+                       for x in leaves]
+            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+            args, kwargs = unflatten(spec, tleaves)
+            out = func(*args, **kwargs)
+            STATS["traces"] += 1
+            aux = None
+            if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise _Fallback("has_aux=True but the function did not return a pair")
+                out, aux = out
+            out_leaves, out_spec = flatten(out)
+            if not all(isinstance(o, Tensor) for o in out_leaves):
+                raise _Fallback("the function returned a non-Tensor output")
+            g = tr.graph
+            g.outputs = [tr.lift(o) for o in out_leaves]
+            aux_leaves, aux_spec = flatten(aux)
+            slots = []
+            for a in aux_leaves:
+                if isinstance(a, Tensor):
+                    slots.append(("t", len(g.outputs)))
+                    g.outputs.append(tr.lift(a))
+                else:
+                    slots.append(("v", a))
+        if any(t._data is not v for t, v in inputs):
+            raise _Fallback("in-place update of an argument inside the function")
+        if tr.mutated():
+            raise _Fallback("in-place update of a captured tensor inside the function")
+    finally:
+        tr.restore()
+    holders = [h for _, h in g.consts]
+    reusable = not any(type(h._data) is Var for h in holders)
+    guard = _const_guard(holders) if reusable else None
+    return _Entry(g, len(out_leaves), out_spec, slots, aux_spec, guard)
+
+
+def _const_guard(holders) -> tuple:
+    return tuple((id(h), tuple(h._data.shape), h._data.dtype.str, h._rg) for h in holders)
+
+
+def _optimized(graph):
+    """The pipeline's cleanup (CSE, folding, DCE) of a transformed graph; unchanged if a
+    pass cannot handle it."""
+    from ..passes.pipeline import optimize
+    try:
+        return optimize(graph)
+    except Exception:  # noqa: BLE001 - an optimization is never required for correctness
+        return graph
+
+
+# ------------------------------------------------------------------ cache
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _chain_of(func) -> tuple:
+    """(base function, transform chain) for cache keys: hessian(f) built anew each call
+    still finds the graphs traced for jacfwd(jacrev(f))."""
+    return getattr(func, "_fg_chain", (func, ()))
+
+
+def _collect(v, out: list, depth: int) -> None:
+    if isinstance(v, Tensor):
+        out.append(id(v))
+    elif isinstance(v, (tuple, list)) and len(v) <= 64:
+        out.extend(id(x) for x in v if isinstance(x, Tensor))
+    elif isinstance(v, dict) and len(v) <= 64:
+        out.extend(id(x) for x in v.values() if isinstance(x, Tensor))
+    elif hasattr(v, "named_parameters") and hasattr(v, "_locate"):
+        out.extend(id(p) for _, p in v.named_parameters())
+    elif depth > 0 and getattr(v, "__code__", None) is not None:
+        _refs(v, out, depth - 1)
+
+
+def _code_names(code, acc: list) -> list:
+    acc.extend(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            _code_names(c, acc)
+    return acc
+
+
+def _refs(fn, out: list, depth: int = 1) -> None:
+    if hasattr(fn, "__self__") and not isinstance(fn.__self__, types.ModuleType):
+        _collect(fn.__self__, out, 0)
+    fn = getattr(fn, "__func__", fn)
+    if isinstance(fn, functools.partial):
+        for a in list(fn.args) + list(fn.keywords.values()):
+            _collect(a, out, depth)
+        fn = fn.func
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        if hasattr(fn, "named_parameters"):
+            _collect(fn, out, 0)
+        return
+    for c in getattr(fn, "__closure__", None) or ():
+        try:
+            _collect(c.cell_contents, out, depth)
+        except ValueError:  # empty cell
+            pass
+    for d in getattr(fn, "__defaults__", None) or ():
+        _collect(d, out, depth)
+    g = getattr(fn, "__globals__", {})
+    for n in _code_names(code, []):
+        if n in g:
+            _collect(g[n], out, depth)
+
+
+def _closure_key(base) -> tuple:
+    """Ids of the tensors ``base`` refers to through closure cells, defaults and globals:
+    rebinding one of them (a new batch in a global) invalidates the cached graphs."""
+    out: list = []
+    _refs(base, out)
+    return tuple(out)
+
+
+def _entry(func, chain_key: tuple, leaves: list, spec, has_aux: bool) -> _Entry:
+    from ..tracer.guards import _spec_key
+    base, chain = _chain_of(func)
+    sig = (chain + chain_key, has_aux, _spec_key(spec), STATE.enabled,
+           tuple(("T", x._data.shape, x._data.dtype.str, x._rg) if isinstance(x, Tensor)
+                 else ("V", type(x).__qualname__, _hashable(x)) for x in leaves))
+    try:
+        per = _CACHE.get(base)
+        if per is None:
+            per = _CACHE[base] = OrderedDict()
+    except TypeError:  # not weak-referenceable or not hashable: no cache
+        per = None
+    ck = _closure_key(base) if per is not None else None
+    if per is not None:
+        e = per.get(sig)
+        if e is not None and e[0] == ck and e[1].guard == _const_guard([h for _, h in e[1].graph.consts]):
+            STATS["hits"] += 1
+            per.move_to_end(sig)
+            return e[1]
+    e = _trace(func, leaves, spec, has_aux)
+    if per is not None and e.guard is not None:
+        per[sig] = (ck, e)
+        while len(per) > MAX_SIGNATURES:
+            per.popitem(last=False)
+    return e
+
+
+def _hashable(x):
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return repr(x)
+
+
+def cache_clear() -> None:
+    """Drop every cached transformed graph."""
+    _CACHE.clear()
+
+
+# ------------------------------------------------------------------ argument bookkeeping
+class _Args:
+    """The flattened call: leaves, the graph-input position of each tensor leaf, and
+    per positional argument its leaf range and pytree spec."""
+
+    def __init__(self, args: tuple, kwargs: dict):
+        self.leaves, self.spec = flatten((list(args), dict(kwargs)))
+        self.tensors = [x for x in self.leaves if isinstance(x, Tensor)]
+        self.input_pos, k = [], 0
+        for x in self.leaves:
+            self.input_pos.append(k if isinstance(x, Tensor) else None)
+            k += isinstance(x, Tensor)
+        self.ranges, self.specs, k = [], [], 0
+        for a in args:
+            ls, s = flatten(a)
+            self.ranges.append((k, k + len(ls)))
+            self.specs.append(s)
+            k += len(ls)
+
+    def wrt(self, nums: Sequence[int]) -> list:
+        """Graph-input positions of the leaves of ``args[nums]``; every one must be a
+        floating Tensor."""
+        out = []
+        for i in nums:
+            if not -len(self.ranges) <= i < len(self.ranges):
+                raise _Fallback(f"argnums {i} out of range")
+            lo, hi = self.ranges[i]
+            for j in range(lo, hi):
+                x = self.leaves[j]
+                if not isinstance(x, Tensor) or not _is_float(x._data.dtype):
+                    raise _Fallback("differentiating with respect to a non-floating or non-Tensor input")
+                out.append(self.input_pos[j])
+        return out
+
+    def group(self, nums: Sequence[int], flat: list, argnums):
+        """``flat`` (one per leaf of args[nums]) rebuilt per argument, as torch.func."""
+        res, k = [], 0
+        for i in nums:
+            lo, hi = self.ranges[i]
+            res.append(unflatten(self.specs[i], flat[k:k + hi - lo]))
+            k += hi - lo
+        return res[0] if isinstance(argnums, int) else tuple(res)
+
+
+def _fallback(reason: str) -> None:
+    STATS["fallbacks"] += 1
+    if len(STATS["fallback_reasons"]) < 100:
+        STATS["fallback_reasons"].append(reason)
+
+
+def _run(graph, values: list) -> list:
+    STATS["evaluations"] += 1
+    return run_tensors(graph, values + _const_values(graph))
+
+
+def _batched(graph, values: list, randomness: str) -> list:
+    """One evaluation of ``graph`` with the batching pass; ``values``: (tensor, bdim) per
+    graph input. Returns (tensor, bdim) per output."""
+    STATS["batched_evaluations"] += 1
+    return _evaluate(graph, values, randomness)
+
+
+def _front(t: Tensor, bdim, size: int) -> Tensor:
+    """``t`` with its batch axis first (broadcast when unbatched)."""
+    if bdim is None:
+        shape = tuple(t._data.shape)
+        return O.broadcast_to(O.reshape(t, (1,) + shape), (size,) + shape)
+    return t if bdim == 0 else O.movedim(t, bdim, 0)
+
+
+def _unbatched(t: Tensor, bdim) -> Tensor:
+    return t if bdim is None else O.select(t, bdim, 0)
+
+
+# ------------------------------------------------------------------ transforms
+def _mark(wrapper, func, kind: tuple):
+    base, chain = _chain_of(func)
+    wrapper._fg_chain = (base, chain + (kind,))
+    return wrapper
+
+
+def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
+    """``f -> (grad of f, f)`` for a scalar-valued f (with aux: ``(grad, (value, aux))``)."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            a = _Args(args, kwargs)
+            wrt = a.wrt(nums)
+            e = _entry(func, ("grad", nums), a.leaves, a.spec, has_aux)
+            o = e.graph.outputs[0] if e.n_out == 1 else None
+            if o is None or o.size != 1 or not _is_float(o.dtype):
+                raise _Fallback("the output is not one floating scalar")
+            g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0])))
+            ones = e.get(("ones",), lambda: wrap(np.ones(o.shape, o.dtype)))
+        except (GraphBreak, _Fallback) as ex:
+            _fallback(getattr(ex, "reason", str(ex)))
+            return _eager.grad_and_value(func, argnums, has_aux)(*args, **kwargs)
+        res = _run(g, a.tensors + e.consts() + [ones])
+        n = len(e.graph.outputs)
+        gr = a.group(nums, res[n:], argnums)
+        value = unflatten(e.out_spec, e.outs(res))
+        return (gr, (value, e.aux(res))) if has_aux else (gr, value)
+    return _mark(wrapper, func, ("grad", nums, has_aux))
+
+
+def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar-valued ``func`` with respect to ``args[argnums]``."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, v = gv(*args, **kwargs)
+        return (g, v[1]) if has_aux else g
+    wrapper._fg_chain = gv._fg_chain
+    return wrapper
+
+
+def vjp(func: Callable, *primals, has_aux: bool = False):
+    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal."""
+    try:
+        a = _Args(primals, {})
+        wrt = a.wrt(range(len(primals)))
+        e = _entry(func, ("vjp",), a.leaves, a.spec, has_aux)
+    except (GraphBreak, _Fallback) as ex:
+        _fallback(getattr(ex, "reason", str(ex)))
+        return _eager.vjp(func, *primals, has_aux=has_aux)
+    values = a.tensors + e.consts()
+    res = _run(e.graph, values)
+    outs = e.outs(res)
+    diff = [i for i in range(e.n_out) if _is_float(e.graph.outputs[i].dtype)]
+
+    def build():
+        j = vjp_graph(e.graph, wrt, diff)
+        j.outputs = j.outputs[len(e.graph.outputs):]
+        return _optimized(dce(j))
+    g = e.get(("vjp", tuple(wrt), tuple(diff)), build)
+
+    def vjp_fn(cotangents, retain_graph=True):
+        cots, _ = flatten(cotangents)
+        if len(cots) != e.n_out:
+            raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of "
+                               f"outputs to the function: {len(cots)} cotangents for {e.n_out} outputs")
+        cs = [cots[i] if isinstance(cots[i], Tensor) else O.as_t(cots[i]) for i in diff]
+        grads = _run(g, values + cs)
+        return tuple(a.group([i], grads[a.ranges[i][0]:a.ranges[i][1]], i) for i in range(len(primals)))
+    out = unflatten(e.out_spec, outs)
+    return (out, vjp_fn, e.aux(res)) if has_aux else (out, vjp_fn)
+
+
+def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
+    """``(func(*primals), J·tangents)`` by the JVP pass: one evaluation of the forward-mode
+    graph."""
+    try:
+        if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+            raise _Fallback("primals and tangents must be tuples")
+        a = _Args(tuple(primals), {})
+        wrt = a.wrt(range(len(primals)))
+        tl, _ = flatten(list(tangents))
+        if len(tl) != len(wrt) or not all(isinstance(t, Tensor) for t in tl):
+            raise _Fallback("tangents do not match the primals")
+        e = _entry(func, ("jvp",), a.leaves, a.spec, has_aux)
+    except (GraphBreak, _Fallback) as ex:
+        _fallback(getattr(ex, "reason", str(ex)))
+        return _eager.jvp(func, primals, tangents, has_aux=has_aux)
+    g = e.get(("jvp", tuple(wrt)), lambda: _optimized(jvp_graph(e.graph, wrt)))
+    res = _run(g, a.tensors + e.consts() + tl)
+    n = len(e.graph.outputs)
+    out = unflatten(e.out_spec, e.outs(res))
+    tout = unflatten(e.out_spec, res[n:n + e.n_out])
+    return (out, tout, e.aux(res)) if has_aux else (out, tout)
+
+
+def _eye_blocks(sizes: list, shapes: list, dtypes: list) -> list:
+    """Rows of an identity of order sum(sizes), split into one block per piece and
+    reshaped to (N, *shape): the batched one-hot cotangents/tangents."""
+    n = sum(sizes)
+    eye = np.eye(n)
+    out, k = [], 0
+    for s, shp, dt in zip(sizes, shapes, dtypes):
+        out.append(wrap(np.ascontiguousarray(eye[:, k:k + s], dtype=dt).reshape((n,) + tuple(shp))))
+        k += s
+    return out
+
+
+def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
+    nums = _argnums_tuple(argnums)
+
+    def wrapper(*args, **kwargs):
+        try:
+            a = _Args(args, kwargs)
+            wrt = a.wrt(nums)
+            e = _entry(func, (kind, nums), a.leaves, a.spec, has_aux)
+            outs = e.graph.outputs[:e.n_out]
+            if not all(_is_float(o.dtype) for o in outs):
+                raise _Fallback("a non-floating output")
+            ins = [a.tensors[i] for i in wrt]
+            if kind == "jacrev":
+                g = e.get(("vjp", tuple(wrt), e.n_out), lambda: _optimized(
+                    vjp_graph(e.graph, wrt, list(range(e.n_out)))))
+                seeds = e.get(("eye", tuple(wrt)), lambda: _eye_blocks(
+                    [o.size for o in outs], [o.shape for o in outs], [o.dtype for o in outs]))
+            else:
+                g = e.get(("jvp", tuple(wrt)), lambda: _optimized(jvp_graph(e.graph, wrt)))
+                seeds = e.get(("eye", tuple(wrt)), lambda: _eye_blocks(
+                    [int(np.prod(x._data.shape, dtype=np.int64)) for x in ins],
+                    [x._data.shape for x in ins], [x._data.dtype for x in ins]))
+            size = int(seeds[0]._data.shape[0]) if seeds else 0
+            if size == 0:
+                raise _Fallback("an empty Jacobian")
+        except (GraphBreak, _Fallback) as ex:
+            _fallback(getattr(ex, "reason", str(ex)))
+            fn = _eager.jacrev if kind == "jacrev" else _eager.jacfwd
+            return fn(func, argnums, has_aux=has_aux)(*args, **kwargs)
+        n = len(e.graph.outputs)
+        vals = [(x, None) for x in a.tensors] + [(c, None) for c in e.consts()] + [(s, 0) for s in seeds]
+        res = _batched(g, vals, randomness)
+        fwd = [_unbatched(t, d) for t, d in res[:n]]
+        if kind == "jacrev":
+            # res[n + i]: (N, *x_i.shape), row r = d out_flat[r] / d x_i
+            grads = [_front(t, d, size) for t, d in res[n:]]
+            blocks, off = [], 0
+            for o in outs:
+                m = o.size
+                blocks.append([O.reshape(gi if m == size else gi[off:off + m], o.shape + tuple(x._data.shape))
+                               for gi, x in zip(grads, ins)])
+                off += m
+        else:
+            # res[n + j]: (N, *o_j.shape), row r = d o_j / d x_flat[r]
+            touts = [_front(t, d, size) for t, d in res[n:n + e.n_out]]
+            blocks = []
+            for o, t in zip(outs, touts):
+                row, off = [], 0
+                for x in ins:
+                    k = int(np.prod(x._data.shape, dtype=np.int64))
+                    piece = t if k == size else t[off:off + k]
+                    piece = O.reshape(piece, (k, o.size)).T
+                    row.append(O.reshape(piece, o.shape + tuple(x._data.shape)))
+                    off += k
+                blocks.append(row)
+        jac = unflatten(e.out_spec, [a.group(nums, b, argnums) for b in blocks])
+        if has_aux:
+            return jac, e.aux(fwd)
+        return jac
+    return wrapper
+
+
+def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
+           chunk_size=None) -> Callable:
+    """The Jacobian by reverse mode: the VJP graph evaluated once with its cotangent
+    batched over the rows of an identity. ``chunk_size`` is accepted for compatibility."""
+    w = functools.wraps(func)(_jac_call(func, argnums, has_aux, "jacrev", "same"))
+    return _mark(w, func, ("jacrev", _argnums_tuple(argnums), has_aux))
+
+
+def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
+           randomness: str = "error") -> Callable:
+    """The Jacobian by forward mode: the JVP graph evaluated once with its tangent batched
+    over the rows of an identity."""
+    w = functools.wraps(func)(_jac_call(func, argnums, has_aux, "jacfwd", randomness))
+    return _mark(w, func, ("jacfwd", _argnums_tuple(argnums), has_aux, randomness))
+
+
+def hessian(func: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
+    """The Hessian: jacfwd of jacrev."""
+    return jacfwd(jacrev(func, argnums), argnums)
