@@ -247,16 +247,27 @@ def floor_divide(a, b):
     return div(a, b, rounding_mode="floor")
 
 
+def _modulo(a, b, rounding, name):
+    """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
+    exact while |a| < 2**53, and come back in their own dtype."""
+    a, b = _promote2(as_t(a), b)
+    t = a if isinstance(a, Tensor) else b
+    if t._data.dtype.kind == "f":
+        return named(sub(a, mul(rounding(div(a, b)), b)), name)
+    f64 = np.dtype(np.float64)
+    af = P.cast(a, dtype=f64) if isinstance(a, Tensor) else float(a)
+    bf = P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b)
+    return P.cast(sub(af, mul(rounding(div(af, bf)), bf)), dtype=t._data.dtype)
+
+
 def remainder(a, b):
-    a_ = as_t(a)
-    q = floor(div(a_, b)) if a_._data.dtype.kind == "f" or (isinstance(b, float)) else None
-    if q is None:
-        a2, b2 = _promote2(a_, b)
-        return wrap(np.remainder(a2._data, b2._data if isinstance(b2, Tensor) else b2))
-    return named(sub(a_, mul(q, b)), "RemainderBackward0")
+    """Python's modulo: the result takes the divisor's sign."""
+    return _modulo(a, b, floor, "RemainderBackward0")
 
 
-fmod = remainder
+def fmod(a, b):
+    """C's fmod: the result takes the dividend's sign."""
+    return _modulo(a, b, trunc, "FmodBackward0")
 
 
 def pow(a, b):
