@@ -1,0 +1,18 @@
+"""``python -m benchmarks [W1 ...] [--quick]``.
+
+NumPy's OpenBLAS is slowed on these machines by ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE``;
+BLAS reads them when it loads, so this process re-executes itself without them before
+anything imports NumPy (only the benchmark command does this, never tests or CI). Compiler
+caches point at a fresh temporary directory so that first calls are cold compiles."""
+import os
+import sys
+
+_SLOW_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+if any(name in os.environ for name in _SLOW_BLAS):
+    _env = {k: v for k, v in os.environ.items() if k not in _SLOW_BLAS}
+    os.execve(sys.executable, [sys.executable, "-m", "benchmarks", *sys.argv[1:]], _env)
+
+from .cli import main  # noqa: E402  (after the re-exec: NumPy must load with the clean environment)
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,207 @@
+"""Timing and correctness checks shared by every workload.
+
+Fair-measurement rules (../shared/BENCHMARKS.md): the first call (trace + compile) is timed
+on its own; then every system is warmed up and timed call by call, the systems alternating
+in a rotating order so that drift on these shared machines hits all of them alike; the
+figure is the median. Every result is checked against fusegrad eager, and fusegrad eager
+against PyTorch eager."""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .systems import FG_EAGER, TORCH_EAGER, Prepared, Unavailable
+
+
+@dataclass
+class Entry:
+    """One system's implementation of a task. ``build`` imports the system, converts the
+    inputs and wraps the function for compiling (compilers trace on the first call, which
+    is what "first call" times); ``comparable`` is False for floors whose
+    result is not the workload's (the GEMMs of W2 alone)."""
+
+    system: str
+    build: Callable[[], Prepared]
+    comparable: bool = True
+
+
+@dataclass
+class Task:
+    """One timed quantity of a workload (W1 grad, W1 forward, ...), with its tolerances."""
+
+    workload: str
+    name: str
+    entries: list[Entry]
+    rtol: float
+    atol: float
+
+
+@dataclass
+class Timing:
+    """How hard to measure: warm-up calls, at least ``min_reps`` timed calls per system, more
+    while a task's rotation fits ``budget_s``."""
+
+    warmup: int = 3
+    min_reps: int = 20
+    max_reps: int = 300
+    budget_s: float = 4.0
+
+
+@dataclass
+class Row:
+    """The measured figures of one system on one task (times in ms; None when skipped)."""
+
+    workload: str
+    task: str
+    system: str
+    median_ms: Optional[float] = None
+    first_ms: Optional[float] = None
+    reps: int = 0
+    check: str = "n/a"
+    max_abs_err: Optional[float] = None
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+    against: str = ""
+    note: str = ""
+    fallback: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def to_numpy(obj: Any) -> list[np.ndarray]:
+    """The arrays in a (nested tuple/list of) fusegrad, torch, JAX or NumPy result, copied so
+    later in-place updates (SGD steps) cannot change them."""
+    if isinstance(obj, (tuple, list)):
+        return [a for item in obj for a in to_numpy(item)]
+    if hasattr(obj, "detach"):  # fusegrad and torch tensors
+        obj = obj.detach().numpy()
+    return [np.array(obj, copy=True)]
+
+
+def compare(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> tuple[bool, float]:
+    """Whether ``got`` matches ``want`` within ``allclose(rtol, atol)``, and the max abs error."""
+    if len(got) != len(want) or any(g.shape != w.shape for g, w in zip(got, want)):
+        return False, float("inf")
+    err = max((float(np.max(np.abs(g.astype(np.float64) - w))) if g.size else 0.0 for g, w in zip(got, want)),
+              default=0.0)
+    ok = all(np.allclose(g, w, rtol=rtol, atol=atol) for g, w in zip(got, want))
+    return ok, err
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _first_calls(task: Task, rows: dict[str, Row]) -> tuple[dict[str, Prepared], dict[str, list[np.ndarray]]]:
+    """Build each system and call it once (that call timed: the first call), keeping its outputs."""
+    live: dict[str, Prepared] = {}
+    outputs: dict[str, list[np.ndarray]] = {}
+    for entry in task.entries:
+        row = rows[entry.system]
+        try:
+            prepared = entry.build()  # imports, input conversion: not part of the first call
+            gc.collect()
+            start = time.perf_counter()
+            result = prepared.call()
+            row.first_ms = (time.perf_counter() - start) * 1e3
+        except Unavailable as exc:
+            row.note = f"skipped: {exc}"
+            continue
+        except Exception as exc:  # a system failing here is a finding to report, not a crash
+            row.note = f"failed: {_short(exc)}"
+            continue
+        live[entry.system] = prepared
+        if entry.comparable:
+            outputs[entry.system] = to_numpy(result)
+        else:
+            row.check = "n/a (not the workload's result)"
+    return live, outputs
+
+
+def _check(task: Task, rows: dict[str, Row], outputs: dict[str, list[np.ndarray]]) -> None:
+    """Each system against fusegrad eager; fusegrad eager against PyTorch eager."""
+    for system, got in outputs.items():
+        against = TORCH_EAGER if system == FG_EAGER else FG_EAGER
+        row = rows[system]
+        if against not in outputs:
+            row.check = f"n/a ({against} did not run)"
+            continue
+        ok, err = compare(got, outputs[against], task.rtol, task.atol)
+        row.check, row.max_abs_err, row.against = ("ok" if ok else "FAIL"), err, against
+        row.rtol, row.atol = task.rtol, task.atol
+
+
+def _timed(call: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def _time_interleaved(live: dict[str, Prepared], timing: Timing) -> dict[str, list[float]]:
+    """Warm up, then time the systems call by call in a rotating order."""
+    names = list(live)
+    if not names:
+        return {}
+    warm = {n: min(_timed(live[n].call) for _ in range(max(timing.warmup, 1))) for n in names}
+    per_round = sum(warm.values())
+    reps = int(min(max(timing.budget_s / max(per_round, 1e-9), timing.min_reps), timing.max_reps))
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(_timed(live[name].call))
+    return samples
+
+
+def _record_compiler_state(row: Row, prepared: Prepared) -> None:
+    row.fallback = prepared.fallback_reason()
+    notes = prepared.compiler_notes()
+    if notes:
+        row.note = "; ".join(([row.note] if row.note else []) + [f"compiler: {n}" for n in notes])
+
+
+def run_task(task: Task, timing: Timing) -> list[Row]:
+    """All figures of one task: first call, correctness, then the interleaved medians."""
+    rows = {e.system: Row(task.workload, task.name, e.system) for e in task.entries}
+    live, outputs = _first_calls(task, rows)
+    _check(task, rows, outputs)
+    for system, samples in _time_interleaved(live, timing).items():
+        rows[system].median_ms = statistics.median(samples) * 1e3
+        rows[system].reps = len(samples)
+    for system, prepared in live.items():
+        # asked after timing: a recompile past the limit falls back late
+        _record_compiler_state(rows[system], prepared)
+    return list(rows.values())
+
+
+def check_task(task: Task, systems: Optional[set[str]] = None) -> list[Row]:
+    """One call per system (no timing) and the correctness checks: the smoke test's path."""
+    if systems is not None:
+        task = Task(task.workload, task.name, [e for e in task.entries if e.system in systems], task.rtol, task.atol)
+    rows = {e.system: Row(task.workload, task.name, e.system) for e in task.entries}
+    live, outputs = _first_calls(task, rows)
+    _check(task, rows, outputs)
+    for system, prepared in live.items():
+        _record_compiler_state(rows[system], prepared)
+    return list(rows.values())
+
+
+@dataclass
+class Results:
+    """What a workload measured: timed rows, W5's memory figures, W6's first calls."""
+
+    rows: list[Row] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)
+    first_call: list[dict] = field(default_factory=list)
+
+
+def run_tasks(tasks: list[Task], timing: Timing) -> Results:
+    """Each task in turn (tasks are not interleaved: systems within a task are)."""
+    return Results(rows=[row for task in tasks for row in run_task(task, timing)])

@@ -1,0 +1,15 @@
+"""The workloads by id, in BENCHMARKS.md's order."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import w1_elementwise, w2_mlp, w3_chain, w4_transforms, w5_remat, w6_first_call
+
+WORKLOADS: dict[str, ModuleType] = {
+    "W1": w1_elementwise,
+    "W2": w2_mlp,
+    "W3": w3_chain,
+    "W4": w4_transforms,
+    "W5": w5_remat,
+    "W6": w6_first_call,
+}

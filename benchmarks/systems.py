@@ -1,0 +1,109 @@
+"""The systems compared, loaded on demand so that a missing one skips its rows.
+
+Every loader raises :class:`Unavailable` with a readable note instead of letting an
+ImportError escape: the suite must run (and say what it skipped) wherever only fusegrad
+and NumPy are installed, as in CI."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Optional
+
+import fusegrad
+
+FG_EAGER = "fusegrad eager"
+FG_COMPILED = "fusegrad compiled"
+TORCH_EAGER = "PyTorch eager"
+TORCH_COMPILE = "torch.compile"
+JAX_JIT = "JAX jit"
+
+#: The systems every fusegrad figure is quoted against, as ratios.
+ANCHORS = (TORCH_EAGER, TORCH_COMPILE, JAX_JIT)
+
+#: Threads for every system (BENCHMARKS.md: both cores in use).
+THREADS = 2
+
+
+class Unavailable(Exception):
+    """A system cannot run here (not installed, or it failed to build); the message says why."""
+
+
+@functools.cache
+def torch() -> ModuleType:
+    """PyTorch, limited to both cores."""
+    try:
+        import torch as _torch
+    except ImportError as exc:
+        raise Unavailable(f"torch not installed ({exc})") from None
+    _torch.set_num_threads(THREADS)
+    return _torch
+
+
+@functools.cache
+def jax() -> ModuleType:
+    """JAX, in its default float32 mode."""
+    try:
+        import jax as _jax
+    except ImportError as exc:
+        raise Unavailable(f"jax not installed ({exc})") from None
+    return _jax
+
+
+def torch_compile(fn: Callable) -> Callable:
+    """``torch.compile(fn)``; compile errors surface on the first call and are reported there."""
+    return torch().compile(fn)
+
+
+def jax_jit(fn: Callable) -> Callable[..., Any]:
+    """``jax.jit(fn)`` wrapped to block until the result is computed (JAX dispatches asynchronously)."""
+    jitted = jax().jit(fn)
+    block = jax().block_until_ready
+    return lambda *args: block(jitted(*args))
+
+
+@dataclass
+class Prepared:
+    """A zero-argument call ready to be timed, and how to ask it whether it fell back to eager."""
+
+    call: Callable[[], Any]
+    fallback_reason: Callable[[], Optional[str]] = lambda: None
+    compiler_notes: Callable[[], list[str]] = lambda: []
+
+
+class FusegradCompiled:
+    """``fusegrad.compile(fn, **options)``, or ``fn`` itself (flagged) while compile is missing.
+
+    The compiler is being built alongside this suite; when it is absent or records a
+    fallback in ``cache_info()``, its rows still run and say so instead of vanishing."""
+
+    def __init__(self, fn: Callable, **options: Any):
+        compile_ = getattr(fusegrad, "compile", None)
+        self.missing = compile_ is None
+        self.fn = fn if self.missing else compile_(fn, **options)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def fallback_reason(self) -> Optional[str]:
+        """None when the compiled path ran; otherwise why it ran eagerly."""
+        if self.missing:
+            return "fusegrad.compile is missing"
+        info = getattr(self.fn, "cache_info", lambda: {})()
+        if not info.get("fallbacks"):
+            return None
+        breaks = [str(b) for b in info.get("graph_breaks") or []]
+        return "; ".join(breaks) or f"{info['fallbacks']} fallback(s) recorded by cache_info()"
+
+    def compiler_notes(self) -> list[str]:
+        """``cache_info()["notes"]`` (e.g. a backend substituted), worth showing beside a figure."""
+        if self.missing:
+            return []
+        return [str(n) for n in getattr(self.fn, "cache_info", lambda: {})().get("notes") or []]
+
+
+def fusegrad_compiled(make_call: Callable[[Callable], Callable[[], Any]], fn: Callable,
+                      **options: Any) -> Prepared:
+    """Compile ``fn`` and bind it with ``make_call`` into a :class:`Prepared`."""
+    compiled = FusegradCompiled(fn, **options)
+    return Prepared(make_call(compiled), compiled.fallback_reason, compiled.compiler_notes)

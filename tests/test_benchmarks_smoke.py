@@ -1,0 +1,60 @@
+"""The benchmark suite runs: each workload once at its tiny (--quick) size through the same
+code paths as ``python -m benchmarks``, fusegrad eager and compiled checked against each
+other and against the NumPy floor, and PyTorch eager where installed. No timing asserts.
+torch.compile and JAX are left to the benchmark command: their compiles take seconds to
+minutes, and CI installs neither."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from benchmarks import systems as S
+from benchmarks.harness import check_task
+from benchmarks.registry import WORKLOADS
+from benchmarks.w1_elementwise import numpy_grad
+from benchmarks.w5_remat import REMATS, compiled_name
+from benchmarks.worker import run_worker
+
+FUSEGRAD_SYSTEMS = {S.FG_EAGER, S.FG_COMPILED, *(compiled_name(r) for r in REMATS)}
+FLOORS = {"NumPy by hand", "NumPy GEMMs only (8)"}
+OPTIONAL = {S.TORCH_EAGER} if importlib.util.find_spec("torch") else set()
+
+
+@pytest.mark.parametrize("workload", ["W1", "W2", "W3", "W4", "W5"])
+def test_workload_runs_and_matches_eager(workload):
+    for task in WORKLOADS[workload].tasks("quick"):
+        rows = check_task(task, FUSEGRAD_SYSTEMS | FLOORS | OPTIONAL)
+        assert rows, f"{workload} {task.name} has no fusegrad entries"
+        for row in rows:
+            label = f"{workload} {task.name} {row.system}"
+            assert not row.note.startswith("failed"), f"{label}: {row.note}"
+            if row.system == S.FG_EAGER and S.TORCH_EAGER not in OPTIONAL:
+                continue  # its check is against PyTorch eager
+            assert row.check.startswith(("ok", "n/a (not the workload's")), \
+                f"{label}: {row.check}, max abs err {row.max_abs_err} vs {row.against}"
+
+
+def test_w1_numpy_gradient_matches_float64_finite_differences():
+    x = np.linspace(-3, 3, 7)
+    eps = 1e-6
+    fd = np.array([(np.sum(numpy_grad(x + eps * e)[1]) - np.sum(numpy_grad(x - eps * e)[1])) / (2 * eps)
+                   for e in np.eye(len(x))])
+    np.testing.assert_allclose(numpy_grad(x)[0], fd, rtol=1e-6, atol=1e-8)
+
+
+def test_w5_memory_worker_reports_peaks():
+    result = run_worker(["memory", "W5", "grad", S.FG_EAGER, "quick"])
+    assert "error" not in result, result["error"]
+    assert result["tracemalloc_mib"] > 0
+    assert result["rss_first_mib"] >= 0
+
+
+def test_w6_first_call_worker_with_empty_and_warm_cache(tmp_path):
+    env = {**os.environ, "FUSEGRAD_CACHE_DIR": str(tmp_path)}
+    for _ in ("empty", "warm"):
+        result = run_worker(["first-call", "W3", "grad", S.FG_COMPILED, "quick"], env=env)
+        assert "error" not in result, result["error"]
+        assert result["first_ms"] > 0
