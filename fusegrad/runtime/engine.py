@@ -108,9 +108,10 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
         while ready:
             node = ready.popleft()
             gs = buffers.pop(node, None) or [None] * node.n_outputs
-            for g in gs:  # once handed to a node a sum may be returned as is: no longer ours
-                if g is not None:
-                    owned.pop(id(g), None)
+            if owned:  # once handed to a node a sum may be returned as is: no longer ours
+                for g in gs:
+                    if g is not None:
+                        owned.pop(id(g), None)
             if node.pre_hooks:
                 gs = _run_pre_hooks(node.pre_hooks, gs)
             if node in target_nodes:

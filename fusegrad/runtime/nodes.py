@@ -78,15 +78,6 @@ class Node:
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
 
-class _Meta:
-    """Shape and dtype of a freed input: what shape-only rules still need."""
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, t):
-        self.shape = t.shape
-        self.dtype = t.dtype
-
-
 class PrimNode(Node):
     """Backward of one primitive application: runs the primitive's VJP rule."""
     __slots__ = ("prim", "params", "ins", "out_data", "out_box", "out_ver", "versions", "freed")
@@ -101,7 +92,13 @@ class PrimNode(Node):
             out._vbox = self.out_box
             if STATE.enabled:  # create_graph: the saved output stays connected to this node
                 out._rg, out._grad_fn = True, self
-        needs = tuple(e is not None for e in self.edges)
+        edges = self.edges
+        if len(edges) == 2:  # the common arities without a generator: this runs once per node
+            needs = (edges[0] is not None, edges[1] is not None)
+        elif len(edges) == 1:
+            needs = (edges[0] is not None,)
+        else:
+            needs = tuple(e is not None for e in edges)
         return self.prim.vjp(grads[0], self.ins, out, needs, **self.params)
 
     def _check_versions(self):
@@ -122,11 +119,9 @@ class PrimNode(Node):
 
     def release(self):
         self.freed = True
-        if self.prim.saves_in or self.prim.saves_out:  # shape-only rules keep their inputs' metadata
-            self.out_data = self.out_box = None
+        if self.prim.saves_in or self.prim.saves_out:  # apply() now raises; shape-only rules keep theirs
+            self.out_data = self.out_box = self.ins = None
             self.versions = ()
-            T = _tensor.Tensor
-            self.ins = tuple(_Meta(x) if isinstance(x, T) else x for x in self.ins)
 
 
 class AccumulateGrad(Node):

@@ -16,6 +16,7 @@ from ..ir import prims as P
 from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
+from .dispatch import bind
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
 from .tensor import Tensor, wrap
@@ -80,7 +81,7 @@ def _promote2(a, b):
 
 def _binary(prim, a, b, name=None):
     a, b = _promote2(a, b)
-    out = prim(a, b)
+    out = bind(prim, (a, b), {})
     return named(out, name) if name else out
 
 

@@ -100,6 +100,8 @@ trunc = _zero_deriv("trunc", np.trunc, "trunc({0})")
 def sum_to(g, shape):
     """Sum ``g`` down to ``shape``: the transpose of broadcasting."""
     gs = shape_of(g)
+    if gs == shape:
+        return g
     shape = tuple(shape)
     if gs == shape:
         return g
@@ -121,8 +123,11 @@ def _cmp_abstract(avals, params):
     return _bin_abstract(avals, params)[0], np.dtype(np.bool_)
 
 
-def _grads(ins, needs, *gs):
-    return tuple(sum_to(gi, shape_of(x)) if n and gi is not None else None for x, n, gi in zip(ins, needs, gs))
+def _grads(ins, needs, gx, gy):
+    """Each needed cotangent summed back to its operand's (pre-broadcast) shape."""
+    x, y = ins
+    return (sum_to(gx, shape_of(x)) if needs[0] and gx is not None else None,
+            sum_to(gy, shape_of(y)) if needs[1] and gy is not None else None)
 
 
 def _add_vjp(g, ins, out, needs):
