@@ -88,8 +88,11 @@ def _binary(prim, a, b, name=None):
 # ---------------------------------------------------------------- unary math
 def _unary(prim, name=None, to_float=True):
     def op(x, *, out=None):
-        x = as_t(x)
-        r = prim(_float(x) if to_float else x)
+        if not isinstance(x, Tensor):
+            x = as_t(x)
+        if to_float and x._data.dtype.kind in "iub":
+            x = _float(x)
+        r = bind(prim, (x,), {})
         return named(r, name) if name else r
     op.__name__ = prim.name
     return op
@@ -1204,6 +1207,9 @@ def _check_bounds(idx: Tensor, n: int, dim: int) -> None:
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {n}")
 
 
+_SELECT = node_class("SelectBackward0")
+
+
 @functools.lru_cache(maxsize=1024)
 def _full_tail(shape: tuple) -> tuple:
     return tuple((0, s, 1) for s in shape)
@@ -1215,7 +1221,10 @@ def getitem(x: Tensor, key):
         n = shp[0]
         if not -n <= key < n:
             raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
-        return named(P.slice_(x, key=(key % n,) + _full_tail(shp[1:])), "SelectBackward0")
+        r = bind(P.slice_, (x,), {"key": (key % n,) + _full_tail(shp[1:])})
+        if r._grad_fn is not None:
+            r._grad_fn.__class__ = _SELECT
+        return r
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         r = P.slice_(x, key=basic)
