@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Graph, Var
-from ..passes.fusion import CallGroup, Fused, fuse
+from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
 from ..passes.memory import plan
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported, register_backend
@@ -111,6 +111,38 @@ def generate(graph: Graph, fused: Fused) -> str:
     return "\n".join(head + [ln for _, _, lines in parts for ln in lines + [""]])
 
 
+def _concat_views(fused: Fused, args: set) -> tuple:
+    """Concatenates along axis 0 whose parts the loop groups before them write in place.
+
+    Returns (var id -> buffer name, allocation lines for the top of the entry function,
+    group index -> [(offset, part)] still to copy). A concatenated buffer is allocated
+    fresh (never a planned slot, which earlier values may occupy) and each part computed
+    by an earlier loop group becomes a view of its rows, so W3's gradient (hundreds of
+    rows, see passes.embeds) costs no copies and no per-part code."""
+    views: dict = {}
+    lines: list = []
+    concats: dict = {}
+    outs = {v.id for v in fused.outputs if isinstance(v, Var)}
+    for gi, g in enumerate(fused.groups):
+        if not (isinstance(g, CallGroup) and g.eqn.prim.name == "concatenate"
+                and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in views):
+            continue
+        e, name, off, copies = g.eqn, f"bk{gi}", 0, []
+        lines.append(f"    {name} = np.empty({e.out.size}, np.{e.out.dtype.name})")
+        views[e.out.id] = name
+        for x in e.inputs:
+            own = fused.owner.get(x.id)
+            if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
+                    and x.id not in views and x.id not in fused.aliases and x.id not in outs and x.size):
+                views[x.id] = f"{name}_{len(views)}"
+                lines.append(f"    {views[x.id]} = {name}[{off}:{off + x.size}]")
+            elif x.size:
+                copies.append((off, x))
+            off += x.size
+        concats[gi] = copies
+    return views, lines, concats
+
+
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
     the function also returns the count of finite sin/cos arguments beyond fastmath's
@@ -127,19 +159,23 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering) -> tuple:
         key = v if isinstance(v, int) else v.id
         return numbers.setdefault(key, len(numbers))
 
-    def buf(v: Var) -> str:
-        return arg_name.get(v.id) or f"b{num(slot.get(v.id, v.id))}"
+    views, body, concats = _concat_views(fused, set(arg_name))
 
-    body: list = []
+    def buf(v: Var) -> str:
+        return views.get(v.id) or arg_name.get(v.id) or f"b{num(slot.get(v.id, v.id))}"
+
     allocated = set(arg_name)
     parallel = False
     for gi, g in enumerate(fused.groups):
         for v in fused.outputs_of(gi):
             b = slot.get(v.id, v.id)
-            if b not in allocated:
+            if v.id not in views and b not in allocated:
                 allocated.add(b)
                 body.append(f"    {buf(v)} = np.empty({v.size}, np.{v.dtype.name})")
-        if isinstance(g, CallGroup):
+        if gi in concats:
+            body.append(f"    # concatenate into {views[g.eqn.out.id]}")
+            body.extend(f"    {views[g.eqn.out.id]}[{off}:{off + x.size}] = {buf(x)}" for off, x in concats[gi])
+        elif isinstance(g, CallGroup):
             body.append(f"    # call {g.eqn.prim.name}")
             body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
         else:

@@ -14,10 +14,13 @@ import numpy as np
 from ..ir.graph import Eqn, Var
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
-from .cpu_scalar import Lowering, literal
+from .cpu_scalar import GUARD, Lowering, literal
 
 _INDENT = "    "
 CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amortize, fits L2
+# A loop body with more transcendental calls than this calls fastmath's non-inlined
+# functions: every inlined copy costs LLVM ~50 ms and megabytes (W3: 200 tanh, 15 s).
+MAX_INLINED = 24
 
 
 # ---------------------------------------------------------------- index arithmetic
@@ -102,6 +105,11 @@ class LoopEmitter:
         self.f, self.g, self.outs, self.buf, self.lw, self.num = fused, g, outs, buf, lw, num
         self.flat = self._flat_ok()
         self.lines: list = []
+        self.guarded = any(e.prim.kind == "elementwise" and lw.guards(e.prim.scalar, _operand_dtype(e))
+                           for e in g.eqns)
+        self._private = f"{GUARD}_p"  # per-iteration (or per-chunk) count inside a prange loop
+        self.outline = sum(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
+                           for e in g.eqns) > MAX_INLINED
 
     # -- reading values
     def read(self, v, idx: list) -> str:
@@ -199,13 +207,58 @@ class LoopEmitter:
                           + (f" reducing axes {g.red_axes}" if g.red_axes else ""))
         if any(s == 0 for s in g.domain) and not g.red_axes:
             return self.lines  # nothing to compute
-        if not g.red_axes:
-            axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
-            d = self._loops(axes, g.parallel)
-            self._body(d, g.eqns, self.outs)
-        else:
-            self._phased()
+        self.lw.outline = self.outline
+        self.lw.seen = set()
+        try:
+            if not g.red_axes:
+                axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
+                if self.guarded and g.parallel and self.flat:
+                    self._chunked_flat()
+                else:
+                    d = self._par_loops(axes, g.parallel)
+                    self._body(d, g.eqns, self.outs)
+                    self._guard_close(axes, g.parallel)
+            else:
+                self._phased()
+        finally:
+            self.lw.guard_target = GUARD
+            self.lw.outline = False
         return self.lines
+
+    # -- huge sin/cos argument counts (see cpu_scalar.Lowering): Numba accepts a prange
+    # reduction only as one update per iteration, so counts inside a prange loop go to a
+    # variable private to the iteration, added to GUARD once at its end.
+    def _guard_open(self, depth: int) -> None:
+        if self.guarded:
+            self.emit(depth, f"{self._private} = False")
+            self.lw.guard_target = self._private
+
+    def _guard_close_at(self, depth: int) -> None:
+        if self.guarded:
+            self.emit(depth, f"{GUARD} += {self._private}")
+            self.lw.guard_target = GUARD
+
+    def _par_loops(self, axes: list, par: bool) -> int:
+        """``_loops`` with the private count opened inside a parallel first loop."""
+        if not (par and axes and self.guarded):
+            return self._loops(axes, par)
+        self._loops(axes[:1], True)
+        self._guard_open(1)
+        return 1 + self._loops(axes[1:], False, 1)
+
+    def _guard_close(self, axes: list, par: bool) -> None:
+        if par and axes:
+            self._guard_close_at(1)
+
+    def _chunked_flat(self) -> None:
+        """A flat parallel loop as prange over chunks of a plain (vectorizable) loop, so the
+        count is one private integer reduction per chunk rather than a prange reduction."""
+        n = self.g.size
+        self.emit(0, f"for c0 in prange({-(-n // CHUNK)}):")
+        self._guard_open(1)
+        self.emit(1, f"for i0 in range(c0 * {CHUNK}, min({n}, c0 * {CHUNK} + {CHUNK})):")
+        self._body(2, self.g.eqns, self.outs)
+        self._guard_close_at(1)
 
     def _body(self, d: int, eqns: list, stores: list) -> None:
         for e in eqns:
@@ -219,7 +272,7 @@ class LoopEmitter:
         red = [a for a in g.red_axes if g.domain[a] != 1]
         outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
         avail = self._phases()
-        d = self._loops(outer, g.parallel)
+        d = self._par_loops(outer, g.parallel)
         last = max(avail.values(), default=0)
         for k in range(last + 1):
             if k:
@@ -230,6 +283,7 @@ class LoopEmitter:
             for v in self.outs:
                 if g.is_outer(v) and avail[v.id] == k:
                     self.emit(d, self.store(v))
+        self._guard_close(outer, g.parallel)
 
     def _real_reduction(self, e: Eqn) -> bool:
         return is_reduction(e) and bool(reduce_map(self.g, e)[2])
@@ -269,6 +323,7 @@ class LoopEmitter:
             # a plain inner loop that LLVM vectorizes (a prange reduction alone does not).
             n, a0 = g.domain[red[0]], red[0]
             self.emit(d, f"for c{a0} in prange({-(-n // CHUNK)}):")
+            self._guard_open(d + 1)
             for e in reds:
                 self._acc_init(d + 1, e, "c", False)
             self.emit(d + 1, f"for i{a0} in range(c{a0} * {CHUNK}, min({n}, c{a0} * {CHUNK} + {CHUNK})):")
@@ -282,6 +337,8 @@ class LoopEmitter:
             self._acc_update(depth, e, self._reduce_input(e), sfx)
         for v in stores:
             self.emit(depth, self.store(v))
+        if par:
+            self._guard_close_at(d + 1)
         for e in reds if par else ():
             self._acc_update(d + 1, e, f"a{self.num(e.out)}c", "", combine=True)
         for e in reds:

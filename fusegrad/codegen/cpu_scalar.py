@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 
 try:
-    from .fastmath import FUNCS as _FASTMATH
+    from .fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH
 except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
-    _FASTMATH = {}
+    _FASTMATH = _FASTMATH_CALLS = {}
 
 _CALL = re.compile(r"^(\w+)\((.*)\)$")
 
@@ -32,6 +32,9 @@ def literal(value, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({int(value)})"
 
 
+GUARD = "ntrig"  # the fast kernel's count of finite sin/cos arguments past fastmath's TRIG_MAX
+
+
 class Lowering:
     """Collects the module-level names (fastmath functions) the expressions use.
 
@@ -46,21 +49,44 @@ class Lowering:
         self.guard = guard
         self.guarded: set = set()  # dtype names of the sin/cos lowered in "fast" mode
         self._pending: list = []
+        # The variable the "fast" counts go to. Inside a prange loop the loop emitter points
+        # it at a variable private to one iteration (or chunk) and adds that to GUARD once
+        # per iteration, the only shape Numba accepts as a prange reduction.
+        self.guard_target = GUARD
+        # True: call fastmath's non-inlined functions (set per loop group by the emitter)
+        self.outline = False
+        self.seen: set = set()  # arguments counted in the current loop group (the emitter resets it)
 
     def drain(self) -> list:
         out, self._pending = self._pending, []
         return out
 
+    def guards(self, template: str, dtype: np.dtype) -> bool:
+        """True if ``template`` lowers to a fast sin/cos that counts huge arguments."""
+        m = _CALL.match(template)
+        return (self.guard == "fast" and m is not None and m.group(1) in ("sin", "cos")
+                and (m.group(1), np.dtype(dtype).name) in _FASTMATH)
+
     def fastmath(self, name: str, dtype: np.dtype) -> str | None:
         key = (name, np.dtype(dtype).name)
         if key not in _FASTMATH:
             return None
-        sym = f"_fm_{name}_{key[1]}"
-        self.globals[sym] = f"_FASTMATH[{key!r}]"
+        if self.outline:
+            sym = f"_fmc_{name}_{key[1]}"
+            self.globals[sym] = f"_FASTMATH_CALLS[{key!r}]"
+        else:
+            sym = f"_fm_{name}_{key[1]}"
+            self.globals[sym] = f"_FASTMATH[{key!r}]"
         return sym
 
+    def transcendental(self, template: str, dtype: np.dtype) -> bool:
+        """True if ``template`` lowers to a fastmath function."""
+        m = _CALL.match(template)
+        return m is not None and m.group(1) in _FUNCS and (m.group(1), np.dtype(dtype).name) in _FASTMATH
+
     def prelude(self) -> list[str]:
-        lines = ["from fusegrad.codegen.fastmath import FUNCS as _FASTMATH"] if self.globals else []
+        lines = ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH"] \
+            if self.globals else []
         return lines + [f"{k} = {v}" for k, v in sorted(self.globals.items())]
 
     def expr(self, template: str, args: list[str], dtype: np.dtype, params: dict) -> str:
@@ -75,8 +101,6 @@ def _typed(dt: np.dtype, v) -> str:
     return literal(v, dt)
 
 
-GUARD = "ntrig"  # the fast kernel's count of finite sin/cos arguments past fastmath's TRIG_MAX
-
 
 def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
     def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
@@ -90,7 +114,11 @@ def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
             if lw.guard == "exact":
                 return f"({call} if not {big} else {fallback(a, dt)})"
             lw.guarded.add(dt.name)
-            lw._pending.append(f"{GUARD} += ({big}) & (abs({a[0]}) != np.inf)")
+            if a[0] in lw.seen:  # sin and cos of one value (their gradients): count it once
+                return call
+            lw.seen.add(a[0])
+            op = "+=" if lw.guard_target == GUARD else "|="
+            lw._pending.append(f"{lw.guard_target} {op} ({big}) & (abs({a[0]}) != np.inf)")
         return call
     return lower
 

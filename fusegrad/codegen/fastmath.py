@@ -31,7 +31,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "FUNCS", "NAMES", "TRIG_MAX", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
+    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
     "ulp_error",
     "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
@@ -615,6 +615,14 @@ FUNCS: dict[tuple[str, str], Callable] = {
     (name, dtype): globals()[f"{name}_{suffix}"]
     for name in NAMES for dtype, suffix in (("float32", "f32"), ("float64", "f64"))
 }
+
+
+# The same functions as ordinary (not force-inlined) calls, for loop bodies with so many
+# transcendentals that inlining every copy makes LLVM's compile time and memory explode
+# (W3: 200 tanh in one body). A call keeps the loop scalar, which such bodies are anyway
+# (a long serial chain, or too many live values to vectorize well).
+_jit_call = njit(fastmath={"contract"}, error_model="numpy", cache=True)
+CALLS: dict[tuple[str, str], Callable] = {k: _jit_call(f.py_func) for k, f in FUNCS.items()}
 
 
 def arity(name: str) -> int:

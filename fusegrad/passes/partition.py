@@ -15,6 +15,7 @@ from .mincut import INF, FlowGraph
 
 RECOMPUTABLE = frozenset({"elementwise", "view", "layout", "creation"})
 REMAT_POLICIES = ("none", "max", "auto")
+EXACT_TESTS = frozenset({"eq", "ne"})
 
 
 def _cheap(e) -> bool:
@@ -55,6 +56,20 @@ def _saved_mincut(producer: dict, primals: dict, needed: list) -> set:
     return {vid for vid in seen if (vid, "in") in side and (vid, "out") not in side}
 
 
+def _recomputed(producer: dict, kept: set, needed: dict, free: set) -> tuple[set, dict]:
+    """The forward values the backward recomputes (reached from ``needed`` without passing a
+    kept value) and the kept values it reads (the residuals)."""
+    recompute, stack, residuals = set(), list(needed.values()), {}
+    while stack:
+        v = stack.pop()
+        if v.id in kept:
+            residuals[v.id] = v
+        elif v.id not in recompute:
+            recompute.add(v.id)
+            stack.extend(a for a in producer[v.id].inputs if isinstance(a, Var) and a.id not in free)
+    return recompute, residuals
+
+
 def partition(joint: Graph, n_primals: int, n_outputs: int, remat: str = "auto") -> tuple[Graph, Graph]:
     """Split ``joint`` (inputs: ``n_primals`` primals then cotangents; outputs: the first
     ``n_outputs`` forward outputs then gradients) into
@@ -85,15 +100,23 @@ def partition(joint: Graph, n_primals: int, n_outputs: int, remat: str = "auto")
     else:
         saved = _saved_mincut(producer, {v.id: v for v in primals}, list(needed.values()))
 
-    # the backward recomputes every unsaved forward value it reaches from ``needed``
-    recompute, stack, residuals = set(), list(needed.values()), {}
-    while stack:
-        v = stack.pop()
-        if v.id in saved or v.id in primal_ids:
-            residuals[v.id] = v
-        elif v.id not in recompute:
-            recompute.add(v.id)
-            stack.extend(a for a in producer[v.id].inputs if isinstance(a, Var) and a.id not in free)
+    recompute, residuals = _recomputed(producer, saved | primal_ids, needed, free)
+    # An equality test needs the forward's exact bits (max/min VJPs test x == max(x) with
+    # max saved): x recomputed by arithmetic in another kernel under fastmath can differ in
+    # the last bit and drop a gradient. The arithmetic operands of eq/ne are saved instead.
+    while True:
+        exact = set()
+        for e in bwd_eqns + [producer[i] for i in recompute]:
+            if e.prim.name in EXACT_TESTS:
+                for a in e.inputs:
+                    while isinstance(a, Var) and a.id in recompute and producer[a.id].prim.kind == "view":
+                        a = producer[a.id].inputs[0]  # views move bits, they do not round
+                    if isinstance(a, Var) and a.id in recompute:
+                        exact.add(a.id)
+        if not exact:
+            break
+        saved |= exact
+        recompute, residuals = _recomputed(producer, saved | primal_ids, needed, free)
     res = sorted(residuals.values(), key=lambda v: v.id)
 
     fwd = Graph()

@@ -8,10 +8,11 @@ from ..ir.graph import Graph
 from ..ir.verify import verify
 from .cse import cse
 from .dce import dce
+from .embeds import gather_embeds
 from .fold import fold
 from .simplify import simplify
 
-PASSES: list = [("simplify", simplify), ("fold", fold), ("cse", cse), ("dce", dce)]
+PASSES: list = [("embeds", gather_embeds), ("simplify", simplify), ("fold", fold), ("cse", cse), ("dce", dce)]
 _MAX_ROUNDS = 4  # rules only shrink the graph; a few rounds reach the fixed point
 
 

@@ -8,6 +8,7 @@ Writes are atomic (temp file + ``os.replace``); an entry whose text does not mat
 rebuilt with a warning; an unwritable cache directory falls back to a temp directory."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -46,6 +47,10 @@ def cache_dir() -> str:
             return path
     except OSError:
         pass
+    return _fallback_dir(path)
+
+
+def _fallback_dir(path: str) -> str:
     if not _FALLBACK_DIR:
         _FALLBACK_DIR.append(tempfile.mkdtemp(prefix="fusegrad-kernels-"))
         warnings.warn(f"fusegrad: kernel cache directory {path!r} is not writable; using {_FALLBACK_DIR[0]}")
@@ -96,7 +101,12 @@ def _import(key: str, source: str) -> types.ModuleType:
         warnings.warn(f"fusegrad: unreadable kernel cache entry {path} ({exc}); rebuilding it")
         ok = False
     if not ok:
-        _write_atomic(path, source)
+        try:
+            _write_atomic(path, source)
+        except OSError as exc:  # ENOSPC, quota, a read-only mount os.access did not report
+            warnings.warn(f"fusegrad: cannot write kernel cache entry {path} ({exc})")
+            path = os.path.join(_fallback_dir(os.path.dirname(path)), f"k_{key}.py")
+            _write_atomic(path, source)
     spec = importlib.util.spec_from_file_location(f"fusegrad_kernel_{key}", path)
     mod = importlib.util.module_from_spec(spec)
     # Numba's on-disk cache re-imports a function's module by name when it loads code.
@@ -106,4 +116,17 @@ def _import(key: str, source: str) -> types.ModuleType:
     except BaseException:
         del sys.modules[spec.name]
         raise
+    for disp in vars(mod).values():  # corrupt Numba cache data (__pycache__) is a miss, not an error
+        cache = getattr(disp, "_cache", None)
+        if hasattr(cache, "load_overload") and hasattr(cache, "flush"):
+            cache.load_overload = functools.partial(_load_or_flush, cache, cache.load_overload, path)
     return mod
+
+
+def _load_or_flush(cache, load, path, sig, target_context):
+    try:
+        return load(sig, target_context)
+    except Exception as exc:  # noqa: BLE001 - truncated or garbage .nbi/.nbc: recompile
+        warnings.warn(f"fusegrad: corrupt Numba cache data for {path} ({exc!r}); rebuilding it")
+        cache.flush()  # empty index, so the recompiled code is saved over it
+        return None

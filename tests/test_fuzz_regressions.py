@@ -1,0 +1,51 @@
+"""Regressions for bugs the fuzzer found, as standalone checks (cpu backend vs eager)."""
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+
+def _check(f, *arrays):
+    xs = [fg.tensor(a, requires_grad=True) for a in arrays]
+    ys = [fg.tensor(a, requires_grad=True) for a in arrays]
+    got, want = fg.compile(f, backend="cpu")(*xs), f(*ys)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)
+    got.sum().backward()
+    want.sum().backward()
+    for x, y in zip(xs, ys):
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_fuzz_seed_36_transpose_not_in_place():
+    """Fuzz seed 36 (cpu): memory planning let a transpose loop group write over the
+    buffer it was reading (the backward of ``v @ v``), giving wrong gradients."""
+    _check(lambda x: fg.stack([x, x], dim=-2) @ fg.stack([x, x], dim=-2),
+           np.array([-0.9357168553011646, 2.396839606169428]))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_transposed_intermediate_into_matmul(n):
+    rng = np.random.default_rng(n)
+    _check(lambda a, b: ((a @ b).t() * 2.0) @ a + fg.cat([a, a], 0)[:n].t() @ b,
+           rng.standard_normal((n, n)), rng.standard_normal((n, n)))
+
+
+_X28 = np.array([[[-0.8609841113017683], [0.9946377568886589], [2.2128594920053968], [0.5337550683665419]],
+                 [[-1.5836741903041132], [0.11642832881110018], [0.03895547198361195], [-0.010276009351101957]],
+                 [[-1.15515103984567], [1.8848983642574817], [-1.4748059096464532], [-2.077740437379764]]])
+
+
+def _prog28(x):
+    return fg.atan2(x, x * x + 1.0).amax(2, keepdim=False).softmax(1)
+
+
+@pytest.mark.parametrize("remat", ["none", "max", "auto"])
+def test_fuzz_seed_28_max_mask_under_remat(remat):
+    """Fuzz seed 28 (cpu): the amax VJP's mask eq(v, amax(v)) compared a value the backward
+    kernel recomputed with the max the forward kernel saved; under fastmath the two differed
+    in the last bit. The partition now saves operands of such comparisons."""
+    ct = np.random.default_rng(0).standard_normal((3, 4))
+    x, y = fg.tensor(_X28, requires_grad=True), fg.tensor(_X28, requires_grad=True)
+    (fg.compile(_prog28, backend="cpu", remat=remat)(x) * fg.tensor(ct)).sum().backward()
+    (_prog28(y) * fg.tensor(ct)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -1,0 +1,174 @@
+"""Leaks (issue 6, item 5): long loops leave memory flat, graphs and saved tensors are
+freed, caches are bounded.
+
+Memory is measured three ways after a warm-up: tracemalloc (to which NumPy reports its
+array buffers) over the last TRACED steps, where what was allocated and is still alive
+after ``gc.collect()`` must stay under a small slack (16 bytes a step would exceed it);
+the count of gc-tracked objects (tensors, autograd nodes) over all steps; and RSS with a
+generous slack, because Numba's runtime allocates the arrays a cpu kernel returns outside
+tracemalloc's view. ``FUSEGRAD_LEAK_STEPS`` changes the step count (default 10,000).
+
+The cache bounds checked here are the documented ones (``fusegrad.compile`` docstring):
+at most ``RECOMPILE_LIMIT`` (8) signatures per compiled function, and one in-memory kernel
+module per distinct kernel source (shared by every compiled function and never evicted)."""
+import gc
+import os
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad import nn, optim
+
+STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "10000"))
+WARMUP = 200
+TRACED = 2000
+SLACK = 32 * 1024  # bytes still alive from the TRACED steps: 16 bytes a step would exceed it
+RSS_SLACK = 16 * 1024 * 1024
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _flat(step, steps=STEPS):
+    """Run ``step(i)`` ``steps`` times: a warm-up, then untraced steps, then TRACED steps
+    under tracemalloc (it slows Python allocation ~4x). Returns (bytes allocated during the
+    traced steps and still alive, growth of the gc-tracked object count and of RSS over
+    everything after the warm-up)."""
+    for i in range(WARMUP):
+        step(i)
+    gc.collect()
+    rss0, objs0 = _rss(), len(gc.get_objects())
+    for i in range(WARMUP, steps - TRACED):
+        step(i)
+    tracemalloc.start()
+    try:
+        for i in range(steps - TRACED, steps):
+            step(i)
+        gc.collect()
+        alive, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    gc.collect()
+    return alive, len(gc.get_objects()) - objs0, _rss() - rss0
+
+
+def _check(alive, objs, rss):
+    assert alive < SLACK, f"{alive} bytes allocated during the traced steps are still alive"
+    assert objs < 200, f"{objs} more gc-tracked objects than after the warm-up"
+    if os.path.exists("/proc/self/statm"):
+        assert rss < RSS_SLACK, f"RSS grew by {rss / 2**20:.1f} MiB"
+
+
+def test_eager_backward_is_flat():
+    rng = np.random.default_rng(0)
+    w = fg.tensor(rng.standard_normal((8, 8)), requires_grad=True)
+    b = fg.tensor(rng.standard_normal(8), requires_grad=True)
+    xs = [fg.tensor(rng.standard_normal((4, 8))) for _ in range(4)]
+    last = []
+
+    def step(i):
+        x = xs[i % 4]
+        h = fg.tanh(x @ w + b)
+        loss = (h * h).sum() + h[1:, :3].mean()  # a view, a reduction, saved tensors
+        loss.backward()
+        w.grad = None
+        b.grad = None
+        if i == STEPS - 1:
+            last.append(weakref.ref(loss.grad_fn))
+
+    _check(*_flat(step))
+    gc.collect()
+    assert last[0]() is None, "the last step's graph is still alive"
+
+
+def _training(backend):
+    fg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+    opt = optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, fg.compile(step, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_compiled_training_is_flat(backend):
+    model, cstep = _training(backend)
+    rng = np.random.default_rng(1)
+    data = [(fg.tensor(rng.standard_normal((16, 4))), fg.tensor(rng.standard_normal((16, 1))))
+            for _ in range(4)]
+    losses = []
+
+    def step(i):
+        loss = cstep(*data[i % 4])
+        if i % 1000 == 0:
+            losses.append(loss.item())
+
+    _check(*_flat(step))
+    info = cstep.cache_info()
+    assert info["compiles"] == 1 and info["entries"] == 1 and info["fallbacks"] == 0, info
+    assert np.isfinite(losses).all() and losses[-1] < losses[0], losses
+    for p in model.parameters():
+        assert p.grad is not None and p.grad._grad_fn is None
+
+
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_compiled_outputs_free_residuals(backend):
+    """A compiled differentiable call saves residuals on its backward node; dropping the
+    output (without backward) or running backward releases them."""
+    f = fg.compile(lambda x: (fg.tanh(x) * x).sum(), backend=backend)
+    x = fg.tensor(np.linspace(-1, 1, 64), requires_grad=True)
+
+    def step(i):
+        out = f(x)
+        if i % 2:
+            out.backward()
+            x.grad = None
+
+    _check(*_flat(step, 2 * TRACED + WARMUP))
+
+
+def test_signature_cache_is_bounded():
+    from fusegrad.runtime.compiled import RECOMPILE_LIMIT
+    f = fg.compile(lambda x: (x * 2).sum(), backend="eager")
+    for n in range(1, 3 * RECOMPILE_LIMIT):
+        assert f(fg.ones(n)).item() == 2 * n
+    info = f.cache_info()
+    assert info["entries"] == RECOMPILE_LIMIT and info["compiles"] == RECOMPILE_LIMIT
+    assert info["fallbacks"] == 3 * RECOMPILE_LIMIT - 1 - RECOMPILE_LIMIT
+    assert len(info["notes"]) == 1  # the limit note is recorded once, not per call
+
+
+def test_kernel_modules_are_shared_not_per_function():
+    """The in-memory kernel table grows with distinct kernel sources, not with compiled
+    functions or calls; compiled functions themselves are freed."""
+    from fusegrad.runtime import kernel_cache
+    x = fg.tensor(np.linspace(0, 1, 10))
+    fg.compile(lambda x: (fg.exp(x) - x).sum(), backend="cpu")(x)  # warm
+    n0 = len(kernel_cache._MODULES)
+    refs = []
+    for _ in range(20):
+        f = fg.compile(lambda x: (fg.exp(x) - x).sum(), backend="cpu")
+        assert abs(f(x).item() - (np.exp(x.numpy()) - x.numpy()).sum()) < 1e-9
+        refs.append(weakref.ref(f))
+        del f
+    gc.collect()
+    assert len(kernel_cache._MODULES) == n0
+    assert all(r() is None for r in refs), "compiled functions are kept alive"
+
+
+def test_the_harness_sees_a_leak():
+    """A step that keeps a list holding a 1-element array alive each time is caught."""
+    kept = []
+    alive, objs, _ = _flat(lambda i: kept.append([np.zeros(1)]), 2 * TRACED + WARMUP)
+    assert alive >= SLACK and objs >= 200
