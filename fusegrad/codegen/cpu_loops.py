@@ -88,6 +88,14 @@ def view_index(e: Eqn, idx: list) -> list:
     raise Unsupported(f"cpu backend: no index rule for view {name}")
 
 
+def _ux(e: str) -> str:
+    """An in-bounds linear index as uint64. A signed index makes Numba select ``i + len`` for
+    negative i; inside a prange body LLVM cannot prove i >= 0 (the chunk bounds come from
+    the scheduler), so it kept that select per lane and turned every load and store into a
+    gather/scatter (W1: 2-3x slower). Generated indices never wrap, so unsigned is exact."""
+    return e if e.isdigit() else f"np.uint64({e})"
+
+
 def _affine(start: int, step: int, i: str) -> str:
     core = i if step == 1 else f"{step} * {i}"
     return core if start == 0 else f"({start} + {core})"
@@ -121,8 +129,8 @@ class LoopEmitter:
             e = self.f.aliases[v.id]
             return self.read(e.inputs[0], view_index(e, idx))
         if self.flat:
-            return f"{self.buf(v)}[{'0' if v.size == 1 else 'i0'}]"
-        return f"{self.buf(v)}[{linear(idx, v.shape)}]"
+            return f"{self.buf(v)}[{'0' if v.size == 1 else _ux('i0')}]"
+        return f"{self.buf(v)}[{_ux(linear(idx, v.shape))}]"
 
     def _idx(self, m: tuple) -> list:
         return ["0" if a is None else f"i{a}" for a in m]
@@ -161,8 +169,8 @@ class LoopEmitter:
 
     def store(self, v: Var) -> str:
         if self.flat:
-            return f"{self.buf(v)}[{'0' if v.size == 1 else 'i0'}] = m{self.num(v)}"
-        return f"{self.buf(v)}[{linear(self._idx(self.g.maps[v.id]), v.shape)}] = m{self.num(v)}"
+            return f"{self.buf(v)}[{'0' if v.size == 1 else _ux('i0')}] = m{self.num(v)}"
+        return f"{self.buf(v)}[{_ux(linear(self._idx(self.g.maps[v.id]), v.shape))}] = m{self.num(v)}"
 
     # -- structure
     def _flat_ok(self) -> bool:
@@ -173,14 +181,24 @@ class LoopEmitter:
         g = self.g
         ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
         for e in g.eqns:
+            if self._scalar_broadcast(e):
+                continue
             if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
                     or e.out.shape != g.domain:
                 return False
             for a in e.inputs:
                 if isinstance(a, Var) and a.id not in g.maps and (
-                        a.id in self.f.aliases or (a.size != 1 and a.shape != e.out.shape)):
+                        (a.id in self.f.aliases and not self._scalar_broadcast(self.f.aliases[a.id]))
+                        or (a.size != 1 and a.shape != e.out.shape and a.id not in self.f.aliases)):
                     return False
         return True
+
+    def _scalar_broadcast(self, e: Eqn) -> bool:
+        """A broadcast of one element held in memory (e.g. a gradient's seed): every element
+        of the loop reads that element, so it keeps the loop flat."""
+        x = e.inputs[0] if e.inputs else None
+        return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
+                and x.id not in self.g.maps and x.id not in self.f.aliases)
 
     def _loops(self, axes: list, par_first: bool, base: int = 0) -> int:
         """Open one loop per axis at depth ``base`` (one loop over every element when flat);
@@ -272,6 +290,9 @@ class LoopEmitter:
         red = [a for a in g.red_axes if g.domain[a] != 1]
         outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
         avail = self._phases()
+        if self._columns_ok(red, outer, avail):
+            self._columns(red, outer)
+            return
         d = self._par_loops(outer, g.parallel)
         last = max(avail.values(), default=0)
         for k in range(last + 1):
@@ -284,6 +305,57 @@ class LoopEmitter:
                 if g.is_outer(v) and avail[v.id] == k:
                     self.emit(d, self.store(v))
         self._guard_close(outer, g.parallel)
+
+    # -- sums over leading axes (bias gradients: column sums of a [batch, features] value)
+    def _columns_ok(self, red: list, outer: list, avail: dict) -> bool:
+        """A serial group whose sums all reduce axes before every kept axis, in one phase,
+        with no full value reading an outer one: ``_columns`` applies."""
+        g = self.g
+        if g.parallel or not red or not outer or max(red) > min(outer):
+            return False
+        for e in g.eqns:
+            if self._real_reduction(e):
+                if e.prim.scalar != "+" or avail[e.out.id] != 1:
+                    return False
+            elif not g.is_outer(e.out) and any(isinstance(a, Var) and a.id in g.maps and g.is_outer(a)
+                                               for a in e.inputs):
+                return False
+        return True
+
+    def _columns(self, red: list, outer: list) -> None:
+        """Row by row into accumulator arrays over the kept axes, so that the inner loop walks
+        memory contiguously (a column at a time strides by a whole row per element), then
+        one loop over the kept axes for the sums and the outer values."""
+        g = self.g
+        kept = tuple(g.domain[a] for a in outer)
+        kidx = linear([f"i{a}" for a in outer], kept)
+        wide = int(np.prod([g.domain[a] for a in red])) > CHUNK
+        reds = [e for e in g.eqns if self._real_reduction(e)]
+        for e in reds:
+            dt = self._acc_dtype(e, wide)
+            self.emit(0, f"a{self.num(e.out)} = np.zeros({int(np.prod(kept))}, np.{dt.name})")
+        d = self._loops(sorted(red + outer), False)
+        for e in g.eqns:
+            if not g.is_outer(e.out):
+                self.assign(d, e)
+        for e in reds:
+            self.emit(d, f"a{self.num(e.out)}[{kidx}] += {self._reduce_input(e)}")
+        for v in self.outs:
+            if not g.is_outer(v):
+                self.emit(d, self.store(v))
+        d = self._loops(outer, False)
+        for e in g.eqns:
+            if not g.is_outer(e.out):
+                continue
+            if self._real_reduction(e):
+                acc = f"a{self.num(e.out)}[{kidx}]"
+                cast = f"({acc} != 0)" if e.out.dtype.kind == "b" else f"np.{e.out.dtype.name}({acc})"
+                self.emit(d, f"m{self.num(e.out)} = {cast}")
+            else:
+                self.assign(d, e)
+        for v in self.outs:
+            if g.is_outer(v):
+                self.emit(d, self.store(v))
 
     def _real_reduction(self, e: Eqn) -> bool:
         return is_reduction(e) and bool(reduce_map(self.g, e)[2])

@@ -25,6 +25,11 @@ from ..ir.graph import Eqn, Graph, Var
 Map = tuple  # per var dim: loop axis (int) or None
 
 PARALLEL_MIN = 1 << 15  # below this many elements, thread start-up (~10 us) costs more than it saves
+# In a program that also calls BLAS, loop groups up to this size run on one thread: Numba's
+# OpenMP workers and OpenBLAS's threads both spin-wait after their parallel regions, so
+# alternating the two pools makes each steal the cores from the other (measured on W2's
+# training step: 2.5-3x slower with parallel loops than with serial ones between the GEMMs).
+BLAS_SERIAL_MAX = 1 << 20
 _REDUCE_OPS = ("+", "max", "min", "*")
 _MEMBER_VIEWS = ("transpose", "broadcast_to", "reshape")
 
@@ -36,6 +41,7 @@ class LoopGroup:
     red_axes: tuple = ()
     eqns: list = field(default_factory=list)
     maps: dict = field(default_factory=dict)
+    serial: bool = False  # forced onto one thread (see BLAS_SERIAL_MAX)
 
     @property
     def size(self) -> int:
@@ -43,7 +49,7 @@ class LoopGroup:
 
     @property
     def parallel(self) -> bool:
-        return self.size > PARALLEL_MIN
+        return not self.serial and self.size > PARALLEL_MIN
 
     def is_outer(self, v: Var) -> bool:
         return not any(a in self.red_axes for a in self.maps[v.id] if a is not None)
@@ -233,8 +239,19 @@ class _Fuser:
         self.subst: dict = {}
 
     def run(self) -> Fused:
+        folded, epilogue = _gemm_epilogues(self.graph)
         for e in self.graph.eqns:
+            if e.out.id in folded:
+                continue
+            if e.out.id in epilogue:
+                self._call(epilogue[e.out.id])
+                continue
             e = self._substituted(e)
+            if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var):
+                # the identity once the graph is differentiated: its readers read the operand
+                # (a copy group per stop_gradient would cost a pass over memory each)
+                self.subst[e.out.id] = e.inputs[0]
+                continue
             if e.prim.kind == "view":
                 self._view(e)
             elif is_loop_op(e):
@@ -242,7 +259,8 @@ class _Fuser:
                     self._open(e)
             else:
                 self._call(e)
-        outs = [self._materialized(v) if isinstance(v, Var) else v for v in self.graph.outputs]
+        outs = [self._materialized(self.subst.get(v.id, v)) if isinstance(v, Var) else v
+                for v in self.graph.outputs]
         return Fused(self.graph, self.groups, self.aliases, outs, self.owner).finish()
 
     def _substituted(self, e: Eqn) -> Eqn:
@@ -303,11 +321,28 @@ class _Fuser:
         self.aliases[e.out.id] = e
 
     def _call(self, e: Eqn) -> None:
+        if e.prim.name == "matmul":
+            e = self._transposed_operands(e)
         ins = tuple(self._materialized(a) if isinstance(a, Var) else a for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
         self.cur = None
         self.groups.append(CallGroup(e))
         self.owner[e.out.id] = len(self.groups) - 1
+
+    def _transposed_operands(self, e: Eqn) -> Eqn:
+        """A 2-d matmul operand that is the transpose of a 2-d value is read as that value
+        with a BLAS transpose flag (``params["transposed"]``), not copied first."""
+        if not (e.out.ndim == 2 and all(isinstance(a, Var) and a.ndim == 2 for a in e.inputs)):
+            return e
+        ins, flags = list(e.inputs), [False, False]
+        for k, a in enumerate(ins[:2]):
+            v = self.aliases.get(a.id)
+            if v is not None and v.prim.name == "transpose" and tuple(v.params["perm"]) == (1, 0) \
+                    and isinstance(v.inputs[0], Var) and v.inputs[0].ndim == 2:
+                ins[k], flags[k] = v.inputs[0], True
+        if not any(flags):
+            return e
+        return Eqn(e.prim, tuple(ins), dict(e.params, transposed=tuple(flags)), e.out, e.where)
 
     def _materialized(self, v: Var) -> Var:
         """``v`` itself when it will live in memory, else a copy of the alias ``v``."""
@@ -324,10 +359,72 @@ class _Fuser:
         return c
 
 
+def _gemm_epilogues(graph: Graph) -> tuple:
+    """Find ``X + c * (A @ B)`` (also ``X - c * (A @ B)``, an SGD update) where the product
+    and its scaled value have no other reader: one BLAS GEMM computes it into a copy of ``X``
+    (``beta = 1``), with no pass over memory for the product. Returns (ids of the matmul and
+    mul equations to skip, {id of the add/sub output: the fused matmul equation that replaces
+    it}); the fused equation is a matmul with inputs (A, B, X) and params alpha, beta."""
+    canon: dict = {}
+
+    def c(v):
+        return canon.get(v.id, v) if isinstance(v, Var) else v
+
+    producer, uses = {}, {}
+    for e in graph.eqns:
+        if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var):
+            canon[e.out.id] = c(e.inputs[0])
+            continue
+        producer[e.out.id] = e
+        for a in e.inputs:
+            if isinstance(a, Var):
+                a = c(a)
+                uses[a.id] = uses.get(a.id, 0) + 1
+    for v in graph.outputs:
+        if isinstance(v, Var):
+            v = c(v)
+            uses[v.id] = uses.get(v.id, 0) + 2
+    folded, epilogue = set(), {}
+    for e in graph.eqns:
+        if e.prim.name not in ("add", "sub") or e.out.ndim != 2 or e.out.dtype.kind != "f" or e.out.size == 0:
+            continue
+        for pos in (1, 0) if e.prim.name == "add" else (1,):
+            m, x = c(e.inputs[pos]), c(e.inputs[1 - pos])
+            em = producer.get(m.id) if isinstance(m, Var) else None
+            if em is None or em.prim.name != "mul" or uses.get(m.id) != 1 or not isinstance(x, Var) \
+                    or x.shape != e.out.shape or x.dtype != e.out.dtype:
+                continue
+            lits = [a for a in em.inputs if not isinstance(a, Var)]
+            gs = [c(a) for a in em.inputs if isinstance(a, Var)]
+            if len(lits) != 1 or len(gs) != 1 or isinstance(lits[0], (bool, np.bool_)) \
+                    or not isinstance(lits[0], (int, float, np.integer, np.floating)):
+                continue
+            g = gs[0]
+            mm = producer.get(g.id)
+            if mm is None or mm.prim.name != "matmul" or uses.get(g.id) != 1 or g.shape != e.out.shape \
+                    or g.dtype != e.out.dtype or m.shape != e.out.shape:
+                continue
+            a, b = (c(v) for v in mm.inputs)
+            if not (isinstance(a, Var) and isinstance(b, Var) and a.ndim == 2 and b.ndim == 2
+                    and a.dtype == b.dtype == g.dtype and a.shape[1] > 0):
+                continue
+            alpha = float(lits[0]) if e.prim.name == "add" else -float(lits[0])
+            params = dict(mm.params, alpha=alpha, beta=1.0)
+            epilogue[e.out.id] = Eqn(mm.prim, (a, b, x), params, e.out, e.where)
+            folded.update((mm.out.id, em.out.id))
+            break
+    return folded, epilogue
+
+
 def _full(g: LoopGroup, m: Map) -> bool:
     return {a for a in m if a is not None} == {a for a, s in enumerate(g.domain) if s != 1}
 
 
 def fuse(graph: Graph) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order)."""
-    return _Fuser(graph).run()
+    fused = _Fuser(graph).run()
+    if any(isinstance(g, CallGroup) and g.eqn.prim.name == "matmul" for g in fused.groups):
+        for g in fused.groups:
+            if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
+                g.serial = True
+    return fused

@@ -23,11 +23,12 @@ from ..passes.pipeline import optimize
 from ..tracer.guards import const_guard, flatten_call, signature
 from ..tracer.rng import RngKey
 from ..tracer.trace import GraphBreak, Trace, current_traces
+from .blas_threads import tuned
 from .debug import Dumper, log
 from .dispatch import _edge
 from .grad_mode import STATE
 from .interpreter import run_tensors
-from .nodes import _FREED_MSG, FunctionNode, node_class
+from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
 from .tensor import Tensor, wrap
 
 RECOMPILE_LIMIT = 8
@@ -70,12 +71,16 @@ def _read(holder: Tensor) -> np.ndarray:
 class _Traced:
     """The result of tracing one call: the graph, where outputs go, what to write back."""
 
-    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks):
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=()):
         self.graph = graph
         self.out_spec = out_spec
         self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
         self.writebacks = writebacks  # (kind "data"/"grad", holder) per extra graph output
+        # (graph output index, grad_fn class name) of outputs that require grad but whose graph
+        # a backward() inside the function already freed (a whole training step's loss): eager
+        # raises on a second backward, so no compiled backward (nor its residuals) is needed
+        self.spent = list(spent)
 
 
 def _trace(fn: Callable, leaves: list, spec) -> _Traced:
@@ -101,11 +106,14 @@ def _trace(fn: Callable, leaves: list, spec) -> _Traced:
 def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
     g = tr.graph
     out_leaves, out_spec = flatten(out)
-    slots, diff = [], []
+    slots, diff, spent = [], [], []
     for x in out_leaves:
         if isinstance(x, Tensor):
             if x._rg and STATE.enabled:
-                diff.append(len(g.outputs))
+                if _spent(x):
+                    spent.append((len(g.outputs), type(x._grad_fn).__name__))
+                else:
+                    diff.append(len(g.outputs))
             slots.append(("t", len(g.outputs)))
             g.outputs.append(tr.lift(x))
         else:
@@ -127,7 +135,19 @@ def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks)
+    return _Traced(g, out_spec, slots, diff, writebacks, spent)
+
+
+def _spent(x: Tensor) -> bool:
+    """True if backward through ``x`` raises in eager: its grad_fn was released by a backward
+    without retain_graph and needs the saved values it dropped."""
+    fn = x._grad_fn
+    return isinstance(fn, PrimNode) and bool(getattr(fn, "freed", False)) \
+        and (fn.prim.saves_in or fn.prim.saves_out)
+
+
+def _raise_freed(*grads):
+    raise RuntimeError(_FREED_MSG)
 
 
 # ------------------------------------------------------------------ compiled plans
@@ -187,6 +207,13 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
     outs = [wrap(a) for a in res[:n_user]]
     for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
         _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
+    for i, name in tr.spent:
+        node = node_class(name, FunctionNode).__new__(node_class(name, FunctionNode))
+        node._init(())
+        node.ctx, node.n_out = None, 1
+        node.out_meta = ((outs[i]._data.shape, outs[i]._data.dtype),)
+        node.backward_fn = _raise_freed
+        outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, 0, True
     if plan.backward is not None:
         primals = tensors + [h if not isinstance(h, RngKey) else wrap(a)
                              for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
@@ -384,6 +411,9 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
         plan.backward = backend.compile(bwd)
         stages.update(joint=str(joint), forward=str(fwd), backward=str(bwd))
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
+    plan.forward = tuned(plan.forward)
+    if plan.backward is not None:
+        plan.backward = tuned(plan.backward)
     for k in ("joint", "forward", "backward", "fused"):
         if k in stages:
             dump(k, stages[k])

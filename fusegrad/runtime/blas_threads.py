@@ -1,0 +1,129 @@
+"""How many threads the BLAS under a compiled kernel's matmuls uses, chosen per executable
+by measurement.
+
+Generated kernels call ``np.dot`` inside Numba, which runs SciPy's OpenBLAS. Its worker
+threads synchronize by spinning and ``sched_yield``: on an idle machine two threads halve a
+GEMM, but on a shared, oversubscribed one each GEMM waits for the scheduler to hand the
+worker a time slice (measured on the 2-core benchmark machine under load: a 128x784x512
+SGEMM took 36 ms with two threads and 1.4 ms with one). Neither fixed choice is right
+everywhere, so ``TunedBlas`` times its executable with the default count and with one
+thread, runs the faster, re-probes the other now and then (sooner when a call turns slow)
+and switches when the other wins. The count is set with OpenBLAS's
+``openblas_set_num_threads_local`` (which returns the previous count) and restored right
+after each call, so the caller's own SciPy calls keep their setting (a SciPy BLAS call made
+by another thread during a compiled call may run with the kernel's count: a speed effect,
+never a numerical one). Without that entry point it does nothing."""
+from __future__ import annotations
+
+import ctypes
+import time
+from collections import deque
+from typing import Optional
+
+_SETTER: list = []  # [callable or None], resolved once
+
+
+def _setter() -> Optional[ctypes._CFuncPtr]:
+    if not _SETTER:
+        fn = None
+        try:
+            import scipy.linalg.cython_blas as cb  # the module Numba takes its BLAS from
+            lib = ctypes.CDLL(cb.__file__)  # dlsym on it searches its OpenBLAS dependency too
+            for name in ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local"):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+                    break
+        except (ImportError, OSError, AttributeError):
+            fn = None
+        _SETTER.append(fn)
+    return _SETTER[0]
+
+
+_WARMUP = 3  # timed calls per candidate before the first choice
+_PROBE_MIN, _PROBE_MAX = 32, 4096  # calls between probes of the other count (doubling)
+_SLOW = 3.0  # a call this many times the recent median probes the other count next
+
+
+class TunedBlas:
+    """Wraps an executable; ``__call__`` runs it with the BLAS thread count that has been
+    fastest for it lately (see the module docstring). Other attributes pass through."""
+
+    def __init__(self, exe, setter):
+        self._exe = exe
+        self._set = setter
+        prev = setter(1)
+        setter(prev)
+        self._cands = (prev, 1)
+        self._samples: dict = {n: [] for n in self._cands}
+        self._recent: deque = deque(maxlen=8)
+        self._best: Optional[int] = None
+        self._calls = 0
+        self._interval = _PROBE_MIN
+        self._next_probe = 0
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_exe"], name)
+
+    def _choose(self) -> tuple:
+        """(thread count, is this call a probe of the non-best count)."""
+        if self._best is None:
+            return self._cands[self._calls % 2], False
+        if self._calls >= self._next_probe:
+            return self._other(), True
+        return self._best, False
+
+    def _other(self) -> int:
+        return self._cands[1] if self._best == self._cands[0] else self._cands[0]
+
+    def __call__(self, *arrays):
+        n, probe = self._choose()
+        prev = self._set(n)
+        t0 = time.perf_counter()
+        try:
+            return self._exe(*arrays)
+        finally:
+            dt = time.perf_counter() - t0
+            self._set(prev)
+            self._record(n, probe, dt)
+
+    def _record(self, n: int, probe: bool, dt: float) -> None:
+        self._calls += 1
+        if self._best is None:
+            if self._calls > 1:  # the first call pays for page faults and caches
+                self._samples[n].append(dt)
+            if all(len(s) >= _WARMUP for s in self._samples.values()):
+                self._best = min(self._cands, key=lambda c: _median(self._samples[c]))
+                self._samples = {}
+                self._next_probe = self._calls + self._interval
+            return
+        if probe:
+            ref = _median(self._recent) if self._recent else float("inf")
+            if dt < ref:
+                self._best, self._interval = n, _PROBE_MIN
+                self._recent.clear()
+                self._recent.append(dt)
+            else:
+                self._interval = min(2 * self._interval, _PROBE_MAX)
+            self._next_probe = self._calls + self._interval
+            return
+        if len(self._recent) >= 4 and dt > _SLOW * _median(self._recent):
+            self._next_probe = self._calls  # conditions changed: try the other count next
+        self._recent.append(dt)
+
+
+def _median(xs) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2]
+
+
+def tuned(exe):
+    """``exe`` wrapped in a :class:`TunedBlas` when its graph calls BLAS and the thread
+    count can be set; else ``exe`` itself."""
+    graph = getattr(exe, "_graph", None)
+    if graph is None or not any(e.prim.name == "matmul" for e in graph.eqns):
+        return exe
+    setter = _setter()
+    if setter is None:
+        return exe
+    return TunedBlas(exe, setter)

@@ -1,0 +1,107 @@
+"""The W2 kernel paths of the cpu backend: matmuls whose operands are transposes (read by
+BLAS with a transpose flag, never copied), ``X +/- c * (A @ B)`` folded into one GEMM
+(an SGD update), column sums reduced row by row, stop_gradient read through, and a whole
+training step whose returned loss was already backpropagated (no compiled backward)."""
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.codegen.cpu import CpuBackend, generate
+from fusegrad.passes.fusion import CallGroup, fuse
+from fusegrad.tracer import trace_function
+
+
+def _graph(fn, arrays):
+    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    tr.graph.outputs = [o._data for o in outs]
+    return tr.graph
+
+
+def _check(fn, arrays, rtol, atol):
+    g = _graph(fn, arrays)
+    got = CpuBackend().compile(g)(*arrays)
+    ref = fn(*[fg.tensor(a) for a in arrays])
+    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r.numpy(), rtol=rtol, atol=atol)
+    return g
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_transposed_operands_and_gemm_epilogues(dt):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((7, 5)).astype(dt)
+    b = rng.standard_normal((7, 3)).astype(dt)
+    c = rng.standard_normal((3, 5)).astype(dt)
+    w = rng.standard_normal((5, 3)).astype(dt)
+    v = rng.standard_normal((7, 7)).astype(dt)
+
+    def fn(a, b, c, w, v):
+        return (a.T @ b,                     # T, N
+                b @ w.T,                     # N, T
+                c.T @ b.T,                   # T, T
+                w - 0.01 * (a.T @ b),        # SGD update: one GEMM, alpha=-0.01
+                (a @ w) * 2.0 + b,           # add with the product first
+                v + 0.5 * (a @ a.T))         # X + c * (A @ A.T)
+
+    tol = dict(rtol=2e-5, atol=2e-6) if dt == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    g = _check(fn, [a, b, c, w, v], **tol)
+    fused = fuse(g)
+    calls = [grp.eqn for grp in fused.groups if isinstance(grp, CallGroup)]
+    assert all(e.prim.name == "matmul" for e in calls)
+    assert sum(len(e.inputs) == 3 for e in calls) == 3  # the three scalar-times-product epilogues
+    assert "np.ascontiguousarray" not in generate(g, fused)
+    # no loop group copies a transposed operand before a matmul
+    assert not any(not isinstance(grp, CallGroup) and any(e.prim.name == "copy" for e in grp.eqns)
+                   for grp in fused.groups)
+
+
+def test_epilogue_not_folded_when_product_is_reused():
+    rng = np.random.default_rng(1)
+    a, b, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (6, 3), (4, 3)))
+
+    def fn(a, b, w):
+        p = a @ b
+        return w - 0.1 * p, p
+
+    g = _check(fn, [a, b, w], rtol=2e-5, atol=2e-6)
+    assert not any(isinstance(grp, CallGroup) and len(grp.eqn.inputs) == 3 for grp in fuse(g).groups)
+
+
+def test_column_sums_next_to_matmul():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((33, 20)).astype(np.float32), rng.standard_normal((20, 17)).astype(np.float32)
+
+    def fn(x, w):
+        h = x @ w
+        r = fg.relu(h) * h
+        return r.sum(0), r, (r * 2).sum(0, keepdim=True) + 1.0
+
+    _check(fn, [x, w], rtol=2e-5, atol=2e-5)
+
+
+def test_whole_step_loss_is_spent():
+    rng = np.random.default_rng(3)
+    ws = [fg.tensor(rng.standard_normal((6, 4)).astype(np.float32), requires_grad=True)]
+    x = fg.tensor(rng.standard_normal((5, 6)).astype(np.float32))
+
+    def step(ws, x):
+        loss = (x @ ws[0]).relu().sum() / x.shape[0]  # div saves its inputs: spent after backward
+        loss.backward()
+        with fg.no_grad():
+            for p in ws:
+                p -= 0.1 * p.grad
+                p.grad = None
+        return loss
+
+    eager = [fg.tensor(w.detach().numpy().copy(), requires_grad=True) for w in ws]
+    cstep = fg.compile(step)
+    for _ in range(3):
+        lc, le = cstep(ws, x), step(eager, x)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-5)
+    np.testing.assert_allclose(ws[0].detach().numpy(), eager[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert lc.requires_grad and type(lc.grad_fn).__name__ == type(le.grad_fn).__name__
+    for loss in (lc, le):
+        with pytest.raises(RuntimeError, match="second time"):
+            loss.backward()
