@@ -138,12 +138,31 @@ def _log_split(typingctx, x):
         return types.UniTuple(x, 2)(x), codegen
 
 
+@intrinsic
+def _quadrant(typingctx, q, s, c):
+    """``s`` for even integer-valued float32 ``q``, ``c`` for odd, negated when q mod 4 >= 2.
+
+    Adding 1.5 * 2**23 puts q in the low mantissa bits (exact for |q| < 2**22): bit 0 picks
+    the value, bit 1 moved to the sign bit flips it, all in integer lanes. Past 2**22 the bits
+    are arbitrary but the result is still one of +-s, +-c; NaN stays NaN."""
+    if q == s == c == types.float32:
+        def codegen(context, builder, sig, args):
+            q, s, c = args
+            i32 = ir.IntType(32)
+            t = builder.bitcast(builder.fadd(q, ir.Constant(q.type, 1.5 * 2.0 ** 23)), i32)
+            odd = builder.icmp_unsigned("!=", builder.and_(t, ir.Constant(i32, 1)), ir.Constant(i32, 0))
+            v = builder.select(odd, c, s)
+            sign = builder.shl(builder.and_(t, ir.Constant(i32, 2)), ir.Constant(i32, 30))
+            return builder.bitcast(builder.xor(builder.bitcast(v, i32), sign), q.type)
+        return q(q, s, c), codegen
+
+
 # --------------------------------------------------------------------------- constants
 
 _Consts = namedtuple("_Consts", [
     "zero", "one", "half", "two", "inf", "nan", "tiny", "min_normal", "denorm_scale", "denorm_k",
     "log2e", "ln2_hi", "ln2_lo", "exp_lo", "exp_hi", "expm1_lo", "expm1_nmax", "exp_poly",
-    "log_poly",
+    "log_poly", "neg_two", "tanh_lo",
 ])
 
 _PER_DTYPE = {
@@ -152,7 +171,7 @@ _PER_DTYPE = {
     np.float32: dict(
         tiny=2.0 ** -25, min_normal=2.0 ** -126, denorm_scale=2.0 ** 25, denorm_k=25.0,
         ln2_hi=0.693359375, ln2_lo=-2.12194440e-4, exp_lo=-104.0, exp_hi=89.0, expm1_lo=-20.0,
-        expm1_nmax=60.0,
+        expm1_nmax=60.0, tanh_lo=-87.0,
         exp_poly=(1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                   1.6666665459e-1, 5.0000001201e-1),
         log_poly=(0.24279078841, 0.28498786688, 0.40000972152, 0.66666662693),
@@ -160,7 +179,7 @@ _PER_DTYPE = {
     np.float64: dict(
         tiny=2.0 ** -54, min_normal=2.0 ** -1022, denorm_scale=2.0 ** 54, denorm_k=54.0,
         ln2_hi=6.93147180369123816490e-01, ln2_lo=1.90821492927058770002e-10, exp_lo=-746.0,
-        exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0,
+        exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0, tanh_lo=-708.0,
         exp_poly=tuple(1.0 / math.factorial(i) for i in range(13, 1, -1)),
         log_poly=(1.479819860511658591e-01, 1.531383769920937332e-01, 1.818357216161805012e-01,
                   2.222219843214978396e-01, 2.857142874366239149e-01, 3.999999999940941908e-01,
@@ -171,7 +190,7 @@ _PER_DTYPE = {
 
 def _constants(ft: type) -> _Consts:
     """All constants of one float type, cast to it (Numba would promote float32 * literal to f64)."""
-    values = dict(zero=0.0, one=1.0, half=0.5, two=2.0, inf=math.inf, nan=math.nan,
+    values = dict(zero=0.0, one=1.0, half=0.5, two=2.0, neg_two=-2.0, inf=math.inf, nan=math.nan,
                   log2e=1.0 / math.log(2.0), **_PER_DTYPE[ft])
     return _Consts(**{k: tuple(map(ft, v)) if isinstance(v, tuple) else ft(v) for k, v in values.items()})
 
@@ -184,19 +203,22 @@ _F64_LOW = _F64._replace(log_poly=tuple(map(np.float64, _F32.log_poly)),
                          exp_poly=tuple(1.0 / math.factorial(i) for i in range(9, 1, -1)),
                          exp_lo=np.float64(_F32.exp_lo), exp_hi=np.float64(_F32.exp_hi))
 
-# sin/cos: x = n*pi/2 + r with pi/2 split into pieces of few bits so that n * piece is exact.
-# float32 reduces in float64 with 24 + 24 + 53 bits through fma, which keeps the two leading
-# steps exact for any |n| < 2**40; float64 uses 26 + 26 + 26 + 26 + 53 bits (exact for
-# |n| < 2**27, ~157 bits of pi/2).  Split computed with mpmath.
+# sin/cos: x = n*pi/2 + r with pi/2 split into pieces so that n * piece is exact or fused.
+# float32 reduces in float32 through fma with pi/2 as three float32 parts (see _trig_f32);
+# float64 uses 26 + 26 + 26 + 26 + 53 bits (exact for |n| < 2**27, ~157 bits of pi/2).
+# Split computed with mpmath.
 _INV_PIO2 = 0.6366197723675814
-_PIO2_F32 = (1.5707963705062866, -4.371138828673793e-08, -1.7151244994428829e-15)
+_PIO2_F32S = tuple(map(np.float32, (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)))
+_INV_PIO2_F32 = np.float32(0.6366197723675814)
 _PIO2_F64 = (1.5707963407039642, -1.3909067675399456e-08, 6.123233932053594e-17, 6.368317178484799e-25,
              -1.4973849048591698e-33)
-TRIG_MAX = {"float32": 2.0 ** 40, "float64": 2.0 ** 27 * (math.pi / 2)}  # ulp bound holds below
+# float32: below 2**17, n = rint(x * 2/pi) computed in float32 is off by at most one and the
+# reduced |r| stays under 0.8 (the clamp); beyond it the fast kernel's guard reruns in libm.
+TRIG_MAX = {"float32": 2.0 ** 17, "float64": 2.0 ** 27 * (math.pi / 2)}  # ulp bound holds below
 # Clamp for the reduced argument, a little above pi/4: past TRIG_MAX it keeps sin/cos in [-1, 1].
-# float32 leaves room for n being off by one when x * 2/pi rounds near a half-integer.
+# float32 leaves room for x * 2/pi rounding (in float32) to the neighbouring integer.
 _R_MAX = 0.7854
-_R_MAX_F32 = np.float32(0.79)
+_R_MAX_F32 = np.float32(0.8)
 _SIN_F32 = tuple(map(np.float32, (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)))  # cephes
 _COS_F32 = tuple(map(np.float32, (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)))
 _SIN_F64 = (1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
@@ -387,23 +409,20 @@ def _log_dd(a):
 
 @_jit
 def _trig_f32(x, shift):
-    """sin(x + shift*pi/2) for float32 x: reduction in float64 via fma, cephes kernels in float32."""
-    xd = np.float64(x)
-    n = _rint(xd * _INV_PIO2)
-    r = _fma(-n, _PIO2_F32[2], _fma(-n, _PIO2_F32[1], _fma(-n, _PIO2_F32[0], xd)))
-    rf = np.float32(r)
-    rf = rf if rf > -_R_MAX_F32 else -_R_MAX_F32  # only bites past TRIG_MAX: result stays in [-1, 1]
-    rf = rf if rf < _R_MAX_F32 else _R_MAX_F32
-    q = n + shift
-    q = q - 4.0 * _floor(q * 0.25)  # quadrant 0..3, exact in float64 for any n
-    neg = q >= 2.0
-    q = q - 2.0 if neg else q
-    z = rf * rf
-    s = rf + rf * z * _horner(z, _SIN_F32)
+    """sin(x + shift*pi/2) for float32 x, all in float32: Cody-Waite reduction through fma with
+    pi/2 in three float32 parts, cephes kernels.  With fma the first step x - n*P1 is exact
+    (|n| < 2**24) and the second is one rounding of the exact r1 - n*P2, so r keeps ~2**-23
+    relative accuracy down to the smallest |r| of float32 arguments below TRIG_MAX."""
+    n = _rint(x * _INV_PIO2_F32)
+    r = _fma(-n, _PIO2_F32S[2], _fma(-n, _PIO2_F32S[1], _fma(-n, _PIO2_F32S[0], x)))
+    # Clamps that keep NaN (inf - inf for x = +-inf): they only bite past TRIG_MAX, keeping
+    # the result in [-1, 1]; a NaN r makes both kernels NaN, so no separate inf check.
+    r = -_R_MAX_F32 if r < -_R_MAX_F32 else r
+    r = _R_MAX_F32 if r > _R_MAX_F32 else r
+    z = r * r
+    s = r + r * z * _horner(z, _SIN_F32)
     c = (z * z * _horner(z, _COS_F32) - _F32.half * z) + _F32.one
-    v = c if q == 1.0 else s
-    v = -v if neg else v
-    return v if abs(x) < _F32.inf else _F32.nan
+    return _quadrant(n + shift, s, c)
 
 
 @_jit
@@ -490,7 +509,7 @@ def log1p_f64(x: np.float64) -> np.float64:
 def sin_f32(x: np.float32) -> np.float32:
     """sin(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
     x = np.float32(x)
-    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, 0.0)
+    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero)
 
 
 @_jit
@@ -503,7 +522,7 @@ def sin_f64(x: np.float64) -> np.float64:
 @_jit
 def cos_f32(x: np.float32) -> np.float32:
     """cos(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
-    return _trig_f32(np.float32(x), 1.0)
+    return _trig_f32(np.float32(x), _F32.one)
 
 
 @_jit
@@ -518,7 +537,14 @@ def tanh_f32(x: np.float32) -> np.float32:
     x = np.float32(x)
     a = abs(x)
     z = a * a
-    u = _exp(-_F32.two * a, _F32)  # -> 0 for |x| = inf; NaN propagates through the large branch
+    # u = exp(t), t = -2|x| <= 0: clamped at -87 so that 2**n stays normal (1 + u == 1 long
+    # before), hence one 2**n factor instead of exp's overflow/subnormal-safe scaling.
+    # NaN stays NaN through the clamp and u, and takes the large branch.
+    t = _F32.neg_two * a
+    t = _F32.tanh_lo if t < _F32.tanh_lo else t
+    n = _rint(t * _F32.log2e)
+    r = (t - n * _F32.ln2_hi) - n * _F32.ln2_lo  # first product exact: Cody-Waite split
+    u = (_F32.one + (r + r * r * _horner(r, _F32.exp_poly))) * _pow2(n)
     y = (a + a * z * _horner(z, _TANH_F32)) if a < _TANH_SPLIT_F32 else (_F32.one - u) / (_F32.one + u)
     return math.copysign(y, x)
 

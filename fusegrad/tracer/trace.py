@@ -80,14 +80,36 @@ class Trace:
             key = id(d)
             v = self._captured.get(key)
             if v is None:
-                v = Var(d.shape, d.dtype, self)
+                v = self._lift_broadcast(x, d)
+                if v is None:
+                    v = Var(d.shape, d.dtype, self)
+                    self.graph.consts.append((v, x))
                 self._captured[key] = v
                 self._keep.append(d)
-                self.graph.consts.append((v, x))
             return v
         if isinstance(x, (bool, int, float, np.number, np.bool_)):
             return x.item() if isinstance(x, (np.number, np.bool_)) else x
         raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
+
+    def _lift_broadcast(self, x, d):
+        """A captured array that is a broadcast view (zero strides, e.g. the ones seed that
+        eager autograd broadcasts over a summed value) becomes its compact base (a view of the
+        same memory, so still read at call time) plus a broadcast_to in the graph: the kernel
+        reads one element instead of the runtime materializing and streaming the full array
+        every call (W1's gradient: 16 MiB). None when ``d`` is not such a view."""
+        from ..ir.prims.layout import broadcast_to
+        from ..runtime.tensor import Tensor, wrap
+        if (type(x) is not Tensor or x._rg or not isinstance(d, np.ndarray) or d.size <= 1
+                or not any(st == 0 and n > 1 for st, n in zip(d.strides, d.shape))):
+            return None
+        small = d[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(d.strides, d.shape))]
+        holder = wrap(small)
+        base = Var(small.shape, small.dtype, self)
+        self._keep.append(holder)
+        self.graph.consts.append((base, holder))
+        out = Var(d.shape, d.dtype, self)
+        self.graph.eqns.append(Eqn(broadcast_to, (base,), {"shape": tuple(d.shape)}, out))
+        return out
 
     def emit(self, prim, args: Sequence, params: dict) -> Var:
         ins = tuple(self.lift(a) for a in args)
