@@ -1,7 +1,7 @@
-"""The eager fallback of fusegrad.func: grad, vjp, jvp, jacrev, jacfwd and hessian through
+"""The eager fallback of fusegrad.func: grad_and_value, vjp, jvp, jacrev and jacfwd through
 the eager autograd graph (with ``create_graph``), so they nest and work on tensors that
 already require grad. fusegrad.func uses these for functions it cannot trace (data-
-dependent Python control flow, ``.item()``, ``detach()``, in-place updates of captured
+dependent Python control flow, ``.item()``, in-place updates of captured
 tensors...); jvp is the double-VJP construction and jacrev/jacfwd loop over one-hot
 vectors here."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..runtime.grad_mode import STATE, enable_grad
 from ..runtime.tensor import Tensor
 from .pytree import flatten, tree_map, unflatten
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad_and_value", "vjp", "jvp", "jacrev", "jacfwd"]
 
 
 def _argnums_tuple(argnums) -> tuple:
@@ -95,17 +95,6 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
         if has_aux:
             return g, (out, _maybe_detach(aux, tracked))
         return g, out
-    return wrapper
-
-
-def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
-    """The gradient of a scalar-valued ``func`` with respect to ``args[argnums]``."""
-    gv = grad_and_value(func, argnums, has_aux)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        g, v = gv(*args, **kwargs)
-        return (g, v[1]) if has_aux else g
     return wrapper
 
 
@@ -230,8 +219,3 @@ def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: b
                 blocks[j][i] = O.reshape(st, tuple(o.shape) + tuple(x.shape))
         return blocks
     return _jac_wrap(func, argnums, has_aux, build)
-
-
-def hessian(func: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
-    """The Hessian: jacfwd of jacrev."""
-    return jacfwd(jacrev(func, argnums), argnums)

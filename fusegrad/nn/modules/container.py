@@ -17,7 +17,24 @@ def _index(idx: int, n: int) -> int:
     return idx % n
 
 
-class Sequential(Module):
+class _Indexed(Module):
+    """Deletion, length and iteration shared by the index-addressed containers."""
+
+    def __delitem__(self, idx: Union[int, slice]) -> None:
+        keys = list(self._modules)
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
+            delattr(self, key)
+        # renumber, as PyTorch does, so that indices stay contiguous
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Sequential(_Indexed):
     """Calls its modules in order, each on the previous one's output. Built from modules
     (named "0", "1", ...) or from one OrderedDict of named modules."""
 
@@ -39,18 +56,6 @@ class Sequential(Module):
         key = list(self._modules)[_index(idx, len(self))]
         setattr(self, key, module)
 
-    def __delitem__(self, idx: Union[int, slice]) -> None:
-        keys = list(self._modules)
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
-            delattr(self, key)
-        # renumber, as PyTorch does, so that indices stay contiguous
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
     def __add__(self, other: "Sequential") -> "Sequential":
         if not isinstance(other, Sequential):
@@ -89,7 +94,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Indexed):
     """A list of submodules, registered under the names "0", "1", ..."""
 
     def __init__(self, modules: Optional[Iterable[Module]] = None) -> None:
@@ -105,17 +110,6 @@ class ModuleList(Module):
     def __setitem__(self, idx: int, module: Module) -> None:
         setattr(self, str(_index(idx, len(self))), module)
 
-    def __delitem__(self, idx: Union[int, slice]) -> None:
-        keys = list(self._modules)
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
-            delattr(self, key)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
