@@ -256,3 +256,11 @@ def test_error_is_not_a_crash_for_empty_reductions():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert np.isnan(fg.ones(0, 3).mean().item())
+
+
+def test_view_of_non_contiguous_raises_like_torch():
+    x = fg.arange(6.0).reshape(2, 3).t()
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.view(6)
+    assert tuple(x.view(3, 2, 1).shape) == (3, 2, 1)  # splitting a dimension is still a view
+    assert tuple(x.reshape(6).shape) == (6,)  # reshape copies instead

@@ -658,11 +658,21 @@ def view(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (D.dtype, type, np.dtype)):
         d = D.to_dtype(shape[0])
         return wrap(x._concrete("view(dtype)").view(d.np))
+    d = x._data
+    if type(d) is np.ndarray:
+        target = _infer_shape(_size_args(shape), d.size)
+        probe = d.view()
+        try:  # NumPy refuses an in-place shape change exactly when a view is impossible
+            probe.shape = target
+        except AttributeError:
+            raise RuntimeError(f"view size is not compatible with input tensor's size and stride (shape "
+                               f"{list(d.shape)} to {list(target)}: at least one dimension spans across "
+                               f"two contiguous subspaces). Use .reshape(...) instead.") from None
     return reshape(x, *shape)
 
 
 def view_as(x, other):
-    return reshape(x, other.shape)
+    return view(x, other.shape)
 
 
 def reshape_as(x, other):
