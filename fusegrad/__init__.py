@@ -25,8 +25,6 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 short = int16
-cfloat = None
-FloatTensor = DoubleTensor = LongTensor = Tensor
 
 
 def is_tensor(obj) -> bool:
@@ -56,12 +54,15 @@ def set_printoptions(**kwargs) -> None:
 
 
 def get_num_threads() -> int:
-    import os
-    return os.cpu_count() or 1
+    """Threads that compiled kernels use (Numba's pool)."""
+    import numba
+    return numba.get_num_threads()
 
 
 def set_num_threads(n: int) -> None:
-    pass
+    """Set the threads compiled kernels use (at most NUMBA_NUM_THREADS, the core count)."""
+    import numba
+    numba.set_num_threads(n)
 
 
 __version__ = "0.1.0"
