@@ -63,6 +63,15 @@ def _split(args, argnums):
     return args, diff, specs
 
 
+def _regroup(flat: list, diff: list, specs: list) -> list:
+    """Per-argument pytrees rebuilt from one flat list of their leaves' results."""
+    res, k = [], 0
+    for group, spec in zip(diff, specs):
+        res.append(unflatten(spec, flat[k:k + len(group)]))
+        k += len(group)
+    return res
+
+
 def _any_tracked(args) -> bool:
     leaves, _ = flatten(list(args))
     return STATE.enabled and any(isinstance(x, Tensor) and x._rg for x in leaves)
@@ -85,10 +94,7 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
                                    f"{'shape ' + str(list(out.shape)) if isinstance(out, Tensor) else type(out).__name__}")
             flat = [x for group in diff for x in group]
             gs = _grad_tree(out, flat)
-        res, k = [], 0
-        for group, spec in zip(diff, specs):
-            res.append(unflatten(spec, gs[k:k + len(group)]))
-            k += len(group)
+        res = _regroup(gs, diff, specs)
         g = res[0] if isinstance(argnums, int) else tuple(res)
         g = _maybe_detach(g, tracked)
         out = _maybe_detach(out, tracked)
@@ -113,11 +119,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
         with enable_grad():
             flat = [x for group in diff for x in group]
             gs = _grad_tree(out, flat, cots)
-        res, k = [], 0
-        for group, spec in zip(diff, specs):
-            res.append(unflatten(spec, gs[k:k + len(group)]))
-            k += len(group)
-        return tuple(_maybe_detach(r, tracked) for r in res)
+        return tuple(_maybe_detach(r, tracked) for r in _regroup(gs, diff, specs))
     res_out = _maybe_detach(out, tracked)
     return (res_out, vjp_fn, _maybe_detach(aux, tracked)) if has_aux else (res_out, vjp_fn)
 
@@ -163,10 +165,7 @@ def _jac_wrap(func, argnums, has_aux, build):
             blocks = build(outs, flat)  # blocks[o][i]: Jacobian of output o w.r.t. flat input i
         per_out = []
         for o_blocks in blocks:
-            res, k = [], 0
-            for group, spec in zip(diff, specs):
-                res.append(unflatten(spec, o_blocks[k:k + len(group)]))
-                k += len(group)
+            res = _regroup(o_blocks, diff, specs)
             per_out.append(res[0] if isinstance(argnums, int) else tuple(res))
         jac = unflatten(ospec, per_out)
         jac = _maybe_detach(jac, tracked)
