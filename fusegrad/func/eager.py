@@ -104,15 +104,22 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
     return wrapper
 
 
+def _forward(func: Callable, primals: tuple, has_aux: bool) -> tuple:
+    """Run ``func`` on differentiable stand-ins of every primal (grad mode on):
+    (stand-in leaves per primal, their pytree specs, output, aux)."""
+    new_args, diff, specs = _split(primals, tuple(range(len(primals))))
+    out = func(*new_args)
+    aux = None
+    if has_aux:
+        out, aux = out
+    return diff, specs, out, aux
+
+
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal."""
     tracked = _any_tracked(primals)
     with enable_grad():
-        new_args, diff, specs = _split(primals, tuple(range(len(primals))))
-        out = func(*new_args)
-    aux = None
-    if has_aux:
-        out, aux = out
+        diff, specs, out, aux = _forward(func, primals, has_aux)
 
     def vjp_fn(cotangents, retain_graph=True):
         cots, _ = flatten(cotangents)
@@ -129,11 +136,7 @@ def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
     in its cotangent u, so differentiating <vjp(u), t> with respect to u gives J·t."""
     tracked = _any_tracked(primals) or _any_tracked(tangents)
     with enable_grad():
-        new_args, diff, specs = _split(primals, tuple(range(len(primals))))
-        out = func(*new_args)
-        aux = None
-        if has_aux:
-            out, aux = out
+        diff, specs, out, aux = _forward(func, primals, has_aux)
         outs, ospec = flatten(out)
         us = [zeros_like(o).requires_grad_(True) for o in outs]
         flat = [x for group in diff for x in group]
