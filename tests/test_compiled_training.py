@@ -160,6 +160,51 @@ def test_checkpoint_inside_compiled_code():
     assert cf.cache_info()["graph_breaks"] == [] and cf.cache_info()["compiles"] == 1
 
 
+def _residual_lines(forward_ir: str, n_outputs: int) -> list:
+    """The listing lines defining the forward graph's residuals (outputs after the first n)."""
+    names = forward_ir.strip().splitlines()[-2].strip()[len("return ("):-1].split(", ")[n_outputs:]
+    defs = {ln.split(":")[0].strip(): ln for ln in forward_ir.splitlines() if " = " in ln}
+    return [defs.get(n, n + " (input)") for n in names]
+
+
+@pytest.mark.parametrize("remat", ["none", "auto", "max"])
+def test_checkpoint_under_compile_is_a_remat_hint(remat):
+    """Values computed inside checkpoint() are never saved, matmuls included: the backward
+    recomputes them from the region's input, and gradients match eager."""
+    rng = np.random.default_rng(3)
+    w1 = torch.tensor(rng.standard_normal((4, 5)), requires_grad=True)
+    w2 = torch.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+
+    def block(a):
+        return (torch.tanh(a @ w1) ** 2) @ w2
+
+    def fn(x, ck):
+        a = x.sin()
+        y = checkpoint(block, a, use_reentrant=False) if ck else block(a)
+        return (y * y).sum()
+
+    x0 = rng.standard_normal((6, 4))
+    ref = []
+    for t in (x := torch.tensor(x0, requires_grad=True), w1, w2):
+        t.grad = None
+    fn(x, False).backward()
+    ref = [t.grad.numpy().copy() for t in (x, w1, w2)]
+    lowered = {}
+    for ck in (False, True):
+        cf = torch.compile(fn, backend="eager", remat=remat)
+        for t in (x, w1, w2):
+            t.grad = None
+        cf(x, ck).backward()
+        for t, r in zip((x, w1, w2), ref):
+            np.testing.assert_allclose(t.grad.numpy(), r, **R)
+        lowered[ck] = cf.lower(x, ck)
+    fwd = lowered[True].ir("forward")
+    assert fwd.count("# checkpointed") == 3  # matmul, tanh, pow inside the region
+    assert not any("checkpointed" in ln for ln in _residual_lines(fwd, 1))
+    bwd_mm = {ck: lowered[ck].ir("backward").count("= matmul(") for ck in (False, True)}
+    assert bwd_mm[True] == bwd_mm[False] + 1  # the region's first matmul is recomputed
+
+
 def test_sgd_step_on_parameters_passed_as_arguments_writes_back():
     """In-place updates of tensor arguments inside a compiled step reach the caller's tensors."""
     import numpy as np

@@ -14,14 +14,17 @@ _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf1
 
 
 class Var:
-    """One SSA value: shape and NumPy dtype, numbered; ``trace`` is the trace that made it."""
-    __slots__ = ("shape", "dtype", "id", "trace")
+    """One SSA value: shape and NumPy dtype, numbered; ``trace`` is the trace that made it.
+    ``recompute`` is a rematerialization hint: the value was computed inside a
+    ``checkpoint`` region, so a backward recomputes it rather than keeping it."""
+    __slots__ = ("shape", "dtype", "id", "trace", "recompute")
 
     def __init__(self, shape: tuple, dtype, trace=None):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.id = next(_ids)
         self.trace = trace
+        self.recompute = False
 
     @property
     def ndim(self) -> int:
@@ -80,7 +83,8 @@ class Graph:
             lines.append(f"    {v!r}: {v.type_str()} = const,")
         lines.append(") {")
         for e in self.eqns:
-            lines.append(f"  {e!r}" + (f"    # {e.where}" if e.where else ""))
+            notes = [n for n in (e.where, "checkpointed" if e.out.recompute else None) if n]
+            lines.append(f"  {e!r}" + (f"    # {'; '.join(notes)}" if notes else ""))
         outs = ", ".join(repr(o) for o in self.outputs)
         lines.append(f"  return ({outs})")
         lines.append("}")

@@ -42,7 +42,11 @@ def _zeros(tr: Trace, v: Var) -> Tensor:
 def _replay(graph: Graph, tr: Trace) -> tuple[list, dict]:
     """New inputs of ``tr`` for the primals, and the replayed env (source Var id -> Tensor)."""
     primals = [wrap(tr.new_input(v.shape, v.dtype)) for v in primal_vars(graph)]
-    return primals, eval_tensors(graph, primals)
+    env = eval_tensors(graph, primals)
+    for e in graph.eqns:  # carry checkpoint hints over to the replayed values
+        if e.out.recompute and type(env[e.out.id]._data) is Var:
+            env[e.out.id]._data.recompute = True
+    return primals, env
 
 
 def _finish(tr: Trace, outs: list) -> Graph:

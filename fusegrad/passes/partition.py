@@ -6,7 +6,9 @@ What is saved versus recomputed in the backward is the ``remat`` policy:
 - ``"max"``: recompute every cheap op (elementwise, layout, fills) from the nearest
   inputs or expensive results (matmul, reductions, gathers, scans, random);
 - ``"auto"``: a minimum cut over the forward values the backward needs, cost = bytes
-  kept alive, with expensive results never recomputed (as AOTAutograd does)."""
+  kept alive, with expensive results never recomputed (as AOTAutograd does).
+Under every policy, values marked ``recompute`` (computed inside a ``checkpoint`` region)
+are never saved, expensive or not: the backward recomputes them from the region's inputs."""
 from __future__ import annotations
 
 from ..ir.graph import Graph, Var
@@ -26,11 +28,12 @@ def _bytes(v: Var) -> int:
     return v.size * v.dtype.itemsize + 1  # +1: of equal-size choices, save fewer values
 
 
-def _saved_mincut(producer: dict, primals: dict, needed: list) -> set:
+def _saved_mincut(producer: dict, primals: dict, needed: list, hinted: set) -> set:
     """Ids of the values to save: a minimum cut (in bytes) between what must exist in
     the forward (primals, expensive results) and what the backward reads. Each value is
     split into an in-node and an out-node joined by an edge of its size: cutting that
-    edge means saving the value; everything past the cut is recomputed."""
+    edge means saving the value; everything past the cut is recomputed. ``hinted``
+    values cannot be cut (saved) and may be recomputed even when expensive."""
     fg = FlowGraph()
     src, sink = ("source",), ("sink",)
     seen: set = set()
@@ -40,9 +43,9 @@ def _saved_mincut(producer: dict, primals: dict, needed: list) -> set:
         if v.id in seen:
             continue
         seen.add(v.id)
-        fg.add_edge((v.id, "in"), (v.id, "out"), _bytes(v))
+        fg.add_edge((v.id, "in"), (v.id, "out"), INF if v.id in hinted else _bytes(v))
         e = producer.get(v.id)
-        if e is None or not _cheap(e):  # primals and expensive results exist in the forward
+        if e is None or not (_cheap(e) or v.id in hinted):  # primals, expensive results exist in the forward
             fg.add_edge(src, (v.id, "in"), INF)
             if e is None:
                 continue
@@ -54,6 +57,22 @@ def _saved_mincut(producer: dict, primals: dict, needed: list) -> set:
         fg.add_edge((v.id, "out"), sink, INF)
     side = fg.min_cut(src, sink)
     return {vid for vid in seen if (vid, "in") in side and (vid, "out") not in side}
+
+
+def _hinted(fwd_eqns: list, fwd_outputs: list) -> set:
+    """Ids of the forward values to recompute by ``checkpoint`` hints: those marked, and
+    those the VJP rules derived from them for the backward only (``1 - tanh(x)**2``, a
+    transpose), which belong to the region's backward as they do in eager checkpointing."""
+    live = {o.id for o in fwd_outputs if isinstance(o, Var)}
+    for e in reversed(fwd_eqns):  # the values the forward outputs depend on
+        if e.out.id in live:
+            live.update(a.id for a in e.inputs if isinstance(a, Var))
+    hinted: set = set()
+    for e in fwd_eqns:
+        if e.out.recompute or (e.out.id not in live and any(isinstance(a, Var) and a.id in hinted
+                                                            for a in e.inputs)):
+            hinted.add(e.out.id)
+    return hinted
 
 
 def _recomputed(producer: dict, kept: set, needed: dict, free: set) -> tuple[set, dict]:
@@ -93,14 +112,18 @@ def partition(joint: Graph, n_primals: int, n_outputs: int, remat: str = "auto")
     for x in [a for e in bwd_eqns for a in e.inputs] + joint.outputs[n_outputs:]:
         if isinstance(x, Var) and x.id not in on_bwd and x.id not in free:
             needed[x.id] = x
+    hinted = _hinted(fwd_eqns, joint.outputs[:n_outputs])
     if remat == "none":
-        saved = set(needed)
+        saved = set(needed) - hinted
     elif remat == "max":
-        saved = {vid for vid, e in producer.items() if not _cheap(e)} | primal_ids
+        saved = ({vid for vid, e in producer.items() if not _cheap(e)} | primal_ids) - hinted
     else:
-        saved = _saved_mincut(producer, {v.id: v for v in primals}, list(needed.values()))
+        saved = _saved_mincut(producer, {v.id: v for v in primals}, list(needed.values()), hinted)
 
     recompute, residuals = _recomputed(producer, saved | primal_ids, needed, free)
+    if remat == "none" and hinted:  # recompute only the checkpointed values: save what feeds them
+        saved |= recompute - hinted
+        recompute, residuals = _recomputed(producer, saved | primal_ids, needed, free)
     # An equality test needs the forward's exact bits (max/min VJPs test x == max(x) with
     # max saved): x recomputed by arithmetic in another kernel under fastmath can differ in
     # the last bit and drop a gradient. The arithmetic operands of eq/ne are saved instead.

@@ -111,6 +111,14 @@ class Trace:
         self.graph.eqns.append(Eqn(broadcast_to, (base,), {"shape": tuple(d.shape)}, out))
         return out
 
+    def mark_recompute(self, since: int, keep: Sequence[Var]) -> None:
+        """Mark the values of equations ``since`` onwards, except ``keep`` (a region's
+        outputs), as rematerialization hints: what ``checkpoint`` asks for under compile."""
+        kept = {v.id for v in keep}
+        for e in self.graph.eqns[since:]:
+            if e.out.id not in kept:
+                e.out.recompute = True
+
     def emit(self, prim, args: Sequence, params: dict) -> Var:
         ins = tuple(self.lift(a) for a in args)
         avals = [(v.shape, v.dtype) if isinstance(v, Var) else v for v in ins]

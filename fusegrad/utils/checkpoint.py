@@ -177,13 +177,25 @@ def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args
     return type(out)(*slots) if hasattr(out, "_fields") else type(out)(slots)
 
 
+def _checkpoint_traced(trace, function: Callable, args: tuple, kwargs: dict) -> Any:
+    """Under compile the traced graph is differentiated whole; the values computed inside
+    the region are marked for recomputation, so the partitioner keeps the region's inputs
+    and recomputes the rest in the backward (a remat hint, as torch.compile treats it)."""
+    since = len(trace.graph.eqns)
+    out = function(*args, **kwargs)
+    outs = [t._data for t in _tensor_slots(out) if isinstance(t, Tensor) and type(t._data) is Var]
+    trace.mark_recompute(since, outs)
+    return out
+
+
 def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, preserve_rng_state: bool = True,
                **kwargs) -> Any:
     """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
     they are recomputed (calling ``function`` once more) when gradients flow back. The
     random generator state is restored for the recomputation so dropout masks match."""
-    if any(isinstance(a, Tensor) and type(a._data) is Var for a in args):
-        return function(*args, **kwargs)  # being compiled: the traced graph is differentiated whole
+    traced = [a._data for a in args if isinstance(a, Tensor) and type(a._data) is Var]
+    if traced:
+        return _checkpoint_traced(traced[0].trace, function, args, kwargs)
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default "
