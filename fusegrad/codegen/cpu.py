@@ -117,13 +117,14 @@ def _concat_views(fused: Fused, args: set) -> tuple:
     """Concatenates along axis 0 whose parts the loop groups before them write in place.
 
     Returns (var id -> buffer name, allocation lines for the top of the entry function,
-    group index -> [(offset, part)] still to copy). A concatenated buffer is allocated
+    group index -> [(offset, part)] still to copy, view name -> (buffer, offset)). A concatenated buffer is allocated
     fresh (never a planned slot, which earlier values may occupy) and each part computed
     by an earlier loop group becomes a view of its rows, so W3's gradient (hundreds of
     rows, see passes.embeds) costs no copies and no per-part code."""
     views: dict = {}
     lines: list = []
     concats: dict = {}
+    parts: dict = {}
     outs = {v.id for v in fused.outputs if isinstance(v, Var)}
     for gi, g in enumerate(fused.groups):
         if not (isinstance(g, CallGroup) and g.eqn.prim.name == "concatenate"
@@ -137,12 +138,13 @@ def _concat_views(fused: Fused, args: set) -> tuple:
             if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
                     and x.id not in views and x.id not in fused.aliases and x.id not in outs and x.size):
                 views[x.id] = f"{name}_{len(views)}"
+                parts[views[x.id]] = (name, off)
                 lines.append(f"    {views[x.id]} = {name}[{off}:{off + x.size}]")
             elif x.size:
                 copies.append((off, x))
             off += x.size
         concats[gi] = copies
-    return views, lines, concats
+    return views, lines, concats, parts
 
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering) -> tuple:
@@ -161,7 +163,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering) -> tuple:
         key = v if isinstance(v, int) else v.id
         return numbers.setdefault(key, len(numbers))
 
-    views, body, concats = _concat_views(fused, set(arg_name))
+    views, body, concats, parts = _concat_views(fused, set(arg_name))
 
     def buf(v: Var) -> str:
         return views.get(v.id) or arg_name.get(v.id) or f"b{num(slot.get(v.id, v.id))}"
@@ -182,7 +184,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering) -> tuple:
             body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
         else:
             parallel |= g.parallel
-            body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num))
+            body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num, parts))
     rets = []
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))

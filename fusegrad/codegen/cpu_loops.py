@@ -14,6 +14,7 @@ import numpy as np
 from ..ir.graph import Eqn, Var
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
+from .cpu_reroll import reroll
 from .cpu_scalar import GUARD, Lowering, literal
 
 _INDENT = "    "
@@ -109,8 +110,10 @@ class LoopEmitter:
     supplies aliases."""
 
     def __init__(self, fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
-                 num: Callable[[Var], int]):
+                 num: Callable[[Var], int], views: dict):
         self.f, self.g, self.outs, self.buf, self.lw, self.num = fused, g, outs, buf, lw, num
+        self.views = views  # buffer name -> (buffer it is a slice of, offset)
+        self.dtypes: dict = {}  # local name -> dtype, for rerolling
         self.flat = self._flat_ok()
         self.lines: list = []
         self.guarded = any(e.prim.kind == "elementwise" and lw.guards(e.prim.scalar, _operand_dtype(e))
@@ -214,6 +217,7 @@ class LoopEmitter:
     def assign(self, depth: int, e: Eqn) -> None:
         """``m<n> = <element expression>``, then the statements the lowering asked for
         (the out-of-range counts of fast sin/cos arguments, see cpu_scalar.Lowering)."""
+        self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
         self.emit(depth, f"m{self.num(e.out)} = {self.value(e)}")
         for ln in self.lw.drain():
             self.emit(depth, ln)
@@ -241,7 +245,19 @@ class LoopEmitter:
         finally:
             self.lw.guard_target = GUARD
             self.lw.outline = False
+        if not g.parallel:
+            self._reroll()
         return self.lines
+
+    def _reroll(self) -> None:
+        """Reroll repeated blocks (see cpu_reroll); a body that became short calls the
+        inlined (vectorizable) fastmath functions again."""
+        lines = reroll(self.lines, self.views, self.dtypes.get)
+        if lines is self.lines or lines == self.lines:
+            return
+        if self.outline and sum(ln.count("_fmc_") for ln in lines) <= MAX_INLINED:
+            lines = [self.lw.inline_calls(ln) for ln in lines]
+        self.lines = lines
 
     # -- huge sin/cos argument counts (see cpu_scalar.Lowering): Numba accepts a prange
     # reduction only as one update per iteration, so counts inside a prange loop go to a
@@ -455,6 +471,7 @@ class LoopEmitter:
             self.emit(d, f"n{name} += n{name}c" if combine else f"n{name} += r{name} != r{name}")
 
     def _acc_final(self, d: int, e: Eqn) -> None:
+        self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
         acc = f"a{self.num(e.out)}"
         if e.prim.scalar in ("max", "min") and e.inputs[0].dtype.kind == "f":
             acc = f"({acc} if n{self.num(e.out)} == 0 else np.nan)"
@@ -470,7 +487,8 @@ def _operand_dtype(e: Eqn) -> np.dtype:
 
 
 def emit_loop_group(fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
-                    num: Callable[[Var], int]) -> list:
-    """Source lines (indented for the entry function's body) of loop group ``g``."""
-    return LoopEmitter(fused, g, outs, buf, lw, num).run()
+                    num: Callable[[Var], int], views: dict) -> list:
+    """Source lines (indented for the entry function's body) of loop group ``g``;
+    ``views`` maps buffer names that are slices of another buffer to (base, offset)."""
+    return LoopEmitter(fused, g, outs, buf, lw, num, views).run()
 

@@ -79,6 +79,15 @@ class Lowering:
             self.globals[sym] = f"_FASTMATH[{key!r}]"
         return sym
 
+    def inline_calls(self, line: str) -> str:
+        """``line`` with fastmath's outlined calls replaced by the inlined functions (for a
+        loop body that rerolling made short)."""
+        def sub(m: re.Match) -> str:
+            sym = f"_fm_{m.group(1)}"
+            self.globals[sym] = self.globals[m.group(0)].replace("_FASTMATH_CALLS[", "_FASTMATH[")
+            return sym
+        return re.sub(r"\b_fmc_(\w+)", sub, line)
+
     def transcendental(self, template: str, dtype: np.dtype) -> bool:
         """True if ``template`` lowers to a fastmath function."""
         m = _CALL.match(template)
