@@ -232,3 +232,75 @@ def test_sgd_step_on_parameters_passed_as_arguments_writes_back():
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12)
         assert a.grad is None
     assert cstep.cache_info()["compiles"] == 1
+
+
+def _sgd_mlp_step(params, x, y):
+    w1, b1, w2 = params
+    loss = (((x @ w1 + b1).relu() @ w2 - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            p -= 0.05 * p.grad
+            p.grad = None
+    return loss
+
+
+def test_whole_step_updates_parameters_in_their_own_arrays():
+    """The cpu backend computes each SGD update straight into the parameter's array (the
+    GEMM epilogue accumulates into it, the bias loop writes over it): no copy in the kernel,
+    the tensors keep their arrays, and 5 steps match eager."""
+    rng = np.random.default_rng(7)
+    init = [rng.standard_normal((6, 8)) * 0.3, np.zeros(8), rng.standard_normal((8, 3)) * 0.3]
+    x, y = torch.tensor(rng.standard_normal((5, 6))), torch.tensor(rng.standard_normal((5, 3)))
+    pe = [torch.tensor(a.copy(), requires_grad=True) for a in init]
+    pc = [torch.tensor(a.copy(), requires_grad=True) for a in init]
+    arrays = [p._data for p in pc]
+    step = torch.compile(_sgd_mlp_step, backend="cpu")
+    for _ in range(5):
+        np.testing.assert_allclose(step(pc, x, y).item(), _sgd_mlp_step(pe, x, y).item(), rtol=1e-12)
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-14)
+    assert all(p._data is a for p, a in zip(pc, arrays))
+    src = step.lower(pc, x, y).kernel_source()
+    assert "[:] = x" not in src and "be" in src and ".ctypes, x0.ctypes" in src, src
+
+
+def test_in_place_update_with_the_same_tensor_twice():
+    """An argument updated in place that is also passed as another argument: the call runs
+    eagerly (the trace took them for distinct tensors), with a note; distinct ones compile."""
+    rng = np.random.default_rng(8)
+    x = torch.tensor(rng.standard_normal((4, 5)))
+
+    def upd(p, q, x):
+        with torch.no_grad():
+            p -= 0.1 * (x.t() @ (x @ q))
+        return q.sum()
+
+    a0 = rng.standard_normal((5, 5))
+    pe, pc = torch.tensor(a0.copy()), torch.tensor(a0.copy())
+    cf = torch.compile(upd, backend="cpu")
+    qe, qc = torch.tensor(a0.copy()), torch.tensor(a0.copy())
+    for _ in range(3):
+        np.testing.assert_allclose(cf(pc, qc, x).item(), upd(pe, qe, x).item(), rtol=1e-12)
+        np.testing.assert_allclose(cf(pc, pc, x).item(), upd(pe, pe, x).item(), rtol=1e-12)
+        np.testing.assert_allclose(cf(qc[:], qc, x).item(), upd(qe[:], qe, x).item(), rtol=1e-12)
+    np.testing.assert_allclose(pc.numpy(), pe.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(qc.numpy(), qe.numpy(), rtol=1e-12)
+    info = cf.cache_info()
+    assert info["fallbacks"] == 6 and any("shares memory" in n for n in info["notes"])
+
+
+def test_in_place_update_rerun_for_huge_sin_arguments_reads_the_old_values():
+    """A graph whose fast sin may be rerun exactly writes no argument in place, so the rerun
+    (here forced by a huge argument) starts from the parameter's old values."""
+    def upd(p):
+        with torch.no_grad():
+            p -= 0.5 * (p * 3.0).sin()
+        return p.sum()
+
+    a0 = np.array([0.3, -1.2, 2.0e9, 4.0])
+    pe, pc = torch.tensor(a0.copy()), torch.tensor(a0.copy())
+    cf = torch.compile(upd, backend="cpu")
+    for _ in range(2):
+        np.testing.assert_allclose(cf(pc).item(), upd(pe).item(), rtol=1e-12)
+        np.testing.assert_allclose(pc.numpy(), pe.numpy(), rtol=1e-12)

@@ -79,7 +79,7 @@ def test_random_chains_rerolled_match_eager(seed):
     tol = dict(rtol=2e-4, atol=2e-5) if arrays[0].dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
     for f in (fn, gfn):
         g = _graph(f, arrays)
-        src = generate(g, fuse(g))
+        src = generate(g, fuse(g))[0]
         assert "for zq in range(" in src, (desc, src)
         got = _run_source(src, arrays, g)
         ref = f(*[fg.tensor(a) for a in arrays])
@@ -97,7 +97,7 @@ def test_irregular_bodies_stay_unrolled():
         return h
     arrays = [np.random.default_rng(0).standard_normal((40, 3)), np.ones(3)]
     g = _graph(fn, arrays)
-    src = generate(g, fuse(g))
+    src = generate(g, fuse(g))[0]
     assert "zq" not in src
     np.testing.assert_allclose(_run_source(src, arrays, g)[0], fn(*map(fg.tensor, arrays)).numpy(), rtol=1e-12)
     lines = ["    for i0 in range(4):"] + [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})])" for k in range(8)]

@@ -1,8 +1,11 @@
 """The backend interface: what turns an optimized Graph into something callable.
 
-A ``Backend`` has ``name`` and ``compile(graph) -> Executable``. An ``Executable`` is
-called with NumPy arrays ordered ``graph.inputs`` then ``graph.consts`` and returns a
-tuple of arrays, one per ``graph.outputs``; ``kernel_source()`` is its generated code and
+A ``Backend`` has ``name`` and ``compile(graph, donate=None) -> Executable``. An
+``Executable`` is called with NumPy arrays ordered ``graph.inputs`` then ``graph.consts``
+and returns a tuple of arrays, one per ``graph.outputs``. ``donate`` maps an output's
+position to an argument's position whose array the caller overwrites with that output
+afterwards anyway (an in-place update of a parameter): the executable may compute the
+output straight into that array, and then returns a view of it; ``kernel_source()`` is its generated code and
 the optional ``stages`` dict maps stage names (e.g. ``"fused"``) to IR text.
 A backend that cannot lower an op raises ``Unsupported`` (the compiler falls back to
 eager for that signature). Backends register by name; ``"cpu"`` registers itself from
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,7 +40,7 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, graph: Graph) -> Executable: ...
+    def compile(self, graph: Graph, donate: Optional[dict] = None) -> Executable: ...
 
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}

@@ -4,27 +4,33 @@ Intermediates (group outputs that are not graph outputs) share buffers: when a g
 starts, the buffers of values whose last reader has run are free, and a new value takes a
 free buffer of the same element count and dtype. A loop group without reductions may write
 a value in place over an operand that dies in that group when every read of the operand
-is at the very element being written (same shape and index map, no view in between)."""
+is at the very element being written (same shape and index map, no view in between).
+
+Donations: a graph output that the caller copies over an argument afterwards (an SGD
+update of a parameter) may be computed straight into that argument's array when nothing
+reads the argument after the group that writes the output, under the same rule, or as
+the accumulator of a GEMM epilogue (``C = alpha * A @ B + C``)."""
 from __future__ import annotations
 
 from ..ir.graph import Var
-from .fusion import Fused, LoopGroup
+from .fusion import CallGroup, Fused, LoopGroup
+
+
+def _base(f: Fused, v):
+    """The value a view (alias) reads, through chains of views."""
+    while isinstance(v, Var) and v.id in f.aliases:
+        v = f.aliases[v.id].inputs[0]
+    return v
 
 
 def _last_reads(f: Fused) -> dict:
     """var id -> index of the last group that reads it (through aliases too)."""
     last: dict = {}
-
-    def base(v: Var) -> Var:
-        while v.id in f.aliases:
-            v = f.aliases[v.id].inputs[0]
-        return v
-
     for gi, g in enumerate(f.groups):
         for e in (g.eqns if isinstance(g, LoopGroup) else [g.eqn]):
             for a in e.inputs:
                 if isinstance(a, Var):
-                    last[base(a).id] = gi
+                    last[_base(f, a).id] = gi
     return last
 
 
@@ -76,3 +82,31 @@ def plan(f: Fused) -> dict:
                 del live[b]
                 free.append(b)
     return slot
+
+
+def donations(f: Fused, donate: dict) -> dict:
+    """Output var id -> argument var id for the pairs of ``donate`` (output position ->
+    argument position, arguments being graph inputs then consts) that may share a buffer."""
+    args = list(f.graph.inputs) + [v for v, _ in f.graph.consts]
+    outs = [v for v in f.outputs if isinstance(v, Var)]
+    last = _last_reads(f)
+    res: dict = {}
+    for oi, ai in donate.items():
+        o, x = f.outputs[oi], args[ai]
+        if (not isinstance(o, Var) or (o.shape, o.dtype) != (x.shape, x.dtype) or x.id in res.values()
+                or any(v.id == x.id for v in outs) or sum(v.id == o.id for v in outs) != 1
+                or any(a.id == o.id for a in args)):
+            continue
+        gi = f.owner.get(o.id)
+        if gi is None or last.get(x.id, -1) > gi:
+            continue
+        g = f.groups[gi]
+        if isinstance(g, LoopGroup):
+            ok = _in_place_ok(g, o, x, f.aliases)
+        else:
+            e = g.eqn
+            ok = (isinstance(g, CallGroup) and e.prim.name == "matmul" and len(e.inputs) == 3
+                  and e.inputs[2] is x and all(_base(f, a) is not x for a in e.inputs[:2]))
+        if ok:
+            res[o.id] = x.id
+    return res

@@ -166,6 +166,9 @@ class _Plan:
         self.n_primal_consts = 0
         self.n_out = len(traced.graph.outputs)
         self.bwd_holders: list = []
+        # tensor arguments the call writes (data or .grad): traced as distinct from the
+        # others, so a call where one shares memory with another argument runs eagerly
+        self.written_args = sorted({h for _, h in traced.writebacks if isinstance(h, int)})
 
     def kernel_source(self) -> str:
         src = self.forward.kernel_source()
@@ -198,6 +201,16 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
     return tuple(wrap(a) for a in plan.backward(*arrays))
 
 
+_ALIASED = ("a tensor argument the function updates in place shares memory with another "
+            "argument: that call ran eagerly")
+
+
+def _aliased(written: list, leaves: list) -> bool:
+    """True when a tensor argument at a position in ``written`` shares memory with another."""
+    arrays = [x._data for x in leaves if isinstance(x, Tensor)]
+    return any(j != i and np.may_share_memory(arrays[i], b) for i in written for j, b in enumerate(arrays))
+
+
 def _call_plan(plan: _Plan, leaves: list) -> Any:
     tensors = [x for x in leaves if isinstance(x, Tensor)]
     consts = [_read(h) for h in plan.holders]
@@ -228,10 +241,33 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
 
 
+def _donations(traced: _Traced, opt) -> dict:
+    """Output position -> argument position for each value written back over a tensor's
+    data: the backend may compute it straight into that tensor's array."""
+    n_user = len(opt.outputs) - len(traced.writebacks)
+    holders = [h for _, h in opt.consts]
+    res = {}
+    for j, (kind, h) in enumerate(traced.writebacks):
+        if kind != "data":
+            continue
+        if isinstance(h, int):
+            res[n_user + j] = h
+        elif any(x is h for x in holders):
+            res[n_user + j] = len(opt.inputs) + next(k for k, x in enumerate(holders) if x is h)
+    return res
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
 def _write_back(kind: str, holder: Tensor, a: np.ndarray) -> None:
-    """Apply an in-place update the traced code made to a captured tensor."""
+    """Apply an in-place update the traced code made to a captured tensor (already done
+    when the executable computed it into the tensor's own array)."""
     if kind == "data":
-        np.copyto(holder._data, a, casting="unsafe")
+        if not _same_array(holder._data, a):
+            np.copyto(holder._data, a, casting="unsafe")
         holder._bump()
     elif holder._grad is not None and holder._grad._data.shape == a.shape:
         np.copyto(holder._grad._data, a, casting="unsafe")
@@ -289,6 +325,12 @@ class CompiledFunction:
             if not entry.reason.startswith("warm-up"):
                 with self._lock:
                     self._stats["fallbacks"] += 1
+            return self.fn(*args, **kwargs)
+        if entry.written_args and _aliased(entry.written_args, leaves):
+            with self._lock:
+                self._stats["fallbacks"] += 1
+                if _ALIASED not in self._stats["notes"]:
+                    self._stats["notes"].append(_ALIASED)
             return self.fn(*args, **kwargs)
         return _call_plan(entry, leaves)
 
@@ -398,7 +440,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]
-        plan.forward = backend.compile(opt)
+        plan.forward = backend.compile(opt, _donations(traced, opt))
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
     else:
         joint = optimize(vjp_graph(opt, plan.wrt, traced.diff_outputs), on_pass=dump)

@@ -3,7 +3,7 @@ backend, the reference for codegen), or on Tensors through the dispatcher (so au
 records every op: the create_graph path of compiled backward)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -60,5 +60,5 @@ class EagerBackend:
     """Backend ``"eager"``: runs the optimized IR op by op (for debugging and reference)."""
     name = "eager"
 
-    def compile(self, graph: Graph) -> EagerExecutable:
-        return EagerExecutable(graph)
+    def compile(self, graph: Graph, donate: Optional[dict] = None) -> EagerExecutable:
+        return EagerExecutable(graph)  # a reference: never writes its arguments
