@@ -4,6 +4,7 @@ kernels). Arrays cross the boundary as flat contiguous 1-d arrays whose shapes a
 are checked first, so generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import numpy as np
@@ -163,6 +164,20 @@ def _concat_views(fused: Fused, args: set) -> tuple:
     return views, lines, concats, parts
 
 
+def _drop_unused_views(body: list, parts: dict) -> list:
+    """``body`` without the declarations of concatenation part views nothing reads or writes
+    (rerolled loops address the whole buffer); each costs Numba milliseconds to compile."""
+    def declared(ln: str):
+        name, _, rhs = ln.strip().partition(" = ")
+        return name if name in parts and rhs.startswith(f"{parts[name][0]}[") else None
+
+    used: set = set()
+    for ln in body:
+        if declared(ln) is None:
+            used.update(re.findall(r"\b\w+\b", ln))
+    return [ln for ln in body if declared(ln) in (None, *used)]
+
+
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
     the function also returns the count of finite sin/cos arguments beyond fastmath's
@@ -205,6 +220,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -
         else:
             parallel |= g.parallel
             body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num, parts))
+    body = _drop_unused_views(body, parts)
     rets = []
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
