@@ -115,7 +115,8 @@ def test_blocks_reading_two_back_peel_two_blocks():
     """m_k = m_(k-1) * x1[row k] + m_(k-2) * x1[k]: the loop starts at block 2 and reads
     block zq - 2 from a stack; constant-index loads advance too."""
     lanes, n = 3, 40
-    lines = [f"    for i0 in range({lanes}):", "        m0 = x0[np.uint64(i0)]", f"        m1 = x0[np.uint64(i0 + {lanes})]"]
+    lines = [f"    for i0 in range({lanes}):", "        m0 = x0[np.uint64(i0)]",
+             f"        m1 = x0[np.uint64(i0 + {lanes})]"]
     lines += [f"        m{k} = (m{k - 1} * x1[np.uint64(i0 + {lanes * k})] + m{k - 2} * x1[{k}])" for k in range(2, n)]
     lines.append(f"        b0[np.uint64(i0)] = m{n - 1}")
     new = cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64))
@@ -127,7 +128,8 @@ def test_blocks_reading_two_back_peel_two_blocks():
 
 def test_foreign_statements_stay_unrolled():
     """A body using another loop's index (here i1) is left as it is."""
-    lines = ["    for i0 in range(4):"] + [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})] + i1)" for k in range(40)]
+    lines = ["    for i0 in range(4):"]
+    lines += [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})] + i1)" for k in range(40)]
     assert cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64)) == lines
 
 

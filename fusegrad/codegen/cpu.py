@@ -134,10 +134,10 @@ def _concat_views(fused: Fused, args: set) -> tuple:
     """Concatenates along axis 0 whose parts the loop groups before them write in place.
 
     Returns (var id -> buffer name, allocation lines for the top of the entry function,
-    group index -> [(offset, part)] still to copy, view name -> (buffer, offset)). A concatenated buffer is allocated
-    fresh (never a planned slot, which earlier values may occupy) and each part computed
-    by an earlier loop group becomes a view of its rows, so W3's gradient (hundreds of
-    rows, see passes.embeds) costs no copies and no per-part code."""
+    group index -> [(offset, part)] still to copy, view name -> (buffer, offset)). A
+    concatenated buffer is allocated fresh (never a planned slot, which earlier values may
+    occupy) and each part computed by an earlier loop group becomes a view of its rows, so
+    W3's gradient (hundreds of rows, see passes.embeds) costs no copies and no per-part code."""
     views: dict = {}
     lines: list = []
     concats: dict = {}
@@ -175,7 +175,7 @@ def _drop_unused_views(body: list, parts: dict) -> list:
     for ln in body:
         if declared(ln) is None:
             used.update(re.findall(r"\b\w+\b", ln))
-    return [ln for ln in body if declared(ln) in (None, *used)]
+    return [ln for ln in body if (d := declared(ln)) is None or d in used]
 
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:

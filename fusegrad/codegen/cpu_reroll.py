@@ -222,7 +222,11 @@ class _Plan:
 
 def _index(a: int, b: int, lane: bool = True) -> str:
     """``np.uint64(i0 + a + b * zq)`` without zero terms (without i0 unless ``lane``)."""
-    terms = (["i0"] if lane else []) + ([str(a)] if a or not lane else []) + ([f"{b} * zq" if b != 1 else "zq"] if b else [])
+    terms = ["i0"] if lane else []
+    if a or not lane:
+        terms.append(str(a))
+    if b:
+        terms.append("zq" if b == 1 else f"{b} * zq")
     return f"np.uint64({' + '.join(terms)})".replace("+ -", "- ")
 
 
