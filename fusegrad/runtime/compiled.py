@@ -20,7 +20,7 @@ from ..ir.graph import Graph, Var
 from ..passes.autodiff import primal_vars, vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
-from ..tracer.guards import const_guard, flatten_call, signature
+from ..tracer.guards import const_guard, flatten_call, positional_spec, signature
 from ..tracer.rng import RngKey
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
@@ -317,10 +317,13 @@ class CompiledFunction:
             return info
 
     def __call__(self, *args, **kwargs):
-        leaves, spec = flatten_call(args, kwargs)
         if current_traces():  # inside an outer trace or transform: trace through inline
             return self.fn(*args, **kwargs)
-        entry = self._entry(leaves, spec)
+        if not kwargs and all(isinstance(a, Tensor) for a in args):
+            (spec, spec_key), leaves = positional_spec(len(args)), list(args)
+        else:
+            (leaves, spec), spec_key = flatten_call(args, kwargs), None
+        entry = self._entry(leaves, spec, spec_key)
         if isinstance(entry, _Eager):
             if not entry.reason.startswith("warm-up"):
                 with self._lock:
@@ -343,8 +346,8 @@ class CompiledFunction:
         return Lowered(entry)
 
     # -------------------------------------------------------------- cache
-    def _entry(self, leaves, spec):
-        key = signature(leaves, spec, self._owner)
+    def _entry(self, leaves, spec, spec_key=None):
+        key = signature(leaves, spec, self._owner, spec_key)
         with self._lock:
             entry = self._cache.get(key)
             if isinstance(entry, _Plan) and entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
