@@ -253,7 +253,7 @@ class LoopEmitter:
         """Reroll repeated blocks (see cpu_reroll); a body that became short calls the
         inlined (vectorizable) fastmath functions again."""
         lines = reroll(self.lines, self.views, self.dtypes.get)
-        if lines is self.lines or lines == self.lines:
+        if lines == self.lines:
             return
         if self.outline and sum(ln.count("_fmc_") for ln in lines) <= MAX_INLINED:
             lines = [self.lw.inline_calls(ln) for ln in lines]

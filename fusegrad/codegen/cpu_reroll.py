@@ -250,8 +250,8 @@ def _find_runs(stmts: list) -> list:
 
 
 def reroll(lines: list, views: dict, dtype_of: Callable[[str], Optional[np.dtype]]) -> list:
-    """``lines`` (one loop group's source lines) with each long top-level lane loop
-    rerolled where it repeats; unchanged where nothing qualifies. ``views`` maps buffer
+    """``lines`` (one loop group's source lines) with each long lane loop
+    (``for i0 in range(N):``) rerolled where it repeats; unchanged where nothing qualifies. ``views`` maps buffer
     names that are slices of another buffer to (base, offset); ``dtype_of`` gives the type
     of a local (``m<k>``), or None when unknown."""
     out, k = [], 0
