@@ -9,6 +9,7 @@ import fusegrad as fg
 from fusegrad.codegen.cpu import CpuBackend, generate
 from fusegrad.passes.fusion import CallGroup, fuse
 from fusegrad.tracer import trace_function
+from helpers import sgd_update
 
 
 def _graph(fn, arrays):
@@ -89,10 +90,7 @@ def test_whole_step_loss_is_spent():
     def step(ws, x):
         loss = (x @ ws[0]).relu().sum() / x.shape[0]  # div saves its inputs: spent after backward
         loss.backward()
-        with fg.no_grad():
-            for p in ws:
-                p -= 0.1 * p.grad
-                p.grad = None
+        sgd_update(ws)
         return loss
 
     eager = [fg.tensor(w.detach().numpy().copy(), requires_grad=True) for w in ws]

@@ -7,6 +7,7 @@ import fusegrad as torch
 from fusegrad import nn, optim
 from fusegrad.func import grad, jacfwd, jacrev, vmap
 from fusegrad.utils.checkpoint import checkpoint
+from helpers import sgd_update
 
 R = dict(rtol=1e-6, atol=1e-9)
 
@@ -205,10 +206,7 @@ def test_sgd_step_on_parameters_passed_as_arguments_writes_back(backend):
     def step(params, x):
         loss = ((x @ params[0] + params[1]) ** 2).mean()
         loss.backward()
-        with fusegrad.no_grad():
-            for p in params:
-                p -= 0.1 * p.grad
-                p.grad = None
+        sgd_update(params)
         return loss
 
     g = np.random.default_rng(3)

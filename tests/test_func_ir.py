@@ -10,6 +10,7 @@ import fusegrad
 import fusegrad.func as ff
 from fusegrad.func import transforms as TR
 from fusegrad.passes import batching
+from helpers import tensors
 
 torch = pytest.importorskip("torch")
 tf = torch.func
@@ -18,16 +19,6 @@ pytestmark = pytest.mark.torch
 
 def _arr(*shape, seed=0):
     return np.random.default_rng(seed + 7 * sum(shape) + len(shape)).standard_normal(shape)
-
-
-def _tree(x, lib):
-    if isinstance(x, np.ndarray):
-        return lib.tensor(x)
-    if isinstance(x, dict):
-        return {k: _tree(v, lib) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(_tree(v, lib) for v in x)
-    return x
 
 
 def _np(x):
@@ -62,8 +53,8 @@ def both(make, transform, *inputs, no_fallback=True, **kw):
     """transform(make(lib), **kw)(*inputs) for fusegrad and torch, compared."""
     fb = TR.STATS["fallbacks"]
     bf = batching.STATS["fallback"]
-    got = getattr(ff, transform)(make(fusegrad), **kw)(*_tree(inputs, fusegrad))
-    want = getattr(tf, transform)(make(torch), **kw)(*_tree(inputs, torch))
+    got = getattr(ff, transform)(make(fusegrad), **kw)(*tensors(inputs, fusegrad))
+    want = getattr(tf, transform)(make(torch), **kw)(*tensors(inputs, torch))
     assert_close(got, want)
     if no_fallback:
         assert TR.STATS["fallbacks"] == fb, TR.STATS["fallback_reasons"][fb:]
@@ -296,7 +287,7 @@ def test_fallback_on_item_and_stop_gradient_on_detach():
 def test_softmax_family_stays_on_the_ir_path():
     import fusegrad.nn.functional  # noqa: F401
     y = np.array([0, 2, 1])
-    both(lambda m: (lambda x: m.nn.functional.cross_entropy(x, _tree(y, m))), "grad", _arr(3, 4))
+    both(lambda m: (lambda x: m.nn.functional.cross_entropy(x, tensors(y, m))), "grad", _arr(3, 4))
     both(lambda m: (lambda x: m.softmax(x, 0) * m.logsumexp(x, 0)), "jacrev", _arr(4))
 
 

@@ -8,6 +8,7 @@ import fusegrad
 import fusegrad.func as ff
 import fusegrad.nn.functional  # noqa: F401  (m.nn.functional below)
 from fusegrad.passes import batching
+from helpers import tensors
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -15,16 +16,6 @@ pytestmark = pytest.mark.torch
 
 def _arr(*shape, seed=0):
     return np.random.default_rng(seed + sum(shape)).standard_normal(shape)
-
-
-def _tree(x, lib):
-    if isinstance(x, np.ndarray):
-        return lib.tensor(x)
-    if isinstance(x, dict):
-        return {k: _tree(v, lib) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(_tree(v, lib) for v in x)
-    return x
 
 
 def _leaves(x):
@@ -38,9 +29,9 @@ def _leaves(x):
 def check(make, *inputs, no_fallback=True, **kw):
     """Compare vmap(make(lib)) for fusegrad and torch on the same inputs (float64)."""
     before = batching.STATS["fallback"]
-    ours = ff.vmap(make(fusegrad), **kw)(*_tree(inputs, fusegrad))
+    ours = ff.vmap(make(fusegrad), **kw)(*tensors(inputs, fusegrad))
     used = batching.STATS["fallback"] - before
-    ref = torch.func.vmap(make(torch), **kw)(*_tree(inputs, torch))
+    ref = torch.func.vmap(make(torch), **kw)(*tensors(inputs, torch))
     for a, b in zip(_leaves(ours), _leaves(ref), strict=True):
         assert tuple(a.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-8)
