@@ -180,10 +180,11 @@ def _drop_unused_views(body: list, parts: dict) -> list:
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
-    the function also returns the count of finite sin/cos arguments beyond fastmath's
-    exact range; when that is non-zero the caller reruns the graph with the "exact"
-    entry, which selects libm for them (graph inputs are never written, so a rerun is
-    safe). The common path keeps vectorizable trig; the exact one compiles on demand."""
+    the function also returns a count that is non-zero when some finite sin/cos argument
+    lies beyond fastmath's exact range; then the caller reruns the graph with the "exact"
+    entry, which selects libm for them (a kernel that may rerun writes no argument: see
+    ``generate``). The common path keeps vectorizable trig; the exact one compiles on
+    demand. ``donated`` outputs are computed into their argument's array."""
     args = list(graph.inputs) + [v for v, _ in graph.consts]
     arg_name = {v.id: f"x{k}" for k, v in enumerate(args)}
     slot = plan(fused)

@@ -119,7 +119,7 @@ def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
     return lines
 
 
-_CALLS = {"matmul": _matmul, "concatenate": _concatenate, "pad": _pad}
+_CALLS = {"concatenate": _concatenate, "pad": _pad}  # matmul takes a tag: emit_call's first case
 
 
 def emit_call(e: Eqn, buf: Callable[[Var], str], tag: str = "0") -> list:

@@ -286,7 +286,7 @@ class LoopEmitter:
 
     def _chunked_flat(self) -> None:
         """A flat parallel loop as prange over chunks of a plain (vectorizable) loop, so the
-        count is one private integer reduction per chunk rather than a prange reduction."""
+        guard is one private flag per chunk (or-ed in) rather than a prange reduction."""
         n = self.g.size
         self.emit(0, f"for c0 in prange({-(-n // CHUNK)}):")
         self._guard_open(1)

@@ -118,7 +118,7 @@ class _Run:
         return self.start + self.n * self.period
 
     def covers(self, p: int) -> bool:
-        return self.start <= p < self.start + self.n * self.period
+        return self.start <= p < self.end
 
     def locate(self, p: int) -> tuple:
         """(block, position in block) of statement ``p``."""
@@ -187,12 +187,11 @@ class _Plan:
         zq = 0, offset per zq, lane); None when it cannot be read in the rerolled code."""
         k = self.seg[at]
         step = d[1] if d is not None and d[0] != "name" else 0
+        first = self.runs[k].first if k is not None else 0
         if op[0] == "arr":
-            first = self.runs[k].first if k is not None else 0
             return ("arr", op[1], op[2] - step * first, step, op[3])
         if op[0] == "name":
             return ("text", op[1])
-        first = self.runs[k].first if k is not None else 0
         p0 = op[1]  # at the first block computed there (zq = first in a loop)
         p1 = p0 + step * (self.runs[k].n - 1 - first) if k is not None else p0  # at the last one
         if step == 0 and self.seg[p0] is None:  # a straight-line value (first blocks included)
@@ -347,9 +346,7 @@ def _emit(plan: _Plan, reads: dict, dtype_of, indent: str) -> Optional[list]:
         vals = []
         for sl in slots:
             kind = sl[0]
-            if kind == "text":
-                vals.append(sl[1])
-            elif kind == "local":
+            if kind in ("text", "local"):
                 vals.append(sl[1])
             elif kind == "arr":
                 vals.append(f"{sl[1]}[{_index(sl[2], sl[3], sl[4])}]")

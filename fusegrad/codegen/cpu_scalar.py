@@ -110,7 +110,6 @@ def _typed(dt: np.dtype, v) -> str:
     return literal(v, dt)
 
 
-
 def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
     def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
         sym = lw.fastmath(name, dt)

@@ -14,9 +14,8 @@ tangent; ``hessian`` is ``jacfwd(jacrev)``.
 Transformed graphs are cached per (function, transform chain, input signature), guarded
 by the captured tensors (shape, dtype, requires_grad) and by the identity of the tensors
 the function's closure and globals refer to. Functions that cannot be traced (GraphBreak:
-data-dependent control flow, ``.item()``; or ``detach()``/``no_grad`` inside, whose
-stop-gradient the IR cannot express; in-place updates of arguments or captured tensors)
-run with the eager-autograd implementation in ``fusegrad.func.eager``."""
+data-dependent control flow, ``.item()``; in-place updates of arguments or captured
+tensors) run with the eager-autograd implementation in ``fusegrad.func.eager``."""
 from __future__ import annotations
 
 import functools
@@ -34,8 +33,10 @@ from ..runtime import ops as O
 from ..runtime.grad_mode import STATE, enable_grad
 from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Tensor, wrap
+from ..tracer.guards import _hashable
 from ..tracer.trace import GraphBreak, Trace
 from . import eager as _eager
+from .eager import _argnums_tuple
 from .pytree import flatten, unflatten
 from .vmap import _evaluate
 
@@ -53,19 +54,15 @@ class _Fallback(Exception):
     """This call runs with the eager-autograd implementation; the message says why."""
 
 
-def _argnums_tuple(argnums) -> tuple:
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
-
-
 def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 # ------------------------------------------------------------------ tracing
 class _FuncTrace(Trace):
-    """A Trace that notes what the IR cannot differentiate faithfully (``no_grad`` regions)
-    and snapshots captured tensors, so that in-place updates of them are undone and the
-    call falls back to eager."""
+    """A Trace that snapshots the captured tensors it lifts, so that in-place updates of
+    them can be detected (``mutated``) and undone (``restore``) and the call falls back
+    to eager."""
 
     def __init__(self):
         super().__init__()
@@ -270,14 +267,6 @@ def _entry(func, chain_key: tuple, leaves: list, spec, has_aux: bool) -> _Entry:
         while len(per) > MAX_SIGNATURES:
             per.popitem(last=False)
     return e
-
-
-def _hashable(x):
-    try:
-        hash(x)
-        return x
-    except TypeError:
-        return repr(x)
 
 
 def cache_clear() -> None:

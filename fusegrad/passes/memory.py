@@ -34,16 +34,14 @@ def _last_reads(f: Fused) -> dict:
     return last
 
 
-def _in_place_ok(g: LoopGroup, out: Var, src: Var, aliases: dict) -> bool:
+def _in_place_ok(f: Fused, g: LoopGroup, out: Var, src: Var) -> bool:
     """Every read of ``src`` in ``g`` is a direct operand of an elementwise op at ``out``'s
     own index (a transpose member or a read through an alias is at another element)."""
     if g.red_axes or src.shape != out.shape or src.dtype != out.dtype:
         return False
     for e in g.eqns:
         for a in e.inputs:
-            b = a
-            while isinstance(b, Var) and b.id in aliases:
-                b = aliases[b.id].inputs[0]
+            b = _base(f, a)
             if isinstance(b, Var) and b.id == src.id:
                 if a is not b or e.prim.kind != "elementwise" or a.ndim != e.out.ndim \
                         or g.maps[e.out.id] != g.maps[out.id]:
@@ -71,7 +69,7 @@ def plan(f: Fused) -> dict:
             if b is not None:
                 free.remove(b)
             elif isinstance(g, LoopGroup):
-                b = next((b for b, w in dying.items() if live.get(b) is w and _in_place_ok(g, v, w, f.aliases)), None)
+                b = next((b for b, w in dying.items() if live.get(b) is w and _in_place_ok(f, g, v, w)), None)
             if b is None:
                 b = v.id
                 meta[b] = (v.size, v.dtype)
@@ -102,7 +100,7 @@ def donations(f: Fused, donate: dict) -> dict:
             continue
         g = f.groups[gi]
         if isinstance(g, LoopGroup):
-            ok = _in_place_ok(g, o, x, f.aliases)
+            ok = _in_place_ok(f, g, o, x)
         else:
             e = g.eqn
             ok = (isinstance(g, CallGroup) and e.prim.name == "matmul" and len(e.inputs) == 3

@@ -245,15 +245,12 @@ def _donations(traced: _Traced, opt) -> dict:
     """Output position -> argument position for each value written back over a tensor's
     data: the backend may compute it straight into that tensor's array."""
     n_user = len(opt.outputs) - len(traced.writebacks)
-    holders = [h for _, h in opt.consts]
+    const_pos = {id(h): len(opt.inputs) + k for k, (_, h) in enumerate(opt.consts)}
     res = {}
     for j, (kind, h) in enumerate(traced.writebacks):
-        if kind != "data":
-            continue
-        if isinstance(h, int):
-            res[n_user + j] = h
-        elif any(x is h for x in holders):
-            res[n_user + j] = len(opt.inputs) + next(k for k, x in enumerate(holders) if x is h)
+        pos = h if isinstance(h, int) else const_pos.get(id(h))
+        if kind == "data" and pos is not None:
+            res[n_user + j] = pos
     return res
 
 

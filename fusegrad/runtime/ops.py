@@ -255,13 +255,12 @@ def _modulo(a, b, rounding, name):
     """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
     exact while |a| < 2**53, and come back in their own dtype."""
     a, b = _promote2(as_t(a), b)
-    t = a if isinstance(a, Tensor) else b
-    if t._data.dtype.kind == "f":
+    if a._data.dtype.kind == "f":  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
     f64 = np.dtype(np.float64)
-    af = P.cast(a, dtype=f64) if isinstance(a, Tensor) else float(a)
+    af = P.cast(a, dtype=f64)
     bf = P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b)
-    return P.cast(sub(af, mul(rounding(div(af, bf)), bf)), dtype=t._data.dtype)
+    return P.cast(sub(af, mul(rounding(div(af, bf)), bf)), dtype=a._data.dtype)
 
 
 def remainder(a, b):
@@ -556,8 +555,7 @@ def logsumexp(x, dim, keepdim=False):
     axes = _axes(x, dim)
     m = P.reduce_max(x, axes=axes, keepdims=True)
     m = where(isinf_t(m), 0.0, m)
-    m = wrap(m._data)  # cut from autograd; not Tensor.detach: the result does not depend on m, so
-    # the IR transforms (which cannot stop gradients) may differentiate through it
+    m = _shift(m)
     s = P.reduce_sum(P.exp(P.sub(x, m)), axes=axes, keepdims=True)
     r = P.add(P.log(s), m)
     if not keepdim:
@@ -595,9 +593,9 @@ def count_nonzero(x, dim=None):
 
 # ---------------------------------------------------------------- softmax family
 def _shift(m):
-    """A stabilizing shift cut from autograd. Not Tensor.detach (which makes fusegrad.func
-    fall back to eager): the result does not depend on the shift, so the IR transforms,
-    which cannot stop gradients, may differentiate through it."""
+    """A stabilizing shift cut from eager autograd by rewrapping its data. The result does
+    not depend on the shift mathematically, so traced graphs (e.g. the IR transforms of
+    fusegrad.func) may differentiate through it without a stop_gradient."""
     return wrap(m._data)
 
 

@@ -100,8 +100,6 @@ trunc = _zero_deriv("trunc", np.trunc, "trunc({0})")
 def sum_to(g, shape):
     """Sum ``g`` down to ``shape``: the transpose of broadcasting."""
     gs = shape_of(g)
-    if gs == shape:
-        return g
     shape = tuple(shape)
     if gs == shape:
         return g
