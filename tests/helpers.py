@@ -1,6 +1,8 @@
 """Helpers shared by test modules (pytest puts this folder on sys.path)."""
 import numpy as np
 
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+
 
 def tensors(x, lib):
     """``x`` (NumPy arrays nested in dicts, tuples and lists) with every array made a tensor
@@ -12,6 +14,38 @@ def tensors(x, lib):
     if isinstance(x, (tuple, list)):
         return type(x)(tensors(v, lib) for v in x)
     return x
+
+
+def graph_of(fn, arrays, *, optimize: bool = False):
+    """The graph traced from ``fn`` on ``arrays`` (its outputs set to ``fn``'s results),
+    run through the optimization pipeline when ``optimize``."""
+    import fusegrad as fg
+    from fusegrad.tracer import trace_function
+    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    tr.graph.outputs = [o._data for o in outs]
+    if optimize:
+        from fusegrad.passes.pipeline import optimize as run_pipeline
+        return run_pipeline(tr.graph)
+    return tr.graph
+
+
+def check(fn, arrays, tol=None):
+    """Compile ``fn`` on ``arrays`` with the cpu backend; compare every output with eager.
+    Returns the executable (its graph is ``exe._graph``)."""
+    import fusegrad as fg
+    from fusegrad.codegen.cpu import CpuBackend
+    exe = CpuBackend().compile(graph_of(fn, arrays))
+    got = exe(*arrays)
+    ref = fn(*[fg.tensor(a) for a in arrays])
+    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    assert len(got) == len(ref)
+    for k, (g, r) in enumerate(zip(got, ref)):
+        r = r.numpy()
+        assert g.shape == r.shape and g.dtype == r.dtype, (k, g.shape, r.shape, g.dtype, r.dtype)
+        t = tol or TOL.get(r.dtype.type, dict(rtol=0, atol=0))
+        np.testing.assert_allclose(g, r, err_msg=f"output {k}", equal_nan=True, **t)
+    return exe
 
 
 def sgd_update(params, lr: float = 0.1) -> None:

@@ -6,27 +6,9 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen.cpu import CpuBackend, generate
+from fusegrad.codegen.cpu import generate
 from fusegrad.passes.fusion import CallGroup, fuse
-from fusegrad.tracer import trace_function
-from helpers import sgd_update
-
-
-def _graph(fn, arrays):
-    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    tr.graph.outputs = [o._data for o in outs]
-    return tr.graph
-
-
-def _check(fn, arrays, rtol, atol):
-    g = _graph(fn, arrays)
-    got = CpuBackend().compile(g)(*arrays)
-    ref = fn(*[fg.tensor(a) for a in arrays])
-    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    for a, r in zip(got, ref):
-        np.testing.assert_allclose(a, r.numpy(), rtol=rtol, atol=atol)
-    return g
+from helpers import check, sgd_update
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -47,7 +29,7 @@ def test_transposed_operands_and_gemm_epilogues(dt):
                 v + 0.5 * (a @ a.T))         # X + c * (A @ A.T)
 
     tol = dict(rtol=2e-5, atol=2e-6) if dt == np.float32 else dict(rtol=1e-12, atol=1e-13)
-    g = _check(fn, [a, b, c, w, v], **tol)
+    g = check(fn, [a, b, c, w, v], tol=tol)._graph
     fused = fuse(g)
     calls = [grp.eqn for grp in fused.groups if isinstance(grp, CallGroup)]
     assert all(e.prim.name == "matmul" for e in calls)
@@ -66,7 +48,7 @@ def test_epilogue_not_folded_when_product_is_reused():
         p = a @ b
         return w - 0.1 * p, p
 
-    g = _check(fn, [a, b, w], rtol=2e-5, atol=2e-6)
+    g = check(fn, [a, b, w], tol=dict(rtol=2e-5, atol=2e-6))._graph
     assert not any(isinstance(grp, CallGroup) and len(grp.eqn.inputs) == 3 for grp in fuse(g).groups)
 
 
@@ -79,7 +61,7 @@ def test_column_sums_next_to_matmul():
         r = fg.relu(h) * h
         return r.sum(0), r, (r * 2).sum(0, keepdim=True) + 1.0
 
-    _check(fn, [x, w], rtol=2e-5, atol=2e-5)
+    check(fn, [x, w], tol=dict(rtol=2e-5, atol=2e-5))
 
 
 def test_whole_step_loss_is_spent():

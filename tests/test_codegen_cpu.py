@@ -16,32 +16,7 @@ from fusegrad.ir.prims import linalg as M
 from fusegrad.ir.prims import reduce as R
 from fusegrad.passes.fusion import LoopGroup, fuse
 from fusegrad.runtime import kernel_cache
-from fusegrad.tracer import trace_function
-
-TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
-
-
-def graph_of(fn, arrays):
-    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    tr.graph.outputs = [o._data for o in outs]
-    return tr.graph
-
-
-def check(fn, arrays, tol=None):
-    """Compile ``fn`` on ``arrays`` with the cpu backend; compare every output with eager."""
-    exe = CpuBackend().compile(graph_of(fn, arrays))
-    got = exe(*arrays)
-    ref = fn(*[fg.tensor(a) for a in arrays])
-    ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    assert len(got) == len(ref)
-    for k, (g, r) in enumerate(zip(got, ref)):
-        r = r.numpy()
-        assert g.shape == r.shape and g.dtype == r.dtype, (k, g.shape, r.shape, g.dtype, r.dtype)
-        t = tol or TOL.get(r.dtype.type, dict(rtol=0, atol=0))
-        np.testing.assert_allclose(g, r, err_msg=f"output {k}", equal_nan=True, **t)
-    return exe
-
+from helpers import check, graph_of
 
 def _unaries(x):
     xs = E.abs_(x) + 0.5  # for log/sqrt/rsqrt
@@ -302,3 +277,4 @@ def test_w1_gradient_compiles_with_trig_guard():
     xs[7] = 1e15  # past fastmath's range: the exact rerun, still no fallback
     x = fg.tensor(xs)
     np.testing.assert_allclose(g(x).numpy(), fg.func.grad(f)(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert g.cache_info()["fallbacks"] == 0

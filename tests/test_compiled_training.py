@@ -175,7 +175,6 @@ def test_checkpoint_under_compile_is_a_remat_hint(remat):
         return (y * y).sum()
 
     x0 = rng.standard_normal((6, 4))
-    ref = []
     for t in (x := torch.tensor(x0, requires_grad=True), w1, w2):
         t.grad = None
     fn(x, False).backward()

@@ -170,13 +170,16 @@ def test_corrupt_numba_data_is_rebuilt(warm_cache, tmp_path, damage):
     cache = _copy(warm_cache, tmp_path / "c")
     pyc = os.path.join(str(cache), "kernels", "__pycache__")
     ext = ".nbc" if damage.endswith("nbc") else ".nbi"
-    for path in glob.glob(os.path.join(pyc, "*" + ext)):
+    victims = glob.glob(os.path.join(pyc, "*" + ext))
+    assert victims, os.listdir(pyc) if os.path.isdir(pyc) else pyc  # there is Numba data to damage
+    for path in victims:
         data = open(path, "rb").read()
         with open(path, "wb") as fh:
             fh.write(data[: len(data) // 3] if damage.startswith("truncate")
                      else b"" if damage.startswith("empty") else os.urandom(64))
     r = _run(cache)
     assert r["ok"], r
+    assert r["numba_misses"] >= 1, r  # the damaged data was not loaded: compiled again
     r = _run(cache)  # the rebuilt data loads
     assert r["ok"] and r["numba_misses"] == 0
 

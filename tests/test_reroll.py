@@ -10,15 +10,7 @@ from fusegrad.codegen import cpu_reroll
 from fusegrad.codegen.cpu import CpuBackend, generate
 from fusegrad.func import grad
 from fusegrad.passes.fusion import fuse
-from fusegrad.passes.pipeline import optimize
-from fusegrad.tracer import trace_function
-
-
-def _graph(fn, arrays):
-    tr, _, out = trace_function(fn, [fg.tensor(a) for a in arrays])
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    tr.graph.outputs = [o._data for o in outs]
-    return optimize(tr.graph)
+from helpers import graph_of
 
 
 def _run_source(src: str, arrays: list, g) -> tuple:
@@ -78,12 +70,16 @@ def test_random_chains_rerolled_match_eager(seed):
     gfn = grad(lambda W, b, h: fn(W, b, h).sum(), argnums=(0, 1))
     tol = dict(rtol=2e-4, atol=2e-5) if arrays[0].dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
     for f in (fn, gfn):
-        g = _graph(f, arrays)
+        g = graph_of(f, arrays, optimize=True)
         src = generate(g, fuse(g))[0]
         assert "for zq in range(" in src, (desc, src)
         got = _run_source(src, arrays, g)
+        if "ntrig" in src:  # the fast sin/cos kernel's trailing count of out-of-range arguments
+            assert got[-1] == 0, desc
+            got = got[:-1]
         ref = f(*[fg.tensor(a) for a in arrays])
         ref = ref if isinstance(ref, tuple) else (ref,)
+        assert len(got) == len(ref), desc
         for x, r in zip(got, ref):
             np.testing.assert_allclose(x.reshape(r.shape), r.numpy(), err_msg=str(desc), **tol)
 
@@ -96,7 +92,7 @@ def test_irregular_bodies_stay_unrolled():
             h = (h * W[i * (i + 1) // 2 % 40]).tanh()
         return h
     arrays = [np.random.default_rng(0).standard_normal((40, 3)), np.ones(3)]
-    g = _graph(fn, arrays)
+    g = graph_of(fn, arrays, optimize=True)
     src = generate(g, fuse(g))[0]
     assert "zq" not in src
     np.testing.assert_allclose(_run_source(src, arrays, g)[0], fn(*map(fg.tensor, arrays)).numpy(), rtol=1e-12)
@@ -152,7 +148,7 @@ def test_w3_shape_compiled_forward_and_gradient():
         gW, gb = grad(lambda W, b: _w3(fg, W, b, h), argnums=(0, 1))(W, b)
         return val, gW, gb
 
-    g = _graph(both, [W, b, h])
+    g = graph_of(both, [W, b, h], optimize=True)
     exe = CpuBackend().compile(g)
     consts = [np.asarray(c._data) for _, c in g.consts]
     src = exe.kernel_source()
@@ -174,7 +170,7 @@ def test_sin_chain_with_huge_arguments_compiled():
             h = (h * W[i]).sin() * 0.9 + 0.1  # contracting: rounding does not grow
         return h
 
-    exe = CpuBackend().compile(_graph(fn, [W, h]))
+    exe = CpuBackend().compile(graph_of(fn, [W, h], optimize=True))
     assert "for zq in range(" in exe.kernel_source()
     for scale in (1.0, 1e12):
         Ws = W * scale
