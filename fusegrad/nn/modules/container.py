@@ -56,7 +56,6 @@ class Sequential(_Indexed):
         key = list(self._modules)[_index(idx, len(self))]
         setattr(self, key, module)
 
-
     def __add__(self, other: "Sequential") -> "Sequential":
         if not isinstance(other, Sequential):
             raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
@@ -109,7 +108,6 @@ class ModuleList(_Indexed):
 
     def __setitem__(self, idx: int, module: Module) -> None:
         setattr(self, str(_index(idx, len(self))), module)
-
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
