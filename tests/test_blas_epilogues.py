@@ -85,3 +85,41 @@ def test_whole_step_loss_is_spent():
     for loss in (lc, le):
         with pytest.raises(RuntimeError, match="second time"):
             loss.backward()
+
+
+def test_kernels_share_numpys_blas():
+    """Compiled matmuls call the OpenBLAS NumPy links (one library, one pool of threads for
+    eager and compiled code), so a plain product equals NumPy's bit for bit."""
+    from fusegrad.codegen import cpu_blas
+    bundled = cpu_blas._libraries("numpy")
+    if not bundled:
+        pytest.skip("this NumPy bundles no OpenBLAS")
+    assert cpu_blas.BLAS.path in bundled and cpu_blas.BLAS.ilp64
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((37, 300)).astype(np.float32), rng.standard_normal((300, 41)).astype(np.float32)
+    c, d = rng.standard_normal((2, 3, 37, 300)), rng.standard_normal((300, 41))  # batched, float64
+    exe = check(lambda a, b, c, d: (a @ b, c @ d), [a, b, c, d])
+    assert "_fg_sgemm(" in exe.kernel_source() and "_fg_dgemm(" in exe.kernel_source()
+    np.testing.assert_array_equal(exe(a, b, c, d)[0], a @ b)
+
+
+def test_scipy_blas_fallback_binding():
+    """The LP64 entries (SciPy's OpenBLAS, used when NumPy bundles none) take the same call."""
+    import numba
+    from fusegrad.codegen import cpu_blas
+    if cpu_blas._open("scipy", "scipy_cblas_{}gemm", False) is None:
+        pytest.skip("this SciPy bundles no OpenBLAS")
+    sgemm, dgemm = cpu_blas.sgemm_i32, cpu_blas.dgemm_i32
+
+    @numba.njit
+    def products(a, b, c, d):  # c = a @ b.T (float32); d = 2 * a.T @ a + d (float64)
+        sgemm(101, 111, 112, 5, 4, 3, np.float32(1.0), a.ctypes, 3, b.ctypes, 3, np.float32(0.0), c.ctypes, 4)
+        a64 = a.astype(np.float64)
+        dgemm(101, 112, 111, 3, 3, 5, 2.0, a64.ctypes, 3, a64.ctypes, 3, 1.0, d.ctypes, 3)
+
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    c, d = np.empty((5, 4), np.float32), np.ones((3, 3))
+    products(a, b, c, d)
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(d, 2 * a.T.astype(np.float64) @ a + 1, rtol=1e-12)

@@ -1,7 +1,7 @@
 """How many threads the BLAS under a compiled kernel's matmuls uses, chosen per executable
 by measurement.
 
-Generated kernels call ``np.dot`` inside Numba, which runs SciPy's OpenBLAS. Its worker
+Generated kernels call NumPy's OpenBLAS (see codegen.cpu_blas). Its worker
 threads synchronize by spinning and ``sched_yield``: on an idle machine two threads halve a
 GEMM, but on a shared, oversubscribed one each GEMM waits for the scheduler to hand the
 worker a time slice (measured on the 2-core benchmark machine under load: a 128x784x512
@@ -10,35 +10,14 @@ everywhere, so ``TunedBlas`` times its executable with the default count and wit
 thread, runs the faster, re-probes the other now and then (sooner when a call turns slow)
 and switches when the other wins. The count is set with OpenBLAS's
 ``openblas_set_num_threads_local`` (which returns the previous count) and restored right
-after each call, so the caller's own SciPy calls keep their setting (a SciPy BLAS call made
+after each call, so the caller's own NumPy calls keep their setting (a NumPy BLAS call made
 by another thread during a compiled call may run with the kernel's count: a speed effect,
 never a numerical one). Without that entry point it does nothing."""
 from __future__ import annotations
 
-import ctypes
 import time
 from collections import deque
 from typing import Optional
-
-_SETTER: list = []  # [callable or None], resolved once
-
-
-def _setter() -> Optional[ctypes._CFuncPtr]:
-    if not _SETTER:
-        fn = None
-        try:
-            import scipy.linalg.cython_blas as cb  # the module Numba takes its BLAS from
-            lib = ctypes.CDLL(cb.__file__)  # dlsym on it searches its OpenBLAS dependency too
-            for name in ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local"):
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
-                    break
-        except (ImportError, OSError, AttributeError):
-            fn = None
-        _SETTER.append(fn)
-    return _SETTER[0]
-
 
 _WARMUP = 3  # timed calls per candidate before the first choice
 _PROBE_MIN, _PROBE_MAX = 32, 4096  # calls between probes of the other count (doubling)
@@ -123,7 +102,8 @@ def tuned(exe):
     graph = getattr(exe, "_graph", None)
     if graph is None or not any(e.prim.name == "matmul" for e in graph.eqns):
         return exe
-    setter = _setter()
+    from ..codegen.cpu_blas import BLAS
+    setter = BLAS and BLAS.set_threads
     if setter is None:
         return exe
     return TunedBlas(exe, setter)

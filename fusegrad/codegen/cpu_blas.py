@@ -1,0 +1,116 @@
+"""The BLAS that compiled matmuls call: the OpenBLAS NumPy itself links, through its CBLAS
+``gemm``, so that NumPy, fusegrad's eager matmuls and compiled kernels share one library
+and one pool of BLAS threads.
+
+Two OpenBLAS libraries in one process (NumPy's and SciPy's, which Numba's ``np.dot`` uses)
+each keep worker threads that spin for a while after a call; a program that alternates
+between them (eager and compiled code, or NumPy and a compiled step) has the two pools
+fighting over the cores. Measured on the 2-core benchmark machine, W2's compiled step took
+2.45 ms alone and 5.2 ms alternating with NumPy GEMMs; on one library the spinning workers
+are the ones the next call needs.
+
+The CBLAS entry is registered with LLVM under a fixed symbol, so generated kernels call it
+by name and stay cacheable on disk. SciPy's OpenBLAS is the fallback for NumPy builds
+without one (the symbol's integer width is part of the generated source)."""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from typing import NamedTuple, Optional
+
+from numba import types
+from numba.core.typing.templates import Signature
+
+from .backend import Unsupported
+
+
+class Blas(NamedTuple):
+    """One resolved CBLAS: its path, whether it takes 64-bit integers, and its thread-count
+    setter (OpenBLAS's ``openblas_set_num_threads_local``, which returns the previous count)."""
+    path: str
+    ilp64: bool
+    set_threads: Optional[ctypes._CFuncPtr]
+
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
+
+# (package whose bundled libraries to search, CBLAS symbol pattern, 64-bit integers).
+# The "64_" suffix marks ILP64 builds; SciPy's own OpenBLAS is LP64.
+_CANDIDATES = (("numpy", "scipy_cblas_{}gemm64_", True), ("scipy", "scipy_cblas_{}gemm", False))
+_SYMBOL = "fusegrad_cblas_{}gemm_{}"  # what generated code links against
+
+
+def _libraries(package: str) -> list:
+    """Paths of OpenBLAS libraries a package's wheel bundles (Linux, macOS and Windows layouts)."""
+    try:
+        mod = __import__(package)
+    except ImportError:
+        return []
+    here = os.path.dirname(mod.__file__)
+    dirs = [os.path.join(here, "..", f"{package}.libs"), os.path.join(here, ".dylibs")]
+    return sorted(p for d in dirs for p in glob.glob(os.path.join(d, "*openblas*")))
+
+
+def _open(package: str, pattern: str, ilp64: bool) -> Optional[Blas]:
+    """The first of ``package``'s bundled libraries with the CBLAS gemm entries ``pattern``
+    names, its entries registered with LLVM under ``_SYMBOL``; None if it has none."""
+    from llvmlite import binding as llvm
+    for path in _libraries(package):
+        try:
+            lib = ctypes.CDLL(path)  # already loaded by the package: the same handle
+            fns = {k: getattr(lib, pattern.format(k)) for k in "sd"}
+        except (OSError, AttributeError):
+            continue
+        for k, fn in fns.items():
+            llvm.add_symbol(_SYMBOL.format(k, "i64" if ilp64 else "i32"), ctypes.cast(fn, ctypes.c_void_p).value)
+        setter = getattr(lib, "openblas_set_num_threads_local", None)
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+        return Blas(path, ilp64, setter)
+    return None
+
+
+def _resolve() -> Optional[Blas]:
+    """The first candidate found. Runs at import, so the symbols are registered before any
+    kernel that calls them is compiled or loaded from Numba's cache (generated modules
+    import this one)."""
+    for candidate in _CANDIDATES:
+        found = _open(*candidate)
+        if found is not None:
+            return found
+    return None
+
+
+#: The CBLAS compiled kernels call, or None when neither NumPy nor SciPy bundles one.
+BLAS = _resolve()
+
+
+def _gemm_type(ft, it) -> Signature:
+    return types.void(types.intc, types.intc, types.intc, it, it, it, ft, types.voidptr, it,
+                      types.voidptr, it, ft, types.voidptr, it)
+
+
+# The generated module imports the pair for its library's integer width (see prelude()).
+sgemm_i64 = types.ExternalFunction(_SYMBOL.format("s", "i64"), _gemm_type(types.float32, types.int64))
+dgemm_i64 = types.ExternalFunction(_SYMBOL.format("d", "i64"), _gemm_type(types.float64, types.int64))
+sgemm_i32 = types.ExternalFunction(_SYMBOL.format("s", "i32"), _gemm_type(types.float32, types.int32))
+dgemm_i32 = types.ExternalFunction(_SYMBOL.format("d", "i32"), _gemm_type(types.float64, types.int32))
+
+
+def prelude() -> str:
+    """The generated module's import of the gemm entries for this process's library."""
+    if BLAS is None:
+        raise Unsupported("cpu backend: matmul needs a CBLAS; found neither NumPy's nor SciPy's OpenBLAS")
+    w = "i64" if BLAS.ilp64 else "i32"
+    return f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm"
+
+
+def gemm_call(dtype: str, ta: bool, tb: bool, m: int, n: int, k: int, alpha: float, a: str, b: str,
+              beta: float, c: str) -> str:
+    """Source of one row-major ``c = alpha * op(a) @ op(b) + beta * c`` on flat buffers named
+    ``a``, ``b``, ``c`` (``op`` transposes a buffer holding the operand's transpose)."""
+    fn = {"float32": "_fg_sgemm", "float64": "_fg_dgemm"}[dtype]
+    lda, ldb = (m if ta else k), (k if tb else n)
+    return (f"{fn}({ROW_MAJOR}, {TRANS if ta else NO_TRANS}, {TRANS if tb else NO_TRANS}, {m}, {n}, {k}, "
+            f"{alpha!r}, {a}.ctypes, {lda}, {b}.ctypes, {ldb}, {beta!r}, {c}.ctypes, {n})")
