@@ -1,13 +1,14 @@
 """Timing and correctness checks shared by every workload.
 
 Fair-measurement rules (../shared/BENCHMARKS.md): the first call (trace + compile) is timed
-on its own; then every system is warmed up and timed call by call, the systems alternating
-in a rotating order so that drift on these shared machines hits all of them alike; the
-figure is the median. Every result is checked against fusegrad eager, and fusegrad eager
+on its own; then every system is warmed up and timed in rounds, each system running alone
+for a block of calls per round, in a shuffled order each round, so that drift on these shared
+machines hits all of them alike (see ``_time_interleaved``); the figure is the median. Every result is checked against fusegrad eager, and fusegrad eager
 against PyTorch eager."""
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,13 +44,17 @@ class Task:
 
 @dataclass
 class Timing:
-    """How hard to measure: warm-up calls, at least ``min_reps`` timed calls per system, more
-    while a task's rotation fits ``budget_s``."""
+    """How hard to measure: warm-up calls, then rounds in which each system in turn runs
+    alone for ``block_s`` and keeps the calls that start after ``settle_s`` (see
+    ``_time_interleaved``); at least ``rounds`` rounds, more until every system has
+    ``min_reps`` kept calls, at most ``max_rounds``."""
 
     warmup: int = 3
     min_reps: int = 20
-    max_reps: int = 300
-    budget_s: float = 4.0
+    rounds: int = 5
+    max_rounds: int = 40
+    block_s: float = 0.25
+    settle_s: float = 0.1
 
 
 @dataclass
@@ -144,19 +149,43 @@ def _timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def _block(call: Callable[[], Any], timing: Timing) -> list[float]:
+    """One system's turn in a round: call it for ``timing.block_s``; the times of the calls
+    that started after ``timing.settle_s`` (at least one)."""
+    kept: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        call()
+        t1 = time.perf_counter()
+        if t0 - start >= timing.settle_s:
+            kept.append(t1 - t0)
+        if kept and t1 - start >= timing.block_s:
+            return kept
+
+
 def _time_interleaved(live: dict[str, Prepared], timing: Timing) -> dict[str, list[float]]:
-    """Warm up, then time the systems call by call in a rotating order."""
+    """Warm up, then time the systems in rounds, each system's calls in one block per round,
+    the systems in a new random order each round.
+
+    Rounds spread the drift of these shared machines over all systems alike. Blocks keep one
+    system's threads from timing another: after a call, BLAS and OpenMP worker threads spin
+    for up to ~0.1 s (OpenBLAS's default timeout is 2**28 cycles), so a call right after a
+    different system's ran at half speed on W2 (2.45 ms alone, 5.2 ms call by call with NumPy's
+    GEMMs). A block's calls count only after that settling time, as in a user's loop."""
     names = list(live)
     if not names:
         return {}
-    warm = {n: min(_timed(live[n].call) for _ in range(max(timing.warmup, 1))) for n in names}
-    per_round = sum(warm.values())
-    reps = int(min(max(timing.budget_s / max(per_round, 1e-9), timing.min_reps), timing.max_reps))
+    for n in names:
+        for _ in range(max(timing.warmup, 1)):
+            live[n].call()
     samples: dict[str, list[float]] = {n: [] for n in names}
-    for rep in range(reps):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(_timed(live[name].call))
+    order = random.Random(0)
+    for r in range(timing.max_rounds):
+        if r >= timing.rounds and all(len(s) >= timing.min_reps for s in samples.values()):
+            break
+        for name in order.sample(names, len(names)):
+            samples[name] += _block(live[name].call, timing)
     return samples
 
 
