@@ -6,7 +6,7 @@ and returns a tuple of arrays, one per ``graph.outputs``. ``donate`` maps an out
 position to an argument's position whose array the caller overwrites with that output
 afterwards anyway (an in-place update of a parameter): the executable may compute the
 output straight into that array, and then returns a view of it; ``kernel_source()`` is its generated code and
-the optional ``stages`` dict maps stage names (e.g. ``"fused"``) to IR text.
+the optional ``stages`` dict maps stage names (e.g. ``"fused"``) to IR (its str() is the listing).
 A backend that cannot lower an op raises ``Unsupported`` (the compiler falls back to
 eager for that signature). Backends register by name; ``"cpu"`` registers itself from
 ``fusegrad.codegen.cpu`` when that module exists."""

@@ -36,7 +36,7 @@ class CpuExecutable:
         self._exact = exact  # entry for sin/cos arguments past fastmath's range (see cpu._entry)
         self._graph = graph
         self._source = source
-        self.stages = {"fused": str(fused)}
+        self.stages = {"fused": fused}  # printed on demand (Lowered.ir)
 
     def __call__(self, *arrays) -> tuple:
         if len(arrays) != len(self._in):

@@ -14,10 +14,9 @@ def resolve(a, subst: dict):
 
 def rewrite_eqn(e: Eqn, subst: dict) -> Eqn:
     """``e`` with its operands substituted (the same object when nothing changes)."""
-    ins = tuple(resolve(a, subst) for a in e.inputs)
-    if all(x is y for x, y in zip(ins, e.inputs)):
+    if not any(isinstance(a, Var) and a.id in subst for a in e.inputs):  # the common case, cheaply
         return e
-    return Eqn(e.prim, ins, e.params, e.out, e.where)
+    return Eqn(e.prim, tuple(resolve(a, subst) for a in e.inputs), e.params, e.out, e.where)
 
 
 def rebuild(graph: Graph, eqns: list, subst: dict) -> Graph:
@@ -26,7 +25,7 @@ def rebuild(graph: Graph, eqns: list, subst: dict) -> Graph:
     g = Graph()
     g.inputs = list(graph.inputs)
     g.consts = list(graph.consts)
-    g.eqns = [rewrite_eqn(e, subst) for e in eqns]
+    g.eqns = [rewrite_eqn(e, subst) for e in eqns] if subst else list(eqns)
     outs = []
     for o in graph.outputs:
         r = resolve(o, subst)

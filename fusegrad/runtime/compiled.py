@@ -156,7 +156,7 @@ class _Plan:
 
     def __init__(self, traced: _Traced, stages: dict):
         self.traced = traced
-        self.stages = stages  # stage name -> IR text
+        self.stages = stages  # stage name -> IR (printed when asked for: str() of a Graph or Fused)
         self.guard = const_guard(traced.graph.consts, bool(traced.writebacks))
         self.holders: list = []  # consts fed to the forward after the inputs
         self.forward = None
@@ -432,7 +432,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
     dump("traced", g)
     opt = optimize(g, on_pass=dump)
     backend = get_backend(backend_name)
-    stages = {"traced": str(g), "optimized": str(opt)}
+    stages: dict = {"traced": g, "optimized": opt}
     if backend.name != backend_name:
         stages["note"] = f"backend {backend_name!r} is not available; using {backend.name!r}"
     plan = _Plan(traced, stages)
@@ -451,7 +451,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
         plan.bwd_holders = [h for _, h in bwd.consts]
         plan.forward = backend.compile(fwd)  # primal consts are positional inputs here
         plan.backward = backend.compile(bwd)
-        stages.update(joint=str(joint), forward=str(fwd), backward=str(bwd))
+        stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
     plan.forward = tuned(plan.forward)
     if plan.backward is not None:
@@ -480,7 +480,7 @@ class Lowered:
         "joint", "forward", "backward"."""
         if stage not in self._plan.stages or stage == "note":
             raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
-        return self._plan.stages[stage]
+        return str(self._plan.stages[stage])
 
     def kernel_source(self) -> str:
         return self._plan.kernel_source()
