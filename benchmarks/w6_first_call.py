@@ -4,7 +4,8 @@ on-disk cache (``FUSEGRAD_CACHE_DIR``).
 Measures compile latency as a user meets it: a new interpreter, the workload built and
 called once. The empty-cache run fills a new temporary cache directory; the warm run is a
 second fresh process on that same directory. Imports and input conversion are not counted
-(they happen before the clock starts). In-process first calls of every system are in the W1-W3 rows."""
+(they happen before the clock starts). In-process first calls of every system are in the W1-W3 rows.
+A last row times Numba's own start-up in a fresh process, the floor under every such first call."""
 from __future__ import annotations
 
 import os
@@ -37,5 +38,18 @@ def first_calls(size: str) -> list[dict]:
     return rows
 
 
+def numba_startup() -> dict:
+    """The floor row: a fresh process importing Numba and calling one function from Numba's
+    cache (a first process fills that cache, in a temporary directory)."""
+    row: dict = {"workload": "-", "task": "Numba start-up", "system": "one cached @njit function", "floor": True}
+    with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        for state in ("empty", "warm"):
+            result = run_worker(["numba-startup", "-", "-", "-", "-"], env=env)
+            row[f"{state}_ms"], row[f"{state}_note"] = result.get("first_ms"), result.get("error") or ""
+    print(f"  W6 Numba start-up: {row}", file=sys.stderr)
+    return row
+
+
 def run(size: str, timing: Timing) -> Results:
-    return Results(first_call=first_calls(size))
+    return Results(first_call=first_calls(size) + [numba_startup()])

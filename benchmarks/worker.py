@@ -1,7 +1,8 @@
 """Measurements that need a fresh process: W5's peak memory and W6's first calls.
 
 ``python -m benchmarks.worker {memory,first-call} WORKLOAD TASK SYSTEM SIZE`` builds one
-system's entry of one task and prints its figures as one JSON line; :func:`run_worker`
+system's entry of one task and prints its figures as one JSON line (``numba-startup - - - -``
+times Numba's own start-up instead); :func:`run_worker`
 spawns it and reads that line back."""
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ def first_call(entry: Entry) -> dict:
             "compiler_notes": prepared.compiler_notes()}
 
 
+def numba_startup() -> dict:
+    """Time to import Numba and call one function cached on disk (see numba_startup)."""
+    start = time.perf_counter()
+    from .numba_startup import one
+    one(1.0)
+    return {"first_ms": (time.perf_counter() - start) * 1e3}
+
+
 def run_worker(args: list[str], env: Optional[dict] = None, timeout_s: float = 240) -> dict:
     """Run the worker with ``args`` in a fresh interpreter; its figures, or ``{"error": ...}``.
     The timeout keeps one runaway compile from eating the command's 15-minute budget."""
@@ -55,13 +64,15 @@ def run_worker(args: list[str], env: Optional[dict] = None, timeout_s: float = 2
 
 def main(argv: list[str]) -> None:
     mode, workload, task, system, size = argv
-    entry = find_entry(workload, task, system, size)
     try:
-        if mode == "memory":
+        if mode == "numba-startup":
+            result = numba_startup()
+        elif mode == "memory":
+            entry = find_entry(workload, task, system, size)
             from .w5_remat import measure_memory
             result = measure_memory(entry)
         else:
-            result = first_call(entry)
+            result = first_call(find_entry(workload, task, system, size))
     except Exception as exc:  # reported as the row's note by the parent
         result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
     print(PREFIX + json.dumps(result), flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 
 import numpy as np
 import pytest
@@ -64,3 +65,34 @@ def test_w6_first_call_worker_with_empty_and_warm_cache(tmp_path):
         assert not result.get("fallback"), result
         if cache == "empty":  # the first call wrote its kernels for the warm run to load
             assert kernels.is_dir() and any(kernels.iterdir()), tmp_path
+
+
+def test_w6_numba_startup_worker(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # the first run fills Numba's cache, the second loads from it
+        result = run_worker(["numba-startup", "-", "-", "-", "-"], env=env)
+        assert "error" not in result, result["error"]
+        assert result["first_ms"] > 0
+    assert any(p.suffix == ".nbi" for p in tmp_path.rglob("*")), list(tmp_path.rglob("*"))
+
+
+def test_timing_blocks_drop_the_settling_calls():
+    """Each system's block keeps only calls that start after the settling time, and rounds go
+    on until every system has its minimum number of kept calls."""
+    from benchmarks.harness import Timing, _time_interleaved
+
+    calls = {"a": 0, "b": 0}
+
+    def system(name):
+        def call():
+            calls[name] += 1
+            time.sleep(0.002)
+        return S.Prepared(call)
+
+    timing = Timing(warmup=1, min_reps=12, rounds=2, max_rounds=50, block_s=0.02, settle_s=0.01)
+    samples = _time_interleaved({name: system(name) for name in calls}, timing)
+    for name, n in calls.items():
+        assert len(samples[name]) >= timing.min_reps
+        # warm-up and the settling calls of every block are run but not kept
+        assert n > len(samples[name]) + timing.warmup
+        assert all(t >= 0.002 for t in samples[name])
