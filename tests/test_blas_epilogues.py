@@ -8,7 +8,7 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen.cpu import generate
 from fusegrad.passes.fusion import CallGroup, fuse
-from helpers import check, sgd_update
+from helpers import check, graph_of, sgd_update
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -123,3 +123,39 @@ def test_scipy_blas_fallback_binding():
     products(a, b, c, d)
     np.testing.assert_allclose(c, a @ b.T, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(d, 2 * a.T.astype(np.float64) @ a + 1, rtol=1e-12)
+
+
+def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
+    from fusegrad.codegen.cpu_blas import BLAS
+    from fusegrad.runtime.blas_threads import TunedBlas, tuned
+    if BLAS is None or BLAS.set_threads is None:
+        pytest.skip("no OpenBLAS thread-count setter")
+
+    def current() -> int:
+        n = BLAS.set_threads(1)
+        BLAS.set_threads(n)
+        return n
+
+    seen = []
+
+    class Exe:  # stands in for a compiled executable whose graph calls BLAS
+        _graph = graph_of(lambda a, b: a @ b, [np.ones((2, 2), np.float32)] * 2)
+
+        def __call__(self):
+            seen.append(current())
+            return ()
+
+    callers = BLAS.set_threads(2)
+    try:
+        if current() != 2:
+            pytest.skip("OpenBLAS runs one thread here")
+        exe = tuned(Exe())
+        assert isinstance(exe, TunedBlas)
+        for _ in range(8):
+            exe()
+            assert current() == 2  # the caller's count, back after every call
+        assert set(seen) == {1, 2}
+        BLAS.set_threads(1)
+        assert not isinstance(tuned(Exe()), TunedBlas)  # one thread by default: nothing to tune
+    finally:
+        BLAS.set_threads(callers)

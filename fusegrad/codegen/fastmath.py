@@ -284,6 +284,14 @@ def _ldexp(y, n, k):
 
 
 @_jit
+def _exp_core(x, tail, k):
+    """(n, e) with exp(x + tail) = 2**n * (1 + e), for x the caller has clamped."""
+    n = _rint(x * k.log2e)
+    r = (x - n * k.ln2_hi) - (n * k.ln2_lo - tail)  # first product exact: Cody-Waite split
+    return n, r + r * r * _horner(r, k.exp_poly)
+
+
+@_jit
 def _exp_reduce(x, tail, lo, k):
     """(n, e) with exp(x + tail) = 2**n * (1 + e), |e| <~ 0.41, after clamping x to [lo, exp_hi].
 
@@ -292,10 +300,7 @@ def _exp_reduce(x, tail, lo, k):
     """
     xc = x if x > lo else lo
     xc = xc if xc < k.exp_hi else k.exp_hi
-    tail = tail if xc == x else k.zero
-    n = _rint(xc * k.log2e)
-    r = (xc - n * k.ln2_hi) - (n * k.ln2_lo - tail)  # first product exact: Cody-Waite split
-    return n, r + r * r * _horner(r, k.exp_poly)
+    return _exp_core(xc, tail if xc == x else k.zero, k)
 
 
 @_jit
@@ -541,10 +546,8 @@ def tanh_f32(x: np.float32) -> np.float32:
     # before), hence one 2**n factor instead of exp's overflow/subnormal-safe scaling.
     # NaN stays NaN through the clamp and u, and takes the large branch.
     t = _F32.neg_two * a
-    t = _F32.tanh_lo if t < _F32.tanh_lo else t
-    n = _rint(t * _F32.log2e)
-    r = (t - n * _F32.ln2_hi) - n * _F32.ln2_lo  # first product exact: Cody-Waite split
-    u = (_F32.one + (r + r * r * _horner(r, _F32.exp_poly))) * _pow2(n)
+    n, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32)
+    u = (_F32.one + e) * _pow2(n)
     y = (a + a * z * _horner(z, _TANH_F32)) if a < _TANH_SPLIT_F32 else (_F32.one - u) / (_F32.one + u)
     return math.copysign(y, x)
 

@@ -75,6 +75,11 @@ class Graph:
         self.eqns: list[Eqn] = []
         self.outputs: list = []
 
+    def arguments(self) -> list:
+        """The inputs then the consts' Vars: the order in which executables and the
+        interpreter take their arrays, and the primals of a closed graph."""
+        return list(self.inputs) + [v for v, _ in self.consts]
+
     def __str__(self) -> str:
         lines = ["graph("]
         for v in self.inputs:

@@ -16,11 +16,6 @@ from ..runtime.tensor import Tensor, wrap
 from ..tracer.trace import Trace
 
 
-def primal_vars(graph: Graph) -> list:
-    """The graph's inputs then its consts: the primals of a closed graph."""
-    return list(graph.inputs) + [v for v, _ in graph.consts]
-
-
 def _differentiable(v) -> bool:
     return isinstance(v, Var) and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
 
@@ -41,7 +36,7 @@ def _zeros(tr: Trace, v: Var) -> Tensor:
 
 def _replay(graph: Graph, tr: Trace) -> tuple[list, dict]:
     """New inputs of ``tr`` for the primals, and the replayed env (source Var id -> Tensor)."""
-    primals = [wrap(tr.new_input(v.shape, v.dtype)) for v in primal_vars(graph)]
+    primals = [wrap(tr.new_input(v.shape, v.dtype)) for v in graph.arguments()]
     env = eval_tensors(graph, primals)
     for e in graph.eqns:  # carry checkpoint hints over to the replayed values
         if e.out.recompute and type(env[e.out.id]._data) is Var:
@@ -61,7 +56,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
     Inputs: primals, then one cotangent per output listed in ``cotangent_outputs``
     (default: every floating output). Outputs: the source graph's outputs, then the
     gradient of each primal in ``wrt`` (zeros where it does not reach an output)."""
-    pv = primal_vars(graph)
+    pv = graph.arguments()
     if cotangent_outputs is None:
         cotangent_outputs = [i for i, o in enumerate(graph.outputs) if _differentiable(o)]
     with Trace(stop_under_no_grad=False) as tr, no_grad():
@@ -99,7 +94,7 @@ def jvp_graph(graph: Graph, wrt: Sequence[int]) -> Graph:
     """The forward-mode graph of ``graph``. Inputs: primals, then one tangent per primal in
     ``wrt``. Outputs: the source graph's outputs, then their tangents (zeros for outputs
     that do not depend on ``wrt``; integer outputs get zero tangents of their dtype)."""
-    pv = primal_vars(graph)
+    pv = graph.arguments()
     with Trace(stop_under_no_grad=False) as tr, no_grad():
         primals, env = _replay(graph, tr)
         tan: dict[int, Tensor] = {pv[i].id: wrap(tr.new_input(pv[i].shape, pv[i].dtype)) for i in wrt}

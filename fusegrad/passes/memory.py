@@ -85,7 +85,7 @@ def plan(f: Fused) -> dict:
 def donations(f: Fused, donate: dict) -> dict:
     """Output var id -> argument var id for the pairs of ``donate`` (output position ->
     argument position, arguments being graph inputs then consts) that may share a buffer."""
-    args = list(f.graph.inputs) + [v for v, _ in f.graph.consts]
+    args = f.graph.arguments()
     outs = [v for v in f.outputs if isinstance(v, Var)]
     last = _last_reads(f)
     res: dict = {}

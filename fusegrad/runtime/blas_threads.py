@@ -28,12 +28,10 @@ class TunedBlas:
     """Wraps an executable; ``__call__`` runs it with the BLAS thread count that has been
     fastest for it lately (see the module docstring). Other attributes pass through."""
 
-    def __init__(self, exe, setter):
+    def __init__(self, exe, setter, default: int):
         self._exe = exe
         self._set = setter
-        prev = setter(1)
-        setter(prev)
-        self._cands = (prev, 1)
+        self._cands = (default, 1)
         self._samples: dict = {n: [] for n in self._cands}
         self._recent: deque = deque(maxlen=8)
         self._best: Optional[int] = None
@@ -98,7 +96,7 @@ def _median(xs) -> float:
 
 def tuned(exe):
     """``exe`` wrapped in a :class:`TunedBlas` when its graph calls BLAS and the thread
-    count can be set; else ``exe`` itself."""
+    count can be set to something other than its default; else ``exe`` itself."""
     graph = getattr(exe, "_graph", None)
     if graph is None or not any(e.prim.name == "matmul" for e in graph.eqns):
         return exe
@@ -106,4 +104,8 @@ def tuned(exe):
     setter = BLAS and BLAS.set_threads
     if setter is None:
         return exe
-    return TunedBlas(exe, setter)
+    default = setter(1)  # the setter returns the count it replaces
+    setter(default)
+    if default <= 1:  # nothing to choose between
+        return exe
+    return TunedBlas(exe, setter, default)

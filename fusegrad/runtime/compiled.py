@@ -17,7 +17,7 @@ import numpy as np
 from ..codegen.backend import Unsupported, get_backend
 from ..func.pytree import flatten, unflatten
 from ..ir.graph import Graph, Var
-from ..passes.autodiff import primal_vars, vjp_graph
+from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.guards import const_guard, flatten_call, positional_spec, signature
@@ -444,7 +444,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
     else:
         joint = optimize(vjp_graph(opt, plan.wrt, traced.diff_outputs), on_pass=dump)
-        fwd, bwd = partition(joint, len(primal_vars(opt)), len(opt.outputs), remat)
+        fwd, bwd = partition(joint, len(opt.arguments()), len(opt.outputs), remat)
         plan.joint = joint
         plan.n_primal_consts = len(opt.consts)
         plan.holders = [h for _, h in opt.consts] + [h for _, h in fwd.consts]

@@ -12,7 +12,7 @@ from ..ir.graph import Graph, Var
 
 def run_arrays(graph: Graph, arrays: Sequence) -> tuple:
     """Evaluate ``graph`` on arrays ordered inputs then consts; one array per output."""
-    env: dict[Var, object] = dict(zip(graph.inputs + [v for v, _ in graph.consts], arrays))
+    env: dict[Var, object] = dict(zip(graph.arguments(), arrays))
     for e in graph.eqns:
         args = [env[a] if isinstance(a, Var) else a for a in e.inputs]
         env[e.out] = e.prim.impl(*args, **e.params)
@@ -30,7 +30,7 @@ def eval_tensors(graph: Graph, values: Sequence) -> dict:
     """Like ``run_tensors`` but returns every value: Var id -> Tensor."""
     from ..tracer.trace import current_traces
     from .tensor import wrap
-    env = {v.id: t for v, t in zip(graph.inputs + [v for v, _ in graph.consts], values)}
+    env = {v.id: t for v, t in zip(graph.arguments(), values)}
     for e in graph.eqns:
         args = [env[a.id] if isinstance(a, Var) else a for a in e.inputs]
         if any(isinstance(a, Var) for a in e.inputs):
