@@ -52,6 +52,27 @@ def test_epilogue_not_folded_when_product_is_reused():
     assert not any(isinstance(grp, CallGroup) and len(grp.eqn.inputs) == 3 for grp in fuse(g).groups)
 
 
+def test_stop_gradients_read_through():
+    """no_grad marks every op with a stop_gradient (the SGD update of a training step):
+    fusion reads through them, so the update still folds into one GEMM, and outputs that
+    become an input or another output come back right."""
+    rng = np.random.default_rng(4)
+    a, b, w = (rng.standard_normal(s).astype(np.float32) for s in ((7, 5), (7, 3), (5, 3)))
+
+    def fn(a, b, w):
+        with fg.no_grad():
+            upd = w - 0.1 * (a.T @ b)
+        return upd, upd.detach(), w.detach()
+
+    exe = check(fn, [a, b, w], tol=dict(rtol=2e-5, atol=2e-6))
+    assert any(e.prim.name == "stop_gradient" for e in exe._graph.eqns)
+    fused = fuse(exe._graph)
+    assert [len(grp.eqn.inputs) for grp in fused.groups if isinstance(grp, CallGroup)] == [3]
+    assert not any(e.prim.name == "stop_gradient" for grp in fused.groups if not isinstance(grp, CallGroup)
+                   for e in grp.eqns)
+    assert not np.shares_memory(exe(a, b, w)[2], w)
+
+
 def test_column_sums_next_to_matmul():
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((33, 20)).astype(np.float32), rng.standard_normal((20, 17)).astype(np.float32)

@@ -153,6 +153,33 @@ def test_checkpoint_inside_compiled_code():
     assert cf.cache_info()["graph_breaks"] == [] and cf.cache_info()["compiles"] == 1
 
 
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_detach_and_no_grad_block_compiled_gradients(backend):
+    """detach() and no_grad regions trace to stop_gradient: the compiled backward must not go
+    through them, and the detached values (one is the input itself) must still come out."""
+    x = _x(6)
+
+    def fn(a):
+        with torch.no_grad():
+            s = (a * a).sum()
+        return (a * a.detach()).sum() * s, a.detach(), s
+
+    xe, xc = x.detach().requires_grad_(True), x.detach().requires_grad_(True)
+    want = fn(xe)
+    want[0].backward()
+    cf = torch.compile(fn, backend=backend)
+    got = cf(xc)
+    got[0].backward()
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), **R)
+    assert [g.requires_grad for g in got] == [True, False, False]
+    s = (x * x).sum().item()
+    np.testing.assert_allclose(xe.grad.numpy(), x.numpy() * s, **R)  # d/da sum(a * const) * const
+    np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), **R)
+    info = cf.cache_info()
+    assert info["compiles"] == 1 and not info["graph_breaks"] and not info["fallbacks"] and not info["notes"]
+
+
 def _residual_lines(forward_ir: str, n_outputs: int) -> list:
     """The listing lines defining the forward graph's residuals (outputs after the first n)."""
     names = forward_ir.strip().splitlines()[-2].strip()[len("return ("):-1].split(", ")[n_outputs:]

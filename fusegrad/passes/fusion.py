@@ -21,6 +21,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..ir.graph import Eqn, Graph, Var
+from .rewrite import rebuild
 
 Map = tuple  # per var dim: loop axis (int) or None
 
@@ -247,11 +248,6 @@ class _Fuser:
                 self._call(epilogue[e.out.id])
                 continue
             e = self._substituted(e)
-            if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var):
-                # the identity once the graph is differentiated: its readers read the operand
-                # (a copy group per stop_gradient would cost a pass over memory each)
-                self.subst[e.out.id] = e.inputs[0]
-                continue
             if e.prim.kind == "view":
                 self._view(e)
             elif is_loop_op(e):
@@ -259,8 +255,7 @@ class _Fuser:
                     self._open(e)
             else:
                 self._call(e)
-        outs = [self._materialized(self.subst.get(v.id, v)) if isinstance(v, Var) else v
-                for v in self.graph.outputs]
+        outs = [self._materialized(v) if isinstance(v, Var) else v for v in self.graph.outputs]
         return Fused(self.graph, self.groups, self.aliases, outs, self.owner).finish()
 
     def _substituted(self, e: Eqn) -> Eqn:
@@ -365,37 +360,27 @@ def _gemm_epilogues(graph: Graph) -> tuple:
     (``beta = 1``), with no pass over memory for the product. Returns (ids of the matmul and
     mul equations to skip, {id of the add/sub output: the fused matmul equation that replaces
     it}); the fused equation is a matmul with inputs (A, B, X) and params alpha, beta."""
-    canon: dict = {}
-
-    def c(v):
-        return canon.get(v.id, v) if isinstance(v, Var) else v
-
     producer, uses = {}, {}
     for e in graph.eqns:
-        if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var):
-            canon[e.out.id] = c(e.inputs[0])
-            continue
         producer[e.out.id] = e
         for a in e.inputs:
             if isinstance(a, Var):
-                a = c(a)
                 uses[a.id] = uses.get(a.id, 0) + 1
     for v in graph.outputs:
         if isinstance(v, Var):
-            v = c(v)
             uses[v.id] = uses.get(v.id, 0) + 2
     folded, epilogue = set(), {}
     for e in graph.eqns:
         if e.prim.name not in ("add", "sub") or e.out.ndim != 2 or e.out.dtype.kind != "f" or e.out.size == 0:
             continue
         for pos in (1, 0) if e.prim.name == "add" else (1,):
-            m, x = c(e.inputs[pos]), c(e.inputs[1 - pos])
+            m, x = e.inputs[pos], e.inputs[1 - pos]
             em = producer.get(m.id) if isinstance(m, Var) else None
             if em is None or em.prim.name != "mul" or uses.get(m.id) != 1 or not isinstance(x, Var) \
                     or x.shape != e.out.shape or x.dtype != e.out.dtype:
                 continue
             lits = [a for a in em.inputs if not isinstance(a, Var)]
-            gs = [c(a) for a in em.inputs if isinstance(a, Var)]
+            gs = [a for a in em.inputs if isinstance(a, Var)]
             if len(lits) != 1 or len(gs) != 1 or isinstance(lits[0], (bool, np.bool_)) \
                     or not isinstance(lits[0], (int, float, np.integer, np.floating)):
                 continue
@@ -404,7 +389,7 @@ def _gemm_epilogues(graph: Graph) -> tuple:
             if mm is None or mm.prim.name != "matmul" or uses.get(g.id) != 1 or g.shape != e.out.shape \
                     or g.dtype != e.out.dtype or m.shape != e.out.shape:
                 continue
-            a, b = (c(v) for v in mm.inputs)
+            a, b = mm.inputs
             if not (isinstance(a, Var) and isinstance(b, Var) and a.ndim == 2 and b.ndim == 2
                     and a.dtype == b.dtype == g.dtype and a.shape[1] > 0):
                 continue
@@ -420,9 +405,21 @@ def _full(g: LoopGroup, m: Map) -> bool:
     return {a for a in m if a is not None} == {a for a, s in enumerate(g.domain) if s != 1}
 
 
+def _without_stop_gradients(graph: Graph) -> Graph:
+    """``graph`` with each stop_gradient's readers (outputs too) reading its operand: the
+    identity once the graph is differentiated, and a copy per stop_gradient would cost a
+    pass over memory each. An output that becomes an input or another output is fine: the
+    cpu backend returns an input as a copy, and memory.donations skips both."""
+    subst = {e.out.id: e.inputs[0] for e in graph.eqns
+             if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var)}
+    if not subst:
+        return graph
+    return rebuild(graph, [e for e in graph.eqns if e.out.id not in subst], subst)
+
+
 def fuse(graph: Graph) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order)."""
-    fused = _Fuser(graph).run()
+    fused = _Fuser(_without_stop_gradients(graph)).run()
     if any(isinstance(g, CallGroup) and g.eqn.prim.name == "matmul" for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:

@@ -32,7 +32,9 @@ def _traced_payload(prim, args, params):
         return None
     out = top.emit(prim, args, params)
     if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and out.dtype.kind == "f":
-        # computed under no_grad: the graph must not differentiate through it either
+        # computed under no_grad: the graph must not differentiate through it either. Every user trace may be
+        # differentiated: func transforms', compile's if an output requires grad (known only after tracing),
+        # vmap's when its graph is replayed under autograd
         out = top.emit(stop_gradient, (wrap(out),), {})
     return out
 
