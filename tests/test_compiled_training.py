@@ -224,6 +224,35 @@ def test_checkpoint_under_compile_is_a_remat_hint(remat):
     assert bwd_mm[True] == bwd_mm[False] + 1  # the region's first matmul is recomputed
 
 
+def test_checkpoint_under_compile_with_a_keyword_tensor():
+    """A tensor passed to checkpoint() by keyword is a region input like a positional one:
+    gradients match eager, and the values computed inside are marked for recompute also when
+    only the keyword argument is traced (the positional one a captured parameter)."""
+    rng = np.random.default_rng(5)
+    p = torch.tensor(rng.standard_normal((4, 4)), requires_grad=True)
+
+    def block(a, w):
+        return torch.tanh(a @ w) ** 2
+
+    def fn(x, w):
+        y = checkpoint(block, x.sin(), w=w.cos(), use_reentrant=False)
+        z = checkpoint(block, p, w=w, use_reentrant=False)
+        return (y * y).sum() + (z * z).sum()
+
+    x = torch.tensor(rng.standard_normal((5, 4)), requires_grad=True)
+    w = torch.tensor(rng.standard_normal((4, 4)), requires_grad=True)
+    fn(x, w).backward()
+    ref = [t.grad.numpy().copy() for t in (x, w, p)]
+    cf = torch.compile(fn, backend="eager")
+    for t in (x, w, p):
+        t.grad = None
+    cf(x, w).backward()
+    for t, r in zip((x, w, p), ref):
+        np.testing.assert_allclose(t.grad.numpy(), r, **R)
+    assert cf.cache_info()["graph_breaks"] == [] and cf.cache_info()["compiles"] == 1
+    assert cf.lower(x, w).ir("forward").count("# checkpointed") == 4  # matmul, tanh per region
+
+
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
 def test_sgd_step_on_parameters_passed_as_arguments_writes_back(backend):
     """In-place updates of tensor arguments inside a compiled step reach the caller's tensors.

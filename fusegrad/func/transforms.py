@@ -33,7 +33,7 @@ from ..runtime import ops as O
 from ..runtime.grad_mode import STATE, enable_grad
 from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Tensor, wrap
-from ..tracer.guards import _hashable
+from ..tracer.guards import _hashable, _spec_key, positional_spec
 from ..tracer.trace import GraphBreak, Trace
 from . import eager as _eager
 from .eager import _argnums_tuple
@@ -200,12 +200,15 @@ def _collect(v, out: list, depth: int) -> None:
         _refs(v, out, depth - 1)
 
 
-def _code_names(code, acc: list) -> list:
-    acc.extend(code.co_names)
+@functools.lru_cache(maxsize=1024)
+def _code_names(code) -> tuple:
+    """The names ``code`` and the code nested in it look up, each once. They depend on the
+    code object alone (what they name is looked up on every call), so they are kept."""
+    names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            _code_names(c, acc)
-    return acc
+            names += _code_names(c)
+    return tuple(dict.fromkeys(names))
 
 
 def _refs(fn, out: list, depth: int = 1) -> None:
@@ -229,7 +232,7 @@ def _refs(fn, out: list, depth: int = 1) -> None:
     for d in getattr(fn, "__defaults__", None) or ():
         _collect(d, out, depth)
     g = getattr(fn, "__globals__", {})
-    for n in _code_names(code, []):
+    for n in _code_names(code):
         if n in g:
             _collect(g[n], out, depth)
 
@@ -242,12 +245,11 @@ def _closure_key(base) -> tuple:
     return tuple(out)
 
 
-def _entry(func, chain_key: tuple, leaves: list, spec, has_aux: bool) -> _Entry:
-    from ..tracer.guards import _spec_key
+def _entry(func, chain_key: tuple, a: "_Args", has_aux: bool) -> _Entry:
     base, chain = _chain_of(func)
-    sig = (chain + chain_key, has_aux, _spec_key(spec), STATE.enabled,
+    sig = (chain + chain_key, has_aux, a.spec_key, STATE.enabled,
            tuple(("T", x._data.shape, x._data.dtype.str, x._rg) if isinstance(x, Tensor)
-                 else ("V", type(x).__qualname__, _hashable(x)) for x in leaves))
+                 else ("V", type(x).__qualname__, _hashable(x)) for x in a.leaves))
     try:
         per = _CACHE.get(base)
         if per is None:
@@ -261,7 +263,7 @@ def _entry(func, chain_key: tuple, leaves: list, spec, has_aux: bool) -> _Entry:
             STATS["hits"] += 1
             per.move_to_end(sig)
             return e[1]
-    e = _trace(func, leaves, spec, has_aux)
+    e = _trace(func, a.leaves, a.spec, has_aux)
     if per is not None and e.guard is not None:
         per[sig] = (ck, e)
         while len(per) > MAX_SIGNATURES:
@@ -276,22 +278,28 @@ def cache_clear() -> None:
 
 # ------------------------------------------------------------------ argument bookkeeping
 class _Args:
-    """The flattened call: leaves, the graph-input position of each tensor leaf, and
-    per positional argument its leaf range and pytree spec."""
+    """The flattened call: leaves, the spec and its cache key, the graph-input position of
+    each tensor leaf, and per positional argument its leaf range and pytree spec."""
 
     def __init__(self, args: tuple, kwargs: dict):
-        self.leaves, self.spec = flatten((list(args), dict(kwargs)))
+        if not kwargs and all(isinstance(x, Tensor) for x in args):
+            # the common call, tensors passed positionally: its spec and key are kept per count
+            self.leaves, (self.spec, self.spec_key) = list(args), positional_spec(len(args))
+        else:
+            self.leaves, self.spec = flatten((list(args), dict(kwargs)))
+            self.spec_key = _spec_key(self.spec)
         self.tensors = [x for x in self.leaves if isinstance(x, Tensor)]
         self.input_pos, k = [], 0
         for x in self.leaves:
             self.input_pos.append(k if isinstance(x, Tensor) else None)
             k += isinstance(x, Tensor)
+        # per positional argument: its leaf count and spec, read off the call's spec
+        # (tuple, [(n, (list, [(n_i, spec_i), ...])), kwargs]) instead of flattening it again
         self.ranges, self.specs, k = [], [], 0
-        for a in args:
-            ls, s = flatten(a)
-            self.ranges.append((k, k + len(ls)))
+        for n, s in self.spec[1][0][1][1]:
+            self.ranges.append((k, k + n))
             self.specs.append(s)
-            k += len(ls)
+            k += n
 
     def wrt(self, nums: Sequence[int]) -> list:
         """Graph-input positions of the leaves of ``args[nums]``; every one must be a
@@ -364,7 +372,7 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
         try:
             a = _Args(args, kwargs)
             wrt = a.wrt(nums)
-            e = _entry(func, ("grad", nums), a.leaves, a.spec, has_aux)
+            e = _entry(func, ("grad", nums), a, has_aux)
             o = e.graph.outputs[0] if e.n_out == 1 else None
             if o is None or o.size != 1 or not _is_float(o.dtype):
                 raise _Fallback("the output is not one floating scalar")
@@ -398,7 +406,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     try:
         a = _Args(primals, {})
         wrt = a.wrt(range(len(primals)))
-        e = _entry(func, ("vjp",), a.leaves, a.spec, has_aux)
+        e = _entry(func, ("vjp",), a, has_aux)
     except (GraphBreak, _Fallback) as ex:
         _fallback(getattr(ex, "reason", str(ex)))
         return _eager.vjp(func, *primals, has_aux=has_aux)
@@ -436,7 +444,7 @@ def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
         tl, _ = flatten(list(tangents))
         if len(tl) != len(wrt) or not all(isinstance(t, Tensor) for t in tl):
             raise _Fallback("tangents do not match the primals")
-        e = _entry(func, ("jvp",), a.leaves, a.spec, has_aux)
+        e = _entry(func, ("jvp",), a, has_aux)
     except (GraphBreak, _Fallback) as ex:
         _fallback(getattr(ex, "reason", str(ex)))
         return _eager.jvp(func, primals, tangents, has_aux=has_aux)
@@ -467,7 +475,7 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
         try:
             a = _Args(args, kwargs)
             wrt = a.wrt(nums)
-            e = _entry(func, (kind, nums), a.leaves, a.spec, has_aux)
+            e = _entry(func, (kind, nums), a, has_aux)
             outs = e.graph.outputs[:e.n_out]
             if not all(_is_float(o.dtype) for o in outs):
                 raise _Fallback("a non-floating output")

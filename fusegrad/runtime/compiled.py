@@ -169,6 +169,9 @@ class _Plan:
         # tensor arguments the call writes (data or .grad): traced as distinct from the
         # others, so a call where one shares memory with another argument runs eagerly
         self.written_args = sorted({h for _, h in traced.writebacks if isinstance(h, int)})
+        # (graph output index, grad_fn class) per spent output: the class looked up once here,
+        # not on every call
+        self.spent = [(i, node_class(name, FunctionNode)) for i, name in traced.spent]
 
     def kernel_source(self) -> str:
         src = self.forward.kernel_source()
@@ -220,8 +223,8 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
     outs = [wrap(a) for a in res[:n_user]]
     for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
         _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
-    for i, name in tr.spent:
-        node = node_class(name, FunctionNode).__new__(node_class(name, FunctionNode))
+    for i, cls in plan.spent:
+        node = cls.__new__(cls)
         node._init(())
         node.ctx, node.n_out = None, 1
         node.out_meta = ((outs[i]._data.shape, outs[i]._data.dtype),)

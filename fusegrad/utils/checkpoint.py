@@ -20,11 +20,13 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence
 from ..autograd.function import Function
 from ..ir.graph import Var
 from ..autograd.functions import backward as _backward, grad as _grad
+from ..func.pytree import flatten
 from ..runtime.dispatch import _edge
 from ..runtime.factory import get_rng_state, set_rng_state
 from ..runtime.grad_mode import STATE, enable_grad, no_grad
 from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
 from ..runtime.tensor import Tensor, wrap
+from ..tracer.trace import current_traces
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -177,14 +179,18 @@ def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args
     return type(out)(*slots) if hasattr(out, "_fields") else type(out)(slots)
 
 
-def _checkpoint_traced(trace, function: Callable, args: tuple, kwargs: dict) -> Any:
+def _checkpoint_traced(function: Callable, args: tuple, kwargs: dict) -> Any:
     """Under compile the traced graph is differentiated whole; the values computed inside
     the region are marked for recomputation, so the partitioner keeps the region's inputs
-    and recomputes the rest in the backward (a remat hint, as torch.compile treats it)."""
-    since = len(trace.graph.eqns)
+    and recomputes the rest in the backward (a remat hint, as torch.compile treats it).
+    Every active trace is marked: an op records into the trace of its operands, which may be
+    passed positionally, by keyword or reached through the function's closure, so any of
+    them may hold the region's equations."""
+    starts = [(tr, len(tr.graph.eqns)) for tr in current_traces()]
     out = function(*args, **kwargs)
-    outs = [t._data for t in _tensor_slots(out) if isinstance(t, Tensor) and type(t._data) is Var]
-    trace.mark_recompute(since, outs)
+    outs = [t._data for t in flatten(out)[0] if isinstance(t, Tensor) and type(t._data) is Var]
+    for tr, since in starts:
+        tr.mark_recompute(since, outs)
     return out
 
 
@@ -193,9 +199,8 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
     """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
     they are recomputed (calling ``function`` once more) when gradients flow back. The
     random generator state is restored for the recomputation so dropout masks match."""
-    traced = [a._data for a in args if isinstance(a, Tensor) and type(a._data) is Var]
-    if traced:
-        return _checkpoint_traced(traced[0].trace, function, args, kwargs)
+    if current_traces():  # tracing (compile, a transform), whichever arguments are traced
+        return _checkpoint_traced(function, args, kwargs)
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default "
