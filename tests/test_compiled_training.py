@@ -326,3 +326,14 @@ def test_in_place_update_rerun_for_huge_sin_arguments_reads_the_old_values():
     for _ in range(2):
         np.testing.assert_allclose(cf(pc).item(), upd(pe).item(), rtol=1e-12)
         np.testing.assert_allclose(pc.numpy(), pe.numpy(), rtol=1e-12)
+
+
+def test_reentrant_checkpoint_rejects_keywords_when_traced_too():
+    x = torch.tensor(np.ones(3), requires_grad=True)
+
+    def fn(x):
+        return checkpoint(lambda a, w: a * w, x, w=x, use_reentrant=True).sum()
+
+    for run in (fn, torch.compile(fn)):
+        with pytest.raises(ValueError, match="Unexpected keyword arguments: w"):
+            run(x)

@@ -199,16 +199,16 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
     """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
     they are recomputed (calling ``function`` once more) when gradients flow back. The
     random generator state is restored for the recomputation so dropout masks match."""
-    if current_traces():  # tracing (compile, a transform), whichever arguments are traced
-        return _checkpoint_traced(function, args, kwargs)
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default "
                       "behavior, you can pass use_reentrant=True.", stacklevel=2)
         use_reentrant = True
+    if use_reentrant and kwargs:  # checked before tracing too: traced and eager calls accept the same
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if current_traces():  # tracing (compile, a transform), whichever arguments are traced
+        return _checkpoint_traced(function, args, kwargs)
     if use_reentrant:
-        if kwargs:
-            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
         if STATE.enabled and not any(isinstance(a, Tensor) and a._rg for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
         return CheckpointFunction.apply(function, preserve_rng_state, *args)
