@@ -278,3 +278,27 @@ def test_w1_gradient_compiles_with_trig_guard():
     x = fg.tensor(xs)
     np.testing.assert_allclose(g(x).numpy(), fg.func.grad(f)(x).numpy(), rtol=1e-4, atol=1e-5)
     assert g.cache_info()["fallbacks"] == 0
+
+
+def test_guarded_kernel_writes_no_argument(monkeypatch):
+    """A kernel whose fast sin may rerun exactly writes no argument (the rerun reads them
+    again) though the donation is possible; each entry is lowered once. Without sin the
+    output is computed into the argument."""
+    from fusegrad.codegen import cpu
+    from fusegrad.passes.memory import donations
+    lowered = []
+    entry = cpu._entry
+    monkeypatch.setattr(cpu, "_entry", lambda *a: lowered.append(a[2]) or entry(*a))
+    x = np.linspace(-3.0, 3.0, 64)
+    for fn, trig in ((lambda x: x.sin() * 2.0 + 1.0, True), (lambda x: x * 2.0 + 1.0, False)):
+        lowered.clear()
+        g = graph_of(fn, [x], optimize=True)
+        assert donations(fuse(g), {0: 0})
+        exe = CpuBackend().compile(g, donate={0: 0})
+        assert lowered == (["kernel", "kernel_exact"] if trig else ["kernel"])
+        assert exe._written == (() if trig else (0,))
+        for xs in (x, x * 1e15):  # huge arguments: the exact rerun
+            arg = xs.copy()
+            np.testing.assert_allclose(exe(arg)[0], fn(fg.tensor(xs)).numpy(), rtol=1e-10, atol=1e-12)
+            if trig:
+                np.testing.assert_array_equal(arg, xs)

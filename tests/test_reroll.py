@@ -2,6 +2,8 @@
 the steps with the lanes innermost. Random chains (forward and gradient) run as generated
 source in plain Python (Numba's decorator stubbed out, so no compile per program) against
 eager; a few run compiled by Numba, including W3's shape and sin's exact-path rerun."""
+import re
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,23 @@ def test_w3_shape_compiled_forward_and_gradient():
     ref = both(*map(fg.tensor, (W, b, h)))
     for x, r in zip(exe(W, b, h, *consts), ref):
         np.testing.assert_allclose(x, r.numpy(), rtol=2e-5, atol=2e-6)
+
+
+def test_w3_prelude_binds_only_what_the_kernels_use():
+    """W3's 200 steps: the chain's loop body calls the outlined tanh (too many to inline)
+    until rerolling makes it short and inlines it again; the module binds only the
+    fastmath names its kernels still call."""
+    rng = np.random.default_rng(4)
+    W = (1.0 + 0.1 * rng.standard_normal((200, 16))).astype(np.float32)
+    b = (0.1 * rng.standard_normal((200, 16))).astype(np.float32)
+    h = rng.standard_normal(16).astype(np.float32)
+    cf = fg.compile(lambda W, b, h: _w3(fg, W, b, h))
+    args = [fg.tensor(a) for a in (W, b, h)]
+    head, body = cf.lower(*args).kernel_source().split("@njit", 1)
+    bound = re.findall(r"^(_fm\w*) = ", head, re.M)
+    assert "_fm_tanh_float32" in bound and "for zq in range(" in body
+    assert set(bound) <= set(re.findall(r"\b\w+\b", body)), bound
+    np.testing.assert_allclose(cf(*args).numpy(), _w3(fg, *args).numpy(), rtol=2e-5, atol=2e-5)
 
 
 def test_sin_chain_with_huge_arguments_compiled():

@@ -116,8 +116,7 @@ class LoopEmitter:
         self.dtypes: dict = {}  # local name -> dtype, for rerolling
         self.flat = self._flat_ok()
         self.lines: list = []
-        self.guarded = any(e.prim.kind == "elementwise" and lw.guards(e.prim.scalar, _operand_dtype(e))
-                           for e in g.eqns)
+        self.guarded = _guarded(g, lw)
         self._private = f"{GUARD}_p"  # per-iteration (or per-chunk) count inside a prange loop
         self.outline = sum(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
                            for e in g.eqns) > MAX_INLINED
@@ -364,9 +363,7 @@ class LoopEmitter:
             if not g.is_outer(e.out):
                 continue
             if self._real_reduction(e):
-                acc = f"a{self.num(e.out)}[{kidx}]"
-                cast = f"({acc} != 0)" if e.out.dtype.kind == "b" else f"np.{e.out.dtype.name}({acc})"
-                self.emit(d, f"m{self.num(e.out)} = {cast}")
+                self._acc_final(d, e, f"[{kidx}]")
             else:
                 self.assign(d, e)
         for v in self.outs:
@@ -470,9 +467,11 @@ class LoopEmitter:
         if e.inputs[0].dtype.kind == "f":  # max/min drop NaN; NumPy propagates it
             self.emit(d, f"n{name} += n{name}c" if combine else f"n{name} += r{name} != r{name}")
 
-    def _acc_final(self, d: int, e: Eqn) -> None:
+    def _acc_final(self, d: int, e: Eqn, at: str = "") -> None:
+        """``m<n>`` = the finished reduction: accumulator ``a<n>`` (element ``at`` of it when
+        it is an array, as in ``_columns``) in the result's type."""
         self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
-        acc = f"a{self.num(e.out)}"
+        acc = f"a{self.num(e.out)}{at}"
         if e.prim.scalar in ("max", "min") and e.inputs[0].dtype.kind == "f":
             acc = f"({acc} if n{self.num(e.out)} == 0 else np.nan)"
         cast = f"({acc} != 0)" if e.out.dtype.kind == "b" else f"np.{e.out.dtype.name}({acc})"
@@ -484,6 +483,18 @@ def _operand_dtype(e: Eqn) -> np.dtype:
     if e.out.dtype.kind != "b" or e.prim.name == "where":
         return e.out.dtype
     return next((a.dtype for a in e.inputs if isinstance(a, Var)), e.out.dtype)
+
+
+def _guarded(g: LoopGroup, lw: Lowering) -> bool:
+    """True if a member of ``g`` lowers with ``lw`` to a fast sin/cos that counts huge arguments."""
+    return any(e.prim.kind == "elementwise" and lw.guards(e.prim.scalar, _operand_dtype(e)) for e in g.eqns)
+
+
+def guarded(fused: Fused, lw: Lowering) -> bool:
+    """True if lowering ``fused`` with ``lw`` may leave ``lw.guarded`` non-empty, known before
+    lowering. It errs only towards True: a sin/cos that is never lowered (a dead value, a
+    group over no elements) still counts."""
+    return any(isinstance(g, LoopGroup) and _guarded(g, lw) for g in fused.groups)
 
 
 def emit_loop_group(fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,

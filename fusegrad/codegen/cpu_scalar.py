@@ -93,17 +93,22 @@ class Lowering:
         m = _CALL.match(template)
         return m is not None and m.group(1) in _FUNCS and (m.group(1), np.dtype(dtype).name) in _FASTMATH
 
-    def prelude(self) -> list[str]:
-        lines = ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH"] \
-            if self.globals else []
-        return lines + [f"{k} = {v}" for k, v in sorted(self.globals.items())]
-
     def expr(self, template: str, args: list[str], dtype: np.dtype, params: dict) -> str:
         """The expression for one element; ``dtype`` is the operands' type."""
         m = _CALL.match(template)
         if m is None or m.group(1) not in _FUNCS:
             return template.format(*args)
         return _FUNCS[m.group(1)](self, args, np.dtype(dtype), params)
+
+
+def prelude(names: dict, body: list) -> list[str]:
+    """The module-level lines binding those of ``names`` (Lowering.globals) that ``body``
+    (source lines) still uses: rerolling may have inlined a loop's outlined calls again
+    (Lowering.inline_calls), which leaves their ``_fmc_`` names unused."""
+    used = set(re.findall(r"\b\w+\b", "\n".join(body)))
+    lines = [f"{k} = {v}" for k, v in sorted(names.items()) if k in used]
+    imp = "from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH"
+    return [imp] + lines if lines else []
 
 
 def _typed(dt: np.dtype, v) -> str:
