@@ -29,7 +29,7 @@ class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
     def __init__(self, graph: Graph, fused: Fused, source: str, fn, exact=None, written=()):
-        self._in = [(v.shape, v.dtype) for v in graph.inputs] + [(v.shape, v.dtype) for v, _ in graph.consts]
+        self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = written  # positions of arguments the kernel overwrites (donated)
         self._out = [(v.shape, v.dtype) for v in fused.outputs]
         self._fn = fn
@@ -75,7 +75,7 @@ class CpuBackend:
         mod = load_module(source)
         fn = mod.kernel
         _compile_now(fn, graph)
-        args = [v.id for v in graph.inputs] + [v.id for v, _ in graph.consts]
+        args = [v.id for v in graph.arguments()]
         written = tuple(args.index(x) for x in donated.values())
         return CpuExecutable(graph, fused, source, fn, getattr(mod, "kernel_exact", None), written)
 
@@ -85,8 +85,7 @@ def _compile_now(fn, graph: Graph) -> None:
     with, so failures surface here, where the compiler can still fall back to eager."""
     import numba
     from numba.core.errors import NumbaError
-    sig = tuple(numba.types.Array(numba.from_dtype(v.dtype), 1, "C")
-                for v in list(graph.inputs) + [v for v, _ in graph.consts])
+    sig = tuple(numba.types.Array(numba.from_dtype(v.dtype), 1, "C") for v in graph.arguments())
     try:
         fn.compile(sig)
     except NumbaError as exc:
@@ -94,7 +93,7 @@ def _compile_now(fn, graph: Graph) -> None:
 
 
 def _check_types(graph: Graph) -> None:
-    vs = list(graph.inputs) + [v for v, _ in graph.consts] + [e.out for e in graph.eqns]
+    vs = graph.arguments() + [e.out for e in graph.eqns]
     for v in vs:
         if v.dtype.kind not in _SUPPORTED_KINDS or v.dtype.itemsize < 4 and v.dtype.kind == "f":
             raise Unsupported(f"cpu backend: dtype {v.dtype} is not supported")
@@ -182,7 +181,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -
     entry, which selects libm for them (a kernel that may rerun writes no argument: see
     ``generate``). The common path keeps vectorizable trig; the exact one compiles on
     demand. ``donated`` outputs are computed into their argument's array."""
-    args = list(graph.inputs) + [v for v, _ in graph.consts]
+    args = graph.arguments()
     arg_name = {v.id: f"x{k}" for k, v in enumerate(args)}
     slot = plan(fused)
     numbers: dict = {}
