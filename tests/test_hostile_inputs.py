@@ -119,3 +119,24 @@ def test_requires_grad_on_integers_and_bad_dtype_mix():
         fg.tensor([1, 2], requires_grad=True)
     with pytest.raises(RuntimeError):
         fg.ones(2, 3) @ fg.ones(4, 2)
+
+
+def test_executable_takes_any_layout_of_the_right_type():
+    """Read-only, unaligned, non-contiguous and non-ndarray arguments are copied into the
+    one layout the kernel was compiled for; the results are the same."""
+    from fusegrad.codegen.cpu import CpuBackend
+    from helpers import graph_of
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    exe = CpuBackend().compile(graph_of(lambda a, b: a * 2 + b, [x, x]))
+    want = x * 2 + x
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    unaligned = raw[1:].view(np.float32).reshape(3, 4)
+    unaligned[...] = x
+    assert not unaligned.flags.aligned
+    strided = np.asfortranarray(x)
+    for a in (readonly, unaligned, strided, memoryview(x.copy())):
+        np.testing.assert_array_equal(exe(a, x)[0], want)
+    with pytest.raises(ValueError, match="argument 1: expected float32"):
+        exe(x, x.astype(np.float64))
