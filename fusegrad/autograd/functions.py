@@ -1,7 +1,7 @@
 """``backward`` and ``grad``: the user-facing entry points to the engine."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional
 
 import numpy as np
 

@@ -7,7 +7,7 @@ vectors here."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence, Union
+from typing import Callable, Sequence, Union
 
 from ..autograd.functions import grad as _autograd_grad
 from ..runtime import ops as O

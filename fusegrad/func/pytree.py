@@ -20,6 +20,11 @@ def flatten(tree) -> tuple[list, Any]:
     return [tree], None
 
 
+def children(spec) -> list:
+    """(leaf count, spec) of each element of a flattened tuple or list."""
+    return spec[1]
+
+
 def unflatten(spec, leaves) -> Any:
     it = iter(leaves)
     return _build(spec, it)

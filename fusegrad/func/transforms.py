@@ -22,7 +22,7 @@ import functools
 import types
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ..tracer.guards import _hashable, _spec_key, positional_spec
 from ..tracer.trace import GraphBreak, Trace
 from . import eager as _eager
 from .eager import _argnums_tuple
-from .pytree import flatten, unflatten
+from .pytree import children, flatten, unflatten
 from .vmap import _evaluate
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "STATS", "cache_clear"]
@@ -293,10 +293,10 @@ class _Args:
         for x in self.leaves:
             self.input_pos.append(k if isinstance(x, Tensor) else None)
             k += isinstance(x, Tensor)
-        # per positional argument: its leaf count and spec, read off the call's spec
-        # (tuple, [(n, (list, [(n_i, spec_i), ...])), kwargs]) instead of flattening it again
+        # per positional argument: its leaf count and spec, read off the call's spec (the
+        # first child of the (args list, kwargs dict) pair) instead of flattening it again
         self.ranges, self.specs, k = [], [], 0
-        for n, s in self.spec[1][0][1][1]:
+        for n, s in children(children(self.spec)[0][1]):
             self.ranges.append((k, k + n))
             self.specs.append(s)
             k += n

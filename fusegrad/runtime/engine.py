@@ -52,7 +52,6 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     """Backpropagate ``grads`` from ``roots``. With ``accumulate`` the leaves' ``.grad``
     accumulate (``inputs`` restricts which); otherwise the gradients of ``inputs`` are
     returned (autograd.grad)."""
-    from .tensor import Tensor
     buffers: dict = {}
     root_nodes = []
     for i, (t, g) in enumerate(zip(roots, grads)):
@@ -86,7 +85,7 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
         for i, t in enumerate(inputs):
             e = _edge_of(t)
             if e is None:
-                raise RuntimeError(f"One of the differentiated Tensors does not require grad")
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(e, []).append(i)
         tnodes = {e[0] for e in targets}
         leaves = [n for n in seen if type(n) is AccumulateGrad]

@@ -7,7 +7,7 @@ import builtins
 import functools
 import math
 from collections import namedtuple
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 

@@ -6,7 +6,7 @@ bookkeeping, conversion and printing."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -226,7 +226,7 @@ class Tensor:
     def __bool__(self) -> bool:
         a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)")
         if a.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(a.reshape(()))
 
     def __float__(self) -> float:

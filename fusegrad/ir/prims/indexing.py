@@ -10,7 +10,6 @@ import numpy as np
 
 from ..primitive import Primitive
 from .elementwise import sum_to
-from .layout import decode_key
 from .shapes import shape_of
 
 __all__ = ["index", "index_put", "gather", "scatter_add"]
@@ -48,7 +47,7 @@ def _index_put_impl(x, v, *idx, key, accumulate):
 
 
 def _index_put_vjp(g, ins, out, needs, key, accumulate):
-    x, v, idx = ins[0], ins[1], ins[2:]
+    v, idx = ins[1], ins[2:]
     gx = gv = None
     if needs[0]:
         gx = g if accumulate else index_put(g, 0.0, *idx, key=key, accumulate=False)
