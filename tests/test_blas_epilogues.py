@@ -124,12 +124,19 @@ def test_kernels_share_numpys_blas():
     np.testing.assert_array_equal(exe(a, b, c, d)[0], a @ b)
 
 
-def test_scipy_blas_fallback_binding():
-    """The LP64 entries (SciPy's OpenBLAS, used when NumPy bundles none) take the same call."""
+_REGISTERED: list = []
+
+
+@pytest.mark.parametrize("fallback", ["scipy", "numba"])
+def test_blas_fallback_bindings(fallback):
+    """The LP64 entries take the same call whether they are SciPy's OpenBLAS (when NumPy
+    bundles none) or the adapters over Numba's own gemm (when neither does)."""
     import numba
     from fusegrad.codegen import cpu_blas
-    if cpu_blas._open("scipy", "scipy_cblas_{}gemm", False) is None:
-        pytest.skip("this SciPy bundles no OpenBLAS")
+    found = cpu_blas._open("scipy", "scipy_cblas_{}gemm", False) if fallback == "scipy" else cpu_blas._via_numba()
+    if found is None:
+        pytest.skip(f"no {fallback} fallback here")
+    _REGISTERED.append(found)  # its symbols stay registered after the test: keep their code alive
     sgemm, dgemm = cpu_blas.sgemm_i32, cpu_blas.dgemm_i32
 
     @numba.njit

@@ -11,7 +11,8 @@ are the ones the next call needs.
 
 The CBLAS entry is registered with LLVM under a fixed symbol, so generated kernels call it
 by name and stay cacheable on disk. SciPy's OpenBLAS is the fallback for NumPy builds
-without one (the symbol's integer width is part of the generated source)."""
+without one (the symbol's integer width is part of the generated source), and adapters over
+Numba's own gemm the last resort."""
 from __future__ import annotations
 
 import ctypes
@@ -26,11 +27,13 @@ from .backend import Unsupported
 
 
 class Blas(NamedTuple):
-    """One resolved CBLAS: its path, whether it takes 64-bit integers, and its thread-count
-    setter (OpenBLAS's ``openblas_set_num_threads_local``, which returns the previous count)."""
+    """One resolved CBLAS: its path, whether it takes 64-bit integers, its thread-count
+    setter (OpenBLAS's ``openblas_set_num_threads_local``, which returns the previous count)
+    and what must stay alive for the registered symbols to stay valid."""
     path: str
     ilp64: bool
     set_threads: Optional[ctypes._CFuncPtr]
+    keep: tuple = ()
 
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
@@ -71,19 +74,49 @@ def _open(package: str, pattern: str, ilp64: bool) -> Optional[Blas]:
     return None
 
 
+def _via_numba() -> Optional[Blas]:
+    """The last resort, for a NumPy and SciPy that bundle no OpenBLAS (built on Accelerate,
+    MKL, ...): CBLAS-shaped adapters over ``numba_xxgemm``, the Fortran gemm Numba's
+    ``np.dot`` takes from SciPy's cython_blas. Compiled when needed (Numba cfuncs, about a
+    second, once per process); None without SciPy."""
+    import numpy as np
+    from llvmlite import binding as llvm
+    from numba import cfunc
+    from numba.np.linalg import ensure_blas
+    try:
+        ensure_blas()
+    except ImportError:
+        return None
+    xxgemm = types.ExternalFunction("numba_xxgemm", types.intc(
+        types.char, types.char, types.char, types.intp, types.intp, types.intp, types.voidptr, types.voidptr,
+        types.intp, types.voidptr, types.intp, types.voidptr, types.voidptr, types.intp))
+    t, n_ = ord("t"), ord("n")
+    keep = []
+    for kind, ft, dtype in (("s", types.float32, np.float32), ("d", types.float64, np.float64)):
+        code = ord(kind)
+
+        def adapter(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            # row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T: B goes first
+            scal = np.empty(2, dtype)  # numba_xxgemm takes alpha and beta by pointer
+            scal[0], scal[1] = alpha, beta
+            xxgemm(code, t if tb == TRANS else n_, t if ta == TRANS else n_, n, m, k, scal.ctypes, b, ldb,
+                   a, lda, scal[1:].ctypes, c, ldc)
+
+        compiled = cfunc(_gemm_type(ft, types.int32))(adapter)
+        llvm.add_symbol(_SYMBOL.format(kind, "i32"), compiled.address)
+        keep.append(compiled)
+    return Blas("numba_xxgemm (SciPy's cython_blas)", False, None, tuple(keep))
+
+
 def _resolve() -> Optional[Blas]:
-    """The first candidate found. Runs at import, so the symbols are registered before any
-    kernel that calls them is compiled or loaded from Numba's cache (generated modules
-    import this one)."""
+    """The first candidate found, else the adapters over Numba's own gemm. Runs at import,
+    so the symbols are registered before any kernel that calls them is compiled or loaded
+    from Numba's cache (generated modules import this one)."""
     for candidate in _CANDIDATES:
         found = _open(*candidate)
         if found is not None:
             return found
-    return None
-
-
-#: The CBLAS compiled kernels call, or None when neither NumPy nor SciPy bundles one.
-BLAS = _resolve()
+    return _via_numba()
 
 
 def _gemm_type(ft, it) -> Signature:
@@ -98,10 +131,14 @@ sgemm_i32 = types.ExternalFunction(_SYMBOL.format("s", "i32"), _gemm_type(types.
 dgemm_i32 = types.ExternalFunction(_SYMBOL.format("d", "i32"), _gemm_type(types.float64, types.int32))
 
 
+#: The CBLAS compiled kernels call; None only without NumPy's or SciPy's OpenBLAS and without SciPy.
+BLAS = _resolve()
+
+
 def prelude() -> str:
     """The generated module's import of the gemm entries for this process's library."""
     if BLAS is None:
-        raise Unsupported("cpu backend: matmul needs a CBLAS; found neither NumPy's nor SciPy's OpenBLAS")
+        raise Unsupported("cpu backend: matmul needs BLAS; found no OpenBLAS bundled with NumPy or SciPy, and no SciPy")
     w = "i64" if BLAS.ilp64 else "i32"
     return f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm"
 
