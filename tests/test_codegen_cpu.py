@@ -280,12 +280,13 @@ def test_w1_gradient_compiles_with_trig_guard():
     assert g.cache_info()["fallbacks"] == 0
 
 
-def test_guarded_kernel_writes_no_argument(monkeypatch):
+def test_guarded_kernel_writes_no_argument(monkeypatch, tmp_path):
     """A kernel whose fast sin may rerun exactly writes no argument (the rerun reads them
     again) though the donation is possible; each entry is lowered once. Without sin the
     output is computed into the argument."""
     from fusegrad.codegen import cpu
     from fusegrad.passes.memory import donations
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(tmp_path))  # generate, not read back
     lowered = []
     entry = cpu._entry
     monkeypatch.setattr(cpu, "_entry", lambda *a: lowered.append(a[2]) or entry(*a))
@@ -302,3 +303,45 @@ def test_guarded_kernel_writes_no_argument(monkeypatch):
             np.testing.assert_allclose(exe(arg)[0], fn(fg.tensor(xs)).numpy(), rtol=1e-10, atol=1e-12)
             if trig:
                 np.testing.assert_array_equal(arg, xs)
+
+
+def test_generated_source_is_reused_by_fingerprint(monkeypatch, tmp_path):
+    """A graph traced again (new Var ids) with the same fingerprint reads its kernel source
+    back instead of generating it; a corrupt record is regenerated with a warning."""
+    from fusegrad.codegen import cpu
+    from fusegrad.ir.fingerprint import fingerprint
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(tmp_path))
+    generated = []
+    gen = cpu.generate
+    monkeypatch.setattr(cpu, "generate", lambda *a: generated.append(1) or gen(*a))
+
+    def fn(x, w):
+        return (x @ w).tanh() * 2.0 + x.sum()
+
+    arrays = [np.linspace(-1, 1, 12).reshape(3, 4), np.linspace(0, 2, 20).reshape(4, 5)]
+    want = fn(*[fg.tensor(a) for a in arrays]).numpy()
+    g1, g2 = graph_of(fn, arrays, optimize=True), graph_of(fn, arrays, optimize=True)
+    assert fingerprint(g1) == fingerprint(g2) and g1.outputs[0].id != g2.outputs[0].id
+    e1 = CpuBackend().compile(g1)
+    e2 = CpuBackend().compile(g2)
+    assert len(generated) == 1 and e1.kernel_source() == e2.kernel_source()
+    for exe in (e1, e2):
+        np.testing.assert_allclose(exe(*arrays)[0], want, rtol=1e-12)
+    assert "loop[3,5]" in str(e2.stages["fused"])  # fused on demand for the listing
+    for record in tmp_path.rglob("g_*.json"):
+        record.write_text("{not json")
+    with pytest.warns(UserWarning, match="corrupt generated-code cache entry"):
+        e3 = CpuBackend().compile(graph_of(fn, arrays, optimize=True))
+    assert len(generated) == 2
+    np.testing.assert_allclose(e3(*arrays)[0], want, rtol=1e-12)
+
+
+def test_fingerprint_tells_apart_what_compiles_differently():
+    from fusegrad.ir.fingerprint import fingerprint
+    x = np.ones((2, 3))
+    base = fingerprint(graph_of(lambda a: a * 2.0, [x]))
+    assert base == fingerprint(graph_of(lambda a: a * 2.0, [x]))
+    for other in (graph_of(lambda a: a * 3.0, [x]), graph_of(lambda a: a * 2, [x]),
+                  graph_of(lambda a: a * 2.0, [x.astype(np.float32)]), graph_of(lambda a: a * 2.0, [x.T]),
+                  graph_of(lambda a: a.sum(0) * 2.0, [x]), graph_of(lambda a: a.sum(1) * 2.0, [x])):
+        assert fingerprint(other) != base

@@ -9,12 +9,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..ir.fingerprint import fingerprint
 from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
 from ..passes.memory import donations, plan
-from ..runtime.kernel_cache import load_module
+from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
 from .backend import Unsupported, register_backend
-from .cpu_blas import prelude as blas_prelude
+from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import GEMM_CALLS, emit_call
 from .cpu_loops import emit_loop_group, guarded
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
@@ -28,15 +29,15 @@ _SUPPORTED_KINDS = "biuf"
 class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
-    def __init__(self, graph: Graph, fused: Fused, source: str, fn, exact=None, written=()):
+    def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, exact=None, written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = written  # positions of arguments the kernel overwrites (donated)
-        self._out = [(v.shape, v.dtype) for v in fused.outputs]
+        self._out = [(v.shape, v.dtype) for v in graph.outputs]
         self._fn = fn  # the compiled entry point (see _compile_now)
         self._exact = exact  # dispatcher for sin/cos arguments past fastmath's range (see cpu._entry)
         self._graph = graph
         self._source = source
-        self.stages = {"fused": fused}  # printed on demand (Lowered.ir)
+        self.stages = {"fused": _FusedListing(graph, fused)}  # printed on demand (Lowered.ir)
 
     def __call__(self, *arrays) -> tuple:
         if len(arrays) != len(self._in):
@@ -66,19 +67,39 @@ class CpuExecutable:
         return self._source
 
 
+class _FusedListing:
+    """The "fused" stage of an executable, fused again only when printed if the kernel's
+    source came from the cache (see CpuBackend.compile)."""
+
+    def __init__(self, graph: Graph, fused: Optional[Fused]):
+        self._graph, self._fused = graph, fused
+
+    def __str__(self) -> str:
+        return str(self._fused if self._fused is not None else fuse(self._graph))
+
+
 class CpuBackend:
     """Numba CPU code generation (see module docstring)."""
     name = "cpu"
 
     def compile(self, graph: Graph, donate: Optional[dict] = None) -> CpuExecutable:
-        fused = fuse(graph)
-        donated = donations(fused, donate) if donate else {}
-        source, donated = generate(graph, fused, donated)
-        mod = load_module(source)
+        # What a graph generates depends on the graph, the donations asked for and the BLAS
+        # the kernels link against; a process that traces the same graph again reads the
+        # source back instead of fusing and generating it anew (W3's gradient: ~0.1 s).
+        key = generated_key(self.name, fingerprint(graph), f"{sorted((donate or {}).items())}|{blas_kind()}")
+        record = load_generated(key)
+        fused = None
+        if record is None:
+            fused = fuse(graph)
+            donated = donations(fused, donate) if donate else {}
+            source, donated = generate(graph, fused, donated)
+            args = [v.id for v in graph.arguments()]
+            record = {"source": source, "written": [args.index(x) for x in donated.values()]}
+            store_generated(key, record)
+        mod = load_module(record["source"])
         entry = _compile_now(mod.kernel, graph)
-        args = [v.id for v in graph.arguments()]
-        written = tuple(args.index(x) for x in donated.values())
-        return CpuExecutable(graph, fused, source, entry, getattr(mod, "kernel_exact", None), written)
+        return CpuExecutable(graph, fused, record["source"], entry, getattr(mod, "kernel_exact", None),
+                             tuple(record["written"]))
 
 
 def _compile_now(fn, graph: Graph) -> Callable:

@@ -135,6 +135,11 @@ dgemm_i32 = types.ExternalFunction(_SYMBOL.format("d", "i32"), _gemm_type(types.
 BLAS = _resolve()
 
 
+def kind() -> str:
+    """Which BLAS generated code links against (part of the generated-code cache key)."""
+    return "none" if BLAS is None else f"{os.path.basename(BLAS.path)}|{'i64' if BLAS.ilp64 else 'i32'}"
+
+
 def prelude() -> str:
     """The generated module's import of the gemm entries for this process's library."""
     if BLAS is None:

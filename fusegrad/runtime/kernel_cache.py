@@ -4,19 +4,28 @@ A module's source is written to ``$FUSEGRAD_CACHE_DIR/kernels/k_<hash>.py`` (def
 ``~/.cache/fusegrad``), the hash covering the source, Numba's version, the CPU and the
 helper code it inlines; it is imported from that file so that Numba's ``cache=True`` keeps
 the machine code next to it (``__pycache__``) and a new process skips compilation.
-Writes are atomic (temp file + ``os.replace``); an entry whose text does not match is
-rebuilt with a warning; an unwritable cache directory falls back to a temp directory."""
+
+In front of it, ``g_<hash>.json`` records what a backend generated for a graph, the hash
+covering the graph's fingerprint (``ir.fingerprint``), the same environment and the text of
+the compiler's own code (``ir``, ``passes``, ``codegen``), so a new process that traces the
+same graph skips fusion and code generation too.
+
+Writes are atomic (temp file + ``os.replace``); an entry whose text does not match, or that
+does not parse, is rebuilt with a warning; an unwritable cache directory falls back to a
+temp directory."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 import tempfile
 import threading
 import types
 import warnings
+from typing import Optional
 
 _MODULES: dict[str, types.ModuleType] = {}
 _LOCK = threading.Lock()
@@ -61,6 +70,60 @@ def source_key(source: str) -> str:
     if not _TAG:
         _TAG.append(_environment_tag())
     return hashlib.sha256((_TAG[0] + "\n" + source).encode()).hexdigest()[:32]
+
+
+def _compiler_tag() -> str:
+    """A digest of the compiler's source (IR rules and lowerings, passes, code generators):
+    what a backend generates for a graph changes only when one of these files does."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for sub in ("ir", "passes", "codegen"):
+        for dirpath, dirnames, files in sorted(os.walk(os.path.join(root, sub))):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    with open(os.path.join(dirpath, f), "rb") as fh:
+                        h.update(f"{dirpath[len(root):]}/{f}\n".encode() + fh.read())
+    return h.hexdigest()[:16]
+
+
+_COMPILER_TAG: list = []
+
+
+def generated_key(backend: str, fingerprint: str, extra: str = "") -> str:
+    """The cache key of what ``backend`` generated for a graph with this fingerprint
+    (``extra``: anything else its output depends on, e.g. donations)."""
+    if not _TAG:
+        _TAG.append(_environment_tag())
+    if not _COMPILER_TAG:
+        _COMPILER_TAG.append(_compiler_tag())
+    text = "\n".join((_TAG[0], _COMPILER_TAG[0], backend, fingerprint, extra))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def load_generated(key: str) -> Optional[dict]:
+    """The record stored under ``key`` by ``store_generated``, or None (a corrupt entry is
+    a miss, with a warning)."""
+    path = os.path.join(cache_dir(), f"g_{key}.json")
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        return record
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        warnings.warn(f"fusegrad: corrupt generated-code cache entry {path} ({exc}); rebuilding it")
+        return None
+
+
+def store_generated(key: str, record: dict) -> None:
+    """Keep ``record`` (JSON) under ``key``; an unwritable cache only costs the next process time."""
+    try:
+        _write_atomic(os.path.join(cache_dir(), f"g_{key}.json"), json.dumps(record))
+    except OSError as exc:
+        warnings.warn(f"fusegrad: cannot write generated-code cache entry ({exc})")
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -1,0 +1,46 @@
+"""A graph's fingerprint: a digest of everything a backend compiles from it (structure,
+shapes, dtypes, primitives, params and literals), with values numbered in the order they
+appear, so the same computation traced again (in this process or another) has the same
+fingerprint although its Var ids differ. Source locations and remat hints are left out:
+they do not change what is compiled."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from .graph import Graph, Var
+
+
+def _value(x: Any) -> str:
+    """A literal or param, exactly: arrays by content (repr would elide), containers item by
+    item, everything else by type and repr (so 1, 1.0, True and np.float32(1) differ)."""
+    if isinstance(x, np.ndarray):
+        return f"array({x.dtype.str},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()})"
+    if isinstance(x, (tuple, list)):
+        return f"{type(x).__name__}({','.join(map(_value, x))})"
+    if isinstance(x, dict):
+        return "dict(" + ",".join(sorted(f"{_value(k)}:{_value(v)}" for k, v in x.items())) + ")"
+    if isinstance(x, np.dtype):
+        return f"dtype({x.str})"
+    return f"{type(x).__name__}:{x!r}"
+
+
+def fingerprint(graph: Graph) -> str:
+    """The hex digest of ``graph`` (see the module docstring)."""
+    num: dict = {}
+
+    def name(v: Var) -> str:
+        return f"%{num.setdefault(v.id, len(num))}"
+
+    def operand(a: Any) -> str:
+        return f"%{num[a.id]}" if isinstance(a, Var) else _value(a)
+
+    lines = [f"in {name(v)} {v.type_str()}" for v in graph.inputs]
+    lines += [f"const {name(v)} {v.type_str()}" for v, _ in graph.consts]
+    for e in graph.eqns:
+        args = ",".join(operand(a) for a in e.inputs)
+        lines.append(f"{name(e.out)} {e.out.type_str()} = {e.prim.name}({args}) {_value(e.params)}")
+    lines.append("out " + ",".join(operand(o) for o in graph.outputs))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
