@@ -328,12 +328,14 @@ def test_generated_source_is_reused_by_fingerprint(monkeypatch, tmp_path):
     for exe in (e1, e2):
         np.testing.assert_allclose(exe(*arrays)[0], want, rtol=1e-12)
     assert "loop[3,5]" in str(e2.stages["fused"])  # fused on demand for the listing
-    for record in tmp_path.rglob("g_*.json"):
-        record.write_text("{not json")
-    with pytest.warns(UserWarning, match="corrupt generated-code cache entry"):
-        e3 = CpuBackend().compile(graph_of(fn, arrays, optimize=True))
-    assert len(generated) == 2
-    np.testing.assert_allclose(e3(*arrays)[0], want, rtol=1e-12)
+    record = next(tmp_path.rglob("g_*.json"))
+    valid = record.read_text()
+    for damaged in ("{not json", valid.replace("return", "retrun"), "[]"):  # garbage, edited, wrong type
+        record.write_text(damaged)
+        with pytest.warns(UserWarning, match="corrupt generated-code cache entry"):
+            e3 = CpuBackend().compile(graph_of(fn, arrays, optimize=True))
+        np.testing.assert_allclose(e3(*arrays)[0], want, rtol=1e-12)
+    assert len(generated) == 4
 
 
 def test_fingerprint_tells_apart_what_compiles_differently():

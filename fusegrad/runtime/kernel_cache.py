@@ -101,16 +101,20 @@ def generated_key(backend: str, fingerprint: str, extra: str = "") -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def _digest(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
 def load_generated(key: str) -> Optional[dict]:
     """The record stored under ``key`` by ``store_generated``, or None (a corrupt entry is
     a miss, with a warning)."""
     path = os.path.join(cache_dir(), f"g_{key}.json")
     try:
         with open(path) as fh:
-            record = json.load(fh)
-        if not isinstance(record, dict):
-            raise ValueError("not a JSON object")
-        return record
+            stored = json.load(fh)
+        if not isinstance(stored, dict) or stored.get("digest") != _digest(stored.get("record")):
+            raise ValueError("its digest does not match")
+        return stored["record"]
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -121,7 +125,8 @@ def load_generated(key: str) -> Optional[dict]:
 def store_generated(key: str, record: dict) -> None:
     """Keep ``record`` (JSON) under ``key``; an unwritable cache only costs the next process time."""
     try:
-        _write_atomic(os.path.join(cache_dir(), f"g_{key}.json"), json.dumps(record))
+        _write_atomic(os.path.join(cache_dir(), f"g_{key}.json"),
+                      json.dumps({"record": record, "digest": _digest(record)}))
     except OSError as exc:
         warnings.warn(f"fusegrad: cannot write generated-code cache entry ({exc})")
 
