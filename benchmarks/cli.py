@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         parser.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
 
     size = "quick" if args.quick else "full"
-    timing = Timing(warmup=1, min_reps=5, rounds=2, max_rounds=5, block_s=0.02, settle_s=0.005) if args.quick else Timing()
+    timing = Timing(warmup=1, min_reps=5, rounds=2, max_rounds=5, block_s=0.02, settle_s=0.005, budget_s=2.0) if args.quick else Timing()
     results, notes = Results(), []
     for name in chosen:
         start = time.perf_counter()

@@ -47,7 +47,7 @@ class Timing:
     """How hard to measure: warm-up calls, then rounds in which each system in turn runs
     alone for ``block_s`` and keeps the calls that start after ``settle_s`` (see
     ``_time_interleaved``); at least ``rounds`` rounds, more until every system has
-    ``min_reps`` kept calls, at most ``max_rounds``."""
+    ``min_reps`` kept calls, at most ``max_rounds`` or, past ``rounds``, ``budget_s`` seconds."""
 
     warmup: int = 3
     min_reps: int = 20
@@ -55,6 +55,7 @@ class Timing:
     max_rounds: int = 40
     block_s: float = 0.25
     settle_s: float = 0.1
+    budget_s: float = 90.0
 
 
 @dataclass
@@ -181,8 +182,10 @@ def _time_interleaved(live: dict[str, Prepared], timing: Timing) -> dict[str, li
             live[n].call()
     samples: dict[str, list[float]] = {n: [] for n in names}
     order = random.Random(0)
+    start = time.perf_counter()
     for r in range(timing.max_rounds):
-        if r >= timing.rounds and all(len(s) >= timing.min_reps for s in samples.values()):
+        if r >= timing.rounds and (all(len(s) >= timing.min_reps for s in samples.values())
+                                   or time.perf_counter() - start > timing.budget_s):
             break
         for name in order.sample(names, len(names)):
             samples[name] += _block(live[name].call, timing)

@@ -344,6 +344,6 @@ def test_fingerprint_tells_apart_what_compiles_differently():
     base = fingerprint(graph_of(lambda a: a * 2.0, [x]))
     assert base == fingerprint(graph_of(lambda a: a * 2.0, [x]))
     for other in (graph_of(lambda a: a * 3.0, [x]), graph_of(lambda a: a * 2, [x]),
-                  graph_of(lambda a: a * 2.0, [x.astype(np.float32)]), graph_of(lambda a: a * 2.0, [x.T]),
+                  graph_of(lambda a: a * 2.0, [x.astype(np.float32)]), graph_of(lambda a: a * 2.0, [x.T]),  # shape
                   graph_of(lambda a: a.sum(0) * 2.0, [x]), graph_of(lambda a: a.sum(1) * 2.0, [x])):
         assert fingerprint(other) != base

@@ -5,6 +5,7 @@ are checked first, so generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Callable, Optional
 
 import numpy as np
@@ -86,8 +87,11 @@ class CpuBackend:
         # What a graph generates depends on the graph, the donations asked for and the BLAS
         # the kernels link against; a process that traces the same graph again reads the
         # source back instead of fusing and generating it anew (W3's gradient: ~0.1 s).
-        key = generated_key(self.name, fingerprint(graph), f"{sorted((donate or {}).items())}|{blas_kind()}")
-        record = load_generated(key)
+        try:
+            key = generated_key(self.name, fingerprint(graph), f"{sorted((donate or {}).items())}|{blas_kind()}")
+        except TypeError:  # a param the fingerprint cannot spell exactly: no caching
+            key = None
+        record = _valid(load_generated(key), graph) if key else None
         fused = None
         if record is None:
             fused = fuse(graph)
@@ -95,11 +99,26 @@ class CpuBackend:
             source, donated = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
             record = {"source": source, "written": [args.index(x) for x in donated.values()]}
-            store_generated(key, record)
+            if key:
+                store_generated(key, record)
         mod = load_module(record["source"])
         entry = _compile_now(mod.kernel, graph)
         return CpuExecutable(graph, fused, record["source"], entry, getattr(mod, "kernel_exact", None),
                              tuple(record["written"]))
+
+
+def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
+    """``record`` if it has the shape CpuBackend.compile stores, else None with a warning
+    (its digest matched, so only a hand-made entry gets here)."""
+    if record is None:
+        return None
+    written = record.get("written")
+    n = len(graph.arguments())
+    if isinstance(record.get("source"), str) and isinstance(written, list) \
+            and all(type(k) is int and 0 <= k < n for k in written):
+        return record
+    warnings.warn("fusegrad: malformed generated-code cache entry; rebuilding it")
+    return None
 
 
 def _compile_now(fn, graph: Graph) -> Callable:

@@ -38,9 +38,11 @@ class Blas(NamedTuple):
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
 
-# (package whose bundled libraries to search, CBLAS symbol pattern, 64-bit integers).
-# The "64_" suffix marks ILP64 builds; SciPy's own OpenBLAS is LP64.
-_CANDIDATES = (("numpy", "scipy_cblas_{}gemm64_", True), ("scipy", "scipy_cblas_{}gemm", False))
+# (package whose bundled libraries to search, CBLAS symbol pattern, 64-bit integers), newest
+# wheels first: NumPy 2 bundles scipy-openblas64 ("scipy_" prefix), NumPy 1.26 openblas64_
+# (no prefix); SciPy's own OpenBLAS is LP64, prefixed since 1.13. The "64_" suffix marks ILP64.
+_CANDIDATES = (("numpy", "scipy_cblas_{}gemm64_", True), ("numpy", "cblas_{}gemm64_", True),
+               ("scipy", "scipy_cblas_{}gemm", False), ("scipy", "cblas_{}gemm", False))
 _SYMBOL = "fusegrad_cblas_{}gemm_{}"  # what generated code links against
 
 
@@ -77,8 +79,8 @@ def _open(package: str, pattern: str, ilp64: bool) -> Optional[Blas]:
 def _via_numba() -> Optional[Blas]:
     """The last resort, for a NumPy and SciPy that bundle no OpenBLAS (built on Accelerate,
     MKL, ...): CBLAS-shaped adapters over ``numba_xxgemm``, the Fortran gemm Numba's
-    ``np.dot`` takes from SciPy's cython_blas. Compiled when needed (Numba cfuncs, about a
-    second, once per process); None without SciPy."""
+    ``np.dot`` takes from SciPy's cython_blas. Numba cfuncs, compiled when the cpu backend
+    is imported in such an environment (about a second per process); None without SciPy."""
     import numpy as np
     from llvmlite import binding as llvm
     from numba import cfunc
@@ -136,8 +138,9 @@ BLAS = _resolve()
 
 
 def kind() -> str:
-    """Which BLAS generated code links against (part of the generated-code cache key)."""
-    return "none" if BLAS is None else f"{os.path.basename(BLAS.path)}|{'i64' if BLAS.ilp64 else 'i32'}"
+    """What of the BLAS the generated source depends on: the integer width of its entries
+    (part of the generated-code cache key)."""
+    return "none" if BLAS is None else "i64" if BLAS.ilp64 else "i32"
 
 
 def prelude() -> str:

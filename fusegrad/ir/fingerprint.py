@@ -13,10 +13,14 @@ import numpy as np
 from .graph import Graph, Var
 
 
+_EXACT_REPR = (bool, int, float, complex, str, bytes, type(None), slice, type(Ellipsis), np.generic)
+
+
 def _value(x: Any) -> str:
     """A literal or param, exactly: arrays by content (repr would elide), containers item by
-    item, everything else by type and repr (so 1, 1.0, True and np.float32(1) differ)."""
-    if isinstance(x, np.ndarray):
+    item, scalars by type and repr (so 1, 1.0, True and np.float32(1) differ). Anything else
+    raises TypeError: a repr may hold an address, which a different object can reuse."""
+    if isinstance(x, np.ndarray) and x.dtype.kind != "O":
         return f"array({x.dtype.str},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()})"
     if isinstance(x, (tuple, list)):
         return f"{type(x).__name__}({','.join(map(_value, x))})"
@@ -24,11 +28,14 @@ def _value(x: Any) -> str:
         return "dict(" + ",".join(sorted(f"{_value(k)}:{_value(v)}" for k, v in x.items())) + ")"
     if isinstance(x, np.dtype):
         return f"dtype({x.str})"
-    return f"{type(x).__name__}:{x!r}"
+    if isinstance(x, _EXACT_REPR):
+        return f"{type(x).__name__}:{x!r}"
+    raise TypeError(f"no exact fingerprint for a {type(x).__name__}")
 
 
 def fingerprint(graph: Graph) -> str:
-    """The hex digest of ``graph`` (see the module docstring)."""
+    """The hex digest of ``graph`` (see the module docstring); TypeError when a param or
+    literal has no exact spelling (see ``_value``)."""
     num: dict = {}
 
     def name(v: Var) -> str:

@@ -112,8 +112,9 @@ def load_generated(key: str) -> Optional[dict]:
     try:
         with open(path) as fh:
             stored = json.load(fh)
-        if not isinstance(stored, dict) or stored.get("digest") != _digest(stored.get("record")):
-            raise ValueError("its digest does not match")
+        if not isinstance(stored, dict) or not isinstance(stored.get("record"), dict) \
+                or stored.get("digest") != _digest(stored["record"]):
+            raise ValueError("not a record with a matching digest")
         return stored["record"]
     except FileNotFoundError:
         return None
