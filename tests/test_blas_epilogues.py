@@ -190,3 +190,13 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
         assert not isinstance(tuned(Exe()), TunedBlas)  # one thread by default: nothing to tune
     finally:
         BLAS.set_threads(callers)
+
+
+def test_zero_or_infinite_scale_is_not_folded_into_the_gemm():
+    """w - 0 * (a @ b) keeps NumPy's nan where the product is infinite (BLAS would skip a
+    zero alpha), and an infinite scale compiles too."""
+    a = np.array([[np.inf, 1.0], [1.0, 2.0]])
+    b = np.eye(2)
+    w = np.ones((2, 2))
+    exe = check(lambda a, b, w: (w - 0.0 * (a @ b), w + np.inf * (a @ b)), [a, b, w])
+    assert np.isnan(exe(a, b, w)[0][0, 0])

@@ -15,6 +15,7 @@ Everything else (matmul, concatenate, pad, ...) is a ``CallGroup`` whose operand
 memory. ``Fused.outputs_of(group)`` are the member vars used outside their group."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -382,7 +383,10 @@ def _gemm_epilogues(graph: Graph) -> tuple:
             lits = [a for a in em.inputs if not isinstance(a, Var)]
             gs = [a for a in em.inputs if isinstance(a, Var)]
             if len(lits) != 1 or len(gs) != 1 or isinstance(lits[0], (bool, np.bool_)) \
-                    or not isinstance(lits[0], (int, float, np.integer, np.floating)):
+                    or not isinstance(lits[0], (int, float, np.integer, np.floating)) \
+                    or not math.isfinite(lits[0]) or lits[0] == 0:
+                # BLAS skips the product when alpha is 0, losing 0 * inf = nan; and an
+                # infinite alpha has no literal in the generated source
                 continue
             g = gs[0]
             mm = producer.get(g.id)
