@@ -30,10 +30,10 @@ from ..ir.graph import Var
 from ..passes.autodiff import jvp_graph, vjp_graph
 from ..passes.dce import dce
 from ..runtime import ops as O
-from ..runtime.grad_mode import STATE, enable_grad
+from ..runtime.grad_mode import enable_grad
 from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Tensor, wrap
-from ..tracer.guards import _hashable, _spec_key, positional_spec
+from ..tracer.guards import flatten_call, signature
 from ..tracer.trace import GraphBreak, Trace
 from . import eager as _eager
 from .eager import _argnums_tuple
@@ -247,9 +247,7 @@ def _closure_key(base) -> tuple:
 
 def _entry(func, chain_key: tuple, a: "_Args", has_aux: bool) -> _Entry:
     base, chain = _chain_of(func)
-    sig = (chain + chain_key, has_aux, a.spec_key, STATE.enabled,
-           tuple(("T", x._data.shape, x._data.dtype.str, x._rg) if isinstance(x, Tensor)
-                 else ("V", type(x).__qualname__, _hashable(x)) for x in a.leaves))
+    sig = (chain + chain_key, has_aux, signature(a.leaves, a.spec_key))
     try:
         per = _CACHE.get(base)
         if per is None:
@@ -282,12 +280,7 @@ class _Args:
     each tensor leaf, and per positional argument its leaf range and pytree spec."""
 
     def __init__(self, args: tuple, kwargs: dict):
-        if not kwargs and all(isinstance(x, Tensor) for x in args):
-            # the common call, tensors passed positionally: its spec and key are kept per count
-            self.leaves, (self.spec, self.spec_key) = list(args), positional_spec(len(args))
-        else:
-            self.leaves, self.spec = flatten((list(args), dict(kwargs)))
-            self.spec_key = _spec_key(self.spec)
+        self.leaves, self.spec, self.spec_key = flatten_call(args, kwargs)
         self.tensors = [x for x in self.leaves if isinstance(x, Tensor)]
         self.input_pos, k = [], 0
         for x in self.leaves:

@@ -20,7 +20,7 @@ from ..ir.graph import Graph, Var
 from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
-from ..tracer.guards import const_guard, flatten_call, positional_spec, signature
+from ..tracer.guards import const_guard, flatten_call, signature
 from ..tracer.rng import RngKey
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
@@ -319,10 +319,7 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if current_traces():  # inside an outer trace or transform: trace through inline
             return self.fn(*args, **kwargs)
-        if not kwargs and all(isinstance(a, Tensor) for a in args):
-            (spec, spec_key), leaves = positional_spec(len(args)), list(args)
-        else:
-            (leaves, spec), spec_key = flatten_call(args, kwargs), None
+        leaves, spec, spec_key = flatten_call(args, kwargs)
         entry = self._entry(leaves, spec, spec_key)
         if isinstance(entry, _Eager):
             if not entry.reason.startswith("warm-up"):
@@ -339,15 +336,14 @@ class CompiledFunction:
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """Compile (or fetch) the executable for this signature without running it."""
-        leaves, spec = flatten_call(args, kwargs)
-        entry = self._entry(leaves, spec)
+        entry = self._entry(*flatten_call(args, kwargs))
         if isinstance(entry, _Eager):
             raise RuntimeError(f"this signature runs eagerly: {entry.reason}")
         return Lowered(entry)
 
     # -------------------------------------------------------------- cache
-    def _entry(self, leaves, spec, spec_key=None):
-        key = signature(leaves, spec, self._owner, spec_key)
+    def _entry(self, leaves, spec, spec_key):
+        key = signature(leaves, spec_key, self._owner)
         with self._lock:
             entry = self._cache.get(key)
             if isinstance(entry, _Plan) and entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
@@ -510,6 +506,6 @@ def make_ir(fn: Callable) -> Callable[..., Graph]:
     traced Graph (``str()`` is the listing)."""
     @functools.wraps(fn)
     def build(*args, **kwargs) -> Graph:
-        leaves, spec = flatten_call(args, kwargs)
+        leaves, spec, _ = flatten_call(args, kwargs)
         return _trace(fn, leaves, spec).graph
     return build

@@ -3,7 +3,7 @@ to be reused."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Any
 
 from ..func.pytree import flatten
 from ..runtime.grad_mode import STATE
@@ -26,18 +26,18 @@ def _spec_key(spec) -> Any:
     return (spec[0].__qualname__, tuple((n, _spec_key(s)) for n, s in spec[1]))
 
 
-def signature(leaves: list, spec, owner=None, spec_key: Optional[Any] = None) -> tuple:
+def signature(leaves: list, spec_key: Any, owner=None) -> tuple:
     """The cache key of a call: per argument leaf, a tensor's (shape, dtype,
-    requires_grad) or a non-tensor's type and value; the argument structure (``spec_key``
-    when the caller has it already); grad mode; and, for a compiled Module, its training
-    flag and the identity of its parameters."""
+    requires_grad) or a non-tensor's type and value; the argument structure (``spec_key``,
+    from ``flatten_call``); grad mode; and, for a compiled Module, its training flag and
+    the identity of its parameters."""
     parts = []
     for x in leaves:
         if isinstance(x, Tensor):
             parts.append(("T", tuple(x._data.shape), x._data.dtype.str, x._rg))
         else:
             parts.append(("V", type(x).__qualname__, _hashable(x)))
-    return (_spec_key(spec) if spec_key is None else spec_key, tuple(parts), STATE.enabled, module_key(owner))
+    return (spec_key, tuple(parts), STATE.enabled, module_key(owner))
 
 
 def module_key(owner) -> Any:
@@ -57,14 +57,16 @@ def const_guard(consts: list, with_grad: bool = False) -> tuple:
                  for _, h in consts)
 
 
-def flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any]:
-    return flatten((list(args), dict(kwargs)))
+def flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any, Any]:
+    """(leaves, spec, spec key) of a call's arguments. The common call, tensors passed
+    positionally, takes its spec and key from a per-count cache: its per-call cost matters."""
+    if not kwargs and all(isinstance(a, Tensor) for a in args):
+        return list(args), *_positional_spec(len(args))
+    leaves, spec = flatten((list(args), dict(kwargs)))
+    return leaves, spec, _spec_key(spec)
 
 
 @functools.lru_cache(maxsize=64)
-def positional_spec(n: int) -> tuple:
-    """(spec, spec key) of a call with ``n`` positional arguments that are leaves (tensors)
-    and no keywords: what ``flatten_call`` and ``signature`` would compute, kept (the
-    common case of a compiled call, so its per-call cost matters)."""
-    spec = flatten_call((None,) * n, {})[1]
+def _positional_spec(n: int) -> tuple:
+    spec = flatten((list((None,) * n), {}))[1]
     return spec, _spec_key(spec)
