@@ -67,7 +67,7 @@ def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
     batch = out.shape[:-2]
     lines = [f"for bi in range({int(np.prod(batch))}):"]
     offs = []
-    for x, (r, c) in ((a, (m, k)), (b, (k, n))):
+    for x in (a, b):
         xb = x.shape[:-2]
         terms, stride = [], 1
         for d in range(len(xb) - 1, -1, -1):  # right-aligned batch broadcasting
@@ -108,14 +108,12 @@ def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
     return lines
 
 
-_CALLS = {"concatenate": _concatenate, "pad": _pad}  # matmul: emit_call's first case
+_CALLS = {"matmul": _matmul, "concatenate": _concatenate, "pad": _pad}
 
 
 def emit_call(e: Eqn, buf: Callable[[Var], str], tag: str = "0") -> list:
     """Source lines (unindented) for one library-call equation; ``tag`` makes the local
     names of this call unique within the entry function."""
-    if e.prim.name == "matmul":
-        return _matmul(e, buf)
     fn = _CALLS.get(e.prim.name)
     if fn is not None:
         return fn(e, buf)
