@@ -145,9 +145,9 @@ def kind() -> str:
 
 def prelude() -> str:
     """The generated module's import of the gemm entries for this process's library."""
-    if BLAS is None:
+    w = kind()
+    if w == "none":
         raise Unsupported("cpu backend: matmul needs BLAS; found no OpenBLAS bundled with NumPy or SciPy, and no SciPy")
-    w = "i64" if BLAS.ilp64 else "i32"
     return f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm"
 
 
