@@ -32,6 +32,7 @@ _LOCK = threading.Lock()
 _FALLBACK_DIR: list = []
 
 
+@functools.lru_cache(maxsize=1)
 def _environment_tag() -> str:
     """What else, besides the source, decides the machine code Numba caches: Numba does
     not notice when an inlined callee (fastmath) changes, so its text is part of the key."""
@@ -42,8 +43,6 @@ def _environment_tag() -> str:
         helpers = hashlib.sha256(fh.read()).hexdigest()[:16]
     return f"{numba.__version__}|{llvm.get_host_cpu_name()}|{sys.version_info[:2]}|{helpers}"
 
-
-_TAG: list = []
 
 
 def cache_dir() -> str:
@@ -67,11 +66,10 @@ def _fallback_dir(path: str) -> str:
 
 
 def source_key(source: str) -> str:
-    if not _TAG:
-        _TAG.append(_environment_tag())
-    return hashlib.sha256((_TAG[0] + "\n" + source).encode()).hexdigest()[:32]
+    return hashlib.sha256((_environment_tag() + "\n" + source).encode()).hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=1)
 def _compiler_tag() -> str:
     """A digest of the compiler's source (IR rules and lowerings, passes, code generators):
     what a backend generates for a graph changes only when one of these files does."""
@@ -87,17 +85,11 @@ def _compiler_tag() -> str:
     return h.hexdigest()[:16]
 
 
-_COMPILER_TAG: list = []
-
 
 def generated_key(backend: str, fingerprint: str, extra: str = "") -> str:
     """The cache key of what ``backend`` generated for a graph with this fingerprint
     (``extra``: anything else its output depends on, e.g. donations)."""
-    if not _TAG:
-        _TAG.append(_environment_tag())
-    if not _COMPILER_TAG:
-        _COMPILER_TAG.append(_compiler_tag())
-    text = "\n".join((_TAG[0], _COMPILER_TAG[0], backend, fingerprint, extra))
+    text = "\n".join((_environment_tag(), _compiler_tag(), backend, fingerprint, extra))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
