@@ -122,8 +122,8 @@ def test_requires_grad_on_integers_and_bad_dtype_mix():
 
 
 def test_executable_takes_any_layout_of_the_right_type():
-    """Read-only, unaligned, non-contiguous and non-ndarray arguments are copied into the
-    one layout the kernel was compiled for; the results are the same."""
+    """Read-only, unaligned, non-contiguous and non-ndarray arguments of the right dtype and
+    shape give the same results as a plain array; a wrong dtype is refused."""
     from fusegrad.codegen.cpu import CpuBackend
     from helpers import graph_of
     x = np.arange(12, dtype=np.float32).reshape(3, 4)

@@ -125,9 +125,9 @@ def _compile_now(fn, graph: Graph) -> Callable:
     """Type and compile (or load from Numba's disk cache) for the only signature we call
     with, so failures surface here, where the compiler can still fall back to eager.
 
-    Returns that signature's entry point, which skips the dispatcher's typing of every
-    argument (about 0.3 us each): the caller passes only arrays of exactly that type
-    (1-d, C-contiguous, writable, aligned, of the graph's dtypes)."""
+    Returns that signature's entry point, which skips the dispatcher's typing of the
+    arguments: the caller passes only arrays of exactly that type (1-d, C-contiguous,
+    writable, aligned, of the graph's dtypes)."""
     import numba
     from numba.core.errors import NumbaError
     sig = tuple(numba.types.Array(numba.from_dtype(v.dtype), 1, "C") for v in graph.arguments())
