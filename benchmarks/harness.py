@@ -144,12 +144,6 @@ def _check(task: Task, rows: dict[str, Row], outputs: dict[str, list[np.ndarray]
         row.rtol, row.atol = task.rtol, task.atol
 
 
-def _timed(call: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    call()
-    return time.perf_counter() - start
-
-
 def _block(call: Callable[[], Any], timing: Timing) -> list[float]:
     """One system's turn in a round: call it for ``timing.block_s``; the times of the calls
     that started after ``timing.settle_s`` (at least one)."""
