@@ -12,6 +12,7 @@ from fusegrad.ir import prims as P
 from fusegrad.ir.primitive import PRIMS
 from fusegrad.ir.verify import VerifyError, verify
 from fusegrad.passes import cse, dce, fold, optimize, simplify
+from fusegrad.runtime.interpreter import run_arrays
 
 HERE = os.path.basename(__file__)
 
@@ -363,6 +364,49 @@ def test_fold_keeps_dtype():
     g.outputs = [_eqn(g, P.add, _eqn(g, P.cast, g.inputs[0], dtype=np.dtype(np.float32)), z)]
     out = verify(fold(g))
     assert out.eqns[-1].inputs[1] == 1.5
+
+
+def test_simplify_absorbs_negations():
+    g = _graph((3,))
+    x, y = g.inputs[0], Var((3,), np.float32)
+    g.inputs.append(y)
+    a = _eqn(g, P.add, x, _eqn(g, P.neg, y))  # x - y
+    b = _eqn(g, P.add, _eqn(g, P.neg, x), y)  # y - x
+    c = _eqn(g, P.sub, x, _eqn(g, P.neg, y))  # x + y
+    g.outputs = [a, b, c]
+    out = verify(dce(simplify(g)))
+    assert [(e.prim.name, e.inputs) for e in out.eqns] == [("sub", (x, y)), ("sub", (y, x)), ("add", (x, y))]
+    xv, yv = np.float32([0.0, -0.0, 1.5]), np.float32([-0.0, -0.0, np.inf])
+    before = run_arrays(g, [xv, yv])
+    for got, want in zip(run_arrays(out, [xv, yv]), before):
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 kept too
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fold_moves_fills_through_layout_chains():
+    g = _graph((2, 3))
+    x = g.inputs[0]
+    one = _eqn(g, P.full, shape=(), value=1.0, dtype=np.dtype(np.float32))
+    seed = _eqn(g, P.broadcast_to, _eqn(g, P.stop_gradient, _eqn(g, P.reshape, one, shape=(1, 1))), shape=(2, 3))
+    g.outputs = [_eqn(g, P.matmul, _eqn(g, P.mul, seed, x), _eqn(g, P.transpose, seed, perm=(1, 0)))]
+    out = verify(optimize(g))
+    # the product by the seed is gone; the matmul's operand stays an array (a fill)
+    assert [e.prim.name for e in out.eqns] == ["full", "matmul"]
+    assert out.eqns[0].params == {"shape": (3, 2), "value": 1.0, "dtype": np.dtype(np.float32)}
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_arrays(out, [xv])[0], xv @ np.ones((3, 2), np.float32))
+
+
+def test_grad_seed_is_folded_away(rng):
+    def f(x):
+        return (torch.sin(x) * x).sum()
+    x = _t(rng, 5)
+    low = torch.compile(torch.func.grad(f)).lower(x)
+    text = low.ir("optimized")
+    # no cotangent argument, no multiplication by it
+    assert "const" not in text and "broadcast_to" not in text and "full" not in text, text
+    xv = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(torch.compile(torch.func.grad(f))(x).numpy(), np.cos(xv) * xv + np.sin(xv), rtol=1e-5)
 
 
 def test_optimize_on_traced_program_matches(rng):

@@ -135,6 +135,15 @@ def test_whole_step_compiles_as_one_graph(name, backend):
         assert len([r for r in ret.split(", ") if r.startswith("x")]) == len(list(m.parameters())) + n_state, ret
 
 
+def test_backward_seed_inside_compiled_code_is_folded_away():
+    """``loss.backward()`` under compile seeds with a fill in the trace, not a captured
+    array of ones, so no multiplication by it survives optimization."""
+    _, cf, _, _ = _whole_step(OPTS["sgd_momentum"], "eager", steps=2)
+    low = cf.lower(*_data())
+    assert "const" in low.ir("traced") and "full(" in low.ir("traced")
+    assert "full(" not in low.ir("optimized"), low.ir("optimized")
+
+
 def test_checkpoint_inside_compiled_code():
     x = _x(6).reshape(2, 3)
 

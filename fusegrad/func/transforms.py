@@ -369,12 +369,11 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
             o = e.graph.outputs[0] if e.n_out == 1 else None
             if o is None or o.size != 1 or not _is_float(o.dtype):
                 raise _Fallback("the output is not one floating scalar")
-            g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0])))
-            ones = e.get(("ones",), lambda: wrap(np.ones(o.shape, o.dtype)))
+            g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0], unit_cotangents=True)))
         except (GraphBreak, _Fallback) as ex:
             _fallback(getattr(ex, "reason", str(ex)))
             return _eager.grad_and_value(func, argnums, has_aux)(*args, **kwargs)
-        res = _run(g, a.tensors + e.consts() + [ones])
+        res = _run(g, a.tensors + e.consts())
         n = len(e.graph.outputs)
         gr = a.group(nums, res[n:], argnums)
         value = unflatten(e.out_spec, e.outs(res))

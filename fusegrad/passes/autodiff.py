@@ -30,8 +30,9 @@ def _active(graph: Graph, seeds: set) -> set:
     return act
 
 
-def _zeros(tr: Trace, v: Var) -> Tensor:
-    return wrap(tr.emit(full, (), {"shape": v.shape, "value": 0.0, "dtype": v.dtype}))
+def _filled(tr: Trace, v: Var, value: float) -> Tensor:
+    """A traced tensor like ``v`` with every element ``value``."""
+    return wrap(tr.emit(full, (), {"shape": v.shape, "value": value, "dtype": v.dtype}))
 
 
 def _replay(graph: Graph, tr: Trace) -> tuple[list, dict]:
@@ -50,12 +51,15 @@ def _finish(tr: Trace, outs: list) -> Graph:
     return g
 
 
-def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequence[int]] = None) -> Graph:
+def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequence[int]] = None,
+              unit_cotangents: bool = False) -> Graph:
     """The joint forward+backward graph of ``graph``.
 
     Inputs: primals, then one cotangent per output listed in ``cotangent_outputs``
     (default: every floating output). Outputs: the source graph's outputs, then the
-    gradient of each primal in ``wrt`` (zeros where it does not reach an output)."""
+    gradient of each primal in ``wrt`` (zeros where it does not reach an output).
+    ``unit_cotangents``: those cotangents are ones (``grad``'s seed), filled inside the
+    graph instead of taken as inputs, so folding removes the multiplications by one."""
     pv = graph.arguments()
     if cotangent_outputs is None:
         cotangent_outputs = [i for i, o in enumerate(graph.outputs) if _differentiable(o)]
@@ -70,7 +74,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
 
         for i in cotangent_outputs:
             o = graph.outputs[i]
-            c = wrap(tr.new_input(o.shape, o.dtype))
+            c = _filled(tr, o, 1.0) if unit_cotangents else wrap(tr.new_input(o.shape, o.dtype))
             if o.id in act:
                 add_ct(o, c)
         for e in reversed(graph.eqns):
@@ -86,7 +90,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
                 if n and gi is not None:
                     add_ct(a, gi)
         grads = [ct.get(pv[i].id) for i in wrt]
-        grads = [g if g is not None else _zeros(tr, pv[i]) for g, i in zip(grads, wrt)]
+        grads = [g if g is not None else _filled(tr, pv[i], 0.0) for g, i in zip(grads, wrt)]
         return _finish(tr, [env[o.id] for o in graph.outputs] + grads)
 
 
@@ -108,5 +112,5 @@ def jvp_graph(graph: Graph, wrt: Sequence[int]) -> Graph:
             if t is not None:
                 tan[e.out.id] = t
         outs = [env[o.id] for o in graph.outputs]
-        touts = [tan[o.id] if o.id in tan else _zeros(tr, o) for o in graph.outputs]
+        touts = [tan[o.id] if o.id in tan else _filled(tr, o, 0.0) for o in graph.outputs]
         return _finish(tr, outs + touts)

@@ -2,6 +2,8 @@
 
 Rules (each only where the result keeps the equation's shape and dtype):
 ``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1`` -> x; ``neg(neg(x))`` -> x;
+``x + neg(y)``, ``neg(y) + x`` -> ``x - y`` and ``x - neg(y)`` -> ``x + y`` (exact: IEEE
+defines ``x - y`` as ``x + (-y)``);
 reshape/broadcast_to to the same shape, cast to the same dtype, identity transpose -> x;
 reshape of reshape -> one reshape; transpose of transpose -> one transpose (or x)."""
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.graph import Eqn, Graph, Var
+from ..ir.prims import add, sub
 from .rewrite import rebuild, rewrite_eqn
 
 # prim name -> (literal that is an identity, operand positions where it may stand)
@@ -37,13 +40,31 @@ def _arith(e: Eqn) -> Optional[Var]:
     return None
 
 
+def _negated(a, producer: dict):
+    """``y`` when operand ``a`` is ``neg(y)``, else None."""
+    src = producer.get(a.id) if isinstance(a, Var) else None
+    return src.inputs[0] if src is not None and src.prim.name == "neg" else None
+
+
+def _absorb_neg(e: Eqn, producer: dict) -> Optional[Eqn]:
+    """``add``/``sub`` with a negated operand as one ``sub``/``add`` without the neg."""
+    x, y = e.inputs
+    ny = _negated(y, producer)
+    if ny is not None:
+        return Eqn(sub if e.prim.name == "add" else add, (x, ny), {}, e.out, e.where)
+    nx = _negated(x, producer) if e.prim.name == "add" else None
+    return Eqn(sub, (y, nx), {}, e.out, e.where) if nx is not None else None
+
+
 def _simplify_one(e: Eqn, producer: dict):
     """A replacement for ``e``: a Var (``e.out`` is that value), a new Eqn, or None."""
     name = e.prim.name
     x = e.inputs[0] if e.inputs else None
     src = producer.get(x.id) if isinstance(x, Var) else None
     if name in _IDENTITY:
-        return _arith(e)
+        same = _arith(e)
+        return same if same is not None or name not in ("add", "sub") or len(e.inputs) != 2 \
+            else _absorb_neg(e, producer)
     if name == "neg" and src is not None and src.prim.name == "neg":
         return _passthrough(e, src.inputs[0])
     if name in ("reshape", "broadcast_to", "cast", "transpose"):
