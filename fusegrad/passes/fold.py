@@ -6,8 +6,8 @@ element, which become Python-scalar literals in the elementwise ops that consume
 when that leaves the consumer's result type unchanged; a reshape, broadcast, transpose,
 slice, flip or stop_gradient of a fill, and an elementwise op on fills and literals
 alone, become fills themselves (``grad``'s and ``backward``'s seed reach the elementwise
-ops through such chains, e.g. ``mean``'s division). Simplification then removes identities such as ``x * 1``
-that this exposes."""
+ops through such chains, e.g. ``mean``'s division). Simplification then removes
+identities such as ``x * 1`` that this exposes."""
 from __future__ import annotations
 
 from typing import Optional
