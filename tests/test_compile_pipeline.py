@@ -277,6 +277,18 @@ def _eqn(g, prim, *ins, **params):
     return e.out
 
 
+@pytest.mark.parametrize("prim", [P.reduce_sum, P.reduce_prod, P.reduce_max, P.reduce_min])
+@pytest.mark.parametrize("dt", [np.bool_, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.float16, np.float32])
+def test_reduction_dtype_rule_matches_the_eager_impl(prim, dt):
+    """The shape/dtype rule is what traced graphs and kernels use; the impl is what eager
+    returns: they must agree (sum and prod widen bool and integers to 64 bits, as NumPy)."""
+    x = np.ones((2, 3), dt)
+    params = {"axes": (1,), "keepdims": False}
+    shape, rule = prim.abstract([(x.shape, x.dtype)], params)
+    got = np.asarray(prim.impl(x, **params))
+    assert (tuple(shape), np.dtype(rule)) == (got.shape, got.dtype)
+
+
 def test_verify_catches_broken_graphs():
     g = _graph((2, 3))
     x = g.inputs[0]

@@ -16,6 +16,15 @@ def _red_abstract(avals, params):
     return reduced_shape(shape, params["axes"], params["keepdims"]), dt
 
 
+def _accumulating_abstract(avals, params):
+    """sum and prod: NumPy's result type, which widens bool and integers to 64 bits."""
+    shape, dt = avals[0]
+    dt = np.dtype(dt)
+    if dt.kind in "biu":
+        dt = np.dtype(np.uint64 if dt.kind == "u" else np.int64)
+    return reduced_shape(shape, params["axes"], params["keepdims"]), dt
+
+
 def expand_reduced(g, in_shape, axes, keepdims):
     """Broadcast a reduction's cotangent back over the reduced axes."""
     from .layout import broadcast_to, reshape
@@ -36,7 +45,7 @@ def _sum_jvp(ts, ins, out, axes, keepdims):
     return None if ts[0] is None else reduce_sum(ts[0], axes=axes, keepdims=keepdims)
 
 
-reduce_sum = Primitive("reduce_sum", _sum_impl, abstract=_red_abstract, vjp=_sum_vjp, jvp=_sum_jvp,
+reduce_sum = Primitive("reduce_sum", _sum_impl, abstract=_accumulating_abstract, vjp=_sum_vjp, jvp=_sum_jvp,
                        saves="", kind="reduce", scalar="+", node_name="SumBackward1")
 
 
@@ -94,7 +103,7 @@ def _prod_jvp(ts, ins, out, axes, keepdims):
 
 
 reduce_prod = Primitive("reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
-                        abstract=_red_abstract, vjp=_prod_vjp, jvp=_prod_jvp, saves="in,out", kind="reduce",
+                        abstract=_accumulating_abstract, vjp=_prod_vjp, jvp=_prod_jvp, saves="in,out", kind="reduce",
                         scalar="*", node_name="ProdBackward1")
 
 
