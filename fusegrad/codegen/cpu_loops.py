@@ -7,7 +7,7 @@ Stores come last in a loop body so that a value written in place over a dying op
 (see passes.memory) is read before it is overwritten."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -406,8 +406,15 @@ class LoopEmitter:
         if par:
             # Chunked: the parallel loop runs over chunks, each summing its own accumulator in
             # a plain inner loop that LLVM vectorizes (a prange reduction alone does not).
+            # Each chunk stores its partial in an array, combined in chunk order after the
+            # loop: no prange reduction variables (Numba copies the loop body's IR once per
+            # such variable: W5's 64 gradient sums took 70 s to compile) and the same sum
+            # whatever the thread schedule.
             n, a0 = g.domain[red[0]], red[0]
-            self.emit(d, f"for c{a0} in prange({-(-n // CHUNK)}):")
+            chunks = -(-n // CHUNK)
+            for e in reds:
+                self._partials_init(d, e, chunks)
+            self.emit(d, f"for c{a0} in prange({chunks}):")
             self._guard_open(d + 1)
             for e in reds:
                 self._acc_init(d + 1, e, "c", False)
@@ -424,8 +431,11 @@ class LoopEmitter:
             self.emit(depth, self.store(v))
         if par:
             self._guard_close_at(d + 1)
-        for e in reds if par else ():
-            self._acc_update(d + 1, e, f"a{self.num(e.out)}c", "", combine=True)
+            for e in reds:
+                self._partials_store(d + 1, e, f"c{a0}")
+            self.emit(d, f"for k{a0} in range({chunks}):")
+            for e in reds:
+                self._acc_update(d + 1, e, f"p{self.num(e.out)}[k{a0}]", "", combine=f"q{self.num(e.out)}[k{a0}]")
         for e in reds:
             self._acc_final(d, e)
 
@@ -456,7 +466,26 @@ class LoopEmitter:
             init = literal(0 if op == "+" else 1, dt)
         self.emit(d, f"a{name} = {init}")
 
-    def _acc_update(self, d: int, e: Eqn, v: str, sfx: str, combine: bool = False) -> None:
+    def _partials(self, e: Eqn) -> list:
+        """(array name, chunk-private name, dtype) of what a chunked reduction keeps per
+        chunk: its accumulator and, for a float max/min, its NaN count."""
+        num = self.num(e.out)
+        res = [(f"p{num}", f"a{num}c", self._acc_dtype(e, False))]
+        if e.prim.scalar in ("max", "min") and e.inputs[0].dtype.kind == "f":
+            res.append((f"q{num}", f"n{num}c", np.dtype(np.int64)))
+        return res
+
+    def _partials_init(self, d: int, e: Eqn, chunks: int) -> None:
+        for arr, _, dt in self._partials(e):
+            self.emit(d, f"{arr} = np.empty({chunks}, np.{dt.name})")
+
+    def _partials_store(self, d: int, e: Eqn, chunk: str) -> None:
+        for arr, private, _ in self._partials(e):
+            self.emit(d, f"{arr}[{chunk}] = {private}")
+
+    def _acc_update(self, d: int, e: Eqn, v: str, sfx: str, combine: Optional[str] = None) -> None:
+        """Fold ``v`` into the accumulator; ``combine``: ``v`` is a chunk's partial and this
+        its NaN count (max/min)."""
         op, name = e.prim.scalar, f"{self.num(e.out)}{sfx}"
         acc = f"a{name}"
         if op not in ("max", "min"):
@@ -465,7 +494,7 @@ class LoopEmitter:
         self.emit(d, f"r{name} = {v}")
         self.emit(d, f"{acc} = {op}({acc}, r{name})")
         if e.inputs[0].dtype.kind == "f":  # max/min drop NaN; NumPy propagates it
-            self.emit(d, f"n{name} += n{name}c" if combine else f"n{name} += r{name} != r{name}")
+            self.emit(d, f"n{name} += {combine}" if combine is not None else f"n{name} += r{name} != r{name}")
 
     def _acc_final(self, d: int, e: Eqn, at: str = "") -> None:
         """``m<n>`` = the finished reduction: accumulator ``a<n>`` (element ``at`` of it when
