@@ -110,6 +110,27 @@ def test_parallel_reductions_combine_chunk_partials_in_order(rng):
         np.testing.assert_array_equal(a, b)
 
 
+def test_one_element_concatenation_parts_are_written_in_place(rng):
+    """A gradient of per-layer scalars (W5's shape) is a concatenation of one-element parts
+    computed by the loop: they are stored straight into the concatenated buffer, with no
+    view per part (each view costs Numba compile time), and the values match eager."""
+    import re
+
+    def fn(w, b, h):
+        for i in range(w.shape[0]):
+            h = fg.tanh(h * w[i] + b[i])
+        return h.sum()
+    w = fg.tensor((1 + 0.1 * rng.standard_normal(6)).astype(np.float32))
+    b = fg.tensor((0.1 * rng.standard_normal(6)).astype(np.float32))
+    h = fg.tensor(rng.standard_normal(1 << 16).astype(np.float32))
+    g = fg.compile(fg.func.grad(fn, argnums=(0, 1)))
+    got = g(w, b, h)
+    src = g.lower(w, b, h).kernel_source()
+    assert re.search(r"\bbk\d+_\d+ = ", src) is None and re.search(r"\bbk\d+\[5\] = m", src), src
+    for x, y in zip(got, fg.func.grad(fn, argnums=(0, 1))(w, b, h)):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-3)
+
+
 def _layouts(x, w, v):
     t = L.transpose(x, perm=(2, 0, 1))
     s = L.slice_(x, key=L.encode_key((slice(None, None, 2), 1, slice(1, 4)), x.shape))

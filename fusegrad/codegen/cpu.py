@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections import Counter
 from typing import Callable, Optional
 
 import numpy as np
@@ -206,18 +207,33 @@ def _concat_views(fused: Fused, args: set) -> tuple:
     return views, lines, concats, parts
 
 
-def _drop_unused_views(body: list, parts: dict) -> list:
+def _resolve_part_views(body: list, parts: dict) -> list:
     """``body`` without the declarations of concatenation part views nothing reads or writes
-    (rerolled loops address the whole buffer); each costs Numba milliseconds to compile."""
+    (rerolled loops address the whole buffer), and with one-element views that are only
+    indexed ``[0]`` replaced by that element of their buffer: each view costs Numba's array
+    analysis milliseconds to compile (W5's gradient: 64 one-element parts, a third of it)."""
     def declared(ln: str):
         name, _, rhs = ln.strip().partition(" = ")
         return name if name in parts and rhs.startswith(f"{parts[name][0]}[") else None
 
-    used: set = set()
+    decls = {d: ln for ln in body if (d := declared(ln)) is not None}
+    rest = [ln for ln in body if declared(ln) is None]
+    uses = Counter(w for ln in rest for w in re.findall(r"\b\w+\b", ln))
+    at0 = Counter(m for ln in rest for m in re.findall(r"\b(\w+)\[0\]", ln))
+    element = {}
+    for name, ln in decls.items():
+        base, off = parts[name]
+        if uses[name] and at0[name] == uses[name] and ln.rstrip().endswith(f"[{off}:{off + 1}]"):
+            element[name] = f"{base}[{off}]"
+    one = re.compile(r"\b(" + "|".join(map(re.escape, element)) + r")\[0\]") if element else None
+    out = []
     for ln in body:
-        if declared(ln) is None:
-            used.update(re.findall(r"\b\w+\b", ln))
-    return [ln for ln in body if (d := declared(ln)) is None or d in used]
+        d = declared(ln)
+        if d is None:
+            out.append(one.sub(lambda m: element[m.group(1)], ln) if one else ln)
+        elif uses[d] and d not in element:
+            out.append(ln)
+    return out
 
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:
@@ -263,7 +279,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -
         else:
             parallel |= g.parallel
             body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num, parts))
-    body = _drop_unused_views(body, parts)
+    body = _resolve_part_views(body, parts)
     rets = []
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
