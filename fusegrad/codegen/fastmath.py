@@ -139,22 +139,26 @@ def _log_split(typingctx, x):
 
 
 @intrinsic
-def _quadrant(typingctx, q, s, c):
-    """``s`` for even integer-valued float32 ``q``, ``c`` for odd, negated when q mod 4 >= 2.
+def _quadrant(typingctx, n, s, c, shift):
+    """``s`` for even ``n + shift``, ``c`` for odd, negated when (n + shift) mod 4 >= 2; n an
+    integer-valued float32, shift 0.0 (sin) or 1.0 (cos).
 
-    Adding 1.5 * 2**23 puts q in the low mantissa bits (exact for |q| < 2**22): bit 0 picks
-    the value, bit 1 moved to the sign bit flips it, all in integer lanes. Past 2**22 the bits
-    are arbitrary but the result is still one of +-s, +-c; NaN stays NaN."""
-    if q == s == c == types.float32:
+    Adding 1.5 * 2**23 puts n in the low mantissa bits (exact for |n| < 2**22); the shift is
+    added to those bits as an integer, so sin and cos of one argument share the float add
+    (LLVM merges it once both are inlined). Bit 0 picks the value, bit 1 moved to the sign
+    bit flips it, all in integer lanes. Past 2**22 the bits are arbitrary but the result is
+    still one of +-s, +-c; NaN stays NaN."""
+    if n == s == c == shift == types.float32:
         def codegen(context, builder, sig, args):
-            q, s, c = args
+            n, s, c, shift = args
             i32 = ir.IntType(32)
-            t = builder.bitcast(builder.fadd(q, ir.Constant(q.type, 1.5 * 2.0 ** 23)), i32)
+            t = builder.bitcast(builder.fadd(n, ir.Constant(n.type, 1.5 * 2.0 ** 23)), i32)
+            t = builder.add(t, builder.fptosi(shift, i32))
             odd = builder.icmp_unsigned("!=", builder.and_(t, ir.Constant(i32, 1)), ir.Constant(i32, 0))
             v = builder.select(odd, c, s)
             sign = builder.shl(builder.and_(t, ir.Constant(i32, 2)), ir.Constant(i32, 30))
-            return builder.bitcast(builder.xor(builder.bitcast(v, i32), sign), q.type)
-        return q(q, s, c), codegen
+            return builder.bitcast(builder.xor(builder.bitcast(v, i32), sign), n.type)
+        return n(n, s, c, shift), codegen
 
 
 # --------------------------------------------------------------------------- constants
@@ -432,7 +436,7 @@ def _trig_f32(x, shift):
     z = r * r
     s = r + r * z * _horner(z, _SIN_F32)
     c = _horner(z, _COS_F32)
-    return _quadrant(n + shift, s, c)
+    return _quadrant(n, s, c, shift)
 
 
 @_jit
