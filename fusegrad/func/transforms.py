@@ -164,7 +164,7 @@ def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:
 
 
 def _const_guard(holders) -> tuple:
-    return tuple((id(h), tuple(h._data.shape), h._data.dtype.str, h._rg) for h in holders)
+    return tuple((id(h), h._data.shape, h._data.dtype, h._rg) for h in holders)
 
 
 def _optimized(graph):
