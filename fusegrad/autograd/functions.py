@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir.graph import Var
-from ..ir.prims import full
+from ..passes.autodiff import filled
 from ..runtime.engine import run_backward
 from ..runtime.tensor import Tensor, wrap
 
@@ -28,10 +28,8 @@ def _make_grads(outputs: list, grads: list, create_graph: bool) -> list:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t._rg:
                 raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
-            d = t._data
-            # traced: a fill in the output's own trace, which folding turns into a literal 1
-            g = wrap(d.trace.emit(full, (), {"shape": d.shape, "value": 1.0, "dtype": d.dtype})) \
-                if type(d) is Var else wrap(np.ones(d.shape, dtype=d.dtype))
+            d = t._data  # traced: a fill in the output's own trace, folded into a literal 1
+            g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(np.ones(d.shape, dtype=d.dtype))
         elif not isinstance(g, Tensor):
             g = wrap(np.full(t._data.shape, g, dtype=t._data.dtype))
         elif tuple(g.shape) != tuple(t.shape):

@@ -217,19 +217,20 @@ def _resolve_part_views(body: list, parts: dict) -> list:
         name, _, rhs = ln.strip().partition(" = ")
         return name if name in parts and rhs.startswith(f"{parts[name][0]}[") else None
 
-    decls = {d: ln for ln in body if (d := declared(ln)) is not None}
-    rest = [ln for ln in body if declared(ln) is None]
+    tagged = [(declared(ln), ln) for ln in body]
+    rest = [ln for d, ln in tagged if d is None]
     uses = Counter(w for ln in rest for w in re.findall(r"\b\w+\b", ln))
     at0 = Counter(m for ln in rest for m in re.findall(r"\b(\w+)\[0\]", ln))
     element = {}
-    for name, ln in decls.items():
-        base, off = parts[name]
-        if uses[name] and at0[name] == uses[name] and ln.rstrip().endswith(f"[{off}:{off + 1}]"):
-            element[name] = f"{base}[{off}]"
+    for d, ln in tagged:
+        if d is None:
+            continue
+        base, off = parts[d]
+        if uses[d] and at0[d] == uses[d] and ln.rstrip().endswith(f"[{off}:{off + 1}]"):
+            element[d] = f"{base}[{off}]"
     one = re.compile(r"\b(" + "|".join(map(re.escape, element)) + r")\[0\]") if element else None
     out = []
-    for ln in body:
-        d = declared(ln)
+    for d, ln in tagged:
         if d is None:
             out.append(one.sub(lambda m: element[m.group(1)], ln) if one else ln)
         elif uses[d] and d not in element:

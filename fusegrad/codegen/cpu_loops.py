@@ -408,8 +408,8 @@ class LoopEmitter:
             # a plain inner loop that LLVM vectorizes (a prange reduction alone does not).
             # Each chunk stores its partial in an array, combined in chunk order after the
             # loop: no prange reduction variables (Numba copies the loop body's IR once per
-            # such variable: W5's 64 gradient sums took 70 s to compile) and the same sum
-            # whatever the thread schedule.
+            # such variable: W5's gradient, 64 sums in one loop, took 71 s to compile, now
+            # 18 s) and the same sum whatever the thread schedule.
             n, a0 = g.domain[red[0]], red[0]
             chunks = -(-n // CHUNK)
             for e in reds:

@@ -30,8 +30,9 @@ def _active(graph: Graph, seeds: set) -> set:
     return act
 
 
-def _filled(tr: Trace, v: Var, value: float) -> Tensor:
-    """A traced tensor like ``v`` with every element ``value``."""
+def filled(tr: Trace, v: Var, value: float) -> Tensor:
+    """A tensor traced in ``tr``, of ``v``'s shape and dtype, with every element ``value``:
+    a fill that folding turns into a literal (seeds, zero gradients)."""
     return wrap(tr.emit(full, (), {"shape": v.shape, "value": value, "dtype": v.dtype}))
 
 
@@ -74,7 +75,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
 
         for i in cotangent_outputs:
             o = graph.outputs[i]
-            c = _filled(tr, o, 1.0) if unit_cotangents else wrap(tr.new_input(o.shape, o.dtype))
+            c = filled(tr, o, 1.0) if unit_cotangents else wrap(tr.new_input(o.shape, o.dtype))
             if o.id in act:
                 add_ct(o, c)
         for e in reversed(graph.eqns):
@@ -90,7 +91,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
                 if n and gi is not None:
                     add_ct(a, gi)
         grads = [ct.get(pv[i].id) for i in wrt]
-        grads = [g if g is not None else _filled(tr, pv[i], 0.0) for g, i in zip(grads, wrt)]
+        grads = [g if g is not None else filled(tr, pv[i], 0.0) for g, i in zip(grads, wrt)]
         return _finish(tr, [env[o.id] for o in graph.outputs] + grads)
 
 
@@ -112,5 +113,5 @@ def jvp_graph(graph: Graph, wrt: Sequence[int]) -> Graph:
             if t is not None:
                 tan[e.out.id] = t
         outs = [env[o.id] for o in graph.outputs]
-        touts = [tan[o.id] if o.id in tan else _filled(tr, o, 0.0) for o in graph.outputs]
+        touts = [tan[o.id] if o.id in tan else filled(tr, o, 0.0) for o in graph.outputs]
         return _finish(tr, outs + touts)

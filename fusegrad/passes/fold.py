@@ -4,8 +4,8 @@ Captured consts are read at call time (they are parameters that training changes
 they are never folded. What folds: fills (``full``) and literal-only equations with one
 element, which become Python-scalar literals in the elementwise ops that consume them
 when that leaves the consumer's result type unchanged; a reshape, broadcast, transpose,
-slice, flip or stop_gradient of a fill, and an elementwise op on fills and literals
-alone, become fills themselves (``grad``'s and ``backward``'s seed reach the elementwise
+slice or flip of a fill, and an elementwise op (stop_gradient included) on fills and
+literals alone, become fills themselves (``grad``'s and ``backward``'s seed reach the elementwise
 ops through such chains, e.g. ``mean``'s division). Simplification then removes
 identities such as ``x * 1`` that this exposes."""
 from __future__ import annotations
@@ -19,9 +19,9 @@ from ..ir.prims import full
 from .rewrite import rebuild
 
 _PY = {"f": float, "i": int, "u": int, "b": bool}
-# primitives whose every output element is an element of their one input (a fill has no
-# gradient to stop, so stop_gradient of a fill is a fill too)
-_MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice", "flip", "stop_gradient"})
+# layout primitives whose every output element is an element of their one input
+# (stop_gradient of a fill is elementwise: it folds as an op on fills alone)
+_MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice", "flip"})
 
 
 def _scalar_of(e: Eqn) -> Optional[object]:

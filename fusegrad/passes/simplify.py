@@ -63,8 +63,9 @@ def _simplify_one(e: Eqn, producer: dict):
     src = producer.get(x.id) if isinstance(x, Var) else None
     if name in _IDENTITY:
         same = _arith(e)
-        return same if same is not None or name not in ("add", "sub") or len(e.inputs) != 2 \
-            else _absorb_neg(e, producer)
+        if same is None and name in ("add", "sub") and len(e.inputs) == 2:
+            return _absorb_neg(e, producer)
+        return same
     if name == "neg" and src is not None and src.prim.name == "neg":
         return _passthrough(e, src.inputs[0])
     if name in ("reshape", "broadcast_to", "cast", "transpose"):
