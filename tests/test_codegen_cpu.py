@@ -325,6 +325,36 @@ def test_w1_gradient_compiles_with_trig_guard():
     assert g.cache_info()["fallbacks"] == 0
 
 
+def test_fastmath_variants_chosen_by_context(rng):
+    """Lowering picks fastmath's variants: exp of a value proved <= 0 (``-x*x``, softmax's
+    shift) the "nonpositive" exp, whose subnormal and zero results still match; tanh in a
+    long loop the vectorizable one, in a 16-element loop the "scalar" one; guarded sin the
+    unclamped one."""
+    from fusegrad.codegen import fastmath as fm
+
+    def f(x, v):
+        return (fg.exp(-x * x), fg.softmax(30 * x.reshape(64, 64), dim=1), fg.tanh(x), fg.tanh(v) * 2,
+                fg.sin(x))
+    x = (rng.standard_normal(4096) * 4).astype(np.float32)
+    x[:4] = [11.0, 10.1, 9.5, np.nan]  # exp(-x*x): 0, subnormal, subnormal, nan
+    v = rng.standard_normal(16).astype(np.float32)
+    cf = fg.compile(f, backend="cpu")
+    args = (fg.tensor(x), fg.tensor(v))
+    src = cf.lower(*args).kernel_source()
+    for sym in ("_fm_exp_float32_nonpositive", "_fm_tanh_float32", "_fm_tanh_float32_scalar", "_fm_sin_float32_guarded"):
+        assert f"{sym}(" in src, sym
+    assert "_fm_exp_float32(" not in src
+    got = [t.numpy() for t in cf(*args)]
+    assert got[0][1] > 0 and got[0][0] == 0
+    # the transcendentals' arguments as the kernel rounds them (float32), their values in float64
+    sq = (-x * x).astype(np.float64)
+    for g, w in zip([got[0], got[2], got[3] / 2, got[4]], [np.exp(sq), np.tanh(x), np.tanh(v), np.sin(x)]):
+        assert fm.ulp_error(g, np.asarray(w, np.float64), "float32").max() <= 4
+    s_ = 30 * x.astype(np.float64).reshape(64, 64)  # |30x| up to ~500: 3e-5 absolute in float32
+    e = np.exp(s_ - s_.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got[1], e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-30)
+
+
 def test_guarded_kernel_writes_no_argument(monkeypatch, tmp_path):
     """A kernel whose fast sin may rerun exactly writes no argument (the rerun reads them
     again) though the donation is possible; each entry is lowered once. Without sin the

@@ -34,6 +34,48 @@ def test_ulp_error_over_whole_range(name, dtype):
     assert err.max() <= MAX_ULP, _worst(err, args, got, ref)
 
 
+@pytest.mark.parametrize("name,dtype,kind", sorted(fm.VARIANTS))
+def test_variant_ulp_error_and_special_values(name, dtype, kind):
+    """Each variant within the ulp bound on its domain (sample(kind=...)), and bit-exact on the
+    special values there: NaN, infinities and signed zeros as NumPy has them."""
+    args = fm.sample(name, dtype, n=4000, seed=2, kind=kind)
+    got = fm.evaluate(name, dtype, *args, kind=kind)
+    ref = fm.reference(name, dtype, *args)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    err = fm.ulp_error(got, ref, dtype)
+    assert err.max() <= MAX_ULP, _worst(err, args, got, ref)
+    x = fm.special_values(dtype)
+    x = x[~(np.isfinite(x) & (np.abs(x) > fm.TRIG_MAX[dtype]))] if name in ("sin", "cos") else x
+    x = x[~(x > 0)] if kind == "nonpositive" else x
+    got = fm.evaluate(name, dtype, x, kind=kind)
+    want = fm.reference(name, dtype, x).astype(dtype)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    exact = np.isinf(want) | (want == 0)
+    np.testing.assert_array_equal(got[exact], want[exact])
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nonpositive_exp_rounds_subnormal_results_once(dtype):
+    """exp's "nonpositive" variant scales once into the subnormals: every result there within
+    the bound, down to the last one before 0 (and 0 after it)."""
+    fi = np.finfo(dtype)
+    lo = math.log(float(fi.smallest_subnormal))
+    x = np.linspace(math.log(float(fi.smallest_normal)), lo - 1.0, 5001).astype(dtype)
+    got = fm.evaluate("exp", dtype, x, kind="nonpositive")
+    ref = fm.reference("exp", dtype, x)
+    assert fm.ulp_error(got, ref, dtype).max() <= MAX_ULP
+    assert np.all(got[x > lo + 0.1] > 0) and np.all(got[x < lo - 0.9] == 0)
+
+
+def test_calls_are_the_scalar_variants_outlined():
+    """CALLS (outlined, for scalar loop bodies) use the "scalar" variant where there is one."""
+    for key, call in fm.CALLS.items():
+        want = fm.VARIANTS.get((*key, "scalar"), fm.FUNCS[key])
+        assert call.py_func is want.py_func, key
+    assert ("tanh", "float32", "scalar") in fm.VARIANTS
+
+
 @pytest.mark.parametrize("name,dtype", CASES)
 def test_returns_its_own_float_type(name, dtype):
     fm.evaluate(name, dtype, *fm.sample(name, dtype, n=8))  # compiles the function for dtype

@@ -15,6 +15,7 @@ from ..ir.fingerprint import fingerprint
 from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
 from ..passes.memory import donations, plan
+from ..passes.signs import nonpositive
 from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
@@ -156,13 +157,14 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     are computed into (see passes.memory.donations); a kernel that may rerun (the exact
     entry) writes no argument."""
     _check_types(graph)
-    lw = Lowering(guard="fast")
+    signs = frozenset(nonpositive(graph))
+    lw = Lowering(guard="fast", nonpositive_vars=signs)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
     donated = {} if guarded(fused, lw) else dict(donated or {})
     parts = [_entry(graph, fused, "kernel", lw, donated)]
     if lw.guarded:
-        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact"), donated))
+        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", nonpositive_vars=signs), donated))
     glob: dict = {}
     for _, l2, _ in parts:
         glob.update(l2.globals)

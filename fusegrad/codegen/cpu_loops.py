@@ -7,6 +7,7 @@ Stores come last in a loop body so that a value written in place over a dying op
 (see passes.memory) is read before it is overwritten."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 import numpy as np
@@ -22,6 +23,9 @@ CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amo
 # A loop body with more transcendental calls than this calls fastmath's non-inlined
 # functions: every inlined copy costs LLVM ~50 ms and megabytes (W3: 200 tanh, 15 s).
 MAX_INLINED = 24
+# A loop group whose innermost loop runs fewer times than this stays scalar (LLVM unrolls it
+# rather than vectorizing, as in W3's 16-lane chain) and calls fastmath's "scalar" variants.
+SHORT_LOOP = 64
 
 
 # ---------------------------------------------------------------- index arithmetic
@@ -120,6 +124,8 @@ class LoopEmitter:
         self._private = f"{GUARD}_p"  # per-iteration (or per-chunk) count inside a prange loop
         self.outline = sum(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
                            for e in g.eqns) > MAX_INLINED
+        inner = [s for s in g.domain if s != 1]
+        self.short = (math.prod(inner) if self.flat else (inner[-1] if inner else 1)) < SHORT_LOOP
 
     # -- reading values
     def read(self, v, idx: list) -> str:
@@ -155,6 +161,8 @@ class LoopEmitter:
             return f"np.{e.out.dtype.name}({self._reduce_input(e)})"
         dt = _operand_dtype(e)
         args = [self.operand(a, e, dt) for a in e.inputs]
+        self.lw.nonpositive.update(s for a, s in zip(e.inputs, args)
+                                   if isinstance(a, Var) and a.id in self.lw.nonpositive_vars)
         if e.prim.name.startswith("logical") or e.prim.name == "where":
             args = [self._as_bool(a, s, i == 0 or e.prim.name != "where")
                     for i, (a, s) in enumerate(zip(e.inputs, args))]
@@ -228,8 +236,8 @@ class LoopEmitter:
                           + (f" reducing axes {g.red_axes}" if g.red_axes else ""))
         if any(s == 0 for s in g.domain) and not g.red_axes:
             return self.lines  # nothing to compute
-        self.lw.outline = self.outline
-        self.lw.seen = set()
+        self.lw.outline, self.lw.scalar = self.outline, self.short
+        self.lw.seen, self.lw.nonpositive = set(), set()
         try:
             if not g.red_axes:
                 axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
@@ -241,11 +249,11 @@ class LoopEmitter:
                     self._guard_close(axes, g.parallel)
             else:
                 self._phased()
+            if not g.parallel:
+                self._reroll()
         finally:
             self.lw.guard_target = GUARD
-            self.lw.outline = False
-        if not g.parallel:
-            self._reroll()
+            self.lw.outline = self.lw.scalar = False
         return self.lines
 
     def _reroll(self) -> None:
@@ -255,7 +263,7 @@ class LoopEmitter:
         if lines == self.lines:
             return
         if self.outline and sum(ln.count("_fmc_") for ln in lines) <= MAX_INLINED:
-            lines = [self.lw.inline_calls(ln) for ln in lines]
+            lines = self.lw.inline_calls(lines)
         self.lines = lines
 
     # -- huge sin/cos argument counts (see cpu_scalar.Lowering): Numba accepts a prange

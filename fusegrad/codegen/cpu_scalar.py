@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 
 try:
-    from .fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH
+    from .fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, VARIANTS as _VARIANTS
 except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
-    _FASTMATH = _FASTMATH_CALLS = {}
+    _FASTMATH = _FASTMATH_CALLS = _VARIANTS = {}
 
 _CALL = re.compile(r"^(\w+)\((.*)\)$")
 
@@ -42,9 +42,14 @@ class Lowering:
     exact for |x| <= fastmath.TRIG_MAX: ``"fast"`` calls the vectorizable function and has
     the loop count finite arguments beyond that bound in ``GUARD`` (statements handed out
     by ``drain``); ``"exact"`` selects libm for those arguments (a scalar loop, run only
-    when the fast kernel reported such an argument); ``None`` does neither."""
+    when the fast kernel reported such an argument); ``None`` does neither. Both modes call
+    fastmath's "guarded" sin/cos, which skip the clamps that only matter past TRIG_MAX.
 
-    def __init__(self, guard: str | None = None):
+    ``nonpositive_vars`` (passes.signs) are the var ids known to be <= 0; the loop emitter
+    adds the operand expressions of such vars to ``nonpositive``, and their exp calls
+    fastmath's "nonpositive" variant."""
+
+    def __init__(self, guard: str | None = None, nonpositive_vars: frozenset = frozenset()):
         self.globals: dict[str, str] = {}
         self.guard = guard
         self.guarded: set = set()  # dtype names of the sin/cos lowered in "fast" mode
@@ -53,9 +58,13 @@ class Lowering:
         # it at a variable private to one iteration (or chunk) and adds that to GUARD once
         # per iteration, the only shape Numba accepts as a prange reduction.
         self.guard_target = GUARD
-        # True: call fastmath's non-inlined functions (set per loop group by the emitter)
+        # Set per loop group by the emitter. outline: call fastmath's non-inlined functions;
+        # scalar: the loop stays scalar (too short to vectorize), call the "scalar" variants.
         self.outline = False
+        self.scalar = False
         self.seen: set = set()  # arguments counted in the current loop group (the emitter resets it)
+        self.nonpositive_vars = nonpositive_vars
+        self.nonpositive: set = set()  # operand expressions of the current loop group known <= 0
 
     def drain(self) -> list:
         out, self._pending = self._pending, []
@@ -67,26 +76,40 @@ class Lowering:
         return (self.guard == "fast" and m is not None and m.group(1) in ("sin", "cos")
                 and (m.group(1), np.dtype(dtype).name) in _FASTMATH)
 
-    def fastmath(self, name: str, dtype: np.dtype) -> str | None:
+    def fastmath(self, name: str, dtype: np.dtype, kind: str | None = None) -> str | None:
+        """The symbol bound to fastmath's ``name`` for ``dtype`` (None if it has none): the
+        outlined call, else the variant of ``kind`` or the loop's "scalar" one where fastmath
+        has it, else the vectorizable function."""
         key = (name, np.dtype(dtype).name)
         if key not in _FASTMATH:
             return None
         if self.outline:
-            sym = f"_fmc_{name}_{key[1]}"
-            self.globals[sym] = f"_FASTMATH_CALLS[{key!r}]"
-        else:
-            sym = f"_fm_{name}_{key[1]}"
-            self.globals[sym] = f"_FASTMATH[{key!r}]"
+            return self._bind(f"_fmc_{name}_{key[1]}", f"_FASTMATH_CALLS[{key!r}]")
+        for k in (kind, "scalar" if self.scalar else None):
+            if k and (*key, k) in _VARIANTS:
+                return self._bind(f"_fm_{name}_{key[1]}_{k}", f"_FASTMATH_VARIANTS[{(*key, k)!r}]")
+        return self._bind(f"_fm_{name}_{key[1]}", f"_FASTMATH[{key!r}]")
+
+    def _bind(self, sym: str, value: str) -> str:
+        self.globals[sym] = value
         return sym
 
-    def inline_calls(self, line: str) -> str:
-        """``line`` with fastmath's outlined calls replaced by the inlined functions (for a
+    def kind(self, name: str, arg: str) -> str | None:
+        """The fastmath variant kind that ``name`` applied to the expression ``arg`` may use."""
+        if name in ("sin", "cos") and self.guard:
+            return "guarded"
+        return "nonpositive" if arg in self.nonpositive else None
+
+    def inline_calls(self, lines: list[str]) -> list[str]:
+        """``lines`` with fastmath's outlined calls replaced by the inlined functions (for a
         loop body that rerolling made short)."""
         def sub(m: re.Match) -> str:
-            sym = f"_fm_{m.group(1)}"
-            self.globals[sym] = self.globals[m.group(0)].replace("_FASTMATH_CALLS[", "_FASTMATH[")
-            return sym
-        return re.sub(r"\b_fmc_(\w+)", sub, line)
+            return self.fastmath(m.group(1), np.dtype(m.group(2)), self.kind(m.group(1), ""))
+        outline, self.outline = self.outline, False
+        try:
+            return [re.sub(r"\b_fmc_(\w+?)_(float32|float64)\b", sub, ln) for ln in lines]
+        finally:
+            self.outline = outline
 
     def transcendental(self, template: str, dtype: np.dtype) -> bool:
         """True if ``template`` lowers to a fastmath function."""
@@ -107,7 +130,8 @@ def prelude(names: dict, body: list) -> list[str]:
     (Lowering.inline_calls), which leaves their ``_fmc_`` names unused."""
     used = set(re.findall(r"\b\w+\b", "\n".join(body)))
     lines = [f"{k} = {v}" for k, v in sorted(names.items()) if k in used]
-    imp = "from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH"
+    imp = ("from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
+           "VARIANTS as _FASTMATH_VARIANTS")
     return [imp] + lines if lines else []
 
 
@@ -117,7 +141,7 @@ def _typed(dt: np.dtype, v) -> str:
 
 def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
     def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
-        sym = lw.fastmath(name, dt)
+        sym = lw.fastmath(name, dt, lw.kind(name, a[0]))
         if not sym:
             return fallback(a, dt)
         call = f"{sym}({', '.join(a)})"

@@ -31,7 +31,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
+    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
     "ulp_error",
     "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
@@ -166,27 +166,29 @@ def _quadrant(typingctx, n, s, c, shift):
 _Consts = namedtuple("_Consts", [
     "zero", "one", "half", "two", "inf", "nan", "tiny", "min_normal", "denorm_scale", "denorm_k",
     "log2e", "ln2_hi", "ln2_lo", "exp_lo", "exp_hi", "expm1_lo", "expm1_nmax", "exp_poly",
-    "log_poly", "neg_two", "tanh_lo",
+    "log_poly", "neg_two", "tanh_lo", "nonpos_shift", "nonpos_scale",
 ])
 
 _PER_DTYPE = {
-    # f32: exp(r) = 1 + r + r^2 P(r) with P a degree-4 minimax fit (Lawson's weighted least
-    # squares on 4000 Chebyshev nodes of [-ln2/2, ln2/2], relative error of exp 3e-9, i.e.
-    # 0.05 ulp: one degree below cephes' expf at the same final accuracy); cephes ln2 split
-    # (0.693359375 has 9 bits, so n*ln2_hi is exact); musl logf Lg1..Lg4.
+    # f32: exp(r) = 1 + r + r^2 P(r) with P a cubic minimax fit (Lawson's weighted least
+    # squares on 4000 Chebyshev nodes of [-ln2/2, ln2/2]; relative error 1.06e-7 with float32
+    # coefficients, under one ulp: two degrees below cephes' expf, which the 4-ulp budget
+    # allows for exp, tanh and erf; expm1 and sigmoid amplify it and use _F32_FINE's quartic);
+    # cephes ln2 split (0.693359375 has 9 bits, so n*ln2_hi is exact); musl logf Lg1..Lg4.
     # f64: Taylor 1/k! up to 13 and fdlibm ln2 split / Lg1..Lg7.
     np.float32: dict(
         tiny=2.0 ** -25, min_normal=2.0 ** -126, denorm_scale=2.0 ** 25, denorm_k=25.0,
         ln2_hi=0.693359375, ln2_lo=-2.12194440e-4, exp_lo=-104.0, exp_hi=89.0, expm1_lo=-20.0,
-        expm1_nmax=60.0, tanh_lo=-87.0,
-        exp_poly=(1.3814613093539995e-3, 8.36870996135285e-3, 4.166838737389609e-2,
-                  1.6666520688656733e-1, 4.9999993451625907e-1),
+        expm1_nmax=60.0, tanh_lo=-87.0, nonpos_shift=64.0, nonpos_scale=2.0 ** -64,
+        exp_poly=(8.312525049508657e-3, 4.189011343158461e-2, 1.666711446423479e-1,
+                  4.999923178892114e-1),
         log_poly=(0.24279078841, 0.28498786688, 0.40000972152, 0.66666662693),
     ),
     np.float64: dict(
         tiny=2.0 ** -54, min_normal=2.0 ** -1022, denorm_scale=2.0 ** 54, denorm_k=54.0,
         ln2_hi=6.93147180369123816490e-01, ln2_lo=1.90821492927058770002e-10, exp_lo=-746.0,
-        exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0, tanh_lo=-708.0,
+        exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0, tanh_lo=-708.0, nonpos_shift=512.0,
+        nonpos_scale=2.0 ** -512,
         exp_poly=tuple(1.0 / math.factorial(i) for i in range(13, 1, -1)),
         log_poly=(1.479819860511658591e-01, 1.531383769920937332e-01, 1.818357216161805012e-01,
                   2.222219843214978396e-01, 2.857142874366239149e-01, 3.999999999940941908e-01,
@@ -204,6 +206,12 @@ def _constants(ft: type) -> _Consts:
 
 _F32 = _constants(np.float32)
 _F64 = _constants(np.float64)
+# float32 with a quartic exp polynomial (relative error 3.8e-9): expm1 (and tanh_f32, built
+# on it) divides exp's absolute error by a smaller result and sigmoid adds a division, so the
+# cubic would take them to 11.7, 13.1 and 3.4 ulp.
+_F32_FINE = _F32._replace(exp_poly=tuple(map(np.float32, (
+    1.3814613093539995e-3, 8.36870996135285e-3, 4.166838737389609e-2, 1.6666520688656733e-1,
+    4.9999993451625907e-1))))
 # pow_f32 works in float64 with shorter polynomials (~2**-34 relative; the exp argument
 # |y log x| <= 104 then carries < 2**-27 absolute error) and float32's exp range.
 _F64_LOW = _F64._replace(log_poly=tuple(map(np.float64, _F32.log_poly)),
@@ -320,6 +328,18 @@ def _exp(x, k):
 
 
 @_jit
+def _exp_nonpositive(x, k):
+    """exp(x) for x <= 0 or NaN (the caller proves it): after the clamp at exp_lo,
+    2**(n + nonpos_shift) is normal and (1 + e) times it exact, so the one multiplication by
+    nonpos_scale rounds subnormal results once. Three operations fewer than _ldexp's two
+    half-steps; wrong for x > 0."""
+    xc = x if x > k.exp_lo else k.exp_lo
+    n, e = _exp_core(xc, k.zero, k)
+    y = (k.one + e) * _pow2(n + k.nonpos_shift) * k.nonpos_scale
+    return y if x == x else x
+
+
+@_jit
 def _expm1(x, k):
     # expm1(x) = 2**n * (e + (1 - 2**-n)); 1 - 2**-n is exact for small n and rounds to 1 for
     # large n (clamped so 2**-n stays representable).
@@ -422,7 +442,7 @@ def _log_dd(a):
 
 
 @_jit
-def _trig_f32(x, shift):
+def _trig_f32(x, shift, r_max):
     """sin(x + shift*pi/2) for float32 x, all in float32: Cody-Waite reduction through fma with
     pi/2 in three float32 parts, cephes kernels.  With fma the first step x - n*P1 is exact
     (|n| < 2**24) and the second is one rounding of the exact r1 - n*P2, so r keeps ~2**-23
@@ -431,8 +451,9 @@ def _trig_f32(x, shift):
     r = _fma(-n, _PIO2_F32S[2], _fma(-n, _PIO2_F32S[1], _fma(-n, _PIO2_F32S[0], x)))
     # Clamps that keep NaN (inf - inf for x = +-inf): they only bite past TRIG_MAX, keeping
     # the result in [-1, 1]; a NaN r makes both kernels NaN, so no separate inf check.
-    r = -_R_MAX_F32 if r < -_R_MAX_F32 else r
-    r = _R_MAX_F32 if r > _R_MAX_F32 else r
+    # r_max = inf (constant after inlining) folds them away, for callers that guard TRIG_MAX.
+    r = -r_max if r < -r_max else r
+    r = r_max if r > r_max else r
     z = r * r
     s = r + r * z * _horner(z, _SIN_F32)
     c = _horner(z, _COS_F32)
@@ -484,9 +505,21 @@ def exp_f64(x: np.float64) -> np.float64:
 
 
 @_jit
+def _exp_nonpositive_f32(x: np.float32) -> np.float32:
+    """exp(x) for x <= 0 or NaN; float32."""
+    return _exp_nonpositive(np.float32(x), _F32)
+
+
+@_jit
+def _exp_nonpositive_f64(x: np.float64) -> np.float64:
+    """exp(x) for x <= 0 or NaN; float64."""
+    return _exp_nonpositive(np.float64(x), _F64)
+
+
+@_jit
 def expm1_f32(x: np.float32) -> np.float32:
     """exp(x) - 1, accurate near 0; float32."""
-    return _expm1(np.float32(x), _F32)
+    return _expm1(np.float32(x), _F32_FINE)
 
 
 @_jit
@@ -523,7 +556,7 @@ def log1p_f64(x: np.float64) -> np.float64:
 def sin_f32(x: np.float32) -> np.float32:
     """sin(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
     x = np.float32(x)
-    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero)
+    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, _R_MAX_F32)
 
 
 @_jit
@@ -536,7 +569,7 @@ def sin_f64(x: np.float64) -> np.float64:
 @_jit
 def cos_f32(x: np.float32) -> np.float32:
     """cos(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
-    return _trig_f32(np.float32(x), _F32.one)
+    return _trig_f32(np.float32(x), _F32.one, _R_MAX_F32)
 
 
 @_jit
@@ -546,18 +579,49 @@ def cos_f64(x: np.float64) -> np.float64:
 
 
 @_jit
+def _sin_guarded_f32(x: np.float32) -> np.float32:
+    """sin_f32 without the clamps that bound it past TRIG_MAX: for kernels that guard that range."""
+    x = np.float32(x)
+    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, _F32.inf)
+
+
+@_jit
+def _cos_guarded_f32(x: np.float32) -> np.float32:
+    """cos_f32 without the clamps that bound it past TRIG_MAX: for kernels that guard that range."""
+    return _trig_f32(np.float32(x), _F32.one, _F32.inf)
+
+
+@_jit
 def tanh_f32(x: np.float32) -> np.float32:
-    """tanh(x); float32: cephes polynomial below 0.625, (1 - u) / (1 + u) with u = exp(-2|x|) above."""
+    """tanh(x); float32: -m / (m + 2) with m = expm1(-2|x|), one formula for the whole range.
+
+    For loops the vectorizer widens; code that stays scalar gets ``VARIANTS[("tanh",
+    "float32", "scalar")]``, whose branch skips the division for small |x|."""
+    x = np.float32(x)
+    # t = -2|x| <= 0, clamped at -87 so that p = 2**n stays normal (m == -1 long before):
+    # then m = 2**n (1 + e) - 1 = fma(e, p, p - 1) with p - 1 exact, no expm1 special cases.
+    # expm1 keeps full relative accuracy near 0, so there is no separate small-|x| polynomial
+    # and no select between two branches (but it needs the quartic polynomial: 13 ulp with
+    # the cubic, 2.5 with the quartic). NaN stays NaN through the clamp.
+    t = _F32.neg_two * abs(x)
+    n, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32_FINE)
+    p = _pow2(n)
+    m = _fma(e, p, p - _F32.one)
+    return math.copysign(-m / (m + _F32.two), x)
+
+
+@_jit
+def _tanh_scalar_f32(x: np.float32) -> np.float32:
+    """tanh(x); float32: cephes polynomial below 0.625, (1 - u) / (1 + u) with u = exp(-2|x|) above.
+
+    Vectorized, both sides are computed and selected (tanh_f32 is cheaper there), but in scalar
+    code LLVM branches around the division and the polynomial is the common case: W3's
+    16-lane chain, which stays scalar, ran 2.2x slower with tanh_f32."""
     x = np.float32(x)
     a = abs(x)
     z = a * a
-    # u = exp(t), t = -2|x| <= 0: clamped at -87 so that 2**n stays normal (1 + u == 1 long
-    # before), hence one 2**n factor instead of exp's overflow/subnormal-safe scaling.
+    # u = exp(t), t = -2|x| <= 0, clamped as in tanh_f32, hence one 2**n factor.
     # NaN stays NaN through the clamp and u, and takes the large branch.
-    # Why two branches: vectorized, both are computed and selected, but in scalar code LLVM
-    # branches around the division and the polynomial is the common case. The one-formula
-    # -m/(m+2), m = expm1(-2|x|), was 30% cheaper vectorized (2.5 ulp) and made W3's
-    # unvectorized 16-lane chain 2.2x slower.
     t = _F32.neg_two * a
     n, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32)
     u = (_F32.one + e) * _pow2(n)
@@ -584,7 +648,7 @@ def tanh_f64(x: np.float64) -> np.float64:
 @_jit
 def sigmoid_f32(x: np.float32) -> np.float32:
     """1 / (1 + exp(-x)); float32."""
-    return _sigmoid(np.float32(x), _F32)
+    return _sigmoid(np.float32(x), _F32_FINE)
 
 
 @_jit
@@ -659,12 +723,30 @@ FUNCS: dict[tuple[str, str], Callable] = {
 }
 
 
-# The same functions as ordinary (not force-inlined) calls, for loop bodies with so many
-# transcendentals that inlining every copy makes LLVM's compile time and memory explode
-# (W3: 200 tanh in one body). A call keeps the loop scalar, which such bodies are anyway
-# (a long serial chain, or too many live values to vectorize well).
+# Variants the code generator picks by context, where one form does not suit every use:
+#   "scalar": for loops that stay scalar (short trip counts), where LLVM branches around the
+#             expensive side instead of computing both and selecting;
+#   "guarded": valid only for |x| <= TRIG_MAX, with no clamps beyond, for kernels that count
+#              larger arguments and rerun them exactly (cpu_scalar.Lowering);
+#   "nonpositive": for arguments the compiler has proved <= 0 (or NaN), such as exp(-x*x) and
+#                  softmax's exp(x - max x): one scaling step instead of two.
+# A (name, dtype) without an entry of some kind uses FUNCS.
+VARIANTS: dict[tuple[str, str, str], Callable] = {
+    ("tanh", "float32", "scalar"): _tanh_scalar_f32,
+    ("sin", "float32", "guarded"): _sin_guarded_f32,
+    ("cos", "float32", "guarded"): _cos_guarded_f32,
+    ("exp", "float32", "nonpositive"): _exp_nonpositive_f32,
+    ("exp", "float64", "nonpositive"): _exp_nonpositive_f64,
+}
+
+
+# The functions (their scalar variants where those differ) as ordinary, not force-inlined,
+# calls, for loop bodies with so many transcendentals that inlining every copy makes LLVM's
+# compile time and memory explode (W3: 200 tanh in one body). A call keeps the loop scalar,
+# which such bodies are anyway (a long serial chain, or too many live values to vectorize well).
 _jit_call = njit(fastmath={"contract"}, error_model="numpy", cache=True)
-CALLS: dict[tuple[str, str], Callable] = {k: _jit_call(f.py_func) for k, f in FUNCS.items()}
+CALLS: dict[tuple[str, str], Callable] = {
+    k: _jit_call(VARIANTS.get((*k, "scalar"), f).py_func) for k, f in FUNCS.items()}
 
 
 def arity(name: str) -> int:
@@ -674,13 +756,18 @@ def arity(name: str) -> int:
 
 # --------------------------------------------------------------------------- accuracy measurement
 
-_KERNELS: dict[tuple[str, str], Callable] = {}
+_KERNELS: dict[tuple, Callable] = {}
 
 
-def _kernel(name: str, dtype: str) -> Callable:
-    """Vectorized loop over arrays calling FUNCS[(name, dtype)], compiled once per process."""
-    if (name, dtype) not in _KERNELS:
-        fn = FUNCS[(name, dtype)]
+def function(name: str, dtype: str, kind: str | None = None) -> Callable:
+    """FUNCS[(name, dtype)], or its variant of ``kind`` (VARIANTS) where there is one."""
+    return VARIANTS.get((name, dtype, kind), FUNCS[(name, dtype)]) if kind else FUNCS[(name, dtype)]
+
+
+def _kernel(name: str, dtype: str, kind: str | None) -> Callable:
+    """Vectorized loop over arrays calling function(name, dtype, kind), compiled once per process."""
+    if (name, dtype, kind) not in _KERNELS:
+        fn = function(name, dtype, kind)
         if arity(name) == 1:
             def loop(x, out):
                 for i in range(x.shape[0]):
@@ -690,15 +777,15 @@ def _kernel(name: str, dtype: str) -> Callable:
                 for i in range(x.shape[0]):
                     out[i] = fn(x[i], y[i])
         # fastmath=True on purpose: the functions must not be affected by the caller's flags.
-        _KERNELS[(name, dtype)] = njit(fastmath=True)(loop)
-    return _KERNELS[(name, dtype)]
+        _KERNELS[(name, dtype, kind)] = njit(fastmath=True)(loop)
+    return _KERNELS[(name, dtype, kind)]
 
 
-def evaluate(name: str, dtype: str, *args: np.ndarray) -> np.ndarray:
-    """Apply FUNCS[(name, dtype)] elementwise to 1-d arrays (cast to dtype) with a Numba loop."""
+def evaluate(name: str, dtype: str, *args: np.ndarray, kind: str | None = None) -> np.ndarray:
+    """Apply function(name, dtype, kind) elementwise to 1-d arrays (cast to dtype) with a Numba loop."""
     arrays = [np.ascontiguousarray(a, dtype=dtype).ravel() for a in args]
     out = np.empty_like(arrays[0])
-    _kernel(name, dtype)(*arrays, out)
+    _kernel(name, dtype, kind)(*arrays, out)
     return out
 
 
@@ -754,9 +841,11 @@ _ACTIVE = {
 }
 
 
-def sample(name: str, dtype: str, n: int = 100_000, seed: int = 0) -> tuple[np.ndarray, ...]:
+def sample(name: str, dtype: str, n: int = 100_000, seed: int = 0,
+           kind: str | None = None) -> tuple[np.ndarray, ...]:
     """Test points for ``name``: half log-uniform magnitudes over the whole finite range (both signs),
-    half uniform over the active interval, plus special values; sin/cos stay within TRIG_MAX.
+    half uniform over the active interval, plus special values; sin/cos stay within TRIG_MAX, and
+    the "nonpositive" variants get the points' negative magnitudes (NaN kept).
     pow gets x log-uniform over the whole range or close to 1, with y spread so that x**y covers
     underflow .. overflow, negative x with integer y, and all pairs of special values.
     """
@@ -786,13 +875,16 @@ def sample(name: str, dtype: str, n: int = 100_000, seed: int = 0) -> tuple[np.n
     x = np.concatenate([mags, rng.uniform(-width, width, n - n // 2), special])
     if name == "log1p":
         x = np.concatenate([x, -1.0 + np.exp(rng.uniform(lo, 0.0, n // 10)), [-1.0]])
+    if kind == "nonpositive":
+        x = -np.abs(x)
     return (x.astype(dtype),)
 
 
-def measure_ulp(name: str, dtype: str, n: int = 100_000, seed: int = 0) -> float:
-    """Max ulp error of FUNCS[(name, dtype)] over ``sample(name, dtype, n, seed)``.
+def measure_ulp(name: str, dtype: str, n: int = 100_000, seed: int = 0, kind: str | None = None) -> float:
+    """Max ulp error of function(name, dtype, kind) over ``sample(name, dtype, n, seed, kind)``.
 
     inf means a NaN or infinity appeared where the reference has none (or vice versa).
     """
-    args = sample(name, dtype, n, seed)
-    return float(np.max(ulp_error(evaluate(name, dtype, *args), reference(name, dtype, *args), dtype)))
+    args = sample(name, dtype, n, seed, kind)
+    got = evaluate(name, dtype, *args, kind=kind)
+    return float(np.max(ulp_error(got, reference(name, dtype, *args), dtype)))
