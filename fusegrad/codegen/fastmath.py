@@ -31,8 +31,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "measure_ulp", "reference", "sample", "special_values",
-    "ulp_error",
+    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "function", "measure_ulp", "reference",
+    "sample", "special_values", "ulp_error",
     "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
     "sigmoid_f64", "sin_f32", "sin_f64", "tanh_f32", "tanh_f64",
@@ -331,8 +331,8 @@ def _exp(x, k):
 def _exp_nonpositive(x, k):
     """exp(x) for x <= 0 or NaN (the caller proves it): after the clamp at exp_lo,
     2**(n + nonpos_shift) is normal and (1 + e) times it exact, so the one multiplication by
-    nonpos_scale rounds subnormal results once. Three operations fewer than _ldexp's two
-    half-steps; wrong for x > 0."""
+    nonpos_scale rounds subnormal results once: 6 operations for the scaling against _ldexp's
+    11, and no upper clamp; wrong for x > 0."""
     xc = x if x > k.exp_lo else k.exp_lo
     n, e = _exp_core(xc, k.zero, k)
     y = (k.one + e) * _pow2(n + k.nonpos_shift) * k.nonpos_scale
@@ -761,7 +761,7 @@ _KERNELS: dict[tuple, Callable] = {}
 
 def function(name: str, dtype: str, kind: str | None = None) -> Callable:
     """FUNCS[(name, dtype)], or its variant of ``kind`` (VARIANTS) where there is one."""
-    return VARIANTS.get((name, dtype, kind), FUNCS[(name, dtype)]) if kind else FUNCS[(name, dtype)]
+    return VARIANTS.get((name, dtype, kind), FUNCS[(name, dtype)])
 
 
 def _kernel(name: str, dtype: str, kind: str | None) -> Callable:
