@@ -66,6 +66,10 @@ def test_nonpositive_exp_rounds_subnormal_results_once(dtype):
     ref = fm.reference("exp", dtype, x)
     assert fm.ulp_error(got, ref, dtype).max() <= MAX_ULP
     assert np.all(got[x > lo + 0.1] > 0) and np.all(got[x < lo - 0.9] == 0)
+    # slightly positive arguments (rounding of a value proved <= 0) are still exact enough
+    up = np.array([1e-6, 0.3, 5.0, 40.0], dtype=dtype)
+    got = fm.evaluate("exp", dtype, up, kind="nonpositive")
+    assert fm.ulp_error(got, fm.reference("exp", dtype, up), dtype).max() <= MAX_ULP
 
 
 def test_calls_are_the_scalar_variants_outlined():

@@ -332,7 +332,9 @@ def _exp_nonpositive(x, k):
     """exp(x) for x <= 0 or NaN (the caller proves it): after the clamp at exp_lo,
     2**(n + nonpos_shift) is normal and (1 + e) times it exact, so the one multiplication by
     nonpos_scale rounds subnormal results once: 6 operations for the scaling against _ldexp's
-    11, and no upper clamp; wrong for x > 0."""
+    11, and no upper clamp. Still right up to x < (nonpos_shift - 1) ln 2 (43 in float32, 354
+    in float64), so rounding that leaves a proved value slightly positive (x - max x fused
+    into one fma) does no harm; inf beyond."""
     xc = x if x > k.exp_lo else k.exp_lo
     n, e = _exp_core(xc, k.zero, k)
     y = (k.one + e) * _pow2(n + k.nonpos_shift) * k.nonpos_scale
