@@ -355,6 +355,24 @@ def test_fastmath_variants_chosen_by_context(rng):
     np.testing.assert_allclose(got[1], e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-30)
 
 
+def test_trig_feeding_an_index_stays_bounded_past_its_range():
+    """A graph that indexes with integers computed in the kernel keeps sin/cos clamped (in
+    [-1, 1]) past TRIG_MAX: the index's range check runs in the fast kernel, before the
+    exact rerun could replace the out-of-range sines."""
+    def f(x, t):
+        return t[((fg.sin(x) + 1) * 7.5).long()], fg.cos(x) * 2
+
+    x = np.array([0.5, 1e10, -3.3e9, 2e5, 7.0, 1e20, 3.0, -2.0], dtype=np.float32)
+    t = np.arange(16, dtype=np.float32) * 10
+    cf = fg.compile(f, backend="cpu")
+    args = (fg.tensor(x), fg.tensor(t))
+    src = cf.lower(*args).kernel_source()
+    assert "_fm_sin_float32(" in src and "_guarded" not in src
+    for g, w in zip(cf(*args), f(*args)):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+    assert cf.cache_info()["fallbacks"] == 0
+
+
 def test_guarded_kernel_writes_no_argument(monkeypatch, tmp_path):
     """A kernel whose fast sin may rerun exactly writes no argument (the rerun reads them
     again) though the donation is possible; each entry is lowered once. Without sin the

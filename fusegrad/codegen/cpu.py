@@ -26,6 +26,8 @@ from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
 _FASTMATH = '{"reassoc", "contract"}'
+# Primitives whose generated code range-checks integer indices computed in the same kernel.
+_INDEXING = {"index", "index_put", "gather", "scatter_add"}
 _SUPPORTED_KINDS = "biuf"
 
 
@@ -157,14 +159,15 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     are computed into (see passes.memory.donations); a kernel that may rerun (the exact
     entry) writes no argument."""
     _check_types(graph)
-    signs = frozenset(nonpositive(graph))
-    lw = Lowering(guard="fast", nonpositive_vars=signs)
+    facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
+                 bounded_trig=any(e.prim.name in _INDEXING for e in graph.eqns))
+    lw = Lowering(guard="fast", **facts)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
     donated = {} if guarded(fused, lw) else dict(donated or {})
     parts = [_entry(graph, fused, "kernel", lw, donated)]
     if lw.guarded:
-        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", nonpositive_vars=signs), donated))
+        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", **facts), donated))
     glob: dict = {}
     for _, l2, _ in parts:
         glob.update(l2.globals)

@@ -43,15 +43,19 @@ class Lowering:
     the loop count finite arguments beyond that bound in ``GUARD`` (statements handed out
     by ``drain``); ``"exact"`` selects libm for those arguments (a scalar loop, run only
     when the fast kernel reported such an argument); ``None`` does neither. Both modes call
-    fastmath's "guarded" sin/cos, which skip the clamps that only matter past TRIG_MAX.
+    fastmath's "guarded" sin/cos, which skip the clamps that keep results in [-1, 1] past
+    TRIG_MAX, unless ``bounded_trig``: a graph that indexes with computed integers checks
+    their range in the fast kernel already, which unbounded values could fail.
 
     ``nonpositive_vars`` (passes.signs) are the var ids known to be <= 0; the loop emitter
     adds the operand expressions of such vars to ``nonpositive``, and their exp calls
     fastmath's "nonpositive" variant."""
 
-    def __init__(self, guard: str | None = None, nonpositive_vars: frozenset = frozenset()):
+    def __init__(self, guard: str | None = None, nonpositive_vars: frozenset = frozenset(),
+                 bounded_trig: bool = False):
         self.globals: dict[str, str] = {}
         self.guard = guard
+        self.bounded_trig = bounded_trig
         self.guarded: set = set()  # dtype names of the sin/cos lowered in "fast" mode
         self._pending: list = []
         # The variable the "fast" counts go to. Inside a prange loop the loop emitter points
@@ -96,7 +100,7 @@ class Lowering:
 
     def kind(self, name: str, arg: str) -> str | None:
         """The fastmath variant kind that ``name`` applied to the expression ``arg`` may use."""
-        if name in ("sin", "cos") and self.guard:
+        if name in ("sin", "cos") and self.guard and not self.bounded_trig:
             return "guarded"
         return "nonpositive" if arg in self.nonpositive else None
 
