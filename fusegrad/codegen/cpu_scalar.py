@@ -98,8 +98,9 @@ class Lowering:
         self.globals[sym] = value
         return sym
 
-    def kind(self, name: str, arg: str) -> str | None:
-        """The fastmath variant kind that ``name`` applied to the expression ``arg`` may use."""
+    def kind(self, name: str, arg: str | None) -> str | None:
+        """The fastmath variant kind that ``name`` applied to the expression ``arg`` (None:
+        unknown) may use."""
         if name in ("sin", "cos") and self.guard and not self.bounded_trig:
             return "guarded"
         return "nonpositive" if arg in self.nonpositive else None
@@ -108,7 +109,7 @@ class Lowering:
         """``lines`` with fastmath's outlined calls replaced by the inlined functions (for a
         loop body that rerolling made short)."""
         def sub(m: re.Match) -> str:
-            return self.fastmath(m.group(1), np.dtype(m.group(2)), self.kind(m.group(1), ""))
+            return self.fastmath(m.group(1), np.dtype(m.group(2)), self.kind(m.group(1), None))
         outline, self.outline = self.outline, False
         try:
             return [re.sub(r"\b_fmc_(\w+?)_(float32|float64)\b", sub, ln) for ln in lines]

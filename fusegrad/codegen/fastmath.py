@@ -555,10 +555,15 @@ def log1p_f64(x: np.float64) -> np.float64:
 
 
 @_jit
+def _sin_f32(x, r_max):
+    x = np.float32(x)
+    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, r_max)
+
+
+@_jit
 def sin_f32(x: np.float32) -> np.float32:
     """sin(x); float32, ulp bound for |x| <= TRIG_MAX['float32'], in [-1, 1] beyond."""
-    x = np.float32(x)
-    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, _R_MAX_F32)
+    return _sin_f32(x, _R_MAX_F32)
 
 
 @_jit
@@ -583,8 +588,7 @@ def cos_f64(x: np.float64) -> np.float64:
 @_jit
 def _sin_guarded_f32(x: np.float32) -> np.float32:
     """sin_f32 without the clamps that bound it past TRIG_MAX: for kernels that guard that range."""
-    x = np.float32(x)
-    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, _F32.inf)
+    return _sin_f32(x, _F32.inf)
 
 
 @_jit
