@@ -325,6 +325,31 @@ def test_w1_gradient_compiles_with_trig_guard():
     assert g.cache_info()["fallbacks"] == 0
 
 
+def test_trig_guard_count_flags_each_huge_argument():
+    """The fast kernel's count of sin/cos arguments past TRIG_MAX (a float32 reduction) is
+    nonzero exactly when some finite argument is huge, wherever it sits, in a parallel loop
+    (2^16 elements) and a serial one (64); inf and NaN alone are not counted."""
+    from fusegrad.codegen.fastmath import TRIG_MAX
+
+    def fn(x):
+        return (2 * x + 1).sin() * x.cos()
+    for n in (1 << 16, 64):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        exe = CpuBackend().compile(graph_of(fn, [x], optimize=True))
+        assert exe._exact is not None
+
+        def count(xs):
+            return exe._fn(xs.copy())[-1]
+        assert count(x) == 0
+        for pos in (0, n // 2 + 3, n - 1):
+            for big, counted in ((TRIG_MAX["float32"] * 4, True), (np.inf, False), (np.nan, False),
+                                 (-1e30, True)):
+                xs = x.copy()
+                xs[pos] = big
+                assert (count(xs) != 0) == counted, (n, pos, big)
+                np.testing.assert_allclose(exe(xs)[0], fn(fg.tensor(xs)).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_fastmath_variants_chosen_by_context(rng):
     """Lowering picks fastmath's variants: exp of a value proved <= 0 (``-x*x``, softmax's
     shift) the "nonpositive" exp, whose subnormal and zero results still match; tanh in a

@@ -291,7 +291,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
     if lw.guarded:
-        body.insert(0, f"    {GUARD} = 0")
+        body.insert(0, f"    {GUARD} = np.float32(0)")
         rets.append(GUARD)
     ret = "(" + "".join(r + ", " for r in rets) + ")"
     head = [f"@njit(cache=True, fastmath={_FASTMATH}, error_model=\"numpy\", parallel={parallel})",

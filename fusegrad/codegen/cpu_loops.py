@@ -222,12 +222,13 @@ class LoopEmitter:
         self.lines.append(_INDENT * (self.depth0 + depth) + text)
 
     def assign(self, depth: int, e: Eqn) -> None:
-        """``m<n> = <element expression>``, then the statements the lowering asked for
-        (the out-of-range counts of fast sin/cos arguments, see cpu_scalar.Lowering)."""
+        """The statements the lowering asked for (the out-of-range counts of fast sin/cos
+        arguments, see cpu_scalar.Lowering), then ``m<n> = <element expression>``."""
         self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
-        self.emit(depth, f"m{self.num(e.out)} = {self.value(e)}")
+        value = self.value(e)
         for ln in self.lw.drain():
             self.emit(depth, ln)
+        self.emit(depth, f"m{self.num(e.out)} = {value}")
 
     def run(self, depth0: int = 1) -> list:
         self.depth0 = depth0
@@ -241,12 +242,9 @@ class LoopEmitter:
         try:
             if not g.red_axes:
                 axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
-                if self.guarded and g.parallel and self.flat:
-                    self._chunked_flat()
-                else:
-                    d = self._par_loops(axes, g.parallel)
-                    self._body(d, g.eqns, self.outs)
-                    self._guard_close(axes, g.parallel)
+                d = self._par_loops(axes, g.parallel)
+                self._body(d, g.eqns, self.outs)
+                self._guard_close(axes, g.parallel)
             else:
                 self._phased()
             if not g.parallel:
@@ -276,7 +274,7 @@ class LoopEmitter:
 
     def _guard_close_at(self, depth: int) -> None:
         if self.guarded:
-            self.emit(depth, f"{GUARD} += {self._private}")
+            self.emit(depth, f"{GUARD} += np.float32(1) if {self._private} else np.float32(0)")
             self.lw.guard_target = GUARD
 
     def _par_loops(self, axes: list, par: bool) -> int:
@@ -290,16 +288,6 @@ class LoopEmitter:
     def _guard_close(self, axes: list, par: bool) -> None:
         if par and axes:
             self._guard_close_at(1)
-
-    def _chunked_flat(self) -> None:
-        """A flat parallel loop as prange over chunks of a plain (vectorizable) loop, so the
-        guard is one private flag per chunk (or-ed in) rather than a prange reduction."""
-        n = self.g.size
-        self.emit(0, f"for c0 in prange({-(-n // CHUNK)}):")
-        self._guard_open(1)
-        self.emit(1, f"for i0 in range(c0 * {CHUNK}, min({n}, c0 * {CHUNK} + {CHUNK})):")
-        self._body(2, self.g.eqns, self.outs)
-        self._guard_close_at(1)
 
     def _body(self, d: int, eqns: list, stores: list) -> None:
         for e in eqns:

@@ -32,7 +32,11 @@ def literal(value, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({int(value)})"
 
 
-GUARD = "ntrig"  # the fast kernel's count of finite sin/cos arguments past fastmath's TRIG_MAX
+# The fast kernel's count of finite sin/cos arguments past fastmath's TRIG_MAX, a float32
+# added to by a select (a masked add once vectorized): LLVM reduces it in the float lanes
+# of the loop, where an int64 count cost W1's gradient a fifth of its time. It only grows,
+# so nonzero means "some".
+GUARD = "ntrig"
 
 
 class Lowering:
@@ -159,8 +163,9 @@ def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
             if a[0] in lw.seen:  # sin and cos of one value (their gradients): count it once
                 return call
             lw.seen.add(a[0])
-            op = "+=" if lw.guard_target == GUARD else "|="
-            lw._pending.append(f"{lw.guard_target} {op} ({big}) & (abs({a[0]}) != np.inf)")
+            cond = f"({big}) & (abs({a[0]}) != np.inf)"
+            lw._pending.append(f"{GUARD} += np.float32(1) if {cond} else np.float32(0)"
+                               if lw.guard_target == GUARD else f"{lw.guard_target} |= {cond}")
         return call
     return lower
 
