@@ -97,22 +97,36 @@ def _horner(typingctx, x, coeffs):
         return x(x, coeffs), codegen
 
 
+def _power_of_two(builder: ir.IRBuilder, t: ir.Value) -> ir.Value:
+    """2.0**n from t = n + 1.5 * 2**mant, whose low mantissa bits hold n: adding the bias and
+    shifting by the mantissa width builds the exponent field (no float->int conversion,
+    whose result LLVM leaves undefined for NaN)."""
+    ity, mant, bias = _layout(t.type)
+    e = builder.shl(builder.add(builder.bitcast(t, ity), ir.Constant(ity, bias)), ir.Constant(ity, mant))
+    return builder.bitcast(e, t.type)
+
+
 @intrinsic
 def _pow2(typingctx, n):
-    """2.0**n for an integer-valued float n with a normal result (|n| <= bias).
-
-    Adding 1.5 * 2**mant puts n in the low mantissa bits (no float->int conversion, whose result
-    LLVM leaves undefined for NaN); adding the bias and shifting by the mantissa width builds the
-    exponent field.
-    """
+    """2.0**n for an integer-valued float n with a normal result (|n| <= bias)."""
     if isinstance(n, types.Float):
         def codegen(context, builder, sig, args):
             fty = args[0].type
-            ity, mant, bias = _layout(fty)
-            t = builder.bitcast(builder.fadd(args[0], ir.Constant(fty, 1.5 * 2.0 ** mant)), ity)
-            e = builder.shl(builder.add(t, ir.Constant(ity, bias)), ir.Constant(ity, mant))
-            return builder.bitcast(e, fty)
+            return _power_of_two(builder, builder.fadd(args[0], ir.Constant(fty, 1.5 * 2.0 ** _layout(fty)[1])))
         return n(n), codegen
+
+
+@intrinsic
+def _pow2_of(typingctx, t, shift):
+    """2.0**(n + shift) from t = n + 1.5 * 2**mant (``k.magic``), as _exp_core returns it, and
+    an integer-valued constant ``shift``: _pow2 without its add (LLVM folds the shift into
+    the bias)."""
+    if isinstance(t, types.Float) and shift == t:
+        def codegen(context, builder, sig, args):
+            ity = _layout(args[0].type)[0]
+            bits = builder.add(builder.bitcast(args[0], ity), builder.fptosi(args[1], ity))
+            return _power_of_two(builder, builder.bitcast(bits, args[0].type))
+        return t(t, shift), codegen
 
 
 @intrinsic
@@ -139,26 +153,25 @@ def _log_split(typingctx, x):
 
 
 @intrinsic
-def _quadrant(typingctx, n, s, c, shift):
-    """``s`` for even ``n + shift``, ``c`` for odd, negated when (n + shift) mod 4 >= 2; n an
-    integer-valued float32, shift 0.0 (sin) or 1.0 (cos).
+def _quadrant(typingctx, t, s, c, shift):
+    """``s`` for even ``n + shift``, ``c`` for odd, negated when (n + shift) mod 4 >= 2; the
+    float32 t = n + 1.5 * 2**23 holds n in its low mantissa bits (|n| < 2**22), shift is 0.0
+    (sin) or 1.0 (cos).
 
-    Adding 1.5 * 2**23 puts n in the low mantissa bits (exact for |n| < 2**22); the shift is
-    added to those bits as an integer, so sin and cos of one argument share the float add
-    (LLVM merges it once both are inlined). Bit 0 picks the value, bit 1 moved to the sign
-    bit flips it, all in integer lanes. Past 2**22 the bits are arbitrary but the result is
-    still one of +-s, +-c; NaN stays NaN."""
-    if n == s == c == shift == types.float32:
+    The shift is added to t's bits as an integer, so sin and cos of one argument share t.
+    Bit 0 picks the value, bit 1 moved to the sign bit flips it, all in integer lanes. Past
+    2**22 the bits are arbitrary but the result is still one of +-s, +-c; NaN stays NaN."""
+    if t == s == c == shift == types.float32:
         def codegen(context, builder, sig, args):
-            n, s, c, shift = args
+            t, s, c, shift = args
             i32 = ir.IntType(32)
-            t = builder.bitcast(builder.fadd(n, ir.Constant(n.type, 1.5 * 2.0 ** 23)), i32)
+            t = builder.bitcast(t, i32)
             t = builder.add(t, builder.fptosi(shift, i32))
             odd = builder.icmp_unsigned("!=", builder.and_(t, ir.Constant(i32, 1)), ir.Constant(i32, 0))
             v = builder.select(odd, c, s)
             sign = builder.shl(builder.and_(t, ir.Constant(i32, 2)), ir.Constant(i32, 30))
-            return builder.bitcast(builder.xor(builder.bitcast(v, i32), sign), n.type)
-        return n(n, s, c, shift), codegen
+            return builder.bitcast(builder.xor(builder.bitcast(v, i32), sign), s.type)
+        return t(t, s, c, shift), codegen
 
 
 # --------------------------------------------------------------------------- constants
@@ -166,7 +179,7 @@ def _quadrant(typingctx, n, s, c, shift):
 _Consts = namedtuple("_Consts", [
     "zero", "one", "half", "two", "inf", "nan", "tiny", "min_normal", "denorm_scale", "denorm_k",
     "log2e", "ln2_hi", "ln2_lo", "exp_lo", "exp_hi", "expm1_lo", "expm1_nmax", "exp_poly",
-    "log_poly", "neg_two", "tanh_lo", "nonpos_shift", "nonpos_scale",
+    "log_poly", "neg_two", "tanh_lo", "nonpos_shift", "nonpos_scale", "magic",
 ])
 
 _PER_DTYPE = {
@@ -179,7 +192,7 @@ _PER_DTYPE = {
     np.float32: dict(
         tiny=2.0 ** -25, min_normal=2.0 ** -126, denorm_scale=2.0 ** 25, denorm_k=25.0,
         ln2_hi=0.693359375, ln2_lo=-2.12194440e-4, exp_lo=-104.0, exp_hi=89.0, expm1_lo=-20.0,
-        expm1_nmax=60.0, tanh_lo=-87.0, nonpos_shift=64.0, nonpos_scale=2.0 ** -64,
+        expm1_nmax=60.0, tanh_lo=-87.0, nonpos_shift=64.0, nonpos_scale=2.0 ** -64, magic=1.5 * 2.0 ** 23,
         exp_poly=(8.312525049508657e-3, 4.189011343158461e-2, 1.666711446423479e-1,
                   4.999923178892114e-1),
         log_poly=(0.24279078841, 0.28498786688, 0.40000972152, 0.66666662693),
@@ -188,7 +201,7 @@ _PER_DTYPE = {
         tiny=2.0 ** -54, min_normal=2.0 ** -1022, denorm_scale=2.0 ** 54, denorm_k=54.0,
         ln2_hi=6.93147180369123816490e-01, ln2_lo=1.90821492927058770002e-10, exp_lo=-746.0,
         exp_hi=710.0, expm1_lo=-40.0, expm1_nmax=600.0, tanh_lo=-708.0, nonpos_shift=512.0,
-        nonpos_scale=2.0 ** -512,
+        nonpos_scale=2.0 ** -512, magic=1.5 * 2.0 ** 52,
         exp_poly=tuple(1.0 / math.factorial(i) for i in range(13, 1, -1)),
         log_poly=(1.479819860511658591e-01, 1.531383769920937332e-01, 1.818357216161805012e-01,
                   2.222219843214978396e-01, 2.857142874366239149e-01, 3.999999999940941908e-01,
@@ -223,7 +236,9 @@ _F64_LOW = _F64._replace(log_poly=tuple(map(np.float64, _F32.log_poly)),
 # float64 uses 26 + 26 + 26 + 26 + 53 bits (exact for |n| < 2**27, ~157 bits of pi/2).
 # Split computed with mpmath.
 _INV_PIO2 = 0.6366197723675814
-_PIO2_F32S = tuple(map(np.float32, (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)))
+# pi/2 = P0 + P1 + P2 + ~1e-22, P0 and P1 rounded down so that all three parts are positive
+# (see _trig_f32 for why)
+_PIO2_F32S = tuple(map(np.float32, (1.570796251296997, 7.549789415861596e-08, 5.390302953474238e-15)))
 _INV_PIO2_F32 = np.float32(0.6366197723675814)
 _PIO2_F64 = (1.5707963407039642, -1.3909067675399456e-08, 6.123233932053594e-17, 6.368317178484799e-25,
              -1.4973849048591698e-33)
@@ -246,8 +261,7 @@ _COS_F64 = (-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143
 _TANH_F32 = tuple(map(np.float32, (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
                                     1.33314422036e-1, -3.33332819422e-1)))  # cephes, |x| < 0.625
 _TANH_SPLIT_F32 = np.float32(0.625)
-_SIN_TINY_F32 = np.float32(2.0 ** -12)  # sin(x) == x to within half an ulp below these
-_SIN_TINY_F64 = 2.0 ** -26
+_SIN_TINY_F64 = 2.0 ** -26  # sin(x) == x to within half an ulp below this
 
 # erf_f64: fdlibm s_erf.c rational approximations P/Q on [0, 0.84375), [0.84375, 1.25),
 # [1.25, 1/0.35), [1/0.35, 6), coefficients highest degree first.
@@ -302,10 +316,13 @@ def _ldexp(y, n, k):
 
 @_jit
 def _exp_core(x, tail, k):
-    """(n, e) with exp(x + tail) = 2**n * (1 + e), for x the caller has clamped."""
-    n = _rint(x * k.log2e)
+    """(t, e) with exp(x + tail) = 2**n * (1 + e), for x the caller has clamped, and
+    t = n + k.magic: n = t - k.magic, 2**n = _pow2_of(t). Rounding by the magic-number add
+    (in the fma that scales x) leaves n in t's low bits, which saves 2**n an add."""
+    t = _fma(x, k.log2e, k.magic)
+    n = t - k.magic
     r = (x - n * k.ln2_hi) - (n * k.ln2_lo - tail)  # first product exact: Cody-Waite split
-    return n, r + r * r * _horner(r, k.exp_poly)
+    return t, r + r * r * _horner(r, k.exp_poly)
 
 
 @_jit
@@ -317,7 +334,8 @@ def _exp_reduce(x, tail, lo, k):
     """
     xc = x if x > lo else lo
     xc = xc if xc < k.exp_hi else k.exp_hi
-    return _exp_core(xc, tail if xc == x else k.zero, k)
+    t, e = _exp_core(xc, tail if xc == x else k.zero, k)
+    return t - k.magic, e
 
 
 @_jit
@@ -331,14 +349,14 @@ def _exp(x, k):
 def _exp_nonpositive(x, k):
     """exp(x) for x <= 0 or NaN (the caller proves it): after the clamp at exp_lo,
     2**(n + nonpos_shift) is normal and (1 + e) times it exact, so the one multiplication by
-    nonpos_scale rounds subnormal results once: 6 operations for the scaling against _ldexp's
+    nonpos_scale rounds subnormal results once: 4 operations for the scaling against _ldexp's
     11, and no upper clamp. Still right up to x < (nonpos_shift - 1) ln 2 (43 in float32, 354
     in float64), so rounding that leaves a proved value slightly positive (x - max x fused
     into one fma) does no harm; inf beyond."""
-    xc = x if x > k.exp_lo else k.exp_lo
-    n, e = _exp_core(xc, k.zero, k)
-    y = (k.one + e) * _pow2(n + k.nonpos_shift) * k.nonpos_scale
-    return y if x == x else x
+    # NaN passes the clamp and makes e, hence the result, NaN: no select to restore it.
+    t, e = _exp_core(k.exp_lo if x < k.exp_lo else x, k.zero, k)
+    p = _pow2_of(t, k.nonpos_shift)
+    return _fma(e, p, p) * k.nonpos_scale  # fma(e, p, p) == (1 + e) * p: p is a normal power of 2
 
 
 @_jit
@@ -448,8 +466,14 @@ def _trig_f32(x, shift, r_max):
     """sin(x + shift*pi/2) for float32 x, all in float32: Cody-Waite reduction through fma with
     pi/2 in three float32 parts, cephes kernels.  With fma the first step x - n*P1 is exact
     (|n| < 2**24) and the second is one rounding of the exact r1 - n*P2, so r keeps ~2**-23
-    relative accuracy down to the smallest |r| of float32 arguments below TRIG_MAX."""
-    n = _rint(x * _INV_PIO2_F32)
+    relative accuracy down to the smallest |r| of float32 arguments below TRIG_MAX.
+
+    No branch for tiny x (sin x = x): there n = +0.0 (the magic-number rounding, unlike rint,
+    never gives -0.0), the parts of pi/2 are all positive, so every -n*P is -0.0 and x = -0.0
+    comes through as r = -0.0; r + r*z*p rounds to r for |r| < 2**-12, and copysign keeps the
+    sign where r*z*p is a +0.0 (sin r has the sign of r on [-r_max, r_max])."""
+    t = _fma(x, _INV_PIO2_F32, _F32.magic)  # n + 1.5 * 2**23, n = rint(2x/pi)
+    n = t - _F32.magic
     r = _fma(-n, _PIO2_F32S[2], _fma(-n, _PIO2_F32S[1], _fma(-n, _PIO2_F32S[0], x)))
     # Clamps that keep NaN (inf - inf for x = +-inf): they only bite past TRIG_MAX, keeping
     # the result in [-1, 1]; a NaN r makes both kernels NaN, so no separate inf check.
@@ -457,9 +481,9 @@ def _trig_f32(x, shift, r_max):
     r = -r_max if r < -r_max else r
     r = r_max if r > r_max else r
     z = r * r
-    s = r + r * z * _horner(z, _SIN_F32)
+    s = math.copysign(r + r * z * _horner(z, _SIN_F32), r)
     c = _horner(z, _COS_F32)
-    return _quadrant(n, s, c, shift)
+    return _quadrant(t, s, c, shift)
 
 
 @_jit
@@ -556,8 +580,7 @@ def log1p_f64(x: np.float64) -> np.float64:
 
 @_jit
 def _sin_f32(x, r_max):
-    x = np.float32(x)
-    return x if abs(x) < _SIN_TINY_F32 else _trig_f32(x, _F32.zero, r_max)
+    return _trig_f32(np.float32(x), _F32.zero, r_max)
 
 
 @_jit
@@ -609,11 +632,12 @@ def tanh_f32(x: np.float32) -> np.float32:
     # expm1 keeps full relative accuracy near 0, so there is no separate small-|x| polynomial
     # and no select between two branches (but it needs the quartic polynomial: 13 ulp with
     # the cubic, 2.5 with the quartic). NaN stays NaN through the clamp.
-    t = _F32.neg_two * abs(x)
-    n, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32_FINE)
-    p = _pow2(n)
+    na = -abs(x)  # one instruction: sets the sign bit
+    t = na + na  # -2|x| by an add: loops of polynomials keep the multiply (fma) units busier
+    tn, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32_FINE)
+    p = _pow2_of(tn, _F32.zero)
     m = _fma(e, p, p - _F32.one)
-    return math.copysign(-m / (m + _F32.two), x)
+    return math.copysign(m / (m + _F32.two), x)  # copysign drops the sign of m / (m + 2) <= 0
 
 
 @_jit
@@ -629,8 +653,8 @@ def _tanh_scalar_f32(x: np.float32) -> np.float32:
     # u = exp(t), t = -2|x| <= 0, clamped as in tanh_f32, hence one 2**n factor.
     # NaN stays NaN through the clamp and u, and takes the large branch.
     t = _F32.neg_two * a
-    n, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32)
-    u = (_F32.one + e) * _pow2(n)
+    tn, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32)
+    u = (_F32.one + e) * _pow2_of(tn, _F32.zero)
     y = (a + a * z * _horner(z, _TANH_F32)) if a < _TANH_SPLIT_F32 else (_F32.one - u) / (_F32.one + u)
     return math.copysign(y, x)
 
