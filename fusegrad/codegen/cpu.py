@@ -245,7 +245,7 @@ def _resolve_part_views(body: list, parts: dict) -> list:
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
-    the function also returns a count that is non-zero when some finite sin/cos argument
+    the function also returns a count that is non-zero when some sin/cos argument
     lies beyond fastmath's exact range; then the caller reruns the graph with the "exact"
     entry, which selects libm for them (a kernel that may rerun writes no argument: see
     ``generate``). The common path keeps vectorizable trig; the exact one compiles on
