@@ -197,6 +197,28 @@ def test_inplace_ops_that_are_fine():
     np.testing.assert_allclose(a.grad.numpy(), [1.0, 0.0])
 
 
+def test_zero_and_fill_of_a_tracked_tensor_ignore_its_values():
+    """zero_() and fill_() on a tensor that requires grad give the fill even where it held
+    inf or nan (not 0 * inf = nan), and pass no gradient back; a tensor fill passes its own
+    gradient (PyTorch's values and gradients)."""
+    a = fg.tensor([np.inf, np.nan, 1.0], requires_grad=True)
+    z = a * 1
+    z.zero_()
+    f = a * 1
+    f.fill_(3.0)
+    assert type(z.grad_fn).__name__ == "ZeroBackward0" and type(f.grad_fn).__name__ == "FillBackward0"
+    np.testing.assert_array_equal(z.detach().numpy(), [0, 0, 0])
+    np.testing.assert_array_equal(f.detach().numpy(), [3, 3, 3])
+    (z + f).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [0, 0, 0])
+    v = fg.tensor(2.0, requires_grad=True)
+    g = fg.zeros(3)
+    g.fill_(v)
+    (g * fg.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(g.detach().numpy(), [2, 2, 2])
+    assert v.grad.item() == 6.0
+
+
 def test_inplace_through_view_updates_base_grad():
     x = t(1.0, 2.0, 3.0)
     y = x * 1

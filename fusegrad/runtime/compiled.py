@@ -40,6 +40,8 @@ class _CaptureTrace(Trace):
     """A Trace that snapshots every captured tensor before the traced code touches it,
     so that in-place updates seen while tracing become write-backs and are undone."""
 
+    captures_state = True
+
     def __init__(self):
         super().__init__()
         self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)

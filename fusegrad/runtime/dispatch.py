@@ -1,7 +1,8 @@
 """Binding a primitive: the one path every op takes, in every mode.
 
-1. If an operand is traced (its payload is an IR Var) or the op is random inside a trace,
-   the innermost such trace records an equation; otherwise the eager NumPy impl runs.
+1. If an operand is traced (its payload is an IR Var), the innermost such trace records an
+   equation; so does the innermost trace for a random op, or for any op inside compile's
+   trace (``capturing``); otherwise the eager NumPy impl runs.
 2. If grad mode is on and an operand requires grad, a grad_fn node records the op.
 Errors from the impl come back naming the op, the operands' shapes and the user's line."""
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher
-from ..tracer.trace import _STACK, user_frame
+from ..tracer.trace import _STACK, capturing, user_frame
 from .grad_mode import STATE
 from .nodes import attach_node_classes
 from .tensor import Tensor, wrap
@@ -26,7 +27,10 @@ def _traced_payload(prim, args, params):
             tr = a._data.trace
             if top is None or tr.level > top.level:
                 top = tr
-    if top is None and prim.effect:
+    if top is None and (prim.effect or capturing()):
+        # Random ops draw afresh per call. Under compile, an op on captured tensors alone
+        # (a parameter's norm, a module buffer's transpose) is recorded too, not computed
+        # once at trace time: those tensors are read at call time, as training changes them.
         top = _STACK.traces[-1]
     if top is None:
         return None

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
+from ..tracer.trace import capturing
 from ..tracer.trace import current_traces as _tracing
 from .tensor import Tensor, wrap
 
@@ -73,10 +74,21 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
+def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
+    """A new tensor over ``arr``, which nothing else holds. Inside compile's trace it is a
+    value of the graph (a constant input) rather than a captured tensor: an in-place update
+    of it then stays inside one call instead of being written back into ``arr`` and read
+    again by the next call."""
+    t = wrap(arr)
+    if capturing():
+        t = wrap(_tracing()[-1].lift(t))
+    return _finish(t, requires_grad)
+
+
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``."""
     npdt = _np_dtype(dtype, _infer_np_dtype(data))
-    return _finish(wrap(_to_array(data, npdt)), requires_grad)
+    return _new(_to_array(data, npdt), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -105,19 +117,22 @@ def _shape(size) -> tuple:
     return out
 
 
-def _alloc(shape, fill, npdt):
+def _filled(shape, fill, npdt, requires_grad: bool) -> Tensor:
+    if capturing():  # a fill in compile's graph: a fresh value each call, computed in the kernel
+        return _finish(P.full(shape=shape, value=fill, dtype=npdt), requires_grad)
     try:
-        return np.full(shape, fill, dtype=npdt)
+        arr = np.full(shape, fill, dtype=npdt)
     except (MemoryError, ValueError) as e:
         raise MemoryError(f"cannot allocate a tensor of shape {list(shape)} and dtype {npdt}: {e}") from None
+    return _finish(wrap(arr), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(wrap(_alloc(_shape(size), 0, _np_dtype(dtype))), requires_grad)
+    return _filled(_shape(size), 0, _np_dtype(dtype), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(wrap(_alloc(_shape(size), 1, _np_dtype(dtype))), requires_grad)
+    return _filled(_shape(size), 1, _np_dtype(dtype), requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -126,7 +141,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     npdt = _np_dtype(dtype, _infer_np_dtype(fill_value))
-    return _finish(wrap(_alloc(_shape((size,)), fill_value, npdt)), requires_grad)
+    return _filled(_shape((size,)), fill_value, npdt, requires_grad)
 
 
 def _like(fn):
@@ -153,15 +168,15 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
     npdt = D.to_dtype(dtype).np
-    return _finish(wrap(np.arange(*vals).astype(npdt)), requires_grad)
+    return _new(np.arange(*vals).astype(npdt), requires_grad)
 
 
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(wrap(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype))), requires_grad)
+    return _new(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype)), requires_grad)
 
 
 def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(wrap(np.eye(n, m, dtype=_np_dtype(dtype))), requires_grad)
+    return _new(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad)
 
 
 # ---------------------------------------------------------------- random numbers

@@ -16,6 +16,7 @@ from ..ir import prims as P
 from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
+from ..tracer.trace import capturing
 from .dispatch import bind
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
@@ -804,7 +805,7 @@ def contiguous(x, memory_format=None):
 
 def clone(x, memory_format=None):
     x = as_t(x)
-    if type(x._data) is not Var and not x._rg:
+    if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
         return wrap(np.array(x._data, copy=True))
     r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
     return named(r, "CloneBackward0")
@@ -1378,16 +1379,29 @@ def _inplace_of(op, name=None):
     return method
 
 
+def _filled_like(old: Tensor, value, name: str) -> Tensor:
+    """``old``'s shape and dtype with every element ``value`` (a scalar, or a tensor that
+    may require grad). When ``old`` is tracked, a ``where`` that selects none of it: zero
+    gradient, where ``old * 0`` would make inf and nan elements nan. A fill primitive, so
+    that it is recorded when ``old`` is traced."""
+    d = old._data
+    fill = P.full(shape=tuple(d.shape), value=0 if isinstance(value, Tensor) else value, dtype=d.dtype)
+    if isinstance(value, Tensor):
+        fill = add(fill, value)
+    if not old._rg:
+        return named(fill, name) if fill._rg else fill
+    return named(where(P.full(shape=tuple(d.shape), value=False, dtype=np.dtype(np.bool_)), old, fill), name)
+
+
 def zero_(self):
-    return inplace(self, lambda old: named(mul(old, 0), "ZeroBackward0") if old._rg else wrap(np.zeros_like(old._data)))
+    return inplace(self, lambda old: _filled_like(old, 0, "ZeroBackward0"))
 
 
 def fill_(self, value):
     if isinstance(value, Tensor) and value._rg:
-        return inplace(self, lambda old: named(add(mul(old, 0), value), "FillBackward1"), value)
+        return inplace(self, lambda old: _filled_like(old, value, "FillBackward1"), value)
     v = value.item() if isinstance(value, Tensor) else value
-    return inplace(self, lambda old: named(add(mul(old, 0), v), "FillBackward0") if old._rg else
-                   wrap(np.full_like(old._data, v)))
+    return inplace(self, lambda old: _filled_like(old, v, "FillBackward0"))
 
 
 def copy_(self, src, non_blocking=False):

@@ -36,6 +36,13 @@ def current_traces() -> list:
     return _STACK.traces
 
 
+def capturing() -> bool:
+    """True inside ``fusegrad.compile``'s trace (at any depth): a graph that is cached and
+    replayed, so the tensors the traced code reads or creates must become part of it rather
+    than values fixed at trace time."""
+    return any(t.captures_state for t in _STACK.traces)
+
+
 def user_frame() -> str:
     """'file:line' of the innermost frame outside the fusegrad package."""
     f = sys._getframe(1)
@@ -47,6 +54,8 @@ def user_frame() -> str:
 
 class Trace:
     """Builds one Graph. ``level`` orders nested traces."""
+
+    captures_state = False  # see capturing()
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
