@@ -135,6 +135,44 @@ def test_whole_step_compiles_as_one_graph(name, backend):
         assert len([r for r in ret.split(", ") if r.startswith("x")]) == len(list(m.parameters())) + n_state, ret
 
 
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+@pytest.mark.parametrize("name", list(OPTS))
+def test_whole_step_follows_changes_to_the_param_groups(name, backend):
+    """A learning-rate scheduler, and betas or momentum set by hand, act on the compiled
+    step from the next call without recompiling (the hyperparameters are read at every
+    call); turning nesterov on, which changes the update's form, recompiles once. The
+    losses stay eager's."""
+    def run(compiled):
+        X, Y = _data()
+        m = _model()
+        opt = OPTS[name](m.parameters())
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.3)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        fn = torch.compile(step, backend=backend) if compiled else step
+        losses = []
+        for i in range(12):
+            losses.append(fn(X, Y).item())
+            sched.step()
+            if i == 5:
+                for g in opt.param_groups:
+                    if "betas" in g:
+                        g["betas"] = (0.5, 0.9)
+                    else:
+                        g["momentum"], g["nesterov"] = 0.5, True
+        return np.array(losses), fn
+    ref, _ = run(False)
+    got, cf = run(True)
+    np.testing.assert_allclose(got, ref, rtol=1e-4)
+    info = cf.cache_info()
+    assert info["fallbacks"] == 0 and info["compiles"] == (2 if name == "sgd_momentum" else 1), info
+
+
 def test_backward_seed_inside_compiled_code_is_folded_away():
     """``loss.backward()`` under compile seeds with a fill in the trace, not a captured
     array of ones, so no multiplication by it survives optimization."""

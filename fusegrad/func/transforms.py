@@ -119,8 +119,8 @@ class _Entry:
 
 
 def _const_values(graph) -> list:
-    from ..tracer.rng import RngKey
-    return [wrap(h.draw()) if isinstance(h, RngKey) else h for _, h in graph.consts]
+    from ..tracer.live import CallTimeConst
+    return [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in graph.consts]
 
 
 def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:

@@ -9,6 +9,7 @@ from ..ir.graph import Var
 from ..runtime import ops as O
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import no_grad
+from ..tracer.live import guarded_value
 from .optimizer import Optimizer, ParamsT
 
 
@@ -42,28 +43,34 @@ class Adam(Optimizer):
     @no_grad()
     def _update(self) -> None:
         for group in self.param_groups:
-            lr, eps, weight_decay = float(group["lr"]), group["eps"], group["weight_decay"]
-            beta1, beta2 = group["betas"]
+            weight_decay = group["weight_decay"]  # branched on: its live number guards zero-ness
+            amsgrad, maximize, decoupled = (guarded_value(group, k) for k in ("amsgrad", "maximize",
+                                                                              "decoupled_weight_decay"))
+            hyper: dict = {}
             for p in self._params_with_grad(group):
+                h = hyper.get(p.dtype)
+                if h is None:
+                    h = hyper[p.dtype] = self._hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay"), p)
+                lr, beta1, beta2, eps = h["lr"], h["beta1"], h["beta2"], h["eps"]
                 state = self.state[p]
                 if not state:
                     state["step"] = tensor(0.0, dtype=D.float32)
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
-                    if group["amsgrad"]:
+                    if amsgrad:
                         state["max_exp_avg_sq"] = zeros_like(p)
-                g = O.neg(p.grad) if group["maximize"] else p.grad
+                g = O.neg(p.grad) if maximize else p.grad
                 step_t = state["step"]
                 step_t += 1
                 if weight_decay != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * weight_decay)
+                    if decoupled:
+                        p.mul_(1 - lr * h["weight_decay"])
                     else:
-                        g = O.add(g, p, alpha=weight_decay)
+                        g = O.add(g, O.mul(p, h["weight_decay"]))
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.lerp_(g, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-                if group["amsgrad"]:
+                if amsgrad:
                     second = state["max_exp_avg_sq"].copy_(O.maximum(state["max_exp_avg_sq"], exp_avg_sq))
                 else:
                     second = exp_avg_sq

@@ -5,11 +5,13 @@ import warnings
 from collections import defaultdict
 from copy import deepcopy
 from itertools import chain
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
 from ..nn.module import _typename, _zero_grad
+from ..tracer.live import live_number
+from ..tracer.trace import capturing
 
 
 class _RequiredParameter:
@@ -104,6 +106,20 @@ class Optimizer:
     @staticmethod
     def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:
         return [p for p in group["params"] if p.grad is not None]
+
+    @staticmethod
+    def _hyper(group: Dict[str, Any], names: Sequence[str], p: Tensor) -> Dict[str, Any]:
+        """The group's hyperparameters ``names`` ("beta1", "beta2": the entries of "betas")
+        as floats; inside ``fusegrad.compile``, 0-d tensors of ``p``'s dtype that the
+        compiled step reads from the group at every call, so that a learning-rate scheduler
+        (or any change to the group) acts on compiled steps too."""
+        live = capturing()
+        out = {}
+        for name in names:
+            path = ("betas", int(name[-1]) - 1) if name.startswith("beta") else (name,)
+            v = live_number(group, *path, dtype=p._data.dtype)
+            out[name] = v if live else float(v)
+        return out
 
     # ------------------------------------------------------------ state dict
     def state_dict(self) -> Dict[str, Any]:

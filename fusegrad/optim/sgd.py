@@ -5,6 +5,7 @@ from typing import Optional
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
+from ..tracer.live import guarded_value
 from .optimizer import Optimizer, ParamsT
 
 
@@ -32,18 +33,24 @@ class SGD(Optimizer):
     @no_grad()
     def _update(self) -> None:
         for group in self.param_groups:
-            lr, momentum, dampening = float(group["lr"]), group["momentum"], group["dampening"]
-            weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+            # branches on zero-ness: under compile the live numbers guard it (tracer.live)
+            momentum, weight_decay = group["momentum"], group["weight_decay"]
+            nesterov, maximize = guarded_value(group, "nesterov"), guarded_value(group, "maximize")
+            hyper: dict = {}
             for p in self._params_with_grad(group):
-                g = O.neg(p.grad) if group["maximize"] else p.grad
+                h = hyper.get(p.dtype)
+                if h is None:
+                    h = hyper[p.dtype] = self._hyper(group, ("lr", "momentum", "dampening", "weight_decay"), p)
+                g = O.neg(p.grad) if maximize else p.grad
                 if weight_decay != 0:
-                    g = O.add(g, p, alpha=weight_decay)
+                    g = O.add(g, O.mul(p, h["weight_decay"]))
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
                         buf = state["momentum_buffer"] = O.clone(g).detach()
                     else:
-                        buf.mul_(momentum).add_(g, alpha=1 - dampening)
-                    g = O.add(g, buf, alpha=momentum) if nesterov else buf
-                p.add_(g, alpha=-lr)
+                        damped = 1 - h["dampening"]
+                        buf.mul_(h["momentum"]).add_(g if isinstance(damped, float) and damped == 1 else O.mul(g, damped))
+                    g = O.add(g, O.mul(buf, h["momentum"])) if nesterov else buf
+                p.sub_(O.mul(g, h["lr"]))

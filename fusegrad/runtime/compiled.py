@@ -21,7 +21,7 @@ from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.guards import const_guard, flatten_call, signature
-from ..tracer.rng import RngKey
+from ..tracer.live import CallTimeConst
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
@@ -66,8 +66,8 @@ class _CaptureTrace(Trace):
 
 
 def _read(holder: Tensor) -> np.ndarray:
-    """A const's value at call time (random keys draw fresh numbers)."""
-    return holder.draw() if isinstance(holder, RngKey) else holder._data
+    """A const's value at call time (random keys draw fresh numbers, live numbers are read)."""
+    return holder.draw() if isinstance(holder, CallTimeConst) else holder._data
 
 
 class _Traced:
@@ -233,7 +233,7 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
         node.backward_fn = _raise_freed
         outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, 0, True
     if plan.backward is not None:
-        primals = tensors + [h if not isinstance(h, RngKey) else wrap(a)
+        primals = tensors + [h if not isinstance(h, CallTimeConst) else wrap(a)
                              for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
         node = _BackwardNode.__new__(_BackwardNode)
         node._init(tuple(_edge(primals[i]) for i in plan.wrt))

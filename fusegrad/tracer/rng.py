@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.tensor import Tensor, wrap
+from ..runtime.tensor import wrap
+from .live import CallTimeConst
 
 
-class RngKey(Tensor):
+class RngKey(CallTimeConst):
     """Stand-in for the [seed, offset] key of ``count`` numbers from ``generator``;
     ``draw()`` takes the real key (advancing the generator)."""
     __slots__ = ("generator", "count")
