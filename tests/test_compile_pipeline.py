@@ -204,6 +204,52 @@ def test_tensors_created_inside_are_fresh_every_call(backend):
     assert traced.count(" = const") == 4 and traced.count("= full(") >= 4, traced
 
 
+SCALE = 2.0
+
+
+def test_python_values_the_trace_read_guard_it():
+    """A global or closure number the function reads is a literal of its graph, so a
+    change retraces (torch.compile's guards); each value's graph is kept, up to the
+    recompile limit, after which calls run eagerly, still right."""
+    global SCALE
+    offset = [1.0]
+
+    def make(off):
+        return torch.compile(lambda a: a * SCALE + off, backend="eager")
+    a = torch.tensor([1.0, 2.0])
+    cf = make(offset[0])
+    try:
+        for s in (2.0, 3.0, 2.0, 5.0):
+            SCALE = s
+            np.testing.assert_array_equal(cf(a).numpy(), [s + 1.0, 2 * s + 1.0])
+        assert cf.cache_info()["compiles"] == 3 and cf.cache_info()["hits"] == 1
+        for s in range(10):
+            SCALE = float(s)
+            np.testing.assert_array_equal(cf(a).numpy(), [s + 1.0, 2 * s + 1.0])
+        info = cf.cache_info()
+        assert info["entries"] == 8 and info["fallbacks"] > 0 and any("recompile limit" in n for n in info["notes"])
+    finally:
+        SCALE = 2.0
+
+
+def test_compiled_function_calling_a_module_follows_train_and_eval():
+    """A compiled function that calls a module holds for the module's mode: after
+    ``eval()`` dropout is off, as in eager; switching back and forth reuses the two
+    graphs."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Dropout(0.5))
+    cf = torch.compile(lambda a: model(a), backend="eager")
+    a = torch.tensor(np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32))
+    for _ in range(3):
+        model.train()
+        y = cf(a).detach().numpy()
+        assert (y == 0).mean() > 0.2  # dropout zeroes about half
+        model.eval()
+        np.testing.assert_allclose(cf(a).detach().numpy(), model(a).detach().numpy(), rtol=1e-6)
+    info = cf.cache_info()
+    assert info["compiles"] == 2 and info["entries"] == 2 and not info["fallbacks"]
+
+
 def test_threads_compile_once():
     cf = torch.compile(lambda a: (a * 3).sum(), backend="eager")
     x, errs = torch.ones(100), []

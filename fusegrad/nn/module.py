@@ -10,6 +10,8 @@ from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 from ..ir import dtypes as D
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
+from ..tracer.live import guard
+from ..tracer.trace import capturing
 from .parameter import Parameter
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -497,6 +499,8 @@ class Module:
         return handle
 
     def __call__(self, *args, **kwargs) -> Any:
+        if capturing():  # compiled code that calls a module holds for its mode (dropout, batch norm)
+            guard((id(self), "training"), lambda: self.training)
         for hid, hook in list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)

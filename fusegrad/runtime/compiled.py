@@ -21,7 +21,7 @@ from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.guards import const_guard, flatten_call, signature
-from ..tracer.live import CallTimeConst
+from ..tracer.live import CallTimeConst, guard
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
@@ -38,7 +38,8 @@ _BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
 # ------------------------------------------------------------------ tracing
 class _CaptureTrace(Trace):
     """A Trace that snapshots every captured tensor before the traced code touches it,
-    so that in-place updates seen while tracing become write-backs and are undone."""
+    so that in-place updates seen while tracing become write-backs and are undone, and
+    collects the guards on Python values the code branched on (tracer.live)."""
 
     captures_state = True
 
@@ -46,6 +47,7 @@ class _CaptureTrace(Trace):
         super().__init__()
         self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
         self._snapped: set = set()
+        self.guards: dict = {}  # key -> (read, value at trace time)
 
     def touch(self, x) -> None:
         """Snapshot ``x`` before its ``.grad`` is reassigned (e.g. ``zero_grad()``)."""
@@ -73,8 +75,9 @@ def _read(holder: Tensor) -> np.ndarray:
 class _Traced:
     """The result of tracing one call: the graph, where outputs go, what to write back."""
 
-    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=()):
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=()):
         self.graph = graph
+        self.guards = list(guards)  # (read, value): the plan applies while every read gives its value
         self.out_spec = out_spec
         self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
@@ -99,6 +102,8 @@ def _trace(fn: Callable, leaves: list, spec) -> _Traced:
                     tleaves.append(x)
             args, kwargs = unflatten(spec, tleaves)
             inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+            for key, read in _python_constants(fn):
+                guard(key, read)
             out = fn(*args, **kwargs)
             return _finish_trace(tr, out, inputs)
     finally:
@@ -137,7 +142,7 @@ def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks, spent)
+    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards.values())
 
 
 def _spent(x: Tensor) -> bool:
@@ -315,7 +320,7 @@ class CompiledFunction:
         (reasons naming file:line), notes (e.g. backend substitutions), entries."""
         with self._lock:
             info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
-            info["entries"] = len(self._cache)
+            info["entries"] = sum(map(len, self._cache.values()))
             return info
 
     def __call__(self, *args, **kwargs):
@@ -347,13 +352,11 @@ class CompiledFunction:
     def _entry(self, leaves, spec, spec_key):
         key = signature(leaves, spec_key, self._owner)
         with self._lock:
-            entry = self._cache.get(key)
-            if isinstance(entry, _Plan) and entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
-                log("recompiles", f"{self.__name__}: captured tensor changed shape, dtype or requires_grad")
-                entry = None
-            if entry is not None:
-                self._stats["hits"] += 1
-                return entry
+            variants = self._cache.get(key, ())  # per signature, one entry per set of guard values
+            for entry in variants:
+                if _applies(entry):
+                    self._stats["hits"] += 1
+                    return entry
             self._stats["misses"] += 1
             if key not in self._warmed and _optimizer_state_missing(self.fn):
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
@@ -362,7 +365,7 @@ class CompiledFunction:
                 self._stats["warmups"] += 1
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
-            if len(self._cache) >= RECOMPILE_LIMIT:
+            if sum(map(len, self._cache.values())) >= RECOMPILE_LIMIT:
                 reason = f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running eagerly"
                 if reason not in self._stats["notes"]:
                     self._stats["notes"].append(reason)
@@ -372,9 +375,11 @@ class CompiledFunction:
                 return _Eager(reason)
             if self._cache:
                 self._stats["recompiles"] += 1
-                log("recompiles", f"{self.__name__}: new signature {key[1]}")
+                log("recompiles", f"{self.__name__}: " + (
+                    "a captured tensor's shape, dtype or requires_grad, or a Python value the trace "
+                    "depended on, changed" if variants else f"new signature {key[1]}"))
             entry = self._build(leaves, spec)
-            self._cache[key] = entry
+            self._cache.setdefault(key, []).append(entry)
             return entry
 
     def _build(self, leaves, spec):
@@ -396,22 +401,60 @@ class CompiledFunction:
         return plan
 
 
+def _applies(entry) -> bool:
+    """Whether a cached entry serves the call: an eager decision always; a plan while its
+    captured tensors keep their shape, dtype and requires_grad and every Python value its
+    trace was guarded on is unchanged."""
+    if not isinstance(entry, _Plan):
+        return True
+    if entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
+        return False
+    for read, value in entry.traced.guards:
+        if read() != value:
+            return False
+    return True
+
+
+_EMPTY = object()  # an empty closure cell's value
+_CONSTANT_TYPES = (bool, int, float, complex, str, type(None))
+
+
+def _references(fn) -> list:
+    """(key, read) per name ``fn``'s code takes from outside: its closure cells and the
+    globals it names; ``read()`` gives the current value, so a guard sees a rebinding."""
+    f = getattr(fn, "__func__", fn)
+    refs = []
+    for c in getattr(f, "__closure__", None) or ():
+        refs.append((("cell", id(c)), lambda c=c: c.cell_contents))
+    code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
+    if code is not None:
+        refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY)) for n in code.co_names if n in glb]
+    return refs
+
+
+def _read_or_empty(read):
+    try:
+        return read()
+    except ValueError:  # an empty closure cell
+        return _EMPTY
+
+
+def _python_constants(fn) -> list:
+    """The references of ``fn`` that hold Python numbers, strings, None or tuples of them:
+    traced as literals, so the graph is guarded on them (a global ``scale = 3.0`` set
+    between calls retraces, as torch.compile's guards do)."""
+    def constant(v) -> bool:
+        return isinstance(v, _CONSTANT_TYPES) or (isinstance(v, tuple) and all(map(constant, v)))
+    return [(key, lambda read=read: _read_or_empty(read)) for key, read in _references(fn)
+            if constant(_read_or_empty(read))]
+
+
 def _reachable_optimizers(fn) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
     ``self``, and one attribute level of those objects (e.g. ``trainer.opt``)."""
     from ..optim.optimizer import Optimizer
-    objs = []
-    f = getattr(fn, "__func__", fn)
-    if hasattr(fn, "__self__"):
-        objs.append(fn.__self__)
-    for c in getattr(f, "__closure__", None) or ():
-        try:
-            objs.append(c.cell_contents)
-        except ValueError:
-            pass
-    code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
-    if code is not None:
-        objs += [glb[n] for n in code.co_names if n in glb]
+    objs = [fn.__self__] if hasattr(fn, "__self__") else []
+    objs += [v for v in (_read_or_empty(read) for _, read in _references(fn)) if v is not _EMPTY]
     found, seen = [], set()
     for o in objs + [v for o in objs if hasattr(o, "__dict__") and not isinstance(o, type)
                      for v in vars(o).values()]:

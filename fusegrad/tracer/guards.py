@@ -8,7 +8,6 @@ from typing import Any
 from ..func.pytree import flatten
 from ..runtime.grad_mode import STATE
 from ..runtime.tensor import Tensor
-from .live import CallTimeConst
 
 
 def _hashable(x: Any):
@@ -54,10 +53,8 @@ def module_key(owner) -> Any:
 def const_guard(consts: list, with_grad: bool = False) -> tuple:
     """What a graph's captured tensors must still look like: shape, dtype, requires_grad
     and, for graphs that traced a backward (``with_grad``), whether ``.grad`` is set,
-    since the trace either created or accumulated it; for values read at call time, their
-    own guard (tracer.live)."""
-    return tuple((h._data.shape, h._data.dtype, h._rg, with_grad and h._grad is None,
-                  h.guard_key() if isinstance(h, CallTimeConst) else None) for _, h in consts)
+    since the trace either created or accumulated it."""
+    return tuple((h._data.shape, h._data.dtype, h._rg, with_grad and h._grad is None) for _, h in consts)
 
 
 def flatten_call(args: tuple, kwargs: dict) -> tuple[list, Any, Any]:

@@ -1,11 +1,16 @@
-"""Values compiled code reads afresh at every call: graph consts whose holder supplies the
-array when the compiled function runs, not when it was traced.
+"""What compiled code reads afresh at every call, and what it checks before replaying.
 
-``RngKey`` (tracer.rng) draws a generator key; ``LiveNumber`` reads a Python number from a
-mapping, such as an optimizer's learning rate, which a scheduler changes between calls."""
+``CallTimeConst``: a graph const whose holder supplies the array when the compiled function
+runs, not when it was traced: ``RngKey`` (tracer.rng) draws a generator key, ``LiveNumber``
+reads a Python number such as an optimizer's learning rate, which a scheduler changes
+between calls.
+
+Guards: Python values the traced code branched on (a module's ``training`` flag, a global
+scale, whether weight decay is zero), recorded by the capturing trace as (read, value)
+pairs; the compiled function retraces when a read no longer gives its value."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -14,15 +19,11 @@ from .trace import capturing, current_traces
 
 
 class CallTimeConst(Tensor):
-    """A captured tensor whose value at call time is ``draw()``; ``guard_key()`` is what
-    must still hold for the compiled graph to apply (it recompiles otherwise)."""
+    """A captured tensor whose value at call time is ``draw()``."""
     __slots__ = ()
 
     def draw(self) -> np.ndarray:
         raise NotImplementedError
-
-    def guard_key(self) -> Any:
-        return None
 
 
 def _read_path(source, path: tuple):
@@ -32,48 +33,37 @@ def _read_path(source, path: tuple):
 
 
 class LiveNumber(CallTimeConst):
-    """``source[path[0]][path[1]]...`` as a 0-d array. The graph was traced with the
-    number's zero-ness fixed (an optimizer skips weight decay at 0), so that is its guard."""
+    """``source[path[0]][path[1]]...`` as a 0-d array."""
     __slots__ = ("source", "path")
 
-    def value(self) -> Any:
-        return _read_path(self.source, self.path)
-
     def draw(self) -> np.ndarray:
-        return np.asarray(self.value(), dtype=self._data.dtype)
-
-    def guard_key(self) -> Any:
-        return self.value() != 0
+        return np.asarray(_read_path(self.source, self.path), dtype=self._data.dtype)
 
 
-class GuardedNumber(LiveNumber):
-    """A number the traced code branched on: the graph holds for that value only."""
-    __slots__ = ()
+def guard(key: Any, read: Callable[[], Any]) -> Any:
+    """``read()``; inside ``fusegrad.compile``'s trace the graph is also guarded on the value
+    (``key`` names the read, so each is checked once)."""
+    value = read()
+    if capturing():
+        trace = next(t for t in reversed(current_traces()) if t.captures_state)
+        trace.guards.setdefault(key, (read, value))
+    return value
 
-    def guard_key(self) -> Any:
-        return self.value()
 
-
-def _lift(cls, source, path: tuple, value, dtype) -> Tensor:
-    holder = wrap(np.asarray(value, dtype=dtype), cls)
-    holder.source, holder.path = source, path
-    return wrap(current_traces()[-1].lift(holder))
+def guarded_value(source, *path):
+    """``source[path...]`` for control flow in traced code: a change (an optimizer's
+    ``nesterov`` turned on) retraces instead of replaying the old branch."""
+    return guard((id(source), path), lambda: _read_path(source, path))
 
 
 def live_number(source, *path, dtype: np.dtype = np.dtype(np.float32)):
     """``source[path...]``: the number itself, or inside ``fusegrad.compile``'s trace a 0-d
-    tensor of ``dtype`` that the compiled code reads from ``source`` at every call."""
+    tensor of ``dtype`` that the compiled code reads from ``source`` at every call (guarded
+    on its zero-ness, which updates branch on: no weight decay at 0)."""
     v = _read_path(source, path)
     if not capturing() or isinstance(v, Tensor):
         return v
-    return _lift(LiveNumber, source, path, v, dtype)
-
-
-def guarded_value(source, *path):
-    """``source[path...]`` for control flow in traced code; inside ``fusegrad.compile``'s
-    trace the graph is guarded on it, so that a change (an optimizer's ``nesterov`` turned
-    on) recompiles instead of replaying the old branch."""
-    v = _read_path(source, path)
-    if capturing() and not isinstance(v, Tensor):
-        _lift(GuardedNumber, source, path, v, np.dtype(np.float64))
-    return v
+    guard((id(source), path, "nonzero"), lambda: _read_path(source, path) != 0)
+    holder = wrap(np.asarray(v, dtype=dtype), LiveNumber)
+    holder.source, holder.path = source, path
+    return wrap(current_traces()[-1].lift(holder))
