@@ -195,8 +195,8 @@ def test_tensors_created_inside_are_fresh_every_call(backend):
     a = torch.tensor([1.0, 2.0, 3.0])
     want = [x.numpy() for x in f(a)]
     for _ in range(3):
-        for g, w in zip(cf(a), want):
-            np.testing.assert_array_equal(g.numpy(), w)
+        for got, expected in zip(cf(a), want):
+            np.testing.assert_array_equal(got.numpy(), expected)
     assert cf.cache_info()["compiles"] == 1 and not cf.cache_info()["fallbacks"]
     # the fills are computed in the graph; the consts are the data of tensor, arange and eye,
     # and the captured w
@@ -230,6 +230,27 @@ def test_python_values_the_trace_read_guard_it():
         assert info["entries"] == 8 and info["fallbacks"] > 0 and any("recompile limit" in n for n in info["notes"])
     finally:
         SCALE = 2.0
+
+
+WEIGHT = torch.ones(3)
+
+
+def test_rebinding_a_global_tensor_or_a_closure_module_retraces():
+    """The function names WEIGHT and ``model``: binding either name to another tensor or
+    module makes the next call use the new one (guarded on identity), as in eager."""
+    global WEIGHT
+    model = torch.nn.Linear(3, 1)
+    cf = torch.compile(lambda a: model(a * WEIGHT), backend="eager")
+    a = torch.tensor([1.0, 2.0, 3.0])
+    try:
+        for _ in range(2):
+            np.testing.assert_allclose(cf(a).detach().numpy(), model(a * WEIGHT).detach().numpy(), rtol=1e-6)
+            WEIGHT = torch.full((3,), float(np.random.default_rng(1).integers(2, 9)))
+            np.testing.assert_allclose(cf(a).detach().numpy(), model(a * WEIGHT).detach().numpy(), rtol=1e-6)
+            model = torch.nn.Linear(3, 1)
+        assert cf.cache_info()["compiles"] == 4 and not cf.cache_info()["fallbacks"]
+    finally:
+        WEIGHT = torch.ones(3)
 
 
 def test_compiled_function_calling_a_module_follows_train_and_eval():

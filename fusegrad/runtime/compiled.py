@@ -21,7 +21,7 @@ from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.guards import const_guard, flatten_call, signature
-from ..tracer.live import CallTimeConst, guard
+from ..tracer.live import CallTimeConst, guard, guards_hold
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
@@ -77,7 +77,7 @@ class _Traced:
 
     def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=()):
         self.graph = graph
-        self.guards = list(guards)  # (read, value): the plan applies while every read gives its value
+        self.guards = list(guards)  # (read, value, identity): the plan applies while they hold
         self.out_spec = out_spec
         self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
@@ -102,8 +102,8 @@ def _trace(fn: Callable, leaves: list, spec) -> _Traced:
                     tleaves.append(x)
             args, kwargs = unflatten(spec, tleaves)
             inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-            for key, read in _python_constants(fn):
-                guard(key, read)
+            for key, read, identity in _referenced_values(fn):
+                guard(key, read, identity)
             out = fn(*args, **kwargs)
             return _finish_trace(tr, out, inputs)
     finally:
@@ -409,10 +409,7 @@ def _applies(entry) -> bool:
         return True
     if entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
         return False
-    for read, value in entry.traced.guards:
-        if read() != value:
-            return False
-    return True
+    return guards_hold(entry.traced.guards)
 
 
 _EMPTY = object()  # an empty closure cell's value
@@ -439,14 +436,19 @@ def _read_or_empty(read):
         return _EMPTY
 
 
-def _python_constants(fn) -> list:
-    """The references of ``fn`` that hold Python numbers, strings, None or tuples of them:
-    traced as literals, so the graph is guarded on them (a global ``scale = 3.0`` set
-    between calls retraces, as torch.compile's guards do)."""
+def _referenced_values(fn) -> list:
+    """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
+    guards: Python numbers, strings, None and tuples of them are traced as literals, so a
+    global ``scale = 3.0`` set between calls retraces; anything else (a global tensor or
+    module, a helper function) is guarded on identity, so rebinding the name retraces."""
     def constant(v) -> bool:
         return isinstance(v, _CONSTANT_TYPES) or (isinstance(v, tuple) and all(map(constant, v)))
-    return [(key, lambda read=read: _read_or_empty(read)) for key, read in _references(fn)
-            if constant(_read_or_empty(read))]
+    out = []
+    for key, read in _references(fn):
+        v = _read_or_empty(read)
+        if v is not _EMPTY:
+            out.append((key, lambda read=read: _read_or_empty(read), not constant(v)))
+    return out
 
 
 def _reachable_optimizers(fn) -> list:

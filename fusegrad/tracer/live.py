@@ -6,8 +6,9 @@ reads a Python number such as an optimizer's learning rate, which a scheduler ch
 between calls.
 
 Guards: Python values the traced code branched on (a module's ``training`` flag, a global
-scale, whether weight decay is zero), recorded by the capturing trace as (read, value)
-pairs; the compiled function retraces when a read no longer gives its value."""
+scale, whether weight decay is zero), recorded by the capturing trace as (read, value,
+identity) triples; the compiled function retraces when a read no longer gives its value (the
+same object, for identity guards: a global tensor or module rebound to another)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -40,14 +41,24 @@ class LiveNumber(CallTimeConst):
         return np.asarray(_read_path(self.source, self.path), dtype=self._data.dtype)
 
 
-def guard(key: Any, read: Callable[[], Any]) -> Any:
+def guard(key: Any, read: Callable[[], Any], identity: bool = False) -> Any:
     """``read()``; inside ``fusegrad.compile``'s trace the graph is also guarded on the value
-    (``key`` names the read, so each is checked once)."""
+    (on the object itself with ``identity``; ``key`` names the read, so each is checked
+    once)."""
     value = read()
     if capturing():
         trace = next(t for t in reversed(current_traces()) if t.captures_state)
-        trace.guards.setdefault(key, (read, value))
+        trace.guards.setdefault(key, (read, value, identity))
     return value
+
+
+def guards_hold(guards) -> bool:
+    """Whether every (read, value, identity) guard still reads its value."""
+    for read, value, identity in guards:
+        v = read()
+        if (v is not value) if identity else (v != value):
+            return False
+    return True
 
 
 def guarded_value(source, *path):
