@@ -172,6 +172,35 @@ def test_whole_step_follows_changes_to_the_param_groups(name, backend):
     assert info["fallbacks"] == 0 and info["compiles"] == (2 if name == "sgd_momentum" else 1), info
 
 
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_updates_through_data_and_detach_reach_the_tensor(backend):
+    """In-place updates through ``p.data`` (a manual SGD step, old PyTorch style) or
+    ``x.detach()`` change the tensor they alias, as in eager: on a captured parameter and on
+    an argument."""
+    def make():
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+
+        def step(a, b):
+            loss = (w * a).sum()
+            loss.backward()
+            w.data.sub_(0.1 * w.grad.data)
+            w.grad = None
+            b.detach().mul_(2)
+            return loss, b * 1
+        return step, w
+    (ref_step, ref_w), (step, w) = make(), make()
+    cstep = torch.compile(step, backend=backend)
+    a = torch.tensor([1.0, 3.0])
+    rb, cb = torch.tensor([1.0, -1.0]), torch.tensor([1.0, -1.0])
+    for _ in range(4):
+        (rl, ro), (cl, co) = ref_step(a, rb), cstep(a, cb)
+        assert abs(rl.item() - cl.item()) < 1e-6
+        np.testing.assert_array_equal(co.numpy(), ro.numpy())
+        np.testing.assert_allclose(w.detach().numpy(), ref_w.detach().numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(cb.numpy(), rb.numpy())
+    assert cstep.cache_info()["compiles"] == 1 and not cstep.cache_info()["fallbacks"]
+
+
 def test_backward_seed_inside_compiled_code_is_folded_away():
     """``loss.backward()`` under compile seeds with a fill in the trace, not a captured
     array of ones, so no multiplication by it survives optimization."""

@@ -126,8 +126,10 @@ def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
         else:
             slots.append(("v", x))
     writebacks = []
+    final: dict = {}  # id of a written array -> its new value: aliases (detach, .data) share it
     for h, data, grad, *_ in list(tr.snaps):
-        if h._data is not data:
+        if h._data is not data and final.get(id(data)) is not h._data:
+            final[id(data)] = h._data
             writebacks.append(("data", h))
             g.outputs.append(tr.lift(h))
         if h._grad is not grad and h._grad is not None:

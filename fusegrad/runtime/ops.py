@@ -1278,12 +1278,16 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         self._data = trs[-1].lift(self)
     if type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var for o in others):
         # tracing (the target or an operand is traced): rebind the target's SSA value
-        if base is not None and self._view_fn:  # (a full alias, e.g. detach(), rebinds like a tensor)
+        if base is not None and self._view_fn:
             from ..tracer.trace import GraphBreak, user_frame
             raise GraphBreak(f"in-place op on a view while tracing at {user_frame()}")
         new = fn(self)
         self._data = new._data
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
+        if base is not None:  # a full alias (detach(), .data): its base holds the same values
+            if type(base._data) is not Var and hasattr(trs[-1], "touch"):
+                trs[-1].touch(base)  # a captured base: written back after the call, like its own update
+            base._data = new._data
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
     if tracking and base is not None:

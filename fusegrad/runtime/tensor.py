@@ -264,7 +264,10 @@ class Tensor:
     def detach(self) -> "Tensor":
         if type(self._data) is Var:  # traced: a stop_gradient keeps the IR's autodiff out too
             from ..ir.prims.elementwise import stop_gradient
-            return stop_gradient(self)
+            t = stop_gradient(self)
+            t._base = self._base if self._base is not None else self  # an alias: in-place ops on it
+            t._view_fn = self._view_fn or ()                           # update self (see ops.inplace)
+            return t
         t = wrap(self._data)
         if self._vbox is None:
             self._vbox = [0]
