@@ -201,6 +201,31 @@ def test_updates_through_data_and_detach_reach_the_tensor(backend):
     assert cstep.cache_info()["compiles"] == 1 and not cstep.cache_info()["fallbacks"]
 
 
+def test_whole_step_with_gradient_clipping_and_two_param_groups():
+    """clip_grad_norm_ between backward and step scales the .grad tensors in place: traced,
+    not a graph break (they were views of backward temporaries), and the losses are eager's."""
+    def run(compiled):
+        X, Y = _data()
+        m = _model()
+        params = list(m.parameters())
+        opt = optim.SGD([{"params": params[:2], "lr": 0.1}, {"params": params[2:], "lr": 0.02}], momentum=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            nn.utils.clip_grad_norm_(m.parameters(), 0.05)
+            opt.step()
+            return loss
+        fn = torch.compile(step) if compiled else step
+        return np.array([fn(X, Y).item() for _ in range(8)]), fn
+    ref, _ = run(False)
+    got, cf = run(True)
+    np.testing.assert_allclose(got, ref, rtol=1e-4)
+    info = cf.cache_info()
+    assert info["graph_breaks"] == [] and info["compiles"] == 1 and info["fallbacks"] == 0, info
+
+
 def test_backward_seed_inside_compiled_code_is_folded_away():
     """``loss.backward()`` under compile seeds with a fill in the trace, not a captured
     array of ones, so no multiplication by it survives optimization."""

@@ -202,7 +202,13 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         g = g.to(leaf.dtype)
     keep = create_graph or type(g._data) is Var  # traced grads (tracing a backward) are never copied
     if leaf._grad is None:
-        leaf._grad = g if keep else wrap(np.array(g._data, copy=True))
+        if not keep:
+            g = wrap(np.array(g._data, copy=True))
+        elif g._base is not None and not g._rg:
+            # a traced view of a backward temporary: .grad is a tensor of its own, so that an
+            # in-place update of it (clip_grad_norm_) does not write through a view
+            g = wrap(g._data)
+        leaf._grad = g
     elif keep or leaf._grad._rg or type(leaf._grad._data) is Var:
         leaf._grad = leaf._grad + g
     else:
