@@ -226,6 +226,39 @@ def test_whole_step_with_gradient_clipping_and_two_param_groups():
     assert info["graph_breaks"] == [] and info["compiles"] == 1 and info["fallbacks"] == 0, info
 
 
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_module_buffer_rebound_in_forward(backend):
+    """A forward that assigns a new value to a buffer (a running mean) updates it on every
+    compiled call as in eager (the trace used to leave a traced tensor in the module, and
+    the next call failed); storing a traced tensor under a new attribute breaks the graph
+    and runs eagerly."""
+    class Running(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(2))
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            self.mean = self.mean * 0.9 + x.mean(0) * 0.1
+            return self.lin(x) - self.mean
+
+    class Keeps(Running):
+        def forward(self, x):
+            self.last = self.lin(x)
+            return self.last * 2
+    x = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    for cls, breaks in ((Running, False), (Keeps, True)):
+        torch.manual_seed(0)
+        ref = cls()
+        torch.manual_seed(0)
+        mod = cls()
+        cm = torch.compile(mod, backend=backend)
+        for _ in range(3):
+            np.testing.assert_allclose(cm(x).detach().numpy(), ref(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(mod.mean.numpy(), ref.mean.numpy(), rtol=1e-6)
+        assert bool(cm.cache_info()["graph_breaks"]) == breaks
+
+
 def test_backward_seed_inside_compiled_code_is_folded_away():
     """``loss.backward()`` under compile seeds with a fill in the trace, not a captured
     array of ones, so no multiplication by it survives optimization."""

@@ -10,8 +10,9 @@ from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 from ..ir import dtypes as D
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
+from ..ir.graph import Var
 from ..tracer.live import guard
-from ..tracer.trace import capturing
+from ..tracer.trace import GraphBreak, capture_trace, capturing, user_frame
 from .parameter import Parameter
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -51,6 +52,22 @@ class RemovableHandle:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def _stored_traced(old, value, name: str) -> bool:
+    """Inside ``fusegrad.compile``'s trace, a traced tensor assigned over a module's tensor
+    (``self.running = self.running * 0.9 + ...``): the existing tensor takes the new value,
+    written back after every call, and keeps standing for the attribute; a traced tensor
+    stored where no such tensor is would outlive the trace, so that breaks the graph. False
+    (assign as usual) outside compile or for other values."""
+    if not (isinstance(value, Tensor) and type(value._data) is Var) or not capturing():
+        return False
+    if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype and not value._rg:
+        if type(old._data) is not Var:
+            capture_trace().touch(old)
+        old._data = value._data
+        return True
+    raise GraphBreak(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
 
 
 class Module:
@@ -168,8 +185,9 @@ class Module:
                     if value is not None and not isinstance(value, Tensor):
                         raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                         "(torch.Tensor or None expected)")
-                    buffers[name] = value
-                else:
+                    if not _stored_traced(buffers[name], value, name):
+                        buffers[name] = value
+                elif not _stored_traced(d.get(name), value, name):
                     object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:

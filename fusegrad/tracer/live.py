@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.tensor import Tensor, wrap
-from .trace import capturing, current_traces
+from .trace import capture_trace, capturing, current_traces
 
 
 class CallTimeConst(Tensor):
@@ -46,8 +46,8 @@ def guard(key: Any, read: Callable[[], Any], identity: bool = False) -> Any:
     (on the object itself with ``identity``; ``key`` names the read, so each is checked
     once)."""
     value = read()
-    if capturing():
-        trace = next(t for t in reversed(current_traces()) if t.captures_state)
+    trace = capture_trace()
+    if trace is not None:
         trace.guards.setdefault(key, (read, value, identity))
     return value
 

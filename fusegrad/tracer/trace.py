@@ -36,11 +36,19 @@ def current_traces() -> list:
     return _STACK.traces
 
 
+def capture_trace():
+    """The innermost ``fusegrad.compile`` trace on the stack, or None."""
+    for t in reversed(_STACK.traces):
+        if t.captures_state:
+            return t
+    return None
+
+
 def capturing() -> bool:
     """True inside ``fusegrad.compile``'s trace (at any depth): a graph that is cached and
     replayed, so the tensors the traced code reads or creates must become part of it rather
     than values fixed at trace time."""
-    return any(t.captures_state for t in _STACK.traces)
+    return capture_trace() is not None
 
 
 def user_frame() -> str:
