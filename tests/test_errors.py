@@ -264,3 +264,20 @@ def test_view_of_non_contiguous_raises_like_torch():
         x.view(6)
     assert tuple(x.view(3, 2, 1).shape) == (3, 2, 1)  # splitting a dimension is still a view
     assert tuple(x.reshape(6).shape) == (6,)  # reshape copies instead
+
+
+def test_traced_tensor_stored_outside_a_compiled_function_fails_clearly():
+    """A tensor traced inside a compiled (or transformed) function and kept in a list
+    outside it names the mistake when used later, instead of a NumPy error about a Var."""
+    kept = []
+
+    def f(x):
+        y = x * 2
+        kept.append(y)
+        return y + 1
+    for wrapped in (fg.compile(f), fg.func.grad(lambda x: f(x).sum())):
+        kept.clear()
+        wrapped(fg.tensor([1.0, 2.0]))
+        for use in (lambda: kept[0] + 1, lambda: fg.exp(kept[0]), lambda: kept[0].detach().numpy()):
+            with pytest.raises(RuntimeError, match="used after the trace ended .* return it instead"):
+                use()

@@ -14,7 +14,7 @@ import numpy as np
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher
-from ..tracer.trace import _STACK, capturing, user_frame
+from ..tracer.trace import _STACK, capturing, escaped, user_frame
 from .grad_mode import STATE
 from .nodes import attach_node_classes
 from .tensor import Tensor, wrap
@@ -25,6 +25,8 @@ def _traced_payload(prim, args, params):
     for a in args:
         if isinstance(a, Tensor) and type(a._data) is Var:
             tr = a._data.trace
+            if not tr.active:
+                raise escaped(a._data)
             if top is None or tr.level > top.level:
                 top = tr
     if top is None and (prim.effect or capturing()):
@@ -63,8 +65,11 @@ def bind(prim, args, params):
             else:
                 data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)
         except (ValueError, IndexError, TypeError, RuntimeError, MemoryError) as e:
+            _check_escaped(args)
             raise _op_error(prim, args, e) from None
         if type(data) is not np.ndarray:  # NumPy returns scalars for 0-d operands
+            if type(data) is Var:  # an identity impl passed an escaped traced value through
+                _check_escaped(args)
             data = np.asarray(data)
     out = wrap(data)
     if prim.kind == "view":
@@ -81,6 +86,14 @@ def bind(prim, args, params):
                 record(prim, args, params, out)
                 break
     return out
+
+
+def _check_escaped(args) -> None:
+    """Raise for an operand traced by a trace that has ended (off the hot path: called when
+    an eager impl fails on, or passes through, such a Var payload)."""
+    for a in args:
+        if isinstance(a, Tensor) and type(a._data) is Var:
+            raise escaped(a._data) from None
 
 
 def record(prim, args, params, out) -> None:

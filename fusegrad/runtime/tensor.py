@@ -201,7 +201,9 @@ class Tensor:
     def _concrete(self, what: str) -> np.ndarray:
         d = self._data
         if type(d) is Var:
-            from ..tracer.trace import GraphBreak, user_frame
+            from ..tracer.trace import GraphBreak, escaped, user_frame
+            if not d.trace.active:
+                raise escaped(d)
             raise GraphBreak(f"{what} needs a concrete value at {user_frame()}")
         return d
 

@@ -36,6 +36,14 @@ def current_traces() -> list:
     return _STACK.traces
 
 
+def escaped(var) -> RuntimeError:
+    """The error for using ``var`` after its trace ended: a traced tensor the function
+    stored outside itself (a global, a list, an object's attribute)."""
+    return RuntimeError(f"a tensor traced inside a compiled or transformed function was used after the "
+                        f"trace ended ({list(var.shape)} {var.dtype}) at {user_frame()}: it was stored "
+                        "outside the function (a global, a list, an attribute); return it instead")
+
+
 def capture_trace():
     """The innermost ``fusegrad.compile`` trace on the stack, or None."""
     for t in reversed(_STACK.traces):
@@ -74,12 +82,16 @@ class Trace:
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
 
+    active = False  # on the stack: its Vars may be used
+
     def __enter__(self) -> "Trace":
         _STACK.traces.append(self)
+        self.active = True
         return self
 
     def __exit__(self, *exc) -> bool:
         _STACK.traces.remove(self)
+        self.active = False
         return False
 
     def new_input(self, shape, dtype) -> Var:
