@@ -253,6 +253,19 @@ def test_rebinding_a_global_tensor_or_a_closure_module_retraces():
         WEIGHT = torch.ones(3)
 
 
+def test_guards_skip_modules_classes_and_fusegrad_functions():
+    """Only the user's values guard a graph: a function naming numpy and fusegrad gets the
+    one guard on its global number, and a compiled transform (whose wrapper is fusegrad's
+    own) none; every guard is read on each call, so each costs time there."""
+    cf = torch.compile(lambda a: torch.tanh(a) * np.float32(SCALE), backend="eager")
+    a = torch.tensor([1.0, 2.0])
+    cf(a)
+    assert len(cf.lower(a)._plan.traced.guards) == 1
+    cj = torch.compile(torch.func.jacrev(lambda a: torch.tanh(a) * SCALE), backend="eager")
+    cj(a)
+    assert cj.lower(a)._plan.traced.guards == []
+
+
 def test_compiled_function_calling_a_module_follows_train_and_eval():
     """A compiled function that calls a module holds for the module's mode: after
     ``eval()`` dropout is off, as in eager; switching back and forth reuses the two

@@ -9,7 +9,9 @@ one ``CompiledFunctionBackward`` node."""
 from __future__ import annotations
 
 import functools
+import os
 import threading
+import types
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -356,7 +358,11 @@ class CompiledFunction:
         with self._lock:
             variants = self._cache.get(key, ())  # per signature, one entry per set of guard values
             for entry in variants:
-                if _applies(entry):
+                # an eager decision always applies; a plan while its captured tensors keep their
+                # shape, dtype and requires_grad and every Python value it was guarded on holds
+                if type(entry) is not _Plan or (
+                        entry.guard == const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks))
+                        and (not entry.traced.guards or guards_hold(entry.traced.guards))):
                     self._stats["hits"] += 1
                     return entry
             self._stats["misses"] += 1
@@ -403,18 +409,8 @@ class CompiledFunction:
         return plan
 
 
-def _applies(entry) -> bool:
-    """Whether a cached entry serves the call: an eager decision always; a plan while its
-    captured tensors keep their shape, dtype and requires_grad and every Python value its
-    trace was guarded on is unchanged."""
-    if not isinstance(entry, _Plan):
-        return True
-    if entry.guard != const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks)):
-        return False
-    return guards_hold(entry.traced.guards)
-
-
 _EMPTY = object()  # an empty closure cell's value
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
 _CONSTANT_TYPES = (bool, int, float, complex, str, type(None))
 
 
@@ -445,10 +441,18 @@ def _referenced_values(fn) -> list:
     module, a helper function) is guarded on identity, so rebinding the name retraces."""
     def constant(v) -> bool:
         return isinstance(v, _CONSTANT_TYPES) or (isinstance(v, tuple) and all(map(constant, v)))
+
+    def library(v) -> bool:  # imported modules, classes, builtins, fusegrad's own functions
+        if isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType)):
+            return True
+        code = getattr(getattr(v, "__func__", v), "__code__", None)  # (functools.wraps copies __module__)
+        return code is not None and code.co_filename.startswith(_PACKAGE)
+    if library(getattr(fn, "__func__", fn)):  # a transform's wrapper (compile(grad(f))): nothing of the user's
+        return []
     out = []
     for key, read in _references(fn):
         v = _read_or_empty(read)
-        if v is not _EMPTY:
+        if v is not _EMPTY and not library(v):
             out.append((key, lambda read=read: _read_or_empty(read), not constant(v)))
     return out
 
