@@ -49,7 +49,7 @@ class _CaptureTrace(Trace):
         super().__init__()
         self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
         self._snapped: set = set()
-        self.guards: dict = {}  # key -> (read, value at trace time)
+        self.guards: dict = {}  # key -> (read, value at trace time, identity)
 
     def touch(self, x) -> None:
         """Snapshot ``x`` before its ``.grad`` is reassigned (e.g. ``zero_grad()``)."""
