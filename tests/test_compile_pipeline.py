@@ -82,6 +82,21 @@ def test_random_ops_draw_fresh_numbers_per_call():
     np.testing.assert_array_equal(c2.numpy(), e2.numpy())
 
 
+def test_reseeding_inside_a_compiled_function_runs_it_eagerly():
+    """manual_seed inside compiled code would reseed once, when traced, while the draws
+    after it take fresh numbers every call; such a function runs eagerly (with the reason
+    recorded), so every call repeats the seeded numbers as in eager."""
+    def f(a):
+        torch.manual_seed(3)
+        return a + torch.rand(4)
+    cf = torch.compile(f, backend="eager")
+    z = torch.zeros(4)
+    want = f(z).numpy()
+    for _ in range(3):
+        np.testing.assert_array_equal(cf(z).numpy(), want)
+    assert any("manual_seed inside a compiled function" in r for r in cf.cache_info()["graph_breaks"])
+
+
 def test_zero_dim_empty_and_noncontiguous(rng):
     f = torch.compile(lambda a, s: (a * s).exp().sum(0), backend="eager")
     for a in (_t(rng, 0, 3), _t(rng, 4, 3).t(), _t(rng, 2, 5)[:, ::2]):

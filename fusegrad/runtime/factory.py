@@ -180,6 +180,14 @@ def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad:
 
 
 # ---------------------------------------------------------------- random numbers
+def _no_reseed_while_compiling(what: str) -> None:
+    """Reseeding inside compiled code would happen once, when traced, while the draws after
+    it take fresh numbers on every call: that call runs eagerly instead."""
+    if capturing():
+        from ..tracer.trace import GraphBreak, user_frame
+        raise GraphBreak(f"{what} inside a compiled function at {user_frame()}")
+
+
 class Generator:
     """Counter-based generator state: a seed and how many numbers have been drawn."""
 
@@ -188,6 +196,7 @@ class Generator:
         self.offset = 0
 
     def manual_seed(self, seed: int) -> "Generator":
+        _no_reseed_while_compiling("manual_seed")
         self.seed, self.offset = int(seed), 0
         return self
 
@@ -204,6 +213,7 @@ class Generator:
         return wrap(np.array([self.seed, self.offset], dtype=np.int64))
 
     def set_state(self, state: Tensor) -> None:
+        _no_reseed_while_compiling("set_rng_state")
         self.seed, self.offset = (int(v) for v in state.tolist())
 
 
