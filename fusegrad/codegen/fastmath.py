@@ -633,7 +633,7 @@ def tanh_f32(x: np.float32) -> np.float32:
     # and no select between two branches (but it needs the quartic polynomial: 13 ulp with
     # the cubic, 2.5 with the quartic). NaN stays NaN through the clamp.
     na = -abs(x)  # one instruction: sets the sign bit
-    t = na + na  # -2|x| by an add: loops of polynomials keep the multiply (fma) units busier
+    t = na + na  # -2|x|
     tn, e = _exp_core(_F32.tanh_lo if t < _F32.tanh_lo else t, _F32.zero, _F32_FINE)
     p = _pow2_of(tn, _F32.zero)
     m = _fma(e, p, p - _F32.one)

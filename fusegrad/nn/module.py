@@ -63,9 +63,7 @@ def _stored_traced(old, value, name: str) -> bool:
     if not (isinstance(value, Tensor) and type(value._data) is Var) or not capturing():
         return False
     if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype and not value._rg:
-        if type(old._data) is not Var:
-            capture_trace().touch(old)
-        old._data = value._data
+        capture_trace().rebind(old, value._data)
         return True
     raise GraphBreak(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
 

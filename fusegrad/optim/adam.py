@@ -48,9 +48,7 @@ class Adam(Optimizer):
                                                                               "decoupled_weight_decay"))
             hyper: dict = {}
             for p in self._params_with_grad(group):
-                h = hyper.get(p.dtype)
-                if h is None:
-                    h = hyper[p.dtype] = self._hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay"), p)
+                h = self._hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay"), p, hyper)
                 lr, beta1, beta2, eps = h["lr"], h["beta1"], h["beta2"], h["eps"]
                 state = self.state[p]
                 if not state:

@@ -108,13 +108,16 @@ class Optimizer:
         return [p for p in group["params"] if p.grad is not None]
 
     @staticmethod
-    def _hyper(group: Dict[str, Any], names: Sequence[str], p: Tensor) -> Dict[str, Any]:
+    def _hyper(group: Dict[str, Any], names: Sequence[str], p: Tensor, cache: dict) -> Dict[str, Any]:
         """The group's hyperparameters ``names`` ("beta1", "beta2": the entries of "betas")
         as floats; inside ``fusegrad.compile``, 0-d tensors of ``p``'s dtype that the
         compiled step reads from the group at every call, so that a learning-rate scheduler
-        (or any change to the group) acts on compiled steps too."""
+        (or any change to the group) acts on compiled steps too. ``cache`` (one per group)
+        keeps them per dtype."""
+        if p.dtype in cache:
+            return cache[p.dtype]
         live = capturing()
-        out = {}
+        out = cache[p.dtype] = {}
         for name in names:
             path = ("betas", int(name[-1]) - 1) if name.startswith("beta") else (name,)
             v = live_number(group, *path, dtype=p._data.dtype)

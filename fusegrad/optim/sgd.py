@@ -38,9 +38,7 @@ class SGD(Optimizer):
             nesterov, maximize = guarded_value(group, "nesterov"), guarded_value(group, "maximize")
             hyper: dict = {}
             for p in self._params_with_grad(group):
-                h = hyper.get(p.dtype)
-                if h is None:
-                    h = hyper[p.dtype] = self._hyper(group, ("lr", "momentum", "dampening", "weight_decay"), p)
+                h = self._hyper(group, ("lr", "momentum", "dampening", "weight_decay"), p, hyper)
                 g = O.neg(p.grad) if maximize else p.grad
                 if weight_decay != 0:
                     g = O.add(g, O.mul(p, h["weight_decay"]))

@@ -57,6 +57,10 @@ class _CaptureTrace(Trace):
             self._snapped.add(id(x))
             self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
 
+    def rebind(self, x, data) -> None:
+        self.touch(x)
+        x._data = data
+
     def lift(self, x):
         if isinstance(x, Tensor) and not (type(x._data) is Var and x._data.trace is self) \
                 and id(x._data) not in self._captured and id(x) not in self._snapped:

@@ -1272,7 +1272,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     from ..tracer.trace import current_traces
     trs = current_traces()
-    if trs and type(self._data) is not Var and hasattr(trs[-1], "snaps"):
+    if trs and type(self._data) is not Var and trs[-1].captures_state:
         # a captured (concrete) tensor mutated inside fusegrad.compile: trace the update so
         # that it is replayed (written back) on every call, not applied once at trace time
         self._data = trs[-1].lift(self)
@@ -1285,9 +1285,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         self._data = new._data
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         if base is not None:  # a full alias (detach(), .data): its base holds the same values
-            if type(base._data) is not Var and hasattr(trs[-1], "touch"):
-                trs[-1].touch(base)  # a captured base: written back after the call, like its own update
-            base._data = new._data
+            trs[-1].rebind(base, new._data)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
     if tracking and base is not None:

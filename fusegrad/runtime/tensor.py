@@ -138,7 +138,7 @@ class Tensor:
                 raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs {list(self.shape)}")
         from ..tracer.trace import current_traces
         trs = current_traces()
-        if trs and hasattr(trs[-1], "touch"):  # inside fusegrad.compile: undo this after tracing
+        if trs and trs[-1].captures_state:  # inside fusegrad.compile: undo this after tracing
             trs[-1].touch(self)
         self._grad = value
 

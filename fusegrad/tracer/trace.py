@@ -72,6 +72,7 @@ class Trace:
     """Builds one Graph. ``level`` orders nested traces."""
 
     captures_state = False  # see capturing()
+    active = False  # on the stack: its Vars may be used
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
@@ -82,8 +83,6 @@ class Trace:
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
 
-    active = False  # on the stack: its Vars may be used
-
     def __enter__(self) -> "Trace":
         _STACK.traces.append(self)
         self.active = True
@@ -93,6 +92,11 @@ class Trace:
         _STACK.traces.remove(self)
         self.active = False
         return False
+
+    def rebind(self, x, data) -> None:
+        """Give tensor ``x`` the value ``data`` (an update traced code makes to a tensor it
+        did not create; compile's trace also writes it back after each call)."""
+        x._data = data
 
     def new_input(self, shape, dtype) -> Var:
         v = Var(shape, dtype, self)
