@@ -1,4 +1,5 @@
-"""``fusegrad.utils``: activation checkpointing (``utils.checkpoint``)."""
-from . import checkpoint
+"""``fusegrad.utils``: activation checkpointing (``utils.checkpoint``) and data loading
+(``utils.data``)."""
+from . import checkpoint, data
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "data"]
