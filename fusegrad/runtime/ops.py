@@ -800,7 +800,10 @@ def contiguous(x, memory_format=None):
     d = x._data
     if type(d) is Var or d.flags.c_contiguous:
         return x
-    return named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
+    out = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
+    if type(out._data) is np.ndarray:  # NumPy's ufuncs keep a transposed operand's layout; view() needs C order
+        out._data = np.ascontiguousarray(out._data)
+    return out
 
 
 def clone(x, memory_format=None):

@@ -61,11 +61,12 @@ class Tensor:
                  "_view_fn", "__weakref__")
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
-    def __init__(self, data=None, *args, dtype=None, requires_grad=False):
-        from .factory import tensor as _tensor
-        if data is None:
-            data = []
-        t = _tensor(data, dtype=dtype)
+    def __init__(self, *args, dtype=None, requires_grad=False):
+        """PyTorch's legacy constructor, in the default dtype: ``Tensor(2, 3)`` or
+        ``Tensor(Size)`` an uninitialized tensor of that shape, ``Tensor(sequence or
+        ndarray)`` a copy of the data, ``Tensor(tensor)`` an alias of it, ``Tensor()`` an
+        empty one."""
+        t = _legacy_new(args, dtype)
         for name in _STATE:  # the fresh state wrap() gives, on this object
             setattr(self, name, getattr(t, name))
         if requires_grad:
@@ -370,6 +371,28 @@ def _for_output(hook, nr: int, node):
 
 _new = object.__new__
 _STATE = tuple(s for s in Tensor.__slots__ if s != "__weakref__")
+
+
+def _legacy_new(args: tuple, dtype) -> Tensor:
+    """The tensor ``Tensor(*args)`` stands for (see ``Tensor.__init__``)."""
+    from .factory import empty, tensor
+    dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
+    if not args:
+        return empty(0, dtype=dt)
+    first = args[0]
+    sizes = all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args)
+    if sizes or (len(args) == 1 and isinstance(first, Size)):
+        return empty(*args, dtype=dt)
+    if len(args) > 1:
+        raise TypeError(f"new() received an invalid combination of arguments - got "
+                        f"({', '.join(type(a).__name__ for a in args)}): expected sizes as ints, or one "
+                        "sequence of data")
+    if isinstance(first, Tensor):  # an alias, in the autograd graph too
+        from . import ops
+        return ops.view(first, tuple(first.shape))
+    if isinstance(first, (float, bool, complex)) or isinstance(first, np.generic):
+        raise TypeError(f"new(): data must be a sequence (got {type(first).__name__})")
+    return tensor(first, dtype=dt)
 
 
 def wrap(data, cls=Tensor) -> Tensor:
