@@ -56,6 +56,11 @@ float32 = dtype("float32", np.float32, _FLOAT, 3)
 float64 = dtype("float64", np.float64, _FLOAT, 4)
 
 ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+
+
+def np_floating(d: np.dtype) -> bool:
+    """Whether a NumPy dtype is a float one (ml_dtypes' bfloat16 has NumPy kind "V", not "f")."""
+    return d.kind == "f" or d == _BF16
 _BY_NP = {d.np: d for d in ALL if d.np is not None}
 _BY_NAME = {d.name: d for d in ALL}
 

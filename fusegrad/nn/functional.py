@@ -13,6 +13,7 @@ from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..runtime import ops as O
 from ..runtime.factory import arange, rand, tensor as _tensor
+from ..runtime.autocast_state import float32_policy, lower_precision
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
@@ -69,6 +70,7 @@ def _in_place(input: Tensor, fn) -> Tensor:
 
 
 # ---------------------------------------------------------------- linear
+@lower_precision
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """``input @ weight.T + bias``."""
     k = input.shape[-1] if input.ndim else 1
@@ -320,6 +322,7 @@ def _weighted(loss: Tensor, weight: Optional[Tensor], input: Tensor, reduction: 
     return _reduce(loss, reduction)
 
 
+@float32_policy
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Optional[Tensor] = None) -> Tensor:
     """Mean squared error."""
@@ -332,6 +335,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     return named(_reduce(sq, reduction), "MseLossBackward0")
 
 
+@float32_policy
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Optional[Tensor] = None) -> Tensor:
     """Mean absolute error."""
@@ -343,6 +347,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
     return _reduce(err, reduction)
 
 
+@float32_policy
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """Squared error below ``beta`` (divided by ``2 beta``), absolute error above."""
@@ -357,6 +362,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return named(_reduce(loss, reduction), "SmoothL1LossBackward0")
 
 
+@float32_policy
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Optional[Tensor] = None) -> Tensor:
     """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
@@ -370,6 +376,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
 
 # ---------------------------------------------------------------- classification losses
+@float32_policy
 def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of class indices ``target`` under log-probabilities
@@ -409,6 +416,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
     return named(loss, "NllLossBackward0")
 
 
+@float32_policy
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -468,6 +476,7 @@ def _clamped_log(x: Tensor) -> Tensor:
     return O.where(pos, O.clamp(O.log(O.where(pos, x, 1.0)), min=-100.0), -100.0)
 
 
+@float32_policy
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """Binary cross entropy between probabilities ``input`` and ``target``."""
@@ -484,6 +493,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor]
     return named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0")
 
 
+@float32_policy
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Optional[Tensor] = None) -> Tensor:

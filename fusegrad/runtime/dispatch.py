@@ -11,6 +11,7 @@ import traceback
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher
@@ -37,7 +38,7 @@ def _traced_payload(prim, args, params):
     if top is None:
         return None
     out = top.emit(prim, args, params)
-    if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and out.dtype.kind == "f":
+    if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_floating(out.dtype):
         # computed under no_grad: the graph must not differentiate through it either. Every user trace may be
         # differentiated: func transforms', compile's if an output requires grad (known only after tracing),
         # vmap's when its graph is replayed under autograd

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir.graph import Var
 from .grad_mode import STATE
 from .nodes import AccumulateGrad, Node
@@ -220,7 +221,7 @@ def _check_nan(node: Node, outs) -> None:
     for i, g in enumerate(outs):
         if g is not None and not isinstance(g._data, np.ndarray):
             continue
-        if g is not None and g._data.dtype.kind == "f" and np.isnan(g._data).any():
+        if g is not None and D.np_floating(g._data.dtype) and np.isnan(g._data).any():
             where = ""
             if node.stack:
                 where = "\nTraceback of forward call that caused the error:\n" + "".join(node.stack[-4:])

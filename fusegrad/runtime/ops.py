@@ -17,6 +17,7 @@ from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
+from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
@@ -66,7 +67,7 @@ def _promote2(a, b):
         return a, b
     t, s, t_first = (a, b, True) if isinstance(a, Tensor) else (b, a, False)
     ts = type(s)
-    if (ts is float and t._data.dtype.kind == "f") or (ts is int and t._data.dtype.kind in "iuf"):
+    if (ts is float and D.np_floating(t._data.dtype)) or (ts is int and (t._data.dtype.kind in "iu" or D.np_floating(t._data.dtype))):
         return a, b  # a weak Python scalar keeps the tensor's dtype
     if isinstance(s, _SCALARS):
         s = _scalar(s)
@@ -244,7 +245,7 @@ true_divide = div
 
 def full_as(like: Tensor, value) -> Tensor:
     """A 0-d tensor of ``value`` in ``like``'s dtype (float for ints)."""
-    dt = like._data.dtype if like._data.dtype.kind == "f" or not isinstance(value, float) else D.get_default_dtype().np
+    dt = like._data.dtype if D.np_floating(like._data.dtype) or not isinstance(value, float) else D.get_default_dtype().np
     return wrap(np.asarray(value, dtype=dt))
 
 
@@ -256,7 +257,7 @@ def _modulo(a, b, rounding, name):
     """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
     exact while |a| < 2**53, and come back in their own dtype."""
     a, b = _promote2(as_t(a), b)
-    if a._data.dtype.kind == "f":  # a is a Tensor here (as_t, and _promote2 keeps it one)
+    if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
     f64 = np.dtype(np.float64)
     af = P.cast(a, dtype=f64)
@@ -437,7 +438,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
         x = to(x, dtype)
-    if x._data.dtype.kind != "f":
+    if not D.np_floating(x._data.dtype):
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {x.dtype.name.capitalize()}")
     full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
@@ -450,6 +451,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     return named(r, "MeanBackward0" if full else "MeanBackward1")
 
 
+@float32_policy
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
@@ -989,11 +991,13 @@ def diag(x, diagonal=0):
     return x[rows, cols]
 
 
+@float32_policy
 def trace(x):
     return sum(diag(x))
 
 
 # ---------------------------------------------------------------- matmul family
+@lower_precision
 def matmul(a, b):
     a, b = as_t(a), as_t(b)
     a, b = _promote2(a, b)
@@ -1024,6 +1028,7 @@ def _mm_check(a, b, what):
                            f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
 
 
+@lower_precision
 def mm(a, b):
     a, b = as_t(a), as_t(b)
     if a.ndim != 2 or b.ndim != 2:
@@ -1032,6 +1037,7 @@ def mm(a, b):
     return matmul(a, b)
 
 
+@lower_precision
 def bmm(a, b):
     a, b = as_t(a), as_t(b)
     if a.ndim != 3 or b.ndim != 3:
@@ -1043,7 +1049,7 @@ def bmm(a, b):
 
 
 def mv(a, v):
-    return matmul(a, v)
+    return matmul.__wrapped__(a, v)  # not cast under autocast, as in PyTorch
 
 
 def dot(a, b):
@@ -1068,6 +1074,7 @@ def outer(a, b):
 ger = outer
 
 
+@lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
     r = matmul(a, b)
     if alpha != 1:
@@ -1076,6 +1083,7 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
     return named(add(bias, r), "AddmmBackward0")
 
 
+@lower_precision
 def einsum(spec, *ops):
     if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
         ops = ops[0]

@@ -335,7 +335,7 @@ class Tensor:
             body = np.array2string(d, separator=", ", prefix="tensor(", precision=4,
                                    floatmode="maxprec_equal")
         extra = ""
-        if type(d) is not Var and d.dtype != D.get_default_dtype().np and d.dtype.kind == "f" or \
+        if type(d) is not Var and d.dtype != D.get_default_dtype().np and D.np_floating(d.dtype) or \
                 type(d) is not Var and d.dtype.kind in "iub" and d.dtype != np.int64:
             extra += f", dtype={self.dtype}"
         if self._grad_fn is not None:

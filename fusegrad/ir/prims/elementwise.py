@@ -192,8 +192,25 @@ def _lin_jvp(f):
     return jvp
 
 
+_F32 = np.dtype(np.float32)
+from ..dtypes import _BF16  # noqa: E402  (ml_dtypes' bfloat16)
+
+
+def _weak_bf16(ufunc):
+    """``ufunc`` whose bfloat16 operand with a Python scalar stays bfloat16: NumPy has no weak
+    scalars for ml_dtypes' bfloat16 and returns float32; PyTorch computes in float32 as well
+    and rounds once to bfloat16, which the cast below does."""
+    def impl(a, b):
+        r = ufunc(a, b)
+        if r.dtype is _F32 and (getattr(a, "dtype", None) is _BF16 or getattr(b, "dtype", None) is _BF16):
+            return r.astype(_BF16)
+        return r
+    impl.__name__ = getattr(ufunc, "__name__", "impl")
+    return impl
+
+
 def _binary(name, impl, vjp, scalar, node_name=None, saves="in"):
-    return Primitive(name, impl, abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
+    return Primitive(name, _weak_bf16(impl), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
                      saves=saves, kind="elementwise", scalar=scalar, node_name=node_name)
 
 

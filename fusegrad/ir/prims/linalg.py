@@ -27,6 +27,11 @@ def _mm_abstract(avals, params):
 def _mm_impl(a, b):
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and {'x'.join(map(str, b.shape))})")
+    if a.dtype.itemsize == 2 and a.dtype.kind != "i":
+        # float16/bfloat16: accumulate in float32 (as PyTorch's CPU kernels; NumPy has no BLAS for
+        # them, and returns float32 for ml_dtypes' bfloat16), round once to the operands' dtype
+        f32 = np.float32
+        return np.matmul(a.astype(f32), b.astype(f32)).astype(a.dtype)
     return np.matmul(a, b)
 
 

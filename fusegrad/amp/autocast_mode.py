@@ -1,0 +1,82 @@
+"""``fusegrad.autocast``: mixed precision regions, as ``torch.autocast``.
+
+Tensors live on the CPU, so a CPU region casts ops by PyTorch's CPU policy (see
+``runtime.autocast_state``); a ``"cuda"`` region is disabled with PyTorch's warning, as
+PyTorch does on a machine without a GPU. Compiled functions called in a region trace under
+it: the low dtype is part of their signature."""
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Optional
+
+from ..ir import dtypes as D
+from ..runtime.autocast_state import STATE
+
+_CPU_DTYPES = ("bfloat16", "float16")
+_DEFAULT = {"cpu": D.bfloat16}  # the dtype a region uses when none is given, per device type
+
+
+class autocast:
+    """Run the ops of a region in a lower precision where PyTorch's policy allows.
+
+    ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: a context
+    manager and a decorator. Regions nest; ``enabled=False`` turns autocast off inside."""
+
+    def __init__(self, device_type: str, dtype: Optional[D.dtype] = None, enabled: bool = True,
+                 cache_enabled: Optional[bool] = None):
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+        self.device = device_type
+        self.fast_dtype = D.to_dtype(dtype) if dtype is not None else get_autocast_dtype(device_type)
+        self._enabled = bool(enabled)
+        self._cache_enabled = cache_enabled
+        if device_type == "cpu":
+            if self._enabled and self.fast_dtype.name not in _CPU_DTYPES:
+                warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                              "CPU Autocast only supports dtype of torch.bfloat16, torch.float16 currently.")
+                self._enabled = False
+        elif device_type == "cuda":
+            if self._enabled:
+                warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling")
+            self._enabled = False
+        else:
+            raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+        self._prev: list = []
+
+    def __enter__(self) -> None:
+        self._prev.append(STATE.dtype)
+        if self.device == "cpu":
+            STATE.dtype = self.fast_dtype.np if self._enabled else None
+
+    def __exit__(self, *exc) -> bool:
+        STATE.dtype = self._prev.pop()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_autocast_enabled(device_type: Optional[str] = None) -> bool:
+    """Whether autocast is on for ``device_type`` (``None`` asks about CUDA, as PyTorch)."""
+    return device_type == "cpu" and STATE.dtype is not None
+
+
+def get_autocast_dtype(device_type: str) -> D.dtype:
+    """The dtype autocast regions on ``device_type`` use (the active one, else the default)."""
+    if device_type == "cpu" and STATE.dtype is not None:
+        return D.from_numpy_dtype(STATE.dtype)
+    return _DEFAULT.get(device_type, D.float16)
+
+
+def get_autocast_cpu_dtype() -> D.dtype:
+    return get_autocast_dtype("cpu")
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Autocast works on the CPU here (there is no GPU)."""
+    return device_type == "cpu"

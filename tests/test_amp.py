@@ -1,0 +1,218 @@
+"""Mixed precision: autocast's per-op dtypes and GradScaler's scale sequence, against PyTorch."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+
+@pytest.fixture
+def pt():
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    return torch
+
+
+def _inputs(lib):
+    rng = np.random.default_rng(0)
+    f = lambda *s: lib.tensor(rng.standard_normal(s).astype(np.float32))  # noqa: E731
+    return dict(x=f(4, 3), w=f(3, 3), v=f(3), b=f(3), bx=f(2, 4, 3), bw=f(2, 3, 5),
+                y=lib.tensor([0, 2, 1, 1]), p=lib.tensor(rng.uniform(0.1, 0.9, (4, 3)).astype(np.float32)))
+
+
+# each op gets the library and the inputs; `low` is the output of a low-precision matmul,
+# so that float32-policy and pass-through ops see a low-precision operand
+OPS = {
+    "matmul": lambda L, F, d: d["x"] @ d["w"],
+    "mm": lambda L, F, d: L.mm(d["x"], d["w"]),
+    "bmm": lambda L, F, d: L.bmm(d["bx"], d["bw"]),
+    "addmm": lambda L, F, d: L.addmm(d["b"], d["x"], d["w"]),
+    "matmul_vec": lambda L, F, d: L.matmul(d["x"], d["v"]),
+    "mv": lambda L, F, d: L.mv(d["x"], d["v"]),
+    "dot": lambda L, F, d: L.dot(d["v"], d["v"]),
+    "einsum": lambda L, F, d: L.einsum("ij,jk->ik", d["x"], d["w"]),
+    "linear": lambda L, F, d: F.linear(d["x"], d["w"], d["b"]),
+    "linear_module_f64": lambda L, F, d: F.linear(d["x"].double(), d["w"].double()),
+    "int_mm": lambda L, F, d: L.mm(d["y"][None], d["y"][:, None]),
+    "softmax": lambda L, F, d: L.softmax(d["low"], 1),
+    "log_softmax": lambda L, F, d: F.log_softmax(d["low"], 1),
+    "sum": lambda L, F, d: d["low"].sum(),
+    "mean": lambda L, F, d: d["low"].mean(1),
+    "prod": lambda L, F, d: d["low"].prod(),
+    "trace": lambda L, F, d: d["low"].trace() if d["low"].shape[0] == d["low"].shape[1] else L.trace(d["low"][:3]),
+    "exp": lambda L, F, d: d["low"].exp(),
+    "relu": lambda L, F, d: F.relu(d["low"]),
+    "scalar_mul": lambda L, F, d: d["low"] * 0.5,
+    "add_f32": lambda L, F, d: d["low"] + d["x"],
+    "cat": lambda L, F, d: L.cat([d["low"], d["x"]]),
+    "layer_norm": lambda L, F, d: F.layer_norm(d["low"], (3,)),
+    "mse_loss": lambda L, F, d: F.mse_loss(d["low"], d["x"]),
+    "l1_loss": lambda L, F, d: F.l1_loss(d["low"], d["x"]),
+    "smooth_l1_loss": lambda L, F, d: F.smooth_l1_loss(d["low"], d["x"]),
+    "huber_loss": lambda L, F, d: F.huber_loss(d["low"], d["x"]),
+    "cross_entropy": lambda L, F, d: F.cross_entropy(d["low"], d["y"]),
+    "nll_loss": lambda L, F, d: F.nll_loss(F.log_softmax(d["low"], 1), d["y"]),
+    "bce": lambda L, F, d: F.binary_cross_entropy(d["low"].sigmoid(), d["p"]),
+    "bce_logits": lambda L, F, d: F.binary_cross_entropy_with_logits(d["low"], d["p"]),
+}
+
+
+def _dtypes(lib, F, dtype, enabled=True):
+    d = _inputs(lib)
+    out = {}
+    with lib.autocast("cpu", dtype=dtype, enabled=enabled):
+        d["low"] = d["x"] @ d["w"]
+        for name, op in OPS.items():
+            out[name] = str(op(lib, F, d).dtype).split(".")[-1]
+    return out
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_autocast_dtype_per_op_matches_torch(pt, dtype, enabled):
+    import fusegrad.nn.functional as F
+    import torch.nn.functional as TF
+    got = _dtypes(fg, F, getattr(fg, dtype), enabled)
+    want = _dtypes(pt, TF, getattr(pt, dtype), enabled)
+    assert got == want
+
+
+@pytest.mark.torch
+def test_autocast_nesting_state_and_values_match_torch(pt):
+    for L in (fg, pt):
+        x, w = L.ones(2, 3), L.ones(3, 2)
+        with L.autocast("cpu"):
+            assert str((x @ w).dtype).endswith("bfloat16")
+            assert L.is_autocast_enabled("cpu") and not L.is_autocast_enabled()
+            with L.autocast("cpu", dtype=L.float16):
+                assert str((x @ w).dtype).endswith("float16")
+                with L.autocast("cpu", enabled=False):
+                    assert str((x @ w).dtype).endswith("float32")
+                    assert not L.is_autocast_enabled("cpu")
+                assert str(L.get_autocast_dtype("cpu")).endswith("float16")
+            assert str((x @ w).dtype).endswith("bfloat16")
+        assert str((x @ w).dtype).endswith("float32") and not L.is_autocast_enabled("cpu")
+        assert L.amp.autocast is L.autocast
+
+    @fg.autocast("cpu")
+    def f(a, b):
+        return a @ b
+    assert f(fg.ones(2, 3), fg.ones(3, 2)).dtype == fg.bfloat16
+
+    # values and gradients of a low-precision forward: float32 leaves get float32 grads
+    rng = np.random.default_rng(1)
+    xa, wa = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    res = []
+    for L in (fg, pt):
+        x, w = L.tensor(xa), L.tensor(wa, requires_grad=True)
+        with L.autocast("cpu", dtype=L.bfloat16):
+            h = (x @ w).relu()
+            loss = (h * h).sum()
+        loss.float().backward()
+        assert str(w.grad.dtype).endswith("float32")
+        res.append((h.float().detach().numpy(), w.grad.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=2e-2, atol=5e-2)
+
+
+def test_autocast_cuda_and_bad_dtype_disable_with_a_warning():
+    x = fg.ones(2, 2)
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        ctx = fg.autocast("cuda")
+    with ctx:
+        assert (x @ x).dtype == fg.float32
+    with pytest.warns(UserWarning, match="target dtype is not supported"):
+        ctx = fg.autocast("cpu", dtype=fg.float64)
+    with ctx:
+        assert (x @ x).dtype == fg.float32
+
+
+def test_autocast_inside_compile_is_part_of_the_signature():
+    calls = []
+
+    @fg.compile(backend="eager")
+    def f(a, b):
+        calls.append(1)
+        return (a @ b).sum(1)
+
+    a, b = fg.randn(4, 3), fg.randn(3, 2)
+    assert f(a, b).dtype == fg.float32
+    with fg.autocast("cpu"):
+        out = f(a, b)
+        assert out.dtype == fg.bfloat16
+        np.testing.assert_array_equal(out.float().numpy(), (a.bfloat16() @ b.bfloat16()).sum(1).float().numpy())
+        f(a, b)
+    assert f(a, b).dtype == fg.float32
+    assert len(calls) == 2, "each autocast state traces once"
+
+    @fg.compile(backend="eager")
+    def g(a, b):
+        with fg.autocast("cpu", dtype=fg.float16):
+            return a @ b
+    assert g(a, b).dtype == fg.float16 and g(a, b).dtype == fg.float16
+
+
+# ---------------------------------------------------------------- GradScaler
+def _scaler_run(L, scaler, inf_steps, steps=14):
+    w = L.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    opt = L.optim.SGD([w], lr=0.1)
+    x = L.tensor([0.5, 1.5, -1.0])
+    scales, skipped, trackers = [], [], []
+    for i in range(steps):
+        opt.zero_grad()
+        loss = (w * x).sum() ** 2
+        scaler.scale(loss).backward()
+        if i in inf_steps:
+            with L.no_grad():
+                w.grad[1] = float("inf") if i % 2 else float("nan")
+        before = w.detach().clone()
+        if i % 3 == 0:  # unscale_ explicitly (as for gradient clipping) on some steps
+            scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+        skipped.append(bool((w.detach() == before).all()))
+        scales.append(scaler.get_scale())
+        trackers.append(scaler.state_dict()["_growth_tracker"])
+    return scales, skipped, trackers, w.detach().numpy(), scaler.state_dict()
+
+
+@pytest.mark.torch
+def test_grad_scaler_scale_sequence_and_skipped_steps_match_torch(pt):
+    kw = dict(init_scale=2.0 ** 10, growth_factor=2.0, backoff_factor=0.25, growth_interval=3)
+    inf_steps = {2, 3, 9}
+    got = _scaler_run(fg, fg.amp.GradScaler("cpu", **kw), inf_steps)
+    want = _scaler_run(pt, pt.amp.GradScaler("cpu", **kw), inf_steps)
+    assert got[0] == want[0]  # scales
+    assert got[1] == want[1] and got[1][2] and got[1][9] and not got[1][0]  # skipped steps
+    assert got[2] == want[2]
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-6)
+    assert got[4] == want[4]
+
+
+@pytest.mark.torch
+def test_grad_scaler_state_dict_round_trip_and_errors(pt):
+    s = fg.amp.GradScaler("cpu", init_scale=8.0, growth_interval=2)
+    w = fg.tensor([1.0], requires_grad=True)
+    opt = fg.optim.SGD([w], lr=0.1)
+    s.scale(w.sum()).backward()
+    s.unscale_(opt)
+    with pytest.raises(RuntimeError, match="already been called"):
+        s.unscale_(opt)
+    s.step(opt)
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        s.step(opt)
+    s.update()
+    t = fg.amp.GradScaler("cpu")
+    t.load_state_dict(s.state_dict())
+    assert t.state_dict() == s.state_dict() == {"scale": 8.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                                "growth_interval": 2, "_growth_tracker": 1}
+    ref = pt.amp.GradScaler("cpu")
+    ref.load_state_dict(s.state_dict())
+    assert ref.state_dict() == s.state_dict()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        off = fg.amp.GradScaler()  # device "cuda": disabled without a GPU, as PyTorch
+    assert any("CUDA is not available" in str(c.message) for c in caught)
+    assert not off.is_enabled() and off.scale(w) is w and off.state_dict() == {} and off.get_scale() == 1.0
