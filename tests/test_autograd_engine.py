@@ -131,6 +131,27 @@ def test_hook_on_tensor_not_requiring_grad_raises():
         fg.ones(2).register_hook(lambda g: g)
 
 
+@pytest.mark.torch
+def test_post_accumulate_grad_hook_vs_torch():
+    """The hook runs once per backward, after the leaf's .grad holds the new sum (also when
+    the leaf is used twice), as torch's; non-leaves and removed hooks as torch."""
+    import torch
+
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        seen = []
+        h = x.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+        (x * x + x).sum().backward()
+        (x * 3).sum().backward()
+        h.remove()
+        (x * 3).sum().backward()
+        with pytest.raises(RuntimeError, match="non-leaf"):
+            (x * 2).register_post_accumulate_grad_hook(lambda p: None)
+        return seen, x.grad.tolist()
+
+    assert run(fg) == run(torch)
+
+
 def test_retain_grad():
     x = t(1.0, 2.0)
     y = x * 3

@@ -1,5 +1,5 @@
 """``fusegrad.nn``: modules, parameters, layers, losses, ``functional``, ``init`` and ``utils``."""
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .module import Module
 from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU,
                       HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MSELoss, ModuleDict,
@@ -7,7 +7,7 @@ from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU
                       Unflatten)
 from .parameter import Parameter
 
-__all__ = ["Module", "Parameter", "functional", "init", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
+__all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
            "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
            "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]

@@ -120,7 +120,11 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                         captured[i] = gs[nr]
             if type(node) is AccumulateGrad:
                 if accumulate and gs[0] is not None and (targets is None or node in target_nodes):
-                    _accumulate(node.variable, gs[0], create_graph)
+                    leaf = node.variable
+                    _accumulate(leaf, gs[0], create_graph)
+                    if node.post_acc_hooks and leaf is not None:
+                        for h in list(node.post_acc_hooks):
+                            h(leaf)
                 continue
             run = (gs[0] is not None if len(gs) == 1 else any(g is not None for g in gs)) and (
                 needed is None or node in needed)

@@ -125,12 +125,14 @@ class PrimNode(Node):
 
 
 class AccumulateGrad(Node):
-    """Accumulates into a leaf's ``.grad``; its pre-hooks are the leaf's tensor hooks."""
-    __slots__ = ("_var",)
+    """Accumulates into a leaf's ``.grad``; its pre-hooks are the leaf's tensor hooks and
+    ``post_acc_hooks`` run with the leaf once its ``.grad`` holds the new sum."""
+    __slots__ = ("_var", "post_acc_hooks")
 
     def __init__(self, leaf):
         self._init(())
         self._var = weakref.ref(leaf)
+        self.post_acc_hooks = None
 
     @property
     def variable(self):

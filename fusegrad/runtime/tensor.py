@@ -322,6 +322,18 @@ class Tensor:
         node.pre_hooks.insert(pos, h)
         return _nodes.RemovableHandle(node.pre_hooks, h)
 
+    def register_post_accumulate_grad_hook(self, hook) -> "_nodes.RemovableHandle":
+        """``hook(tensor) -> None`` runs after a backward has accumulated into this leaf's ``.grad``."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        acc = self._accumulator()
+        if acc.post_acc_hooks is None:
+            acc.post_acc_hooks = []
+        acc.post_acc_hooks.append(hook)
+        return _nodes.RemovableHandle(acc.post_acc_hooks, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         from ..autograd.functions import backward
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)

@@ -1,0 +1,4 @@
+"""``fusegrad.nn.parallel``: ``DistributedDataParallel`` over ``fusegrad.distributed``."""
+from .distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]

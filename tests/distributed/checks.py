@@ -1,0 +1,337 @@
+"""Checks run on every rank under ``mpiexec -n N python tests/distributed/checks.py SUITE``
+(launched by tests/test_distributed.py). Each check prints ``PASS <name>`` from every rank;
+a failure raises, which aborts the whole job through init_process_group's excepthook."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import fusegrad as fg
+import fusegrad.distributed as dist
+from fusegrad import nn
+from fusegrad.nn.parallel import DistributedDataParallel as DDP
+
+CHECKS = {}
+
+
+def check(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def data(r: int, shape=(3, 4), dtype=np.float64) -> np.ndarray:
+    """What rank r contributes (every rank can compute every rank's data)."""
+    return np.random.default_rng(100 + r).uniform(0.5, 1.5, shape).astype(dtype)
+
+
+def close(a, b, tol=1e-12):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------ collectives vs NumPy
+@check
+def collectives():
+    r, n = dist.get_rank(), dist.get_world_size()
+    every = np.stack([data(q) for q in range(n)])
+    refs = {dist.ReduceOp.SUM: every.sum(0), dist.ReduceOp.AVG: every.mean(0), dist.ReduceOp.MAX: every.max(0),
+            dist.ReduceOp.MIN: every.min(0), dist.ReduceOp.PRODUCT: every.prod(0)}
+    for op, ref in refs.items():
+        t = fg.tensor(data(r))
+        before = t._data
+        assert dist.all_reduce(t, op=op) is None
+        assert t._data is before  # in place, on the tensor's own array
+        close(t.numpy(), ref)
+    ti = fg.tensor(np.arange(6, dtype=np.int64) * (r + 1))
+    dist.all_reduce(ti)
+    assert ti.tolist() == (np.arange(6) * sum(range(1, n + 1))).tolist()
+    # a non-contiguous view is reduced through a copy and written back into its base
+    base = fg.tensor(data(r, (4, 6)))
+    view = base[:, ::2]
+    dist.all_reduce(view)
+    close(base.numpy()[:, ::2], every_of((4, 6), n).sum(0)[:, ::2])
+    close(base.numpy()[:, 1::2], data(r, (4, 6))[:, 1::2])
+    # broadcast from the last rank
+    t = fg.tensor(data(r))
+    dist.broadcast(t, src=n - 1)
+    close(t.numpy(), data(n - 1))
+    # reduce into rank 0
+    t = fg.tensor(data(r))
+    dist.reduce(t, dst=0, op=dist.ReduceOp.MAX)
+    close(t.numpy(), every.max(0) if r == 0 else data(r))
+    # all_gather (list) and all_gather_into_tensor (concatenated along dim 0)
+    outs = [fg.zeros(3, 4, dtype=fg.float64) for _ in range(n)]
+    dist.all_gather(outs, fg.tensor(data(r)))
+    for q in range(n):
+        close(outs[q].numpy(), data(q))
+    out = fg.zeros(3 * n, 4, dtype=fg.float64)
+    dist.all_gather_into_tensor(out, fg.tensor(data(r)))
+    close(out.numpy(), np.concatenate(list(every)))
+    # reduce_scatter_tensor: rank r gets rows [r*2, r*2+2) of the sum
+    big = [data(q, (2 * n, 5)) for q in range(n)]
+    out = fg.zeros(2, 5, dtype=fg.float64)
+    dist.reduce_scatter_tensor(out, fg.tensor(big[r]))
+    close(out.numpy(), sum(big)[2 * r:2 * r + 2])
+    out = fg.zeros(2, 5, dtype=fg.float64)
+    dist.reduce_scatter_tensor(out, fg.tensor(big[r]), op=dist.ReduceOp.AVG)
+    close(out.numpy(), (sum(big) / n)[2 * r:2 * r + 2])
+    # gather to rank 1, scatter from rank 0
+    dst = 1 % n
+    gl = [fg.zeros(3, 4, dtype=fg.float64) for _ in range(n)] if r == dst else None
+    dist.gather(fg.tensor(data(r)), gl, dst=dst)
+    if r == dst:
+        for q in range(n):
+            close(gl[q].numpy(), data(q))
+    t = fg.zeros(3, 4, dtype=fg.float64)
+    dist.scatter(t, [fg.tensor(data(q) * 2) for q in range(n)] if r == 0 else None, src=0)
+    close(t.numpy(), data(r) * 2)
+    # send/recv around a ring
+    t = fg.zeros(3, 4, dtype=fg.float64)
+    if r % 2 == 0:
+        dist.send(fg.tensor(data(r)), dst=(r + 1) % n)
+        got = dist.recv(t, src=(r - 1) % n)
+    else:
+        got = dist.recv(t, src=(r - 1) % n)
+        dist.send(fg.tensor(data(r)), dst=(r + 1) % n)
+    assert got == (r - 1) % n
+    close(t.numpy(), data((r - 1) % n))
+    # async_op: all three started, then waited
+    ts = [fg.tensor(data(r) * k) for k in (1, 2, 3)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    works.append(dist.barrier(async_op=True))
+    for w in works:
+        assert w.wait() is True and w.is_completed()
+    for k, x in zip((1, 2, 3), ts):
+        close(x.numpy(), every.sum(0) * k)
+    w = dist.all_reduce(fg.tensor(data(r)), op=dist.ReduceOp.AVG, async_op=True)
+    w.wait()
+    dist.barrier()
+
+
+def every_of(shape, n):
+    return np.stack([data(q, shape) for q in range(n)])
+
+
+@check
+def subgroups():
+    r, n = dist.get_rank(), dist.get_world_size()
+    members = list(range(0, n, 2)) if n > 2 else [1]  # {0, 2} with 3 ranks, {1} with 2
+    g = dist.new_group(members)
+    if r in members:
+        assert dist.get_rank(g) == members.index(r) and dist.get_world_size(g) == len(members)
+        t = fg.tensor(data(r))
+        dist.all_reduce(t, group=g)
+        close(t.numpy(), sum(data(q) for q in members))
+        t = fg.tensor(data(r))
+        dist.broadcast(t, src=members[-1], group=g)
+        close(t.numpy(), data(members[-1]))
+    else:
+        assert dist.get_rank(g) == -1
+        t = fg.tensor(data(r))
+        assert dist.all_reduce(t, group=g) is None  # not a member: untouched
+        close(t.numpy(), data(r))
+    dist.destroy_process_group(g)
+
+
+@check
+def mismatched_shapes():
+    r, n = dist.get_rank(), dist.get_world_size()
+    t = fg.zeros(3 + (r == n - 1), dtype=fg.float64)
+    try:
+        dist.all_reduce(t)
+    except RuntimeError as e:
+        msg = str(e)
+        assert "all_reduce" in msg and "rank 0: [3] float64" in msg and f"rank {n - 1}: [4] float64" in msg, msg
+    else:
+        raise AssertionError("all_reduce with different shapes did not raise")
+    t = fg.zeros(3, dtype=fg.float64 if r else fg.float32)
+    try:
+        dist.broadcast(t, src=0)
+    except RuntimeError as e:
+        assert "broadcast" in str(e) and "float32" in str(e), str(e)
+    else:
+        raise AssertionError("broadcast with different dtypes did not raise")
+    dist.barrier()
+
+
+# ------------------------------------------------------------------ DDP vs one process
+def mlp(seed: int, bias_layer: bool = True) -> nn.Module:
+    fg.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3)).double()
+
+
+def batches(steps: int, n: int, per_rank: int = 4):
+    rng = np.random.default_rng(7)
+    return [(rng.normal(size=(n * per_rank, 5)), rng.normal(size=(n * per_rank, 3))) for _ in range(steps)]
+
+
+def params_of(m) -> list:
+    return [p.detach().numpy().copy() for p in m.parameters()]
+
+
+def train(model, opt, data_, r, n, per_rank, accumulate=1):
+    loss_fn = nn.MSELoss()
+    losses = []
+    for x, y in data_:
+        sl = slice(r * per_rank, (r + 1) * per_rank) if n else slice(None)
+        opt.zero_grad()
+        out = model(fg.tensor(x[sl]))
+        loss = loss_fn(out, fg.tensor(y[sl]))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@check
+def ddp_matches_single_process():
+    r, n = dist.get_rank(), dist.get_world_size()
+    per = 4
+    for name, make_opt in (("SGD", lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9)),
+                           ("Adam", lambda ps: fg.optim.Adam(ps, lr=0.01))):
+        steps = batches(20, n, per)
+        ref = mlp(0)
+        train(ref, make_opt(ref.parameters()), steps, 0, 0, per)
+        model = mlp(0 if r == 0 else 1 + r)  # DDP starts every rank from rank 0's parameters
+        ddp = DDP(model, bucket_cap_mb=0.0008)  # ~800 bytes: several buckets
+        assert len(ddp.bucket_sizes) >= 3, ddp.bucket_sizes
+        train(ddp, make_opt(ddp.parameters()), steps, r, n, per)
+        for a, b in zip(params_of(model), params_of(ref)):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)  # in fact equal to rounding
+        # buckets started before the backward was over (the first before the last gradient)
+        launched = ddp.reducer.launched_at
+        assert launched[0] < len(ddp.reducer.params), launched
+        print(f"  {name}: max |param - single process| = "
+              f"{max(np.abs(a - b).max() for a, b in zip(params_of(model), params_of(ref))):.1e}")
+
+
+@check
+def ddp_no_sync_accumulation():
+    r, n = dist.get_rank(), dist.get_world_size()
+    per = 3
+    (x1, y1), (x2, y2) = batches(2, n, per)
+    ref = mlp(0)
+    loss_fn = nn.MSELoss()
+    for x, y in ((x1, y1), (x2, y2)):  # the sum over micro-batches of the all-ranks mean loss
+        loss_fn(ref(fg.tensor(x)), fg.tensor(y)).backward()
+    ddp = DDP(mlp(0), bucket_cap_mb=0.001)
+    sl = slice(r * per, (r + 1) * per)
+    with ddp.no_sync():
+        loss_fn(ddp(fg.tensor(x1[sl])), fg.tensor(y1[sl])).backward()
+    local = [p.grad.numpy().copy() for p in ddp.parameters()]
+    mine = mlp(0)
+    loss_fn(mine(fg.tensor(x1[sl])), fg.tensor(y1[sl])).backward()
+    for a, p in zip(local, mine.parameters()):  # no communication happened: this rank's grads
+        close(a, p.grad.numpy())
+    loss_fn(ddp(fg.tensor(x2[sl])), fg.tensor(y2[sl])).backward()
+    for p, q in zip(ddp.parameters(), ref.parameters()):
+        close(p.grad.numpy(), q.grad.numpy(), 1e-10)
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        fg.manual_seed(3)
+        self.body = nn.Linear(4, 4).double()
+        self.head_a = nn.Linear(4, 2).double()
+        self.head_b = nn.Linear(4, 2).double()
+        self.register_buffer("steps", fg.zeros(1, dtype=fg.float64))
+
+    def forward(self, x, use_b):
+        self.steps.add_(1 + dist.get_rank())  # ranks differ: broadcast_buffers resets to rank 0's
+        h = self.body(x).tanh()
+        return self.head_b(h) if use_b else self.head_a(h)
+
+
+@check
+def ddp_unused_parameters_buffers_state_dict():
+    r, n = dist.get_rank(), dist.get_world_size()
+    m = TwoHeads()
+    ddp = DDP(m, find_unused_parameters=True)
+    x = fg.tensor(data(r, (3, 4)))
+    ddp(x, use_b=(r == 0)).sum().backward()  # head_b used on rank 0 only, head_a on the others
+    # the reference: each head's grad is its users' sum over the ranks divided by n
+    ga = [np.zeros((2, 4)) for _ in range(1)]
+    for q in range(n):
+        ref = TwoHeads()
+        ref(fg.tensor(data(q, (3, 4))), use_b=(q == 0)).sum().backward()
+        head = ref.head_b if q == 0 else ref.head_a
+        ga.append((q == 0, head.weight.grad.numpy(), ref.body.weight.grad.numpy()))
+    wb = sum(g for used_b, g, _ in ga[1:] if used_b) / n
+    close(m.head_b.weight.grad.numpy(), wb)
+    if n > 1:
+        wa = sum(g for used_b, g, _ in ga[1:] if not used_b) / n
+        close(m.head_a.weight.grad.numpy(), wa)
+    close(m.body.weight.grad.numpy(), sum(g for _, _, g in ga[1:]) / n)
+    # buffers: rank 0's value was broadcast before the forward, then this rank added 1 + r
+    close(m.steps.numpy(), [1 + r])
+    ddp(x, use_b=True)
+    close(m.steps.numpy(), [2 + r])
+    keys = list(ddp.state_dict())
+    assert keys == ["module." + k for k in m.state_dict()], keys
+    assert ddp.module is m
+    # without find_unused_parameters, an unused parameter is reported at the next forward
+    ddp2 = DDP(TwoHeads())
+    ddp2(x, use_b=False).sum().backward()
+    try:
+        ddp2(x, use_b=False)
+    except RuntimeError as e:
+        assert "head_b.weight" in str(e) and "find_unused_parameters" in str(e), str(e)
+    else:
+        raise AssertionError("an unused parameter went unreported")
+
+
+@check
+def ddp_broadcasts_rank0_parameters():
+    r = dist.get_rank()
+    m = mlp(10 + r)
+    DDP(m)
+    mine = params_of(m)
+    ref = params_of(mlp(10))
+    for a, b in zip(mine, ref):
+        close(a, b, 0)
+
+
+@check
+def ddp_compiled():
+    """A compiled Sequential under DDP: split at bucket boundaries; same training as eager."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    per = 4
+    steps = batches(4, n, per)
+    ref = mlp(0)
+    train(ref, fg.optim.SGD(ref.parameters(), lr=0.1), steps, 0, 0, per)
+    model = mlp(0)
+    ddp = DDP(fg.compile(model), bucket_cap_mb=0.0025)  # two segments: [0, 1] and [2, 3, 4]
+    assert ddp.module is model
+    train(ddp, fg.optim.SGD(ddp.parameters(), lr=0.1), steps, r, n, per)
+    for a, b in zip(params_of(model), params_of(ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    launched = ddp.reducer.launched_at
+    assert len(launched) == 2 and launched[0] == 4, launched  # layers 2 and 4 went before layer 0 was done
+
+
+# ------------------------------------------------------------------ faults
+@check
+def failing_rank():
+    """Rank 1 raises while the others wait in a barrier: the excepthook aborts the job."""
+    if dist.get_rank() == 1:
+        time.sleep(0.3)
+        raise ValueError("boom on purpose")
+    dist.barrier()
+    time.sleep(30)  # never reached in time: the abort ends this rank too
+
+
+def main(names):
+    dist.init_process_group(backend="mpi")
+    r = dist.get_rank()
+    for name in names:
+        t0 = time.perf_counter()
+        CHECKS[name]()
+        print(f"PASS {name} rank {r} ({time.perf_counter() - t0:.2f}s)", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or [k for k in CHECKS if k != "failing_rank"])
