@@ -16,7 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "distributed" / "checks.py"
 pytest.importorskip("mpi4py", reason="the dist extra (mpi4py + mpich) is not installed")
-MPIEXEC = shutil.which("mpiexec")
+# the mpich wheel puts mpiexec beside the interpreter, which need not be on PATH
+_BESIDE = Path(sys.executable).parent / "mpiexec"
+MPIEXEC = str(_BESIDE) if _BESIDE.exists() else shutil.which("mpiexec")
 pytestmark = [pytest.mark.distributed,
               pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpich)")]
 

@@ -312,6 +312,34 @@ def ddp_compiled():
     assert len(launched) == 2 and launched[0] == 4, launched  # layers 2 and 4 went before layer 0 was done
 
 
+# ------------------------------------------------------------------ sampler
+@check
+def distributed_sampler():
+    """Each epoch, the ranks' shares partition the dataset exactly (padding repeats the first
+    indices, drop_last cuts), and a DataLoader over the sampler yields this rank's rows."""
+    from fusegrad.utils.data import DataLoader, DistributedSampler, TensorDataset
+    r, n = dist.get_rank(), dist.get_world_size()
+    for size, drop_last in ((12 * n, False), (12 * n + 1, False), (12 * n + 1, True)):
+        for epoch in range(2):
+            s = DistributedSampler(range(size), seed=3, drop_last=drop_last)
+            s.set_epoch(epoch)
+            mine = fg.tensor(list(s), dtype=fg.int64)
+            every = [fg.zeros(len(s), dtype=fg.int64) for _ in range(n)]
+            dist.all_gather(every, mine)
+            got = sorted(i for t in every for i in t.tolist())
+            if size % n == 0:
+                assert got == list(range(size))
+            elif drop_last:
+                assert len(got) == len(set(got)) == size - size % n
+            else:
+                pad = n - size % n
+                assert len(got) == size + pad and sorted(set(got)) == list(range(size))
+    ds = TensorDataset(fg.arange(10 * n, dtype=fg.float64))
+    s = DistributedSampler(ds, shuffle=True, seed=1)
+    seen = [int(v) for (b,) in DataLoader(ds, batch_size=4, sampler=s) for v in b.tolist()]
+    assert seen == list(s)
+
+
 # ------------------------------------------------------------------ faults
 @check
 def failing_rank():
