@@ -270,15 +270,16 @@ def test_rebinding_a_global_tensor_or_a_closure_module_retraces():
 
 def test_guards_skip_modules_classes_and_fusegrad_functions():
     """Only the user's values guard a graph: a function naming numpy and fusegrad gets the
-    one guard on its global number, and a compiled transform (whose wrapper is fusegrad's
-    own) none; every guard is read on each call, so each costs time there."""
+    one guard on its global number, and so does a compiled transform of such a function (its
+    wrapper is fusegrad's own and unguarded; the transform's capture of the user's function
+    passes its guard on); every guard is read on each call, so each costs time there."""
     cf = torch.compile(lambda a: torch.tanh(a) * np.float32(SCALE), backend="eager")
     a = torch.tensor([1.0, 2.0])
     cf(a)
     assert len(cf.lower(a)._plan.traced.guards) == 1
     cj = torch.compile(torch.func.jacrev(lambda a: torch.tanh(a) * SCALE), backend="eager")
     cj(a)
-    assert cj.lower(a)._plan.traced.guards == []
+    assert len(cj.lower(a)._plan.traced.guards) == 1
 
 
 def test_compiled_function_calling_a_module_follows_train_and_eval():

@@ -11,17 +11,17 @@ into it) and an outer ``compile``/``vmap`` traces straight through them.
 identity (the batching pass of vmap); ``jacfwd`` does the same with the JVP graph's
 tangent; ``hessian`` is ``jacfwd(jacrev)``.
 
-Transformed graphs are cached per (function, transform chain, input signature), guarded
-by the captured tensors (shape, dtype, requires_grad) and by the identity of the tensors
-the function's closure and globals refer to. Functions that cannot be traced (GraphBreak:
+Tracing, guards and the cache of variants are compile's (fusegrad.tracer.capture): graphs
+are cached per (function, transform chain, input signature) and reused while the captured
+tensors keep their shape, dtype and requires_grad and every guarded Python value (globals
+and closure values the function names, module training flags, optimizer hyperparameters)
+still reads the same. Functions that cannot be traced (GraphBreak:
 data-dependent control flow, ``.item()``; in-place updates of arguments or captured
 tensors) run with the eager-autograd implementation in ``fusegrad.func.eager``."""
 from __future__ import annotations
 
 import functools
-import types
 import weakref
-from collections import OrderedDict
 from typing import Callable, Sequence, Union
 
 import numpy as np
@@ -33,8 +33,9 @@ from ..runtime import ops as O
 from ..runtime.grad_mode import enable_grad
 from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Tensor, wrap
+from ..tracer.capture import Captured, Variants, capture
 from ..tracer.guards import flatten_call, signature
-from ..tracer.trace import GraphBreak, Trace
+from ..tracer.trace import GraphBreak
 from . import eager as _eager
 from .eager import _argnums_tuple
 from .pytree import children, flatten, unflatten
@@ -47,7 +48,7 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"
 # one batched run each), "fallbacks" (calls run by fusegrad.func.eager) with their reasons
 STATS: dict = {"traces": 0, "hits": 0, "evaluations": 0, "batched_evaluations": 0, "fallbacks": 0,
                "fallback_reasons": []}
-MAX_SIGNATURES = 8  # cached signatures per (function, transform chain)
+MAX_SIGNATURES = 8  # cached variants per base function (least recently used evicted)
 
 
 class _Fallback(Exception):
@@ -59,47 +60,18 @@ def _is_float(dtype) -> bool:
 
 
 # ------------------------------------------------------------------ tracing
-class _FuncTrace(Trace):
-    """A Trace that snapshots the captured tensors it lifts, so that in-place updates of
-    them can be detected (``mutated``) and undone (``restore``) and the call falls back
-    to eager."""
-
-    def __init__(self):
-        super().__init__()
-        self.snaps: list = []
-        self._snapped: set = set()
-
-    def _snap(self, x) -> None:
-        if id(x) not in self._snapped and not (type(x._data) is Var and x._data.trace is self):
-            self._snapped.add(id(x))
-            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
-
-    touch = _snap  # called before a tensor's .grad is reassigned
-
-    def lift(self, x):
-        if isinstance(x, Tensor):
-            self._snap(x)
-        return super().lift(x)
-
-    def mutated(self) -> bool:
-        return any(h._data is not d or h._grad is not g for h, d, g, *_ in self.snaps)
-
-    def restore(self) -> None:
-        for h, data, grad, fn, nr, rg in reversed(self.snaps):
-            h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
-
-
-class _Entry:
+class _Entry(Captured):
     """One traced signature: the source graph (outputs: the function's output leaves, then
     aux tensors), where outputs go, and the transformed graphs derived from it."""
 
-    def __init__(self, graph, n_out, out_spec, aux_slots, aux_spec, guard):
-        self.graph = graph
+    def __init__(self, graph, guards, n_out, out_spec, aux_slots, aux_spec):
+        super().__init__(graph, guards)
         self.n_out = n_out
         self.out_spec = out_spec
         self.aux_slots = aux_slots  # per aux leaf: ("t", graph output index) or ("v", value)
         self.aux_spec = aux_spec
-        self.guard = guard  # None: not reusable (captures values of an enclosing trace)
+        # not reusable when it captured values of an enclosing trace
+        self.reusable = not any(type(h._data) is Var for _, h in graph.consts)
         self.derived: dict = {}
 
     def get(self, key, build: Callable):
@@ -124,47 +96,34 @@ def _const_values(graph) -> list:
 
 
 def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:
-    tr = _FuncTrace()
-    try:
-        with tr, enable_grad():
-            tleaves = [wrap(tr.new_input(x._data.shape, x._data.dtype)) if isinstance(x, Tensor) else x
-                       for x in leaves]
-            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-            args, kwargs = unflatten(spec, tleaves)
-            out = func(*args, **kwargs)
-            STATS["traces"] += 1
-            aux = None
-            if has_aux:
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise _Fallback("has_aux=True but the function did not return a pair")
-                out, aux = out
-            out_leaves, out_spec = flatten(out)
-            if not all(isinstance(o, Tensor) for o in out_leaves):
-                raise _Fallback("the function returned a non-Tensor output")
-            g = tr.graph
-            g.outputs = [tr.lift(o) for o in out_leaves]
-            aux_leaves, aux_spec = flatten(aux)
-            slots = []
-            for a in aux_leaves:
-                if isinstance(a, Tensor):
-                    slots.append(("t", len(g.outputs)))
-                    g.outputs.append(tr.lift(a))
-                else:
-                    slots.append(("v", a))
+    with capture(func, leaves) as (tr, tleaves), enable_grad():
+        inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+        args, kwargs = unflatten(spec, tleaves)
+        out = func(*args, **kwargs)
+        STATS["traces"] += 1
+        aux = None
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise _Fallback("has_aux=True but the function did not return a pair")
+            out, aux = out
+        out_leaves, out_spec = flatten(out)
+        if not all(isinstance(o, Tensor) for o in out_leaves):
+            raise _Fallback("the function returned a non-Tensor output")
+        g = tr.graph
+        g.outputs = [tr.lift(o) for o in out_leaves]
+        aux_leaves, aux_spec = flatten(aux)
+        slots = []
+        for a in aux_leaves:
+            if isinstance(a, Tensor):
+                slots.append(("t", len(g.outputs)))
+                g.outputs.append(tr.lift(a))
+            else:
+                slots.append(("v", a))
         if any(t._data is not v for t, v in inputs):
             raise _Fallback("in-place update of an argument inside the function")
         if tr.mutated():
             raise _Fallback("in-place update of a captured tensor inside the function")
-    finally:
-        tr.restore()
-    holders = [h for _, h in g.consts]
-    reusable = not any(type(h._data) is Var for h in holders)
-    guard = _const_guard(holders) if reusable else None
-    return _Entry(g, len(out_leaves), out_spec, slots, aux_spec, guard)
-
-
-def _const_guard(holders) -> tuple:
-    return tuple((id(h), h._data.shape, h._data.dtype, h._rg) for h in holders)
+    return _Entry(g, tr.guards, len(out_leaves), out_spec, slots, aux_spec).seal()
 
 
 def _optimized(graph):
@@ -178,7 +137,7 @@ def _optimized(graph):
 
 
 # ------------------------------------------------------------------ cache
-_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # base function -> Variants
 
 
 def _chain_of(func) -> tuple:
@@ -187,85 +146,26 @@ def _chain_of(func) -> tuple:
     return getattr(func, "_fg_chain", (func, ()))
 
 
-def _collect(v, out: list, depth: int) -> None:
-    if isinstance(v, Tensor):
-        out.append(id(v))
-    elif isinstance(v, (tuple, list)) and len(v) <= 64:
-        out.extend(id(x) for x in v if isinstance(x, Tensor))
-    elif isinstance(v, dict) and len(v) <= 64:
-        out.extend(id(x) for x in v.values() if isinstance(x, Tensor))
-    elif hasattr(v, "named_parameters") and hasattr(v, "_locate"):
-        out.extend(id(p) for _, p in v.named_parameters())
-    elif depth > 0 and getattr(v, "__code__", None) is not None:
-        _refs(v, out, depth - 1)
-
-
-@functools.lru_cache(maxsize=1024)
-def _code_names(code) -> tuple:
-    """The names ``code`` and the code nested in it look up, each once. They depend on the
-    code object alone (what they name is looked up on every call), so they are kept."""
-    names = list(code.co_names)
-    for c in code.co_consts:
-        if hasattr(c, "co_names"):
-            names += _code_names(c)
-    return tuple(dict.fromkeys(names))
-
-
-def _refs(fn, out: list, depth: int = 1) -> None:
-    if hasattr(fn, "__self__") and not isinstance(fn.__self__, types.ModuleType):
-        _collect(fn.__self__, out, 0)
-    fn = getattr(fn, "__func__", fn)
-    if isinstance(fn, functools.partial):
-        for a in list(fn.args) + list(fn.keywords.values()):
-            _collect(a, out, depth)
-        fn = fn.func
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        if hasattr(fn, "named_parameters"):
-            _collect(fn, out, 0)
-        return
-    for c in getattr(fn, "__closure__", None) or ():
-        try:
-            _collect(c.cell_contents, out, depth)
-        except ValueError:  # empty cell
-            pass
-    for d in getattr(fn, "__defaults__", None) or ():
-        _collect(d, out, depth)
-    g = getattr(fn, "__globals__", {})
-    for n in _code_names(code):
-        if n in g:
-            _collect(g[n], out, depth)
-
-
-def _closure_key(base) -> tuple:
-    """Ids of the tensors ``base`` refers to through closure cells, defaults and globals:
-    rebinding one of them (a new batch in a global) invalidates the cached graphs."""
-    out: list = []
-    _refs(base, out)
-    return tuple(out)
-
-
 def _entry(func, chain_key: tuple, a: "_Args", has_aux: bool) -> _Entry:
+    """The traced entry for this call: a cached one while it holds (its captured tensors and
+    guarded Python values unchanged), else a fresh trace, cached when reusable."""
     base, chain = _chain_of(func)
     sig = (chain + chain_key, has_aux, signature(a.leaves, a.spec_key))
     try:
-        per = _CACHE.get(base)
-        if per is None:
-            per = _CACHE[base] = OrderedDict()
+        variants = _CACHE.get(base)
+        if variants is None:
+            variants = _CACHE[base] = Variants(MAX_SIGNATURES, _Entry.holds, evict=True)
     except TypeError:  # not weak-referenceable or not hashable: no cache
-        per = None
-    ck = _closure_key(base) if per is not None else None
-    if per is not None:
-        e = per.get(sig)
-        if e is not None and e[0] == ck and e[1].guard == _const_guard([h for _, h in e[1].graph.consts]):
+        variants = None
+    if variants is not None:
+        e = variants.find(sig)
+        if e is not None:
             STATS["hits"] += 1
-            per.move_to_end(sig)
-            return e[1]
+            e.reguard()
+            return e
     e = _trace(func, a.leaves, a.spec, has_aux)
-    if per is not None and e.guard is not None:
-        per[sig] = (ck, e)
-        while len(per) > MAX_SIGNATURES:
-            per.popitem(last=False)
+    if variants is not None and e.reusable:
+        variants.add(sig, e)
     return e
 
 

@@ -9,9 +9,7 @@ one ``CompiledFunctionBackward`` node."""
 from __future__ import annotations
 
 import functools
-import os
 import threading
-import types
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -22,8 +20,9 @@ from ..ir.graph import Graph, Var
 from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
-from ..tracer.guards import const_guard, flatten_call, signature
-from ..tracer.live import CallTimeConst, guard, guards_hold
+from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_references
+from ..tracer.guards import flatten_call, signature
+from ..tracer.live import CallTimeConst
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
@@ -38,52 +37,17 @@ _BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
 
 
 # ------------------------------------------------------------------ tracing
-class _CaptureTrace(Trace):
-    """A Trace that snapshots every captured tensor before the traced code touches it,
-    so that in-place updates seen while tracing become write-backs and are undone, and
-    collects the guards on Python values the code branched on (tracer.live)."""
-
-    captures_state = True
-
-    def __init__(self):
-        super().__init__()
-        self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
-        self._snapped: set = set()
-        self.guards: dict = {}  # key -> (read, value at trace time, identity)
-
-    def touch(self, x) -> None:
-        """Snapshot ``x`` before its ``.grad`` is reassigned (e.g. ``zero_grad()``)."""
-        if id(x) not in self._snapped and not (type(x._data) is Var and x._data.trace is self):
-            self._snapped.add(id(x))
-            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
-
-    def rebind(self, x, data) -> None:
-        self.touch(x)
-        x._data = data
-
-    def lift(self, x):
-        if isinstance(x, Tensor) and not (type(x._data) is Var and x._data.trace is self) \
-                and id(x._data) not in self._captured and id(x) not in self._snapped:
-            self._snapped.add(id(x))
-            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
-        return super().lift(x)
-
-    def restore(self) -> None:
-        for h, data, grad, fn, nr, rg in reversed(self.snaps):
-            h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
-
-
 def _read(holder: Tensor) -> np.ndarray:
     """A const's value at call time (random keys draw fresh numbers, live numbers are read)."""
     return holder.draw() if isinstance(holder, CallTimeConst) else holder._data
 
 
-class _Traced:
-    """The result of tracing one call: the graph, where outputs go, what to write back."""
+class _Traced(Captured):
+    """The result of tracing one call: the graph, where outputs go, what to write back;
+    reusable while it ``holds()``."""
 
-    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=()):
-        self.graph = graph
-        self.guards = list(guards)  # (read, value, identity): the plan applies while they hold
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None):
+        super().__init__(graph, guards, with_grad=bool(writebacks))
         self.out_spec = out_spec
         self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
@@ -95,28 +59,15 @@ class _Traced:
 
 
 def _trace(fn: Callable, leaves: list, spec) -> _Traced:
-    tr = _CaptureTrace()
-    try:
-        with tr:
-            tleaves = []
-            for x in leaves:
-                if isinstance(x, Tensor):
-                    t = wrap(tr.new_input(x._data.shape, x._data.dtype))
-                    t._rg = x._rg
-                    tleaves.append(t)
-                else:
-                    tleaves.append(x)
-            args, kwargs = unflatten(spec, tleaves)
-            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-            for key, read, identity in _referenced_values(fn):
-                guard(key, read, identity)
-            out = fn(*args, **kwargs)
-            return _finish_trace(tr, out, inputs)
-    finally:
-        tr.restore()
+    with capture(fn, leaves, keep_requires_grad=True) as (tr, tleaves):
+        args, kwargs = unflatten(spec, tleaves)
+        inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+        out = fn(*args, **kwargs)
+        traced = _finish_trace(tr, out, inputs)
+    return traced.seal()
 
 
-def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
+def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     g = tr.graph
     out_leaves, out_spec = flatten(out)
     slots, diff, spent = [], [], []
@@ -150,7 +101,7 @@ def _finish_trace(tr: _CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards.values())
+    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards)
 
 
 def _spent(x: Tensor) -> bool:
@@ -172,7 +123,6 @@ class _Plan:
     def __init__(self, traced: _Traced, stages: dict):
         self.traced = traced
         self.stages = stages  # stage name -> IR (printed when asked for: str() of a Graph or Fused)
-        self.guard = const_guard(traced.graph.consts, bool(traced.writebacks))
         self.holders: list = []  # consts fed to the forward after the inputs
         self.forward = None
         self.backward = None
@@ -310,7 +260,8 @@ class CompiledFunction:
         self.fullgraph = fullgraph
         self.remat = remat
         self._owner = fn if hasattr(fn, "named_parameters") else None
-        self._cache: dict = {}
+        # per signature, one variant per set of guard values; an eager decision always applies
+        self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) is not _Plan or e.traced.holds())
         self._warmed: set = set()
         self._lock = threading.Lock()
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
@@ -328,7 +279,7 @@ class CompiledFunction:
         (reasons naming file:line), notes (e.g. backend substitutions), entries."""
         with self._lock:
             info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
-            info["entries"] = sum(map(len, self._cache.values()))
+            info["entries"] = len(self._cache)
             return info
 
     def __call__(self, *args, **kwargs):
@@ -360,15 +311,10 @@ class CompiledFunction:
     def _entry(self, leaves, spec, spec_key):
         key = signature(leaves, spec_key, self._owner)
         with self._lock:
-            variants = self._cache.get(key, ())  # per signature, one entry per set of guard values
-            for entry in variants:
-                # an eager decision always applies; a plan while its captured tensors keep their
-                # shape, dtype and requires_grad and every Python value it was guarded on holds
-                if type(entry) is not _Plan or (
-                        entry.guard == const_guard(entry.traced.graph.consts, bool(entry.traced.writebacks))
-                        and (not entry.traced.guards or guards_hold(entry.traced.guards))):
-                    self._stats["hits"] += 1
-                    return entry
+            entry = self._cache.find(key)
+            if entry is not None:
+                self._stats["hits"] += 1
+                return entry
             self._stats["misses"] += 1
             if key not in self._warmed and _optimizer_state_missing(self.fn):
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
@@ -377,7 +323,7 @@ class CompiledFunction:
                 self._stats["warmups"] += 1
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
-            if sum(map(len, self._cache.values())) >= RECOMPILE_LIMIT:
+            if len(self._cache) >= RECOMPILE_LIMIT:
                 reason = f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running eagerly"
                 if reason not in self._stats["notes"]:
                     self._stats["notes"].append(reason)
@@ -385,13 +331,13 @@ class CompiledFunction:
                 if self.fullgraph:
                     raise RuntimeError(reason)
                 return _Eager(reason)
-            if self._cache:
+            if len(self._cache):
                 self._stats["recompiles"] += 1
                 log("recompiles", f"{self.__name__}: " + (
                     "a captured tensor's shape, dtype or requires_grad, or a Python value the trace "
-                    "depended on, changed" if variants else f"new signature {key[1]}"))
+                    "depended on, changed" if self._cache.has(key) else f"new signature {key[1]}"))
             entry = self._build(leaves, spec)
-            self._cache.setdefault(key, []).append(entry)
+            self._cache.add(key, entry)
             return entry
 
     def _build(self, leaves, spec):
@@ -413,60 +359,12 @@ class CompiledFunction:
         return plan
 
 
-_EMPTY = object()  # an empty closure cell's value
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
-_CONSTANT_TYPES = (bool, int, float, complex, str, type(None))
-
-
-def _references(fn) -> list:
-    """(key, read) per name ``fn``'s code takes from outside: its closure cells and the
-    globals it names; ``read()`` gives the current value, so a guard sees a rebinding."""
-    f = getattr(fn, "__func__", fn)
-    refs = []
-    for c in getattr(f, "__closure__", None) or ():
-        refs.append((("cell", id(c)), lambda c=c: c.cell_contents))
-    code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
-    if code is not None:
-        refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY)) for n in code.co_names if n in glb]
-    return refs
-
-
-def _read_or_empty(read):
-    try:
-        return read()
-    except ValueError:  # an empty closure cell
-        return _EMPTY
-
-
-def _referenced_values(fn) -> list:
-    """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
-    guards: Python numbers, strings, None and tuples of them are traced as literals, so a
-    global ``scale = 3.0`` set between calls retraces; anything else (a global tensor or
-    module, a helper function) is guarded on identity, so rebinding the name retraces."""
-    def constant(v) -> bool:
-        return isinstance(v, _CONSTANT_TYPES) or (isinstance(v, tuple) and all(map(constant, v)))
-
-    def library(v) -> bool:  # imported modules, classes, builtins, fusegrad's own functions
-        if isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType)):
-            return True
-        code = getattr(getattr(v, "__func__", v), "__code__", None)  # (functools.wraps copies __module__)
-        return code is not None and code.co_filename.startswith(_PACKAGE)
-    if library(getattr(fn, "__func__", fn)):  # a transform's wrapper (compile(grad(f))): nothing of the user's
-        return []
-    out = []
-    for key, read in _references(fn):
-        v = _read_or_empty(read)
-        if v is not _EMPTY and not library(v):
-            out.append((key, lambda read=read: _read_or_empty(read), not constant(v)))
-    return out
-
-
 def _reachable_optimizers(fn) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
     ``self``, and one attribute level of those objects (e.g. ``trainer.opt``)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
-    objs += [v for v in (_read_or_empty(read) for _, read in _references(fn)) if v is not _EMPTY]
+    objs += read_references(fn)
     found, seen = [], set()
     for o in objs + [v for o in objs if hasattr(o, "__dict__") and not isinstance(o, type)
                      for v in vars(o).values()]:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.tensor import Tensor, wrap
-from .trace import capture_trace, capturing, current_traces
+from .trace import capturing, current_traces
 
 
 class CallTimeConst(Tensor):
@@ -42,13 +42,13 @@ class LiveNumber(CallTimeConst):
 
 
 def guard(key: Any, read: Callable[[], Any], identity: bool = False) -> Any:
-    """``read()``; inside ``fusegrad.compile``'s trace the graph is also guarded on the value
-    (on the object itself with ``identity``; ``key`` names the read, so each is checked
-    once)."""
+    """``read()``; inside a capturing trace (compile's, a transform's) the graph is also
+    guarded on the value (on the object itself with ``identity``; ``key`` names the read, so
+    each is checked once), and so is every capturing trace it is nested in."""
     value = read()
-    trace = capture_trace()
-    if trace is not None:
-        trace.guards.setdefault(key, (read, value, identity))
+    for trace in current_traces():
+        if trace.captures_state:
+            trace.guards.setdefault(key, (read, value, identity))
     return value
 
 

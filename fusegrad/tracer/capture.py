@@ -1,0 +1,277 @@
+"""The capture layer shared by ``fusegrad.compile`` and every ``fusegrad.func`` transform.
+
+One snapshot trace (``CaptureTrace``), one set of guards and one cache of variants:
+
+- ``CaptureTrace`` snapshots each captured tensor before the traced code touches it, so
+  that in-place updates seen while tracing can be turned into write-backs (compile) or
+  detected (transforms) and are undone afterwards; it collects the guards the traced code
+  asked for (``tracer.live.guard``: module training flags, optimizer hyperparameters).
+- ``capture`` opens such a trace on stand-ins for a call's argument leaves and guards the
+  Python values the function names from outside (``referenced_values``): numbers and strings
+  by value, anything else (a tensor, a module, a helper function) by identity, the tensors
+  of a referenced module or container by identity too.
+- ``Captured`` is what a capture produced, reusable while its captured tensors keep their
+  shape, dtype and requires_grad and every guard still reads its value; ``Variants`` caches
+  them per call signature, up to a limit."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import types
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, Optional
+
+from ..ir.graph import Var
+from .guards import const_guard
+from .live import guard, guards_hold
+from .trace import Trace
+
+_EMPTY = object()  # an empty closure cell's value
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
+_CONSTANT_TYPES = (bool, int, float, complex, str, type(None))
+_MAX_CONTAINER = 64  # containers of tensors up to this length are guarded element by element
+
+
+class CaptureTrace(Trace):
+    """A Trace that snapshots every captured tensor before the traced code touches it
+    (``lift``, ``touch`` before ``.grad`` is reassigned, ``rebind``) and collects guards."""
+
+    captures_state = True
+
+    def __init__(self):
+        super().__init__()
+        self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
+        self._snapped: set = set()
+        self.guards: dict = {}  # key -> (read, value at trace time, identity)
+
+    def touch(self, x) -> None:
+        """Snapshot ``x`` (once) unless it is a value of this trace."""
+        if id(x) not in self._snapped and not (type(x._data) is Var and x._data.trace is self):
+            self._snapped.add(id(x))
+            self.snaps.append((x, x._data, x._grad, x._grad_fn, x._out_nr, x._rg))
+
+    def rebind(self, x, data) -> None:
+        self.touch(x)
+        x._data = data
+
+    def lift(self, x):
+        from ..runtime.tensor import Tensor
+        if isinstance(x, Tensor) and id(x._data) not in self._captured:
+            self.touch(x)
+        return super().lift(x)
+
+    def mutated(self) -> bool:
+        """Whether the traced code assigned a captured tensor's data or ``.grad``."""
+        return any(h._data is not d or h._grad is not g for h, d, g, *_ in self.snaps)
+
+    def restore(self) -> None:
+        for h, data, grad, fn, nr, rg in reversed(self.snaps):
+            h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
+
+
+@contextlib.contextmanager
+def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False) -> Iterator[tuple]:
+    """Trace a call of ``fn``: yields (trace, stand-in leaves) inside the open trace, with
+    a traced input per tensor leaf (requiring grad as the leaf does when
+    ``keep_requires_grad``) and ``fn``'s referenced values guarded. Every snapshot is
+    restored on exit."""
+    from ..runtime.tensor import Tensor, wrap
+    tr = CaptureTrace()
+    try:
+        with tr:
+            tleaves = []
+            for x in leaves:
+                if isinstance(x, Tensor):
+                    t = wrap(tr.new_input(x._data.shape, x._data.dtype))
+                    if keep_requires_grad:
+                        t._rg = x._rg
+                    tleaves.append(t)
+                else:
+                    tleaves.append(x)
+            for key, read, identity in referenced_values(fn):
+                guard(key, read, identity)
+            yield tr, tleaves
+    finally:
+        tr.restore()
+
+
+class Captured:
+    """A captured graph and what its reuse depends on: its captured tensors' shape, dtype
+    and requires_grad (and, for a graph that wrote ``.grad``s, whether each is set) and
+    the guards recorded while tracing. ``seal()`` once the capture's snapshots are restored
+    takes the captured tensors' state to compare with."""
+
+    def __init__(self, graph, guards: Optional[dict] = None, with_grad: bool = False):
+        self.graph = graph
+        self.guard_map = dict(guards or {})
+        self.guards = list(self.guard_map.values())  # (read, value, identity)
+        self.with_grad = with_grad
+        self.const_key = None
+
+    def seal(self) -> "Captured":
+        self.const_key = const_guard(self.graph.consts, self.with_grad)
+        return self
+
+    def holds(self) -> bool:
+        return self.const_key == const_guard(self.graph.consts, self.with_grad) and (
+            not self.guards or guards_hold(self.guards))
+
+    def reguard(self) -> None:
+        """Record this capture's guards in the traces capturing now: reusing it inside an
+        outer compile or transform, that outer graph depends on the same values."""
+        from .trace import current_traces
+        if self.guard_map:
+            for t in current_traces():
+                if t.captures_state:
+                    for k, g in self.guard_map.items():
+                        t.guards.setdefault(k, g)
+
+
+class Variants:
+    """Cached variants per call signature, each used while ``valid(entry)``; at most
+    ``limit`` in all. When full, ``add`` evicts the least recently used (``evict``) or
+    refuses."""
+
+    def __init__(self, limit: int, valid: Callable[[Any], bool], evict: bool = False):
+        self.limit = limit
+        self.evict = evict
+        self._valid = valid
+        self._by_key: "OrderedDict[Any, list]" = OrderedDict()
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def has(self, key) -> bool:
+        return key in self._by_key
+
+    def find(self, key):
+        """The first valid variant for ``key`` or None."""
+        variants = self._by_key.get(key)
+        if variants:
+            for entry in variants:
+                if self._valid(entry):
+                    if self.evict:
+                        self._by_key.move_to_end(key)
+                    return entry
+        return None
+
+    def add(self, key, entry) -> bool:
+        if self._n >= self.limit:
+            if not self.evict:
+                return False
+            while self._n >= self.limit:
+                k, old = next(iter(self._by_key.items()))
+                old.pop(0)
+                self._n -= 1
+                if not old:
+                    del self._by_key[k]
+        self._by_key.setdefault(key, []).append(entry)
+        self._n += 1
+        return True
+
+    def clear(self) -> None:
+        self._by_key.clear()
+        self._n = 0
+
+
+# ------------------------------------------------------------------ referenced values
+def _read_or_empty(read):
+    try:
+        return read()
+    except ValueError:  # an empty closure cell
+        return _EMPTY
+
+
+def _constant(v) -> bool:
+    return isinstance(v, _CONSTANT_TYPES) or (isinstance(v, tuple) and all(map(_constant, v)))
+
+
+def _library(v) -> bool:
+    """Imported modules, classes, builtins and fusegrad's own functions: never guarded."""
+    if isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType)):
+        return True
+    code = getattr(getattr(v, "__func__", v), "__code__", None)  # (functools.wraps copies __module__)
+    return code is not None and code.co_filename.startswith(_PACKAGE)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_names(code) -> tuple:
+    """The global names ``code`` and the code nested in it (lambdas, comprehensions) look
+    up, each once; they depend on the code object alone."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names += _code_names(c)
+    return tuple(dict.fromkeys(names))
+
+
+def _references(fn) -> list:
+    """(key, read) per value ``fn`` takes from outside: its closure cells, the globals its
+    code names, its defaults, a partial's arguments and a bound method's ``self``;
+    ``read()`` gives the current value, so a guard sees a rebinding."""
+    refs = []
+    self_ = getattr(fn, "__self__", None)
+    if self_ is not None and not isinstance(self_, types.ModuleType):
+        refs.append((("self", id(fn)), lambda s=self_: s))
+    f = getattr(fn, "__func__", fn)
+    if isinstance(f, functools.partial):
+        for i, a in enumerate(list(f.args) + list(f.keywords.values())):
+            refs.append((("partial", id(f), i), lambda a=a: a))
+        f = f.func
+    if getattr(f, "__code__", None) is None and hasattr(f, "named_parameters"):  # a Module: its forward
+        f = type(f).forward
+    for c in getattr(f, "__closure__", None) or ():
+        refs.append((("cell", id(c)), lambda c=c: c.cell_contents))
+    for i, d in enumerate(getattr(f, "__defaults__", None) or ()):
+        refs.append((("default", id(f), i), lambda f=f, i=i: f.__defaults__[i]))
+    code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
+    if code is not None:
+        refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY)) for n in _code_names(code) if n in glb]
+    return refs
+
+
+def read_references(fn) -> list:
+    """The current values of what ``fn`` names outside itself (see ``_references``)."""
+    return [v for v in (_read_or_empty(read) for _, read in _references(fn)) if v is not _EMPTY]
+
+
+def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
+    """For a module or a container of tensors, a read of the identities of its tensors
+    (a parameter replaced, a list element rebound); None for anything else."""
+    from ..runtime.tensor import Tensor
+    if hasattr(v, "named_parameters") and hasattr(v, "named_buffers"):
+        return lambda: tuple(id(p) for _, p in v.named_parameters()) + tuple(id(b) for _, b in v.named_buffers())
+    if isinstance(v, (list, tuple)) and len(v) <= _MAX_CONTAINER and any(isinstance(x, Tensor) for x in v):
+        return lambda: tuple(id(x) for x in v)
+    if isinstance(v, dict) and len(v) <= _MAX_CONTAINER and any(isinstance(x, Tensor) for x in v.values()):
+        return lambda: tuple((k, id(x)) for k, x in v.items())
+    return None
+
+
+def referenced_values(fn, depth: int = 1) -> list:
+    """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
+    guards: Python numbers, strings, None and tuples of them are traced as literals, so a
+    global ``scale = 3.0`` set between calls retraces; anything else (a global tensor or
+    module, a helper function) is guarded on identity, so rebinding the name retraces; the
+    tensors of a named module, list or dict on identity; and, ``depth`` levels down, what a
+    named helper function names in turn."""
+    if _library(getattr(fn, "__func__", fn)):  # a transform's wrapper: its guards come from its own capture
+        return []
+    out, seen = [], set()
+
+    def visit(f, level: int) -> None:
+        for key, read in _references(f):
+            v = _read_or_empty(read)
+            if v is _EMPTY or _library(v) or key in seen:
+                continue
+            seen.add(key)
+            out.append((key, lambda read=read: _read_or_empty(read), not _constant(v)))
+            ids = _tensor_ids(v)
+            if ids is not None:
+                out.append((key + ("tensors",), ids, False))
+            elif level > 0 and callable(v) and getattr(getattr(v, "__func__", v), "__code__", None) is not None:
+                visit(v, level - 1)
+    visit(fn, depth)
+    return out

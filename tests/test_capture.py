@@ -1,0 +1,117 @@
+"""The capture layer shared by compile and the function transforms: a transform or compiled
+function built once follows the Python values its function names (global numbers and flags,
+rebound tensors, a module's training mode), also through a helper function, under every
+transform; against torch.func on the same values (float64)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad
+import fusegrad.func as ff
+from fusegrad.func import transforms as TR
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+SCALE = 3.0
+FLAG = True
+W0 = W = fusegrad.tensor(np.linspace(0.5, 1.5, 3))
+
+
+class Mode(fusegrad.nn.Module):
+    """Doubles in training mode, triples in eval mode."""
+
+    def forward(self, x):
+        return x * (2.0 if self.training else 3.0)
+
+
+MOD = Mode()
+
+
+def _core(x):  # a helper: what it names is guarded too
+    return x * SCALE * W
+
+
+def f(x):
+    y = MOD(_core(x))
+    return (y.sin() if FLAG else y.cos()).sum()
+
+
+def ref(x):
+    """f on the current values, in torch."""
+    y = x * SCALE * torch.tensor(W.numpy()) * (2.0 if MOD.training else 3.0)
+    return (y.sin() if FLAG else y.cos()).sum()
+
+
+X = np.array([0.3, -0.7, 1.1])
+XB = np.array([[0.3, -0.7, 1.1], [0.2, 0.4, -0.9]])
+
+
+def _apply(lib, func, name: str):
+    """Run ``name`` (a transform, or compile) of ``func`` with library ``lib``."""
+    t = lib.func if lib is torch else ff
+    x = lib.tensor(X, dtype=lib.float64)
+    if name == "vjp":
+        out, fn = t.vjp(func, x)
+        return fn(lib.ones_like(out))[0]
+    if name == "jvp":
+        return t.jvp(func, (x,), (lib.ones_like(x),))[1]
+    if name == "vmap":
+        return t.vmap(func)(lib.tensor(XB, dtype=lib.float64))
+    if name == "compile":  # compile of the function and of its gradient
+        return (func(x), t.grad(func)(x)) if lib is torch else (
+            _COMPILED["f"](x), _COMPILED["g"](x))
+    return getattr(t, name)(func)(x)
+
+
+_COMPILED: dict = {}
+
+
+def _set(scale=3.0, flag=True, w=None, training=True):
+    global SCALE, FLAG, W
+    SCALE, FLAG = scale, flag
+    W = W0 if w is None else w
+    MOD.train(training)
+
+
+def _np(r):
+    if isinstance(r, tuple):
+        return [_np(x) for x in r]
+    return r.detach().numpy()
+
+
+@pytest.mark.parametrize("name", ["grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "compile"])
+def test_changed_python_values_give_fresh_results(name):
+    _COMPILED.update(f=fusegrad.compile(f, backend="eager"), g=fusegrad.compile(ff.grad(f), backend="eager"))
+    states = [dict(), dict(scale=5.0), dict(scale=5.0, flag=False),
+              dict(scale=5.0, flag=False, w=fusegrad.tensor(np.array([2.0, -1.0, 0.25]))),
+              dict(scale=5.0, flag=False, training=False), dict()]
+    try:
+        for st in states:
+            _set(**st)
+            for _ in range(2):  # the second call reuses what the first traced
+                got, want = _np(_apply(fusegrad, f, name)), _np(_apply(torch, ref, name))
+                for a, b in (zip(got, want) if name == "compile" else [(got, want)]):
+                    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"{name} after {st}")
+    finally:
+        _set()
+
+
+def test_unchanged_values_reuse_the_trace_and_every_change_is_one_retrace():
+    g = ff.grad(f)
+    x = fusegrad.tensor(X)
+    try:
+        g(x)
+        t0 = TR.STATS["traces"]
+        g(x)
+        assert TR.STATS["traces"] == t0
+        _set(scale=7.0)  # a value not seen before
+        np.testing.assert_allclose(g(x).numpy(), ff.grad(lambda x: (MOD(x * 7.0 * W)).sin().sum())(x).numpy())
+        g(x)
+        assert TR.STATS["traces"] == t0 + 1
+        _set(scale=3.0)  # back: the first variant is still cached
+        g(x)
+        assert TR.STATS["traces"] == t0 + 1
+    finally:
+        _set()
