@@ -1,0 +1,134 @@
+"""How fusegrad's objects are named in a PyTorch checkpoint's pickle, both ways: storage
+classes per dtype, dtypes, ``Size``, ``device``, and the tensor rebuild functions."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..runtime.tensor import Size, Tensor, device, wrap
+
+
+class TorchName:
+    """A global as PyTorch's pickles name it (``module``, ``name``); the pickler writes it
+    as a GLOBAL opcode without importing anything."""
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def __call__(self, *args):  # pickle wants reduce functions callable; this one only names
+        raise TypeError(f"{self!r} is PyTorch's; fusegrad only writes its name")
+
+
+STORAGE_DTYPES: Dict[str, D.dtype] = {
+    "FloatStorage": D.float32, "DoubleStorage": D.float64, "HalfStorage": D.float16, "BFloat16Storage": D.bfloat16,
+    "LongStorage": D.int64, "IntStorage": D.int32, "ShortStorage": D.int16, "CharStorage": D.int8,
+    "ByteStorage": D.uint8, "BoolStorage": D.bool_,
+}
+STORAGE_NAMES = {dt: TorchName("torch", name) for name, dt in STORAGE_DTYPES.items()}
+
+# torch.<name> for every dtype (with PyTorch's aliases when reading)
+DTYPE_ALIASES = {"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64, "int": D.int32,
+                 "short": D.int16}
+DTYPE_BY_NAME: Dict[str, D.dtype] = {**{dt.name: dt for dt in STORAGE_DTYPES.values()}, **DTYPE_ALIASES}
+DTYPE_NAMES = {dt: TorchName("torch", dt.name) for dt in STORAGE_DTYPES.values()}
+
+REBUILD_TENSOR_V2 = TorchName("torch._utils", "_rebuild_tensor_v2")
+REBUILD_PARAMETER = TorchName("torch._utils", "_rebuild_parameter")
+ORDERED_DICT = OrderedDict
+SIZE = TorchName("torch", "Size")
+DEVICE = TorchName("torch", "device")
+
+
+class StorageType:
+    """What ``torch.FloatStorage`` and its kin unpickle to: the dtype of a storage."""
+
+    def __init__(self, name: str) -> None:
+        if name not in STORAGE_DTYPES:
+            raise RuntimeError(f"fusegrad.load: tensors stored as torch.{name} are not supported (dtypes: "
+                               f"{', '.join(dt.name for dt in STORAGE_DTYPES.values())})")
+        self.name, self.dtype = name, STORAGE_DTYPES[name]
+
+
+def rebuild_tensor_v2(storage: np.ndarray, storage_offset: int, size: Tuple[int, ...], stride: Tuple[int, ...],
+                      requires_grad: bool, backward_hooks: Any = None, metadata: Any = None) -> Tensor:
+    """A tensor over ``storage`` (a 1-d array shared by every tensor of that storage)."""
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    needed = storage_offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if all(size) else 0
+    if needed > storage.size or storage_offset < 0 or any(s < 0 for s in stride):
+        raise RuntimeError(f"fusegrad.load: a tensor of size {list(size)} and stride {list(stride)} at offset "
+                           f"{storage_offset} does not fit in its storage of {storage.size} elements")
+    item = storage.itemsize
+    arr = np.lib.stride_tricks.as_strided(storage[storage_offset:], shape=size, strides=[s * item for s in stride])
+    t = wrap(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def rebuild_tensor(storage: np.ndarray, storage_offset: int, size, stride) -> Tensor:
+    return rebuild_tensor_v2(storage, storage_offset, size, stride, False)
+
+
+def rebuild_parameter(data: Tensor, requires_grad: bool, backward_hooks: Any = None) -> Tensor:
+    from ..nn.parameter import Parameter
+    return Parameter(data, requires_grad)
+
+
+def rebuild_parameter_with_state(data: Tensor, requires_grad: bool, backward_hooks: Any, state: Any) -> Tensor:
+    param = rebuild_parameter(data, requires_grad)
+    if isinstance(state, tuple) and len(state) == 2:  # (dict state, slots state)
+        state = {**(state[0] or {}), **(state[1] or {})}
+    for k, v in (state or {}).items():
+        setattr(param, k, v)
+    return param
+
+
+def rebuild_from_type_v2(func, new_type, args, state) -> Tensor:
+    """A tensor subclass or a tensor with Python attributes: ``func(*args)`` retyped."""
+    from ..runtime.tensor import _retype
+    ret = func(*args)
+    if new_type is not type(ret) and isinstance(new_type, type) and issubclass(new_type, Tensor):
+        ret = _retype(ret, new_type)
+    for k, v in (state or {}).items() if isinstance(state, dict) else ():
+        setattr(ret, k, v)
+    return ret
+
+
+def make_size(*args) -> Size:
+    return Size(*args)
+
+
+def make_device(*args) -> device:
+    return device(*args)
+
+
+# torch globals a checkpoint may name, and what fusegrad reads them as (also the weights-only
+# allowlist, with OrderedDict, Counter, set, bytearray, complex and _codecs.encode)
+TORCH_GLOBALS: Dict[str, Any] = {
+    "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
+    "torch._utils._rebuild_tensor": rebuild_tensor,
+    "torch._utils._rebuild_parameter": rebuild_parameter,
+    "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,
+    "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,
+    "torch.Size": make_size,
+    "torch.device": make_device,
+    "torch.Tensor": Tensor,
+    "torch.serialization._get_layout": lambda name: name,
+    **{f"torch.{name}": StorageType(name) for name in STORAGE_DTYPES},
+    **{f"torch.{name}": dt for name, dt in DTYPE_BY_NAME.items()},
+}
+
+
+def torch_global(module: str, name: str) -> Any:
+    """The fusegrad object for PyTorch's global ``module.name``, or None."""
+    if module == "torch.nn.parameter" and name == "Parameter":
+        from ..nn.parameter import Parameter
+        return Parameter
+    return TORCH_GLOBALS.get(f"{module}.{name}")
