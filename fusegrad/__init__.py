@@ -17,8 +17,8 @@ from .runtime.factory import (Generator, arange, as_tensor, default_generator, e
                               seed, set_rng_state, tensor, zeros, zeros_like)
 from .runtime.ops import *  # noqa: F401,F403
 from .runtime.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: A004  (shadow builtins, as torch)
-from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from . import amp, autograd, distributed, func, nn, optim, serialization, utils  # noqa: E402
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 
 double = float64
