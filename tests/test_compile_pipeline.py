@@ -402,6 +402,23 @@ def test_make_ir_listing():
     assert text.splitlines()[-2].strip().startswith("return (%")
 
 
+def test_every_listing_numbers_its_values_from_zero():
+    """Each listing (traced, optimized, fused, forward, backward) numbers the values it
+    defines %0, %1, ... in order, however many values the process made before (the fused
+    listing names its graph's inputs without listing them: they take the first numbers)."""
+    import re
+    for _ in range(3):  # values made earlier in the process do not shift the numbering
+        torch.make_ir(lambda a: a.exp().sin())(torch.ones(5))
+    cf = torch.compile(lambda x, w: torch.tanh(x @ w).sum(), backend="cpu")
+    lo = cf.lower(torch.ones(4, 3, requires_grad=True), torch.ones(3, 2))
+    for stage in ("traced", "optimized", "forward", "backward", "fused"):
+        text = lo.ir(stage)
+        defined = [int(n) for n in re.findall(r"^\s*(?:group \d+: call |alias )?%(\d+):", text, re.M)]
+        used = {int(n) for n in re.findall(r"%(\d+)", text)}
+        assert defined and used == set(range(len(used))), (stage, text)
+        assert defined == list(range(len(used) - len(defined), len(used))), (stage, text)
+
+
 def test_lower_stages_and_kernel_source():
     cf = torch.compile(lambda a: (a * 1.0).exp() + 0.0, backend="eager")
     lo = cf.lower(torch.ones(3))

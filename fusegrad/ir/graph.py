@@ -1,13 +1,41 @@
 """The IR: a graph of SSA values (``Var``) defined by equations (``Eqn``) that apply one
-primitive each. ``str(graph)`` is a readable listing."""
+primitive each. ``str(graph)`` is a readable listing, its values numbered from ``%0`` in the
+order the listing defines them."""
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import Any, Optional
+import threading
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
 _ids = itertools.count()  # unique SSA numbering across all graphs (cheap, monotonic)
+
+class _Listing(threading.local):
+    def __init__(self):
+        self.names: Optional[dict] = None  # var id -> number while a listing is printed
+
+
+_LISTING = _Listing()
+
+
+@contextlib.contextmanager
+def numbering(defined: Iterator["Var"] = ()) -> Iterator[None]:
+    """While a listing is printed: each Var prints as ``%n``, n counting from 0 in the order
+    of ``defined`` and then of first appearance; a listing printed inside another shares
+    the outer one's numbers."""
+    if _LISTING.names is not None:
+        yield
+        return
+    _LISTING.names = {}
+    try:
+        for v in defined:
+            _LISTING.names.setdefault(v.id, len(_LISTING.names))
+        yield
+    finally:
+        _LISTING.names = None
+
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
           "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
@@ -38,7 +66,10 @@ class Var:
         return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{','.join(map(str, self.shape))}]"
 
     def __repr__(self) -> str:
-        return f"%{self.id}"
+        names = _LISTING.names
+        if names is None:
+            return f"%{self.id}"
+        return f"%{names.setdefault(self.id, len(names))}"
 
 
 class Eqn:
@@ -80,7 +111,19 @@ class Graph:
         interpreter take their arrays, and the primals of a closed graph."""
         return list(self.inputs) + [v for v, _ in self.consts]
 
+    def defined(self) -> Iterator[Var]:
+        """The Vars in the order the graph defines them: inputs, consts, equation results."""
+        yield from self.inputs
+        for v, _ in self.consts:
+            yield v
+        for e in self.eqns:
+            yield e.out
+
     def __str__(self) -> str:
+        with numbering(self.defined()):
+            return self._listing()
+
+    def _listing(self) -> str:
         lines = ["graph("]
         for v in self.inputs:
             lines.append(f"    {v!r}: {v.type_str()},")

@@ -21,7 +21,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ..ir.graph import Eqn, Graph, Var
+from ..ir.graph import Eqn, Graph, Var, numbering
 from .rewrite import rebuild
 
 Map = tuple  # per var dim: loop axis (int) or None
@@ -104,6 +104,10 @@ class Fused:
         return self
 
     def __str__(self) -> str:
+        with numbering(self.graph.defined()):
+            return self._listing()
+
+    def _listing(self) -> str:
         lines = []
         for gi, g in enumerate(self.groups):
             outs = ", ".join(repr(v) for v in self.outputs_of(gi))
