@@ -15,8 +15,10 @@ from .runtime.factory import (Generator, arange, as_tensor, default_generator, e
                               from_numpy, full, full_like, get_rng_state, initial_seed, linspace, manual_seed,
                               normal, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm,
                               seed, set_rng_state, tensor, zeros, zeros_like)
-from .runtime.ops import *  # noqa: F401,F403
-from .runtime.ops import (abs, all, any, max, min, pow, round, sum)  # noqa: A004  (shadow builtins, as torch)
+from .runtime import exports as _exports
+
+# Every op declared with runtime.exports.op (abs, max, sum, ... shadow builtins, as in torch).
+globals().update(_exports.functions(Tensor))
 from . import amp, autograd, distributed, func, nn, optim, serialization, utils  # noqa: E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..ir import prims as P
 from ..ir.graph import Var
-from ..passes.batching import batch_eqn, move_bdim
+from ..ir.prims.batchdims import move_bdim
+from ..passes.batching import batch_eqn
 from ..runtime import ops as O
 from ..runtime.tensor import Tensor, wrap
 from ..tracer.trace import GraphBreak, trace_function

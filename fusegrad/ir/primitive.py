@@ -9,7 +9,11 @@ A primitive bundles
 - ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks);
   ``checked`` narrows the version check to the inputs whose values the VJP reads,
 - ``kind`` and ``scalar``: how codegen lowers it (an elementwise expression template, a
-  reduction, a layout op or a library call).
+  reduction, a layout op or a library call),
+- ``batch``: the batching rule of vmap (see ``prims/batchdims.py``); primitives of kind
+  ``"elementwise"`` share one, and without a rule vmap loops over the batch.
+Passes and backends recognise a primitive by the object (``e.prim is P.neg``) or by these
+attributes, never by its name; the name is for printing and PyTorch's node names.
 Calling a primitive binds it through the dispatcher that the runtime installs."""
 from __future__ import annotations
 
@@ -22,12 +26,13 @@ PRIMS: dict[str, "Primitive"] = {}
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "node_name", "nondiff", "effect", "node_cls", "checked")
+                 "scalar", "node_name", "nondiff", "effect", "node_cls", "checked", "batch")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
                  kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
-                 nondiff: bool = False, effect: bool = False, checked: slice = slice(None)):
+                 nondiff: bool = False, effect: bool = False, checked: slice = slice(None),
+                 batch: Optional[Callable] = None):
         self.name = name
         self.impl = impl
         self.abstract = abstract or _abstract_by_eval(impl)
@@ -42,6 +47,9 @@ class Primitive:
         self.effect = effect
         self.node_cls = None  # the runtime attaches the autograd node class
         self.checked = checked
+        self.batch = batch
+        if name in PRIMS:
+            raise ValueError(f"primitive {name!r} is defined twice")
         PRIMS[name] = self
 
     def __call__(self, *args, **params):

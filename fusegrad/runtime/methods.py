@@ -1,8 +1,10 @@
-"""Tensor methods and operators, bound to the functions of ``runtime.ops``."""
+"""Tensor methods and operators: the ops declared in ``runtime.exports`` (methods and
+in-place variants), plus the operators and the Tensor-only helpers bound here."""
 from __future__ import annotations
 
 from ..ir import dtypes as D
 from . import ops as O
+from .exports import EXPORTS
 from .tensor import Tensor
 
 
@@ -13,25 +15,12 @@ def _r(fn):
 
 def _bind() -> None:
     T = Tensor
-    plain = ["exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "abs", "sign",
-             "sqrt", "rsqrt", "erf", "floor", "ceil", "round", "trunc", "neg", "negative", "reciprocal",
-             "square", "exp2", "log2", "log10", "sinh", "cosh", "atan", "atan2", "logit", "erfc",
-             "add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow", "maximum",
-             "minimum", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal",
-             "not_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf", "isfinite",
-             "equal", "clamp", "clip", "clamp_min", "clamp_max", "masked_fill", "lerp", "isclose", "allclose",
-             "nan_to_num", "to", "type_as", "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax",
-             "argmin", "var", "std", "norm", "logsumexp", "cumsum", "all", "any", "count_nonzero", "softmax",
-             "log_softmax", "reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze",
-             "unsqueeze", "permute", "transpose", "swapaxes", "swapdims", "t", "expand", "expand_as",
-             "contiguous", "clone", "flip", "roll", "narrow", "select", "split", "chunk", "unbind", "movedim",
-             "repeat", "tile", "tril", "triu", "diag", "trace", "matmul", "mm", "bmm", "mv", "dot", "inner",
-             "outer", "ger", "gather", "scatter_add", "index_select", "take_along_dim", "nonzero",
-             "masked_select", "index_put", "broadcast_to", "where"]
-    for name in plain:
-        setattr(T, name, getattr(O, name))
+    for name, ex in EXPORTS.items():
+        if ex.method:
+            setattr(T, name, ex.fn)
+        if ex.inplace:
+            setattr(T, name + "_", O._inplace_of(ex.fn))
     T.where = lambda self, cond, other: O.where(cond, self, other)
-    T.addmm = lambda self, a, b, *, beta=1, alpha=1: O.addmm(self, a, b, beta=beta, alpha=alpha)
     for name, d in [("float", D.float32), ("double", D.float64), ("half", D.float16), ("bfloat16", D.bfloat16),
                     ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8)]:
         setattr(T, name, O._caster(d))
@@ -83,29 +72,11 @@ def _bind() -> None:
     T.__getitem__ = O.getitem
     T.__setitem__ = O.setitem
 
-    # in-place
-    for name, fn in [("add_", O.add), ("sub_", O.sub), ("mul_", O.mul), ("div_", O.div), ("pow_", O.pow),
-                     ("clamp_", O.clamp), ("clip_", O.clamp), ("relu_", O.relu), ("neg_", O.neg),
-                     ("exp_", O.exp), ("log_", O.log), ("sigmoid_", O.sigmoid), ("tanh_", O.tanh),
-                     ("sqrt_", O.sqrt), ("abs_", O.abs), ("masked_fill_", O.masked_fill), ("floor_", O.floor),
-                     ("clamp_min_", O.clamp_min), ("clamp_max_", O.clamp_max), ("lerp_", O.lerp),
-                     ("sin_", O.sin), ("cos_", O.cos), ("round_", O.round), ("sign_", O.sign),
-                     ("reciprocal_", O.reciprocal), ("square_", O.square)]:
-        setattr(T, name, O._inplace_of(fn))
-    T.addcmul_ = lambda self, a, b, value=1: O.inplace(self, lambda old: O.add(old, O.mul(O.mul(a, b), value)), a, b)
-    T.addcdiv_ = lambda self, a, b, value=1: O.inplace(self, lambda old: O.add(old, O.mul(O.div(a, b), value)), a, b)
+    # in-place (the declared variants are bound above)
     T.__iadd__ = T.add_
     T.__isub__ = T.sub_
     T.__imul__ = T.mul_
     T.__itruediv__ = T.div_
-    T.zero_ = O.zero_
-    T.fill_ = O.fill_
-    T.copy_ = O.copy_
-    T.uniform_ = O.uniform_
-    T.normal_ = O.normal_
-    T.index_put_ = lambda self, indices, values, accumulate=False: O.inplace(
-        self, lambda old: O.index_put(old, indices, values, accumulate), values)
-    T.scatter_add_ = lambda self, dim, index, src: O.inplace(self, lambda old: O.scatter_add(old, dim, index, src), src)
 
 
 _bind()

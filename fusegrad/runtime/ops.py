@@ -19,6 +19,7 @@ from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind
+from .exports import alias, op
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
 from .tensor import Tensor, wrap
@@ -100,28 +101,29 @@ def _unary(prim, name=None, to_float=True):
     return op
 
 
-exp = _unary(P.exp)
-log = _unary(P.log)
-log1p = _unary(P.log1p)
-expm1 = _unary(P.expm1)
-sin = _unary(P.sin)
-cos = _unary(P.cos)
-tan = _unary(P.tan)
-tanh = _unary(P.tanh)
-sigmoid = _unary(P.sigmoid)
-relu = _unary(P.relu, to_float=False)
-abs = _unary(P.abs_, "AbsBackward0", to_float=False)
-sign = _unary(P.sign, "SignBackward0", to_float=False)
-sqrt = _unary(P.sqrt)
-rsqrt = _unary(P.rsqrt)
-erf = _unary(P.erf)
-floor = _unary(P.floor, "FloorBackward0", to_float=False)
-ceil = _unary(P.ceil, "CeilBackward0", to_float=False)
-round = _unary(P.round_, "RoundBackward0", to_float=False)
-trunc = _unary(P.trunc, "TruncBackward0", to_float=False)
+exp = op(_unary(P.exp), inplace="both")
+log = op(_unary(P.log), inplace="both")
+log1p = op(_unary(P.log1p))
+expm1 = op(_unary(P.expm1))
+sin = op(_unary(P.sin), inplace="both")
+cos = op(_unary(P.cos), inplace="both")
+tan = op(_unary(P.tan))
+tanh = op(_unary(P.tanh), inplace="both")
+sigmoid = op(_unary(P.sigmoid), inplace="both")
+relu = op(_unary(P.relu, to_float=False), inplace="both")
+abs = op(_unary(P.abs_, "AbsBackward0", to_float=False), inplace="both")
+sign = op(_unary(P.sign, "SignBackward0", to_float=False), inplace="method")
+sqrt = op(_unary(P.sqrt), inplace="both")
+rsqrt = op(_unary(P.rsqrt))
+erf = op(_unary(P.erf))
+floor = op(_unary(P.floor, "FloorBackward0", to_float=False), inplace="both")
+ceil = op(_unary(P.ceil, "CeilBackward0", to_float=False))
+round = op(_unary(P.round_, "RoundBackward0", to_float=False), inplace="both")
+trunc = op(_unary(P.trunc, "TruncBackward0", to_float=False))
 _neg = _unary(P.neg, "NegBackward0", to_float=False)
 
 
+@op(inplace="both")
 def neg(x, *, out=None):
     if isinstance(x, Tensor) and x._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
@@ -129,43 +131,51 @@ def neg(x, *, out=None):
     return _neg(x)
 
 
-negative = neg
-isnan = _unary(P.isnan, to_float=False)
-logical_not = _unary(P.logical_not, to_float=False)
-absolute = abs
+negative = alias(neg, "negative")
+isnan = op(_unary(P.isnan, to_float=False))
+logical_not = op(_unary(P.logical_not, to_float=False))
+absolute = alias(abs, "absolute", inplace="method")
 
 
+@op(inplace="both")
 def reciprocal(x):
     x = _float(as_t(x))
     return named(div(1.0, x), "ReciprocalBackward0")
 
 
+@op(inplace="both")
 def square(x):
     return named(mul(x, x), "PowBackward0")
 
 
+@op
 def exp2(x):
     return named(exp(mul(_float(as_t(x)), math.log(2.0))), "Exp2Backward0")
 
 
+@op
 def log2(x):
     return named(div(log(x), math.log(2.0)), "Log2Backward0")
 
 
+@op
 def log10(x):
     return named(div(log(x), math.log(10.0)), "Log10Backward0")
 
 
+@op
 def sinh(x):
     e = exp(x)
     return named(mul(sub(e, reciprocal(e)), 0.5), "SinhBackward0")
 
 
+@op
 def cosh(x):
     e = exp(x)
     return named(mul(add(e, reciprocal(e)), 0.5), "CoshBackward0")
 
 
+@op
 def erfc(x):
     return named(sub(1.0, erf(x)), "ErfcBackward0")
 
@@ -177,11 +187,13 @@ def softplus_(x, beta=1.0, threshold=20.0):
     return named(where(gt(bx, threshold), x, soft), "SoftplusBackward0")
 
 
+@op
 def atan2(y, x):
     y, x = _promote2(_float(as_t(y)), _float(as_t(x)))
     return named(P.atan2(y, x), "Atan2Backward0")
 
 
+@op
 def atan(x):
     x = _float(as_t(x))
     return named(atan2(x, ones_of(x)), "AtanBackward0")
@@ -192,6 +204,7 @@ def ones_of(x: Tensor) -> Tensor:
     return ones(x.shape, dtype=x.dtype)
 
 
+@op
 def logit(x, eps=None):
     x = as_t(x)
     if eps is not None:
@@ -200,12 +213,14 @@ def logit(x, eps=None):
 
 
 # ---------------------------------------------------------------- binary math
+@op(inplace="method")
 def add(a, b, *, alpha=1, out=None):
     if alpha != 1:
         b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
     return _binary(P.add, a, b, "AddBackward0")
 
 
+@op(inplace="method")
 def sub(a, b, *, alpha=1, out=None):
     if builtins.any((isinstance(v, Tensor) and v._data.dtype == np.bool_) or isinstance(v, (bool, np.bool_))
                     for v in (a, b)):
@@ -216,14 +231,17 @@ def sub(a, b, *, alpha=1, out=None):
     return _binary(P.sub, a, b, "SubBackward0")
 
 
+@op(method=False)
 def rsub(a, b, alpha=1):
     return named(sub(b, a, alpha=alpha), "RsubBackward1")
 
 
+@op(inplace="method")
 def mul(a, b, *, out=None):
     return _binary(P.mul, a, b, "MulBackward0")
 
 
+@op(inplace="method")
 def div(a, b, *, rounding_mode=None, out=None):
     a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
     if isinstance(b, Tensor):
@@ -240,7 +258,7 @@ def div(a, b, *, rounding_mode=None, out=None):
     return r
 
 
-true_divide = div
+true_divide = alias(div, "true_divide")
 
 
 def full_as(like: Tensor, value) -> Tensor:
@@ -249,6 +267,7 @@ def full_as(like: Tensor, value) -> Tensor:
     return wrap(np.asarray(value, dtype=dt))
 
 
+@op
 def floor_divide(a, b):
     return div(a, b, rounding_mode="floor")
 
@@ -265,16 +284,19 @@ def _modulo(a, b, rounding, name):
     return P.cast(sub(af, mul(rounding(div(af, bf)), bf)), dtype=a._data.dtype)
 
 
+@op
 def remainder(a, b):
     """Python's modulo: the result takes the divisor's sign."""
     return _modulo(a, b, floor, "RemainderBackward0")
 
 
+@op
 def fmod(a, b):
     """C's fmod: the result takes the dividend's sign."""
     return _modulo(a, b, trunc, "FmodBackward0")
 
 
+@op(inplace="method")
 def pow(a, b):
     if isinstance(b, _SCALARS):
         a = as_t(a)
@@ -287,10 +309,12 @@ def pow(a, b):
     return _binary(P.pow_, a, b, "PowBackward1")
 
 
+@op
 def maximum(a, b):
     return _binary(P.maximum, a, b, "MaximumBackward0")
 
 
+@op
 def minimum(a, b):
     return _binary(P.minimum, a, b, "MinimumBackward0")
 
@@ -302,22 +326,25 @@ def _cmp(prim):
     return op
 
 
-eq = _cmp(P.eq)
-ne = _cmp(P.ne)
-lt = _cmp(P.lt)
-le = _cmp(P.le)
-gt = _cmp(P.gt)
-ge = _cmp(P.ge)
-greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-logical_and = _cmp(P.logical_and)
-logical_or = _cmp(P.logical_or)
-logical_xor = _cmp(P.logical_xor)
+eq = op(_cmp(P.eq))
+ne = op(_cmp(P.ne))
+lt = op(_cmp(P.lt))
+le = op(_cmp(P.le))
+gt = op(_cmp(P.gt))
+ge = op(_cmp(P.ge))
+greater, greater_equal, less, less_equal, not_equal = (alias(gt, "greater"), alias(ge, "greater_equal"), alias(lt, "less"),
+                                                       alias(le, "less_equal"), alias(ne, "not_equal"))
+logical_and = op(_cmp(P.logical_and))
+logical_or = op(_cmp(P.logical_or))
+logical_xor = op(_cmp(P.logical_xor))
 
 
+@op
 def equal(a, b) -> bool:
     return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(a._concrete("equal"), b._concrete("equal")))
 
 
+@op(method=False)  # Tensor.where(cond, other) takes its operands in another order: methods.py
 def where(cond, x=None, y=None):
     if x is None and y is None:
         return nonzero(cond, as_tuple=True)
@@ -337,6 +364,7 @@ def where(cond, x=None, y=None):
     return named(P.where(cond, x, y), "WhereBackward0")
 
 
+@op(inplace="both")
 def clamp(x, min=None, max=None):
     x = as_t(x)
     r = x
@@ -349,17 +377,20 @@ def clamp(x, min=None, max=None):
     return named(r, "ClampBackward1")
 
 
-clip = clamp
+clip = alias(clamp, "clip")
 
 
+@op(inplace="both")
 def clamp_min(x, m):
     return clamp(x, min=m)
 
 
+@op(inplace="both")
 def clamp_max(x, m):
     return clamp(x, max=m)
 
 
+@op(inplace="method")
 def masked_fill(x, mask, value):
     x = as_t(x)
     if isinstance(value, Tensor):
@@ -367,33 +398,40 @@ def masked_fill(x, mask, value):
     return named(where(mask, value, x), "MaskedFillBackward0")
 
 
+@op(inplace="method")
 def lerp(a, b, w):
     return add(a, mul(w, sub(b, a)))
 
 
+@op
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = as_t(a), as_t(b)
     return wrap(np.isclose(a._concrete("isclose"), b._concrete("isclose"), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+@op
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
     return bool(isclose(a, b, rtol, atol, equal_nan)._data.all())
 
 
+@op
 def isinf(x):
     return wrap(np.isinf(as_t(x)._concrete("isinf")))
 
 
+@op
 def isfinite(x):
     return wrap(np.isfinite(as_t(x)._concrete("isfinite")))
 
 
+@op
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     x = as_t(x)
     return wrap(np.nan_to_num(x._concrete("nan_to_num"), nan=nan, posinf=posinf, neginf=neginf))
 
 
 # ---------------------------------------------------------------- dtype conversion
+@op(function=False)
 def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
     for a in args:
         if isinstance(a, (D.dtype, type)) or isinstance(a, np.dtype):
@@ -408,6 +446,7 @@ def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
     return named(P.cast(x, dtype=d.np), "ToCopyBackward0")
 
 
+@op(function=False)
 def type_as(x, other):
     return to(x, other.dtype)
 
@@ -423,6 +462,7 @@ def _axes(x: Tensor, dim) -> tuple:
     return normalize_axes(dim, x._data.ndim)
 
 
+@op
 def sum(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
@@ -434,6 +474,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):
     return named(r, "SumBackward0" if full else "SumBackward1")
 
 
+@op
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
@@ -451,6 +492,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     return named(r, "MeanBackward0" if full else "MeanBackward1")
 
 
+@op
 @float32_policy
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
@@ -481,24 +523,29 @@ def _extreme(x, dim, keepdim, red, arg, name):
     return _MaxMin(named(vals, name + "Backward0"), idx)
 
 
+@op
 def max(x, dim=None, keepdim=False):
     return _extreme(x, dim, keepdim, P.reduce_max, P.argmax, "Max")
 
 
+@op
 def min(x, dim=None, keepdim=False):
     return _extreme(x, dim, keepdim, P.reduce_min, P.argmin, "Min")
 
 
+@op
 def amax(x, dim=(), keepdim=False):
     x = as_t(x)
     return named(P.reduce_max(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AmaxBackward0")
 
 
+@op
 def amin(x, dim=(), keepdim=False):
     x = as_t(x)
     return named(P.reduce_min(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AminBackward0")
 
 
+@op
 def argmax(x, dim=None, keepdim=False):
     x = as_t(x)
     if dim is None:
@@ -506,6 +553,7 @@ def argmax(x, dim=None, keepdim=False):
     return P.argmax(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
 
 
+@op
 def argmin(x, dim=None, keepdim=False):
     x = as_t(x)
     if dim is None:
@@ -513,6 +561,7 @@ def argmin(x, dim=None, keepdim=False):
     return P.argmin(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
 
 
+@op
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = as_t(x)
     if correction is None:
@@ -530,14 +579,17 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return named(r, "VarBackward0")
 
 
+@op
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return named(sqrt(var(x, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
 
 
+@op(method=False)
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
 
 
+@op
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     x = _float(as_t(x))
     if p == "fro" or p == 2 or p is None:
@@ -553,6 +605,7 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     return named(r, "NormBackward1")
 
 
+@op
 def logsumexp(x, dim, keepdim=False):
     x = _float(as_t(x))
     axes = _axes(x, dim)
@@ -571,6 +624,7 @@ def isinf_t(x: Tensor) -> Tensor:
     return P.eq(P.abs_(x), float("inf"))
 
 
+@op
 def cumsum(x, dim, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
@@ -580,16 +634,19 @@ def cumsum(x, dim, *, dtype=None):
     return named(P.cumsum(x, axis=_axes(x, dim)[0]), "CumsumBackward0")
 
 
+@op
 def all(x, dim=None, keepdim=False):
     x = as_t(x)
     return wrap(np.all(x._concrete("all"), axis=dim, keepdims=keepdim))
 
 
+@op
 def any(x, dim=None, keepdim=False):
     x = as_t(x)
     return wrap(np.any(x._concrete("any"), axis=dim, keepdims=keepdim))
 
 
+@op
 def count_nonzero(x, dim=None):
     return sum(ne(x, 0), dim)
 
@@ -602,6 +659,7 @@ def _shift(m):
     return wrap(m._data)
 
 
+@op
 def softmax(x, dim=None, dtype=None, _stacklevel=3):
     x = _float(as_t(x))
     if dtype is not None:
@@ -613,6 +671,7 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
     return named(r, "SoftmaxBackward0")
 
 
+@op
 def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
     x = _float(as_t(x))
     if dtype is not None:
@@ -649,12 +708,14 @@ def _infer_shape(shape, numel: int) -> tuple:
     return tuple(shape)
 
 
+@op
 def reshape(x, *shape):
     x = as_t(x)
     shape = _infer_shape(_size_args(shape), x.numel())
     return named(P.reshape(x, shape=shape), "ViewBackward0")
 
 
+@op(function=False)
 def view(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (D.dtype, type, np.dtype)):
         d = D.to_dtype(shape[0])
@@ -672,14 +733,17 @@ def view(x, *shape):
     return reshape(x, *shape)
 
 
+@op(function=False)
 def view_as(x, other):
     return view(x, other.shape)
 
 
+@op(function=False)
 def reshape_as(x, other):
     return reshape(x, other.shape)
 
 
+@op
 def flatten(x, start_dim=0, end_dim=-1):
     x = as_t(x)
     nd = x._data.ndim
@@ -695,12 +759,14 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, tuple(shp[:s]) + (n,) + tuple(shp[e + 1:]))
 
 
+@op
 def unflatten(x, dim, sizes):
     shp = list(x.shape)
     dim = dim % len(shp)
     return reshape(x, tuple(shp[:dim]) + tuple(sizes) + tuple(shp[dim + 1:]))
 
 
+@op
 def squeeze(x, dim=None):
     x = as_t(x)
     shp = x._data.shape
@@ -714,6 +780,7 @@ def squeeze(x, dim=None):
     return named(P.reshape(x, shape=new), name)
 
 
+@op
 def unsqueeze(x, dim):
     x = as_t(x)
     nd = x._data.ndim + 1
@@ -725,6 +792,7 @@ def unsqueeze(x, dim):
     return named(P.reshape(x, shape=tuple(shp)), "UnsqueezeBackward0")
 
 
+@op
 def permute(x, *dims):
     x = as_t(x)
     dims = _size_args(dims)
@@ -740,6 +808,7 @@ def permute(x, *dims):
     return named(P.transpose(x, perm=tuple(d % nd for d in dims)), "PermuteBackward0")
 
 
+@op
 def transpose(x, dim0, dim1):
     x = as_t(x)
     nd = x._data.ndim
@@ -751,9 +820,10 @@ def transpose(x, dim0, dim1):
     return named(P.transpose(x, perm=tuple(perm)), "TransposeBackward0")
 
 
-swapaxes = swapdims = transpose
+swapaxes = swapdims = alias(transpose, "swapaxes", "swapdims")
 
 
+@op
 def t(x):
     x = as_t(x)
     if x._data.ndim > 2:
@@ -761,6 +831,7 @@ def t(x):
     return named(transpose(x, 0, -1) if x._data.ndim == 2 else x, "TBackward0")
 
 
+@op(function=False)
 def expand(x, *sizes):
     x = as_t(x)
     sizes = _size_args(sizes)
@@ -780,10 +851,12 @@ def expand(x, *sizes):
     return named(P.broadcast_to(x, shape=new), "ExpandBackward0")
 
 
+@op(function=False)
 def expand_as(x, other):
     return expand(x, other.shape)
 
 
+@op
 def broadcast_to(x, shape):
     return expand(x, shape)
 
@@ -792,11 +865,13 @@ def broadcast_shape_of(*xs) -> tuple:
     return broadcast_shapes(*[tuple(getattr(x, "shape", ())) for x in xs])
 
 
+@op(method=False)
 def broadcast_tensors(*xs):
     shp = broadcast_shape_of(*xs)
     return tuple(expand(as_t(x), shp) for x in xs)
 
 
+@op(function=False)
 def contiguous(x, memory_format=None):
     x = as_t(x)
     d = x._data
@@ -808,6 +883,7 @@ def contiguous(x, memory_format=None):
     return out
 
 
+@op
 def clone(x, memory_format=None):
     x = as_t(x)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
@@ -816,6 +892,7 @@ def clone(x, memory_format=None):
     return named(r, "CloneBackward0")
 
 
+@op
 def flip(x, dims):
     x = as_t(x)
     if isinstance(dims, int):
@@ -823,6 +900,7 @@ def flip(x, dims):
     return named(P.flip(x, axes=_axes(x, dims)), "FlipBackward0")
 
 
+@op
 def roll(x, shifts, dims):
     x = as_t(x)
     if isinstance(shifts, int):
@@ -835,6 +913,7 @@ def roll(x, shifts, dims):
     return x
 
 
+@op(method=False)
 def cat(tensors: Sequence, dim=0):
     ts = [as_t(t) for t in tensors]
     if not ts:
@@ -850,9 +929,10 @@ def cat(tensors: Sequence, dim=0):
     return named(P.concatenate(*ts, axis=ax), "CatBackward0")
 
 
-concat = concatenate = cat
+concat = concatenate = alias(cat, "concat", "concatenate")
 
 
+@op(method=False)
 def stack(tensors: Sequence, dim=0):
     ts = [as_t(t) for t in tensors]
     if not ts:
@@ -867,14 +947,17 @@ def stack(tensors: Sequence, dim=0):
     return named(r, "StackBackward0")
 
 
+@op(method=False)
 def hstack(ts):
     return cat(ts, 0 if ts[0].ndim == 1 else 1)
 
 
+@op(method=False)
 def vstack(ts):
     return cat([t if t.ndim > 1 else unsqueeze(t, 0) for t in ts], 0)
 
 
+@op
 def narrow(x, dim, start, length):
     x = as_t(x)
     ax = _axes(x, dim)[0]
@@ -882,6 +965,7 @@ def narrow(x, dim, start, length):
     return named(P.slice_(x, key=key), "SliceBackward0")
 
 
+@op
 def select(x, dim, index):
     x = as_t(x)
     ax = _axes(x, dim)[0]
@@ -892,6 +976,7 @@ def select(x, dim, index):
     return named(P.slice_(x, key=key), "SelectBackward0")
 
 
+@op
 def split(x, split_size_or_sections, dim=0):
     x = as_t(x)
     ax = _axes(x, dim)[0]
@@ -911,16 +996,19 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+@op
 def chunk(x, chunks, dim=0):
     n = x.shape[dim]
     size = -(-n // chunks)
     return split(x, size, dim)
 
 
+@op
 def unbind(x, dim=0):
     return tuple(select(x, dim, i) for i in range(x.shape[dim]))
 
 
+@op
 def movedim(x, source, destination):
     nd = x.ndim
     src = [source % nd] if isinstance(source, int) else [s % nd for s in source]
@@ -931,6 +1019,7 @@ def movedim(x, source, destination):
     return permute(x, order)
 
 
+@op(function=False)
 def repeat(x, *sizes):
     x = as_t(x)
     sizes = _size_args(sizes)
@@ -946,6 +1035,7 @@ def repeat(x, *sizes):
     return reshape(y, tuple(s * r for s, r in zip(shp, sizes)))
 
 
+@op
 def tile(x, dims):
     return repeat(x, dims)
 
@@ -961,6 +1051,7 @@ def pad(x, pad_, mode="constant", value=0.0):
     return named(P.pad(x, widths=tuple(widths), value=float(value)), "ConstantPadNdBackward0")
 
 
+@op
 def tril(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
@@ -968,6 +1059,7 @@ def tril(x, diagonal=0):
     return named(where(mask, x, 0), "TrilBackward0")
 
 
+@op
 def triu(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
@@ -975,6 +1067,7 @@ def triu(x, diagonal=0):
     return named(where(mask, x, 0), "TriuBackward0")
 
 
+@op
 def diag(x, diagonal=0):
     x = as_t(x)
     k = diagonal
@@ -991,12 +1084,14 @@ def diag(x, diagonal=0):
     return x[rows, cols]
 
 
+@op
 @float32_policy
 def trace(x):
     return sum(diag(x))
 
 
 # ---------------------------------------------------------------- matmul family
+@op
 @lower_precision
 def matmul(a, b):
     a, b = as_t(a), as_t(b)
@@ -1028,6 +1123,7 @@ def _mm_check(a, b, what):
                            f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
 
 
+@op
 @lower_precision
 def mm(a, b):
     a, b = as_t(a), as_t(b)
@@ -1037,6 +1133,7 @@ def mm(a, b):
     return matmul(a, b)
 
 
+@op
 @lower_precision
 def bmm(a, b):
     a, b = as_t(a), as_t(b)
@@ -1048,10 +1145,12 @@ def bmm(a, b):
     return named(matmul(a, b), "BmmBackward0")
 
 
+@op
 def mv(a, v):
     return matmul.__wrapped__(a, v)  # not cast under autocast, as in PyTorch
 
 
+@op
 def dot(a, b):
     a, b = _promote2(as_t(a), as_t(b))
     if a.ndim != 1 or b.ndim != 1:
@@ -1063,17 +1162,19 @@ def dot(a, b):
     return named(r, "DotBackward0")
 
 
-inner = dot
+inner = alias(dot, "inner")
 
 
+@op
 def outer(a, b):
     a, b = as_t(a), as_t(b)
     return named(mul(unsqueeze(a, 1), unsqueeze(b, 0)), "MulBackward0")
 
 
-ger = outer
+ger = alias(outer, "ger")
 
 
+@op
 @lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
     r = matmul(a, b)
@@ -1083,6 +1184,7 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
     return named(add(bias, r), "AddmmBackward0")
 
 
+@op(method=False)
 @lower_precision
 def einsum(spec, *ops):
     if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
@@ -1120,6 +1222,7 @@ def _einsum(spec, ops):
 
 
 # ---------------------------------------------------------------- gather / scatter / indexing
+@op
 def gather(x, dim, index, *, sparse_grad=False):
     x, index = as_t(x), as_t(index)
     if index._data.dtype.kind not in "iu":
@@ -1130,11 +1233,13 @@ def gather(x, dim, index, *, sparse_grad=False):
     return named(P.gather(x, index, axis=ax), "GatherBackward0")
 
 
+@op
 def scatter_add(x, dim, index, src):
     x, index, src = as_t(x), as_t(index), as_t(src)
     return named(P.scatter_add(x, index, src, axis=_axes(x, dim)[0]), "ScatterAddBackward0")
 
 
+@op
 def index_select(x, dim, index):
     x, index = as_t(x), as_t(index)
     ax = _axes(x, dim)[0]
@@ -1142,10 +1247,12 @@ def index_select(x, dim, index):
     return named(P.index(x, index, key=key), "IndexSelectBackward0")
 
 
+@op
 def take_along_dim(x, indices, dim):
     return gather(x, dim, indices)
 
 
+@op
 def nonzero(x, as_tuple=False):
     a = as_t(x)._concrete("nonzero() (data-dependent output shape)")
     nz = np.nonzero(a)
@@ -1154,6 +1261,7 @@ def nonzero(x, as_tuple=False):
     return wrap(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((0, 0), np.int64))
 
 
+@op
 def masked_select(x, mask):
     x, mask = broadcast_tensors(as_t(x), as_t(mask))
     return x[mask]
@@ -1264,6 +1372,7 @@ def setitem(x: Tensor, key, value) -> None:
                                  "CopySlices" if basic is not None else "IndexPutBackward0"), value)
 
 
+@op
 def index_put(x, indices, values, accumulate=False):
     _, template, idx = _index_parts(x, tuple(indices))
     return named(P.index_put(x, as_t(values).to(x.dtype), *idx, key=template, accumulate=accumulate),
@@ -1406,10 +1515,12 @@ def _filled_like(old: Tensor, value, name: str) -> Tensor:
     return named(where(P.full(shape=tuple(d.shape), value=False, dtype=np.dtype(np.bool_)), old, fill), name)
 
 
+@op
 def zero_(self):
     return inplace(self, lambda old: _filled_like(old, 0, "ZeroBackward0"))
 
 
+@op
 def fill_(self, value):
     if isinstance(value, Tensor) and value._rg:
         return inplace(self, lambda old: _filled_like(old, value, "FillBackward1"), value)
@@ -1417,6 +1528,7 @@ def fill_(self, value):
     return inplace(self, lambda old: _filled_like(old, v, "FillBackward0"))
 
 
+@op(function=False)
 def copy_(self, src, non_blocking=False):
     src = as_t(src)
 
@@ -1430,173 +1542,45 @@ def copy_(self, src, non_blocking=False):
     return inplace(self, fn, src)
 
 
+@op(function=False)
 def uniform_(self, a=0.0, b=1.0, generator=None):
     from .factory import rand
     with _no_grad():
         return copy_(self, add(mul(rand(self.shape, dtype=self.dtype, generator=generator), b - a), a))
 
 
+@op(function=False)
 def normal_(self, mean=0.0, std=1.0, generator=None):
     from .factory import randn
     with _no_grad():
         return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
 
 
+@op
+def index_put_(self, indices, values, accumulate=False):
+    return inplace(self, lambda old: index_put(old, indices, values, accumulate), values)
+
+
+@op(function=False)
+def scatter_add_(self, dim, index, src):
+    return inplace(self, lambda old: scatter_add(old, dim, index, src), src)
+
+
+@op(function=False)
+def addcmul_(self, a, b, value=1):
+    return inplace(self, lambda old: add(old, mul(mul(a, b), value)), a, b)
+
+
+@op(function=False)
+def addcdiv_(self, a, b, value=1):
+    return inplace(self, lambda old: add(old, mul(div(a, b), value)), a, b)
+
+
+op(Tensor.detach)  # defined on Tensor; declared so that fusegrad.detach exists too
+op(Tensor.detach_)
+
+
 def _no_grad():
     from .grad_mode import no_grad
     return no_grad()
 
-
-__all__ = [
-    "reciprocal",
-    "square",
-    "exp2",
-    "log2",
-    "log10",
-    "sinh",
-    "cosh",
-    "erfc",
-    "atan2",
-    "atan",
-    "logit",
-    "add",
-    "sub",
-    "rsub",
-    "mul",
-    "div",
-    "floor_divide",
-    "remainder",
-    "pow",
-    "maximum",
-    "minimum",
-    "equal",
-    "where",
-    "clamp",
-    "clamp_min",
-    "clamp_max",
-    "masked_fill",
-    "lerp",
-    "isclose",
-    "allclose",
-    "isinf",
-    "isfinite",
-    "nan_to_num",
-    "to",
-    "type_as",
-    "sum",
-    "mean",
-    "prod",
-    "max",
-    "min",
-    "amax",
-    "amin",
-    "argmax",
-    "argmin",
-    "var",
-    "std",
-    "var_mean",
-    "norm",
-    "logsumexp",
-    "cumsum",
-    "all",
-    "any",
-    "count_nonzero",
-    "softmax",
-    "log_softmax",
-    "reshape",
-    "view",
-    "view_as",
-    "reshape_as",
-    "flatten",
-    "unflatten",
-    "squeeze",
-    "unsqueeze",
-    "permute",
-    "transpose",
-    "t",
-    "expand",
-    "expand_as",
-    "broadcast_to",
-    "broadcast_tensors",
-    "contiguous",
-    "clone",
-    "flip",
-    "roll",
-    "cat",
-    "stack",
-    "hstack",
-    "vstack",
-    "narrow",
-    "select",
-    "split",
-    "chunk",
-    "unbind",
-    "movedim",
-    "repeat",
-    "tile",
-    "pad",
-    "tril",
-    "triu",
-    "diag",
-    "trace",
-    "matmul",
-    "mm",
-    "bmm",
-    "mv",
-    "dot",
-    "outer",
-    "addmm",
-    "einsum",
-    "gather",
-    "scatter_add",
-    "index_select",
-    "take_along_dim",
-    "nonzero",
-    "masked_select",
-    "index_put",
-    "exp",
-    "log",
-    "log1p",
-    "expm1",
-    "sin",
-    "cos",
-    "tan",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "abs",
-    "sign",
-    "sqrt",
-    "rsqrt",
-    "erf",
-    "floor",
-    "ceil",
-    "round",
-    "trunc",
-    "neg",
-    "negative",
-    "isnan",
-    "logical_not",
-    "absolute",
-    "true_divide",
-    "fmod",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "greater",
-    "greater_equal",
-    "less",
-    "less_equal",
-    "not_equal",
-    "logical_and",
-    "logical_or",
-    "logical_xor",
-    "clip",
-    "swapaxes",
-    "concat",
-    "inner",
-    "ger",
-]

@@ -23,15 +23,22 @@ def _same(avals, params):
     return avals[0]
 
 
+# Every unary and binary math primitive, in definition order: each joins its list where
+# it is defined (tests sweep them).
+ELEMENTWISE_UNARY: list = []
+ELEMENTWISE_BINARY: list = []
+
+
 def _unary(name, impl, deriv, scalar, node_name=None, saves="in"):
     def vjp(g, ins, out, needs):
         return (mul(g, deriv(ins[0], out)),)
 
     def jvp(ts, ins, out):
         return None if ts[0] is None else mul(ts[0], deriv(ins[0], out))
-    return Primitive(name, impl, abstract=_same, vjp=vjp if deriv else None, jvp=jvp if deriv else None,
-                     saves=saves, kind="elementwise", scalar=scalar, node_name=node_name,
-                     nondiff=deriv is None)
+    p = Primitive(name, impl, abstract=_same, vjp=vjp if deriv else None, jvp=jvp if deriv else None,
+                  saves=saves, kind="elementwise", scalar=scalar, node_name=node_name, nondiff=deriv is None)
+    ELEMENTWISE_UNARY.append(p)
+    return p
 
 
 def _zero_deriv(name, impl, scalar, node_name=None):
@@ -210,8 +217,10 @@ def _weak_bf16(ufunc):
 
 
 def _binary(name, impl, vjp, scalar, node_name=None, saves="in"):
-    return Primitive(name, _weak_bf16(impl), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
-                     saves=saves, kind="elementwise", scalar=scalar, node_name=node_name)
+    p = Primitive(name, _weak_bf16(impl), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
+                  saves=saves, kind="elementwise", scalar=scalar, node_name=node_name)
+    ELEMENTWISE_BINARY.append(p)
+    return p
 
 
 def _jvp_sum(*pairs):
@@ -315,7 +324,3 @@ cast = Primitive("cast", lambda x, dtype: _cast_impl(x, np.dtype(dtype)),
                  abstract=lambda a, p: (a[0][0], np.dtype(p["dtype"])), vjp=_cast_vjp,
                  jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else cast(ts[0], dtype=out.dtype.np),
                  saves="", kind="elementwise", scalar="cast({0})", node_name="ToCopyBackward0")
-
-ELEMENTWISE_UNARY = [p for p in (neg, exp, log, log1p, expm1, sin, cos, tan, tanh, sigmoid, relu, abs_,
-                                 sign, sqrt, rsqrt, erf, floor, ceil, round_, trunc)]
-ELEMENTWISE_BINARY = [add, sub, mul, div, pow_, maximum, minimum, atan2]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import batch_size, broadcast_batch, example_axis, to_front
 from .elementwise import sum_to
 from .shapes import shape_of
 
@@ -133,3 +134,31 @@ def _scatter_add_jvp(ts, ins, out, axis):
 scatter_add = Primitive("scatter_add", _scatter_add_impl, abstract=lambda a, p: a[0], vjp=_scatter_add_vjp,
                         jvp=_scatter_add_jvp, saves="in", kind="scatter", node_name="ScatterAddBackward0",
                         checked=slice(1, 2))
+
+
+# ---------------------------------------------------------------- batching rules (vmap)
+def _gather_batch(args, bdims, axis):
+    n = batch_size(args, bdims)
+    x, idx = (broadcast_batch(a, d, n) for a, d in zip(args, bdims))
+    return gather(x, idx, axis=example_axis(axis, x)), 0
+
+
+def _scatter_add_batch(args, bdims, axis):
+    n = batch_size(args, bdims)
+    base, idx, src = (broadcast_batch(a, d, n) for a, d in zip(args, bdims))
+    return scatter_add(base, idx, src, axis=example_axis(axis, base)), 0
+
+
+def _index_batch(args, bdims, key):
+    """Only the indexed tensor batched, and its integer/array indices adjacent (so NumPy
+    keeps the indexed axes in place); other cases take the fallback."""
+    pos = [i for i, k in enumerate(key) if not isinstance(k, tuple) and k is not None]
+    if any(d is not None for d in bdims[1:]) or (pos and pos[-1] - pos[0] + 1 != len(pos)):
+        return None
+    x = to_front(args[0], bdims[0])
+    return index(x, *args[1:], key=((0, shape_of(x)[0], 1),) + tuple(key)), 0
+
+
+gather.batch = _gather_batch
+scatter_add.batch = _scatter_add_batch
+index.batch = _index_batch

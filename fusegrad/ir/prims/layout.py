@@ -9,6 +9,7 @@ import functools
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import batch_size, broadcast_batch, example_axis, to_front
 from .elementwise import sum_to
 from .shapes import shape_of
 
@@ -162,3 +163,59 @@ pad = Primitive("pad", lambda x, widths, value: np.pad(x, widths, constant_value
 
 for _p in (broadcast_to, reshape, transpose, slice_, flip):
     _p.kind = "view"
+
+
+# ---------------------------------------------------------------- batching rules (vmap)
+def _reshape_batch(args, bdims, shape):
+    x = to_front(args[0], bdims[0])
+    return reshape(x, shape=shape_of(x)[:1] + tuple(shape)), 0
+
+
+def _transpose_batch(args, bdims, perm):
+    x = to_front(args[0], bdims[0])
+    return transpose(x, perm=(0,) + tuple(p + 1 for p in perm)), 0
+
+
+def _broadcast_to_batch(args, bdims, shape):
+    x = to_front(args[0], bdims[0])
+    s = shape_of(x)
+    r = len(shape) + 1 - len(s)
+    x = reshape(x, shape=s[:1] + (1,) * r + s[1:]) if r > 0 else x
+    return broadcast_to(x, shape=s[:1] + tuple(shape)), 0
+
+
+def _slice_batch(args, bdims, key):
+    x = to_front(args[0], bdims[0])
+    return slice_(x, key=((0, shape_of(x)[0], 1),) + tuple(key)), 0
+
+
+def _embed_batch(args, bdims, key, shape):
+    g = to_front(args[0], bdims[0])
+    n = shape_of(g)[0]
+    return embed(g, key=((0, n, 1),) + tuple(key), shape=(n,) + tuple(shape)), 0
+
+
+def _flip_batch(args, bdims, axes):
+    x = to_front(args[0], bdims[0])
+    return flip(x, axes=tuple(example_axis(a, x) for a in axes)), 0
+
+
+def _concatenate_batch(args, bdims, axis):
+    n = batch_size(args, bdims)
+    xs = [broadcast_batch(a, d, n) for a, d in zip(args, bdims)]
+    return concatenate(*xs, axis=example_axis(axis, xs[0])), 0
+
+
+def _pad_batch(args, bdims, widths, value):
+    x = to_front(args[0], bdims[0])
+    return pad(x, widths=((0, 0),) + tuple(tuple(w) for w in widths), value=value), 0
+
+
+reshape.batch = _reshape_batch
+transpose.batch = _transpose_batch
+broadcast_to.batch = _broadcast_to_batch
+slice_.batch = _slice_batch
+embed.batch = _embed_batch
+flip.batch = _flip_batch
+concatenate.batch = _concatenate_batch
+pad.batch = _pad_batch

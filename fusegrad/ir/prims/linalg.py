@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import elementwise_rule, to_front
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
@@ -58,3 +59,31 @@ def _mm_jvp(ts, ins, out):
 
 matmul = Primitive("matmul", _mm_impl, abstract=_mm_abstract, vjp=_mm_vjp, jvp=_mm_jvp, saves="in",
                    kind="matmul", node_name="BmmBackward0")
+
+
+# ---------------------------------------------------------------- batching rule (vmap)
+def _matmul_batch(args, bdims):
+    """A batched matrix times an unbatched 2-D one is one GEMM, not a loop of batched
+    small products: the batch folds into the free dimension (the cotangent batch of
+    jacrev through ``W @ x`` becomes one (B, k) x (k, m) product)."""
+    from .layout import reshape, transpose
+    (a, b), (da, db) = args, bdims
+    sa, sb = shape_of(a), shape_of(b)
+    if da is None and db is not None and len(sa) == 2 and len(sb) == 3:
+        bf = to_front(b, db)
+        n_b, k, n = shape_of(bf)
+        m = sa[0]
+        if n == 1:
+            r = matmul(reshape(bf, shape=(n_b, k)), transpose(a, perm=(1, 0)))
+            return reshape(r, shape=(n_b, m, 1)), 0
+        t = reshape(transpose(bf, perm=(1, 0, 2)), shape=(k, n_b * n))
+        return reshape(matmul(a, t), shape=(m, n_b, n)), 1
+    if db is None and da is not None and len(sb) == 2 and len(sa) == 3:
+        af = to_front(a, da)
+        n_b, m, k = shape_of(af)
+        r = matmul(reshape(af, shape=(n_b * m, k)), b)
+        return reshape(r, shape=(n_b, m, sb[1])), 0
+    return elementwise_rule(matmul, args, bdims, {})
+
+
+matmul.batch = _matmul_batch

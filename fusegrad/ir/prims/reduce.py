@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import example_axis, to_front
 from .elementwise import cast, div, eq, mul, where
 from .shapes import reduced_shape, shape_of
 
@@ -134,3 +135,30 @@ cumsum = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dty
                    abstract=lambda a, p: a[0], vjp=_cumsum_vjp,
                    jvp=lambda ts, ins, out, axis: None if ts[0] is None else cumsum(ts[0], axis=axis),
                    saves="", kind="scan", node_name="CumsumBackward0")
+
+
+# ---------------------------------------------------------------- batching rules (vmap)
+def _reduce_batch(prim):
+    def rule(args, bdims, axes, keepdims):
+        x = to_front(args[0], bdims[0])
+        return prim(x, axes=tuple(a + 1 for a in axes), keepdims=keepdims), 0
+    return rule
+
+
+def _arg_batch(prim):
+    def rule(args, bdims, axis, keepdims):
+        x = to_front(args[0], bdims[0])
+        return prim(x, axis=example_axis(axis, x), keepdims=keepdims), 0
+    return rule
+
+
+def _cumsum_batch(args, bdims, axis):
+    x = to_front(args[0], bdims[0])
+    return cumsum(x, axis=example_axis(axis, x)), 0
+
+
+for _p in (reduce_sum, reduce_max, reduce_min, reduce_prod):
+    _p.batch = _reduce_batch(_p)
+for _p in (argmax, argmin):
+    _p.batch = _arg_batch(_p)
+cumsum.batch = _cumsum_batch
