@@ -1,4 +1,4 @@
-"""``python -m benchmarks [W1 ...] [--quick]``.
+"""``python -m benchmarks [W1 ...] [--quick]``; ``python -m benchmarks ddp`` (see ``benchmarks/ddp.py``).
 
 NumPy's OpenBLAS is slowed on these machines by ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE``;
 BLAS reads them when it loads, so this process re-executes itself without them before
@@ -12,6 +12,10 @@ _SLOW_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 if any(name in os.environ for name in _SLOW_BLAS):
     _env = {k: v for k, v in os.environ.items() if k not in _SLOW_BLAS}
     os.execve(sys.executable, [sys.executable, "-m", "benchmarks", *sys.argv[1:]], _env)
+
+if sys.argv[1:2] == ["ddp"]:  # data-parallel scaling under mpiexec: its own command
+    from .ddp import main as ddp_main  # noqa: E402
+    sys.exit(ddp_main(sys.argv[2:]))
 
 from .cli import main  # noqa: E402  (after the re-exec: NumPy must load with the clean environment)
 

@@ -84,8 +84,14 @@ def main(argv: list[str]) -> int:
     if not args.quick and chosen == list(WORKLOADS):
         with open(os.path.join(report.HERE, "results.json"), "w") as f:
             f.write(payload)
-        with open(os.path.join(report.HERE, "RESULTS.md"), "w") as f:
-            f.write(report.results_md(look, meta, targets, notes))
+        from .ddp import section_of
+        path = os.path.join(report.HERE, "RESULTS.md")
+        ddp_section = ""  # written by `python -m benchmarks ddp`: kept
+        if os.path.exists(path):
+            with open(path) as f:
+                ddp_section = section_of(f.read())
+        with open(path, "w") as f:
+            f.write(report.results_md(look, meta, targets, notes) + ("\n" + ddp_section if ddp_section else ""))
         if not chart_note:
             shutil.copy(os.path.join(out, "ratios.png"), os.path.join(report.HERE, "ratios.png"))
         print("wrote benchmarks/RESULTS.md, benchmarks/results.json, benchmarks/ratios.png", file=sys.stderr)
