@@ -237,6 +237,7 @@ class TwoHeads(nn.Module):
         self.body = nn.Linear(4, 4).double()
         self.head_a = nn.Linear(4, 2).double()
         self.head_b = nn.Linear(4, 2).double()
+        self.head_c = nn.Linear(4, 2).double()  # used on no rank
         self.register_buffer("steps", fg.zeros(1, dtype=fg.float64))
 
     def forward(self, x, use_b):
@@ -253,18 +254,19 @@ def ddp_unused_parameters_buffers_state_dict():
     x = fg.tensor(data(r, (3, 4)))
     ddp(x, use_b=(r == 0)).sum().backward()  # head_b used on rank 0 only, head_a on the others
     # the reference: each head's grad is its users' sum over the ranks divided by n
-    ga = [np.zeros((2, 4)) for _ in range(1)]
+    grads = []  # per rank: (used head_b, the used head's weight grad, body weight grad)
     for q in range(n):
         ref = TwoHeads()
         ref(fg.tensor(data(q, (3, 4))), use_b=(q == 0)).sum().backward()
         head = ref.head_b if q == 0 else ref.head_a
-        ga.append((q == 0, head.weight.grad.numpy(), ref.body.weight.grad.numpy()))
-    wb = sum(g for used_b, g, _ in ga[1:] if used_b) / n
+        grads.append((q == 0, head.weight.grad.numpy(), ref.body.weight.grad.numpy()))
+    wb = sum(g for used_b, g, _ in grads if used_b) / n
     close(m.head_b.weight.grad.numpy(), wb)
     if n > 1:
-        wa = sum(g for used_b, g, _ in ga[1:] if not used_b) / n
+        wa = sum(g for used_b, g, _ in grads if not used_b) / n
         close(m.head_a.weight.grad.numpy(), wa)
-    close(m.body.weight.grad.numpy(), sum(g for _, _, g in ga[1:]) / n)
+    close(m.body.weight.grad.numpy(), sum(g for _, _, g in grads) / n)
+    assert m.head_c.weight.grad is None and m.head_c.bias.grad is None
     # buffers: rank 0's value was broadcast before the forward, then this rank added 1 + r
     close(m.steps.numpy(), [1 + r])
     ddp(x, use_b=True)
@@ -352,8 +354,21 @@ def failing_rank():
 
 
 def main(names):
-    dist.init_process_group(backend="mpi")
-    r = dist.get_rank()
+    import os
+
+    from mpi4py import MPI
+    r, n = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    os.environ.update(RANK=str(r + 1), WORLD_SIZE=str(n))  # env:// variables disagreeing with MPI
+    try:
+        dist.init_process_group(backend="mpi", init_method="env://")
+    except ValueError as e:
+        assert "RANK" in str(e), e
+    else:
+        raise AssertionError("a wrong RANK went unnoticed")
+    assert not dist.is_initialized()
+    os.environ.update(RANK=str(r), MASTER_ADDR="localhost", MASTER_PORT="29500")
+    dist.init_process_group(backend="mpi", init_method="env://")
+    assert dist.is_initialized() and dist.get_rank() == r and dist.get_world_size() == n
     for name in names:
         t0 = time.perf_counter()
         CHECKS[name]()
