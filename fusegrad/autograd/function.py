@@ -23,20 +23,22 @@ class FunctionCtx:
         self._freed = False
 
     def save_for_backward(self, *tensors) -> None:
-        self._saved = tensors
-        self._saved_versions = tuple(t._version if isinstance(t, Tensor) else None for t in tensors)
+        from ..runtime.saved_hooks import pack
+        self._saved = tuple(pack(t) if isinstance(t, Tensor) else t for t in tensors)  # saved-tensor hooks
+        self._saved_versions = tuple((t, t._version) if isinstance(t, Tensor) else (None, None) for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple:
         if self._freed:
             from ..runtime.nodes import _FREED_MSG
             raise RuntimeError(_FREED_MSG)
-        for t, v in zip(self._saved, self._saved_versions):
+        for t, v in self._saved_versions:
             if isinstance(t, Tensor) and t._version != v:
                 raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
                                    f"inplace operation: [{t.dtype} {list(t.shape)}] is at version {t._version}; "
                                    f"expected version {v} instead.")
-        return self._saved
+        from ..runtime.saved_hooks import unpack
+        return tuple(unpack(t) for t in self._saved)
 
     saved_variables = saved_tensors
 
@@ -50,7 +52,7 @@ class FunctionCtx:
         self.materialize_grads = value
 
     def _release(self):
-        self._saved = ()
+        self._saved = self._saved_versions = ()
         self._freed = True
 
 

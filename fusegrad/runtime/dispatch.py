@@ -16,6 +16,7 @@ from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
+from . import forward_state, saved_hooks
 from .grad_mode import STATE
 from .nodes import attach_node_classes
 from .tensor import Tensor, wrap
@@ -86,6 +87,9 @@ def bind(prim, args, params):
             if isinstance(a, Tensor) and a._rg:
                 record(prim, args, params, out)
                 break
+    fw = forward_state.STATE
+    if fw.level is not None and not fw.busy:
+        forward_state.propagate(prim, args, params, out)
     return out
 
 
@@ -135,8 +139,22 @@ def record(prim, args, params, out) -> None:
     else:
         node.out_data = node.out_box = None
         node.out_ver = 0
+    if saved_hooks.STATE.stack and (prim.saves_in or prim.saves_out):
+        _pack_saved(node, prim, args, out)
     out._grad_fn = node
     out._rg = True
+
+
+def _pack_saved(node, prim, args, out) -> None:
+    """Pass what ``node`` saves through the active saved-tensor hooks (unpacked by ``apply``)."""
+    if prim.saves_in:
+        ins = list(args)
+        for i in range(len(ins))[prim.checked]:
+            if isinstance(ins[i], Tensor):
+                ins[i] = saved_hooks.pack(ins[i])
+        node.ins = saved_hooks.PackedArgs(ins)
+    if prim.saves_out:
+        node.out_data = saved_hooks.pack(wrap(out._data))
 
 
 _new = object.__new__

@@ -10,6 +10,7 @@ import weakref
 from ..ir.primitive import PRIMS
 from . import tensor as _tensor  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
+from .saved_hooks import Packed, PackedArgs
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
               "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -88,10 +89,17 @@ class PrimNode(Node):
         self._check_versions()
         out = None
         if self.prim.saves_out:
-            out = _tensor.wrap(self.out_data)
-            out._vbox = self.out_box
-            if STATE.enabled:  # create_graph: the saved output stays connected to this node
-                out._rg, out._grad_fn = True, self
+            od = self.out_data
+            if type(od) is Packed:  # through saved-tensor hooks
+                out = od.unpack()
+            else:
+                out = _tensor.wrap(od)
+                out._vbox = self.out_box
+                if STATE.enabled:  # create_graph: the saved output stays connected to this node
+                    out._rg, out._grad_fn = True, self
+        ins = self.ins
+        if type(ins) is PackedArgs:
+            ins = ins.unpacked()
         edges = self.edges
         if len(edges) == 2:  # the common arities without a generator: this runs once per node
             needs = (edges[0] is not None, edges[1] is not None)
@@ -99,7 +107,7 @@ class PrimNode(Node):
             needs = (edges[0] is not None,)
         else:
             needs = tuple(e is not None for e in edges)
-        return self.prim.vjp(grads[0], self.ins, out, needs, **self.params)
+        return self.prim.vjp(grads[0], ins, out, needs, **self.params)
 
     def _check_versions(self):
         for t, v in self.versions:
@@ -116,6 +124,12 @@ class PrimNode(Node):
                 f"operation: output 0 of {type(self).__name__} is at version {self.out_box[0]}; expected "
                 f"version {self.out_ver} instead. Hint: enable anomaly detection with "
                 f"torch.autograd.set_detect_anomaly(True).")
+
+    def __getattr__(self, name: str):  # only names the slots lack: grad_fn._saved_self and the like
+        if not name.startswith(("_saved_", "_raw_saved_")):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        from .saved_attrs import saved_attribute
+        return saved_attribute(self, name)
 
     def release(self):
         self.freed = True

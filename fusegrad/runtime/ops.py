@@ -20,6 +20,7 @@ from ..tracer.trace import capturing
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind
 from .exports import alias, op
+from .forward_state import carry_tangent
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
 from .tensor import Tensor, wrap
@@ -887,7 +888,9 @@ def contiguous(x, memory_format=None):
 def clone(x, memory_format=None):
     x = as_t(x)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
-        return wrap(np.array(x._data, copy=True))
+        out = wrap(np.array(x._data, copy=True))
+        carry_tangent(x, out)
+        return out
     r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
     return named(r, "CloneBackward0")
 
@@ -1416,6 +1419,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         new = fn(self)
     _write(self, new)
     self._bump()
+    carry_tangent(new, self)
     if tracking and new._rg:
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, True
         node = new._grad_fn
@@ -1428,6 +1432,7 @@ def _snapshot(t: Tensor) -> Tensor:
     """A copy of ``t``'s current value that keeps its place in the autograd graph."""
     old = wrap(np.array(t._data, copy=True))
     old._rg, old._grad_fn, old._out_nr = t._rg, t._grad_fn, t._out_nr
+    carry_tangent(t, old)
     return old
 
 

@@ -1,0 +1,261 @@
+"""Forward-mode AD, saved-tensor hooks, ``grad_fn._saved_*`` and autograd.functional, against PyTorch."""
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.autograd.forward_ad as fwAD
+
+
+@pytest.fixture
+def pt():
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    return torch
+
+
+def np_of(t):
+    return np.asarray(t.detach().numpy())
+
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((3, 4)).astype(np.float32)
+T = RNG.standard_normal((3, 4)).astype(np.float32)
+W = RNG.standard_normal((4, 5)).astype(np.float32)
+P = RNG.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
+
+# f(L, F, x, w, p) with x the dual input
+FUNCS = {
+    "sin_exp": lambda L, F, x, w, p: (x.sin() * 2 + x.exp()).sum(1),
+    "matmul_tanh": lambda L, F, x, w, p: (x @ w).tanh(),
+    "softmax": lambda L, F, x, w, p: L.softmax(x, 1),
+    "log_softmax": lambda L, F, x, w, p: F.log_softmax(x * 3, 0),
+    "div_pow": lambda L, F, x, w, p: x / p + x ** 3 - p ** x,
+    "mean_var": lambda L, F, x, w, p: x.mean(0) + (x - x.mean(1, keepdim=True)).pow(2).sum(1).sqrt()[:, None],
+    "relu_sigmoid": lambda L, F, x, w, p: F.relu(x) * x.sigmoid(),
+    "views": lambda L, F, x, w, p: L.cat([x.t().reshape(2, 6), x[1:, ::2].reshape(2, 2)], 1).unsqueeze(0),
+    "mse": lambda L, F, x, w, p: F.mse_loss(x, p),
+    "layer_norm": lambda L, F, x, w, p: F.layer_norm(x, (4,)),
+    "max_where": lambda L, F, x, w, p: L.where(x > 0, x, x * x).amax(1),
+    "inplace": lambda L, F, x, w, p: x.clone().mul_(p).add_(x),
+}
+
+
+def _forward_ad(L, F, name):
+    x, t, w, p = L.tensor(X), L.tensor(T), L.tensor(W), L.tensor(P)
+    A = L.autograd.forward_ad
+    with A.dual_level():
+        y = FUNCS[name](L, F, A.make_dual(x, t), w, p)
+        primal, tangent = A.unpack_dual(y)
+        out = np_of(primal), np_of(tangent)
+    assert A.unpack_dual(y).tangent is None  # dropped with the level
+    return out
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_forward_ad_tangents_match_torch(pt, name):
+    import fusegrad.nn.functional as F
+    import torch.nn.functional as TF
+    got, want = _forward_ad(fg, F, name), _forward_ad(pt, TF, name)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.torch
+def test_forward_ad_jacobian_columns_match_torch(pt):
+    def jac(L):
+        A = L.autograd.forward_ad
+        x = L.tensor(X[0].astype(np.float64))
+        cols = []
+        with A.dual_level():
+            for i in range(4):
+                e = L.zeros(4, dtype=L.float64)
+                e[i] = 1.0
+                y = (A.make_dual(x, e) ** 2).cumsum(0).sin()
+                cols.append(A.unpack_dual(y).tangent)
+        return np_of(L.stack(cols, 1))
+    np.testing.assert_allclose(jac(fg), jac(pt), rtol=1e-12)
+
+
+def test_forward_ad_errors_and_grad_interplay():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="dual_level"):
+        fwAD.make_dual(x, fg.ones(2))
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="Nested forward mode AD"):
+            fwAD.enter_dual_level()
+        with pytest.raises(RuntimeError, match="different size"):
+            fwAD.make_dual(x, fg.ones(3))
+        d = fwAD.make_dual(x, fg.tensor([1.0, 0.0]))
+        y = (d * d).sum()
+        assert fwAD.unpack_dual(y).tangent.item() == 2.0  # 2 x . t
+        y.backward()  # reverse mode still works through dual tensors
+        np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    assert fwAD.unpack_dual(fg.ones(2)).tangent is None
+
+
+# ---------------------------------------------------------------- saved tensors
+HOOKED = {
+    "mul_exp_sin": lambda L, a, b: (a * b).exp().sin().sum(),
+    "matmul_tanh": lambda L, a, b: (a @ b.t()).tanh().sum(),
+    "add_relu": lambda L, a, b: L.relu(a + b).sum(),
+    "sqrt_div": lambda L, a, b: ((a * a + 1).sqrt() / (b * b + 1)).sum(),
+}
+
+
+def _hooked(L, name, wrap):
+    a, b = L.tensor(X, requires_grad=True), L.tensor(P, requires_grad=True)
+    calls = []
+
+    def pack(t):
+        calls.append(("pack", tuple(t.shape)))
+        return wrap(t)
+
+    def unpack(t):
+        calls.append(("unpack", tuple(t.shape)))
+        return t
+    with L.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = HOOKED[name](L, a, b)
+    n_packed = len(calls)
+    y.backward()
+    return calls, n_packed, np_of(a.grad), np_of(b.grad)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(HOOKED))
+def test_saved_tensors_hooks_calls_and_grads_match_torch(pt, name):
+    got = _hooked(fg, name, lambda t: t)
+    want = _hooked(pt, name, lambda t: t)
+    assert got[1] == want[1] and sorted(got[0]) == sorted(want[0])
+    for g, w in zip(got[2:], want[2:]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # a pack hook that changes what is saved changes the gradient the same way
+    got = _hooked(fg, name, lambda t: t * 0.5)
+    want = _hooked(pt, name, lambda t: t * 0.5)
+    for g, w in zip(got[2:], want[2:]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.torch
+def test_save_on_cpu_and_custom_function_hooks_match_torch(pt):
+    def run(L):
+        class Cube(L.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 3 * x * x * g
+        a = L.tensor(X, requires_grad=True)
+        with L.autograd.graph.save_on_cpu():
+            y = (Cube.apply(a) * a.sin()).sum()
+        y.backward()
+        seen = []
+        with L.autograd.graph.saved_tensors_hooks(lambda t: seen.append("p") or t * 2, lambda t: seen.append("u") or t):
+            z = Cube.apply(a).sum()
+        z.backward()
+        return np_of(a.grad), seen
+    got, want = run(fg), run(pt)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    assert got[1] == want[1] == ["p", "u"]
+
+
+SAVED = [
+    ("a * c", ["_saved_self", "_saved_other"]),
+    ("a / c", ["_saved_self", "_saved_other"]),
+    ("a @ w", ["_saved_self", "_saved_mat2", "_saved_self_sym_sizes", "_saved_mat2_sym_sizes"]),
+    ("a.exp()", ["_saved_result"]),
+    ("a.tanh()", ["_saved_result"]),
+    ("a.sigmoid()", ["_saved_result"]),
+    ("a.relu()", ["_saved_result"]),
+    ("a.sqrt()", ["_saved_result"]),
+    ("a.log()", ["_saved_self"]),
+    ("a.sin()", ["_saved_self"]),
+    ("a.cos()", ["_saved_self"]),
+    ("a.abs()", ["_saved_self"]),
+    ("a.pow(2)", ["_saved_self", "_saved_exponent"]),
+    ("a ** c", ["_saved_self", "_saved_exponent", "_saved_result"]),
+    ("a + c", ["_saved_alpha"]),
+    ("a.sum()", ["_saved_self_sym_sizes"]),
+    ("a.sum(1)", ["_saved_self_sym_sizes", "_saved_dim", "_saved_keepdim"]),
+    ("a.view(12)", ["_saved_self_sym_sizes"]),
+    ("a.softmax(1)", ["_saved_result"]),
+    ("a.log_softmax(1)", ["_saved_result"]),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("expr,attrs", SAVED, ids=[e for e, _ in SAVED])
+def test_saved_attributes_match_torch(pt, expr, attrs):
+    def get(L):
+        a, c, w = L.tensor(P, requires_grad=True), L.tensor(P[::-1].copy(), requires_grad=True), L.tensor(W, requires_grad=True)
+        y = eval(expr)
+        out = {"name": type(y.grad_fn).__name__}
+        for n in attrs:
+            v = getattr(y.grad_fn, n)
+            out[n] = np_of(v) if hasattr(v, "detach") else v
+        # (PyTorch gives mm's saved self as another tensor object; the others as the input itself)
+        out["self_is_a"] = "_saved_self" in attrs and "@" not in expr and y.grad_fn._saved_self is a
+        return out
+    got, want = get(fg), get(pt)
+    assert got.keys() == want.keys() and got["name"] == want["name"] and got["self_is_a"] == want["self_is_a"]
+    for n in attrs:
+        if isinstance(want[n], np.ndarray):
+            np.testing.assert_allclose(got[n], want[n], rtol=1e-6)
+        else:
+            assert got[n] == want[n], n
+
+
+@pytest.mark.torch
+def test_raw_saved_register_hooks_and_freed_saved_values_match_torch(pt):
+    def run(L):
+        a, c = L.tensor(X, requires_grad=True), L.tensor(P, requires_grad=True)
+        y = a * c
+        calls = []
+        y.grad_fn._raw_saved_self.register_hooks(lambda t: calls.append("p") or t * 10,
+                                                 lambda t: calls.append("u") or t)
+        with pytest.raises(RuntimeError, match="already been set"):
+            y.grad_fn._raw_saved_self.register_hooks(lambda t: t, lambda t: t)
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            y.grad_fn._saved_self
+        with pytest.raises(AttributeError):
+            y.grad_fn._saved_nothing
+        return np_of(c.grad), calls
+    got, want = run(fg), run(pt)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[1] == want[1] == ["p", "u"]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fn", ["jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"])
+def test_autograd_functional_matches_torch(pt, fn):
+    def run(L):
+        F = L.autograd.functional
+        x, y = L.tensor(X[0].astype(np.float64)), L.tensor(P[0].astype(np.float64))
+        v = L.tensor(T[0].astype(np.float64))
+        scalar = lambda a, b: (a.sin() * b ** 2).sum()  # noqa: E731
+        vector = lambda a, b: a.exp() * b  # noqa: E731
+        if fn == "jacobian":
+            r = F.jacobian(vector, (x, y)), F.jacobian(lambda a: a.tanh(), x)
+        elif fn == "hessian":
+            r = F.hessian(scalar, (x, y)), F.hessian(lambda a: (a ** 3).sum(), x)
+        elif fn == "vjp":
+            r = F.vjp(vector, (x, y), v), F.vjp(lambda a: a.cos(), x, v)
+        elif fn == "jvp":
+            r = F.jvp(vector, (x, y), (v, v)), F.jvp(lambda a: a.cos(), x, v)
+        else:
+            r = getattr(F, fn)(scalar, (x, y), (v, v)), getattr(F, fn)(lambda a: (a ** 3).sum(), x, v)
+        return r
+
+    def flat(r):
+        if hasattr(r, "detach"):
+            return [np_of(r)]
+        return [z for e in r for z in flat(e)]
+    got, want = flat(run(fg)), flat(run(pt))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
