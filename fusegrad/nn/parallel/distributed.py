@@ -45,6 +45,12 @@ class DistributedDataParallel(Module):
                  static_graph: bool = False, delay_all_reduce_named_params=None, param_to_hook_all_reduce=None,
                  mixed_precision=None, device_mesh=None) -> None:
         super().__init__()
+        unsupported = {"mixed_precision": mixed_precision, "device_mesh": device_mesh,
+                       "delay_all_reduce_named_params": delay_all_reduce_named_params,
+                       "param_to_hook_all_reduce": param_to_hook_all_reduce}
+        for name, value in unsupported.items():
+            if value is not None:
+                raise NotImplementedError(f"DistributedDataParallel: {name} is not supported by fusegrad")
         if not dist.is_initialized():
             raise RuntimeError("Default process group has not been initialized, please make sure to call "
                                "init_process_group.")
@@ -69,6 +75,8 @@ class DistributedDataParallel(Module):
         self.__dict__["_forward_fn"] = forward_fn  # not a submodule: state_dict holds module.* only
         self.reducer = Reducer(groups, {id(p): n for n, p in named}, self.process_group)
         self.reducer.find_unused = find_unused_parameters
+        self.reducer.grads_as_views = gradient_as_bucket_view
+        self.gradient_as_bucket_view = gradient_as_bucket_view
 
     # -------------------------------------------------------------- setup
     def _verify_same_parameters(self, named) -> None:

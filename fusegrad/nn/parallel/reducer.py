@@ -62,6 +62,7 @@ class Reducer:
         self.marked: set = set()
         self.locally_unused: set = set()
         self.find_unused = False
+        self.grads_as_views = False  # gradient_as_bucket_view: .grad becomes a view of the bucket
         self.comm_wait_s = 0.0  # time the last backward spent waiting for all-reduces to finish
         self.launched_at: List[int] = []  # per bucket launch: how many gradients were ready then
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
@@ -133,11 +134,16 @@ class Reducer:
             for b in self.buckets:
                 b.flat /= n
                 for k, p in enumerate(b.params):
-                    if p._grad is not None:
-                        p._grad._data[...] = b.slot(k).reshape(p._grad._data.shape)
+                    avg = b.slot(k).reshape(p._data.shape)
+                    if p._grad is None and not (used is not None and used[id(p)]):
+                        continue  # unused on every rank: no gradient, as in PyTorch
+                    if self.grads_as_views:
+                        p._grad = wrap(avg)
+                    elif p._grad is not None:
+                        p._grad._data[...] = avg
                         p._grad._bump()
-                    elif used is not None and used[id(p)]:
-                        p._grad = wrap(b.slot(k).reshape(p._data.shape).copy())
+                    else:
+                        p._grad = wrap(avg.copy())
         self.active = False
 
     def _globally_used(self) -> dict:
@@ -145,3 +151,4 @@ class Reducer:
         flags = np.array([0 if id(p) in self.locally_unused else 1 for p in self.params], dtype=np.int32)
         self.group.comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
         return {id(p): bool(f) for p, f in zip(self.params, flags)}
+
