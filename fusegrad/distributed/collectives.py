@@ -12,6 +12,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from ..runtime.tensor import Tensor
+from ..tracer.trace import GraphBreak, capturing, user_frame
 from .process_group import ProcessGroup, _mpi, resolve
 
 
@@ -72,8 +73,7 @@ def _array(t: Tensor, what: str, op: str) -> np.ndarray:
         raise TypeError(f"{op}: {what} must be a Tensor, got {type(t).__name__}")
     a = t._data
     if not isinstance(a, np.ndarray):
-        raise RuntimeError(f"{op}: collectives run eagerly; {what} is a traced value (call them outside "
-                           "compiled functions)")
+        raise RuntimeError(f"{op}: {what} is a traced value; collectives run on concrete tensors")
     return a
 
 
@@ -135,6 +135,8 @@ def check_same(group: ProcessGroup, op: str, arrays, what: str = "tensor") -> No
 
 
 def _member(group: Optional[ProcessGroup], op: str) -> Optional[ProcessGroup]:
+    if capturing():  # a compiled graph would replay without communicating: that call runs eagerly
+        raise GraphBreak(f"fusegrad.distributed.{op} inside a compiled function at {user_frame()}")
     g = resolve(group)
     return g if g.comm is not None else None  # a non-member's call is a no-op, as PyTorch's
 

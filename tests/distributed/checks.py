@@ -316,6 +316,16 @@ def ddp_compiled():
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     launched = ddp.reducer.launched_at
     assert len(launched) == 2 and launched[0] == 4, launched  # layers 2 and 4 went before layer 0 was done
+    # compiling around DDP (or a collective) breaks the graph: those calls run eagerly, correctly
+    model2 = mlp(0)
+    ddp2 = DDP(model2)
+    outer = fg.compile(ddp2)
+    train(outer, fg.optim.SGD(model2.parameters(), lr=0.1), steps, r, n, per)
+    for a, b in zip(params_of(model2), params_of(ref)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert any("DistributedDataParallel" in b for b in outer.cache_info()["graph_breaks"])
+    summed = fg.compile(lambda t: dist.all_reduce(t) or t * 2)(fg.tensor(data(r)))
+    close(summed.numpy(), 2 * sum(data(q) for q in range(n)))
 
 
 # ------------------------------------------------------------------ sampler

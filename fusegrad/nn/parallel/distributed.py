@@ -11,6 +11,7 @@ from ... import distributed as dist
 from ...distributed.collectives import check_same
 from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.tensor import Tensor
+from ...tracer.trace import GraphBreak, capturing, user_frame
 from ..module import Module
 from ..modules.container import Sequential
 from .reducer import Reducer, plan_buckets
@@ -90,6 +91,9 @@ class DistributedDataParallel(Module):
 
     # -------------------------------------------------------------- forward
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        if capturing():  # its hooks and collectives must run on every call: compile the module inside
+            raise GraphBreak(f"DistributedDataParallel called inside a compiled function at {user_frame()} "
+                             "(compile the module it wraps: DistributedDataParallel(fusegrad.compile(model)))")
         sync = is_grad_enabled() and self.require_backward_grad_sync
         if self.broadcast_buffers and self.training:
             root = self.process_group.ranks[0]
