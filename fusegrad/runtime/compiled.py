@@ -439,6 +439,18 @@ class Lowered:
     def kernel_source(self) -> str:
         return self._plan.kernel_source()
 
+    def graph(self, stage: str = "fused"):
+        """A ``graphviz.Digraph`` of ``stage`` (fused loop groups drawn as clusters)."""
+        from ..passes.fusion import fuse
+        from ..viz import ir_dot
+        stages = self._plan.stages
+        if stage not in stages or stage == "note":
+            raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
+        ir = stages[stage]
+        if not isinstance(ir, Graph):  # a backend's fused listing: fuse the graph it compiled
+            ir = fuse(stages["forward"] if "forward" in stages else stages["optimized"])
+        return ir_dot(ir, name=stage)
+
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: bool = False,
             remat: str = "auto"):  # noqa: A001 - torch.compile's name

@@ -131,6 +131,10 @@ class PrimNode(Node):
         from .saved_attrs import saved_attribute
         return saved_attribute(self, name)
 
+    def __dir__(self):
+        from .saved_attrs import saved_names
+        return sorted(set(super().__dir__()) | set(saved_names(self)))
+
     def release(self):
         self.freed = True
         if self.prim.saves_in or self.prim.saves_out:  # apply() now raises; shape-only rules keep theirs

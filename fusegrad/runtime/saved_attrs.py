@@ -84,6 +84,16 @@ def _value(node, where):
     return v if isinstance(v, Tensor) else tensor(v)
 
 
+def saved_names(node) -> list:
+    """The ``_saved_``/``_raw_saved_`` attribute names ``node`` has (listed by ``dir``)."""
+    out = []
+    for k, where in SAVED.get(type(node).__name__, {}).items():
+        out.append("_saved_" + k)
+        if not callable(where):
+            out.append("_raw_saved_" + k)
+    return out
+
+
 def saved_attribute(node, name: str):
     """The value of ``node.<name>`` for a ``_saved_``/``_raw_saved_`` name, else AttributeError."""
     raw = name.startswith("_raw_saved_")
