@@ -22,6 +22,7 @@ from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import GEMM_CALLS, emit_call
 from .cpu_loops import emit_loop_group, guarded
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
+from .kir_lower import Listing, lower_group
 
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
@@ -42,7 +43,9 @@ class CpuExecutable:
         self._exact = exact  # dispatcher for sin/cos arguments past fastmath's range (see cpu._entry)
         self._graph = graph
         self._source = source
-        self.stages = {"fused": _FusedListing(graph, fused)}  # printed on demand (Lowered.ir)
+        fused_of = _FusedOnce(graph, fused)
+        # printed on demand (Lowered.ir)
+        self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of()))}
 
     def __call__(self, *arrays) -> tuple:
         if len(arrays) != len(self._in):
@@ -72,15 +75,27 @@ class CpuExecutable:
         return self._source
 
 
-class _FusedListing:
-    """The "fused" stage of an executable, fused again only when printed if the kernel's
-    source came from the cache (see CpuBackend.compile)."""
+class _FusedOnce:
+    """The fused graph of an executable, fused again (once) only when asked for if the
+    kernel's source came from the cache (see CpuBackend.compile)."""
 
     def __init__(self, graph: Graph, fused: Optional[Fused]):
         self._graph, self._fused = graph, fused
 
+    def __call__(self) -> Fused:
+        if self._fused is None:
+            self._fused = fuse(self._graph)
+        return self._fused
+
+
+class _Printed:
+    """A stage built when printed: ``str()`` of what ``make()`` returns."""
+
+    def __init__(self, make: Callable):
+        self._make = make
+
     def __str__(self) -> str:
-        return str(self._fused if self._fused is not None else fuse(self._graph))
+        return str(self._make())
 
 
 class CpuBackend:
@@ -159,6 +174,9 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     are computed into (see passes.memory.donations); a kernel that may rerun (the exact
     entry) writes no argument."""
     _check_types(graph)
+    for gi, g in enumerate(fused.groups):  # every loop group has a kernel (else Unsupported, with the reason)
+        if isinstance(g, LoopGroup):
+            lower_group(fused, gi)
     facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
                  bounded_trig=any(e.prim.name in _INDEXING for e in graph.eqns))
     lw = Lowering(guard="fast", **facts)

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..ir.graph import Eqn, Var
+from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
 from .cpu_reroll import reroll
@@ -163,9 +164,8 @@ class LoopEmitter:
         args = [self.operand(a, e, dt) for a in e.inputs]
         self.lw.nonpositive.update(s for a, s in zip(e.inputs, args)
                                    if isinstance(a, Var) and a.id in self.lw.nonpositive_vars)
-        if e.prim.name.startswith("logical") or e.prim.name == "where":
-            args = [self._as_bool(a, s, i == 0 or e.prim.name != "where")
-                    for i, (a, s) in enumerate(zip(e.inputs, args))]
+        truth = PREDICATE_OPERANDS.get(e.prim.scalar, ())
+        args = [self._as_bool(a, s, i in truth) for i, (a, s) in enumerate(zip(e.inputs, args))]
         return self.lw.expr(e.prim.scalar, args, dt, e.params)
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""Per-element expressions for the CPU backend: typed literals, and the lowering of a
-primitive's ``scalar`` template (``"exp({0})"``, ``"({0} + {1})"``, ...) to Numba code.
+"""Per-element expressions for the CPU backend: typed literals, and the Numba code of each
+scalar operation (fusegrad.ir.scalar_ops: ``"exp"``, ``"add"``, ...).
 
 Transcendentals go to fusegrad.codegen.fastmath's branch-free functions where it has one
 for the dtype (libm calls would keep the loop scalar); the rest are written so that NumPy's
@@ -17,7 +17,6 @@ try:
 except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
     _FASTMATH = _FASTMATH_CALLS = _VARIANTS = {}
 
-_CALL = re.compile(r"^(\w+)\((.*)\)$")
 
 
 def literal(value, dtype: np.dtype) -> str:
@@ -78,11 +77,9 @@ class Lowering:
         out, self._pending = self._pending, []
         return out
 
-    def guards(self, template: str, dtype: np.dtype) -> bool:
-        """True if ``template`` lowers to a fast sin/cos that counts huge arguments."""
-        m = _CALL.match(template)
-        return (self.guard == "fast" and m is not None and m.group(1) in ("sin", "cos")
-                and (m.group(1), np.dtype(dtype).name) in _FASTMATH)
+    def guards(self, op: str, dtype: np.dtype) -> bool:
+        """True if scalar operation ``op`` lowers to a fast sin/cos that counts huge arguments."""
+        return self.guard == "fast" and op in ("sin", "cos") and (op, np.dtype(dtype).name) in _FASTMATH
 
     def fastmath(self, name: str, dtype: np.dtype, kind: str | None = None) -> str | None:
         """The symbol bound to fastmath's ``name`` for ``dtype`` (None if it has none): the
@@ -120,17 +117,16 @@ class Lowering:
         finally:
             self.outline = outline
 
-    def transcendental(self, template: str, dtype: np.dtype) -> bool:
-        """True if ``template`` lowers to a fastmath function."""
-        m = _CALL.match(template)
-        return m is not None and m.group(1) in _FUNCS and (m.group(1), np.dtype(dtype).name) in _FASTMATH
+    def transcendental(self, op: str, dtype: np.dtype) -> bool:
+        """True if scalar operation ``op`` lowers to a fastmath function."""
+        return op in _FUNCS and (op, np.dtype(dtype).name) in _FASTMATH
 
-    def expr(self, template: str, args: list[str], dtype: np.dtype, params: dict) -> str:
-        """The expression for one element; ``dtype`` is the operands' type."""
-        m = _CALL.match(template)
-        if m is None or m.group(1) not in _FUNCS:
-            return template.format(*args)
-        return _FUNCS[m.group(1)](self, args, np.dtype(dtype), params)
+    def expr(self, op: str, args: list[str], dtype: np.dtype, params: dict) -> str:
+        """The expression for one element of scalar operation ``op``; ``dtype`` is the
+        operands' type."""
+        if op in _FUNCS:
+            return _FUNCS[op](self, args, np.dtype(dtype), params)
+        return _INFIX[op].format(*args)
 
 
 def prelude(names: dict, body: list) -> list[str]:
@@ -206,6 +202,13 @@ def _relu(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
 def _rsqrt(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
     return f"({_typed(dt, 1)} / np.sqrt({a[0]}))"
 
+
+# Scalar operations written as Python operators (the rest are in _FUNCS).
+_INFIX = {"copy": "{0}", "neg": "-{0}", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+          "div": "({0} / {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
+          "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})", "and": "({0} and {1})",
+          "or": "({0} or {1})", "xor": "({0} != {1})", "not": "(not {0})", "isnan": "({0} != {0})",
+          "where": "({1} if {0} else {2})"}
 
 _FUNCS: dict[str, Callable] = {
     "exp": _fm_or("exp", lambda a, dt: f"np.exp({a[0]})"),

@@ -8,8 +8,10 @@ A primitive bundles
 - ``jvp``: ``(tangents, ins, out, **params) -> tangent of out`` (None for a zero tangent),
 - ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks);
   ``checked`` narrows the version check to the inputs whose values the VJP reads,
-- ``kind`` and ``scalar``: how codegen lowers it (an elementwise expression template, a
-  reduction, a layout op or a library call),
+- ``kind`` and ``scalar``: how codegen lowers it: an elementwise primitive's ``scalar`` names
+  its per-element operation (one of ``fusegrad.ir.scalar_ops.OPS``, checked here), a
+  reduction's the operation folding an element in; ``no_lowering`` instead says why a
+  primitive has no kernel lowering (its graphs then run eagerly, with that reason),
 - ``batch``: the batching rule of vmap (see ``prims/batchdims.py``); primitives of kind
   ``"elementwise"`` share one, and without a rule vmap loops over the batch.
 Passes and backends recognise a primitive by the object (``e.prim is P.neg``) or by these
@@ -21,18 +23,21 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .scalar_ops import check_lowering
+
 PRIMS: dict[str, "Primitive"] = {}
 
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "node_name", "nondiff", "effect", "node_cls", "checked", "batch")
+                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "batch")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
                  kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
                  nondiff: bool = False, effect: bool = False, checked: slice = slice(None),
-                 batch: Optional[Callable] = None):
+                 batch: Optional[Callable] = None, no_lowering: Optional[str] = None):
+        check_lowering(name, kind, scalar, no_lowering)
         self.name = name
         self.impl = impl
         self.abstract = abstract or _abstract_by_eval(impl)
@@ -42,6 +47,7 @@ class Primitive:
         self.saves_out = "out" in saves
         self.kind = kind
         self.scalar = scalar
+        self.no_lowering = no_lowering
         self.node_name = node_name or (name.capitalize() + "Backward0")
         self.nondiff = nondiff
         self.effect = effect

@@ -70,7 +70,8 @@ class _Copy:
     """Pseudo-primitive that materializes an alias (a view read through indices)."""
     name = "copy"
     kind = "elementwise"
-    scalar = "{0}"
+    scalar = "copy"
+    no_lowering = None
 
 
 COPY = _Copy()

@@ -396,6 +396,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
         plan.holders = [h for _, h in opt.consts]
         plan.forward = backend.compile(opt, _donations(traced, opt))
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
+        _kernel_stage(stages, plan.forward)
     else:
         joint = optimize(vjp_graph(opt, plan.wrt, traced.diff_outputs), on_pass=dump)
         fwd, bwd = partition(joint, len(opt.arguments()), len(opt.outputs), remat)
@@ -407,6 +408,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
         plan.backward = backend.compile(bwd)
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
+        _kernel_stage(stages, plan.forward, plan.backward)
     plan.forward = tuned(plan.forward)
     if plan.backward is not None:
         plan.backward = tuned(plan.backward)
@@ -417,6 +419,23 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
     log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
         + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
     return plan
+
+
+def _kernel_stage(stages: dict, *executables) -> None:
+    """``stages["kernel"]``: the kernel IR of the executables' backends that have one."""
+    parts = [getattr(x, "stages", {}).get("kernel") for x in executables]
+    if all(p is not None for p in parts):
+        stages["kernel"] = parts[0] if len(parts) == 1 else _Joined(("forward", "backward"), parts)
+
+
+class _Joined:
+    """Stages printed one after the other under their names."""
+
+    def __init__(self, names: tuple, parts: list):
+        self._names, self._parts = names, parts
+
+    def __str__(self) -> str:
+        return "\n\n".join(f"# {n}\n{p}" for n, p in zip(self._names, self._parts))
 
 
 class Lowered:
@@ -430,8 +449,8 @@ class Lowered:
         return [k for k in self._plan.stages if k != "note"]
 
     def ir(self, stage: str = "optimized") -> str:
-        """IR text of ``stage``: "traced", "optimized", "fused", and with gradients also
-        "joint", "forward", "backward"."""
+        """IR text of ``stage``: "traced", "optimized", "fused", "kernel" (the kernel IR,
+        with a codegen backend), and with gradients also "joint", "forward", "backward"."""
         if stage not in self._plan.stages or stage == "note":
             raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
         return str(self._plan.stages[stage])

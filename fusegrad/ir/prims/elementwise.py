@@ -2,7 +2,7 @@
 logical ops, ``where`` and ``cast``.
 
 Unary differentiable ops are defined by their derivative ``d(x, out)``: the VJP is
-``g * d`` and the JVP ``t * d``. ``scalar`` is the expression codegen emits per element."""
+``g * d`` and the JVP ``t * d``. ``scalar`` names the per-element operation (fusegrad.ir.scalar_ops)."""
 from __future__ import annotations
 
 import math
@@ -79,28 +79,28 @@ def _quiet(f):
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-neg = _unary("neg", np.negative, lambda x, o: -1.0, "-{0}", saves="")
+neg = _unary("neg", np.negative, lambda x, o: -1.0, "neg", saves="")
 neg.vjp = lambda g, ins, out, needs: (neg(g),)
 neg.jvp = lambda ts, ins, out: None if ts[0] is None else neg(ts[0])
-exp = _unary("exp", _quiet(np.exp), lambda x, o: o, "exp({0})", saves="out")
-log = _unary("log", _quiet(np.log), lambda x, o: div(1.0, x), "log({0})")
-log1p = _unary("log1p", _quiet(np.log1p), lambda x, o: div(1.0, add(x, 1.0)), "log1p({0})")
-expm1 = _unary("expm1", _quiet(np.expm1), lambda x, o: add(o, 1.0), "expm1({0})", saves="out")
-sin = _unary("sin", np.sin, lambda x, o: cos(x), "sin({0})")
-cos = _unary("cos", np.cos, lambda x, o: neg(sin(x)), "cos({0})")
-tan = _unary("tan", np.tan, lambda x, o: add(mul(o, o), 1.0), "tan({0})", saves="out")
-tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh({0})", saves="out")
-sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid({0})", saves="out")
-relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu({0})", saves="out")
-abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs({0})")
-sign = _zero_deriv("sign", np.sign, "sign({0})")
-sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: div(0.5, o), "sqrt({0})", saves="out")
-rsqrt = _unary("rsqrt", _rsqrt, lambda x, o: mul(mul(mul(o, o), o), -0.5), "rsqrt({0})", saves="out")
-erf = _unary("erf", _erf, lambda x, o: mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI), "erf({0})")
-floor = _zero_deriv("floor", np.floor, "floor({0})")
-ceil = _zero_deriv("ceil", np.ceil, "ceil({0})")
-round_ = _zero_deriv("round", np.round, "round({0})")
-trunc = _zero_deriv("trunc", np.trunc, "trunc({0})")
+exp = _unary("exp", _quiet(np.exp), lambda x, o: o, "exp", saves="out")
+log = _unary("log", _quiet(np.log), lambda x, o: div(1.0, x), "log")
+log1p = _unary("log1p", _quiet(np.log1p), lambda x, o: div(1.0, add(x, 1.0)), "log1p")
+expm1 = _unary("expm1", _quiet(np.expm1), lambda x, o: add(o, 1.0), "expm1", saves="out")
+sin = _unary("sin", np.sin, lambda x, o: cos(x), "sin")
+cos = _unary("cos", np.cos, lambda x, o: neg(sin(x)), "cos")
+tan = _unary("tan", np.tan, lambda x, o: add(mul(o, o), 1.0), "tan", saves="out")
+tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh", saves="out")
+sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid", saves="out")
+relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu", saves="out")
+abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs")
+sign = _zero_deriv("sign", np.sign, "sign")
+sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: div(0.5, o), "sqrt", saves="out")
+rsqrt = _unary("rsqrt", _rsqrt, lambda x, o: mul(mul(mul(o, o), o), -0.5), "rsqrt", saves="out")
+erf = _unary("erf", _erf, lambda x, o: mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI), "erf")
+floor = _zero_deriv("floor", np.floor, "floor")
+ceil = _zero_deriv("ceil", np.ceil, "ceil")
+round_ = _zero_deriv("round", np.round, "round")
+trunc = _zero_deriv("trunc", np.trunc, "trunc")
 
 
 # ---------------------------------------------------------------- binary, broadcasting
@@ -232,15 +232,15 @@ def _jvp_sum(*pairs):
     return acc
 
 
-add = _binary("add", np.add, _add_vjp, "({0} + {1})", saves="")
+add = _binary("add", np.add, _add_vjp, "add", saves="")
 add.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(t, out)))
-sub = _binary("sub", np.subtract, _sub_vjp, "({0} - {1})", saves="")
+sub = _binary("sub", np.subtract, _sub_vjp, "sub", saves="")
 sub.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(-t, out)))
-mul = _binary("mul", np.multiply, _mul_vjp, "({0} * {1})")
+mul = _binary("mul", np.multiply, _mul_vjp, "mul")
 mul.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t * ins[1], out)), (ts[1], lambda t: _bcast(ins[0] * t, out)))
-div = _binary("div", _quiet(np.divide), _div_vjp, "({0} / {1})")
-pow_ = _binary("pow", _quiet(np.power), _pow_vjp, "pow({0}, {1})", saves="in,out")
-atan2 = _binary("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})")
+div = _binary("div", _quiet(np.divide), _div_vjp, "div")
+pow_ = _binary("pow", _quiet(np.power), _pow_vjp, "pow", saves="in,out")
+atan2 = _binary("atan2", np.arctan2, _atan2_vjp, "atan2")
 
 
 def _bcast(t, out):
@@ -252,27 +252,27 @@ def _cmp(name, impl, scalar):
     return Primitive(name, impl, abstract=_cmp_abstract, kind="elementwise", scalar=scalar, nondiff=True)
 
 
-eq = _cmp("eq", np.equal, "({0} == {1})")
-ne = _cmp("ne", np.not_equal, "({0} != {1})")
-lt = _cmp("lt", np.less, "({0} < {1})")
-le = _cmp("le", np.less_equal, "({0} <= {1})")
-gt = _cmp("gt", np.greater, "({0} > {1})")
-ge = _cmp("ge", np.greater_equal, "({0} >= {1})")
-logical_and = _cmp("logical_and", np.logical_and, "({0} and {1})")
-logical_or = _cmp("logical_or", np.logical_or, "({0} or {1})")
-logical_xor = _cmp("logical_xor", np.logical_xor, "({0} != {1})")
+eq = _cmp("eq", np.equal, "eq")
+ne = _cmp("ne", np.not_equal, "ne")
+lt = _cmp("lt", np.less, "lt")
+le = _cmp("le", np.less_equal, "le")
+gt = _cmp("gt", np.greater, "gt")
+ge = _cmp("ge", np.greater_equal, "ge")
+logical_and = _cmp("logical_and", np.logical_and, "and")
+logical_or = _cmp("logical_or", np.logical_or, "or")
+logical_xor = _cmp("logical_xor", np.logical_xor, "xor")
 logical_not = Primitive("logical_not", np.logical_not, abstract=lambda a, p: (a[0][0], np.dtype(np.bool_)),
-                        kind="elementwise", scalar="(not {0})", nondiff=True)
+                        kind="elementwise", scalar="not", nondiff=True)
 isnan = Primitive("isnan", np.isnan, abstract=lambda a, p: (a[0][0], np.dtype(np.bool_)),
-                  kind="elementwise", scalar="({0} != {0})", nondiff=True)
-maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max({0}, {1})")
-minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min({0}, {1})")
+                  kind="elementwise", scalar="isnan", nondiff=True)
+maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max")
+minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
 
 
 # ---------------------------------------------------------------- stop_gradient
 # The identity whose derivative is zero: what detach() and no_grad() regions become in a
 # traced graph, so that the IR's VJP/JVP passes do not differentiate through them.
-stop_gradient = Primitive("stop_gradient", lambda x: x, abstract=_same, kind="elementwise", scalar="{0}",
+stop_gradient = Primitive("stop_gradient", lambda x: x, abstract=_same, kind="elementwise", scalar="copy",
                           nondiff=True, node_name="StopGradient")
 
 
@@ -306,7 +306,7 @@ def _where_jvp(ts, ins, out):
 
 
 where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp, jvp=_where_jvp,
-                  saves="in", kind="elementwise", scalar="({1} if {0} else {2})", checked=slice(0, 1))
+                  saves="in", kind="elementwise", scalar="where", checked=slice(0, 1))
 
 
 def _cast_impl(x, dtype):
@@ -323,4 +323,4 @@ def _cast_vjp(g, ins, out, needs, dtype=None):
 cast = Primitive("cast", lambda x, dtype: _cast_impl(x, np.dtype(dtype)),
                  abstract=lambda a, p: (a[0][0], np.dtype(p["dtype"])), vjp=_cast_vjp,
                  jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else cast(ts[0], dtype=out.dtype.np),
-                 saves="", kind="elementwise", scalar="cast({0})", node_name="ToCopyBackward0")
+                 saves="", kind="elementwise", scalar="cast", node_name="ToCopyBackward0")

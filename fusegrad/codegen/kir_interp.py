@@ -1,0 +1,136 @@
+"""The reference interpreter of the kernel IR: runs a ``kir.Kernel`` element by element
+with NumPy scalars, so tests check what a kernel computes without compiling it. Each
+scalar operation means what ``fusegrad.ir.scalar_ops`` says; loads and stores check their
+index against the buffer (an out-of-range index raises IndexError naming it). It is slow
+(a Python step per element): for tests, at small sizes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Var
+from ..ir.scalar_ops import OPS, REDUCE_OPS
+from ..passes.fusion import CallGroup, Fused
+from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Load, Loop, Op, Ref, Store, Update, ieval
+
+
+def run(k: Kernel, buffers: dict, syms: dict | None = None) -> dict:
+    """Execute ``k`` on ``buffers`` (buffer name -> flat array; outputs are written in
+    place) with shape symbols ``syms`` (name -> int); returns ``buffers``."""
+    env = dict(syms or {})
+    missing = [s for s in k.syms if s not in env]
+    if missing:
+        raise ValueError(f"kernel {k.name}: no value for symbols {missing}")
+    for b in k.buffers:
+        a = buffers[b.name]
+        if a.ndim != 1 or a.dtype != np.dtype(b.dtype) or a.size != ieval(b.size, env):
+            raise ValueError(f"kernel {k.name}: buffer {b.name} must be {np.dtype(b.dtype)}[{ieval(b.size, env)}], "
+                             f"got {a.dtype}{list(a.shape)}")
+    _Run(k, buffers).body(k.body, env)
+    return buffers
+
+
+def run_fused(fused: Fused, arrays: list, symbolic: bool = False, kernels: dict | None = None) -> tuple:
+    """The outputs of a fused graph on ``arrays`` (its arguments, in order), each loop
+    group run by interpreting its kernel IR (``symbolic``: the shape-symbolic kernel, its
+    symbols bound to the group's sizes); library calls, and views read outside loop
+    groups, run with their primitives' NumPy impls. ``kernels`` maps group indices to a
+    kernel run in place of the group's own (e.g. a symbolic one lowered at other sizes;
+    its buffers bind by position)."""
+    from .kir_lower import lower_group
+    env = {v.id: np.asarray(a) for v, a in zip(fused.graph.arguments(), arrays)}
+
+    def get(v):
+        if not isinstance(v, Var):
+            return v
+        if v.id not in env:  # a view read whole: evaluate it
+            e = fused.aliases[v.id]
+            env[v.id] = e.prim.impl(*map(get, e.inputs), **e.params)
+        return env[v.id]
+
+    for gi, g in enumerate(fused.groups):
+        if isinstance(g, CallGroup):
+            env[g.eqn.out.id] = _call(g.eqn, list(map(get, g.eqn.inputs)))
+            continue
+        lg = lower_group(fused, gi, symbolic=symbolic)
+        kernel = (kernels or {}).get(gi, lg.kernel)
+        bufs = {}
+        for b, v in zip(kernel.buffers, lg.binds):
+            if b.role == "in":
+                bufs[b.name] = np.ascontiguousarray(get(v)).reshape(-1)
+            else:
+                bufs[b.name] = np.zeros(v.size, v.dtype)
+        run(kernel, bufs, {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if kernel.syms else {})
+        for b, v in zip(kernel.buffers, lg.binds):
+            if b.role != "in":
+                env[v.id] = bufs[b.name].reshape(v.shape)
+    return tuple(np.asarray(get(v)) for v in fused.outputs)
+
+
+def _call(e, ins: list) -> np.ndarray:
+    """A library call's result by its primitive's impl (a matmul operand fusion marked
+    ``transposed`` is its base, read transposed)."""
+    params = dict(e.params)
+    flags = params.pop("transposed", ())
+    ins = [np.swapaxes(a, -1, -2) if t else a for a, t in zip(ins, flags)] + ins[len(flags):]
+    return np.asarray(e.prim.impl(*ins, **params))
+
+
+class _Run:
+    def __init__(self, k: Kernel, buffers: dict):
+        self.k, self.bufs = k, buffers
+        self.accs: dict = {}  # accumulator name -> reduce op
+
+    def body(self, stmts: list, env: dict) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                for i in range(ieval(s.extent, env)):
+                    env[s.var] = i
+                    self.body(s.body, env)
+                env.pop(s.var, None)
+            elif isinstance(s, Assign):
+                env[s.name] = self.value(s.value, env)
+            elif isinstance(s, Store):
+                self.bufs[s.buf][self._at(s.buf, s.index, env)] = self.value(s.value, env)
+            elif isinstance(s, Acc):
+                self.accs[s.name] = s.op
+                env[s.name] = _identity(s.op, np.dtype(s.dtype))
+            elif isinstance(s, Update):
+                acc = env[s.name]
+                v = np.asarray(self.value(s.value, env)).astype(acc.dtype)[()]
+                env[s.name] = OPS[REDUCE_OPS[self.accs[s.name]]].ref((acc, v), acc.dtype, {})
+            elif isinstance(s, Guard):
+                if self.value(s.cond, env):
+                    self.body(s.body, env)
+            elif isinstance(s, Extern):
+                raise NotImplementedError(f"kernel {self.k.name}: the interpreter has no library call {s.fn}")
+
+    def _at(self, buf: str, index, env: dict) -> int:
+        i = ieval(index, env)
+        if not 0 <= i < self.bufs[buf].size:
+            raise IndexError(f"kernel {self.k.name}: index {i} of {buf} is outside its {self.bufs[buf].size} elements")
+        return i
+
+    def value(self, v, env: dict):
+        if isinstance(v, Const):
+            return np.asarray(v.value).astype(v.dtype)[()]
+        if isinstance(v, Ref):
+            return env[v.name]
+        if isinstance(v, Load):
+            return self.bufs[v.buf][self._at(v.buf, v.index, env)]
+        if isinstance(v, Index):
+            return np.asarray(ieval(v.expr, env)).astype(v.dtype)[()]
+        assert isinstance(v, Op)
+        args = [self.value(a, env) for a in v.args]
+        r = OPS[v.op].ref(args, v.operand_dtype(), dict(v.params))
+        return np.asarray(r).astype(v.dtype)[()]
+
+
+def _identity(op: str, dt: np.dtype):
+    if op in ("+", "*"):
+        return np.asarray(0 if op == "+" else 1).astype(dt)[()]
+    if dt.kind == "b":
+        return np.bool_(op == "min")
+    if dt.kind == "f":
+        return dt.type(-np.inf if op == "max" else np.inf)
+    info = np.iinfo(dt)
+    return dt.type(info.min if op == "max" else info.max)

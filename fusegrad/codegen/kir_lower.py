@@ -1,0 +1,357 @@
+"""Lowering from fusion's loop groups to the kernel IR (codegen.kir), for every backend.
+
+One ``LoopGroup`` becomes one ``Kernel`` whose buffers are the values it reads from and
+writes to memory (``LoweredGroup.binds`` names the Var behind each). Views of values in
+memory (fusion's aliases) become index arithmetic on their base; each member becomes a
+scalar assignment whose operation is its primitive's scalar rule (``Primitive.scalar``,
+see fusegrad.ir.scalar_ops); a primitive without one raises ``Unsupported`` with the
+primitive's reason. Stores come last in a loop body, so a value written over a dying
+operand's memory (passes.memory) is read first.
+
+With ``symbolic=True`` every non-trivial domain axis ``a`` has the extent symbol ``n<a>``
+and strides are products of those symbols, so the kernel serves every size with the same
+rank, dtypes and broadcast pattern (size-1 dims stay literal); views whose index rule needs
+concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsupported."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..ir.graph import Eqn, Var
+from ..ir.scalar_ops import PREDICATE_OPERANDS
+from ..passes.fusion import CallGroup, Fused, LoopGroup, is_reduction, reduce_map
+from .backend import Unsupported
+from .kir import (Acc, Assign, Buffer, Const, IExpr, Index, Kernel, Load, Loop, Op, Ref, Store, Sym, Update,
+                  iadd, ifloordiv, imod, imul, iprod, stmts, verify)
+
+# Sums over more elements than this accumulate floats in float64 (NumPy's pairwise sums
+# stay accurate where a float32 running sum would not).
+WIDE = 1 << 14
+
+
+@dataclass
+class LoweredGroup:
+    """A loop group's kernel and, per kernel buffer (in order), the Var it holds."""
+    kernel: Kernel
+    binds: list
+
+
+def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None) -> LoweredGroup:
+    """Kernel IR of loop group ``gi`` of ``fused`` (verified)."""
+    g = fused.groups[gi]
+    assert isinstance(g, LoopGroup)
+    lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic)
+    body = lw.run()
+    bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()]
+    syms = tuple(f"n{a}" for a, s in enumerate(g.domain) if s != 1) if symbolic else ()
+    k = Kernel(name or f"k{gi}", bufs, syms, body)
+    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()])
+
+
+class Listing:
+    """The "kernel" stage: every group of a fused graph as kernel IR (loop groups) or a
+    library call, printed on demand."""
+
+    def __init__(self, fused: Fused):
+        self.fused = fused
+
+    def __str__(self) -> str:
+        parts = []
+        for gi, g in enumerate(self.fused.groups):
+            if isinstance(g, CallGroup):
+                parts.append(f"call {g.eqn!r}")
+            else:
+                lg = lower_group(self.fused, gi)
+                binds = ", ".join(f"{b.name}={v!r}" for b, v in zip(lg.kernel.buffers, lg.binds))
+                parts.append(f"{lg.kernel}\n  # buffers: {binds}")
+        return "\n\n".join(parts)
+
+
+def _loop_var(a: int) -> Sym:
+    return Sym(f"i{a}")
+
+
+class _Lowerer:
+    def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool):
+        self.f, self.g, self.outs, self.symbolic = fused, g, outs, symbolic
+        self.dims = [1 if s == 1 else (Sym(f"n{a}") if symbolic else s) for a, s in enumerate(g.domain)]
+        self.buffers: dict = {}  # kernel buffer name -> (Var, shape, role)
+        self._buf_of: dict = {}  # var id -> kernel buffer name
+        self.names: dict = {}  # var id -> local name
+        self.flat = self._flat_ok()
+
+    # -- names
+    def local(self, v: Var) -> str:
+        return self.names.setdefault(v.id, f"m{len(self.names)}")
+
+    def ref(self, v: Var) -> Ref:
+        return Ref(self.local(v), v.dtype)
+
+    def buffer(self, v: Var, shape: list, role: str) -> str:
+        name = self._buf_of.get(v.id)
+        if name is None:
+            name = self._buf_of[v.id] = f"{'x' if role == 'in' else 'y'}{len(self.buffers)}"
+            self.buffers[name] = (v, shape, role)
+        return name
+
+    # -- shapes and indices
+    def shape_by_map(self, v: Var, m: tuple) -> list:
+        """``v``'s dims as extents of the domain axes ``m`` places them on."""
+        return [1 if s == 1 else self.dims[m[d]] for d, s in enumerate(v.shape)]
+
+    def index_by_map(self, v: Var, m: tuple) -> list:
+        return [0 if s == 1 else _loop_var(m[d]) for d, s in enumerate(v.shape)]
+
+    def linear(self, idx: list, shape: list, v: Var) -> IExpr:
+        if self.flat:
+            return 0 if v.size == 1 else _loop_var(0)
+        lin, stride = 0, 1
+        for i, s in zip(reversed(idx), reversed(shape)):
+            lin = iadd(imul(i, stride), lin)
+            stride = imul(stride, s)
+        return lin
+
+    def read(self, v, idx: list, shape: list):
+        """The value of ``v`` at per-dim indices ``idx`` (``shape``: its dims)."""
+        if v.id in self.g.maps:
+            return self.ref(v)
+        if v.id in self.f.aliases:
+            e = self.f.aliases[v.id]
+            bidx, bshape = self.view_index(e, idx, shape)
+            return self.read(e.inputs[0], bidx, bshape)
+        return Load(self.buffer(v, shape, "in"), self.linear(idx, shape, v), v.dtype)
+
+    def view_index(self, e: Eqn, idx: list, shape: list) -> tuple:
+        """(indices, dims) into view ``e``'s input, given those into its output."""
+        x, out, p, name = e.inputs[0], e.out, e.params, e.prim.name
+        if name == "transpose":
+            res, rs = [0] * x.ndim, [1] * x.ndim
+            for d, src in enumerate(p["perm"]):
+                res[src], rs[src] = idx[d], shape[d]
+            return res, rs
+        if name == "broadcast_to":
+            off = out.ndim - x.ndim
+            return ([0 if s == 1 else idx[d + off] for d, s in enumerate(x.shape)],
+                    [1 if s == 1 else shape[d + off] for d, s in enumerate(x.shape)])
+        if name == "reshape" and [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
+            kept = [(i, s) for i, s, c in zip(idx, shape, out.shape) if c != 1]
+            it = iter(kept)
+            pairs = [next(it) if s != 1 else (0, 1) for s in x.shape]
+            return [i for i, _ in pairs], [s for _, s in pairs]
+        if self.symbolic:
+            raise Unsupported(f"kernel IR: a symbolic kernel cannot read through {name} of {list(x.shape)}")
+        xs = list(x.shape)
+        if name == "flip":
+            axes = {a % x.ndim for a in p["axes"]}
+            return [iadd(xs[d] - 1, imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], xs
+        if name == "slice":
+            res, it = [], iter(idx)
+            for k in p["key"]:
+                if k is None:
+                    next(it)
+                elif isinstance(k, tuple):
+                    start, _, step = k
+                    res.append(iadd(imul(next(it), step), start))
+                else:
+                    res.append(k)
+            res.extend(it)  # dims the key does not mention are taken whole
+            return res, xs
+        if name == "reshape":
+            flat, stride = 0, 1
+            for i, s in zip(reversed(idx), reversed(list(out.shape))):
+                flat = iadd(imul(i, stride), flat)
+                stride *= s
+            res, st = [], int(np.prod(xs, dtype=np.int64))
+            for d, s in enumerate(xs):
+                st //= s
+                q = ifloordiv(flat, st)
+                res.append(0 if s == 1 else (q if d == 0 else imod(q, s)))  # flat < size: no wrap on dim 0
+            return res, xs
+        raise Unsupported(f"kernel IR: no index rule for view {name}")
+
+    # -- structure (see cpu_loops' docstring for why flat loops matter)
+    def _flat_ok(self) -> bool:
+        """One flat loop when every access is at the loop's own element (or a scalar)."""
+        g = self.g
+        if not g.domain or g.red_axes:
+            return False
+        ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
+        for e in g.eqns:
+            if self._scalar_broadcast(e):
+                continue
+            if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
+                    or e.out.shape != g.domain:
+                return False
+            for a in e.inputs:
+                if isinstance(a, Var) and a.id not in g.maps and (
+                        (a.id in self.f.aliases and not self._scalar_broadcast(self.f.aliases[a.id]))
+                        or (a.size != 1 and a.shape != e.out.shape and a.id not in self.f.aliases)):
+                    return False
+        return True
+
+    def _scalar_broadcast(self, e: Eqn) -> bool:
+        x = e.inputs[0] if e.inputs else None
+        return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
+                and x.id not in self.g.maps and x.id not in self.f.aliases)
+
+    def loops(self, axes: list, parallel: bool, body: list) -> list:
+        """Nested loops over ``axes`` (the flat loop when flat) around ``body``; returns the
+        list the innermost body goes to (``body`` itself when there are no axes)."""
+        outer = cur = body
+        for k, a in enumerate(axes):
+            kind = "parallel" if parallel and k == 0 else ("vector" if k == len(axes) - 1 else "serial")
+            extent = iprod(self.dims) if self.flat else self.dims[a]
+            loop = Loop(f"i{a}", extent, kind)
+            cur.append(loop)
+            cur = loop.body
+        return cur if axes else outer
+
+    # -- members
+    def operand(self, a, e: Eqn, dt: np.dtype):
+        if not isinstance(a, Var):
+            return Const(a, dt)
+        m, off = self.g.maps[e.out.id], e.out.ndim - a.ndim
+        am = tuple(m[d + off] for d in range(a.ndim))
+        return self.read(a, self.index_by_map(a, am), self.shape_by_map(a, am))
+
+    def value(self, e: Eqn):
+        """The element value of a non-reduction member."""
+        out = e.out
+        if e.prim.kind == "view":
+            return self.ref(e.inputs[0])
+        if e.prim.name == "full":
+            return Const(e.params["value"], out.dtype)
+        if e.prim.name == "iota":
+            m = self.g.maps[out.id]
+            return Index(_loop_var(m[0]), out.dtype) if out.shape[0] != 1 else Const(0, out.dtype)
+        if is_reduction(e):  # reduces only size-1 dims: a copy
+            return _cast(self.reduce_input(e), out.dtype)
+        op = e.prim.scalar
+        if op is None or e.prim.no_lowering:
+            raise Unsupported(f"{e.prim.name} has no kernel lowering: {e.prim.no_lowering or 'no scalar rule'}")
+        dt = _operand_dtype(e)
+        args = [self.operand(a, e, dt) for a in e.inputs]
+        truth = PREDICATE_OPERANDS.get(op, ())
+        args = [Op("ne", (x, Const(0, x.dtype)), np.dtype(np.bool_)) if i in truth and np.dtype(x.dtype).kind != "b"
+                else x for i, x in enumerate(args)]
+        params = tuple((k, np.dtype(v)) for k, v in sorted(e.params.items())) if op == "cast" else ()
+        return Op(op, tuple(args), out.dtype, params)
+
+    def reduce_input(self, e: Eqn):
+        xm = reduce_map(self.g, e)[0]
+        x = e.inputs[0]
+        return self.read(x, self.index_by_map(x, xm), self.shape_by_map(x, xm))
+
+    def assign(self, body: list, e: Eqn) -> None:
+        body.append(Assign(self.local(e.out), self.value(e)))
+
+    def store(self, body: list, v: Var) -> None:
+        m = self.g.maps[v.id]
+        shape = self.shape_by_map(v, m)
+        name = self.buffer(v, shape, "out")
+        body.append(Store(name, self.linear(self.index_by_map(v, m), shape, v), self.ref(v)))
+
+    # -- groups
+    def run(self) -> list:
+        g, body = self.g, []
+        if not g.red_axes:
+            axes = [0] if self.flat else [a for a, s in enumerate(g.domain) if s != 1]
+            inner = self.loops(axes, g.parallel, body)
+            for e in g.eqns:
+                self.assign(inner, e)
+            for v in self.outs:
+                self.store(inner, v)
+        else:
+            self._phased(body)
+        for s in stmts(body):  # a lane loop is innermost
+            if isinstance(s, Loop) and s.kind == "vector" and any(isinstance(t, Loop) for t in stmts(s.body)):
+                s.kind = "serial"
+        return body
+
+    def _real_reduction(self, e: Eqn) -> bool:
+        return is_reduction(e) and bool(reduce_map(self.g, e)[2])
+
+    def _phases(self) -> dict:
+        """var id -> phase: for outer values, the inner loop after which they are known;
+        for full values, the first inner loop that can compute them."""
+        g, avail = self.g, {}
+        for e in g.eqns:
+            deps = [a for a in e.inputs if isinstance(a, Var) and a.id in g.maps]
+            if self._real_reduction(e):
+                avail[e.out.id] = avail.get(deps[0].id, 1) if deps else 1
+            elif g.is_outer(e.out):
+                avail[e.out.id] = max((avail[a.id] for a in deps), default=0)
+            else:
+                avail[e.out.id] = max([avail[a.id] + (1 if g.is_outer(a) else 0) for a in deps] + [1])
+        return avail
+
+    def _phased(self, body: list) -> None:
+        """Outer loops over kept axes; per reduction phase one inner loop nest."""
+        g = self.g
+        red = [a for a in g.red_axes if g.domain[a] != 1]
+        outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
+        avail = self._phases()
+        inner = self.loops(outer, g.parallel, body)
+        for k in range(max(avail.values(), default=0) + 1):
+            if k:
+                self._inner(k, inner, red, avail)
+            for e in g.eqns:
+                if g.is_outer(e.out) and avail[e.out.id] == k and not self._real_reduction(e):
+                    self.assign(inner, e)
+            for v in self.outs:
+                if g.is_outer(v) and avail[v.id] == k:
+                    self.store(inner, v)
+
+    def _inner(self, k: int, body: list, red: list, avail: dict) -> None:
+        g = self.g
+        reds = [e for e in g.eqns if self._real_reduction(e) and avail[e.out.id] == k]
+        stores = [v for v in self.outs if not g.is_outer(v) and avail[v.id] == k]
+        if not reds and not stores:
+            return
+        need = {e.inputs[0].id for e in reds if isinstance(e.inputs[0], Var)} | {v.id for v in stores}
+        members = []
+        for e in reversed(g.eqns):  # full values the phase needs, transitively
+            if e.out.id in need and not g.is_outer(e.out):
+                members.append(e)
+                need.update(a.id for a in e.inputs if isinstance(a, Var))
+        members.reverse()
+        size = int(np.prod([g.domain[a] for a in red], dtype=np.int64))
+        wide = self.symbolic or size > WIDE
+        accs = {}
+        for e in reds:
+            if e.prim.scalar in ("max", "min") and size == 0 and not self.symbolic:
+                raise Unsupported(f"cpu backend: {e.prim.name} over an empty dimension (eager raises)")
+            accs[e.out.id] = f"a{self.local(e.out)[1:]}_{k}"
+            body.append(Acc(accs[e.out.id], e.prim.scalar, _acc_dtype(e, wide)))
+        inner = self.loops(red, False, body)
+        for e in members:  # a full value two phases need is computed in each (sibling loops)
+            self.assign(inner, e)
+        for e in reds:
+            inner.append(Update(accs[e.out.id], self.reduce_input(e)))
+        for v in stores:
+            self.store(inner, v)
+        for e in reds:
+            acc = Ref(accs[e.out.id], _acc_dtype(e, wide))
+            body.append(Assign(self.local(e.out), _cast(acc, e.out.dtype)))
+
+
+def _cast(v, dt: np.dtype):
+    dt = np.dtype(dt)
+    return v if np.dtype(v.dtype) == dt else Op("cast", (v,), dt, (("dtype", dt),))
+
+
+def _acc_dtype(e: Eqn, wide: bool) -> np.dtype:
+    """Sums of many floats accumulate in float64; integers and bools in int64 (NumPy)."""
+    dt = e.inputs[0].dtype
+    if e.prim.scalar in ("+", "*"):
+        return np.dtype(np.float64) if dt.kind == "f" and wide else (np.dtype(np.int64) if dt.kind in "iub" else dt)
+    return dt
+
+
+def _operand_dtype(e: Eqn) -> np.dtype:
+    """The type literals take: the result's, except for predicates (their operands')."""
+    if e.out.dtype.kind != "b" or e.prim.name == "where":
+        return e.out.dtype
+    return next((a.dtype for a in e.inputs if isinstance(a, Var)), e.out.dtype)
