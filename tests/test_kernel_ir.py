@@ -11,7 +11,7 @@ from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelErro
                                   Sym, Update, stmts, structural_hash, verify)
 from fusegrad.codegen.kir_interp import run, run_fused
 from fusegrad.codegen.kir_lower import lower_group
-from fusegrad.ir.primitive import Primitive
+from fusegrad.ir.primitive import PRIMS, Primitive
 from fusegrad.ir.prims import elementwise as E
 from fusegrad.ir.prims import layout as L
 from fusegrad.ir.prims import reduce as R
@@ -217,14 +217,23 @@ def test_symbolic_rejects_views_needing_sizes():
 
 
 # ---------------------------------------------------------------- primitives and their lowering
-def test_primitive_with_unknown_scalar_op_is_rejected_when_defined():
+@pytest.fixture
+def scratch_prims():
+    """Primitives a test defines leave the registry afterwards (coverage tests list it)."""
+    before = set(PRIMS)
+    yield
+    for name in set(PRIMS) - before:
+        del PRIMS[name]
+
+
+def test_primitive_with_unknown_scalar_op_is_rejected_when_defined(scratch_prims):
     with pytest.raises(ValueError, match="mysin"):
         Primitive("kir_test_bad", np.sin, abstract=lambda a, p: a[0], kind="elementwise", scalar="mysin")
     with pytest.raises(ValueError, match="needs scalar="):
         Primitive("kir_test_none", np.sin, abstract=lambda a, p: a[0], kind="elementwise")
 
 
-def test_primitive_without_lowering_runs_eagerly_with_its_reason():
+def test_primitive_without_lowering_runs_eagerly_with_its_reason(scratch_prims):
     noisy = Primitive("kir_test_nolower", np.sin, abstract=lambda a, p: a[0], kind="elementwise",
                       no_lowering="kir test: deliberately none", nondiff=True)
 

@@ -18,6 +18,7 @@ from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
 from .cpu_reroll import reroll
 from .cpu_scalar import GUARD, Lowering, literal
+from .kir_lower import flat_ok, phase_work, phases, real_reduction
 
 _INDENT = "    "
 CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amortize, fits L2
@@ -119,7 +120,7 @@ class LoopEmitter:
         self.f, self.g, self.outs, self.buf, self.lw, self.num = fused, g, outs, buf, lw, num
         self.views = views  # buffer name -> (buffer it is a slice of, offset)
         self.dtypes: dict = {}  # local name -> dtype, for rerolling
-        self.flat = self._flat_ok()
+        self.flat = flat_ok(fused, g)
         self.lines: list = []
         self.guarded = _guarded(g, lw)
         self._private = f"{GUARD}_p"  # per-iteration (or per-chunk) count inside a prange loop
@@ -183,33 +184,6 @@ class LoopEmitter:
         return f"{self.buf(v)}[{_ux(linear(self._idx(self.g.maps[v.id]), v.shape))}] = m{self.num(v)}"
 
     # -- structure
-    def _flat_ok(self) -> bool:
-        """One flat loop when every access is at the loop's own element (or a scalar)."""
-        return bool(self.g.domain) and not self.g.red_axes and self._direct_only()
-
-    def _direct_only(self) -> bool:
-        g = self.g
-        ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
-        for e in g.eqns:
-            if self._scalar_broadcast(e):
-                continue
-            if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
-                    or e.out.shape != g.domain:
-                return False
-            for a in e.inputs:
-                if isinstance(a, Var) and a.id not in g.maps and (
-                        (a.id in self.f.aliases and not self._scalar_broadcast(self.f.aliases[a.id]))
-                        or (a.size != 1 and a.shape != e.out.shape and a.id not in self.f.aliases)):
-                    return False
-        return True
-
-    def _scalar_broadcast(self, e: Eqn) -> bool:
-        """A broadcast of one element held in memory (e.g. a gradient's seed): every element
-        of the loop reads that element, so it keeps the loop flat."""
-        x = e.inputs[0] if e.inputs else None
-        return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
-                and x.id not in self.g.maps and x.id not in self.f.aliases)
-
     def _loops(self, axes: list, par_first: bool, base: int = 0) -> int:
         """Open one loop per axis at depth ``base`` (one loop over every element when flat);
         returns the number of loops opened."""
@@ -300,7 +274,7 @@ class LoopEmitter:
         g = self.g
         red = [a for a in g.red_axes if g.domain[a] != 1]
         outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
-        avail = self._phases()
+        avail = phases(self.g)
         if self._columns_ok(red, outer, avail):
             self._columns(red, outer)
             return
@@ -310,7 +284,7 @@ class LoopEmitter:
             if k:
                 self._inner(k, d, red, avail, par=g.parallel and not outer)
             for e in g.eqns:
-                if g.is_outer(e.out) and avail[e.out.id] == k and not self._real_reduction(e):
+                if g.is_outer(e.out) and avail[e.out.id] == k and not real_reduction(self.g, e):
                     self.assign(d, e)
             for v in self.outs:
                 if g.is_outer(v) and avail[v.id] == k:
@@ -325,7 +299,7 @@ class LoopEmitter:
         if g.parallel or not red or not outer or max(red) > min(outer):
             return False
         for e in g.eqns:
-            if self._real_reduction(e):
+            if real_reduction(self.g, e):
                 if e.prim.scalar != "+" or avail[e.out.id] != 1:
                     return False
             elif not g.is_outer(e.out) and any(isinstance(a, Var) and a.id in g.maps and g.is_outer(a)
@@ -341,7 +315,7 @@ class LoopEmitter:
         kept = tuple(g.domain[a] for a in outer)
         kidx = linear([f"i{a}" for a in outer], kept)
         wide = int(np.prod([g.domain[a] for a in red])) > CHUNK
-        reds = [e for e in g.eqns if self._real_reduction(e)]
+        reds = [e for e in g.eqns if real_reduction(self.g, e)]
         for e in reds:
             dt = self._acc_dtype(e, wide)
             self.emit(0, f"a{self.num(e.out)} = np.zeros({int(np.prod(kept))}, np.{dt.name})")
@@ -358,7 +332,7 @@ class LoopEmitter:
         for e in g.eqns:
             if not g.is_outer(e.out):
                 continue
-            if self._real_reduction(e):
+            if real_reduction(self.g, e):
                 self._acc_final(d, e, f"[{kidx}]")
             else:
                 self.assign(d, e)
@@ -366,36 +340,11 @@ class LoopEmitter:
             if g.is_outer(v):
                 self.emit(d, self.store(v))
 
-    def _real_reduction(self, e: Eqn) -> bool:
-        return is_reduction(e) and bool(reduce_map(self.g, e)[2])
-
-    def _phases(self) -> dict:
-        """var id -> phase: for outer values, the inner loop after which they are known;
-        for full values, the first inner loop that can compute them."""
-        g, avail = self.g, {}
-        for e in g.eqns:
-            deps = [a for a in e.inputs if isinstance(a, Var) and a.id in g.maps]
-            if self._real_reduction(e):
-                avail[e.out.id] = avail.get(deps[0].id, 1) if deps else 1
-            elif g.is_outer(e.out):
-                avail[e.out.id] = max((avail[a.id] for a in deps), default=0)
-            else:
-                avail[e.out.id] = max([avail[a.id] + (1 if g.is_outer(a) else 0) for a in deps] + [1])
-        return avail
-
     def _inner(self, k: int, d: int, red: list, avail: dict, par: bool) -> None:
         g = self.g
-        reds = [e for e in g.eqns if self._real_reduction(e) and avail[e.out.id] == k]
-        stores = [v for v in self.outs if not g.is_outer(v) and avail[v.id] == k]
+        reds, stores, body = phase_work(g, self.outs, avail, k)
         if not reds and not stores:
             return
-        need = {e.inputs[0].id for e in reds if isinstance(e.inputs[0], Var)} | {v.id for v in stores}
-        body = []
-        for e in reversed(g.eqns):  # full values the phase needs, transitively
-            if e.out.id in need and not g.is_outer(e.out):
-                body.append(e)
-                need.update(a.id for a in e.inputs if isinstance(a, Var))
-        body.reverse()
         wide = int(np.prod([g.domain[a] for a in red])) > CHUNK
         for e in reds:
             self._acc_init(d, e, "", wide or par)

@@ -80,7 +80,7 @@ class _Lowerer:
         self.buffers: dict = {}  # kernel buffer name -> (Var, shape, role)
         self._buf_of: dict = {}  # var id -> kernel buffer name
         self.names: dict = {}  # var id -> local name
-        self.flat = self._flat_ok()
+        self.flat = flat_ok(fused, g)
 
     # -- names
     def local(self, v: Var) -> str:
@@ -171,31 +171,7 @@ class _Lowerer:
             return res, xs
         raise Unsupported(f"kernel IR: no index rule for view {name}")
 
-    # -- structure (see cpu_loops' docstring for why flat loops matter)
-    def _flat_ok(self) -> bool:
-        """One flat loop when every access is at the loop's own element (or a scalar)."""
-        g = self.g
-        if not g.domain or g.red_axes:
-            return False
-        ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
-        for e in g.eqns:
-            if self._scalar_broadcast(e):
-                continue
-            if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
-                    or e.out.shape != g.domain:
-                return False
-            for a in e.inputs:
-                if isinstance(a, Var) and a.id not in g.maps and (
-                        (a.id in self.f.aliases and not self._scalar_broadcast(self.f.aliases[a.id]))
-                        or (a.size != 1 and a.shape != e.out.shape and a.id not in self.f.aliases)):
-                    return False
-        return True
-
-    def _scalar_broadcast(self, e: Eqn) -> bool:
-        x = e.inputs[0] if e.inputs else None
-        return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
-                and x.id not in self.g.maps and x.id not in self.f.aliases)
-
+    # -- structure
     def loops(self, axes: list, parallel: bool, body: list) -> list:
         """Nested loops over ``axes`` (the flat loop when flat) around ``body``; returns the
         list the innermost body goes to (``body`` itself when there are no axes)."""
@@ -270,35 +246,18 @@ class _Lowerer:
                 s.kind = "serial"
         return body
 
-    def _real_reduction(self, e: Eqn) -> bool:
-        return is_reduction(e) and bool(reduce_map(self.g, e)[2])
-
-    def _phases(self) -> dict:
-        """var id -> phase: for outer values, the inner loop after which they are known;
-        for full values, the first inner loop that can compute them."""
-        g, avail = self.g, {}
-        for e in g.eqns:
-            deps = [a for a in e.inputs if isinstance(a, Var) and a.id in g.maps]
-            if self._real_reduction(e):
-                avail[e.out.id] = avail.get(deps[0].id, 1) if deps else 1
-            elif g.is_outer(e.out):
-                avail[e.out.id] = max((avail[a.id] for a in deps), default=0)
-            else:
-                avail[e.out.id] = max([avail[a.id] + (1 if g.is_outer(a) else 0) for a in deps] + [1])
-        return avail
-
     def _phased(self, body: list) -> None:
         """Outer loops over kept axes; per reduction phase one inner loop nest."""
         g = self.g
         red = [a for a in g.red_axes if g.domain[a] != 1]
         outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
-        avail = self._phases()
+        avail = phases(self.g)
         inner = self.loops(outer, g.parallel, body)
         for k in range(max(avail.values(), default=0) + 1):
             if k:
                 self._inner(k, inner, red, avail)
             for e in g.eqns:
-                if g.is_outer(e.out) and avail[e.out.id] == k and not self._real_reduction(e):
+                if g.is_outer(e.out) and avail[e.out.id] == k and not real_reduction(self.g, e):
                     self.assign(inner, e)
             for v in self.outs:
                 if g.is_outer(v) and avail[v.id] == k:
@@ -306,17 +265,9 @@ class _Lowerer:
 
     def _inner(self, k: int, body: list, red: list, avail: dict) -> None:
         g = self.g
-        reds = [e for e in g.eqns if self._real_reduction(e) and avail[e.out.id] == k]
-        stores = [v for v in self.outs if not g.is_outer(v) and avail[v.id] == k]
+        reds, stores, members = phase_work(g, self.outs, avail, k)
         if not reds and not stores:
             return
-        need = {e.inputs[0].id for e in reds if isinstance(e.inputs[0], Var)} | {v.id for v in stores}
-        members = []
-        for e in reversed(g.eqns):  # full values the phase needs, transitively
-            if e.out.id in need and not g.is_outer(e.out):
-                members.append(e)
-                need.update(a.id for a in e.inputs if isinstance(a, Var))
-        members.reverse()
         size = int(np.prod([g.domain[a] for a in red], dtype=np.int64))
         wide = self.symbolic or size > WIDE
         accs = {}
@@ -335,6 +286,68 @@ class _Lowerer:
         for e in reds:
             acc = Ref(accs[e.out.id], _acc_dtype(e, wide))
             body.append(Assign(self.local(e.out), _cast(acc, e.out.dtype)))
+
+
+def flat_ok(f: Fused, g: LoopGroup) -> bool:
+    """True if ``g`` runs as one flat loop: no reduction, and every access at the loop's
+    own element or at a scalar (one loop over contiguous memory vectorizes best)."""
+    if not g.domain or g.red_axes:
+        return False
+    ident = tuple(a if s != 1 else None for a, s in enumerate(g.domain))
+    for e in g.eqns:
+        if _scalar_broadcast(f, g, e):
+            continue
+        if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
+                or e.out.shape != g.domain:
+            return False
+        for a in e.inputs:
+            if isinstance(a, Var) and a.id not in g.maps and (
+                    (a.id in f.aliases and not _scalar_broadcast(f, g, f.aliases[a.id]))
+                    or (a.size != 1 and a.shape != e.out.shape and a.id not in f.aliases)):
+                return False
+    return True
+
+
+def _scalar_broadcast(f: Fused, g: LoopGroup, e: Eqn) -> bool:
+    """A broadcast of one element held in memory (e.g. a gradient's seed): every element
+    of the loop reads that element, so it keeps the loop flat."""
+    x = e.inputs[0] if e.inputs else None
+    return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
+            and x.id not in g.maps and x.id not in f.aliases)
+
+
+def phase_work(g: LoopGroup, outs: list, avail: dict, k: int) -> tuple:
+    """(reductions, full values stored, full members computed) of inner loop ``k`` of a
+    reducing group (``avail``: see ``phases``; ``outs``: the group's stored values)."""
+    reds = [e for e in g.eqns if real_reduction(g, e) and avail[e.out.id] == k]
+    stores = [v for v in outs if not g.is_outer(v) and avail[v.id] == k]
+    need = {e.inputs[0].id for e in reds if isinstance(e.inputs[0], Var)} | {v.id for v in stores}
+    members = []
+    for e in reversed(g.eqns):  # full values the phase needs, transitively
+        if e.out.id in need and not g.is_outer(e.out):
+            members.append(e)
+            need.update(a.id for a in e.inputs if isinstance(a, Var))
+    return reds, stores, members[::-1]
+
+
+def real_reduction(g: LoopGroup, e: Eqn) -> bool:
+    """True if ``e`` reduces some non-trivial axis of ``g``."""
+    return is_reduction(e) and bool(reduce_map(g, e)[2])
+
+
+def phases(g: LoopGroup) -> dict:
+    """var id -> phase of a reducing group's members: for outer values, the inner loop
+    after which they are known; for full values, the first inner loop that can compute them."""
+    avail: dict = {}
+    for e in g.eqns:
+        deps = [a for a in e.inputs if isinstance(a, Var) and a.id in g.maps]
+        if real_reduction(g, e):
+            avail[e.out.id] = avail.get(deps[0].id, 1) if deps else 1
+        elif g.is_outer(e.out):
+            avail[e.out.id] = max((avail[a.id] for a in deps), default=0)
+        else:
+            avail[e.out.id] = max([avail[a.id] + (1 if g.is_outer(a) else 0) for a in deps] + [1])
+    return avail
 
 
 def _cast(v, dt: np.dtype):
