@@ -259,3 +259,53 @@ def test_autograd_functional_matches_torch(pt, fn):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- module hooks
+def _module_hooks(L, x_requires_grad):
+    nn = L.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x, scale):
+            return self.lin(x).tanh() * scale, x.sum()
+
+    L.manual_seed(0)
+    blk = Block()
+    with L.no_grad():
+        blk.lin.weight.copy_(L.tensor(W[:, :3].T.copy()))
+        blk.lin.bias.fill_(0.1)
+    log = []
+    blk.register_forward_pre_hook(lambda m, args: log.append(("fwd_pre", len(args))))
+    blk.register_full_backward_pre_hook(
+        lambda m, go: log.append(("bwd_pre", [None if g is None else tuple(g.shape) for g in go])) or
+        (go[0] * 2, go[1]))
+    blk.register_full_backward_hook(
+        lambda m, gi, go: log.append(("bwd", [None if g is None else tuple(g.shape) for g in gi],
+                                      [None if g is None else tuple(g.shape) for g in go])) or
+        ((gi[0] + 1 if gi[0] is not None else None), gi[1]))
+    blk.lin.register_full_backward_hook(lambda m, gi, go: log.append(("lin_bwd", len(gi), len(go))))
+    h = blk.register_full_backward_hook(lambda m, gi, go: log.append(("removed",)))
+    h.remove()
+    x = L.tensor(X, requires_grad=x_requires_grad)
+    scale = L.tensor(2.0)
+    out, s = blk(x, scale)
+    (out.sum() + s).backward()
+    return log, np_of(blk.lin.weight.grad), (np_of(x.grad) if x_requires_grad else None)
+
+
+@pytest.mark.torch
+def test_module_backward_hooks_order_counts_and_grads_match_torch(pt):
+    got, want = _module_hooks(fg, True), _module_hooks(pt, True)
+    assert got[0] == want[0]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+    with pytest.warns(UserWarning, match="no inputs require gradients"):
+        got = _module_hooks(fg, False)
+    with pytest.warns(UserWarning, match="no inputs require gradients"):
+        want = _module_hooks(pt, False)
+    assert got[0] == want[0]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)

@@ -86,6 +86,8 @@ class Module:
         setattr_(self, "_forward_hooks_with_kwargs", set())
         setattr_(self, "_forward_pre_hooks", OrderedDict())
         setattr_(self, "_forward_pre_hooks_with_kwargs", set())
+        setattr_(self, "_backward_hooks", OrderedDict())
+        setattr_(self, "_backward_pre_hooks", OrderedDict())
 
     def forward(self, *args, **kwargs) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -514,6 +516,23 @@ class Module:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_output)`` runs when the gradients w.r.t. the module's outputs
+        are computed and may return replacement ``grad_output``."""
+        return self._add_backward_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the
+        module's inputs are computed and may return replacement ``grad_input``."""
+        return self._add_backward_hook(self._backward_hooks, hook, prepend)
+
+    def _add_backward_hook(self, hooks: OrderedDict, hook: Callable, prepend: bool) -> RemovableHandle:
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
     def __call__(self, *args, **kwargs) -> Any:
         if capturing():  # compiled code that calls a module holds for its mode (dropout, batch norm)
             guard((id(self), "training"), lambda: self.training)
@@ -529,6 +548,11 @@ class Module:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+        bw = None
+        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks"):
+            from .backward_hooks import BackwardHook
+            bw = BackwardHook(self, list(self._backward_hooks.values()), list(self._backward_pre_hooks.values()))
+            args = bw.setup_input_hook(args)
         result = self.forward(*args, **kwargs)
         for hid, hook in list(self._forward_hooks.items()):
             if hid in self._forward_hooks_with_kwargs:
@@ -537,6 +561,8 @@ class Module:
                 res = hook(self, args, result)
             if res is not None:
                 result = res
+        if bw is not None:
+            result = bw.setup_output_hook(result)
         return result
 
     # ------------------------------------------------------------ printing
