@@ -13,7 +13,7 @@ def _key(e: Eqn):
         hash(params)
     except TypeError:
         return None
-    return (e.prim.name, tuple(operand_key(a) for a in e.inputs), params)
+    return (e.prim, tuple(operand_key(a) for a in e.inputs), params)
 
 
 def cse(graph: Graph) -> Graph:

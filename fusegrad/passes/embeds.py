@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..ir.graph import Eqn, Graph, Var
 from ..ir.prims.creation import full
-from ..ir.prims.layout import concatenate, reshape
+from ..ir.prims.elementwise import add
+from ..ir.prims.layout import concatenate, embed, reshape
 from .rewrite import rebuild
 
 MIN_LEAVES = 3  # below this the adds cost nothing worth a rewrite
@@ -19,7 +20,7 @@ MIN_LEAVES = 3  # below this the adds cost nothing worth a rewrite
 
 def _row(e: Eqn, shape: tuple):
     """Row index written by embed ``e`` when it writes one whole row of ``shape``, else None."""
-    if e.prim.name != "embed" or tuple(e.params["shape"]) != shape or not shape:
+    if e.prim is not embed or tuple(e.params["shape"]) != shape or not shape:
         return None
     key = e.params["key"]
     if len(key) != len(shape) or not isinstance(key[0], int) or isinstance(key[0], bool):
@@ -46,11 +47,11 @@ def gather_embeds(graph: Graph) -> Graph:
 
     def inner(a, shape) -> bool:
         p = producer.get(a.id) if isinstance(a, Var) else None
-        return p is not None and p.prim.name == "add" and uses.get(a.id, 0) == 1 and a.shape == shape
+        return p is not None and p.prim is add and uses.get(a.id, 0) == 1 and a.shape == shape
 
     consumed_by_add: set = set()
     for e in graph.eqns:
-        if e.prim.name == "add":
+        if e.prim is add:
             for a in e.inputs:
                 if inner(a, e.out.shape):
                     consumed_by_add.add(a.id)
@@ -61,7 +62,7 @@ def gather_embeds(graph: Graph) -> Graph:
     after: dict = {}  # var id (or None: before everything) -> eqns to emit after its definition
     roots: dict = {}  # root add's out id -> concatenate eqn
     for e in graph.eqns:
-        if e.prim.name != "add" or e.out.id in consumed_by_add:
+        if e.prim is not add or e.out.id in consumed_by_add:
             continue
         shape, leaves, stack = e.out.shape, [], list(e.inputs)
         while stack:

@@ -15,20 +15,20 @@ from typing import Optional
 import numpy as np
 
 from ..ir.graph import Eqn, Graph, Var
-from ..ir.prims import full
+from ..ir import prims as P
 from .rewrite import rebuild
 
 _PY = {"f": float, "i": int, "u": int, "b": bool}
 # layout primitives whose every output element is an element of their one input
 # (stop_gradient of a fill is elementwise: it folds as an op on fills alone)
-_MOVES = frozenset({"broadcast_to", "reshape", "transpose", "slice", "flip"})
+_MOVES = frozenset({P.broadcast_to, P.reshape, P.transpose, P.slice_, P.flip})
 
 
 def _scalar_of(e: Eqn) -> Optional[object]:
     """The Python scalar every element of ``e.out`` equals, if fixed at trace time."""
     if e.prim.effect or any(isinstance(a, Var) for a in e.inputs):
         return None
-    if e.prim.name == "full":
+    if e.prim is P.full:
         value = e.params["value"]
     elif e.out.ndim == 0:
         value = np.asarray(e.prim.impl(*e.inputs, **e.params)).item()
@@ -53,14 +53,14 @@ def _same_result(e: Eqn, ins: tuple) -> bool:
 
 
 def _fill(e: Eqn, value) -> Eqn:
-    return Eqn(full, (), {"shape": e.out.shape, "value": value, "dtype": e.out.dtype}, e.out, e.where)
+    return Eqn(P.full, (), {"shape": e.out.shape, "value": value, "dtype": e.out.dtype}, e.out, e.where)
 
 
 def _folded(e: Eqn, scalars: dict) -> Eqn:
     """``e`` with the fills among its operands folded in."""
     if not any(isinstance(a, Var) and a.id in scalars for a in e.inputs):
         return e
-    if e.prim.name in _MOVES:
+    if e.prim in _MOVES:
         return _fill(e, scalars[e.inputs[0].id])
     if e.prim.kind != "elementwise":
         return e

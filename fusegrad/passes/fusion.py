@@ -21,6 +21,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Graph, Var, numbering
 from .rewrite import rebuild
 
@@ -33,7 +34,7 @@ PARALLEL_MIN = 1 << 15  # below this many elements, thread start-up (~10 us) cos
 # training step: 2.5-3x slower with parallel loops than with serial ones between the GEMMs).
 BLAS_SERIAL_MAX = 1 << 20
 _REDUCE_OPS = ("+", "max", "min", "*")
-_MEMBER_VIEWS = ("transpose", "broadcast_to", "reshape")
+_MEMBER_VIEWS = (P.transpose, P.broadcast_to, P.reshape)
 
 
 @dataclass
@@ -140,7 +141,7 @@ def is_reduction(e: Eqn) -> bool:
 
 def is_loop_op(e: Eqn) -> bool:
     """Ops computed per element inside a loop group."""
-    return e.prim.kind == "elementwise" or is_reduction(e) or e.prim.name in ("full", "iota")
+    return e.prim.kind == "elementwise" or is_reduction(e) or e.prim in (P.full, P.iota)
 
 
 # ---------------------------------------------------------------- dims maps
@@ -197,15 +198,15 @@ def _view_map(g: LoopGroup, e: Eqn) -> Optional[Map]:
     """Map of a view of a member, when the view only moves, adds or drops dims."""
     src = g.maps[e.inputs[0].id]
     x, out = e.inputs[0], e.out
-    name = e.prim.name
-    if name == "transpose":
+    prim = e.prim
+    if prim is P.transpose:
         return tuple(src[p] for p in e.params["perm"])
-    if name == "reshape":
+    if prim is P.reshape:
         if [s for s in x.shape if s != 1] != [s for s in out.shape if s != 1]:
             return None
         axes = iter(a for a, s in zip(src, x.shape) if s != 1)
         return tuple(next(axes) if s != 1 else None for s in out.shape)
-    if name == "broadcast_to":
+    if prim is P.broadcast_to:
         off = out.ndim - x.ndim
         dflt = _default_map(g, out.shape)
         m = []
@@ -312,7 +313,7 @@ class _Fuser:
     def _view(self, e: Eqn) -> None:
         x = e.inputs[0]
         g = self.cur
-        if g is not None and x.id in g.maps and e.prim.name in _MEMBER_VIEWS:
+        if g is not None and x.id in g.maps and e.prim in _MEMBER_VIEWS:
             m = _view_map(g, e)
             if m is not None and _covers(g.domain, g.red_axes, m):
                 g.maps[e.out.id] = m
@@ -322,7 +323,7 @@ class _Fuser:
         self.aliases[e.out.id] = e
 
     def _call(self, e: Eqn) -> None:
-        if e.prim.name == "matmul":
+        if e.prim is P.matmul:
             e = self._transposed_operands(e)
         ins = tuple(self._materialized(a) if isinstance(a, Var) else a for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
@@ -338,7 +339,7 @@ class _Fuser:
         ins, flags = list(e.inputs), [False, False]
         for k, a in enumerate(ins[:2]):
             v = self.aliases.get(a.id)
-            if v is not None and v.prim.name == "transpose" and tuple(v.params["perm"]) == (1, 0) \
+            if v is not None and v.prim is P.transpose and tuple(v.params["perm"]) == (1, 0) \
                     and isinstance(v.inputs[0], Var) and v.inputs[0].ndim == 2:
                 ins[k], flags[k] = v.inputs[0], True
         if not any(flags):
@@ -377,12 +378,12 @@ def _gemm_epilogues(graph: Graph) -> tuple:
             uses[v.id] = uses.get(v.id, 0) + 2
     folded, epilogue = set(), {}
     for e in graph.eqns:
-        if e.prim.name not in ("add", "sub") or e.out.ndim != 2 or e.out.dtype.kind != "f" or e.out.size == 0:
+        if e.prim not in (P.add, P.sub) or e.out.ndim != 2 or e.out.dtype.kind != "f" or e.out.size == 0:
             continue
-        for pos in (1, 0) if e.prim.name == "add" else (1,):
+        for pos in (1, 0) if e.prim is P.add else (1,):
             m, x = e.inputs[pos], e.inputs[1 - pos]
             em = producer.get(m.id) if isinstance(m, Var) else None
-            if em is None or em.prim.name != "mul" or uses.get(m.id) != 1 or not isinstance(x, Var) \
+            if em is None or em.prim is not P.mul or uses.get(m.id) != 1 or not isinstance(x, Var) \
                     or x.shape != e.out.shape or x.dtype != e.out.dtype:
                 continue
             lits = [a for a in em.inputs if not isinstance(a, Var)]
@@ -395,14 +396,14 @@ def _gemm_epilogues(graph: Graph) -> tuple:
                 continue
             g = gs[0]
             mm = producer.get(g.id)
-            if mm is None or mm.prim.name != "matmul" or uses.get(g.id) != 1 or g.shape != e.out.shape \
+            if mm is None or mm.prim is not P.matmul or uses.get(g.id) != 1 or g.shape != e.out.shape \
                     or g.dtype != e.out.dtype or m.shape != e.out.shape:
                 continue
             a, b = mm.inputs
             if not (isinstance(a, Var) and isinstance(b, Var) and a.ndim == 2 and b.ndim == 2
                     and a.dtype == b.dtype == g.dtype and a.shape[1] > 0):
                 continue
-            alpha = float(lits[0]) if e.prim.name == "add" else -float(lits[0])
+            alpha = float(lits[0]) if e.prim is P.add else -float(lits[0])
             params = dict(mm.params, alpha=alpha, beta=1.0)
             epilogue[e.out.id] = Eqn(mm.prim, (a, b, x), params, e.out, e.where)
             folded.update((mm.out.id, em.out.id))
@@ -420,7 +421,7 @@ def _without_stop_gradients(graph: Graph) -> Graph:
     pass over memory each. An output that becomes an input or another output is fine: the
     cpu backend returns an input as a copy, and memory.donations skips both."""
     subst = {e.out.id: e.inputs[0] for e in graph.eqns
-             if e.prim.name == "stop_gradient" and isinstance(e.inputs[0], Var)}
+             if e.prim is P.stop_gradient and isinstance(e.inputs[0], Var)}
     if not subst:
         return graph
     return rebuild(graph, [e for e in graph.eqns if e.out.id not in subst], subst)
@@ -429,7 +430,7 @@ def _without_stop_gradients(graph: Graph) -> Graph:
 def fuse(graph: Graph) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order)."""
     fused = _Fuser(_without_stop_gradients(graph)).run()
-    if any(isinstance(g, CallGroup) and g.eqn.prim.name == "matmul" for g in fused.groups):
+    if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
                 g.serial = True

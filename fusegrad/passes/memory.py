@@ -12,6 +12,7 @@ reads the argument after the group that writes the output, under the same rule, 
 the accumulator of a GEMM epilogue (``C = alpha * A @ B + C``)."""
 from __future__ import annotations
 
+from ..ir import prims as P
 from ..ir.graph import Var
 from .fusion import CallGroup, Fused, LoopGroup
 
@@ -103,7 +104,7 @@ def donations(f: Fused, donate: dict) -> dict:
             ok = _in_place_ok(f, g, o, x)
         else:
             e = g.eqn
-            ok = (isinstance(g, CallGroup) and e.prim.name == "matmul" and len(e.inputs) == 3
+            ok = (isinstance(g, CallGroup) and e.prim is P.matmul and len(e.inputs) == 3
                   and e.inputs[2] is x and all(_base(f, a) is not x for a in e.inputs[:2]))
         if ok:
             res[o.id] = x.id

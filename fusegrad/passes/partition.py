@@ -11,13 +11,14 @@ Under every policy, values marked ``recompute`` (computed inside a ``checkpoint`
 are never saved, expensive or not: the backward recomputes them from the region's inputs."""
 from __future__ import annotations
 
+from ..ir import prims as P
 from ..ir.graph import Graph, Var
 from .dce import dce
 from .mincut import INF, FlowGraph
 
 RECOMPUTABLE = frozenset({"elementwise", "view", "layout", "creation"})
 REMAT_POLICIES = ("none", "max", "auto")
-EXACT_TESTS = frozenset({"eq", "ne"})
+EXACT_TESTS = frozenset({P.eq, P.ne})
 
 
 def _cheap(e) -> bool:
@@ -130,7 +131,7 @@ def partition(joint: Graph, n_primals: int, n_outputs: int, remat: str = "auto")
     while True:
         exact = set()
         for e in bwd_eqns + [producer[i] for i in recompute]:
-            if e.prim.name in EXACT_TESTS:
+            if e.prim in EXACT_TESTS:
                 for a in e.inputs:
                     while isinstance(a, Var) and a.id in recompute and producer[a.id].prim.kind == "view":
                         a = producer[a.id].inputs[0]  # views move bits, they do not round

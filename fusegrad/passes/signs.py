@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Graph, Var
 
-_NONNEG = {"abs", "exp", "sqrt", "relu", "sigmoid"}
-_KEEPS = {"broadcast_to", "reshape", "transpose", "slice", "flip", "stop_gradient", "reduce_max",
-          "reduce_min", "reduce_sum"}
-_VIEWS = {"broadcast_to", "stop_gradient"}  # what may stand between max(x) and x - max(x)
+_NONNEG = frozenset({P.abs_, P.exp, P.sqrt, P.relu, P.sigmoid})
+_KEEPS = frozenset({P.broadcast_to, P.reshape, P.transpose, P.slice_, P.flip, P.stop_gradient, P.reduce_max,
+                    P.reduce_min, P.reduce_sum})
+_VIEWS = frozenset({P.broadcast_to, P.stop_gradient})  # what may stand between max(x) and x - max(x)
 POS, NEG = 1, -1  # ">= 0" and "<= 0"
 
 
@@ -61,42 +62,42 @@ def _behind_views(a, ndim: int, producer: dict):
     """``a`` with broadcasts and stop_gradients of rank ``ndim`` peeled off (a broadcast that
     adds dims could align the reduced axes with others)."""
     e = _source(a, producer)
-    while e is not None and e.prim.name in _VIEWS and e.inputs[0].ndim == ndim:
+    while e is not None and e.prim in _VIEWS and e.inputs[0].ndim == ndim:
         a = e.inputs[0]
         e = _source(a, producer)
     return a
 
 
 def _facts(e: Eqn, signs: dict, producer: dict) -> set:
-    name = e.prim.name
+    prim = e.prim
     ins = e.inputs
-    if name == "full":
+    if prim is P.full:
         return _sign(e.params["value"], signs)
-    if name in _NONNEG:
+    if prim in _NONNEG:
         return {POS}
-    if name in _KEEPS or (name == "cast" and ins[0].dtype.kind == "f"):
+    if prim in _KEEPS or (prim is P.cast and ins[0].dtype.kind == "f"):
         return _sign(ins[0], signs)
-    if name == "neg":
+    if prim is P.neg:
         return _flip(_sign(ins[0], signs))
     if len(ins) != 2:
         return set()
     a, b = ins
     sa, sb = _sign(a, signs), _sign(b, signs)
-    if name == "mul":
+    if prim is P.mul:
         if isinstance(a, Var) and isinstance(b, Var) and a.id == b.id:
             return {POS}
         if _negates(a, b, producer):
             return {NEG}
         return {s * t for s in sa for t in sb}
-    if name == "add":
+    if prim is P.add:
         return sa & sb
-    if name == "sub":
+    if prim is P.sub:
         if _is_max_of(b, a, producer):
             return {NEG}
         return sa & _flip(sb)
-    if name == "maximum":
+    if prim is P.maximum:
         return ({POS} & (sa | sb)) | ({NEG} & sa & sb)
-    if name == "minimum":
+    if prim is P.minimum:
         return ({NEG} & (sa | sb)) | ({POS} & sa & sb)
     return set()
 
@@ -105,7 +106,7 @@ def _negates(a, b, producer: dict) -> bool:
     """True for ``neg(y), y`` or ``y, neg(y)``."""
     for x, y in ((a, b), (b, a)):
         src = _source(x, producer)
-        if src is not None and src.prim.name == "neg" and isinstance(y, Var) and src.inputs[0].id == y.id:
+        if src is not None and src.prim is P.neg and isinstance(y, Var) and src.inputs[0].id == y.id:
             return True
     return False
 
@@ -116,5 +117,5 @@ def _is_max_of(m, x, producer: dict) -> bool:
     if not isinstance(x, Var) or not isinstance(m, Var) or m.ndim != x.ndim:
         return False
     src = _source(_behind_views(m, x.ndim, producer), producer)
-    return (src is not None and src.prim.name == "reduce_max" and src.params.get("keepdims")
+    return (src is not None and src.prim is P.reduce_max and src.params.get("keepdims")
             and src.inputs[0].id == x.id)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.graph import Eqn, Graph, Var
-from ..ir.prims import add, sub
+from ..ir import prims as P
 from .rewrite import rebuild, rewrite_eqn
 
-# prim name -> (literal that is an identity, operand positions where it may stand)
-_IDENTITY = {"mul": (1, (0, 1)), "add": (0, (0, 1)), "sub": (0, (1,)), "div": (1, (1,))}
+# primitive -> (literal that is an identity, operand positions where it may stand)
+_IDENTITY = {P.mul: (1, (0, 1)), P.add: (0, (0, 1)), P.sub: (0, (1,)), P.div: (1, (1,))}
+_SAME_SHAPE_NOOPS = (P.reshape, P.broadcast_to, P.cast, P.transpose)  # identity when shape/dtype/perm match
 
 
 def _is_literal(a, value) -> bool:
@@ -30,7 +31,7 @@ def _passthrough(e: Eqn, x) -> Optional[Var]:
 
 
 def _arith(e: Eqn) -> Optional[Var]:
-    rule = _IDENTITY.get(e.prim.name)
+    rule = _IDENTITY.get(e.prim)
     if rule is None or len(e.inputs) != 2:
         return None
     value, positions = rule
@@ -43,7 +44,7 @@ def _arith(e: Eqn) -> Optional[Var]:
 def _negated(a, producer: dict):
     """``y`` when operand ``a`` is ``neg(y)``, else None."""
     src = producer.get(a.id) if isinstance(a, Var) else None
-    return src.inputs[0] if src is not None and src.prim.name == "neg" else None
+    return src.inputs[0] if src is not None and src.prim is P.neg else None
 
 
 def _absorb_neg(e: Eqn, producer: dict) -> Optional[Eqn]:
@@ -51,30 +52,30 @@ def _absorb_neg(e: Eqn, producer: dict) -> Optional[Eqn]:
     x, y = e.inputs
     ny = _negated(y, producer)
     if ny is not None:
-        return Eqn(sub if e.prim.name == "add" else add, (x, ny), {}, e.out, e.where)
-    nx = _negated(x, producer) if e.prim.name == "add" else None
-    return Eqn(sub, (y, nx), {}, e.out, e.where) if nx is not None else None
+        return Eqn(P.sub if e.prim is P.add else P.add, (x, ny), {}, e.out, e.where)
+    nx = _negated(x, producer) if e.prim is P.add else None
+    return Eqn(P.sub, (y, nx), {}, e.out, e.where) if nx is not None else None
 
 
 def _simplify_one(e: Eqn, producer: dict):
     """A replacement for ``e``: a Var (``e.out`` is that value), a new Eqn, or None."""
-    name = e.prim.name
+    prim = e.prim
     x = e.inputs[0] if e.inputs else None
     src = producer.get(x.id) if isinstance(x, Var) else None
-    if name in _IDENTITY:
+    if prim in _IDENTITY:
         same = _arith(e)
-        if same is None and name in ("add", "sub") and len(e.inputs) == 2:
+        if same is None and prim in (P.add, P.sub) and len(e.inputs) == 2:
             return _absorb_neg(e, producer)
         return same
-    if name == "neg" and src is not None and src.prim.name == "neg":
+    if prim is P.neg and src is not None and src.prim is P.neg:
         return _passthrough(e, src.inputs[0])
-    if name in ("reshape", "broadcast_to", "cast", "transpose"):
+    if prim in _SAME_SHAPE_NOOPS:
         same = _passthrough(e, x)
-        if same is not None and (name != "transpose" or e.params["perm"] == tuple(range(x.ndim))):
+        if same is not None and (prim is not P.transpose or e.params["perm"] == tuple(range(x.ndim))):
             return same
-    if name == "reshape" and src is not None and src.prim.name == "reshape":
+    if prim is P.reshape and src is not None and src.prim is P.reshape:
         return Eqn(e.prim, (src.inputs[0],), e.params, e.out, e.where)
-    if name == "transpose" and src is not None and src.prim.name == "transpose":
+    if prim is P.transpose and src is not None and src.prim is P.transpose:
         inner, outer = src.params["perm"], e.params["perm"]
         perm = tuple(inner[i] for i in outer)
         base = src.inputs[0]

@@ -19,6 +19,8 @@ import time
 from collections import deque
 from typing import Optional
 
+from ..ir import prims as P
+
 _WARMUP = 3  # timed calls per candidate before the first choice
 _PROBE_MIN, _PROBE_MAX = 32, 4096  # calls between probes of the other count (doubling)
 _SLOW = 3.0  # a call this many times the recent median probes the other count next
@@ -98,7 +100,7 @@ def tuned(exe):
     """``exe`` wrapped in a :class:`TunedBlas` when its graph calls BLAS and the thread
     count can be set to something other than its default; else ``exe`` itself."""
     graph = getattr(exe, "_graph", None)
-    if graph is None or not any(e.prim.name == "matmul" for e in graph.eqns):
+    if graph is None or not any(e.prim is P.matmul for e in graph.eqns):
         return exe
     from ..codegen.cpu_blas import BLAS
     setter = BLAS and BLAS.set_threads

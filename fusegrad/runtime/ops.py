@@ -1450,7 +1450,7 @@ def _embed_chain(t: Tensor, chain, base_shape) -> Tensor:
     for prim, params in chain:
         shapes.append(prim.abstract([(shapes[-1], t._data.dtype)], params)[0])
     for (prim, params), s_in in zip(reversed(chain), reversed(shapes[:-1])):
-        if prim.name == "broadcast_to":
+        if prim is P.broadcast_to:
             raise RuntimeError("unsupported operation: in-place write to an expanded view of a tensor that "
                                "requires grad. Please clone() the tensor before performing the operation.")
         t = prim.vjp(t, (_Shape(s_in),), None, (True,), **params)[0]
