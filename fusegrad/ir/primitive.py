@@ -51,7 +51,7 @@ class Primitive:
         self.node_name = node_name or (name.capitalize() + "Backward0")
         self.nondiff = nondiff
         self.effect = effect
-        self.node_cls = None  # the runtime attaches the autograd node class
+        self.node_cls = _NODE_CLASS[0](self.node_name) if _NODE_CLASS[0] else None  # autograd node class
         self.checked = checked
         self.batch = batch
         if name in PRIMS:
@@ -65,12 +65,22 @@ class Primitive:
         return f"<primitive {self.name}>"
 
 
-# The runtime installs its dispatcher here at import (ir stays free of runtime imports).
+# The runtime installs its dispatcher and its autograd node classes here at import (ir
+# stays free of runtime imports); primitives defined later get theirs when defined.
 _DISPATCH: list = [None]
+_NODE_CLASS: list = [None]
 
 
 def install_dispatcher(fn: Callable) -> None:
     _DISPATCH[0] = fn
+
+
+def install_node_classes(node_class: Callable[[str], type]) -> None:
+    """Give every primitive, present and future, ``node_class(prim.node_name)``."""
+    _NODE_CLASS[0] = node_class
+    for p in PRIMS.values():
+        if p.node_cls is None:
+            p.node_cls = node_class(p.node_name)
 
 
 def _abstract_by_eval(impl: Callable) -> Callable:

@@ -14,11 +14,11 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
-from ..ir.primitive import install_dispatcher
+from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
 from . import forward_state, saved_hooks
 from .grad_mode import STATE
-from .nodes import attach_node_classes
+from .nodes import node_class
 from .tensor import Tensor, wrap
 
 
@@ -181,4 +181,4 @@ def _op_error(prim, args, e: Exception) -> Exception:
 
 
 install_dispatcher(bind)
-attach_node_classes()
+install_node_classes(node_class)

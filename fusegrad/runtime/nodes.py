@@ -7,7 +7,6 @@ from __future__ import annotations
 import traceback
 import weakref
 
-from ..ir.primitive import PRIMS
 from . import tensor as _tensor  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
 from .saved_hooks import Packed, PackedArgs
@@ -193,9 +192,3 @@ def node_class(name: str, base=PrimNode) -> type:
         cls = type(name, (base,), {"__slots__": ()})
         _CLASSES[(name, base)] = cls
     return cls
-
-
-def attach_node_classes() -> None:
-    for p in PRIMS.values():
-        if p.node_cls is None:
-            p.node_cls = node_class(p.node_name)
