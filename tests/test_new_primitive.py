@@ -4,26 +4,34 @@ compile (the cpu backend lowers its scalar template), with nothing else edited."
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fusegrad as fg
 from fusegrad.autograd import gradcheck, gradgradcheck
 from fusegrad.func import jvp, vmap
-from fusegrad.ir.primitive import Primitive
+from fusegrad.ir.primitive import PRIMS, Primitive
 from fusegrad.passes import batching
 
-# x**3 + x, with its derivative 3x**2 + 1 written in primitives
-cube_plus = Primitive(
-    "test_cube_plus", lambda x: x * x * x + x, abstract=lambda avals, params: avals[0],
-    vjp=lambda g, ins, out, needs: (g * (ins[0] * ins[0] * 3.0 + 1.0),),
-    jvp=lambda ts, ins, out: None if ts[0] is None else ts[0] * (ins[0] * ins[0] * 3.0 + 1.0),
-    saves="in", kind="elementwise", scalar="({0} * {0} * {0} + {0})", node_name="CubePlusBackward0")
+
+
+@pytest.fixture(scope="module")
+def cube_plus():
+    """x**3 + x, its derivative 3x**2 + 1 written in primitives; unregistered afterwards
+    (other tests sweep the registry for fusegrad's own primitives)."""
+    p = Primitive(
+        "test_cube_plus", lambda x: x * x * x + x, abstract=lambda avals, params: avals[0],
+        vjp=lambda g, ins, out, needs: (g * (ins[0] * ins[0] * 3.0 + 1.0),),
+        jvp=lambda ts, ins, out: None if ts[0] is None else ts[0] * (ins[0] * ins[0] * 3.0 + 1.0),
+        saves="in", kind="elementwise", scalar="({0} * {0} * {0} + {0})", node_name="CubePlusBackward0")
+    yield p
+    del PRIMS[p.name]
 
 
 def _ref(x):
     return x ** 3 + x
 
 
-def test_eager_autograd_and_jvp(rng):
+def test_eager_autograd_and_jvp(cube_plus, rng):
     x = rng.standard_normal((3, 4))
     t = fg.tensor(x, requires_grad=True)
     y = cube_plus(t)
@@ -38,7 +46,7 @@ def test_eager_autograd_and_jvp(rng):
     np.testing.assert_allclose(tan.numpy(), v * (3 * x ** 2 + 1), rtol=1e-12)
 
 
-def test_vmap_uses_the_elementwise_rule(rng):
+def test_vmap_uses_the_elementwise_rule(cube_plus, rng):
     x = rng.standard_normal((5, 3))
     before = batching.STATS["fallback"]
     out = vmap(lambda r: cube_plus(r).sum())(fg.tensor(x))
@@ -46,7 +54,7 @@ def test_vmap_uses_the_elementwise_rule(rng):
     np.testing.assert_allclose(out.numpy(), _ref(x).sum(1), rtol=1e-12)
 
 
-def test_compiled_on_cpu(rng):
+def test_compiled_on_cpu(cube_plus, rng):
     x = rng.standard_normal((6, 7)).astype(np.float32)
 
     def f(a):
