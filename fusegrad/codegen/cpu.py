@@ -22,6 +22,7 @@ from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import GEMM_CALLS, emit_call
 from .cpu_loops import emit_loop_group, guarded
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
+from .cpu_symbolic import compile_symbolic
 from .kir_lower import Listing, lower_group
 
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
@@ -102,7 +103,13 @@ class CpuBackend:
     """Numba CPU code generation (see module docstring)."""
     name = "cpu"
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None) -> CpuExecutable:
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False):
+        """``graph`` compiled: by default one Numba entry with sizes baked in (a
+        CpuExecutable); with ``symbolic=True`` shape-symbolic kernels that graphs of other
+        sizes share (a cpu_symbolic.SymbolicExecutable; ``donate`` is then unused)."""
+        if symbolic:
+            _check_types(graph)
+            return compile_symbolic(graph)
         # What a graph generates depends on the graph, the donations asked for and the BLAS
         # the kernels link against; a process that traces the same graph again reads the
         # source back instead of fusing and generating it anew (W3's gradient: ~0.1 s).

@@ -411,65 +411,64 @@ def _check_value(k: Kernel, v: Value, bufs: dict, scope: set, local: dict) -> No
                 raise KernelError(f"kernel {k.name}: {x.op} takes {op.arity} operands, got {len(x.args)}")
 
 
-# ---------------------------------------------------------------- structural hash
+# ---------------------------------------------------------------- canonical form and hash
+def canonical(k: Kernel) -> Kernel:
+    """``k`` renamed canonically: kernel ``kernel``, buffers ``b0, b1, ...`` and symbols
+    ``n0, ...`` in parameter order, loop variables ``i0, ...`` and locals ``v0, ...`` in
+    order of definition. Kernels equal up to renaming have equal canonical forms (and
+    render to the same source)."""
+    names: dict = {}
+    counts: dict = {}
+
+    def name(old: str, prefix: str) -> str:
+        if old not in names:
+            names[old] = f"{prefix}{counts.get(prefix, 0)}"
+            counts[prefix] = counts.get(prefix, 0) + 1
+        return names[old]
+
+    def ix(e: IExpr) -> IExpr:
+        if isinstance(e, Sym):
+            return Sym(names[e.name])
+        return IBin(e.op, ix(e.a), ix(e.b)) if isinstance(e, IBin) else e
+
+    def val(v: Value) -> Value:
+        if isinstance(v, Ref):
+            return Ref(names[v.name], v.dtype)
+        if isinstance(v, Load):
+            return Load(names[v.buf], ix(v.index), v.dtype)
+        if isinstance(v, Index):
+            return Index(ix(v.expr), v.dtype)
+        if isinstance(v, Op):
+            return Op(v.op, tuple(val(a) for a in v.args), v.dtype, v.params)
+        return v
+
+    def body(stmts: list) -> list:
+        out: list = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                out.append(Loop(name(s.var, "i"), ix(s.extent), s.kind, body(s.body)))
+            elif isinstance(s, Guard):
+                out.append(Guard(val(s.cond), body(s.body)))
+            elif isinstance(s, Assign):
+                value = val(s.value)
+                out.append(Assign(name(s.name, "v"), value))
+            elif isinstance(s, Store):
+                out.append(Store(names[s.buf], ix(s.index), val(s.value)))
+            elif isinstance(s, Acc):
+                out.append(Acc(name(s.name, "v"), s.op, s.dtype))
+            elif isinstance(s, Update):
+                out.append(Update(names[s.name], val(s.value)))
+            else:
+                out.append(Extern(s.fn, tuple(names.get(a, a) if isinstance(a, str) else a for a in s.args)))
+        return out
+
+    bufs = [Buffer(name(b.name, "b"), b.dtype, b.size, b.role) for b in k.buffers]
+    syms = tuple(name(x, "n") for x in k.syms)
+    bufs = [Buffer(b.name, b.dtype, ix(b.size), b.role) for b in bufs]
+    return Kernel("kernel", bufs, syms, body(k.body))
+
+
 def structural_hash(k: Kernel) -> str:
     """A digest equal for kernels that differ only in the names of their kernel, buffers,
     symbols, loop variables and locals (buffers and symbols in parameter order)."""
-    names: dict = {}
-
-    def n(name: str) -> str:
-        return names.setdefault(name, f"%{len(names)}")
-
-    for b in k.buffers:
-        n(b.name)
-    for s in k.syms:
-        n(s)
-    parts = [f"{_dt(b.dtype)}[{_icanon(b.size, n)}]{b.role}" for b in k.buffers]
-    parts.append(str(len(k.syms)))
-    parts.extend(_canon_body(k.body, n))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-
-
-def _icanon(e: IExpr, n) -> str:
-    if isinstance(e, int):
-        return str(e)
-    if isinstance(e, Sym):
-        return n(e.name)
-    return f"({_icanon(e.a, n)}{e.op}{_icanon(e.b, n)})"
-
-
-def _vcanon(v: Value, n) -> str:
-    if isinstance(v, Const):
-        return f"c{v.value!r}:{_dt(v.dtype)}"
-    if isinstance(v, Ref):
-        return n(v.name)
-    if isinstance(v, Load):
-        return f"{n(v.buf)}[{_icanon(v.index, n)}]"
-    if isinstance(v, Index):
-        return f"idx({_icanon(v.expr, n)}):{_dt(v.dtype)}"
-    return f"{v.op}({','.join(_vcanon(a, n) for a in v.args)};{v.params!r}):{_dt(v.dtype)}"
-
-
-def _canon_body(body: list, n) -> list:
-    out = []
-    for s in body:
-        if isinstance(s, Loop):
-            out.append(f"loop {n(s.var)} {_icanon(s.extent, n)} {s.kind} {{")
-            out.extend(_canon_body(s.body, n))
-            out.append("}")
-        elif isinstance(s, Guard):
-            out.append(f"if {_vcanon(s.cond, n)} {{")
-            out.extend(_canon_body(s.body, n))
-            out.append("}")
-        elif isinstance(s, Assign):
-            out.append(f"{n(s.name)}={_vcanon(s.value, n)}")
-        elif isinstance(s, Store):
-            out.append(f"{n(s.buf)}[{_icanon(s.index, n)}]={_vcanon(s.value, n)}")
-        elif isinstance(s, Acc):
-            out.append(f"acc {n(s.name)} {s.op} {_dt(s.dtype)}")
-        elif isinstance(s, Update):
-            out.append(f"{n(s.name)}<-{_vcanon(s.value, n)}")
-        else:
-            out.append(f"call {s.fn}({','.join(n(a) if isinstance(a, str) else repr(a) for a in s.args)})")
-    return out
-
+    return hashlib.sha256(str(canonical(k)).encode()).hexdigest()[:32]

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Var
-from ..ir.scalar_ops import OPS, REDUCE_OPS
-from ..passes.fusion import CallGroup, Fused
+from ..ir.scalar_ops import OPS, REDUCE_OPS, reduce_identity
+from ..passes.fusion import Fused, LoopGroup
 from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Load, Loop, Op, Ref, Store, Update, ieval
 
 
@@ -33,46 +32,18 @@ def run_fused(fused: Fused, arrays: list, symbolic: bool = False, kernels: dict 
     """The outputs of a fused graph on ``arrays`` (its arguments, in order), each loop
     group run by interpreting its kernel IR (``symbolic``: the shape-symbolic kernel, its
     symbols bound to the group's sizes); library calls, and views read outside loop
-    groups, run with their primitives' NumPy impls. ``kernels`` maps group indices to a
-    kernel run in place of the group's own (e.g. a symbolic one lowered at other sizes;
-    its buffers bind by position)."""
+    groups, run with their primitives' NumPy impls (codegen.sequence). ``kernels`` maps
+    group indices to a kernel run in place of the group's own (e.g. a symbolic one lowered
+    at other sizes; its buffers bind by position)."""
     from .kir_lower import lower_group
-    env = {v.id: np.asarray(a) for v, a in zip(fused.graph.arguments(), arrays)}
+    from .sequence import Sequence
+    lowered = {gi: lower_group(fused, gi, symbolic=symbolic)
+               for gi, g in enumerate(fused.groups) if isinstance(g, LoopGroup)}
 
-    def get(v):
-        if not isinstance(v, Var):
-            return v
-        if v.id not in env:  # a view read whole: evaluate it
-            e = fused.aliases[v.id]
-            env[v.id] = e.prim.impl(*map(get, e.inputs), **e.params)
-        return env[v.id]
-
-    for gi, g in enumerate(fused.groups):
-        if isinstance(g, CallGroup):
-            env[g.eqn.out.id] = _call(g.eqn, list(map(get, g.eqn.inputs)))
-            continue
-        lg = lower_group(fused, gi, symbolic=symbolic)
-        kernel = (kernels or {}).get(gi, lg.kernel)
-        bufs = {}
-        for b, v in zip(kernel.buffers, lg.binds):
-            if b.role == "in":
-                bufs[b.name] = np.ascontiguousarray(get(v)).reshape(-1)
-            else:
-                bufs[b.name] = np.zeros(v.size, v.dtype)
-        run(kernel, bufs, {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if kernel.syms else {})
-        for b, v in zip(kernel.buffers, lg.binds):
-            if b.role != "in":
-                env[v.id] = bufs[b.name].reshape(v.shape)
-    return tuple(np.asarray(get(v)) for v in fused.outputs)
-
-
-def _call(e, ins: list) -> np.ndarray:
-    """A library call's result by its primitive's impl (a matmul operand fusion marked
-    ``transposed`` is its base, read transposed)."""
-    params = dict(e.params)
-    flags = params.pop("transposed", ())
-    ins = [np.swapaxes(a, -1, -2) if t else a for a, t in zip(ins, flags)] + ins[len(flags):]
-    return np.asarray(e.prim.impl(*ins, **params))
+    def interpret(gi, lg, bufs, syms):
+        k = (kernels or {}).get(gi, lg.kernel)
+        run(k, {b.name: bufs[own.name] for b, own in zip(k.buffers, lg.kernel.buffers)}, syms)
+    return Sequence(fused, lowered, interpret)(arrays)
 
 
 class _Run:
@@ -93,7 +64,7 @@ class _Run:
                 self.bufs[s.buf][self._at(s.buf, s.index, env)] = self.value(s.value, env)
             elif isinstance(s, Acc):
                 self.accs[s.name] = s.op
-                env[s.name] = _identity(s.op, np.dtype(s.dtype))
+                env[s.name] = reduce_identity(s.op, np.dtype(s.dtype))
             elif isinstance(s, Update):
                 acc = env[s.name]
                 v = np.asarray(self.value(s.value, env)).astype(acc.dtype)[()]
@@ -123,14 +94,3 @@ class _Run:
         args = [self.value(a, env) for a in v.args]
         r = OPS[v.op].ref(args, v.operand_dtype(), dict(v.params))
         return np.asarray(r).astype(v.dtype)[()]
-
-
-def _identity(op: str, dt: np.dtype):
-    if op in ("+", "*"):
-        return np.asarray(0 if op == "+" else 1).astype(dt)[()]
-    if dt.kind == "b":
-        return np.bool_(op == "min")
-    if dt.kind == "f":
-        return dt.type(-np.inf if op == "max" else np.inf)
-    info = np.iinfo(dt)
-    return dt.type(info.min if op == "max" else info.max)

@@ -51,11 +51,11 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
 
 
 class Listing:
-    """The "kernel" stage: every group of a fused graph as kernel IR (loop groups) or a
-    library call, printed on demand."""
+    """The "kernel" stage: every group of a fused graph as kernel IR (loop groups, shape-
+    symbolic ones when ``symbolic``) or a library call, printed on demand."""
 
-    def __init__(self, fused: Fused):
-        self.fused = fused
+    def __init__(self, fused: Fused, symbolic: bool = False):
+        self.fused, self.symbolic = fused, symbolic
 
     def __str__(self) -> str:
         parts = []
@@ -63,7 +63,10 @@ class Listing:
             if isinstance(g, CallGroup):
                 parts.append(f"call {g.eqn!r}")
             else:
-                lg = lower_group(self.fused, gi)
+                try:
+                    lg = lower_group(self.fused, gi, symbolic=self.symbolic)
+                except Unsupported:  # a view needing concrete sizes: so is this kernel
+                    lg = lower_group(self.fused, gi)
                 binds = ", ".join(f"{b.name}={v!r}" for b, v in zip(lg.kernel.buffers, lg.binds))
                 parts.append(f"{lg.kernel}\n  # buffers: {binds}")
         return "\n\n".join(parts)

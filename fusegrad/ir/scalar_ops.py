@@ -110,6 +110,20 @@ PREDICATE_OPERANDS = {"and": (0, 1), "or": (0, 1), "xor": (0, 1), "not": (0,), "
 REDUCE_OPS = {"+": "add", "*": "mul", "max": "max", "min": "min"}
 
 
+def reduce_identity(op: str, dtype: np.dtype):
+    """The value a reduction ``op`` over no elements gives (its accumulator's start) in
+    ``dtype``, as a NumPy scalar."""
+    dt = np.dtype(dtype)
+    if op in ("+", "*"):
+        return dt.type(0 if op == "+" else 1)
+    if dt.kind == "b":
+        return np.bool_(op == "min")
+    if dt.kind == "f":
+        return dt.type(-np.inf if op == "max" else np.inf)
+    info = np.iinfo(dt)
+    return dt.type(info.min if op == "max" else info.max)
+
+
 def check_lowering(name: str, kind: str, scalar: Optional[str], no_lowering: Optional[str]) -> None:
     """Raise ValueError naming primitive ``name`` if its codegen lowering is malformed: an
     elementwise primitive names an operation of ``OPS`` (or says why it has none with
