@@ -61,3 +61,15 @@ def test_contiguous_after_transpose_views(pt, perm):
     np.testing.assert_array_equal(t.numpy(), a.transpose(0, 2, 1).reshape(2, 12))
     b = fg.tensor(a > 5).transpose(0, 2).contiguous()
     assert b.view(-1).tolist() == (a > 5).transpose(2, 1, 0).reshape(-1).tolist()
+
+
+@pytest.mark.torch
+def test_softplus_gradient_at_zero_matches_torch(pt):
+    v = np.array([0.0, -0.0, 1e-8, -3.0, 5.0, 25.0, -30.0], dtype=np.float32)
+    for beta in (1.0, 2.0):
+        x, t = fg.tensor(v, requires_grad=True), pt.tensor(v, requires_grad=True)
+        a, b = fg.nn.functional.softplus(x, beta=beta), pt.nn.functional.softplus(t, beta=beta)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=0)
+        a.sum().backward()
+        b.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7)

@@ -132,7 +132,8 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     bx = O.mul(input, beta)
-    soft = O.div(O.add(O.log1p(O.exp(O.neg(O.abs(bx)))), O.relu(bx)), beta)
+    # (bx + |bx|) / 2 is relu(bx) with slope 1/2 at 0: the gradient there is sigmoid(0), as in torch
+    soft = O.div(O.add(O.log1p(O.exp(O.neg(O.abs(bx)))), O.mul(O.add(bx, O.abs(bx)), 0.5)), beta)
     return named(O.where(O.gt(bx, threshold), input, soft), "SoftplusBackward0")
 
 

@@ -1,8 +1,16 @@
-"""``fusegrad.optim``: SGD, Adam, AdamW and learning-rate schedulers."""
+"""``fusegrad.optim``: PyTorch's optimizers and learning-rate schedulers."""
 from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam
+from .adamax import Adamax
 from .adamw import AdamW
+from .lbfgs import LBFGS
+from .nadam import NAdam
 from .optimizer import Optimizer
+from .radam import RAdam
+from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Adam", "AdamW", "Optimizer", "SGD", "lr_scheduler"]
+__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
+           "SGD", "lr_scheduler"]

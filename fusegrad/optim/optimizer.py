@@ -7,6 +7,7 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
+from ..ir.graph import Var
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
 from ..nn.module import _typename, _zero_grad
@@ -102,6 +103,14 @@ class Optimizer:
 
     def _update(self) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _count(step_t: Tensor) -> Any:
+        """Add one to a step-count tensor and return the count: a float eagerly (PyTorch
+        computes its bias corrections in Python floats), the tensor itself inside
+        ``fusegrad.compile`` (so the compiled step reads the count at every call)."""
+        step_t += 1
+        return step_t if type(step_t._data) is Var else step_t.item()
 
     @staticmethod
     def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:

@@ -181,13 +181,6 @@ def erfc(x):
     return named(sub(1.0, erf(x)), "ErfcBackward0")
 
 
-def softplus_(x, beta=1.0, threshold=20.0):
-    x = _float(as_t(x))
-    bx = mul(x, beta)
-    soft = div(log1p(exp(neg(P.abs_(bx)))) + P.relu(bx), beta)
-    return named(where(gt(bx, threshold), x, soft), "SoftplusBackward0")
-
-
 @op
 def atan2(y, x):
     y, x = _promote2(_float(as_t(y)), _float(as_t(x)))

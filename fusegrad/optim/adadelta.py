@@ -1,0 +1,50 @@
+"""Adadelta: steps scaled by the ratio of running RMS of updates and of gradients."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..runtime import ops as O
+from ..runtime.factory import tensor, zeros_like
+from ..runtime.grad_mode import no_grad
+from ..tracer.live import guarded_value
+from ._checks import check_hyper
+from .optimizer import Optimizer, ParamsT
+
+
+class Adadelta(Optimizer):
+    """PyTorch's Adadelta: ``v = rho * v + (1 - rho) * g^2``,
+    ``d = sqrt(u + eps) / sqrt(v + eps) * g``, ``u = rho * u + (1 - rho) * d^2``,
+    ``p -= lr * d``."""
+
+    def __init__(self, params: ParamsT, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0, foreach: Optional[bool] = None, *, capturable: bool = False,
+                 maximize: bool = False, differentiable: bool = False) -> None:
+        check_hyper(lr, eps, weight_decay)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                                      capturable=capturable, foreach=foreach, differentiable=differentiable))
+
+    @no_grad()
+    def _update(self) -> None:
+        for group in self.param_groups:
+            weight_decay = group["weight_decay"]
+            maximize = guarded_value(group, "maximize")
+            hyper: dict = {}
+            for p in self._params_with_grad(group):
+                h: Any = self._hyper(group, ("lr", "rho", "eps", "weight_decay"), p, hyper)
+                state = self.state[p]
+                if not state:
+                    state["step"] = tensor(0.0)
+                    state["square_avg"] = zeros_like(p)
+                    state["acc_delta"] = zeros_like(p)
+                self._count(state["step"])
+                g = O.neg(p.grad) if maximize else p.grad
+                if weight_decay != 0:
+                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+                square_avg.mul_(h["rho"]).addcmul_(g, g, value=1 - h["rho"])
+                std = O.sqrt(O.add(square_avg, h["eps"]))
+                delta = O.mul(O.div(O.sqrt(O.add(acc_delta, h["eps"])), std), g)
+                acc_delta.mul_(h["rho"]).addcmul_(delta, delta, value=1 - h["rho"])
+                p.sub_(O.mul(delta, h["lr"]))

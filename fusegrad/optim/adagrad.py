@@ -1,0 +1,50 @@
+"""Adagrad: per-coordinate steps scaled by the root of the summed squared gradients."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..runtime import ops as O
+from ..runtime.factory import full_like, tensor
+from ..runtime.grad_mode import no_grad
+from ..tracer.live import guarded_value
+from ._checks import check_hyper
+from .optimizer import Optimizer, ParamsT
+
+
+class Adagrad(Optimizer):
+    """PyTorch's Adagrad: ``s += g^2``, ``p -= clr * g / (sqrt(s) + eps)`` with
+    ``clr = lr / (1 + (step - 1) * lr_decay)``. The state exists from construction
+    (``sum`` starts at ``initial_accumulator_value``), as in PyTorch."""
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: Optional[bool] = None, *,
+                 maximize: bool = False, differentiable: bool = False, fused: Optional[bool] = None) -> None:
+        check_hyper(lr, eps, weight_decay, lr_decay=lr_decay, initial_accumulator_value=initial_accumulator_value)
+        if fused:
+            raise RuntimeError("`fused` is not supported for Adagrad on the CPU")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = tensor(0.0)
+                state["sum"] = full_like(p, group["initial_accumulator_value"])
+
+    @no_grad()
+    def _update(self) -> None:
+        for group in self.param_groups:
+            weight_decay = group["weight_decay"]
+            maximize = guarded_value(group, "maximize")
+            hyper: dict = {}
+            for p in self._params_with_grad(group):
+                h: Any = self._hyper(group, ("lr", "lr_decay", "eps", "weight_decay"), p, hyper)
+                state = self.state[p]
+                step = self._count(state["step"])
+                g = O.neg(p.grad) if maximize else p.grad
+                if weight_decay != 0:
+                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
+                state["sum"].addcmul_(g, g, value=1)
+                std = O.add(O.sqrt(state["sum"]), h["eps"])
+                p.addcdiv_(g, std, value=-clr)

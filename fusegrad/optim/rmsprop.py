@@ -1,0 +1,61 @@
+"""RMSprop, with PyTorch's momentum and centered variants."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..runtime import ops as O
+from ..runtime.factory import tensor, zeros_like
+from ..runtime.grad_mode import no_grad
+from ..tracer.live import guarded_value
+from ._checks import check_hyper
+from .optimizer import Optimizer, ParamsT
+
+
+class RMSprop(Optimizer):
+    """PyTorch's RMSprop: ``v = alpha * v + (1 - alpha) * g^2``; centered subtracts the
+    square of the running mean of ``g``; ``p -= lr * g / (sqrt(v) + eps)``, or through a
+    momentum buffer ``b = momentum * b + g / (sqrt(v) + eps)``."""
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
+                 foreach: Optional[bool] = None, maximize: bool = False, differentiable: bool = False) -> None:
+        check_hyper(lr, eps, weight_decay, momentum=momentum, alpha=alpha)
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                                      weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    @no_grad()
+    def _update(self) -> None:
+        for group in self.param_groups:
+            momentum, weight_decay = group["momentum"], group["weight_decay"]  # zero-ness guarded (tracer.live)
+            centered, maximize = guarded_value(group, "centered"), guarded_value(group, "maximize")
+            hyper: dict = {}
+            for p in self._params_with_grad(group):
+                h: Any = self._hyper(group, ("lr", "alpha", "eps", "weight_decay", "momentum"), p, hyper)
+                state = self.state[p]
+                if not state:
+                    state["step"] = tensor(0.0)
+                    state["square_avg"] = zeros_like(p)
+                    if momentum > 0:
+                        state["momentum_buffer"] = zeros_like(p)
+                    if centered:
+                        state["grad_avg"] = zeros_like(p)
+                g = O.neg(p.grad) if maximize else p.grad
+                self._count(state["step"])
+                if weight_decay != 0:
+                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                square_avg = state["square_avg"]
+                square_avg.mul_(h["alpha"]).addcmul_(g, g, value=1 - h["alpha"])
+                if centered:
+                    grad_avg = state["grad_avg"]
+                    grad_avg.lerp_(g, 1 - h["alpha"])
+                    avg = O.sqrt(O.sub(square_avg, O.mul(grad_avg, grad_avg)))
+                else:
+                    avg = O.sqrt(square_avg)
+                avg = O.add(avg, h["eps"])
+                if momentum > 0:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(h["momentum"]).addcdiv_(g, avg)
+                    p.sub_(O.mul(buf, h["lr"]))
+                else:
+                    p.addcdiv_(g, avg, value=-h["lr"])
