@@ -32,7 +32,8 @@ def _mm_impl(a, b):
         # float16/bfloat16: accumulate in float32 (as PyTorch's CPU kernels; NumPy has no BLAS for
         # them, and returns float32 for ml_dtypes' bfloat16), round once to the operands' dtype
         f32 = np.float32
-        return np.matmul(a.astype(f32), b.astype(f32)).astype(a.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # inf in, or overflow out: as PyTorch, silently
+            return np.matmul(a.astype(f32), b.astype(f32)).astype(a.dtype)
     return np.matmul(a, b)
 
 

@@ -35,7 +35,13 @@ def expand_reduced(g, in_shape, axes, keepdims):
 
 
 def _sum_impl(x, axes, keepdims):
-    return np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind == "f" else None)
+    dt = x.dtype
+    if dt.itemsize == 2 and dt.kind in "fV":
+        # float16/bfloat16: accumulate in float32 and round once, as PyTorch (NumPy's pairwise sum
+        # in float16 overflows on partial sums of a total that fits)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32).astype(dt)
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=dt if dt.kind == "f" else None)
 
 
 def _sum_vjp(g, ins, out, needs, axes, keepdims):
