@@ -309,3 +309,15 @@ def test_module_backward_hooks_order_counts_and_grads_match_torch(pt):
         want = _module_hooks(pt, False)
     assert got[0] == want[0]
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+
+
+def test_forward_ad_through_a_compiled_function_runs_eagerly():
+    @fg.compile(backend="eager")
+    def f(x):
+        return (x.sin() * x).sum()
+    x = fg.tensor([0.5, 1.0, 2.0], dtype=fg.float64)
+    f(x)
+    with fwAD.dual_level():
+        t = fwAD.unpack_dual(f(fwAD.make_dual(x, fg.ones(3, dtype=fg.float64)))).tangent
+    np.testing.assert_allclose(t.item(), (np.sin(x.numpy()) + x.numpy() * np.cos(x.numpy())).sum(), rtol=1e-12)
+    assert any("forward-mode AD" in n for n in f.cache_info()["notes"])

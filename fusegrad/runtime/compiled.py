@@ -27,6 +27,7 @@ from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
 from .dispatch import _edge
+from . import forward_state
 from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
@@ -169,6 +170,7 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
     return tuple(wrap(a) for a in plan.backward(*arrays))
 
 
+_DUAL = "calls with forward-mode AD dual tensors run eagerly (tangents propagate op by op)"
 _ALIASED = ("a tensor argument the function updates in place shares memory with another "
             "argument: that call ran eagerly")
 
@@ -286,6 +288,13 @@ class CompiledFunction:
         if current_traces():  # inside an outer trace or transform: trace through inline
             return self.fn(*args, **kwargs)
         leaves, spec, spec_key = flatten_call(args, kwargs)
+        if forward_state.STATE.level is not None and any(
+                isinstance(x, Tensor) and forward_state.get_tangent(x) is not None for x in leaves):
+            with self._lock:  # dual tensors (forward-mode AD): eager ops carry their tangents
+                self._stats["fallbacks"] += 1
+                if _DUAL not in self._stats["notes"]:
+                    self._stats["notes"].append(_DUAL)
+            return self.fn(*args, **kwargs)
         entry = self._entry(leaves, spec, spec_key)
         if isinstance(entry, _Eager):
             if not entry.reason.startswith("warm-up"):
