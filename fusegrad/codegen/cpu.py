@@ -12,6 +12,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..ir.fingerprint import fingerprint
+from ..ir import prims as P
 from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
 from ..passes.memory import donations, plan
@@ -29,7 +30,7 @@ from .kir_lower import Listing, lower_group
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
 _FASTMATH = '{"reassoc", "contract"}'
 # Primitives whose generated code range-checks integer indices computed in the same kernel.
-_INDEXING = {"index", "index_put", "gather", "scatter_add"}
+_INDEXING = (P.index, P.index_put, P.gather, P.scatter_add)
 _SUPPORTED_KINDS = "biuf"
 
 
@@ -185,7 +186,7 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
         if isinstance(g, LoopGroup):
             lower_group(fused, gi)
     facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
-                 bounded_trig=any(e.prim.name in _INDEXING for e in graph.eqns))
+                 bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     lw = Lowering(guard="fast", **facts)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
@@ -217,7 +218,7 @@ def _concat_views(fused: Fused, args: set) -> tuple:
     parts: dict = {}
     outs = {v.id for v in fused.outputs if isinstance(v, Var)}
     for gi, g in enumerate(fused.groups):
-        if not (isinstance(g, CallGroup) and g.eqn.prim.name == "concatenate"
+        if not (isinstance(g, CallGroup) and g.eqn.prim is P.concatenate
                 and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in views):
             continue
         e, name, off, copies = g.eqn, f"bk{gi}", 0, []

@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from .backend import Unsupported
 from .cpu_blas import gemm_call
@@ -108,17 +109,17 @@ def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
     return lines
 
 
-_CALLS = {"matmul": _matmul, "concatenate": _concatenate, "pad": _pad}
+_CALLS = {P.matmul: _matmul, P.concatenate: _concatenate, P.pad: _pad}
 
 
 def emit_call(e: Eqn, buf: Callable[[Var], str], tag: str = "0") -> list:
     """Source lines (unindented) for one library-call equation; ``tag`` makes the local
     names of this call unique within the entry function."""
-    fn = _CALLS.get(e.prim.name)
+    fn = _CALLS.get(e.prim)
     if fn is not None:
         return fn(e, buf)
     from .cpu_index import CALLS
-    fn = CALLS.get(e.prim.name)
+    fn = CALLS.get(e.prim)
     if fn is None:
         raise Unsupported(f"cpu backend has no lowering for {e.prim.name}")
     return fn(e, buf, tag)

@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from .backend import Unsupported
 from .cpu_loops import linear
@@ -343,7 +344,7 @@ def _random(e: Eqn, buf: Callable, tag: str) -> list:
     scale = "np.float64(1.0 / 9007199254740992.0)"
     L(f"for {i} in range({n}):")
     L.depth += 1
-    if e.prim.name == "uniform":
+    if e.prim is P.uniform:
         _splitmix(L, f"((np.uint64({i}) + {off}) ^ {sk})", z)
         L(f"{buf(out)}[{i}] = np.{out.dtype.name}(np.float64({z} >> np.uint64(11)) * {scale})")
     else:
@@ -357,6 +358,6 @@ def _random(e: Eqn, buf: Callable, tag: str) -> list:
     return L.lines
 
 
-CALLS = {"index": _index, "index_put": _index_put, "embed": _embed, "gather": _gather,
-         "scatter_add": _scatter_add, "cumsum": _cumsum, "argmax": _argext(">"), "argmin": _argext("<"),
-         "uniform": _random, "normal": _random}
+CALLS = {P.index: _index, P.index_put: _index_put, P.embed: _embed, P.gather: _gather,
+         P.scatter_add: _scatter_add, P.cumsum: _cumsum, P.argmax: _argext(">"), P.argmin: _argext("<"),
+         P.uniform: _random, P.normal: _random}

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
@@ -57,19 +58,19 @@ def linear(idx: list, shape: tuple) -> str:
 
 def view_index(e: Eqn, idx: list) -> list:
     """Index expressions into a view's input, given those into its output."""
-    x, out, p, name = e.inputs[0], e.out, e.params, e.prim.name
-    if name == "transpose":
+    x, out, p, prim = e.inputs[0], e.out, e.params, e.prim
+    if prim is P.transpose:
         res = [""] * x.ndim
         for d, src in enumerate(p["perm"]):
             res[src] = idx[d]
         return res
-    if name == "broadcast_to":
+    if prim is P.broadcast_to:
         off = out.ndim - x.ndim
         return ["0" if s == 1 else idx[d + off] for d, s in enumerate(x.shape)]
-    if name == "flip":
+    if prim is P.flip:
         axes = {a % x.ndim for a in p["axes"]}
         return [f"({x.shape[d] - 1} - {i})" if d in axes else i for d, i in enumerate(idx)]
-    if name == "slice":
+    if prim is P.slice_:
         res, it = [], iter(idx)
         for k in p["key"]:
             if k is None:
@@ -82,7 +83,7 @@ def view_index(e: Eqn, idx: list) -> list:
                 res.append(str(k))
         res.extend(it)  # dims the key does not mention are taken whole
         return res
-    if name == "reshape":
+    if prim is P.reshape:
         if [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
             it = iter(i for i, s in zip(idx, out.shape) if s != 1)
             return [next(it) if s != 1 else "0" for s in x.shape]
@@ -92,7 +93,7 @@ def view_index(e: Eqn, idx: list) -> list:
             q = f"({flat})" if st == 1 else f"(({flat}) // {st})"
             res.append("0" if s == 1 else (q if d == 0 else f"({q} % {s})"))  # flat < size: no wrap on dim 0
         return res
-    raise Unsupported(f"cpu backend: no index rule for view {name}")
+    raise Unsupported(f"cpu backend: no index rule for view {prim.name}")
 
 
 def _ux(e: str) -> str:
@@ -155,9 +156,9 @@ class LoopEmitter:
         """The element expression of a non-reduction member."""
         if e.prim.kind == "view":
             return f"m{self.num(e.inputs[0])}"
-        if e.prim.name == "full":
+        if e.prim is P.full:
             return literal(e.params["value"], e.out.dtype)
-        if e.prim.name == "iota":
+        if e.prim is P.iota:
             return f"np.{e.out.dtype.name}(i{self.g.maps[e.out.id][0]})" if e.out.shape[0] != 1 else literal(0, e.out.dtype)
         if is_reduction(e):  # reduces only size-1 dims: a copy
             return f"np.{e.out.dtype.name}({self._reduce_input(e)})"
@@ -454,7 +455,7 @@ class LoopEmitter:
 
 def _operand_dtype(e: Eqn) -> np.dtype:
     """The type literals take: the result's, except for predicates (their operands')."""
-    if e.out.dtype.kind != "b" or e.prim.name == "where":
+    if e.out.dtype.kind != "b" or e.prim is P.where:
         return e.out.dtype
     return next((a.dtype for a in e.inputs if isinstance(a, Var)), e.out.dtype)
 

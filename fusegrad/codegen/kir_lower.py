@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import CallGroup, Fused, LoopGroup, is_reduction, reduce_map
@@ -128,28 +129,28 @@ class _Lowerer:
 
     def view_index(self, e: Eqn, idx: list, shape: list) -> tuple:
         """(indices, dims) into view ``e``'s input, given those into its output."""
-        x, out, p, name = e.inputs[0], e.out, e.params, e.prim.name
-        if name == "transpose":
+        x, out, p, prim = e.inputs[0], e.out, e.params, e.prim
+        if prim is P.transpose:
             res, rs = [0] * x.ndim, [1] * x.ndim
             for d, src in enumerate(p["perm"]):
                 res[src], rs[src] = idx[d], shape[d]
             return res, rs
-        if name == "broadcast_to":
+        if prim is P.broadcast_to:
             off = out.ndim - x.ndim
             return ([0 if s == 1 else idx[d + off] for d, s in enumerate(x.shape)],
                     [1 if s == 1 else shape[d + off] for d, s in enumerate(x.shape)])
-        if name == "reshape" and [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
+        if prim is P.reshape and [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
             kept = [(i, s) for i, s, c in zip(idx, shape, out.shape) if c != 1]
             it = iter(kept)
             pairs = [next(it) if s != 1 else (0, 1) for s in x.shape]
             return [i for i, _ in pairs], [s for _, s in pairs]
         if self.symbolic:
-            raise Unsupported(f"kernel IR: a symbolic kernel cannot read through {name} of {list(x.shape)}")
+            raise Unsupported(f"kernel IR: a symbolic kernel cannot read through {prim.name} of {list(x.shape)}")
         xs = list(x.shape)
-        if name == "flip":
+        if prim is P.flip:
             axes = {a % x.ndim for a in p["axes"]}
             return [iadd(xs[d] - 1, imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], xs
-        if name == "slice":
+        if prim is P.slice_:
             res, it = [], iter(idx)
             for k in p["key"]:
                 if k is None:
@@ -161,7 +162,7 @@ class _Lowerer:
                     res.append(k)
             res.extend(it)  # dims the key does not mention are taken whole
             return res, xs
-        if name == "reshape":
+        if prim is P.reshape:
             flat, stride = 0, 1
             for i, s in zip(reversed(idx), reversed(list(out.shape))):
                 flat = iadd(imul(i, stride), flat)
@@ -172,7 +173,7 @@ class _Lowerer:
                 q = ifloordiv(flat, st)
                 res.append(0 if s == 1 else (q if d == 0 else imod(q, s)))  # flat < size: no wrap on dim 0
             return res, xs
-        raise Unsupported(f"kernel IR: no index rule for view {name}")
+        raise Unsupported(f"kernel IR: no index rule for view {prim.name}")
 
     # -- structure
     def loops(self, axes: list, parallel: bool, body: list) -> list:
@@ -200,9 +201,9 @@ class _Lowerer:
         out = e.out
         if e.prim.kind == "view":
             return self.ref(e.inputs[0])
-        if e.prim.name == "full":
+        if e.prim is P.full:
             return Const(e.params["value"], out.dtype)
-        if e.prim.name == "iota":
+        if e.prim is P.iota:
             m = self.g.maps[out.id]
             return Index(_loop_var(m[0]), out.dtype) if out.shape[0] != 1 else Const(0, out.dtype)
         if is_reduction(e):  # reduces only size-1 dims: a copy
@@ -300,7 +301,7 @@ def flat_ok(f: Fused, g: LoopGroup) -> bool:
     for e in g.eqns:
         if _scalar_broadcast(f, g, e):
             continue
-        if e.prim.kind == "view" or e.prim.name == "iota" or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
+        if e.prim.kind == "view" or e.prim is P.iota or g.maps[e.out.id] != ident[len(g.domain) - e.out.ndim:] \
                 or e.out.shape != g.domain:
             return False
         for a in e.inputs:
@@ -315,7 +316,7 @@ def _scalar_broadcast(f: Fused, g: LoopGroup, e: Eqn) -> bool:
     """A broadcast of one element held in memory (e.g. a gradient's seed): every element
     of the loop reads that element, so it keeps the loop flat."""
     x = e.inputs[0] if e.inputs else None
-    return (e.prim.name == "broadcast_to" and isinstance(x, Var) and x.size == 1
+    return (e.prim is P.broadcast_to and isinstance(x, Var) and x.size == 1
             and x.id not in g.maps and x.id not in f.aliases)
 
 
@@ -368,6 +369,6 @@ def _acc_dtype(e: Eqn, wide: bool) -> np.dtype:
 
 def _operand_dtype(e: Eqn) -> np.dtype:
     """The type literals take: the result's, except for predicates (their operands')."""
-    if e.out.dtype.kind != "b" or e.prim.name == "where":
+    if e.out.dtype.kind != "b" or e.prim is P.where:
         return e.out.dtype
     return next((a.dtype for a in e.inputs if isinstance(a, Var)), e.out.dtype)
