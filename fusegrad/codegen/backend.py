@@ -1,12 +1,16 @@
 """The backend interface: what turns an optimized Graph into something callable.
 
-A ``Backend`` has ``name`` and ``compile(graph, donate=None) -> Executable``. An
+A ``Backend`` has ``name`` and ``compile(graph, donate=None, symbolic=False) -> Executable``. An
 ``Executable`` is called with NumPy arrays ordered ``graph.inputs`` then ``graph.consts``
 and returns a tuple of arrays, one per ``graph.outputs``. ``donate`` maps an output's
 position to an argument's position whose array the caller overwrites with that output
 afterwards anyway (an in-place update of a parameter): the executable may compute the
 output straight into that array, and then returns a view of it; ``kernel_source()`` is its generated code and
 the optional ``stages`` dict maps stage names (e.g. ``"fused"``) to IR (its str() is the listing).
+``symbolic=True`` asks for kernels whose extents and strides are runtime values, shared by
+graphs that differ only in sizes (same rank, dtypes and broadcast pattern): a front end
+that traces one function at several sizes compiles each distinct kernel once (the cpu
+backend: codegen.cpu_symbolic; a backend without such kernels may ignore it).
 A backend that cannot lower an op raises ``Unsupported`` (the compiler falls back to
 eager for that signature). Backends register by name; ``"cpu"`` registers itself from
 ``fusegrad.codegen.cpu`` when that module exists."""
@@ -40,7 +44,7 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None) -> Executable: ...
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False) -> Executable: ...
 
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}

@@ -14,8 +14,6 @@ from .cpu_blas import gemm_call
 from .cpu_scalar import literal
 
 _INDENT = "    "
-#: Marks generated lines that call BLAS (cpu.generate then adds the import).
-GEMM_CALLS = ("_fg_sgemm(", "_fg_dgemm(")
 
 
 def _nd(name: str, shape: tuple) -> str:

@@ -60,5 +60,5 @@ class EagerBackend:
     """Backend ``"eager"``: runs the optimized IR op by op (for debugging and reference)."""
     name = "eager"
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None) -> EagerExecutable:
-        return EagerExecutable(graph)  # a reference: never writes its arguments
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False) -> EagerExecutable:
+        return EagerExecutable(graph)  # a reference: never writes its arguments; any size is symbolic
