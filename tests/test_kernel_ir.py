@@ -7,7 +7,7 @@ import pytest
 import fusegrad as fg
 from fusegrad import nn
 from fusegrad.codegen.backend import Unsupported
-from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelError, Load, Loop, Op, Ref, Store,
+from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelError, Load, Loop, Op, Ref, Store, isyms,
                                   Sym, Update, stmts, structural_hash, verify)
 from fusegrad.codegen.kir_interp import run, run_fused
 from fusegrad.codegen.kir_lower import lower_group
@@ -246,3 +246,45 @@ def test_primitive_without_lowering_runs_eagerly_with_its_reason(scratch_prims):
     info = f.cache_info()
     assert any("kir_test_nolower has no kernel lowering: kir test: deliberately none" in r
                for r in info["graph_breaks"]), info
+
+
+# ---------------------------------------------------------------- passes
+def test_hoist_index_binds_outer_arithmetic_before_inner_loops(rng):
+    from fusegrad.codegen.kir import Let
+    from fusegrad.codegen.kir_passes import hoist_index, optimize
+
+    def f(x):
+        return E.exp(L.transpose(x, perm=(2, 0, 1))), R.reduce_sum(x, axes=(2,), keepdims=False)
+
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    fused = fuse(graph_of(f, [x], optimize=True))
+    for gi, g in enumerate(fused.groups):
+        if not isinstance(g, LoopGroup):
+            continue
+        for symbolic in (False, True):
+            k = lower_group(fused, gi, symbolic=symbolic).kernel
+            h = optimize(k)  # verified after the pass
+            lets = [s for s in stmts(h.body) if isinstance(s, Let)]
+            assert lets, str(h)
+            # every let sits before the loop whose iterations share it, and reads no inner variable
+            for lp in [s for s in stmts(h.body) if isinstance(s, Loop)]:
+                inner = {t.var for t in stmts(lp.body) if isinstance(t, Loop)}
+                for s in lp.body:
+                    if isinstance(s, Let):
+                        assert not (set(isyms(s.expr)) & inner)
+            assert structural_hash(hoist_index(k)) == structural_hash(h)
+    got = run_fused(fused, [x])
+    for g_, r in zip(got, _eager(f, [x])):
+        np.testing.assert_allclose(g_, r, rtol=1e-6, atol=1e-6)
+    # the interpreter runs hoisted kernels to the same results
+    for gi, g in enumerate(fused.groups):
+        if isinstance(g, LoopGroup):
+            lg = lower_group(fused, gi, symbolic=True)
+            bufs = {b.name: (np.ascontiguousarray(x).reshape(-1) if b.role == "in" else np.zeros(v.size, v.dtype))
+                    for b, v in zip(lg.kernel.buffers, lg.binds)}
+            syms = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1}
+            plain = {n: a.copy() for n, a in bufs.items()}
+            run(lg.kernel, plain, syms)
+            run(optimize(lg.kernel), bufs, syms)
+            for n in bufs:
+                np.testing.assert_array_equal(bufs[n], plain[n])

@@ -16,8 +16,9 @@ import numpy as np
 
 from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
 from .cpu_scalar import Lowering, literal, prelude
-from .kir import (Acc, Assign, Const, Extern, Guard, Index, Kernel, Load, Loop, Op, Ref, Store, Update, canonical,
+from .kir import (Acc, Assign, Const, Extern, Guard, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Update, canonical,
                   stmts, values)
+from .kir_passes import optimize
 
 # see cpu.py: reassoc lets LLVM vectorize reductions, contract allows FMA; NaN and inf keep
 # NumPy semantics; x/0 gives inf
@@ -29,7 +30,7 @@ MAX_INLINED = 24
 
 def render(k: Kernel) -> str:
     """The module source of kernel ``k`` (see the module docstring)."""
-    k = canonical(k)
+    k = canonical(optimize(k))
     lw = Lowering(guard="exact")
     lw.outline = sum(isinstance(v, Op) and lw.transcendental(v.op, v.operand_dtype())
                      for s in stmts(k.body) for v in _stmt_values(s) for v in values(v)) > MAX_INLINED
@@ -83,6 +84,8 @@ class _Writer:
                     yield f"{pad}{s.name} {op}= {v}"
                 else:  # max/min propagate NaN, as the elementwise operation does
                     yield f"{pad}{s.name} = {self.lw.expr(REDUCE_OPS[op], [v, s.name], dt, {})}"
+            elif isinstance(s, Let):
+                yield f"{pad}{s.name} = {s.expr}"
             elif isinstance(s, Extern):
                 raise NotImplementedError(f"cpu renderer: library call {s.fn} inside a loop kernel")
 

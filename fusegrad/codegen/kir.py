@@ -11,6 +11,7 @@ statements:
   (one of ``scalar_ops.REDUCE_OPS``) and ``Update(name, value)`` folds a value into it
   (``max``/``min`` propagate NaN, as NumPy's do);
 - ``Guard(cond, body)``: ``body`` runs where ``cond`` holds;
+- ``Let(name, expr)``: an integer local read by later index expressions (kir_passes);
 - ``Extern(fn, args)``: a library call (GEMM) on whole buffers.
 
 Values are ``Const``, ``Ref`` (a local or accumulator), ``Load(buf, index)``, ``Index(expr)``
@@ -241,13 +242,20 @@ class Guard:
 
 
 @dataclass
+class Let:
+    """An integer local ``name = expr`` that later index expressions read as ``Sym(name)``."""
+    name: str
+    expr: IExpr
+
+
+@dataclass
 class Extern:
     """A library call ``fn`` on whole buffers and integer arguments (e.g. a GEMM)."""
     fn: str
     args: tuple
 
 
-Stmt = Union[Assign, Store, Acc, Update, Loop, Guard, Extern]
+Stmt = Union[Assign, Store, Acc, Update, Loop, Guard, Let, Extern]
 
 
 @dataclass(frozen=True)
@@ -293,6 +301,8 @@ def _lines(body: list, depth: int) -> Iterator[str]:
             yield f"{pad}acc {s.name}: {_dt(s.dtype)} = identity({s.op})"
         elif isinstance(s, Update):
             yield f"{pad}{s.name} <- {s.value}"
+        elif isinstance(s, Let):
+            yield f"{pad}let {s.name} = {s.expr}"
         else:
             yield f"{pad}call {s.fn}({', '.join(map(str, s.args))})"
 
@@ -343,6 +353,7 @@ def _check_index(k: Kernel, e: IExpr, scope: set, where: str) -> None:
 
 def _verify_body(k: Kernel, body: list, bufs: dict, scope: set, defined: dict) -> None:
     local = dict(defined)  # names visible here: defined before, in this or an enclosing body
+    scope = set(scope)  # integer names: symbols, enclosing loop variables, lets before here
     for s in body:
         if isinstance(s, Loop):
             if s.kind not in LOOP_KINDS:
@@ -373,6 +384,11 @@ def _verify_body(k: Kernel, body: list, bufs: dict, scope: set, defined: dict) -
             _check_value(k, s.value, bufs, scope, local)
             if np.dtype(s.value.dtype) != np.dtype(b.dtype):
                 raise KernelError(f"kernel {k.name}: store of {_dt(s.value.dtype)} into {_dt(b.dtype)} buffer {s.buf}")
+        elif isinstance(s, Let):
+            _check_index(k, s.expr, scope, f"let {s.name}")
+            if s.name in scope or s.name in local:
+                raise KernelError(f"kernel {k.name}: {s.name} is defined twice")
+            scope.add(s.name)
         elif isinstance(s, Extern):
             for a in s.args:
                 if isinstance(a, str) and a not in bufs:
@@ -458,6 +474,9 @@ def canonical(k: Kernel) -> Kernel:
                 out.append(Acc(name(s.name, "v"), s.op, s.dtype))
             elif isinstance(s, Update):
                 out.append(Update(names[s.name], val(s.value)))
+            elif isinstance(s, Let):
+                expr = ix(s.expr)
+                out.append(Let(name(s.name, "t"), expr))
             else:
                 out.append(Extern(s.fn, tuple(names.get(a, a) if isinstance(a, str) else a for a in s.args)))
         return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.scalar_ops import OPS, REDUCE_OPS, reduce_identity
 from ..passes.fusion import Fused, LoopGroup
-from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Load, Loop, Op, Ref, Store, Update, ieval
+from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Update, ieval
 
 
 def run(k: Kernel, buffers: dict, syms: dict | None = None) -> dict:
@@ -69,6 +69,8 @@ class _Run:
                 acc = env[s.name]
                 v = np.asarray(self.value(s.value, env)).astype(acc.dtype)[()]
                 env[s.name] = OPS[REDUCE_OPS[self.accs[s.name]]].ref((acc, v), acc.dtype, {})
+            elif isinstance(s, Let):
+                env[s.name] = ieval(s.expr, env)
             elif isinstance(s, Guard):
                 if self.value(s.cond, env):
                     self.body(s.body, env)

@@ -111,10 +111,13 @@ class _Lowerer:
     def linear(self, idx: list, shape: list, v: Var) -> IExpr:
         if self.flat:
             return 0 if v.size == 1 else _loop_var(0)
-        lin, stride = 0, 1
-        for i, s in zip(reversed(idx), reversed(shape)):
-            lin = iadd(imul(i, stride), lin)
+        strides, stride = [], 1
+        for s in reversed(shape):
+            strides.append(stride)
             stride = imul(stride, s)
+        lin = 0
+        for i, st in zip(idx, reversed(strides)):  # outer dims first: (i0*s0 + i1*s1) + i2
+            lin = iadd(lin, imul(i, st))
         return lin
 
     def read(self, v, idx: list, shape: list):
