@@ -5,9 +5,17 @@ from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU
                       HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MSELoss, ModuleDict,
                       ModuleList, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax, Softplus, Tanh,
                       Unflatten)
+from .modules import (GRU, GRUCell, LSTM, LSTMCell, MultiheadAttention, RNN, RNNBase, RNNCell, RNNCellBase,
+                      Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                      TransformerEncoderLayer)
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
            "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
            "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
+
+# recurrent and attention layers
+__all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "MultiheadAttention", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
+            "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+            "TransformerEncoderLayer"]

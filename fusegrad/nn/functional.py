@@ -510,3 +510,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     if weight is not None:
         loss = O.mul(loss, weight)
     return named(_reduce(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")
+
+
+# ---------------------------------------------------------------- attention (its own module; re-exported here)
+from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+
+__all__ += ["multi_head_attention_forward", "scaled_dot_product_attention"]

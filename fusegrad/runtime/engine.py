@@ -154,7 +154,8 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                         np.add(b._data, g._data, out=b._data)
                     else:
                         buf[nr] = s = _sum(b, g, node, k)
-                        if not create_graph and s._data.shape == b._data.shape:
+                        # traced sums (IR values under compile) cannot be updated in place
+                        if not create_graph and type(s._data) is np.ndarray and s._data.shape == b._data.shape:
                             owned[id(s)] = s
                 d = deps[c] - 1
                 deps[c] = d

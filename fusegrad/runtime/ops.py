@@ -1047,12 +1047,17 @@ def pad(x, pad_, mode="constant", value=0.0):
     return named(P.pad(x, widths=tuple(widths), value=float(value)), "ConstantPadNdBackward0")
 
 
+def _zero_of(x):
+    """A scalar zero that keeps ``x``'s dtype in ``where`` (``False`` for a boolean ``x``)."""
+    return False if x.dtype == D.bool_ else 0
+
+
 @op
 def tril(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
     mask = wrap(np.tril(np.ones((n, m), dtype=bool), diagonal))
-    return named(where(mask, x, 0), "TrilBackward0")
+    return named(where(mask, x, _zero_of(x)), "TrilBackward0")
 
 
 @op
@@ -1060,7 +1065,7 @@ def triu(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
     mask = wrap(np.triu(np.ones((n, m), dtype=bool), diagonal))
-    return named(where(mask, x, 0), "TriuBackward0")
+    return named(where(mask, x, _zero_of(x)), "TriuBackward0")
 
 
 @op

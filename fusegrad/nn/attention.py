@@ -1,0 +1,148 @@
+"""Attention as a composition of primitives: ``scaled_dot_product_attention`` and the multi-head forward.
+
+Everything here is matmuls, ``where`` and ``softmax``, so it runs in eager mode, under autograd
+(``create_graph`` included), under ``fusegrad.func`` transforms and inside ``compile`` with no new primitive.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+from ..ir import dtypes as D
+from ..runtime import ops as O
+from ..runtime.factory import ones, zeros
+from ..runtime.tensor import Tensor
+from . import functional as F
+
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+def _causal_keep(L: int, S: int) -> Tensor:
+    """The ``(L, S)`` boolean mask that keeps key ``j <= i`` for query ``i`` (top-left aligned, as PyTorch)."""
+    return O.tril(ones((L, S), dtype=D.bool_))
+
+
+def _additive(mask: Tensor, dtype, keep_when_true: bool) -> Tensor:
+    """A float mask to add to attention scores: ``-inf`` where a boolean mask forbids, the float mask as is."""
+    if mask.dtype == D.bool_:
+        forbid = mask if not keep_when_true else O.logical_not(mask)
+        return O.masked_fill(zeros(tuple(mask.shape), dtype=dtype), forbid, -math.inf)
+    return mask.to(dtype)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], dropout_p: float, scale: float,
+            safe: bool) -> Tuple[Tensor, Tensor]:
+    """``softmax(q k^T * scale + bias) v``, returning the output and the (post-dropout) weights.
+
+    ``safe`` gives rows whose every key is masked zero weights (PyTorch's ``_safe_softmax``) instead of NaN.
+    """
+    scores = O.mul(O.matmul(q, O.transpose(k, -2, -1)), scale)
+    if bias is not None:
+        scores = O.add(scores, bias)
+    if safe:
+        dead = O.all(O.eq(scores, -math.inf), -1, keepdim=True)
+        # replaced before the softmax as well, so no NaN reaches the backward pass of dead rows
+        weights = O.where(dead, 0.0, O.softmax(O.where(dead, 0.0, scores), -1))
+    else:
+        weights = O.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p, training=True)
+    return O.matmul(weights, v), weights
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(Q K^T / sqrt(E) + mask) V`` over the last two dims, as ``torch.nn.functional``'s.
+
+    A boolean ``attn_mask`` marks the pairs that may attend (``True`` = keep); a float mask is added to the
+    scores. ``is_causal`` keeps key ``j <= i`` and excludes ``attn_mask``. Rows with no key left get zeros.
+    """
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError(f"scaled_dot_product_attention: query, key and value must have at least 2 dims, got "
+                           f"{list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and "
+                           f"value {list(value.shape)} disagree (query and key need the same last dim, key and "
+                           "value the same sequence length)")
+    if enable_gqa and query.ndim >= 3 and query.shape[-3] != key.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key = _repeat_heads(key, groups)
+        value = _repeat_heads(value, groups)
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    bias = None
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when "
+                               "is_causal=True")
+        bias = _additive(_causal_keep(L, S), query.dtype, keep_when_true=True)
+    elif attn_mask is not None:
+        bias = _additive(attn_mask, query.dtype, keep_when_true=True)
+    out, _ = _attend(query, key, value, bias, dropout_p, scale, safe=attn_mask is not None)
+    return out
+
+
+def _repeat_heads(t: Tensor, groups: int) -> Tensor:
+    """Each head of ``t`` (dim -3) repeated ``groups`` times in place, for grouped-query attention."""
+    shape = tuple(t.shape)
+    t = O.expand(O.unsqueeze(t, -3), *shape[:-2], groups, *shape[-2:])
+    return O.reshape(t, *shape[:-3], shape[-3] * groups, *shape[-2:])
+
+
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
+                                 q_weight: Tensor, k_weight: Tensor, v_weight: Tensor,
+                                 q_bias: Optional[Tensor], k_bias: Optional[Tensor], v_bias: Optional[Tensor],
+                                 out_weight: Tensor, out_bias: Optional[Tensor], dropout_p: float,
+                                 key_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
+                                 need_weights: bool = True, average_attn_weights: bool = True,
+                                 is_causal: bool = False, bias_k: Optional[Tensor] = None,
+                                 bias_v: Optional[Tensor] = None,
+                                 add_zero_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    """Multi-head attention on ``(L, N, E)`` query and ``(S, N, E)`` key/value (sequence first).
+
+    Masks follow ``nn.MultiheadAttention``: boolean ``True`` = not allowed; float masks are added.
+    ``attn_mask`` is ``(L, S)`` or ``(N * num_heads, L, S)``; ``key_padding_mask`` is ``(N, S)``.
+    Returns the ``(L, N, E)`` output and, when ``need_weights``, the attention weights
+    ``(N, L, S)`` averaged over heads (or ``(N, num_heads, L, S)``).
+    """
+    L, N, E = query.shape
+    head_dim = E // num_heads
+    q = F.linear(query, q_weight, q_bias)
+    k = F.linear(key, k_weight, k_bias)
+    v = F.linear(value, v_weight, v_bias)
+    if bias_k is not None:
+        k = O.cat([k, O.expand(O.reshape(bias_k, 1, 1, E), 1, N, E)], 0)
+        v = O.cat([v, O.expand(O.reshape(bias_v, 1, 1, E), 1, N, E)], 0)
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    if add_zero_attn:
+        k = O.cat([k, zeros((1, N, E), dtype=k.dtype)], 0)
+        v = O.cat([v, zeros((1, N, E), dtype=v.dtype)], 0)
+        attn_mask = _pad_last(attn_mask)
+        key_padding_mask = _pad_last(key_padding_mask)
+    S = k.shape[0]
+    # (T, N, E) -> (N, H, T, head_dim)
+    q, k, v = (O.permute(O.reshape(t, t.shape[0], N, num_heads, head_dim), 1, 2, 0, 3) for t in (q, k, v))
+    bias = None
+    if is_causal and attn_mask is None:
+        bias = _additive(_causal_keep(L, S), q.dtype, keep_when_true=True)
+    if attn_mask is not None:
+        bias = _additive(attn_mask, q.dtype, keep_when_true=False)
+        bias = O.reshape(bias, N, num_heads, L, S) if bias.ndim == 3 else bias
+    if key_padding_mask is not None:
+        pad = O.reshape(_additive(key_padding_mask, q.dtype, keep_when_true=False), N, 1, 1, S)
+        bias = pad if bias is None else O.add(bias, pad)
+    out, weights = _attend(q, k, v, bias, dropout_p, 1.0 / math.sqrt(head_dim), safe=False)
+    out = O.reshape(O.permute(out, 2, 0, 1, 3), L, N, E)
+    out = F.linear(out, out_weight, out_bias)
+    if not need_weights:
+        return out, None
+    return out, (O.mean(weights, 1) if average_attn_weights else weights)
+
+
+def _pad_last(mask: Optional[Tensor]) -> Optional[Tensor]:
+    """``mask`` with one more key column that everyone may attend (for ``bias_k`` / ``add_zero_attn``)."""
+    if mask is None:
+        return None
+    return F.pad(mask, (0, 1), value=False if mask.dtype == D.bool_ else 0.0)

@@ -1,0 +1,238 @@
+"""Attention and transformer layers against PyTorch (weights copied across), gradchecks, vmap and compile."""
+import itertools
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.nn as nn
+import fusegrad.nn.functional as F
+from fusegrad.autograd import gradcheck, gradgradcheck
+
+pytestmark = pytest.mark.torch
+torch = pytest.importorskip("torch")
+
+
+def np_of(t) -> np.ndarray:
+    return np.asarray(t.detach().numpy())
+
+
+def both(array, requires_grad=True):
+    array = np.asarray(array)
+    rg = requires_grad and array.dtype.kind == "f"
+    return fg.tensor(array, requires_grad=rg), torch.tensor(array, requires_grad=rg)
+
+
+def copy_weights(fg_module, pt_module) -> None:
+    sd = pt_module.state_dict()
+    assert list(sd) == list(fg_module.state_dict())
+    fg_module.load_state_dict({k: fg.tensor(v.numpy()) for k, v in sd.items()})
+
+
+def check_grads(fo, po, fg_leaves, pt_leaves, rtol=1e-8, atol=1e-9):
+    w = np.random.default_rng(5).standard_normal(tuple(po.shape))
+    (fo * fg.tensor(w)).sum().backward()
+    (po * torch.tensor(w)).sum().backward()
+    for f, p in zip(fg_leaves, pt_leaves):
+        if p.grad is None:
+            assert f.grad is None or not np.any(np_of(f.grad))
+            continue
+        np.testing.assert_allclose(np_of(f.grad), np_of(p.grad), rtol=rtol, atol=atol)
+
+
+MASKS = ["none", "causal", "bool", "float", "bool-dead-row", "bool-broadcast"]
+
+
+def make_mask(kind, rng, L, S):
+    if kind == "bool":
+        m = rng.random((L, S)) < 0.7
+        m[:, 0] = True
+        return m
+    if kind == "bool-dead-row":
+        m = rng.random((L, S)) < 0.7
+        m[L - 1] = False  # the last query may attend nothing: PyTorch gives zeros there
+        return m
+    if kind == "bool-broadcast":
+        return rng.random((2, 1, L, S)) < 0.8
+    if kind == "float":
+        return rng.standard_normal((L, S))
+    return None
+
+
+@pytest.mark.parametrize("mask, L, S, scale", itertools.product(MASKS, [1, 4], [4, 6], [None, 0.3]))
+def test_sdpa_matches_torch(mask, L, S, scale):
+    rng = np.random.default_rng(0)
+    fq, pq = both(rng.standard_normal((2, 3, L, 5)))
+    fk, pk = both(rng.standard_normal((2, 3, S, 5)))
+    fv, pv = both(rng.standard_normal((2, 3, S, 7)))
+    m = make_mask(mask, rng, L, S)
+    kw = dict(is_causal=mask == "causal", scale=scale)
+    fo = F.scaled_dot_product_attention(fq, fk, fv, attn_mask=None if m is None else fg.tensor(m), **kw)
+    po = torch.nn.functional.scaled_dot_product_attention(pq, pk, pv, attn_mask=None if m is None else
+                                                          torch.tensor(m), **kw)
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-10, atol=1e-12)
+    check_grads(fo, po, [fq, fk, fv], [pq, pk, pv])
+
+
+def test_sdpa_dropout_and_errors():
+    fg.manual_seed(0)
+    q = fg.randn(2, 8, 4, dtype=fg.float64)
+    plain = F.scaled_dot_product_attention(q, q, q)
+    ones_v = fg.ones(2, 8, 4, dtype=fg.float64)
+    dropped = F.scaled_dot_product_attention(q, q, ones_v, dropout_p=0.5)
+    # each output row is the sum of the kept, rescaled weights: mean 1, not all equal to 1
+    assert abs(np_of(dropped).mean() - 1.0) < 0.25 and np.std(np_of(dropped)) > 0.1
+    assert np.allclose(np_of(F.scaled_dot_product_attention(q, q, ones_v)), 1.0)
+    assert plain.shape == (2, 8, 4)
+    with pytest.raises(RuntimeError, match="is_causal"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=fg.ones(8, 8, dtype=fg.bool), is_causal=True)
+    with pytest.raises(RuntimeError, match="query"):
+        F.scaled_dot_product_attention(q, fg.randn(2, 8, 3), q)
+
+
+def test_sdpa_gradcheck_gradgradcheck_vmap():
+    fg.manual_seed(0)
+    q, k, v = (fg.randn(1, 3, 2, dtype=fg.float64, requires_grad=True) for _ in range(3))
+    mask = fg.tensor([[True, False, True], [True, True, False], [False, False, True]])
+    for kw in (dict(is_causal=True), dict(attn_mask=mask), dict(attn_mask=fg.randn(3, 3, dtype=fg.float64))):
+        f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw)  # noqa: E731
+        assert gradcheck(f, (q, k, v))
+        assert gradgradcheck(f, (q, k, v))
+    qs = fg.randn(4, 3, 2, dtype=fg.float64)
+    got = fg.func.vmap(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True))(qs)
+    want = fg.stack([F.scaled_dot_product_attention(q, q, q, is_causal=True) for q in qs.unbind(0)])
+    np.testing.assert_allclose(np_of(got), np_of(want), rtol=1e-12, atol=1e-13)
+
+
+MHA_GRID = list(itertools.product([False, True], ["none", "bool", "float", "3d"], [False, True],
+                                  [True, False], [True, False]))
+
+
+@pytest.mark.parametrize("batch_first, attn_mask, key_padding, need_weights, average", MHA_GRID)
+def test_multihead_attention_matches_torch(batch_first, attn_mask, key_padding, need_weights, average):
+    pt = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first, dtype=torch.float64)
+    fm = nn.MultiheadAttention(8, 2, batch_first=batch_first, dtype=fg.float64)
+    copy_weights(fm, pt)
+    rng = np.random.default_rng(0)
+    L, S, N = 3, 4, 2
+    shape = lambda T: (N, T, 8) if batch_first else (T, N, 8)  # noqa: E731
+    fq, pq = both(rng.standard_normal(shape(L)))
+    fk, pk = both(rng.standard_normal(shape(S)))
+    fv, pv = both(rng.standard_normal(shape(S)))
+    kw_f, kw_p = {}, {}
+    if attn_mask != "none":
+        m = {"bool": rng.random((L, S)) < 0.3, "float": rng.standard_normal((L, S)),
+             "3d": rng.standard_normal((N * 2, L, S))}[attn_mask]
+        if attn_mask == "bool":
+            m[:, 0] = False
+        kw_f["attn_mask"], kw_p["attn_mask"] = fg.tensor(m), torch.tensor(m)
+    if key_padding:
+        kpm = np.array([[False, False, True, True], [False, True, False, False]])
+        kw_f["key_padding_mask"], kw_p["key_padding_mask"] = fg.tensor(kpm), torch.tensor(kpm)
+    fo, fw = fm(fq, fk, fv, need_weights=need_weights, average_attn_weights=average, **kw_f)
+    po, pw = pt(pq, pk, pv, need_weights=need_weights, average_attn_weights=average, **kw_p)
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-10, atol=1e-12)
+    assert (fw is None) == (pw is None)
+    if pw is not None:
+        np.testing.assert_allclose(np_of(fw), np_of(pw), rtol=1e-10, atol=1e-12)
+    check_grads(fo, po, [fq, fk, fv, *fm.parameters()], [pq, pk, pv, *pt.parameters()])
+
+
+@pytest.mark.parametrize("kw", [dict(kdim=3, vdim=5), dict(add_bias_kv=True), dict(add_zero_attn=True),
+                                dict(bias=False)])
+def test_multihead_attention_options(kw):
+    pt = torch.nn.MultiheadAttention(6, 3, dtype=torch.float64, **kw)
+    fm = nn.MultiheadAttention(6, 3, dtype=fg.float64, **kw)
+    assert [(k, tuple(v.shape)) for k, v in fm.state_dict().items()] == \
+           [(k, tuple(v.shape)) for k, v in pt.state_dict().items()]
+    copy_weights(fm, pt)
+    rng = np.random.default_rng(1)
+    fq, pq = both(rng.standard_normal((3, 2, 6)))
+    fk, pk = both(rng.standard_normal((4, 2, kw.get("kdim", 6))))
+    fv, pv = both(rng.standard_normal((4, 2, kw.get("vdim", 6))))
+    fo, fw = fm(fq, fk, fv)
+    po, pw = pt(pq, pk, pv)
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np_of(fw), np_of(pw), rtol=1e-10, atol=1e-12)
+    check_grads(fo, po, [fq, fk, fv, *fm.parameters()], [pq, pk, pv, *pt.parameters()])
+
+
+def test_multihead_attention_unbatched_and_init():
+    pt = torch.nn.MultiheadAttention(4, 2, dtype=torch.float64)
+    fm = nn.MultiheadAttention(4, 2, dtype=fg.float64)
+    assert not np.any(np_of(fm.in_proj_bias)) and not np.any(np_of(fm.out_proj.bias))
+    bound = np.sqrt(6 / (4 + 12))  # xavier-uniform over the (3E, E) in_proj_weight
+    assert np.abs(np_of(fm.in_proj_weight)).max() <= bound
+    copy_weights(fm, pt)
+    x = np.random.default_rng(2).standard_normal((5, 4))
+    fo, fw = fm(fg.tensor(x), fg.tensor(x), fg.tensor(x))
+    po, pw = pt(torch.tensor(x), torch.tensor(x), torch.tensor(x))
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np_of(fw), np_of(pw), rtol=1e-10, atol=1e-12)
+    with pytest.raises(AssertionError, match="divisible"):
+        nn.MultiheadAttention(5, 2)
+
+
+ENC_GRID = list(itertools.product([False, True], [False, True], ["relu", "gelu"], ["none", "causal", "pad"]))
+
+
+@pytest.mark.parametrize("norm_first, batch_first, activation, mask", ENC_GRID)
+def test_encoder_layer_matches_torch(norm_first, batch_first, activation, mask):
+    kw = dict(dim_feedforward=16, dropout=0.0, activation=activation, batch_first=batch_first,
+              norm_first=norm_first)
+    pt = torch.nn.TransformerEncoderLayer(8, 2, dtype=torch.float64, **kw)
+    fm = nn.TransformerEncoderLayer(8, 2, dtype=fg.float64, **kw)
+    copy_weights(fm, pt)
+    pt.train()  # the training path is PyTorch's reference math (the fast path only runs in eval)
+    rng = np.random.default_rng(0)
+    fx, px = both(rng.standard_normal((2, 5, 8) if batch_first else (5, 2, 8)))
+    kw_f, kw_p = {}, {}
+    if mask == "causal":
+        m = nn.Transformer.generate_square_subsequent_mask(5, dtype=fg.float64)
+        kw_f = dict(src_mask=m, is_causal=True)
+        kw_p = dict(src_mask=torch.nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64),
+                    is_causal=True)
+        np.testing.assert_array_equal(np_of(m), kw_p["src_mask"].numpy())
+    elif mask == "pad":
+        kpm = np.array([[False] * 5, [False, False, False, True, True]])
+        kw_f, kw_p = dict(src_key_padding_mask=fg.tensor(kpm)), dict(src_key_padding_mask=torch.tensor(kpm))
+    fo, po = fm(fx, **kw_f), pt(px, **kw_p)
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-9, atol=1e-10)
+    check_grads(fo, po, [fx, *fm.parameters()], [px, *pt.parameters()], rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_matches_torch(norm_first):
+    torch.manual_seed(0)
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16, dropout=0.0,
+              norm_first=norm_first, batch_first=True)
+    pt = torch.nn.Transformer(dtype=torch.float64, **kw)
+    fm = nn.Transformer(dtype=fg.float64, **kw)
+    copy_weights(fm, pt)
+    rng = np.random.default_rng(0)
+    fs, ps = both(rng.standard_normal((2, 5, 8)))
+    ft, ptg = both(rng.standard_normal((2, 4, 8)))
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64)
+    kpm = np.array([[False] * 5, [False, False, False, False, True]])
+    fo = fm(fs, ft, tgt_mask=fg.tensor(tmask.numpy()), src_key_padding_mask=fg.tensor(kpm),
+            memory_key_padding_mask=fg.tensor(kpm))
+    po = pt(ps, ptg, tgt_mask=tmask, src_key_padding_mask=torch.tensor(kpm),
+            memory_key_padding_mask=torch.tensor(kpm))
+    np.testing.assert_allclose(np_of(fo), np_of(po), rtol=1e-9, atol=1e-10)
+    check_grads(fo, po, [fs, ft, *fm.parameters()], [ps, ptg, *pt.parameters()], rtol=1e-7, atol=1e-9)
+
+
+def test_encoder_stack_default_init_and_dropout_modes():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
+    enc = nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(8))
+    pt = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16), 3,
+                                     norm=torch.nn.LayerNorm(8), enable_nested_tensor=False)
+    assert [(k, tuple(v.shape)) for k, v in enc.state_dict().items()] == \
+           [(k, tuple(v.shape)) for k, v in pt.state_dict().items()]
+    # deep copies: the layers do not share parameters
+    assert enc.layers[0].linear1.weight is not enc.layers[1].linear1.weight
+    x = fg.randn(5, 2, 8)
+    enc.eval()
+    np.testing.assert_array_equal(np_of(enc(x)), np_of(enc(x)))
+    enc.train()
+    assert not np.allclose(np_of(enc(x)), np_of(enc(x)))
