@@ -141,11 +141,15 @@ def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
              f"Batch {BATCH} per rank, float32, SGD, one thread per rank (OMP/OpenBLAS/Numba), "
              f"bucket_cap_mb={BUCKET_MB}; median of {steps} steps after {warmup} warm-up steps; 1 rank runs the "
              "plain model (no DDP), 2 ranks run DistributedDataParallel (ranks on one host, shared memory). "
-             "Exposed wait: the backward's wait for all-reduces after its last gradient; whole all-reduce: "
+             "Exposed wait: the backward's wait for all-reduces after its last gradient (it includes waiting "
+             "for a slower rank); whole all-reduce: "
              "the same buckets all-reduced with nothing to overlap; hidden = 1 - exposed / whole. "
              "Compiled: the Sequential split at bucket boundaries, one compiled segment per bucket.", "",
              f"- date: {meta['date']}; {meta['cores']} cores; 1-minute load average at start / end: "
-             f"{meta['load'][0]} / {meta['load'][1]}; run time {meta['seconds']} s", "",
+             f"{meta['load'][0]} / {meta['load'][1]}; run time {meta['seconds']} s"
+             + (f" (load above the {meta['cores']} cores: other processes took CPU time from the ranks, so "
+                "these times and ratios do not measure scaling)" if max(meta["load"]) > meta["cores"] else ""),
+             "",
              "| mode | step 1 rank ms | step 2 ranks ms | exposed wait ms | whole all-reduce ms | hidden | "
              "samples/s ratio (target >= 1.8x) | buckets (elements) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
