@@ -43,6 +43,8 @@ def _cases(rng):
         "matmul": (lambda a, c: [a @ c.t(), torch.bmm(a[None], c.t()[None])], (x, y)),
         "indexing": (lambda a, i: [a.gather(0, i), a[torch.tensor([2, 0])], torch.zeros(3, 4).scatter_add(0, i, a[:2]),
                                    a.index_put((torch.tensor([0, 2]),), torch.tensor(5.0))], (x, idx)),
+        "sorting": (lambda a, v: [a.sort(1).values, a.topk(2, 0, largest=False).indices,
+                                  torch.searchsorted(torch.arange(-2.0, 2.0, 0.5), a, right=True)], (x, b)),
     }
 
 
@@ -50,7 +52,8 @@ def _leaves(out):
     return out if isinstance(out, (list, tuple)) else [out]
 
 
-@pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing"])
+@pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
+                                    "sorting"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")

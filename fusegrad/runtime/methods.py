@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as D
 from . import ops as O
+from . import sorting as _sorting  # noqa: F401  (declares its ops before _bind)
 from .exports import EXPORTS
 from .tensor import Tensor
 

@@ -6,3 +6,4 @@ from .layout import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403

@@ -1,0 +1,64 @@
+"""Sorting primitives: ``argsort`` (the permutation that sorts along an axis) and
+``searchsorted`` (insertion points into sorted rows). Both give integer indices, so
+neither has a gradient; differentiable sorts (sort, topk) gather their values with these
+indices, and ``gather``'s VJP scatters the gradient back. Sorting has no loop-kernel
+form, so both declare ``no_lowering``: a compiled graph holding them runs eagerly."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..primitive import Primitive
+from .batchdims import broadcast_batch, example_axis, to_front
+from .shapes import shape_of
+
+__all__ = ["argsort", "searchsorted"]
+
+_NO_LOWERING = "sorting runs in NumPy; it has no elementwise or reduction kernel"
+
+
+def _argsort_impl(x, axis, descending):
+    """Stable in both directions (equal elements keep their order, as torch's stable=True);
+    NaN sorts above every number, as in PyTorch."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64, copy=False)
+    # sort the reversed row ascending and reverse back: ties keep their original order
+    n = x.shape[axis]
+    r = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return (n - 1 - np.flip(r, axis)).astype(np.int64, copy=False)
+
+
+def _argsort_batch(args, bdims, axis, descending):
+    x = to_front(args[0], bdims[0])
+    return argsort(x, axis=example_axis(axis, x), descending=descending), 0
+
+
+argsort = Primitive("argsort", _argsort_impl, abstract=lambda a, p: (a[0][0], np.dtype(np.int64)),
+                    nondiff=True, no_lowering=_NO_LOWERING, batch=_argsort_batch)
+
+
+def _searchsorted_impl(seq, v, right, dtype):
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        return np.searchsorted(seq, v, side=side).astype(dtype, copy=False)
+    rows_s = seq.reshape(-1, seq.shape[-1])
+    rows_v = v.reshape(-1, v.shape[-1])
+    out = np.empty(rows_v.shape, dtype)
+    for i in range(rows_s.shape[0]):
+        out[i] = np.searchsorted(rows_s[i], rows_v[i], side=side)
+    return out.reshape(v.shape)
+
+
+def _searchsorted_batch(args, bdims, right, dtype):
+    seq, v = args
+    if bdims[0] is None and len(shape_of(seq)) == 1:  # one sorted row for every example
+        return searchsorted(seq, v, right=right, dtype=dtype), bdims[1]
+    if len(shape_of(seq)) - (bdims[0] is not None) == 1 and len(shape_of(v)) - (bdims[1] is not None) != 1:
+        return None  # a 1-D row per example against N-D values: loop over the batch
+    n = next(shape_of(a)[d] for a, d in zip(args, bdims) if d is not None)
+    return searchsorted(broadcast_batch(seq, bdims[0], n), broadcast_batch(v, bdims[1], n),
+                        right=right, dtype=dtype), 0
+
+
+searchsorted = Primitive("searchsorted", _searchsorted_impl,
+                         abstract=lambda a, p: (a[1][0], np.dtype(p["dtype"])),
+                         nondiff=True, no_lowering=_NO_LOWERING, batch=_searchsorted_batch)

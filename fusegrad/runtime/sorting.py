@@ -1,0 +1,192 @@
+"""Sorting, selection and counting ops with PyTorch's signatures: ``sort``, ``argsort``,
+``msort``, ``topk``, ``searchsorted``, ``bucketize``, ``unique``, ``unique_consecutive``
+and ``multinomial``. Indices come from the ``argsort``/``searchsorted`` primitives; values
+are ``gather``s of the input at those indices, so their gradient is gather's (a scatter
+of the incoming gradient to the positions the values came from)."""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from ..ir import prims as P
+from .exports import op
+from .ops import _axes, as_t, clamp, cumsum, div, log, named, narrow, neg, reshape, where
+from .tensor import Tensor, wrap
+
+
+def _return_type(name: str, fields: tuple) -> type:
+    """A named tuple printed and named as ``torch.return_types.<name>``."""
+    t = namedtuple(name, fields)
+    t.__module__ = "fusegrad.return_types"
+    return t
+
+
+sort_type = _return_type("sort", ("values", "indices"))
+topk_type = _return_type("topk", ("values", "indices"))
+
+
+def _sorted_along(x: Tensor, dim, descending: bool, what: str):
+    """(values, indices, axis) of ``x`` sorted along ``dim``; a 0-d tensor is one element."""
+    if x._data.ndim == 0:
+        v, i, _ = _sorted_along(reshape(x, (1,)), 0, descending, what)
+        return reshape(v, ()), reshape(i, ()), 0
+    ax = _axes(x, dim)[0]
+    idx = P.argsort(x, axis=ax, descending=bool(descending))
+    return P.gather(x, idx, axis=ax), idx, ax
+
+
+@op
+def sort(input, dim=-1, descending=False, stable=False):
+    """Values sorted along ``dim`` and the indices they came from. Always stable (ties keep
+    their order), which ``stable=False`` permits."""
+    v, i, _ = _sorted_along(as_t(input), dim, descending, "sort")
+    return sort_type(named(v, "SortBackward0"), i)
+
+
+@op
+def argsort(input, dim=-1, descending=False, stable=False):
+    return _sorted_along(as_t(input), dim, descending, "argsort")[1]
+
+
+@op
+def msort(input):
+    return sort(input, dim=0).values
+
+
+@op
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (``largest=False``: smallest) elements along ``dim``, in sorted order."""
+    x = as_t(input)
+    n = 1 if x._data.ndim == 0 else x._data.shape[_axes(x, dim)[0]]
+    if not 0 <= int(k) <= n:
+        raise RuntimeError(f"topk(): selected index k={k} out of range for dimension {dim} of size {n} "
+                           f"(input shape {list(x.shape)})")
+    v, i, ax = _sorted_along(x, dim, largest, "topk")
+    if x._data.ndim:
+        v, i = narrow(v, ax, 0, int(k)), narrow(i, ax, 0, int(k))
+    return topk_type(named(v, "TopkBackward0"), i)
+
+
+@op(method=False)
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """Indices at which ``input`` would be inserted into the innermost rows of
+    ``sorted_sequence`` to keep them sorted (``right``/``side="right"``: after equal entries)."""
+    seq = as_t(sorted_sequence)
+    scalar = not isinstance(input, Tensor)
+    v = as_t(input, dtype=seq.dtype if scalar else None)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of left "
+                               "while right was True")
+        right = side == "right"
+    if seq._data.ndim == 0:
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension")
+    if seq._data.ndim > 1 and (v._data.ndim != seq._data.ndim or tuple(seq.shape[:-1]) != tuple(v.shape[:-1])):
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+                           f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
+                           f"{list(seq.shape)} and input value tensor {list(v.shape)}")
+    if sorter is not None:
+        seq = P.gather(seq, as_t(sorter), axis=seq._data.ndim - 1)
+    return P.searchsorted(seq, v, right=bool(right), dtype=np.dtype(np.int32 if out_int32 else np.int64))
+
+
+@op(method=False)
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    b = as_t(boundaries)
+    if b._data.ndim != 1:
+        raise RuntimeError(f"bucketize(): boundaries tensor must be 1 dimension, but got dim({b._data.ndim})")
+    return searchsorted(b, input, out_int32=out_int32, right=right)
+
+
+# ---------------------------------------------------------------- unique (data-dependent shapes: eager)
+def _unique_result(values, inverse, counts, return_inverse, return_counts, dtype):
+    out = wrap(np.ascontiguousarray(values).astype(dtype, copy=False))
+    extra = ([wrap(inverse.astype(np.int64))] if return_inverse else []) + \
+            ([wrap(counts.astype(np.int64))] if return_counts else [])
+    return (out, *extra) if extra else out
+
+
+def _slices(a: np.ndarray, ax: int) -> np.ndarray:
+    """``a``'s slices along ``ax`` as the rows of a 2-D array (for comparing them whole)."""
+    if a.size == 0 and a.shape[ax] != 0:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+    return np.moveaxis(a, ax, 0).reshape(a.shape[ax], int(np.prod(a.shape)) // max(a.shape[ax], 1))
+
+
+@op
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements (``dim``: the distinct slices along ``dim``), in ascending
+    order, optionally with each element's index into them and each one's count. Runs
+    eagerly: its output shape depends on the values."""
+    x = as_t(input)
+    a = x._concrete("unique() (data-dependent output shape)")
+    if dim is None:
+        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
+        return _unique_result(vals, inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype)
+    ax = _axes(x, dim)[0]
+    moved = _slices(a, ax)
+    if a.shape[ax] == 0:
+        return _unique_result(a, np.zeros(0, np.int64), np.zeros(0, np.int64), return_inverse, return_counts, a.dtype)
+    # slices ordered lexicographically, as torch.unique(dim=) orders them
+    order = np.lexsort(moved.T[::-1])
+    srt = moved[order]
+    new = np.ones(len(srt), bool)
+    new[1:] = np.any(srt[1:] != srt[:-1], axis=1)
+    group = np.cumsum(new) - 1
+    inv = np.empty(len(srt), np.int64)
+    inv[order] = group
+    first = order[new]
+    vals = np.take(a, first, axis=ax)
+    return _unique_result(vals, inv, np.bincount(group), return_inverse, return_counts, a.dtype)
+
+
+@op
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Collapses each run of equal consecutive elements (``dim``: slices) to one."""
+    x = as_t(input)
+    a = x._concrete("unique_consecutive() (data-dependent output shape)")
+    ax = None if dim is None else _axes(x, dim)[0]
+    rows = a.reshape(-1, 1) if ax is None else _slices(a, ax)
+    new = np.ones(len(rows), bool)
+    new[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+    group = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    vals = a.reshape(-1)[starts] if ax is None else np.take(a, starts, axis=ax)
+    inv = group.reshape(a.shape) if ax is None else group
+    return _unique_result(vals, inv, np.diff(np.append(starts, len(rows))), return_inverse, return_counts, a.dtype)
+
+
+# ---------------------------------------------------------------- multinomial
+@op
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """``num_samples`` category indices per row of the (unnormalised) probabilities
+    ``input``: with replacement by inverting each row's cumulative sum at uniform draws,
+    without by the exponential-race trick (the ``num_samples`` largest ``p_i / E_i`` with
+    ``E_i`` standard exponential are a draw without replacement)."""
+    from .factory import rand
+    p = as_t(input)
+    if p._data.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial(): prob_dist must be 1 or 2 dim, got shape {list(p.shape)}")
+    if not p.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial(): probabilities must be a floating point tensor, got {p.dtype}")
+    n = p._data.shape[-1]
+    num_samples = int(num_samples)
+    if num_samples <= 0:
+        raise RuntimeError(f"multinomial(): cannot sample n_sample <= 0 samples, got {num_samples}")
+    if not replacement and num_samples > n:
+        raise RuntimeError(f"multinomial(): cannot sample n_sample > prob_dist.size(-1) samples without "
+                           f"replacement (n_sample={num_samples}, size {n})")
+    if isinstance(p._data, np.ndarray) and (np.any(p._data < 0) or not np.all(np.isfinite(p._data))):
+        raise RuntimeError("multinomial(): probability tensor contains either `inf`, `nan` or element < 0")
+    p = p.detach()
+    rows = p._data.shape[:-1]
+    if replacement:
+        cdf = cumsum(p, -1)
+        u = rand(rows + (num_samples,), dtype=p.dtype, generator=generator) * narrow(cdf, -1, n - 1, 1)
+        return clamp(P.searchsorted(cdf, u, right=True, dtype=np.dtype(np.int64)), max=n - 1)
+    e = neg(log(rand(p.shape, dtype=p.dtype, generator=generator)))
+    keys = where(p > 0, div(p, e), -1.0)  # a zero-probability category is never drawn first
+    return topk(keys, num_samples, dim=-1).indices
