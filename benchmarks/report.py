@@ -167,6 +167,9 @@ TARGETS = [
     Target(4, "W4 compiled hessian <= 1.0x JAX jit", _ratio_target("W4", "hessian", S.FG_COMPILED, S.JAX_JIT, 1.0)),
     Target(4, 'W5 remat="auto": peak activation memory (tracemalloc) <= 0.25x eager\'s at <= 1.3x the time of '
               'remat="none"', _w5_target),
+    Target(19, "W10 compiled step (a graph break in its middle) <= 1.0x torch.compile",
+           _ratio_target("W10", "step", S.FG_COMPILED, S.TORCH_COMPILE, 1.0)),
+    Target(19, "W10 compiled step <= 0.5x fusegrad eager", _ratio_target("W10", "step", S.FG_COMPILED, S.FG_EAGER, 0.5)),
     Target(2, "W3 eager grad <= 1.5x PyTorch eager", _ratio_target("W3", "grad", S.FG_EAGER, S.TORCH_EAGER, 1.5)),
 ]
 

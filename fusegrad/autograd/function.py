@@ -8,7 +8,7 @@ from ..ir.graph import Var
 from ..runtime.grad_mode import STATE
 from ..runtime.nodes import FunctionNode, node_class
 from ..runtime.tensor import Tensor
-from ..tracer.trace import GraphBreak, user_frame
+from ..tracer.trace import capture_trace, user_frame
 
 
 class FunctionCtx:
@@ -82,8 +82,11 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if any(isinstance(a, Tensor) and type(a._data) is Var for a in args):
-            raise GraphBreak(f"custom autograd.Function {cls.__name__}.apply at {user_frame()}")
+        traced = [a._data.trace for a in args if isinstance(a, Tensor) and type(a._data) is Var]
+        tr = max(traced, key=lambda t: t.level) if traced else capture_trace()
+        if tr is not None:  # its forward and backward are the user's Python: they run eagerly
+            with tr.eagerly(f"custom autograd.Function {cls.__name__}.apply at {user_frame()}"):
+                return cls.apply(*args, **kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
         prev = STATE.enabled

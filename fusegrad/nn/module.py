@@ -12,7 +12,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from ..ir.graph import Var
 from ..tracer.live import guard
-from ..tracer.trace import GraphBreak, capture_trace, capturing, user_frame
+from ..tracer.trace import capture_trace, capturing, user_frame
 from .parameter import Parameter
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -65,7 +65,8 @@ def _stored_traced(old, value, name: str) -> bool:
     if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype and not value._rg:
         capture_trace().rebind(old, value._data)
         return True
-    raise GraphBreak(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
+    value._data.trace.graph_break(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
+    return False  # (a segmented trace computed it: assigned as usual)
 
 
 class Module:

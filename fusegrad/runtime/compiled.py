@@ -31,6 +31,7 @@ from . import forward_state
 from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
+from .segments import run_segmented
 from .tensor import Tensor, wrap
 
 RECOMPILE_LIMIT = 8
@@ -60,7 +61,7 @@ class _Traced(Captured):
 
 
 def _trace(fn: Callable, leaves: list, spec) -> _Traced:
-    with capture(fn, leaves, keep_requires_grad=True) as (tr, tleaves):
+    with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
         args, kwargs = unflatten(spec, tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         out = fn(*args, **kwargs)
@@ -166,6 +167,10 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
     if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
         vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
         return tuple(run_tensors(plan.joint, vals)[plan.n_out:])
+    if any(type(g._data) is Var for g in grads):  # a later segment of compiled code traces this backward
+        bwd = plan.stages["backward"]
+        vals = [wrap(r) for r in ctx.residuals] + list(grads) + [wrap(_read(h)) for h in plan.bwd_holders]
+        return tuple(run_tensors(bwd, vals))
     arrays = list(ctx.residuals) + [g._data for g in grads] + [_read(h) for h in plan.bwd_holders]
     return tuple(wrap(a) for a in plan.backward(*arrays))
 
@@ -251,6 +256,14 @@ class _Eager:
         self.reason = reason
 
 
+class _Segmented:
+    """A cached decision to run a signature as compiled segments around its graph breaks
+    (runtime.segments); ``reason`` is the first break."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
 class CompiledFunction:
     """The object ``fusegrad.compile`` returns: call it like the original function."""
 
@@ -266,8 +279,9 @@ class CompiledFunction:
         self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) is not _Plan or e.traced.holds())
         self._warmed: set = set()
         self._lock = threading.Lock()
+        self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
-                       "warmups": 0, "graph_breaks": [], "notes": []}
+                       "warmups": 0, "segments": 0, "graph_breaks": [], "notes": []}
         functools.update_wrapper(self, fn, updated=())
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
@@ -278,7 +292,8 @@ class CompiledFunction:
 
     def cache_info(self) -> dict:
         """Counters: compiles, hits, misses, fallbacks (eager calls), recompiles, graph_breaks
-        (reasons naming file:line), notes (e.g. backend substitutions), entries."""
+        (reasons naming file:line, each once), segments (compiled segments of functions that
+        break), notes (e.g. backend substitutions), entries."""
         with self._lock:
             info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
             info["entries"] = len(self._cache)
@@ -296,6 +311,8 @@ class CompiledFunction:
                     self._stats["notes"].append(_DUAL)
             return self.fn(*args, **kwargs)
         entry = self._entry(leaves, spec, spec_key)
+        if type(entry) is _Segmented:
+            return run_segmented(self, args, kwargs)
         if isinstance(entry, _Eager):
             if not entry.reason.startswith("warm-up"):
                 with self._lock:
@@ -312,8 +329,9 @@ class CompiledFunction:
     def lower(self, *args, **kwargs) -> "Lowered":
         """Compile (or fetch) the executable for this signature without running it."""
         entry = self._entry(*flatten_call(args, kwargs))
-        if isinstance(entry, _Eager):
-            raise RuntimeError(f"this signature runs eagerly: {entry.reason}")
+        if isinstance(entry, (_Eager, _Segmented)):
+            raise RuntimeError(f"this signature {'runs eagerly' if isinstance(entry, _Eager) else 'breaks'}: "
+                               f"{entry.reason}")
         return Lowered(entry)
 
     # -------------------------------------------------------------- cache
@@ -349,18 +367,32 @@ class CompiledFunction:
             self._cache.add(key, entry)
             return entry
 
+    def _note_break(self, reason: str) -> None:
+        with self._lock:
+            if reason not in self._stats["graph_breaks"]:
+                self._stats["graph_breaks"].append(reason)
+                log("graph_breaks", reason)
+
+    def _note(self, note: str) -> None:
+        with self._lock:
+            if note not in self._stats["notes"]:
+                self._stats["notes"].append(note)
+                log("recompiles", note)
+
     def _build(self, leaves, spec):
-        """Trace and compile; a graph break gives a cached eager decision, any other
-        exception propagates with nothing cached."""
+        """Trace and compile; a graph break gives a cached decision to run in segments
+        around the breaks, a backend's refusal one to run eagerly; any other exception
+        propagates with nothing cached."""
         try:
             plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__)
         except (GraphBreak, Unsupported) as e:
             reason = e.reason
             if self.fullgraph:
                 raise RuntimeError(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
-            self._stats["graph_breaks"].append(reason)
+            if reason not in self._stats["graph_breaks"]:
+                self._stats["graph_breaks"].append(reason)
             log("graph_breaks", reason)
-            return _Eager(reason)
+            return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
         self._stats["compiles"] += 1
         if plan.stages.get("note"):
             if plan.stages["note"] not in self._stats["notes"]:
@@ -389,8 +421,13 @@ def _optimizer_state_missing(fn) -> bool:
 
 
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Plan:
-    dump = Dumper(name)
     traced = _trace(fn, leaves, spec)
+    return plan_of(traced, [x._rg for x in leaves if isinstance(x, Tensor)], backend_name, remat, name)
+
+
+def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str) -> _Plan:
+    """Optimize and compile a traced graph whose inputs require grad as ``input_rg`` says."""
+    dump = Dumper(name)
     g = traced.graph
     dump("traced", g)
     opt = optimize(g, on_pass=dump)
@@ -399,7 +436,7 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Pla
     if backend.name != backend_name:
         stages["note"] = f"backend {backend_name!r} is not available; using {backend.name!r}"
     plan = _Plan(traced, stages)
-    rg = [x._rg for x in leaves if isinstance(x, Tensor)] + [h._rg for _, h in opt.consts]
+    rg = list(input_rg) + [h._rg for _, h in opt.consts]
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]

@@ -48,12 +48,14 @@ def _traced_payload(prim, args, params):
 
 
 def bind(prim, args, params):
-    data = None
+    data = tracker = None
     if _STACK.traces:
         try:
             data = _traced_payload(prim, args, params)
         except (ValueError, IndexError) as e:  # a shape rule's complaint, reported as eagerly
             raise _op_error(prim, args, e) from None
+        if data is not None and data.trace.tracks:
+            tracker = data.trace
     if data is None:
         try:  # unrolled for the common arities: this is the per-op hot path
             n = len(args)
@@ -74,6 +76,8 @@ def bind(prim, args, params):
                 _check_escaped(args)
             data = np.asarray(data)
     out = wrap(data)
+    if tracker is not None:  # a segmented trace computes the tensors still alive at a break
+        tracker.track(out)
     if prim.kind == "view":
         base = args[0]
         if base._vbox is None:

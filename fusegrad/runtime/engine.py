@@ -207,6 +207,8 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
     if g.dtype is not leaf.dtype:
         g = g.to(leaf.dtype)
     keep = create_graph or type(g._data) is Var  # traced grads (tracing a backward) are never copied
+    if type(g._data) is Var and g._data.trace.captures_state:
+        g._data.trace.touch(leaf)  # compiled code writes this .grad back
     if leaf._grad is None:
         if not keep:
             g = wrap(np.array(g._data, copy=True))

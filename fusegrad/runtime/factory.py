@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
-from ..tracer.trace import GraphBreak, capturing, user_frame
+from ..tracer.trace import capture_trace, capturing, user_frame
 from ..tracer.trace import current_traces as _tracing
 from .tensor import Tensor, wrap
 
@@ -184,7 +184,7 @@ def _no_reseed_while_compiling(what: str) -> None:
     """Reseeding inside compiled code would happen once, when traced, while the draws after
     it take fresh numbers on every call: that call runs eagerly instead."""
     if capturing():
-        raise GraphBreak(f"{what} inside a compiled function at {user_frame()}")
+        capture_trace().graph_break(f"{what} inside a compiled function at {user_frame()}")
 
 
 class Generator:

@@ -1400,8 +1400,9 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     if type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var for o in others):
         # tracing (the target or an operand is traced): rebind the target's SSA value
         if base is not None and self._view_fn:
-            from ..tracer.trace import GraphBreak, user_frame
-            raise GraphBreak(f"in-place op on a view while tracing at {user_frame()}")
+            from ..tracer.trace import user_frame
+            with trs[-1].eagerly(f"in-place op on a view while tracing at {user_frame()}"):
+                return inplace(self, fn, *others)
         new = fn(self)
         self._data = new._data
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg

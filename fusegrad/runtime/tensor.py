@@ -202,10 +202,11 @@ class Tensor:
     def _concrete(self, what: str) -> np.ndarray:
         d = self._data
         if type(d) is Var:
-            from ..tracer.trace import GraphBreak, escaped, user_frame
+            from ..tracer.trace import escaped, user_frame
             if not d.trace.active:
                 raise escaped(d)
-            raise GraphBreak(f"{what} needs a concrete value at {user_frame()}")
+            d.trace.graph_break(f"{what} needs a concrete value at {user_frame()}")
+            return self._data  # (a segmented trace computed it)
         return d
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
@@ -341,6 +342,8 @@ class Tensor:
     # ------------------------------------------------------------ printing
     def __repr__(self) -> str:
         d = self._data
+        if type(d) is Var and d.trace.breaks_on_print:  # print(t) in compiled code: a graph break
+            d = self._concrete("printing a Tensor")
         if type(d) is Var:
             body = f"traced {d!r}: {d.type_str()}"
         else:

@@ -71,13 +71,16 @@ class CaptureTrace(Trace):
 
 
 @contextlib.contextmanager
-def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False) -> Iterator[tuple]:
+def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
+            breaks_on_print: bool = False) -> Iterator[tuple]:
     """Trace a call of ``fn``: yields (trace, stand-in leaves) inside the open trace, with
     a traced input per tensor leaf (requiring grad as the leaf does when
     ``keep_requires_grad``) and ``fn``'s referenced values guarded. Every snapshot is
-    restored on exit."""
+    restored on exit. ``breaks_on_print``: printing a traced tensor is a graph break
+    (compile's trace) rather than a listing of its Var (the transforms')."""
     from ..runtime.tensor import Tensor, wrap
     tr = CaptureTrace()
+    tr.breaks_on_print = breaks_on_print
     try:
         with tr:
             tleaves = []

@@ -6,6 +6,7 @@ function); a Var of an outer trace used inside an inner one is captured as an in
 the inner graph."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from typing import Callable, Sequence
@@ -73,6 +74,8 @@ class Trace:
 
     captures_state = False  # see capturing()
     active = False  # on the stack: its Vars may be used
+    breaks_on_print = False  # printing a traced tensor needs its value (compile's traces)
+    tracks = False  # told of every tensor it makes (``track``): runtime.segments
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
@@ -92,6 +95,20 @@ class Trace:
         _STACK.traces.remove(self)
         self.active = False
         return False
+
+    def graph_break(self, reason: str) -> None:
+        """Something the compiler cannot capture (``reason`` names it and the user's line):
+        raises GraphBreak; compile's segmented trace (runtime.segments) instead runs what
+        it recorded so far and returns, so the operation runs on concrete values."""
+        raise GraphBreak(reason)
+
+    @contextlib.contextmanager
+    def eagerly(self, reason: str):
+        """A graph break around an operation that must run untraced (a custom
+        autograd.Function, an in-place update of a view): the segmented trace runs what it
+        recorded and steps off the stack for the block; other traces raise GraphBreak."""
+        raise GraphBreak(reason)
+        yield  # noqa: unreachable - the generator form makes this a context manager
 
     def rebind(self, x, data) -> None:
         """Give tensor ``x`` the value ``data`` (an update traced code makes to a tensor it

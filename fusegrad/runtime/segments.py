@@ -1,0 +1,209 @@
+"""Compiled code around graph breaks.
+
+A signature whose whole-function trace breaks (``.item()``, ``.tolist()``, ``print(t)``,
+``if t:``, a reseed...) is run segment by segment: every call runs the Python function
+again under a ``SegmentTrace``, which records the operations into a graph instead of
+computing them. At a break (``Trace.graph_break``) the graph recorded so far is one
+segment: its outputs are the tensors it made that are still alive and the tensors it
+updated in place; it is compiled once per (IR fingerprint, which inputs require grad,
+call-time constants) and cached on the compiled function, run, and its results become
+the tensors' values, with one ``CompiledFunctionBackward`` node per segment when outputs
+require grad. The breaking operation then runs eagerly on the concrete values and
+recording resumes after it, so Python control flow on a tensor's value picks the segment
+that follows. The last segment runs when the function returns."""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+from ..codegen.backend import Unsupported
+from ..func.pytree import flatten
+from ..ir.fingerprint import fingerprint
+from ..ir.graph import Var
+from ..tracer.capture import CaptureTrace
+from ..tracer.live import CallTimeConst, LiveNumber
+from ..tracer.rng import RngKey
+from ..tracer.trace import _STACK
+from .interpreter import run_tensors
+from .nodes import PrimNode
+from .tensor import Tensor
+
+SEGMENT_LIMIT = 32  # compiled segments per compiled function; further ones run op by op
+
+
+class SegmentTrace(CaptureTrace):
+    """compile's trace of one call of a function with graph breaks (see module doc)."""
+
+    breaks_on_print = True
+    tracks = True
+
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner  # the CompiledFunction: segment cache, stats, backend
+        self._reset()
+
+    def _reset(self) -> None:
+        from ..ir.graph import Graph
+        self.graph = Graph()
+        self.snaps, self._snapped, self._captured, self._keep = [], set(), {}, []
+        self.operands: list = []  # the concrete tensors the segment reads: its inputs, in order
+        self._tracked: list = []  # weak references to the tensors it made
+
+    def track(self, t: Tensor) -> None:
+        self._tracked.append(weakref.ref(t))
+
+    def lift(self, x):
+        """Concrete tensors become inputs of the segment (read at each run, whatever object
+        holds them then); call-time constants (random keys, learning rates) stay consts."""
+        if isinstance(x, Tensor) and not isinstance(x, CallTimeConst):
+            d = x._data
+            if type(d) is not Var:
+                v = self._captured.get(id(x))
+                if v is None:
+                    self.touch(x)
+                    v = self._captured[id(x)] = self.new_input(d.shape, d.dtype)
+                    self._keep.append(x)
+                    self.operands.append(x)
+                return v
+        return super().lift(x)
+
+    def graph_break(self, reason: str) -> None:
+        self.owner._note_break(reason)
+        self.flush()
+
+    @contextlib.contextmanager
+    def eagerly(self, reason: str):
+        self.graph_break(reason)
+        at = _STACK.traces.index(self)
+        del _STACK.traces[at:]  # (nothing nests inside the segmented trace at a break)
+        self.active = False
+        try:
+            yield
+        finally:
+            _STACK.traces.append(self)
+            self.active = True
+
+    # -------------------------------------------------------------- running a segment
+    def flush(self) -> None:
+        """Run what was recorded since the last break and give its tensors their values."""
+        self._cut_recorded_nodes()
+        live, seen = [], set()
+        for r in self._tracked:
+            t = r()
+            if t is not None and type(t._data) is Var and t._data.trace is self and id(t) not in seen:
+                seen.add(id(t))
+                live.append(t)
+        # tensors updated in place (rebound to a value of this trace): their arrays take the result
+        updated = [s for s in self.snaps if type(s[0]._data) is Var and s[0]._data.trace is self]
+        grads = [s for s in self.snaps if s[0]._grad is not s[2] and s[0]._grad is not None
+                 and type(s[0]._grad._data) is Var and id(s[0]._grad) not in seen]
+        for s in grads:
+            seen.add(id(s[0]._grad))
+            live.append(s[0]._grad)
+        outs = live + [s[0] for s in updated]
+        if outs:
+            self._run(outs, len(live), updated)
+        self._reset()
+
+    def _cut_recorded_nodes(self) -> None:
+        """The autograd nodes recorded on this segment's values hold its intermediate
+        tensors; the segment's own node replaces them, so they are cut first, leaving alive only the tensors something else refers to: those are the
+        segment's outputs."""
+        stack = [t._grad_fn for t in (r() for r in self._tracked) if t is not None and t._grad_fn is not None]
+        stack += [s[0]._grad_fn for s in self.snaps if s[0]._grad_fn is not None]
+        seen: set = set()
+        while stack:
+            n = stack.pop()
+            if id(n) in seen or type(n).__mro__[1] is not PrimNode or not n.ins or not any(
+                    isinstance(a, Tensor) and type(a._data) is Var and a._data.trace is self for a in n.ins):
+                continue
+            seen.add(id(n))
+            stack.extend(e[0] for e in n.edges if e is not None)
+            n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
+
+    def _run(self, outs: list, n_live: int, updated: list) -> None:
+        from .compiled import _call_plan, _Traced, plan_of
+        g = self.graph
+        g.outputs = [t._data for t in outs]
+        diff, spent = [], []
+        for i, t in enumerate(outs):  # (whatever the grad mode at the break: the ops recorded it)
+            if t._rg:
+                (spent if _spent(t) else diff).append(i)
+        # the tensors updated in place get back their arrays and their autograd state before
+        # the segment: the segment's node takes its edges from there
+        for h, data, grad, fn, nr, rg in reversed(updated):
+            h._data, h._grad_fn, h._out_nr, h._rg = data, fn, nr, rg
+        operands = self.operands
+        try:
+            key = (fingerprint(g), tuple(o._rg for o in operands), tuple(diff),
+                   tuple(_const_key(h) for _, h in g.consts))
+        except TypeError:  # a param with no exact fingerprint: computed op by op
+            key = None
+        owner = self.owner
+        plan = owner._segments.get(key) if key is not None else None
+        if plan is None and key is not None and len(owner._segments) >= SEGMENT_LIMIT:
+            key = None
+            owner._note(f"segment limit ({SEGMENT_LIMIT}) reached for {owner.__name__}: new segments run op by op")
+        if plan is None and key is not None:
+            traced = _Traced(g, flatten(list(outs))[1], [("t", i) for i in range(len(outs))], diff, [],
+                             [(i, type(outs[i]._grad_fn).__name__) for i in spent])
+            try:
+                plan = plan_of(traced, [o._rg for o in operands], owner.backend_name, owner.remat,
+                               f"{owner.__name__}:segment")
+            except Unsupported as e:
+                owner._note(f"a segment of {owner.__name__} runs op by op: {e.reason}")
+                plan = None
+            if plan is not None:
+                owner._segments[key] = plan
+                with owner._lock:
+                    owner._stats["segments"] += 1
+        if plan is None:
+            values = _op_by_op(g, operands)
+        else:
+            values = _call_plan(plan, operands)
+        for t, v in zip(outs[:n_live], values):
+            t._data, t._grad_fn, t._out_nr, t._rg = v._data, v._grad_fn, v._out_nr, v._rg
+        for (h, data, *_), v in zip(updated, values[n_live:]):
+            if v._data is not data:
+                data[...] = v._data
+            h._bump()
+            if v._rg:
+                h._grad_fn, h._out_nr, h._rg = v._grad_fn, v._out_nr, True
+
+
+def _spent(x: Tensor) -> bool:
+    from .compiled import _spent as spent
+    return spent(x)
+
+
+def _const_key(h) -> tuple:
+    """What a call-time constant reads: a cached segment's holder reads the same."""
+    if isinstance(h, RngKey):
+        return ("rng", id(h.generator), h.count)
+    if isinstance(h, LiveNumber):
+        return ("live", id(h.source), h.path)
+    return ("const", id(h))
+
+
+def _op_by_op(g, operands: list) -> list:
+    """The segment evaluated op by op on tensors (eager autograd records it)."""
+    from .tensor import wrap
+    values = list(operands) + [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in g.consts]
+    trs, _STACK.traces[:] = list(_STACK.traces), []
+    try:
+        return run_tensors(g, values)
+    finally:
+        _STACK.traces[:] = trs
+
+
+def run_segmented(owner, args: tuple, kwargs: dict):
+    """One call of ``owner.fn`` run as compiled segments around its graph breaks."""
+    tr = SegmentTrace(owner)
+    with tr:
+        try:
+            out = owner.fn(*args, **kwargs)
+        except BaseException:
+            tr.restore()  # what the unfinished segment updated in place
+            raise
+        tr.flush()
+    return out

@@ -1,0 +1,134 @@
+"""Compiled code around graph breaks (runtime.segments): the operations between breaks run
+as compiled segments, the breaking operation eagerly, and values, gradients and training
+steps match PyTorch's; a value-dependent branch picks the segment that follows."""
+from __future__ import annotations
+
+import io
+import contextlib
+
+import numpy as np
+import pytest
+
+import fusegrad
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def make(m):
+    def f(x, w):
+        h = m.tanh(x @ w)
+        s = h.sum()
+        if s.item() > 0:  # .item() and a branch on its value
+            y = (h * 2).sin()
+        else:
+            y = h.cos()
+        print("y sums to", y.sum())  # print(tensor)
+        n = len(y.tolist())  # .tolist()
+        if (y.max() > 0.5):  # a value-dependent `if` on a tensor
+            y = y * n
+        return (y * y).sum() + s
+    return f
+
+
+def _data(sign, seed):
+    rng = np.random.default_rng(seed)
+    return sign * np.abs(rng.standard_normal((4, 3))), np.abs(rng.standard_normal((3, 2)))
+
+
+def test_segments_around_item_tolist_print_and_if_match_torch():
+    f = make(fusegrad)
+    cf = fusegrad.compile(f)
+    ref = make(torch)
+    segments = []
+    for sign, seed in ((1, 0), (-1, 1), (1, 2), (-1, 3)):
+        xa, wa = _data(sign, seed)
+        x = fusegrad.tensor(xa, requires_grad=True)
+        w = fusegrad.tensor(wa, requires_grad=True)
+        tx = torch.tensor(xa, requires_grad=True)
+        tw = torch.tensor(wa, requires_grad=True)
+        out_got, out_want = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_got):
+            got = cf(x, w)
+        with contextlib.redirect_stdout(out_want):
+            want = ref(tx, tw)
+        assert out_got.getvalue().split("(")[1].split(",")[0] == out_want.getvalue().split("(")[1].split(",")[0]
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-10)
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-9, atol=1e-12)
+        assert type(got.grad_fn).__name__ == "CompiledFunctionBackward"
+        segments.append(cf.cache_info()["segments"])
+    info = cf.cache_info()
+    assert info["fallbacks"] == 0 and info["compiles"] == 0
+    # both branches were compiled by the first two calls; the next two reuse them
+    assert segments[2] == segments[3] == segments[1] > segments[0] >= 3, segments
+    kinds = " ".join(info["graph_breaks"])
+    assert "item()" in kinds and "printing" in kinds and f"{HERE}:" in kinds
+    with pytest.raises(RuntimeError, match="fullgraph=True"):
+        fusegrad.compile(f, fullgraph=True)(x, w)
+
+
+def test_one_backward_node_per_segment():
+    """The output's node is the last segment's; its edge leads to the segment before."""
+    def f(x):
+        y = (x * 2).exp()
+        if y.sum().item() > 0:
+            return (y + 1).log().sum()
+        return y.sum()
+    cf = fusegrad.compile(f, backend="eager")
+    x = fusegrad.tensor([0.1, 0.2, 0.3], requires_grad=True)
+    out = cf(x)
+    node = out.grad_fn
+    assert type(node).__name__ == "CompiledFunctionBackward"
+    prev = [n for n, _ in node.next_functions if n is not None]
+    assert [type(n).__name__ for n in prev] == ["CompiledFunctionBackward"]
+    out.backward()
+    tx = torch.tensor([0.1, 0.2, 0.3], requires_grad=True)
+    (tx * 2).exp().add(1).log().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+def _step_of(m, opt, lib, threshold):
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        if loss.item() > threshold:
+            loss = loss * 2
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def test_training_step_with_item_in_the_middle_trains_like_torch():
+    """W10's shape: forward, ``if loss.item() > threshold``, backward, SGD with momentum:
+    two segments per step, the second tracing the first's backward and the update."""
+    rng = np.random.default_rng(0)
+    xa, ya = rng.standard_normal((16, 5)), rng.standard_normal((16, 1))
+    w1, b1, w2, b2 = (rng.standard_normal(s) * 0.5 for s in ((8, 5), (8,), (1, 8), (1,)))
+
+    def model(lib):
+        m = lib.nn.Sequential(lib.nn.Linear(5, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1)).double()
+        with lib.no_grad():
+            for p, v in zip(m.parameters(), (w1, b1, w2, b2)):
+                p.copy_(lib.tensor(v))
+        return m
+    res = {}
+    for lib in (fusegrad, torch):
+        m = model(lib)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        step = _step_of(m, opt, lib, 0.5)
+        if lib is fusegrad:
+            step = cf = fusegrad.compile(step, backend="eager")
+        x, y = lib.tensor(xa), lib.tensor(ya)
+        res[lib.__name__] = ([step(x, y).item() for _ in range(12)], [p.detach().numpy().copy() for p in m.parameters()])
+    got, want = res["fusegrad"], res["torch"]
+    assert want[0][0] > 0.5 > want[0][-1]  # both branches taken
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    info = cf.cache_info()
+    assert info["fallbacks"] == 0 and 2 <= info["segments"] <= 4, info
