@@ -1205,6 +1205,8 @@ def _einsum(spec, ops):
                 letters.append(c)
     if rhs is None:
         rhs = "".join(sorted(c for c in letters if lhs.count(c) == 1))
+    if len(ins) == 2 and builtins.all(len(set(s)) == len(s) for s in ins) and len(set(rhs)) == len(rhs):
+        return _einsum_matmul(ins[0], ins[1], rhs, ops[0], ops[1])
     acc = None
     for s, o in zip(ins, ops):
         # move o's axes into the global letter order, inserting size-1 axes
@@ -1220,6 +1222,38 @@ def _einsum(spec, ops):
     kept = [c for c in letters if c in rhs]
     perm = [kept.index(c) for c in rhs]
     return permute(acc, perm) if perm != list(range(len(perm))) else acc
+
+
+def _einsum_matmul(sa: str, sb: str, rhs: str, a, b):
+    """Two-operand einsum as one batched matmul: both operands' letters ordered (batch, kept,
+    contracted), the second transposed as a view, so the contraction runs in BLAS instead of
+    materializing the broadcast product (NTK's 'Naf,Mbf->NMab' of Jacobians), and operands
+    already in that order are not copied."""
+    only_a = [c for c in sa if c not in sb and c not in rhs]  # summed out of one operand first
+    only_b = [c for c in sb if c not in sa and c not in rhs]
+    if only_a:
+        a, sa = sum(a, [sa.index(c) for c in only_a]), "".join(c for c in sa if c not in only_a)
+    if only_b:
+        b, sb = sum(b, [sb.index(c) for c in only_b]), "".join(c for c in sb if c not in only_b)
+    batch = [c for c in sa if c in sb and c in rhs]
+    contract = [c for c in sa if c in sb and c not in rhs]
+    left = [c for c in sa if c not in sb]
+    right = [c for c in sb if c not in sa]
+    size = {c: n for s, t in ((sa, a), (sb, b)) for c, n in zip(s, t.shape)}
+
+    def arranged(t, s: str, order: list, shape: tuple):
+        perm = [s.index(c) for c in order]
+        t = permute(t, perm) if perm != list(range(len(s))) else t
+        return reshape(t, shape)
+
+    def n(cs) -> int:
+        return int(np.prod([size[c] for c in cs], dtype=np.int64))
+    am = arranged(a, sa, batch + left + contract, (n(batch), n(left), n(contract)))
+    bm = arranged(b, sb, batch + right + contract, (n(batch), n(right), n(contract)))
+    out = reshape(matmul(am, transpose(bm, 1, 2)), tuple(size[c] for c in batch + left + right))
+    got = batch + left + right
+    perm = [got.index(c) for c in rhs]
+    return permute(out, perm) if perm != list(range(len(perm))) else out
 
 
 # ---------------------------------------------------------------- gather / scatter / indexing
