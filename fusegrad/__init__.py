@@ -19,7 +19,14 @@ from .runtime import exports as _exports
 
 # Every op declared with runtime.exports.op (abs, max, sum, ... shadow builtins, as in torch).
 globals().update(_exports.functions(Tensor))
-from . import amp, autograd, distributed, func, nn, optim, serialization, utils  # noqa: E402
+from .runtime import keywords as _keywords  # noqa: E402
+
+_keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
+from . import accelerator, amp, autograd, backends, cuda, distributed, func, nn, optim, serialization, utils  # noqa: E402
+from .func import vmap  # noqa: E402  (torch.vmap)
+from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
+                               is_deterministic_algorithms_warn_only_enabled, set_default_device,
+                               use_deterministic_algorithms)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 

@@ -73,3 +73,192 @@ def test_softplus_gradient_at_zero_matches_torch(pt):
         a.sum().backward()
         b.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------ keyword names, out=
+def _both(pt, fn):
+    """``fn(lib, x, y)`` in both libraries on the same data, as NumPy (tuples elementwise)."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) / 7 + 0.25
+    b = np.arange(12, dtype=np.float32).reshape(4, 3) / 5 - 1
+    out = []
+    for lib in (fg, pt):
+        r = fn(lib, lib.tensor(a), lib.tensor(b))
+        out.append([np.asarray(v.numpy()) for v in r] if isinstance(r, (tuple, list)) else np.asarray(r.numpy()))
+    return out
+
+
+KEYWORD_CALLS = {
+    "matmul": lambda L, x, y: L.matmul(input=x, other=y),
+    "add": lambda L, x, y: L.add(input=x, other=x, alpha=2),
+    "sub": lambda L, x, y: L.sub(x, other=x * 2),
+    "mul_method": lambda L, x, y: x.mul(other=x),
+    "sum_axis": lambda L, x, y: L.sum(x, axis=0),
+    "sum_keepdims": lambda L, x, y: x.sum(axis=1, keepdims=True),
+    "mean_input": lambda L, x, y: L.mean(input=x, dim=1),
+    "argmax_axis": lambda L, x, y: L.argmax(x, axis=1),
+    "argmax_input": lambda L, x, y: L.argmax(input=x, dim=0, keepdim=True),
+    "max_dim": lambda L, x, y: L.max(x, dim=1),
+    "softmax": lambda L, x, y: L.softmax(input=x, dim=-1),
+    "transpose": lambda L, x, y: L.transpose(x, dim0=0, dim1=1),
+    "reshape": lambda L, x, y: L.reshape(x, shape=(4, 3)),
+    "reshape_method": lambda L, x, y: x.reshape(shape=(2, 6)),
+    "view_size": lambda L, x, y: x.view(size=(6, 2)),
+    "permute": lambda L, x, y: L.permute(x, dims=(1, 0)),
+    "pow": lambda L, x, y: L.pow(x, exponent=2),
+    "clamp": lambda L, x, y: L.clamp(x, min=0.5, max=1.5),
+    "cat": lambda L, x, y: L.cat(tensors=[x, x], dim=0),
+    "where": lambda L, x, y: L.where(condition=x > 1, input=x, other=-x),
+    "exp": lambda L, x, y: L.exp(input=x),
+    "randn_size": lambda L, x, y: L.randn(size=(2, 3)) * 0,
+    "zeros_size": lambda L, x, y: L.zeros(size=(2, 3)),
+    "full_size": lambda L, x, y: L.full(size=(2, 2), fill_value=3.0),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(KEYWORD_CALLS))
+def test_pytorch_keyword_names(pt, name):
+    ours, theirs = _both(pt, KEYWORD_CALLS[name])
+    if isinstance(ours, list):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def _out_call(L, x, y, name):
+    o = L.empty(0)
+    calls = {"add": lambda: L.add(x, x, out=o), "exp": lambda: L.exp(x, out=o), "matmul": lambda: L.matmul(x, y, out=o),
+             "sum": lambda: L.sum(x, 1, out=o), "cat": lambda: L.cat([x, x], 1, out=o),
+             "zeros": lambda: L.zeros(2, 3, out=o), "mul": lambda: L.mul(x, 3, out=o)}
+    r = calls[name]()
+    assert r is o
+    return o
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["add", "exp", "matmul", "sum", "cat", "zeros", "mul"])
+def test_out_argument(pt, name):
+    ours, theirs = _both(pt, lambda L, x, y: _out_call(L, x, y, name))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+@pytest.mark.torch
+def test_out_argument_errors_match_torch(pt):
+    for lib in (fg, pt):
+        x = lib.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            lib.exp(x, out=lib.empty(3))
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+            lib.exp(lib.ones(3), out=lib.empty(3, dtype=lib.int64))
+        o = lib.zeros(2)
+        with pytest.warns(UserWarning, match="was resized"):
+            lib.add(lib.ones(3), 1, out=o)
+        assert o.tolist() == [2.0, 2.0, 2.0]
+        o = lib.zeros(3, dtype=lib.float64)  # a wider output dtype is allowed
+        lib.add(lib.ones(3), 1, out=o)
+        assert o.dtype == lib.float64 and o.tolist() == [2.0, 2.0, 2.0]
+
+
+# ------------------------------------------------------------- meshgrid, type, indexing
+@pytest.mark.torch
+def test_meshgrid_type_and_range_indexing_match_torch(pt):
+    for indexing in ("ij", "xy"):
+        ours = _both(pt, lambda L, x, y: L.meshgrid(L.arange(2), L.arange(3), L.arange(4), indexing=indexing))
+        for a, b in zip(*ours):
+            np.testing.assert_array_equal(a, b)
+        ours = _both(pt, lambda L, x, y: L.meshgrid([L.arange(3.0), L.arange(2.0)], indexing=indexing))
+        for a, b in zip(*ours):
+            np.testing.assert_array_equal(a, b)
+    with pytest.warns(UserWarning, match="indexing argument"):
+        fg.meshgrid(fg.arange(2), fg.arange(2))
+    for lib in (fg, pt):
+        x = lib.arange(12.0).reshape(3, 4)
+        assert x.type() == "torch.FloatTensor" and x.long().type() == "torch.LongTensor"
+        assert x.type(lib.int32).dtype == lib.int32 and x.type("torch.DoubleTensor").dtype == lib.float64
+        assert x.to(lib.float16).dtype == lib.float16 and x.to("cpu", lib.float64).dtype == lib.float64
+        assert x.to(dtype=lib.bfloat16).dtype == lib.bfloat16 and x.to(lib.ones(1, dtype=lib.int64)).dtype == lib.int64
+    for key in [range(2), (range(2), range(1, 3)), ([0, 2], [1, 3]), [[0, 1], [1, 2]], (slice(None), range(0, 4, 2)),
+                range(0), ([0, 2],)]:
+        ours, theirs = _both(pt, lambda L, x, y: x[key])
+        np.testing.assert_array_equal(ours, theirs)
+
+    def set_range(L, x, y):
+        x[range(1, 3)] = 0.0
+        x[[0, 0], [1, 2]] = -1.0
+        return x
+    ours, theirs = _both(pt, set_range)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+# ------------------------------------------------------------------ devices and switches
+@pytest.mark.torch
+def test_no_gpu_namespaces_match_torch(pt):
+    for lib in (fg, pt):
+        assert lib.cuda.is_available() is False and lib.cuda.device_count() == 0
+        assert lib.cuda.memory_allocated() == 0 and lib.cuda.max_memory_allocated() == 0
+        lib.cuda.manual_seed(0), lib.cuda.manual_seed_all(0), lib.cuda.empty_cache()
+        assert lib.accelerator.is_available() is False and lib.accelerator.device_count() == 0
+        assert lib.accelerator.current_accelerator() is None
+        assert lib.backends.mps.is_available() is False and lib.backends.cudnn.is_available() is False
+        lib.backends.cudnn.benchmark = True
+        lib.backends.cudnn.deterministic = True
+        lib.backends.cudnn.benchmark = False
+        lib.backends.cudnn.deterministic = False
+        for fn in (lambda: lib.ones(2).cuda(), lambda: lib.ones(2).to("cuda"), lambda: lib.ones(2, device="cuda"),
+                   lambda: lib.zeros(2, device=lib.device("cuda")), lambda: lib.nn.Linear(2, 2).cuda(),
+                   lambda: lib.nn.Linear(2, 2).to("cuda"), lambda: lib.cuda.current_device(),
+                   lambda: lib.cuda.synchronize(), lambda: lib.tensor([1.0], device="cuda:0")):
+            with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+                fn()
+        assert str(lib.get_default_device()) == "cpu"
+        assert lib.ones(2, device="cpu").tolist() == [1.0, 1.0]
+    # process-wide switches: set on fusegrad only (torch's would leak into other tests)
+    fg.set_default_device("cpu")
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        fg.set_default_device("cuda")
+    fg.use_deterministic_algorithms(True, warn_only=True)
+    assert fg.are_deterministic_algorithms_enabled() and fg.is_deterministic_algorithms_warn_only_enabled()
+    fg.use_deterministic_algorithms(False)
+    assert not fg.are_deterministic_algorithms_enabled()
+    n = fg.get_num_threads()
+    fg.set_num_threads(1)
+    assert fg.get_num_threads() == 1
+    fg.set_num_threads(n)
+
+
+@pytest.mark.torch
+def test_vmap_stack_module_state_and_compile_keywords(pt):
+    def ensemble(lib):
+        lib.manual_seed(0)
+        models = [lib.nn.Linear(3, 2) for _ in range(4)]
+        for i, m in enumerate(models):  # equal weights in both libraries
+            with lib.no_grad():
+                m.weight.copy_(lib.arange(6.0).reshape(2, 3) * (i + 1) / 10)
+                m.bias.fill_(float(i))
+        params, buffers = lib.func.stack_module_state(models)
+        assert params["weight"].shape == (4, 2, 3) and params["weight"].requires_grad and params["weight"].is_leaf
+        x = lib.ones(5, 3)
+        return lib.vmap(lambda p, b: lib.func.functional_call(models[0], (p, b), (x,)))(params, buffers)
+    np.testing.assert_allclose(ensemble(fg).detach().numpy(), ensemble(pt).detach().numpy(), rtol=1e-6)
+    f = fg.compile(lambda a: a * 2, mode="reduce-overhead", dynamic=False)
+    assert f(fg.ones(2)).tolist() == [2.0, 2.0]
+    fg.compile(lambda a: a, options={"trace.enabled": False}, dynamic=None)
+    for kw in (dict(mode="bogus"), dict(mode="default", options={})):
+        with pytest.raises(RuntimeError) as ours:
+            fg.compile(lambda a: a, **kw)
+        with pytest.raises(RuntimeError) as theirs:
+            pt.compile(lambda a: a, **kw)
+        assert str(ours.value).split(",")[0] == str(theirs.value).split(",")[0]
+
+
+def test_benchmark_timer_measures_honestly():
+    import time
+    from fusegrad.utils.benchmark import Timer
+    m = Timer("sleep(0.002)", globals={"sleep": time.sleep}, label="sleep").timeit(20)
+    assert 0.002 <= m.mean < 0.02 and m.number_per_run == 20 and "sleep" in repr(m)
+    m = Timer("x * 2", setup="x = torch.ones(100)").blocked_autorange(min_run_time=0.05)
+    assert len(m.times) >= 2 and sum(m.raw_times) >= 0.05 and 0 < m.median < 1e-3
+    f = fg.compile(lambda a: (a * 2).sum())
+    m = Timer("f(x)", globals={"f": f, "x": fg.ones(50)}).timeit(10)  # the warm-up compiles; 10 runs are timed
+    assert m.mean < 0.05 and f.cache_info()["compiles"] == 1

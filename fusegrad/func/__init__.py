@@ -12,7 +12,32 @@ from . import eager
 from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 from .vmap import vmap
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+           "stack_module_state"]
+
+
+def stack_module_state(models):
+    """The parameters and buffers of same-structured ``models`` stacked along a new
+    dimension 0, as two dicts by name (for ``vmap`` over ``functional_call``); the stacked
+    parameters are new leaves that require grad where the originals do."""
+    from ..runtime import ops as O
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    kinds = {type(m) for m in models}
+    if len(kinds) != 1:
+        raise RuntimeError(f"stack_module_state: Expected all models to be of the same class, got {kinds}")
+
+    def stacked(named):
+        first = dict(named(models[0]))
+        out = {}
+        for name, t in first.items():
+            s = O.stack([dict(named(m))[name].detach() for m in models], 0)
+            out[name] = s.requires_grad_(t.requires_grad) if t.is_floating_point() else s
+        return out
+    return (stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers()))
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):

@@ -372,12 +372,16 @@ class Module:
     def to(self, *args, **kwargs) -> "Module":
         """Cast floating-point parameters and buffers: ``to(dtype)``, ``to(tensor)``,
         ``to(device, dtype)``; the device is always the CPU."""
+        from ..cuda import check_device
         dtype = kwargs.get("dtype")
+        check_device(kwargs.get("device"))
         for a in args:
             if isinstance(a, Tensor):
                 dtype = a.dtype
             elif isinstance(a, D.dtype):
                 dtype = a
+            else:
+                check_device(a)
         if dtype is None:
             return self
         dtype = D.to_dtype(dtype)
@@ -390,7 +394,8 @@ class Module:
         return self
 
     def cuda(self, device=None) -> "Module":
-        return self
+        from ..cuda import _lazy_init
+        _lazy_init()  # PyTorch's AssertionError: there is no CUDA device
 
     def float(self) -> "Module":
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)

@@ -517,10 +517,16 @@ class Lowered:
         return ir_dot(ir, name=stage)
 
 
+_MODES = (None, "default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+
+
 def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: bool = False,
-            remat: str = "auto"):  # noqa: A001 - torch.compile's name
+            remat: str = "auto", dynamic: Optional[bool] = None, mode: Optional[str] = None,
+            options: Optional[dict] = None):  # noqa: A001 - torch.compile's name
     """Compile ``fn`` (a function or an nn.Module); usable as ``@compile``,
-    ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3.
+    ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3. torch.compile's
+    ``dynamic``, ``mode`` and ``options`` are accepted (checked as PyTorch checks them)
+    and change nothing yet.
 
     Whole training steps: ``fn`` may call ``loss.backward()`` and ``optimizer.step()``; they
     trace into the one graph, and in-place updates of captured tensors (parameters, ``.grad``,
@@ -528,6 +534,12 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: b
     eagerly: when an optimizer reachable from ``fn`` (closure, globals it names, bound self,
     or one attribute level of those) has a parameter without state, the first call of a new
     signature runs eagerly (``cache_info()["warmups"]``) and the next call traces."""
+    if mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in _MODES if m)}")
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
     if fn is None:
         return lambda f: CompiledFunction(f, backend, fullgraph, remat)
     return CompiledFunction(fn, backend, fullgraph, remat)

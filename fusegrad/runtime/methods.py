@@ -2,6 +2,7 @@
 in-place variants), plus the operators and the Tensor-only helpers bound here."""
 from __future__ import annotations
 
+from ..cuda import _lazy_init
 from ..ir import dtypes as D
 from . import ops as O
 from . import sorting as _sorting  # noqa: F401  (declares its ops before _bind)
@@ -26,7 +27,7 @@ def _bind() -> None:
                     ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8)]:
         setattr(T, name, O._caster(d))
     T.cpu = lambda self, *a, **k: self
-    T.cuda = lambda self, *a, **k: self
+    T.cuda = lambda self, *a, **k: _lazy_init()  # PyTorch's error without CUDA
     T.is_floating_point = lambda self: self.dtype.is_floating_point
     T.is_contiguous = lambda self, memory_format=None: bool(getattr(self._data, "flags", None) is None or
                                                             self._data.flags.c_contiguous)

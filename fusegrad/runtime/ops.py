@@ -17,6 +17,7 @@ from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
+from ..cuda import check_device
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind
 from .exports import alias, op
@@ -91,7 +92,7 @@ def _binary(prim, a, b, name=None):
 
 # ---------------------------------------------------------------- unary math
 def _unary(prim, name=None, to_float=True):
-    def op(x, *, out=None):
+    def op(x):
         if not isinstance(x, Tensor):
             x = as_t(x)
         if to_float and x._data.dtype.kind in "iub":
@@ -125,7 +126,7 @@ _neg = _unary(P.neg, "NegBackward0", to_float=False)
 
 
 @op(inplace="both")
-def neg(x, *, out=None):
+def neg(x):
     if isinstance(x, Tensor) and x._data.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
                            "invert a mask, use the `~` or `logical_not()` operator instead.")
@@ -208,14 +209,14 @@ def logit(x, eps=None):
 
 # ---------------------------------------------------------------- binary math
 @op(inplace="method")
-def add(a, b, *, alpha=1, out=None):
+def add(a, b, *, alpha=1):
     if alpha != 1:
         b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
     return _binary(P.add, a, b, "AddBackward0")
 
 
 @op(inplace="method")
-def sub(a, b, *, alpha=1, out=None):
+def sub(a, b, *, alpha=1):
     if builtins.any((isinstance(v, Tensor) and v._data.dtype == np.bool_) or isinstance(v, (bool, np.bool_))
                     for v in (a, b)):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
@@ -231,12 +232,12 @@ def rsub(a, b, alpha=1):
 
 
 @op(inplace="method")
-def mul(a, b, *, out=None):
+def mul(a, b):
     return _binary(P.mul, a, b, "MulBackward0")
 
 
 @op(inplace="method")
-def div(a, b, *, rounding_mode=None, out=None):
+def div(a, b, *, rounding_mode=None):
     a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
     if isinstance(b, Tensor):
         b = _float(b)
@@ -432,6 +433,9 @@ def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
             dtype = a
         elif isinstance(a, Tensor):
             dtype = a.dtype
+        else:  # a device: only the CPU exists (PyTorch's error for CUDA)
+            check_device(a)
+    check_device(device)
     if dtype is None:
         return x.clone() if copy else x
     d = D.to_dtype(dtype)
@@ -443,6 +447,31 @@ def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
 @op(function=False)
 def type_as(x, other):
     return to(x, other.dtype)
+
+
+# Tensor.type()'s names, as PyTorch's legacy tensor types (programs compare these strings)
+_TYPE_NAMES = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: "HalfTensor",
+               D.bfloat16: "BFloat16Tensor", D.int64: "LongTensor", D.int32: "IntTensor", D.int16: "ShortTensor",
+               D.int8: "CharTensor", D.uint8: "ByteTensor", D.bool_: "BoolTensor"}
+
+
+def _tensor_type(x, dtype=None, non_blocking=False, **kwargs):
+    """``x.type()``: the type name (``"torch.FloatTensor"``); ``x.type(dtype)`` or
+    ``x.type("torch.DoubleTensor")``: ``x`` cast to it (``x`` itself when it already is)."""
+    if dtype is None:
+        return "torch." + _TYPE_NAMES[x.dtype]
+    if isinstance(dtype, str):
+        by_name = {"torch." + n: d for d, n in _TYPE_NAMES.items()}
+        if dtype.startswith("torch.cuda."):
+            from ..cuda import _lazy_init
+            _lazy_init()
+        if dtype not in by_name:
+            raise ValueError(f"invalid type: '{dtype}'")
+        dtype = by_name[dtype]
+    return to(x, dtype)
+
+
+op(_tensor_type, name="type", function=False)
 
 
 def _caster(d):
@@ -1305,9 +1334,12 @@ def masked_select(x, mask):
 def _index_parts(x: Tensor, key):
     """Split an index into a basic key (slices/ints/None) or an advanced key template with
     its index tensors. Returns (basic_key | None, template, index tensors)."""
+    if type(key) is list and len(key) < 32 and builtins.any(
+            k is None or k is Ellipsis or isinstance(k, (Tensor, list, tuple, range, slice)) for k in key):
+        key = tuple(key)  # PyTorch (and old NumPy) read such a list as a tuple of indices
     if not isinstance(key, tuple):
         key = (key,)
-    advanced = builtins.any(isinstance(k, (Tensor, list, np.ndarray)) for k in key)
+    advanced = builtins.any(isinstance(k, (Tensor, list, np.ndarray, range)) for k in key)
     if not advanced:
         return encode_key(key, tuple(x._data.shape)), None, ()
     # expand Ellipsis and turn bool masks into integer index tensors
@@ -1324,8 +1356,9 @@ def _index_parts(x: Tensor, key):
         elif isinstance(k, slice):
             out.append(k.indices(x._data.shape[dim]))
             dim += 1
-        elif isinstance(k, (Tensor, list, np.ndarray)):
-            kt = as_t(k) if not isinstance(k, np.ndarray) else wrap(k)
+        elif isinstance(k, (Tensor, list, np.ndarray, range)):
+            kt = wrap(np.asarray(k, dtype=np.int64) if isinstance(k, range) else k) \
+                if isinstance(k, (np.ndarray, range)) else as_t(k)
             if kt._data.dtype.kind == "b":
                 if tuple(kt.shape) != tuple(x._data.shape[dim:dim + kt.ndim]):
                     raise IndexError(f"The shape of the mask {list(kt.shape)} at index {dim} does not match the shape "
@@ -1612,6 +1645,35 @@ def addcmul_(self, a, b, value=1):
 @op(function=False)
 def addcdiv_(self, a, b, value=1):
     return inplace(self, lambda old: add(old, mul(div(a, b), value)), a, b)
+
+
+@op(method=False)
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids from 1-d tensors: ``indexing="ij"`` (matrix: output i varies along
+    dimension i) or ``"xy"`` (Cartesian: the first two dimensions swapped); no
+    ``indexing`` means "ij", with PyTorch's warning."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        import warnings
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    ts = [as_t(t) for t in tensors]
+    for t in ts:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {t.ndim}D")
+    ts = [reshape(t, (-1,)) for t in ts]
+    swap = indexing == "xy" and len(ts) >= 2
+    if swap:
+        ts[0], ts[1] = ts[1], ts[0]
+    sizes = [t.shape[0] for t in ts]
+    grids = [expand(reshape(t, tuple(-1 if j == i else 1 for j in range(len(ts)))), *sizes) for i, t in enumerate(ts)]
+    if swap:
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
 
 
 op(Tensor.detach)  # defined on Tensor; declared so that fusegrad.detach exists too

@@ -1,5 +1,5 @@
-"""``fusegrad.utils``: activation checkpointing (``utils.checkpoint``) and data loading
-(``utils.data``)."""
-from . import checkpoint, data
+"""``fusegrad.utils``: activation checkpointing (``utils.checkpoint``), data loading
+(``utils.data``) and timing (``utils.benchmark``)."""
+from . import benchmark, checkpoint, data
 
-__all__ = ["checkpoint", "data"]
+__all__ = ["benchmark", "checkpoint", "data"]
