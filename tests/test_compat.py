@@ -262,3 +262,18 @@ def test_benchmark_timer_measures_honestly():
     f = fg.compile(lambda a: (a * 2).sum())
     m = Timer("f(x)", globals={"f": f, "x": fg.ones(50)}).timeit(10)  # the warm-up compiles; 10 runs are timed
     assert m.mean < 0.05 and f.cache_info()["compiles"] == 1
+
+
+@pytest.mark.torch
+def test_keyword_table_is_current(pt):
+    """runtime/torch_keywords.py is what tools/gen_torch_keywords.py makes from the installed
+    PyTorch and today's ops (a new op gets PyTorch's keyword names once it is rerun)."""
+    import importlib.util
+    import os
+    root = os.path.join(os.path.dirname(__file__), "..")
+    spec = importlib.util.spec_from_file_location("gen_torch_keywords", os.path.join(root, "tools",
+                                                                                    "gen_torch_keywords.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    with open(os.path.join(root, "fusegrad", "runtime", "torch_keywords.py")) as f:
+        assert f.read() == gen.render(*gen.table())

@@ -16,17 +16,31 @@ def signatures(fn, name):
                                             getattr(fn, "__doc__", None) or "")]
 
 
+def _split(params: str):
+    """Split at commas outside brackets (type hints such as Optional[Union[int, List[int]]])."""
+    parts, depth, cur = [], 0, ""
+    for ch in params:
+        depth += ch in "[("
+        depth -= ch in "])"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur]
+
+
 def positional(sigs):
     """Names per position (None where overloads disagree) and whether any takes out=."""
     pos, has_out = {}, False
     for s in sigs:
         i = 0
-        for p in (p.strip() for p in s.split(",")):
+        for p in (p.strip() for p in _split(s)):
             if not p:
                 continue
             if p.startswith("*"):
                 break
-            pos.setdefault(i, set()).add(p.split("=")[0].strip().split(" ")[-1].split(":")[0])
+            pos.setdefault(i, set()).add(p.split("=")[0].split(":")[0].strip().split(" ")[-1])
             i += 1
         has_out = has_out or re.search(r"\bout\b", s) is not None
     names = [next(iter(pos[i])) if len(pos[i]) == 1 else None for i in sorted(pos)]
