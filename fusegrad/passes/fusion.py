@@ -35,6 +35,7 @@ PARALLEL_MIN = 1 << 15  # below this many elements, thread start-up (~10 us) cos
 BLAS_SERIAL_MAX = 1 << 20
 _REDUCE_OPS = ("+", "max", "min", "*")
 _MEMBER_VIEWS = (P.transpose, P.broadcast_to, P.reshape)
+MERGE_CANDIDATES = 8  # earlier loop groups over the same domain that a loop group tries to join
 
 
 @dataclass
@@ -242,7 +243,6 @@ class _Fuser:
         self.graph = graph
         self.groups: list = []
         self.aliases: dict = {}
-        self.owner: dict = {}
         self.cur: Optional[LoopGroup] = None
         self.subst: dict = {}
 
@@ -263,7 +263,9 @@ class _Fuser:
             else:
                 self._call(e)
         outs = [self._materialized(v) if isinstance(v, Var) else v for v in self.graph.outputs]
-        return Fused(self.graph, self.groups, self.aliases, outs, self.owner).finish()
+        self.groups = self._merged_by_dependency()
+        owner = {e.out.id: gi for gi, g in enumerate(self.groups) for e in _eqns(g)}
+        return Fused(self.graph, self.groups, self.aliases, outs, owner).finish()
 
     def _substituted(self, e: Eqn) -> Eqn:
         if not any(isinstance(a, Var) and a.id in self.subst for a in e.inputs):
@@ -307,20 +309,23 @@ class _Fuser:
         g.red_axes = red_axes
         g.maps[e.out.id] = m
         g.eqns.append(e)
-        self.owner[e.out.id] = len(self.groups) - 1
         return True
 
     def _view(self, e: Eqn) -> None:
-        x = e.inputs[0]
-        g = self.cur
-        if g is not None and x.id in g.maps and e.prim in _MEMBER_VIEWS:
-            m = _view_map(g, e)
-            if m is not None and _covers(g.domain, g.red_axes, m):
-                g.maps[e.out.id] = m
-                g.eqns.append(e)
-                self.owner[e.out.id] = len(self.groups) - 1
-                return
-        self.aliases[e.out.id] = e
+        if not (self.cur is not None and self._join_view(self.cur, e)):
+            self.aliases[e.out.id] = e
+
+    @staticmethod
+    def _join_view(g: LoopGroup, e: Eqn) -> bool:
+        """Make view ``e`` of a member of ``g`` a member too, when it only moves dims."""
+        if e.inputs[0].id not in g.maps or e.prim not in _MEMBER_VIEWS:
+            return False
+        m = _view_map(g, e)
+        if m is None or not _covers(g.domain, g.red_axes, m):
+            return False
+        g.maps[e.out.id] = m
+        g.eqns.append(e)
+        return True
 
     def _call(self, e: Eqn) -> None:
         if e.prim is P.matmul:
@@ -329,7 +334,6 @@ class _Fuser:
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
         self.cur = None
         self.groups.append(CallGroup(e))
-        self.owner[e.out.id] = len(self.groups) - 1
 
     def _transposed_operands(self, e: Eqn) -> Eqn:
         """A 2-d matmul operand that is the transpose of a 2-d value is read as that value
@@ -345,6 +349,83 @@ class _Fuser:
         if not any(flags):
             return e
         return Eqn(e.prim, tuple(ins), dict(e.params, transposed=tuple(flags)), e.out, e.where)
+
+    # ------------------------------------------------------------ fusion by dependency
+    def _merged_by_dependency(self) -> list:
+        """The groups with each loop group merged into an earlier one over the same domain
+        where that creates no cycle between groups (as Inductor's scheduler fuses by
+        dependency, not trace order): independent loops share one pass, and a value whose
+        readers all end up in its own loop is never stored.
+
+        Groups are taken in execution order. Loop group ``g`` may join an earlier loop group
+        ``c`` when the merged group either stays at ``c``'s place (``g`` reads nothing
+        computed after ``c``) or moves to ``g``'s place (nothing after ``c`` reads ``c``);
+        library calls never move, so their order (random draws included) is kept."""
+        order: list = []  # group ids in execution order
+        groups: dict = {}  # id -> group
+        ancestors: dict = {}  # id -> bit set of the ids it reads from, transitively
+        owner: dict = {}  # var id -> id of the group computing it
+        by_domain: dict = {}  # domain -> ids of loop groups over it, oldest first
+        for gid, g in enumerate(self.groups):
+            anc = 0
+            for d in self._reads(g, owner):
+                anc |= ancestors[d] | (1 << d)
+            target = self._merge_target(g, anc, order, groups, ancestors, by_domain) \
+                if isinstance(g, LoopGroup) else None
+            if target is None:
+                order.append(gid)
+                groups[gid] = g
+                ancestors[gid] = anc
+                if isinstance(g, LoopGroup):
+                    by_domain.setdefault(g.domain, []).append(gid)
+                target = gid
+            else:
+                ancestors[target] |= anc & ~(1 << target)
+            for e in _eqns(g):
+                owner[e.out.id] = target
+        return [groups[i] for i in order]
+
+    def _reads(self, g: Group, owner: dict) -> set:
+        """Ids of the groups whose results ``g`` reads, directly or through aliases."""
+        out = set()
+        for e in _eqns(g):
+            for a in e.inputs:
+                while isinstance(a, Var):
+                    if a.id in owner:
+                        out.add(owner[a.id])
+                    v = self.aliases.get(a.id)
+                    a = v.inputs[0] if v is not None else None
+        return out
+
+    def _merge_target(self, g: LoopGroup, anc: int, order: list, groups: dict, ancestors: dict,
+                      by_domain: dict) -> Optional[int]:
+        """Merge ``g`` into the nearest legal candidate; return its id (None: no merge)."""
+        for cid in reversed(by_domain.get(g.domain, [])[-MERGE_CANDIDATES:]):
+            pos = order.index(cid)
+            later = order[pos + 1:]
+            stays = not any(anc >> k & 1 for k in later)
+            moves = not stays and not any(ancestors[k] >> cid & 1 for k in later)
+            if not (stays or moves):
+                continue  # a group between them reads c and is read by g: a cycle
+            merged = self._combined(groups[cid], g)
+            if merged is None:
+                continue
+            groups[cid] = merged
+            if moves:
+                order.pop(pos)
+                order.append(cid)
+            return cid
+        return None
+
+    def _combined(self, c: LoopGroup, g: LoopGroup) -> Optional[LoopGroup]:
+        """One loop group computing ``c``'s members then ``g``'s, or None when some member
+        of ``g`` cannot join (its dims map differently, other reduction axes, or it reads
+        through a view memory the group itself writes)."""
+        m = LoopGroup(c.domain, c.red_axes, list(c.eqns), dict(c.maps), c.serial)
+        for e in g.eqns:
+            if not (self._join_view(m, e) if e.prim.kind == "view" else self._join(m, e)):
+                return None
+        return m
 
     def _materialized(self, v: Var) -> Var:
         """``v`` itself when it will live in memory, else a copy of the alias ``v``."""
