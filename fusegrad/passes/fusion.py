@@ -12,7 +12,11 @@ its elementwise consumers) and "full" otherwise.
 Views of values that live in memory (inputs, consts, group outputs) are not members of
 any group: they are *aliases*, read through index arithmetic by whoever consumes them.
 Everything else (matmul, concatenate, pad, ...) is a ``CallGroup`` whose operands are in
-memory. ``Fused.outputs_of(group)`` are the member vars used outside their group."""
+memory. ``Fused.outputs_of(group)`` are the member vars used outside their group.
+
+Groups form in two steps: a pass in trace order grows the current loop group while the
+next loop op fits it, then fusion by dependency merges each loop group into an earlier one
+over the same domain where no cycle between groups results (``_merged_by_dependency``)."""
 from __future__ import annotations
 
 import math
