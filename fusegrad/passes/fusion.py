@@ -383,8 +383,11 @@ class _Fuser:
                 if isinstance(g, LoopGroup):
                     by_domain.setdefault(g.domain, []).append(gid)
                 target = gid
-            else:
-                ancestors[target] |= anc & ~(1 << target)
+            else:  # the merged group, and whatever reads it, now read what g reads
+                anc &= ~(1 << target)
+                for k in order:
+                    if k == target or ancestors[k] >> target & 1:
+                        ancestors[k] |= anc
             for e in _eqns(g):
                 owner[e.out.id] = target
         return [groups[i] for i in order]
