@@ -8,6 +8,10 @@ from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU
 from .modules import (GRU, GRUCell, LSTM, LSTMCell, MultiheadAttention, RNN, RNNBase, RNNCell, RNNCellBase,
                       Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                       TransformerEncoderLayer)
+from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+                      AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
+                      InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
+                      Upsample)
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
@@ -19,3 +23,9 @@ __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BC
 __all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "MultiheadAttention", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
             "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
             "TransformerEncoderLayer"]
+
+# convolution, pooling, resizing and normalization layers
+__all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d",
+            "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
+            "PixelUnshuffle", "RMSNorm", "Upsample"]

@@ -17,11 +17,20 @@ from ..runtime.autocast_state import float32_policy, lower_precision
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
+from .functional_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
+from .functional_norm import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
+from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: F401
+                              adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d, max_pool2d,
+                              pixel_shuffle, pixel_unshuffle, upsample)
 
 __all__ = ["linear", "relu", "gelu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout", "layer_norm",
            "embedding", "mse_loss", "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "one_hot", "pad", "leaky_relu", "elu", "silu", "softplus",
-           "normalize", "smooth_l1_loss", "huber_loss", "logsigmoid"]
+           "normalize", "smooth_l1_loss", "huber_loss", "logsigmoid",
+           "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "fold", "unfold",
+           "batch_norm", "group_norm", "instance_norm", "rms_norm",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d",
+           "avg_pool2d", "interpolate", "max_pool1d", "max_pool2d", "pixel_shuffle", "pixel_unshuffle", "upsample"]
 
 
 # ---------------------------------------------------------------- helpers

@@ -6,7 +6,12 @@ from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
-from .normalization import LayerNorm
+from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+                      AvgPool2d, MaxPool1d, MaxPool2d)
+from .resizing import PixelShuffle, PixelUnshuffle, Upsample
 from .sparse import Embedding
 from .attention import MultiheadAttention
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
@@ -22,3 +27,9 @@ __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", 
 __all__ += ["MultiheadAttention", "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase",
             "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
             "TransformerEncoderLayer"]
+
+# convolution, pooling, resizing and normalization layers
+__all__ += ["GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "Conv1d",
+            "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d",
+            "PixelShuffle", "PixelUnshuffle", "Upsample"]

@@ -1,0 +1,136 @@
+"""Batch, instance, group and RMS normalization as compositions of mean, var and rsqrt.
+
+Running statistics are updated in place under ``no_grad`` (``copy_`` into the buffer), which
+a compiled function records as a write-back of the buffer, as eager mode does."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from ..runtime import ops as O
+from ..runtime.grad_mode import no_grad
+from ..runtime.ops import named
+from ..runtime.tensor import Tensor
+
+__all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm"]
+
+
+def _channel_shape(input: Tensor) -> tuple:
+    """Shape that broadcasts a per-channel (dim 1) vector against ``input``."""
+    return (1, input.shape[1]) + (1,) * (input.ndim - 2)
+
+
+def _affine(out: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], shape: tuple) -> Tensor:
+    if weight is not None:
+        out = O.mul(out, O.reshape(weight, shape))
+    if bias is not None:
+        out = O.add(out, O.reshape(bias, shape))
+    return out
+
+
+def _update_running(running: Optional[Tensor], stat: Tensor, momentum: float) -> None:
+    if running is not None:
+        with no_grad():
+            running.copy_(O.add(O.mul(running, 1.0 - momentum), O.mul(O.reshape(stat.detach(), running.shape),
+                                                                       momentum)))
+
+
+def _normalize(input: Tensor, axes: tuple, eps: float, running_mean, running_var, momentum: float) -> Tensor:
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` of the batch itself, updating the
+    running mean and (unbiased) running variance."""
+    n = math.prod(input.shape[a] for a in axes)
+    mean = O.mean(input, axes, keepdim=True)
+    centered = O.sub(input, mean)
+    var = O.mean(O.mul(centered, centered), axes, keepdim=True)
+    if running_mean is not None or running_var is not None:
+        _update_running(running_mean, mean, momentum)
+        _update_running(running_var, O.mul(var, n / max(n - 1, 1)), momentum)
+    return O.mul(centered, O.rsqrt(O.add(var, eps)))
+
+
+def batch_norm(input: Tensor, running_mean: Optional[Tensor], running_var: Optional[Tensor],
+               weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each channel (dim 1) over the batch and spatial dims; in training with
+    batch statistics (updating the running ones), otherwise with the running ones."""
+    if input.ndim < 2:
+        raise ValueError(f"expected 2D or higher input (got {input.ndim}D input)")
+    C = input.shape[1]
+    for what, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is not None and t.numel() != C:
+            raise RuntimeError(f"{what} should contain {C} elements not {t.numel()}")
+    shape = _channel_shape(input)
+    axes = (0,) + tuple(range(2, input.ndim))
+    if training:
+        if math.prod(input.shape[a] for a in axes) == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{input.shape}")
+        out = _normalize(input, axes, eps, running_mean, running_var, momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        scale = O.rsqrt(O.add(O.reshape(running_var, shape), eps))
+        out = O.mul(O.sub(input, O.reshape(running_mean, shape)), scale)
+    return named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0")
+
+
+def instance_norm(input: Tensor, running_mean: Optional[Tensor] = None, running_var: Optional[Tensor] = None,
+                  weight: Optional[Tensor] = None, bias: Optional[Tensor] = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each (sample, channel) over the spatial dims; the running statistics are
+    the batch means of the per-instance ones."""
+    shape = _channel_shape(input)
+    axes = tuple(range(2, input.ndim))
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    n = math.prod(input.shape[2:])
+    if n == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {input.shape}")
+    mean = O.mean(input, axes, keepdim=True)
+    centered = O.sub(input, mean)
+    var = O.mean(O.mul(centered, centered), axes, keepdim=True)
+    if running_mean is not None:
+        _update_running(running_mean, O.mean(mean, 0), momentum)
+    if running_var is not None:
+        _update_running(running_var, O.mean(O.mul(var, n / max(n - 1, 1)), 0), momentum)
+    out = O.mul(centered, O.rsqrt(O.add(var, eps)))
+    return named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0")
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalize each sample over groups of ``C // num_groups`` channels (and the spatial
+    dims), then scale and shift per channel."""
+    if input.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
+    N, C = input.shape[:2]
+    if C % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {input.shape} and num_groups={num_groups}")
+    x = O.reshape(input, (N, num_groups, -1))
+    mean = O.mean(x, (2,), keepdim=True)
+    centered = O.sub(x, mean)
+    var = O.mean(O.mul(centered, centered), (2,), keepdim=True)
+    out = O.reshape(O.mul(centered, O.rsqrt(O.add(var, eps))), tuple(input.shape))
+    return named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0")
+
+
+def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
+             eps: Optional[float] = None) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps)`` over the trailing ``normalized_shape`` dims, times
+    ``weight``; ``eps`` defaults to the dtype's machine epsilon."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    n = len(shape)
+    if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(input._data.dtype).eps)
+    dims = tuple(range(input.ndim - n, input.ndim))
+    out = O.mul(input, O.rsqrt(O.add(O.mean(O.mul(input, input), dims, keepdim=True), eps)))
+    if weight is not None:
+        out = O.mul(out, weight)
+    return out

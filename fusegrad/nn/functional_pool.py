@@ -1,0 +1,351 @@
+"""Pooling and resizing as compositions of primitives.
+
+Max and average pooling reduce the stacked window slices of the padded input (see
+``functional_conv.window_slices``); max pooling picks its window element with argmax and a
+gather, so the gradient goes to one element (the first maximum) as in PyTorch. Adaptive
+pooling and resizing select input rows and columns with constant index or weight tables:
+linear ones (adaptive average, bilinear) are matrix products with a constant matrix per dim."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from ..ir import prims as P
+from ..runtime import ops as O
+from ..runtime.factory import tensor as _tensor
+from ..runtime.ops import named
+from ..runtime.tensor import Tensor
+from .functional_conv import ntuple, windows
+
+__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle",
+           "pixel_unshuffle"]
+
+IntOrTuple = Union[int, Sequence[int]]
+
+
+def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size: the last window must start inside the input or the
+    left padding."""
+    span = size + 2 * p - d * (k - 1) - 1
+    o = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (o - 1) * s >= size + p:
+        o -= 1
+    return o
+
+
+def _pool_args(input: Tensor, n: int, kernel_size, stride, padding, dilation, ceil_mode: bool, name: str):
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"{name}: Expected {n + 1}D or {n + 2}D input tensor, but got {list(input.shape)}")
+    ks = ntuple(kernel_size, n, "kernel_size")
+    st = ks if stride is None or (isinstance(stride, (list, tuple)) and not stride) else ntuple(stride, n, "stride")
+    pad, dil = ntuple(padding, n, "padding"), ntuple(dilation, n, "dilation")
+    if any(k <= 0 for k in ks):
+        raise RuntimeError(f"{name}: kernel_size must be greater than zero, but got {list(ks)}")
+    if any(s <= 0 for s in st):
+        raise RuntimeError(f"{name}: stride must be greater than zero, but got {list(st)}")
+    if any(d <= 0 for d in dil):
+        raise RuntimeError(f"{name}: dilation must be greater than zero, but got {list(dil)}")
+    for p, k, d in zip(pad, ks, dil):
+        if p < 0 or p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
+                               f"kernel_size={k} and dilation={d}")
+    sp = tuple(input.shape[-n:])
+    outs = tuple(_pool_out(s, k, t, p, d, ceil_mode) for s, k, t, p, d in zip(sp, ks, st, pad, dil))
+    if any(o <= 0 for o in outs):
+        raise RuntimeError(f"{name}: Given input size: ({'x'.join(map(str, input.shape[-n - 1:]))}). Calculated "
+                           f"output size: ({'x'.join(map(str, input.shape[-n - 1:-n] + outs))}). Output size is "
+                           "too small")
+    # right padding so that the last (ceil_mode) window fits
+    pads = [(p, max((o - 1) * t + d * (k - 1) + 1 - s - p, 0))
+            for s, k, t, p, d, o in zip(sp, ks, st, pad, dil, outs)]
+    return ks, st, pad, dil, outs, pads
+
+
+def _padded(x: Tensor, pads: list, value: float) -> Tensor:
+    if not any(lo or hi for lo, hi in pads):
+        return x
+    return P.pad(x, widths=((0, 0),) * (x.ndim - len(pads)) + tuple(pads), value=value)
+
+
+def _max_pool(input: Tensor, n: int, kernel_size, stride, padding, dilation, ceil_mode: bool,
+              return_indices: bool, name: str):
+    ks, st, pad, dil, outs, pads = _pool_args(input, n, kernel_size, stride, padding, dilation, ceil_mode, name)
+    x = _padded(input, pads, -math.inf if input.dtype.is_floating_point else np.iinfo(input._data.dtype).min)
+    axis = input.ndim - n
+    win = windows(x, axis, ks, st, dil, outs, k_first=False)
+    win = P.reshape(win, shape=tuple(input.shape[:axis]) + outs + (math.prod(ks),))
+    which = P.argmax(win, axis=input.ndim, keepdims=True)
+    vals = P.reshape(P.gather(win, which, axis=input.ndim), shape=tuple(input.shape[:axis]) + outs)
+    vals = named(vals, "MaxPool2DWithIndicesBackward0" if n == 2 else "MaxPool1DWithIndicesBackward0")
+    if not return_indices:
+        return vals
+    return vals, _flat_indices(P.reshape(which, shape=vals._data.shape), ks, st, pad, dil, input.shape[-n:])
+
+
+def _flat_indices(which: Tensor, ks: tuple, st: tuple, pad: tuple, dil: tuple, sp: tuple) -> Tensor:
+    """Window offsets (argmax over the stacked kernel offsets) as flat indices into the
+    input's spatial dims, as max pooling's ``return_indices`` gives them: the flat index is
+    the window's start plus a displacement that depends on the offset alone."""
+    outs = tuple(which.shape[-len(ks):])
+    strides = [math.prod(sp[i + 1:]) for i in range(len(sp))]
+    disp = np.zeros(ks, dtype=np.int64)
+    start = np.zeros(outs, dtype=np.int64)
+    for i in range(len(ks)):
+        shape = [1] * len(ks)
+        shape[i] = -1
+        disp = disp + (np.arange(ks[i]) * dil[i] * strides[i]).reshape(shape)
+        start = start + ((np.arange(outs[i]) * st[i] - pad[i]) * strides[i]).reshape(shape)
+    return O.add(_tensor(disp.reshape(-1))[which], _tensor(start))
+
+
+def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Maximum over sliding windows of (N, C, L) or (C, L); with ``return_indices`` also
+    the flat position of each maximum."""
+    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool1d")
+
+
+def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Maximum over sliding windows of (N, C, H, W) or (C, H, W); with ``return_indices``
+    also the flat position (h * W + w) of each maximum."""
+    return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
+
+
+def _avg_divisor(sp: tuple, ks: tuple, st: tuple, pad: tuple, outs: tuple, count_include_pad: bool) -> np.ndarray:
+    """How many elements each window averages: PyTorch clips windows at the padded edge, and
+    without ``count_include_pad`` at the input's edge."""
+    div = np.ones((), dtype=np.float64)
+    for s, k, t, p, o in zip(sp, ks, st, pad, outs):
+        start = np.arange(o) * t - p
+        end = np.minimum(start + k, s + p)
+        size = end - start
+        if not count_include_pad:
+            size = np.minimum(end, s) - np.maximum(start, 0)
+        div = np.multiply.outer(div, size.astype(np.float64))
+    return div
+
+
+def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bool, count_include_pad: bool,
+              divisor_override: Optional[int], name: str) -> Tensor:
+    ks, st, pad, dil, outs, pads = _pool_args(input, n, kernel_size, stride, padding, 1, ceil_mode, name)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    axis = input.ndim - n
+    win = windows(_padded(input, pads, 0.0), axis, ks, st, dil, outs, k_first=False)
+    total = P.reshape(P.reduce_sum(win, axes=(axis + 1,), keepdims=False), shape=tuple(input.shape[:axis]) + outs)
+    if divisor_override is not None:
+        out = O.div(total, float(divisor_override))
+    else:
+        div = _avg_divisor(tuple(input.shape[-n:]), ks, st, pad, outs, count_include_pad)
+        out = O.div(total, _tensor(div.astype(input._data.dtype)))
+    return named(out, "AvgPool2DBackward0" if n == 2 else "AvgPool1DBackward0")
+
+
+def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """Mean over sliding windows of (N, C, L) or (C, L)."""
+    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None, "avg_pool1d")
+
+
+def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> Tensor:
+    """Mean over sliding windows of (N, C, H, W) or (C, H, W)."""
+    return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool2d")
+
+
+# ---------------------------------------------------------------- adaptive pooling
+def _adaptive_bounds(size: int, out: int) -> tuple:
+    start = np.array([(i * size) // out for i in range(out)])
+    end = np.array([-(-((i + 1) * size) // out) for i in range(out)])
+    return start, end
+
+
+def _adaptive_args(input: Tensor, output_size, n: int, name: str) -> tuple:
+    if input.ndim not in (n + 1, n + 2) or any(s == 0 for s in input.shape[-n:]):
+        raise RuntimeError(f"{name}(): Expected {n + 1}D or {n + 2}D tensor with non-zero spatial sizes, but got "
+                           f"{list(input.shape)}")
+    outs = output_size if isinstance(output_size, (list, tuple)) else (output_size,) * n
+    if len(outs) != n:
+        raise RuntimeError(f"{name}: output_size must be {n}")
+    return tuple(s if o is None else int(o) for s, o in zip(input.shape[-n:], outs))
+
+
+def _along(x: Tensor, m: np.ndarray, axis: int) -> Tensor:
+    """Contract dim ``axis`` of ``x`` with the constant matrix ``m`` (out, in)."""
+    x = O.movedim(x, axis, -1)
+    x = O.matmul(x, _tensor(np.ascontiguousarray(m.T).astype(x._data.dtype)))
+    return O.movedim(x, -1, axis)
+
+
+def _adaptive_avg(input: Tensor, output_size, n: int, name: str) -> Tensor:
+    outs = _adaptive_args(input, output_size, n, name)
+    x = input
+    for i, o in enumerate(outs):
+        size = input.shape[input.ndim - n + i]
+        start, end = _adaptive_bounds(size, o)
+        m = np.zeros((o, size))
+        for r, (a, b) in enumerate(zip(start, end)):
+            m[r, a:b] = 1.0 / (b - a)
+        x = _along(x, m, input.ndim - n + i)
+    return named(x, f"AdaptiveAvgPool{n}DBackward0")
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling to ``output_size`` positions: window i covers
+    [floor(i L / o), ceil((i + 1) L / o))."""
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling of (N, C, H, W) or (C, H, W) to ``output_size`` (None keeps a dim)."""
+    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def _adaptive_max(input: Tensor, output_size, n: int, return_indices: bool, name: str):
+    outs = _adaptive_args(input, output_size, n, name)
+    sp = tuple(input.shape[-n:])
+    x, tables = input, []
+    for i, (s, o) in enumerate(zip(sp, outs)):
+        start, end = _adaptive_bounds(s, o)
+        k = int((end - start).max())
+        # short windows repeat their first element: a duplicate never changes the maximum
+        # and argmax keeps the first position
+        tab = np.minimum(start[:, None] + np.arange(k)[None, :], end[:, None] - 1)
+        tab = np.where(np.arange(k)[None, :] < (end - start)[:, None], tab, start[:, None])
+        tables.append(tab)
+        x = O.index_select(x, input.ndim - n + i, _tensor(tab.reshape(-1)))
+    lead = tuple(input.shape[:input.ndim - n])
+    shape = lead + tuple(a for o, t in zip(outs, tables) for a in (o, t.shape[1]))
+    x = O.reshape(x, shape)
+    nl = len(lead)
+    perm = tuple(range(nl)) + tuple(nl + 2 * i for i in range(n)) + tuple(nl + 2 * i + 1 for i in range(n))
+    x = O.reshape(O.permute(x, perm), lead + outs + (-1,))
+    which = P.argmax(x, axis=x.ndim - 1, keepdims=True)
+    vals = named(O.squeeze(P.gather(x, which, axis=x.ndim - 1), -1), f"AdaptiveMaxPool{n}DBackward0")
+    if not return_indices:
+        return vals
+    # flat index of each window offset, row-major over the per-dim tables
+    table = np.zeros(outs + tuple(t.shape[1] for t in tables), dtype=np.int64)
+    for i, tab in enumerate(tables):
+        shape = [1] * (2 * n)
+        shape[i], shape[n + i] = tab.shape
+        table = table + tab.reshape(shape) * math.prod(sp[i + 1:])
+    table = O.expand(_tensor(table.reshape(outs + (-1,))), lead + outs + (-1,))
+    flat = O.squeeze(O.gather(table, -1, which), -1)
+    return vals, flat
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
+    """Max pooling of (N, C, L) or (C, L) to ``output_size`` positions."""
+    return _adaptive_max(input, output_size, 1, return_indices, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
+    """Max pooling of (N, C, H, W) or (C, H, W) to ``output_size``."""
+    return _adaptive_max(input, output_size, 2, return_indices, "adaptive_max_pool2d")
+
+
+# ---------------------------------------------------------------- resizing
+def _scales(input: Tensor, n: int, size, scale_factor) -> tuple:
+    """Output sizes and the source-per-output scale of each spatial dim."""
+    sp = tuple(input.shape[-n:])
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined" if size is not None else
+                         "either size or scale_factor should be defined")
+    if size is not None:
+        outs = tuple(size) if isinstance(size, (list, tuple)) else (size,) * n
+        if len(outs) != n:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {list(sp)} and output size of {list(outs)}. Please "
+                             "provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, "
+                             "...,oK) format.")
+        return tuple(int(o) for o in outs), tuple(s / o for s, o in zip(sp, outs))
+    sf = tuple(scale_factor) if isinstance(scale_factor, (list, tuple)) else (scale_factor,) * n
+    outs = tuple(int(math.floor(s * f)) for s, f in zip(sp, sf))
+    return outs, tuple(1.0 / f for f in sf)
+
+
+def _linear_matrix(size: int, out: int, scale: float, align_corners: bool) -> np.ndarray:
+    """The (out, size) matrix of 1-d linear interpolation, PyTorch's source coordinates."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        if align_corners:
+            src = i * (size - 1) / (out - 1) if out > 1 else 0.0
+        else:
+            src = max((i + 0.5) * scale - 0.5, 0.0)
+        i0 = min(int(math.floor(src)), size - 1)
+        i1 = min(i0 + 1, size - 1)
+        lam = src - i0
+        m[i, i0] += 1.0 - lam
+        m[i, i1] += lam
+    return m
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
+                antialias: bool = False) -> Tensor:
+    """Resize the spatial dims of (N, C, *sp): modes nearest, linear (1-d), bilinear (2-d)."""
+    n = input.ndim - 2
+    if n not in (1, 2):
+        raise NotImplementedError(f"Input Error: Only 3D and 4D input Tensors supported (got {input.ndim}D) for "
+                                  f"the modes: nearest | linear | bilinear (got {mode})")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                         "bicubic | trilinear")
+    outs, scales = _scales(input, n, size, scale_factor)
+    if recompute_scale_factor:
+        scales = tuple(s / o for s, o in zip(input.shape[2:], outs))
+    x = input
+    if mode == "nearest":
+        for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
+            src = np.minimum(np.floor(np.arange(o) * sc).astype(np.int64), s - 1)
+            x = O.index_select(x, 2 + i, _tensor(src))
+        return named(x, f"UpsampleNearest{n}DBackward0")
+    if mode not in ("linear", "bilinear") or (mode == "linear") != (n == 1):
+        raise NotImplementedError(f"interpolate: mode {mode!r} on {input.ndim}D input is not supported")
+    for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
+        x = _along(x, _linear_matrix(s, o, sc, bool(align_corners)), 2 + i)
+    return named(x, "UpsampleBilinear2DBackward0" if n == 2 else "UpsampleLinear1DBackward0")
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+             align_corners: Optional[bool] = None) -> Tensor:
+    """Deprecated alias of ``interpolate``."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C r^2, H, W) -> (*, C, H r, W r)."""
+    r = upscale_factor
+    *lead, C, H, W = input.shape
+    if input.ndim < 3 or C % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={C if input.ndim >= 3 else 0} is not divisible by "
+                           f"{r * r}")
+    lead = tuple(lead)
+    nl = len(lead)
+    x = O.reshape(input, lead + (C // (r * r), r, r, H, W))
+    x = O.permute(x, tuple(range(nl)) + tuple(nl + i for i in (0, 3, 1, 4, 2)))
+    return O.reshape(x, lead + (C // (r * r), H * r, W * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H r, W r) -> (*, C r^2, H, W)."""
+    r = downscale_factor
+    *lead, C, H, W = input.shape
+    if H % r or W % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but "
+                           f"input.size(-2)={H} and input.size(-1)={W} are not divisible by {r}")
+    lead = tuple(lead)
+    nl = len(lead)
+    x = O.reshape(input, lead + (C, H // r, r, W // r, r))
+    x = O.permute(x, tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
+    return O.reshape(x, lead + (C * r * r, H // r, W // r))

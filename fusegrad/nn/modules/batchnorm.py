@@ -1,0 +1,126 @@
+"""BatchNorm1d/2d and InstanceNorm1d/2d: per-channel normalization with optional affine
+parameters and running statistics (buffers ``running_mean``, ``running_var``,
+``num_batches_tracked``)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ...runtime.factory import empty, ones, tensor, zeros
+from ...ir import dtypes as D
+from ...runtime.ops import unsqueeze, squeeze
+from ...runtime.tensor import Tensor
+from .. import functional_norm as FN
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+
+class _NormBase(Module):
+    """Parameters, buffers, their reset and the printed form shared by batch and instance norm."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(empty(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(empty(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=D.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1)
+            self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _factor(self) -> float:
+        """The running-average factor of this step, counting the step when training."""
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average: reads the counter's value
+                factor = 1.0 / float(self.num_batches_tracked)
+        return factor
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    _dims: tuple = ()
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in self._dims:
+            raise ValueError(f"expected {' or '.join(f'{d}D' for d in self._dims)} input (got {input.ndim}D input)")
+        factor = self._factor()
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        return FN.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                             self.weight, self.bias, use_batch, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of (N, C) or (N, C, L) over N (and L)."""
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of (N, C, H, W) over N, H and W."""
+    _dims = (4,)
+
+
+class _InstanceNorm(_NormBase):
+    _n = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        n = self._n
+        if input.ndim not in (n + 1, n + 2):
+            raise ValueError(f"expected {n + 1}D or {n + 2}D input (got {input.ndim}D input)")
+        if input.ndim == n + 1:
+            return squeeze(self.forward(unsqueeze(input, 0)), 0)
+        if self.affine and input.shape[1] != self.num_features:
+            raise ValueError(f"expected input's size at dim=1 to match num_features ({self.num_features}), but got: "
+                             f"{input.shape[1]}.")
+        factor = 0.0 if self.momentum is None else self.momentum
+        return FN.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                                self.training or not self.track_running_stats, factor, self.eps)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Normalizes each (sample, channel) of (N, C, L) over L."""
+    _n = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Normalizes each (sample, channel) of (N, C, H, W) over H and W."""
+    _n = 2

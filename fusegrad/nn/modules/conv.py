@@ -1,0 +1,150 @@
+"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+from ...runtime.factory import empty
+from ...runtime.tensor import Tensor
+from .. import functional_conv as FC
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _ConvNd(Module):
+    """Shared parameters, PyTorch's default initialization and printed form."""
+
+    _n = 0
+    transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", output_padding=0,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        n = self._n
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode not in _MODES:
+            raise ValueError(f"padding_mode must be one of {list(_MODES)}, but got padding_mode='{padding_mode}'")
+        self.kernel_size = FC.ntuple(kernel_size, n, "kernel_size")
+        self.stride = FC.ntuple(stride, n, "stride")
+        self.dilation = FC.ntuple(dilation, n, "dilation")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = FC.ntuple(padding, n, "padding")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.output_padding = FC.ntuple(output_padding, n, "output_padding")
+        self.groups = groups
+        self.padding_mode = padding_mode
+        if self.transposed:
+            wshape = (in_channels, out_channels // groups) + self.kernel_size
+        else:
+            wshape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Parameter(empty(wshape, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_channels, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weight, U(+-1/sqrt(fan_in)) bias."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * self._n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * self._n:
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._n:
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class _Conv(_ConvNd):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding: Union[str, int,
+                 Sequence[int]] = 0, dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, 0, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return FC.convolution(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups,
+                              self._n, f"conv{self._n}d", self.padding_mode)
+
+
+class Conv1d(_Conv):
+    """1-d convolution over (N, C, L) with weight (out, in // groups, k)."""
+    _n = 1
+
+
+class Conv2d(_Conv):
+    """2-d convolution over (N, C, H, W) with weight (out, in // groups, kh, kw)."""
+    _n = 2
+
+
+class _ConvTranspose(_ConvNd):
+    transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
+                 dtype=None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, output_padding, device, dtype)
+
+    def _output_padding(self, input: Tensor, output_size: Optional[Sequence[int]]) -> tuple:
+        """The output padding that gives ``output_size`` (the spatial sizes, or with N, C)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._n
+        size = tuple(output_size)[-n:]
+        pads = []
+        for i in range(n):
+            least = ((input.shape[input.ndim - n + i] - 1) * self.stride[i] - 2 * self.padding[i]
+                     + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            if not least <= size[i] < least + self.stride[i]:
+                raise ValueError(f"requested an output size of {list(size)}, but valid sizes range from {least} to "
+                                 f"{least + self.stride[i] - 1} (for an input of {list(input.shape[-n:])})")
+            pads.append(size[i] - least)
+        return tuple(pads)
+
+    def forward(self, input: Tensor, output_size: Optional[Sequence[int]] = None) -> Tensor:
+        return FC.conv_transpose(input, self.weight, self.bias, self.stride, self.padding,
+                                 self._output_padding(input, output_size), self.groups, self.dilation, self._n,
+                                 f"conv_transpose{self._n}d")
+
+
+class ConvTranspose1d(_ConvTranspose):
+    """1-d transposed convolution with weight (in, out // groups, k)."""
+    _n = 1
+
+
+class ConvTranspose2d(_ConvTranspose):
+    """2-d transposed convolution with weight (in, out // groups, kh, kw)."""
+    _n = 2

@@ -1,0 +1,358 @@
+"""Convolution, pooling, resizing and normalization (functional and modules) against PyTorch
+over parameter grids with edge cases; float64 gradcheck/gradgradcheck; vmap against a loop."""
+import itertools
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.func as ff
+import fusegrad.nn as nn
+import fusegrad.nn.functional as F
+from fusegrad.autograd import gradcheck, gradgradcheck
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+pytestmark = pytest.mark.torch
+
+RNG = np.random.default_rng(1234)
+
+
+def arr(*shape, dtype=np.float64):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def call(name, args, kwargs, lib):
+    """``lib``'s functional ``name`` on ``args`` (arrays become ``lib`` tensors)."""
+    fn = getattr(lib.nn.functional, name)
+    return fn(*[lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs)
+
+
+def same(name, args, kwargs=None, tol=1e-10, constant=()):
+    """Values, dtypes and shapes of fusegrad's ``name`` equal PyTorch's; so do the gradients
+    of a random linear function of the outputs with respect to the array arguments (but
+    those at the positions in ``constant``)."""
+    kwargs = kwargs or {}
+    ours, ref = call(name, args, kwargs, fg), call(name, args, kwargs, torch)
+    ours = ours if isinstance(ours, tuple) else (ours,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for a, b in zip(ours, ref):
+        assert tuple(a.shape) == tuple(b.shape), (name, kwargs)
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=tol, atol=tol, err_msg=f"{name} {kwargs}")
+    # gradients through the first output
+    if ours[0].numel() == 0:
+        return
+    weights = arr(*ref[0].shape)
+    ins_f = [fg.tensor(a, requires_grad=i not in constant) if isinstance(a, np.ndarray) else a
+             for i, a in enumerate(args)]
+    ins_t = [torch.tensor(a, requires_grad=i not in constant) if isinstance(a, np.ndarray) else a
+             for i, a in enumerate(args)]
+    out_f = getattr(F, name)(*ins_f, **kwargs)
+    out_t = getattr(torch.nn.functional, name)(*ins_t, **kwargs)
+    out_f = out_f[0] if isinstance(out_f, tuple) else out_f
+    out_t = out_t[0] if isinstance(out_t, tuple) else out_t
+    (out_f * fg.tensor(weights)).sum().backward()
+    (out_t * torch.tensor(weights)).sum().backward()
+    for a, b in zip(ins_f, ins_t):
+        if isinstance(b, torch.Tensor) and b.requires_grad:
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=tol, atol=tol, err_msg=f"{name} grad")
+
+
+# ---------------------------------------------------------------- convolution
+CONV2D = [
+    dict(),
+    dict(stride=2),
+    dict(stride=(3, 4)),                       # stride > kernel
+    dict(padding=2),                            # padding larger than half the kernel
+    dict(padding=(1, 0), dilation=(2, 1)),
+    dict(padding="same", dilation=2),
+    dict(padding="valid"),
+    dict(groups=2),
+    dict(groups=4, stride=2, padding=1),        # depthwise (groups = channels)
+]
+
+
+@pytest.mark.parametrize("kw", CONV2D)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d(kw, bias):
+    g = kw.get("groups", 1)
+    w = arr(4 if g != 4 else 8, 4 // g, 3, 2)
+    same("conv2d", [arr(2, 4, 7, 6), w, arr(w.shape[0]) if bias else None], kw)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=3, padding=2), dict(padding="same", dilation=3), dict(groups=3)])
+def test_conv1d(kw):
+    same("conv1d", [arr(2, 3, 9), arr(6, 3 // kw.get("groups", 1), 3), arr(6)], kw)
+
+
+def test_conv_edge_cases():
+    same("conv2d", [arr(0, 2, 5, 5), arr(3, 2, 3, 3), arr(3)])                       # empty batch
+    same("conv2d", [arr(2, 5, 5), arr(3, 2, 3, 3), None])                            # unbatched
+    x = arr(2, 6, 5, 3).transpose(0, 3, 2, 1)                                       # non-contiguous
+    same("conv2d", [x, arr(4, 3, 2, 2), None], dict(stride=(1, 2)))
+    same("conv2d", [arr(1, 1, 4, 4, dtype=np.float32), arr(2, 1, 3, 3, dtype=np.float32)], dict(padding=1), tol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2), dict(stride=2, padding=1, output_padding=1),
+                                dict(stride=(3, 2), padding=(2, 0), dilation=2, groups=2, output_padding=(1, 0)),
+                                dict(padding=3, stride=3)])
+def test_conv_transpose2d(kw):
+    g = kw.get("groups", 1)
+    same("conv_transpose2d", [arr(2, 4, 5, 4), arr(4, 6 // g if g == 2 else 3, 3, 2), arr(6 if g == 2 else 3)], kw)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, output_padding=1, dilation=2), dict(groups=2, padding=1)])
+def test_conv_transpose1d(kw):
+    same("conv_transpose1d", [arr(2, 4, 6), arr(4, 3, 3), arr(3 * kw.get("groups", 1))], kw)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes(mode):
+    for n, shape in ((1, (2, 3, 7)), (2, (2, 3, 6, 5))):
+        m = getattr(nn, f"Conv{n}d")(3, 4, 3, padding=2 if mode != "reflect" else 1, padding_mode=mode,
+                                     dtype=fg.float64)
+        t = getattr(torch.nn, f"Conv{n}d")(3, 4, 3, padding=2 if mode != "reflect" else 1, padding_mode=mode,
+                                           dtype=torch.float64)
+        t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+        x = arr(*shape)
+        np.testing.assert_allclose(m(fg.tensor(x)).detach().numpy(), t(torch.tensor(x)).detach().numpy(), rtol=1e-10,
+                                   atol=1e-10)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=(3, 2), dilation=(1, 2), padding=1, stride=2),
+                                dict(kernel_size=3, stride=4)])
+def test_unfold_fold(kw):
+    x = arr(2, 3, 7, 6)
+    same("unfold", [x], kw)
+    cols = torch.nn.functional.unfold(torch.tensor(x), **kw)
+    same("fold", [arr(*cols.shape), (7, 6)], kw)
+
+
+def test_conv_modules_init_and_repr():
+    fg.manual_seed(0)
+    m = nn.Conv2d(4, 8, (3, 5), stride=2, padding=1, groups=2, bias=True)
+    assert tuple(m.weight.shape) == (8, 2, 3, 5) and tuple(m.bias.shape) == (8,)
+    bound = 1 / np.sqrt(2 * 3 * 5)  # kaiming_uniform(a=sqrt(5)) gives U(+-1/sqrt(fan_in)) as the bias
+    assert np.abs(m.weight.detach().numpy()).max() <= bound and np.abs(m.bias.detach().numpy()).max() <= bound
+    assert repr(m) == repr(torch.nn.Conv2d(4, 8, (3, 5), stride=2, padding=1, groups=2))
+    t = nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2, bias=False)
+    assert tuple(t.weight.shape) == (4, 3, 3, 3) and t.bias is None
+    assert repr(t) == repr(torch.nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2, bias=False))
+    assert repr(nn.Conv1d(2, 3, 3, padding="same", padding_mode="circular")) == repr(
+        torch.nn.Conv1d(2, 3, 3, padding="same", padding_mode="circular"))
+    x = fg.randn(1, 4, 5, 5)
+    out = t(x, output_size=(12, 12))
+    assert tuple(out.shape) == (1, 6, 12, 12)
+
+
+def test_conv_errors():
+    with pytest.raises(RuntimeError, match="Kernel size can't be greater"):
+        F.conv2d(fg.randn(1, 1, 2, 2), fg.randn(1, 1, 3, 3))
+    with pytest.raises(RuntimeError, match="to have 4 channels, but got 3"):
+        F.conv2d(fg.randn(1, 3, 5, 5), fg.randn(2, 2, 3, 3), groups=2)
+    with pytest.raises(ValueError, match="strided"):
+        nn.Conv2d(2, 2, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 2, 3, groups=2)
+
+
+# ---------------------------------------------------------------- pooling and resizing
+POOL2D = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=3),
+          dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), ceil_mode=True),
+          dict(kernel_size=3, stride=2, ceil_mode=True)]
+
+
+@pytest.mark.parametrize("kw", POOL2D + [dict(kernel_size=(3, 2), dilation=(2, 1), padding=1, ceil_mode=True)])
+def test_max_pool2d(kw):
+    same("max_pool2d", [arr(2, 3, 9, 8)], dict(kw, return_indices=True))
+    same("max_pool2d", [arr(3, 7, 7)], kw)
+
+
+@pytest.mark.parametrize("kw", POOL2D)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool2d(kw, count_include_pad):
+    same("avg_pool2d", [arr(2, 3, 9, 8)], dict(kw, count_include_pad=count_include_pad))
+
+
+def test_pool1d_and_divisor():
+    same("max_pool1d", [arr(2, 3, 11)], dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, return_indices=True))
+    same("avg_pool1d", [arr(2, 3, 11)], dict(kernel_size=4, stride=3, padding=2, ceil_mode=True,
+                                              count_include_pad=False))
+    same("avg_pool2d", [arr(2, 3, 6, 6)], dict(kernel_size=3, divisor_override=5))
+    same("max_pool2d", [arr(0, 3, 6, 6)], dict(kernel_size=2))                      # empty batch
+
+
+def test_max_pool_ties_send_gradient_to_the_first_maximum():
+    x = np.zeros((1, 1, 4, 4))
+    same("max_pool2d", [x], dict(kernel_size=2, return_indices=True))
+
+
+@pytest.mark.parametrize("size", [(4, 3), (5, 7), (1, 1), (None, 2)])
+def test_adaptive_pool2d(size):
+    same("adaptive_avg_pool2d", [arr(2, 3, 9, 8)], dict(output_size=size))
+    same("adaptive_max_pool2d", [arr(2, 3, 9, 8)], dict(output_size=size, return_indices=True))
+
+
+def test_adaptive_pool1d():
+    same("adaptive_avg_pool1d", [arr(2, 3, 10)], dict(output_size=4))
+    same("adaptive_max_pool1d", [arr(2, 3, 10)], dict(output_size=3, return_indices=True))
+
+
+@pytest.mark.parametrize("kw", [dict(size=(13, 5), mode="nearest"), dict(scale_factor=2.5, mode="nearest"),
+                                dict(size=(13, 5), mode="bilinear", align_corners=True),
+                                dict(scale_factor=1.7, mode="bilinear", align_corners=False),
+                                dict(size=(3, 2), mode="bilinear", align_corners=False),
+                                dict(scale_factor=(2, 0.5), mode="bilinear", align_corners=True)])
+def test_interpolate(kw):
+    same("interpolate", [arr(2, 3, 6, 5)], kw)
+
+
+def test_interpolate_linear_and_pixel_shuffle():
+    same("interpolate", [arr(2, 3, 6)], dict(size=11, mode="linear"))
+    same("pixel_shuffle", [arr(2, 8, 3, 4)], dict(upscale_factor=2))
+    same("pixel_unshuffle", [arr(2, 2, 6, 4)], dict(downscale_factor=2))
+
+
+def test_pool_modules_repr_and_values():
+    for ours, ref in ((nn.MaxPool2d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
+                      (nn.AvgPool2d(2), torch.nn.AvgPool2d(2)), (nn.AdaptiveAvgPool2d((2, 3)),
+                                                                torch.nn.AdaptiveAvgPool2d((2, 3))),
+                      (nn.AdaptiveMaxPool2d(2), torch.nn.AdaptiveMaxPool2d(2)), (nn.MaxPool1d(2), torch.nn.MaxPool1d(2)),
+                      (nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Upsample(scale_factor=2, mode="bilinear")),
+                      (nn.PixelShuffle(2), torch.nn.PixelShuffle(2))):
+        assert repr(ours) == repr(ref)
+        x = arr(2, 4, 6, 6) if not isinstance(ours, nn.MaxPool1d) else arr(2, 4, 6)
+        np.testing.assert_allclose(ours(fg.tensor(x)).numpy(), ref(torch.tensor(x)).numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_pool_errors():
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.max_pool2d(fg.randn(1, 1, 5, 5), 2, padding=2)
+
+
+# ---------------------------------------------------------------- normalization
+def _pair(ours, ref, x, steps=3):
+    """Run both modules on the same inputs; compare outputs, input grads and buffers."""
+    ref.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    for i in range(steps):
+        xi = x * (1 + i)
+        a, b = fg.tensor(xi, requires_grad=True), torch.tensor(xi, requires_grad=True)
+        oa, ob = ours(a), ref(b)
+        np.testing.assert_allclose(oa.detach().numpy(), ob.detach().numpy(), rtol=1e-9, atol=1e-9)
+        w = arr(*ob.shape)
+        (oa * fg.tensor(w)).sum().backward()
+        (ob * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-8, atol=1e-9)
+    for (k, v), (k2, v2) in zip(ours.state_dict().items(), ref.state_dict().items()):
+        assert k == k2
+        np.testing.assert_allclose(v.numpy(), v2.numpy(), rtol=1e-9, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.3, affine=False), dict(momentum=None),
+                                dict(track_running_stats=False)])
+@pytest.mark.parametrize("n,shape", [(1, (5, 3)), (1, (4, 3, 6)), (2, (4, 3, 5, 2))])
+def test_batch_norm_train_and_eval(kw, n, shape):
+    ours = getattr(nn, f"BatchNorm{n}d")(3, dtype=fg.float64, **kw)
+    ref = getattr(torch.nn, f"BatchNorm{n}d")(3, dtype=torch.float64, **kw)
+    if ours.affine:
+        ours.weight.data = fg.tensor(arr(3))
+        ours.bias.data = fg.tensor(arr(3))
+    x = arr(*shape)
+    _pair(ours, ref, x)
+    ours.eval(), ref.eval()
+    _pair(ours, ref, x, steps=1)
+    assert repr(ours) == repr(ref)
+
+
+def test_batch_norm_functional_and_errors():
+    x = arr(4, 3, 5)
+    rm, rv = arr(3), np.abs(arr(3)) + 0.5
+    same("batch_norm", [x, rm, rv, arr(3), arr(3)], dict(training=False, eps=1e-3), constant=(1, 2))
+    same("batch_norm", [x, None, None], dict(training=True))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(3)(fg.randn(1, 3))
+    with pytest.raises(ValueError, match="expected 4D input"):
+        nn.BatchNorm2d(3)(fg.randn(2, 3, 4))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(affine=True), dict(track_running_stats=True)])
+@pytest.mark.parametrize("n,shape", [(1, (2, 3, 6)), (2, (2, 3, 4, 5)), (2, (3, 4, 5))])
+def test_instance_norm(kw, n, shape):
+    ours = getattr(nn, f"InstanceNorm{n}d")(3, dtype=fg.float64, **kw)
+    ref = getattr(torch.nn, f"InstanceNorm{n}d")(3, dtype=torch.float64, **kw)
+    _pair(ours, ref, arr(*shape))
+    ours.eval(), ref.eval()
+    _pair(ours, ref, arr(*shape), steps=1)
+
+
+@pytest.mark.parametrize("groups,affine", [(1, True), (2, True), (6, False)])
+def test_group_norm(groups, affine):
+    ours, ref = nn.GroupNorm(groups, 6, affine=affine, dtype=fg.float64), torch.nn.GroupNorm(groups, 6, affine=affine,
+                                                                                             dtype=torch.float64)
+    if affine:
+        ours.weight.data, ours.bias.data = fg.tensor(arr(6)), fg.tensor(arr(6))
+    _pair(ours, ref, arr(2, 6, 3, 2), steps=1)
+    assert repr(ours) == repr(ref)
+
+
+@pytest.mark.parametrize("eps", [None, 1e-3])
+def test_rms_norm_and_normalize(eps):
+    ours, ref = nn.RMSNorm((4, 3), eps=eps, dtype=fg.float64), torch.nn.RMSNorm((4, 3), eps=eps, dtype=torch.float64)
+    ours.weight.data = fg.tensor(arr(4, 3))
+    _pair(ours, ref, arr(2, 4, 3), steps=1)
+    assert repr(ours) == repr(ref)
+    same("normalize", [arr(3, 5)], dict(p=1.0, dim=0))
+    same("rms_norm", [arr(2, 5)], dict(normalized_shape=(5,)))
+
+
+# ---------------------------------------------------------------- float64 finite differences
+GRAD_CASES = {
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, dilation=(1, 2)), [(2, 2, 5, 6), (3, 2, 2, 2),
+                                                                                         (3,)]),
+    "conv2d_groups": (lambda x, w: F.conv2d(x, w, groups=2, padding="same"), [(1, 4, 4, 4), (4, 2, 3, 3)]),
+    "conv1d_reflect": (lambda x, w: nn.functional.conv1d(F.pad(x, (2, 2), mode="reflect"), w), [(2, 2, 5), (2, 2, 3)]),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+                         [(1, 2, 3, 3), (2, 2, 3, 3)]),
+    "fold": (lambda c: F.fold(c, (4, 4), 2, stride=1), [(1, 8, 9)]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2, 1, ceil_mode=True), [(1, 2, 4, 4)]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(1, 2, 5, 5)]),
+    "adaptive_max": (lambda x: F.adaptive_max_pool2d(x, (2, 3)), [(1, 2, 5, 4)]),
+    "adaptive_avg": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [(1, 2, 5, 4)]),
+    "bilinear": (lambda x: F.interpolate(x, scale_factor=1.5, mode="bilinear"), [(1, 1, 3, 4)]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(3, 2, 2, 2), (2,), (2,)]),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 3), (4,), (4,)]),
+    "instance_norm": (lambda x: F.instance_norm(x), [(2, 2, 5)]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, (3,), w), [(2, 3), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_gradcheck_and_gradgradcheck(name):
+    fn, shapes = GRAD_CASES[name]
+    ins = [fg.tensor(arr(*s), requires_grad=True) for s in shapes]
+    assert gradcheck(fn, ins, eps=1e-6, atol=1e-6)
+    assert gradgradcheck(fn, ins, eps=1e-6, atol=1e-5)
+
+
+# ---------------------------------------------------------------- vmap against a loop
+VMAP_CASES = {
+    "conv2d": (lambda x, w: F.conv2d(x, w, padding=1, groups=2), [(3, 2, 4, 5, 5), (4, 2, 3, 3)], (0, None)),
+    "conv2d_batched_weight": (lambda x, w: F.conv2d(x, w, stride=2), [(3, 1, 2, 5, 5), (3, 3, 2, 2, 2)], (0, 0)),
+    "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=2), [(3, 1, 2, 4), (2, 3, 3)], (0, None)),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2, ceil_mode=True), [(3, 2, 2, 5, 5)], (0,)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, 1), [(3, 2, 2, 7)], (0,)),
+    "batch_norm": (lambda x: F.batch_norm(x, None, None, training=True), [(3, 4, 2, 3)], (0,)),
+    "group_norm": (lambda x: F.group_norm(x, 2), [(3, 2, 4, 3)], (0,)),
+    "interpolate": (lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", align_corners=True),
+                    [(3, 1, 2, 3, 3)], (0,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAP_CASES))
+def test_vmap_matches_loop(name):
+    fn, shapes, in_dims = VMAP_CASES[name]
+    xs = [fg.tensor(arr(*s)) for s in shapes]
+    got = ff.vmap(fn, in_dims=in_dims)(*xs)
+    want = fg.stack([fn(*[x[i] if d == 0 else x for x, d in zip(xs, in_dims)]) for i in range(3)])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
