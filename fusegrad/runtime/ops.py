@@ -70,7 +70,8 @@ def _promote2(a, b):
         return a, b
     t, s, t_first = (a, b, True) if isinstance(a, Tensor) else (b, a, False)
     ts = type(s)
-    if (ts is float and D.np_floating(t._data.dtype)) or (ts is int and (t._data.dtype.kind in "iu" or D.np_floating(t._data.dtype))):
+    dk = t._data.dtype.kind  # "V": bfloat16 (ml_dtypes), a float dtype
+    if (ts is float and dk in "fV") or (ts is int and dk in "iufV"):
         return a, b  # a weak Python scalar keeps the tensor's dtype
     if isinstance(s, _SCALARS):
         s = _scalar(s)

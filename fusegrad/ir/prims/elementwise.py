@@ -207,10 +207,12 @@ def _weak_bf16(ufunc):
     """``ufunc`` whose bfloat16 operand with a Python scalar stays bfloat16: NumPy has no weak
     scalars for ml_dtypes' bfloat16 and returns float32; PyTorch computes in float32 as well
     and rounds once to bfloat16, which the cast below does."""
-    def impl(a, b):
+    def impl(a, b, _f32=_F32, _bf16=_BF16):  # (defaults: local lookups on this per-op path)
         r = ufunc(a, b)
-        if r.dtype is _F32 and (getattr(a, "dtype", None) is _BF16 or getattr(b, "dtype", None) is _BF16):
-            return r.astype(_BF16)
+        if r.dtype is not _f32:
+            return r
+        if getattr(a, "dtype", None) is _bf16 or getattr(b, "dtype", None) is _bf16:
+            return r.astype(_bf16)
         return r
     impl.__name__ = getattr(ufunc, "__name__", "impl")
     return impl
