@@ -216,3 +216,19 @@ def test_grad_scaler_state_dict_round_trip_and_errors(pt):
         off = fg.amp.GradScaler()  # device "cuda": disabled without a GPU, as PyTorch
     assert any("CUDA is not available" in str(c.message) for c in caught)
     assert not off.is_enabled() and off.scale(w) is w and off.state_dict() == {} and off.get_scale() == 1.0
+
+
+@pytest.mark.torch
+def test_cuda_amp_spellings_warn_and_disable_as_torch(pt):
+    for L in (fg, pt):
+        x = L.ones(2, 2)
+        with pytest.warns(FutureWarning, match="torch.cuda.amp.autocast"):
+            with pytest.warns(UserWarning, match="Disabling autocast"):
+                ctx = L.cuda.amp.autocast()
+        with ctx:
+            assert str((x @ x).dtype).endswith("float32")
+        with pytest.warns(FutureWarning, match="torch.cuda.amp.GradScaler"):
+            with pytest.warns(UserWarning, match="CUDA is not available"):
+                s = L.cuda.amp.GradScaler()
+        assert not s.is_enabled() and s.scale(x) is x and s.get_scale() == 1.0
+        assert isinstance(s, L.amp.GradScaler) and isinstance(ctx, L.amp.autocast)

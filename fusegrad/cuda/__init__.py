@@ -124,3 +124,5 @@ def check_device(dev: Optional[Any]) -> None:
         _lazy_init()
     if kind not in ("cpu", "meta"):
         raise RuntimeError(f"fusegrad runs on the CPU only: device {dev!r} is not available")
+
+from . import amp  # noqa: E402,F401  (torch.cuda.amp: autocast and GradScaler, disabled without a GPU)

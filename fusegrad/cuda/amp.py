@@ -1,0 +1,35 @@
+"""``torch.cuda.amp``'s deprecated spellings. Without a GPU both disable themselves with
+PyTorch's warnings: a CUDA autocast region casts nothing (fusegrad's tensors are CPU
+tensors), and a CUDA GradScaler passes losses and steps through unscaled."""
+from __future__ import annotations
+
+import warnings
+
+from ..amp import GradScaler as _GradScaler
+from ..amp import autocast as _autocast
+from ..ir import dtypes as D
+
+__all__ = ["autocast", "GradScaler"]
+
+
+class autocast(_autocast):
+    """``torch.cuda.amp.autocast(enabled=True, dtype=torch.float16, cache_enabled=True)``."""
+
+    def __init__(self, enabled: bool = True, dtype: D.dtype = D.float16, cache_enabled: bool = True):
+        warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+                      "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+        if enabled:
+            warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=2)
+        super().__init__("cuda", dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+
+
+class GradScaler(_GradScaler):
+    """``torch.cuda.amp.GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
+    growth_interval=2000, enabled=True)``."""
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True):
+        warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
+                      "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+        super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
+                         backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
