@@ -221,6 +221,15 @@ add("matmul", [("2d", lambda: [rnd((2, 3)), rnd((3, 2))]),
                ("empty_k", lambda: [rnd((2, 0)), rnd((0, 3))]),
                ("empty_m", lambda: [rnd((0, 3)), rnd((3, 2))])])
 
+# Cholesky of a well-conditioned SPD matrix built from the input (symmetric under perturbation);
+# triangular solves read one triangle of a diagonally dominant matrix, batches broadcasting
+add("cholesky", [("3x3", lambda: [rnd((3, 3))]), ("batched", lambda: [rnd((2, 3, 3))])],
+    fn=lambda a: PRIMS["cholesky"](a @ a.mT + fusegrad.eye(3, dtype=a.dtype) * 3))
+for _upper in (False, True):
+    add("triangular_solve", [(f"upper={_upper}", lambda: [rnd((3, 3)) + 4 * np.eye(3), rnd((3, 2))]),
+                             (f"bcast_upper={_upper}", lambda: [rnd((2, 3, 3)) + 4 * np.eye(3), rnd((3, 1))])],
+        params=dict(upper=_upper))
+
 DIFF_PRIMS = sorted(n for n, p in PRIMS.items() if not p.nondiff)
 
 

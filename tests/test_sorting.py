@@ -39,7 +39,8 @@ def test_sort_argsort_stable_match_torch(name, dim, descending):
                                                                                stable=True)
     _same(r.values, e.values)
     _same(r.indices, e.indices)
-    _same(x.argsort(dim=dim, descending=descending, stable=True), t.argsort(dim=dim, descending=descending, stable=True))
+    _same(x.argsort(dim=dim, descending=descending, stable=True),
+          t.argsort(dim=dim, descending=descending, stable=True))
     v, i = x.sort(dim, descending)  # unpacks like torch.return_types.sort
     _same(v, e.values)
     if name in ("distinct", "nan"):  # no ties among numbers: every order agrees

@@ -181,6 +181,8 @@ def _op_error(prim, args, e: Exception) -> Exception:
         return MemoryError(msg)
     if isinstance(e, TypeError):
         return TypeError(msg)
+    if isinstance(e, RuntimeError):  # a subclass (linalg.LinAlgError) keeps its class
+        return type(e)(msg)
     return RuntimeError(msg)
 
 

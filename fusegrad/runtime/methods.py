@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..cuda import _lazy_init
 from ..ir import dtypes as D
 from . import ops as O
-from . import sorting as _sorting  # noqa: F401  (declares its ops before _bind)
+from . import linalg as _linalg, sorting as _sorting  # noqa: F401  (declare their ops before _bind)
 from .exports import EXPORTS
 from .tensor import Tensor
 

@@ -83,7 +83,8 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                                "while right was True")
         right = side == "right"
     if seq._data.ndim == 0:
-        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension")
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should have positive dimension, "
+                           "but got 0 dimension")
     if seq._data.ndim > 1 and (v._data.ndim != seq._data.ndim or tuple(seq.shape[:-1]) != tuple(v.shape[:-1])):
         raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
                            f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "

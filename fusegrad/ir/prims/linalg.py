@@ -9,7 +9,7 @@ from .batchdims import elementwise_rule, to_front
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
-__all__ = ["matmul", "swap_last"]
+__all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "LinAlgError"]
 
 
 def swap_last(x):
@@ -88,3 +88,129 @@ def _matmul_batch(args, bdims):
 
 
 matmul.batch = _matmul_batch
+
+
+# ---------------------------------------------------------------- Cholesky and triangular solves
+class LinAlgError(RuntimeError):
+    """A matrix had no factorization (as ``torch.linalg.LinAlgError``, a RuntimeError)."""
+
+
+_NO_LOWERING = "matrix factorizations and solves run in NumPy (LAPACK); they have no loop kernel"
+
+
+def _triangle(x, upper: bool):
+    """``x``'s lower (``upper``: upper) triangle over its last two axes, the rest zeroed."""
+    from .creation import iota
+    from .elementwise import cast, ge, le, mul
+    from .layout import reshape
+    n = shape_of(x)[-1]
+    r = reshape(iota(n=n, dtype=np.dtype(np.int64)), shape=(n, 1))
+    c = reshape(iota(n=n, dtype=np.dtype(np.int64)), shape=(1, n))
+    return mul(x, cast(le(r, c) if upper else ge(r, c), dtype=x.dtype.np))
+
+
+def _cholesky_impl(a):
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg.cholesky: The factorization could not be completed because the input is not "
+                          "positive-definite.") from None
+
+
+def _phi(x):
+    """The lower triangle of ``x`` with its diagonal halved."""
+    from .elementwise import mul
+    return _triangle(x, False) - mul(_diag_part(x), 0.5)
+
+
+def _diag_part(x):
+    """``x`` with everything off its diagonal zeroed."""
+    return _triangle(_triangle(x, False), True)
+
+
+def _cholesky_vjp(g, ins, out, needs):
+    # A = L L^T: gA = sym(L^-T Phi(L^T gL) L^-1) (Murray 2016), by two triangular solves
+    lt = swap_last(out)
+    p = _phi(matmul(lt, g))
+    y = triangular_solve(lt, p, upper=True)  # L^-T P
+    s_t = triangular_solve(lt, swap_last(y), upper=True)  # (L^-T P L^-1)^T
+    return ((s_t + swap_last(s_t)) * 0.5,)
+
+
+def _cholesky_jvp(ts, ins, out):
+    if ts[0] is None:
+        return None
+    # dL = L Phi(L^-1 dA L^-T)
+    x = triangular_solve(out, ts[0], upper=False)  # L^-1 dA
+    m = swap_last(triangular_solve(out, swap_last(x), upper=False))  # L^-1 dA L^-T
+    return matmul(out, _phi(m))
+
+
+def _square_batch(args, bdims, **params):
+    """Matrix primitives broadcast their batch axes: a batched operand moves its batch to
+    axis 0, an unbatched one keeps its shape (NumPy then broadcasts it)."""
+    from .layout import reshape
+    r = max(len(shape_of(a)) - (d is not None) for a, d in zip(args, bdims))
+    out = []
+    for a, d in zip(args, bdims):
+        if d is not None:
+            a = to_front(a, d)
+            s = shape_of(a)
+            a = reshape(a, shape=s[:1] + (1,) * (r + 1 - len(s)) + s[1:])
+        out.append(a)
+    return out
+
+
+def _cholesky_batch(args, bdims):
+    return cholesky(to_front(args[0], bdims[0])), 0
+
+
+cholesky = Primitive("cholesky", _cholesky_impl, abstract=lambda a, p: a[0], vjp=_cholesky_vjp,
+                     jvp=_cholesky_jvp, saves="out", node_name="LinalgCholeskyExBackward0",
+                     no_lowering=_NO_LOWERING, batch=_cholesky_batch)
+
+
+def _solve_impl(a, b, upper):
+    """Solve ``A X = B`` reading only ``A``'s upper or lower triangle; batch axes broadcast."""
+    a = np.triu(a) if upper else np.tril(a)
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise LinAlgError("linalg.solve_triangular: The diagonal of A has a zero: the system is singular") from None
+
+
+def _solve_abstract(avals, params):
+    (sa, da), (sb, db) = avals
+    if sa[-1] != sa[-2] or sa[-1] != sb[-2]:
+        raise ValueError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
+                         f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
+    return broadcast_shapes(sa[:-2], sb[:-2]) + sb[-2:], np.result_type(da, db)
+
+
+def _solve_vjp(g, ins, out, needs, upper):
+    a, b = ins
+    gb = triangular_solve(swap_last(a), g, upper=not upper)  # A^-T g
+    ga = sum_to(_triangle(-matmul(gb, swap_last(out)), upper), shape_of(a)) if needs[0] else None
+    return ga, (sum_to(gb, shape_of(b)) if needs[1] else None)
+
+
+def _solve_jvp(ts, ins, out, upper):
+    a, b = ins
+    rhs = ts[1]
+    if ts[0] is not None:
+        t = -matmul(_triangle(ts[0], upper), out)
+        rhs = t if rhs is None else rhs + t
+    if rhs is None:
+        return None
+    x = triangular_solve(a, rhs, upper=upper)
+    if shape_of(x) != shape_of(out):
+        from .layout import broadcast_to
+        x = broadcast_to(x, shape=shape_of(out))
+    return x
+
+
+triangular_solve = Primitive("triangular_solve", _solve_impl, abstract=_solve_abstract, vjp=_solve_vjp,
+                             jvp=_solve_jvp, saves="in,out", node_name="LinalgSolveTriangularBackward0",
+                             no_lowering=_NO_LOWERING,
+                             batch=lambda args, bdims, upper: (triangular_solve(*_square_batch(args, bdims),
+                                                                                upper=upper), 0))

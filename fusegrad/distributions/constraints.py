@@ -1,0 +1,187 @@
+"""Constraints on distribution parameters and supports (``torch.distributions.constraints``):
+each says whether values lie in a set (``check``), reduced over ``event_dim`` dimensions."""
+from __future__ import annotations
+
+from ..runtime import ops as O
+
+__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "half_open_interval",
+           "independent", "integer_interval", "interval", "is_dependent", "lower_cholesky", "nonnegative_integer",
+           "positive", "positive_definite", "real", "real_vector", "simplex", "unit_interval"]
+
+
+class Constraint:
+    """A region of valid values; ``check(value)`` is a bool tensor of the batch shape."""
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.__class__.__name__[1:] + "()"
+
+
+class _Dependent(Constraint):
+    """Placeholder for a constraint that depends on other parameters (not checked)."""
+
+    def __init__(self, *, is_discrete=False, event_dim=0):
+        self.is_discrete, self.event_dim = is_discrete, event_dim
+
+    def __call__(self, *, is_discrete=None, event_dim=None):
+        return _Dependent(is_discrete=self.is_discrete if is_discrete is None else is_discrete,
+                          event_dim=self.event_dim if event_dim is None else event_dim)
+
+    def check(self, x):
+        raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def is_dependent(constraint) -> bool:
+    return isinstance(constraint, _Dependent)
+
+
+class _DependentProperty(property, _Dependent):
+    """A property that is also a dependent constraint (``Uniform.support``)."""
+
+    def __init__(self, fn=None, *, is_discrete=False, event_dim=0):
+        property.__init__(self, fn)
+        _Dependent.__init__(self, is_discrete=is_discrete, event_dim=event_dim)
+
+    def __call__(self, fn):
+        return _DependentProperty(fn, is_discrete=self.is_discrete, event_dim=self.event_dim)
+
+
+class _Independent(Constraint):
+    """``base`` with its rightmost ``reinterpreted_batch_ndims`` dimensions made event dimensions."""
+
+    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        self.base_constraint, self.reinterpreted_batch_ndims = base_constraint, reinterpreted_batch_ndims
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
+
+    def check(self, value):
+        result = self.base_constraint.check(value)
+        n = self.reinterpreted_batch_ndims
+        return O.all(result.reshape(tuple(result.shape[:result.dim() - n]) + (-1,)), -1) if n else result
+
+    def __repr__(self):
+        return f"Independent({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value):
+        return (value == 0) | (value == 1)
+
+
+class _IntegerInterval(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
+
+    def __repr__(self):
+        return f"IntegerInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _IntegerGreaterThan(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound)
+
+    def __repr__(self):
+        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+
+
+class _Real(Constraint):
+    def check(self, value):
+        return value == value  # False only for NaN
+
+
+class _GreaterThan(Constraint):
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return self.lower_bound < value
+
+    def __repr__(self):
+        return f"GreaterThan(lower_bound={self.lower_bound})"
+
+
+class _Interval(Constraint):
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        return (self.lower_bound <= value) & (value <= self.upper_bound)
+
+    def __repr__(self):
+        return f"Interval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _HalfOpenInterval(_Interval):
+    def check(self, value):
+        return (self.lower_bound <= value) & (value < self.upper_bound)
+
+    def __repr__(self):
+        return f"HalfOpenInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value):
+        return O.all(value >= 0, -1) & (O.abs(O.sum(value, -1) - 1) < 1e-6)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        lower = O.all(O.all(O.tril(value) == value, -1), -1)
+        from ..runtime.linalg import diagonal
+        return lower & O.all(diagonal(value, 0, -2, -1) > 0, -1)
+
+
+class _PositiveDefinite(Constraint):
+    """Symmetric with a Cholesky factor (checked on concrete values with NumPy)."""
+    event_dim = 2
+
+    def check(self, value):
+        import numpy as np
+        a = value.detach().numpy()
+        sym = np.all(np.abs(a - np.swapaxes(a, -1, -2)) <= 1e-6 * (1 + np.abs(a)), axis=(-1, -2))
+        pd = np.all(np.linalg.eigvalsh(a) > 0, axis=-1) if a.size else np.ones(a.shape[:-2], bool)
+        return O.as_t(sym & pd)
+
+
+dependent = _Dependent()
+dependent_property = _DependentProperty
+independent = _Independent
+boolean = _Boolean()
+nonnegative_integer = _IntegerGreaterThan(0)
+integer_interval = _IntegerInterval
+real = _Real()
+real_vector = _Independent(real, 1)
+positive = _GreaterThan(0.0)
+greater_than = _GreaterThan
+unit_interval = _Interval(0.0, 1.0)
+interval = _Interval
+half_open_interval = _HalfOpenInterval
+simplex = _Simplex()
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
