@@ -18,7 +18,8 @@ def _inputs(lib):
     rng = np.random.default_rng(0)
     f = lambda *s: lib.tensor(rng.standard_normal(s).astype(np.float32))  # noqa: E731
     return dict(x=f(4, 3), w=f(3, 3), v=f(3), b=f(3), bx=f(2, 4, 3), bw=f(2, 3, 5),
-                y=lib.tensor([0, 2, 1, 1]), p=lib.tensor(rng.uniform(0.1, 0.9, (4, 3)).astype(np.float32)))
+                y=lib.tensor([0, 2, 1, 1]), p=lib.tensor(rng.uniform(0.1, 0.9, (4, 3)).astype(np.float32)),
+                img=f(2, 3, 6, 6), k2=f(4, 3, 3, 3), seq=f(2, 3, 7), k1=f(4, 3, 3), q=f(2, 2, 3, 4))
 
 
 # each op gets the library and the inputs; `low` is the output of a low-precision matmul,
@@ -33,6 +34,12 @@ OPS = {
     "dot": lambda L, F, d: L.dot(d["v"], d["v"]),
     "einsum": lambda L, F, d: L.einsum("ij,jk->ik", d["x"], d["w"]),
     "linear": lambda L, F, d: F.linear(d["x"], d["w"], d["b"]),
+    "conv1d": lambda L, F, d: F.conv1d(d["seq"], d["k1"], padding=1),
+    "conv2d": lambda L, F, d: F.conv2d(d["img"], d["k2"], d["k2"][:, 0, 0, 0], stride=2),
+    "conv_transpose1d": lambda L, F, d: F.conv_transpose1d(d["seq"], d["k1"].transpose(0, 1)),
+    "conv_transpose2d": lambda L, F, d: F.conv_transpose2d(d["img"], d["k2"].transpose(0, 1)),
+    "conv2d_module": lambda L, F, d: L.nn.Conv2d(3, 4, 3)(d["img"]),
+    "sdpa": lambda L, F, d: F.scaled_dot_product_attention(d["q"], d["q"], d["q"], is_causal=True),
     "linear_module_f64": lambda L, F, d: F.linear(d["x"].double(), d["w"].double()),
     "int_mm": lambda L, F, d: L.mm(d["y"][None], d["y"][:, None]),
     "softmax": lambda L, F, d: L.softmax(d["low"], 1),

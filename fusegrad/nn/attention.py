@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 
 from ..ir import dtypes as D
 from ..runtime import ops as O
+from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import ones, zeros
 from ..runtime.tensor import Tensor
 from . import functional as F
@@ -50,6 +51,7 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], dropout_p: 
     return O.matmul(weights, v), weights
 
 
+@lower_precision
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
                                  enable_gqa: bool = False) -> Tensor:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir import prims as P
 from ..runtime import ops as O
+from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
@@ -102,6 +103,7 @@ def _pad_input(x: Tensor, pads: list, mode: str) -> Tensor:
     return pad(x, flat, mode=mode)
 
 
+@lower_precision
 def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, padding, dilation, groups: int,
                 n: int, name: str, padding_mode: str = "zeros") -> Tensor:
     """The n-d convolution (cross-correlation) of ``input`` (N, C, *sp) or (C, *sp) with
@@ -160,12 +162,14 @@ def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, p
     return named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0")
 
 
+@lower_precision
 def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
            padding: Union[IntOrTuple, str] = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """1-d convolution of ``input`` (N, C, L) with ``weight`` (O, C // groups, k)."""
     return convolution(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
+@lower_precision
 def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
            padding: Union[IntOrTuple, str] = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """2-d convolution of ``input`` (N, C, H, W) with ``weight`` (O, C // groups, kh, kw)."""
@@ -183,6 +187,7 @@ def dilate(x: Tensor, stride: tuple) -> Tensor:
     return P.embed(x, key=key, shape=big)
 
 
+@lower_precision
 def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, padding, output_padding,
                    groups: int, dilation, n: int, name: str) -> Tensor:
     """The n-d transposed convolution: the gradient of ``convolution`` with respect to its
@@ -225,6 +230,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
     return named(out, "ConvolutionBackward0")
 
 
+@lower_precision
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
                      padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
                      dilation: IntOrTuple = 1) -> Tensor:
@@ -233,6 +239,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
                           "conv_transpose1d")
 
 
+@lower_precision
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
                      padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
                      dilation: IntOrTuple = 1) -> Tensor:
