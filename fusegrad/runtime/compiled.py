@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import OrderedDict
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -32,9 +33,11 @@ from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
 from .segments import run_segmented
+from ..compiler import _marked_dynamic, _static_dims
 from .tensor import Tensor, wrap
 
 RECOMPILE_LIMIT = 8
+SIZED_LIMIT = 64  # per-size plans kept per symbolic function (least recently used dropped)
 _BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
 
 
@@ -267,21 +270,26 @@ class _Segmented:
 class CompiledFunction:
     """The object ``fusegrad.compile`` returns: call it like the original function."""
 
-    def __init__(self, fn: Callable, backend: str, fullgraph: bool, remat: str):
+    def __init__(self, fn: Callable, backend: str, fullgraph: bool, remat: str, dynamic: Optional[bool] = None):
         if remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {REMAT_POLICIES}, got {remat!r}")
         self.fn = fn
         self.backend_name = backend
         self.fullgraph = fullgraph
         self.remat = remat
+        self.dynamic = dynamic
         self._owner = fn if hasattr(fn, "named_parameters") else None
+        # dynamic shapes: size-free signature -> the signatures compiled with static sizes, or
+        # True once compiled symbolically; the per-size plans of symbolic families (LRU)
+        self._families: dict = {}
+        self._sized: "OrderedDict[Any, Any]" = OrderedDict()
         # per signature, one variant per set of guard values; an eager decision always applies
         self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) is not _Plan or e.traced.holds())
         self._warmed: set = set()
         self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
-                       "warmups": 0, "segments": 0, "graph_breaks": [], "notes": []}
+                       "warmups": 0, "segments": 0, "symbolic_sizes": 0, "graph_breaks": [], "notes": []}
         functools.update_wrapper(self, fn, updated=())
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
@@ -293,7 +301,8 @@ class CompiledFunction:
     def cache_info(self) -> dict:
         """Counters: compiles, hits, misses, fallbacks (eager calls), recompiles, graph_breaks
         (reasons naming file:line, each once), segments (compiled segments of functions that
-        break), notes (e.g. backend substitutions), entries."""
+        break), symbolic_sizes (sizes served by a shape-symbolic graph family: traced again,
+        no kernel compiled), notes (e.g. backend substitutions), entries."""
         with self._lock:
             info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
             info["entries"] = len(self._cache)
@@ -339,10 +348,19 @@ class CompiledFunction:
         key = signature(leaves, spec_key, self._owner)
         with self._lock:
             entry = self._cache.find(key)
+            if entry is None:
+                entry = self._sized.get(key)
+                if entry is not None and type(entry) is _Plan and not entry.traced.holds():
+                    entry = None
             if entry is not None:
                 self._stats["hits"] += 1
                 return entry
             self._stats["misses"] += 1
+            family = self._family(key, leaves)
+            seen = self._families.get(family)
+            if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
+                                       or (seen is not None and key not in seen)):
+                return self._build_sized(key, family, leaves, spec)
             if key not in self._warmed and _optimizer_state_missing(self.fn):
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
                 # by an eager first call, so the trace only updates existing state in place
@@ -365,7 +383,36 @@ class CompiledFunction:
                     "depended on, changed" if self._cache.has(key) else f"new signature {key[1]}"))
             entry = self._build(leaves, spec)
             self._cache.add(key, entry)
+            if family is not None and self._families.get(family) is not True:
+                self._families.setdefault(family, set()).add(key)  # another size of it goes symbolic
             return entry
+
+    def _family(self, key, leaves) -> Any:
+        """The size-free signature (each tensor dimension's size as 0, 1 or "more", except
+        dimensions marked static) when this function may go symbolic, else None."""
+        if self.dynamic is False:
+            return None
+        spec_key, parts, *rest = key
+        static = _static_dims(leaves)
+        return (spec_key, tuple(
+            p if p[0] != "T" else ("T", tuple(n if (i, d) in static or n < 2 else -1 for d, n in enumerate(p[1])),
+                                   *p[2:])
+            for i, p in enumerate(parts)), *rest)
+
+    def _build_sized(self, key, family, leaves, spec):
+        """A plan for this size with shape-symbolic kernels (see ``compile``'s ``dynamic``)."""
+        first = self._families.get(family) is not True
+        if first:
+            self._stats["recompiles"] += bool(len(self._cache))
+            log("recompiles", f"{self.__name__}: sizes changed ({key[1]}); compiling with symbolic sizes")
+        entry = self._build(leaves, spec, symbolic=True, counted=first)
+        if not first:
+            self._stats["symbolic_sizes"] += 1
+        self._families[family] = True
+        self._sized[key] = entry
+        while len(self._sized) > SIZED_LIMIT:
+            self._sized.popitem(last=False)
+        return entry
 
     def _note_break(self, reason: str) -> None:
         with self._lock:
@@ -379,13 +426,15 @@ class CompiledFunction:
                 self._stats["notes"].append(note)
                 log("recompiles", note)
 
-    def _build(self, leaves, spec):
+    def _build(self, leaves, spec, symbolic: bool = False, counted: bool = True):
         """Trace and compile; a graph break gives a cached decision to run in segments
         around the breaks, a backend's refusal one to run eagerly; any other exception
         propagates with nothing cached."""
         try:
-            plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__)
+            plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic)
         except (GraphBreak, Unsupported) as e:
+            if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
+                return self._build(leaves, spec, False, counted)
             reason = e.reason
             if self.fullgraph:
                 raise RuntimeError(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
@@ -393,7 +442,7 @@ class CompiledFunction:
                 self._stats["graph_breaks"].append(reason)
             log("graph_breaks", reason)
             return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
-        self._stats["compiles"] += 1
+        self._stats["compiles"] += counted
         if plan.stages.get("note"):
             if plan.stages["note"] not in self._stats["notes"]:
                 self._stats["notes"].append(plan.stages["note"])
@@ -420,13 +469,16 @@ def _optimizer_state_missing(fn) -> bool:
                for g in opt.param_groups for p in g["params"])
 
 
-def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str) -> _Plan:
+def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False) -> _Plan:
     traced = _trace(fn, leaves, spec)
-    return plan_of(traced, [x._rg for x in leaves if isinstance(x, Tensor)], backend_name, remat, name)
+    return plan_of(traced, [x._rg for x in leaves if isinstance(x, Tensor)], backend_name, remat, name, symbolic)
 
 
-def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str) -> _Plan:
-    """Optimize and compile a traced graph whose inputs require grad as ``input_rg`` says."""
+def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str,
+            symbolic: bool = False) -> _Plan:
+    """Optimize and compile a traced graph whose inputs require grad as ``input_rg`` says;
+    ``symbolic``: with the backend's shape-symbolic kernels, which graphs of other sizes
+    share (dynamic shapes)."""
     dump = Dumper(name)
     g = traced.graph
     dump("traced", g)
@@ -440,7 +492,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]
-        plan.forward = backend.compile(opt, _donations(traced, opt))
+        plan.forward = backend.compile(opt, _donations(traced, opt), symbolic=symbolic)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
         _kernel_stage(stages, plan.forward)
     else:
@@ -450,8 +502,8 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         plan.n_primal_consts = len(opt.consts)
         plan.holders = [h for _, h in opt.consts] + [h for _, h in fwd.consts]
         plan.bwd_holders = [h for _, h in bwd.consts]
-        plan.forward = backend.compile(fwd)  # primal consts are positional inputs here
-        plan.backward = backend.compile(bwd)
+        plan.forward = backend.compile(fwd, symbolic=symbolic)  # primal consts are positional inputs here
+        plan.backward = backend.compile(bwd, symbolic=symbolic)
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)
@@ -525,8 +577,14 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: b
             options: Optional[dict] = None):  # noqa: A001 - torch.compile's name
     """Compile ``fn`` (a function or an nn.Module); usable as ``@compile``,
     ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3. torch.compile's
-    ``dynamic``, ``mode`` and ``options`` are accepted (checked as PyTorch checks them)
-    and change nothing yet.
+    ``mode`` and ``options`` are accepted (checked as PyTorch checks them) and change nothing.
+
+    Dynamic shapes (``dynamic``, as torch.compile's): None compiles the first signature with
+    static sizes and, once a call differs from a compiled signature only in tensor sizes,
+    compiles that family with the backend's shape-symbolic kernels, which every further size
+    shares (each size is traced again, no kernel is compiled again; sizes 0 and 1 specialize);
+    True starts symbolic; False never. ``fusegrad.compiler.mark_dynamic``/``mark_static``
+    mark a tensor's dimension.
 
     Whole training steps: ``fn`` may call ``loss.backward()`` and ``optimizer.step()``; they
     trace into the one graph, and in-place updates of captured tensors (parameters, ``.grad``,
@@ -541,8 +599,8 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: b
     if dynamic not in (None, True, False):
         raise TypeError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
     if fn is None:
-        return lambda f: CompiledFunction(f, backend, fullgraph, remat)
-    return CompiledFunction(fn, backend, fullgraph, remat)
+        return lambda f: CompiledFunction(f, backend, fullgraph, remat, dynamic)
+    return CompiledFunction(fn, backend, fullgraph, remat, dynamic)
 
 
 def make_ir(fn: Callable) -> Callable[..., Graph]:
