@@ -53,6 +53,8 @@ def test_msort_and_return_type():
     r = fg.sort(fg.tensor(a))
     assert type(r).__name__ == "sort" and r._fields == ("values", "indices")
     assert type(fg.topk(fg.tensor(a), 2)).__name__ == "topk"
+    a = np.array([3.0, 1.0, 2.0], np.float32)
+    assert repr(fg.sort(fg.tensor(a))) == repr(torch.sort(torch.tensor(a))).replace("torch.", "fusegrad.")
 
 
 @pytest.mark.parametrize("k,dim,largest", list(itertools.product((0, 1, 3), (0, 1, -1), (True, False))))
@@ -190,3 +192,12 @@ def test_vmap_and_compile():
                                                                                               torch.tensor(v)))
     g = fg.compile(lambda x: fg.sort(x * 2.0, dim=-1).values + 1.0)
     np.testing.assert_allclose(g(fg.tensor(a)).numpy(), np.sort(a * 2, -1) + 1, rtol=1e-6)
+
+
+def test_forward_mode_tangents_match_torch():
+    a, t = _rng.standard_normal((3, 5)), _rng.standard_normal((3, 5))
+    f = lambda x: fg.topk(x, 2, dim=1).values * 2 + fg.sort(x, dim=0).values[:1, :2]  # noqa: E731
+    tf = lambda x: torch.topk(x, 2, dim=1).values * 2 + torch.sort(x, dim=0).values[:1, :2]  # noqa: E731
+    _, jv = fg.func.jvp(f, (fg.tensor(a),), (fg.tensor(t),))
+    _, tjv = torch.func.jvp(tf, (torch.tensor(a),), (torch.tensor(t),))
+    np.testing.assert_allclose(jv.numpy(), tjv.numpy(), rtol=1e-12)

@@ -19,6 +19,8 @@ def _return_type(name: str, fields: tuple) -> type:
     """A named tuple printed and named as ``torch.return_types.<name>``."""
     t = namedtuple(name, fields)
     t.__module__ = "fusegrad.return_types"
+    t.__repr__ = lambda self: (f"fusegrad.return_types.{name}(\n"
+                               + ",\n".join(f"{k}={v!r}" for k, v in zip(fields, self)) + ")")
     return t
 
 
