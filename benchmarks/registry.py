@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import w1_elementwise, w2_mlp, w3_chain, w4_transforms, w5_remat, w6_first_call, w10_break
+from . import w1_elementwise, w2_mlp, w3_chain, w4_transforms, w5_remat, w6_first_call, w7_lenet, w10_break
 
 WORKLOADS: dict[str, ModuleType] = {
     "W1": w1_elementwise,
@@ -12,5 +12,6 @@ WORKLOADS: dict[str, ModuleType] = {
     "W4": w4_transforms,
     "W5": w5_remat,
     "W6": w6_first_call,
+    "W7": w7_lenet,
     "W10": w10_break,
 }
