@@ -41,10 +41,34 @@ def _index_put_impl(x, v, *idx, key, accumulate):
     out = np.array(x, copy=True)
     k = _full_key(key, idx)
     if accumulate:
-        np.add.at(out, k, v)
+        if not _add_along_axis(out, key, idx, v):
+            np.add.at(out, k, v)
     else:
         out[k] = v
     return out
+
+
+def _add_along_axis(out, key, idx, v) -> bool:
+    """``out[..., i, ...] += v`` for one index array along one axis (the others whole), as
+    segment sums over the sorted indices: ~10x faster than ``np.add.at`` for the
+    scatter-adds that gathers of windows (convolution, pooling) have as their gradient.
+    Returns False when the key has another form."""
+    if len(idx) != 1 or idx[0].size == 0 or out.dtype.kind not in "fc":
+        return False
+    axis = key.index("T")
+    if any(k != (0, n, 1) for i, (k, n) in enumerate(zip(key, out.shape)) if i != axis):
+        return False
+    n = out.shape[axis]
+    flat = idx[0].reshape(-1).astype(np.int64, copy=False)
+    flat = np.where(flat < 0, flat + n, flat)
+    lead, tail = out.shape[:axis], out.shape[axis + 1:]
+    vals = np.broadcast_to(v, lead + idx[0].shape + tail).reshape(lead + (flat.size,) + tail)
+    order = np.argsort(flat, kind="stable")
+    sorted_idx = flat[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1])))
+    sums = np.add.reduceat(np.take(vals, order, axis=axis), starts, axis=axis)
+    out[(slice(None),) * axis + (sorted_idx[starts],)] += sums.astype(out.dtype, copy=False)
+    return True
 
 
 def _index_put_vjp(g, ins, out, needs, key, accumulate):
