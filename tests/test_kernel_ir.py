@@ -288,3 +288,25 @@ def test_hoist_index_binds_outer_arithmetic_before_inner_loops(rng):
             run(optimize(lg.kernel), bufs, syms)
             for n in bufs:
                 np.testing.assert_array_equal(bufs[n], plain[n])
+
+
+# ---------------------------------------------------------------- shared kernels (cpu backend)
+def test_identical_layers_compile_one_shared_kernel(rng):
+    """The cpu backend's entry calls elementwise loop groups as kernels rendered from
+    kernel IR: six identical layers (and another graph with three) use one compiled kernel."""
+    from fusegrad.codegen.cpu import CpuBackend
+    from fusegrad.runtime.kernel_cache import load_module
+
+    def layers(x, *ws):
+        for w in ws:
+            x = E.tanh(E.add(x @ w, 1.0))
+            x = E.mul(x, E.exp(x))
+        return x
+
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    ws = [(0.1 * rng.standard_normal((64, 64))).astype(np.float32) for _ in range(6)]
+    exes = [CpuBackend().compile(graph_of(layers, [x] + ws[:n], optimize=True)) for n in (6, 3)]
+    assert len(exes[0].kernels) == 1 and exes[0].kernels == exes[1].kernels
+    for n, exe in zip((6, 3), exes):
+        np.testing.assert_allclose(exe(x, *ws[:n])[0], _eager(layers, [x] + ws[:n])[0], rtol=1e-4, atol=1e-5)
+    assert len(load_module(exes[0].kernels[0]).kernel.signatures) == 1  # compiled once for both

@@ -3,6 +3,8 @@ the steps with the lanes innermost. Random chains (forward and gradient) run as 
 source in plain Python (Numba's decorator stubbed out, so no compile per program) against
 eager; a few run compiled by Numba, including W3's shape and sin's exact-path rerun."""
 import re
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -12,17 +14,32 @@ from fusegrad.codegen import cpu_reroll
 from fusegrad.codegen.cpu import CpuBackend, generate
 from fusegrad.func import grad
 from fusegrad.passes.fusion import fuse
+from fusegrad.runtime.kernel_cache import module_name
 from helpers import graph_of
 
 
-def _run_source(src: str, arrays: list, g) -> tuple:
-    """The generated kernel of graph ``g`` run as plain Python: the same statements, no
-    Numba compile. Arguments: ``arrays`` then the graph's captured consts."""
-    arrays = list(arrays) + [np.asarray(h._data) for _, h in g.consts]
+def _plain(src: str) -> types.ModuleType:
+    """Generated module source executed as plain Python (no Numba compile)."""
+    mod = types.ModuleType("plain_kernel")
     src = src.replace("from numba import njit, prange", "njit = lambda *a, **k: (lambda f: f)\nprange = range")
-    ns: dict = {}
-    exec(compile(src, "<kernel>", "exec"), ns)
-    return ns["kernel"](*[np.ascontiguousarray(a).reshape(-1).copy() for a in arrays])
+    exec(compile(src, "<kernel>", "exec"), mod.__dict__)
+    return mod
+
+
+def _run_source(generated: tuple, arrays: list, g) -> tuple:
+    """The generated entry of graph ``g`` (``generate``'s result) run as plain Python, with
+    the loop kernels it imports: the same statements, no Numba compile. Arguments:
+    ``arrays`` then the graph's captured consts."""
+    src, _, kernels = generated
+    arrays = list(arrays) + [np.asarray(h._data) for _, h in g.consts]
+    names = {module_name(k): _plain(k) for k in kernels}
+    sys.modules.update(names)
+    try:
+        entry = _plain(src)
+    finally:
+        for n in names:
+            del sys.modules[n]
+    return entry.kernel(*[np.ascontiguousarray(a).reshape(-1).copy() for a in arrays])
 
 
 STEPS = {
@@ -73,9 +90,10 @@ def test_random_chains_rerolled_match_eager(seed):
     tol = dict(rtol=2e-4, atol=2e-5) if arrays[0].dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
     for f in (fn, gfn):
         g = graph_of(f, arrays, optimize=True)
-        src = generate(g, fuse(g))[0]
+        gen = generate(g, fuse(g))
+        src = gen[0]
         assert "for zq in range(" in src, (desc, src)
-        got = _run_source(src, arrays, g)
+        got = _run_source(gen, arrays, g)
         if "ntrig" in src:  # the fast sin/cos kernel's trailing count of out-of-range arguments
             assert got[-1] == 0, desc
             got = got[:-1]
@@ -95,9 +113,9 @@ def test_irregular_bodies_stay_unrolled():
         return h
     arrays = [np.random.default_rng(0).standard_normal((40, 3)), np.ones(3)]
     g = graph_of(fn, arrays, optimize=True)
-    src = generate(g, fuse(g))[0]
-    assert "zq" not in src
-    np.testing.assert_allclose(_run_source(src, arrays, g)[0], fn(*map(fg.tensor, arrays)).numpy(), rtol=1e-12)
+    gen = generate(g, fuse(g))
+    assert "zq" not in gen[0]
+    np.testing.assert_allclose(_run_source(gen, arrays, g)[0], fn(*map(fg.tensor, arrays)).numpy(), rtol=1e-12)
     lines = ["    for i0 in range(4):"] + [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})])" for k in range(8)]
     assert cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64)) == lines
 

@@ -17,11 +17,12 @@ from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
 from ..passes.memory import donations, plan
 from ..passes.signs import nonpositive
-from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
+from ..runtime.kernel_cache import generated_key, load_generated, load_module, module_name, store_generated
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import emit_call
-from .cpu_loops import emit_loop_group, guarded
+from .cpu_loops import emit_loop_group, guarded, shareable
+from .cpu_render import render
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
 from .cpu_symbolic import compile_symbolic
 from .kir_lower import Listing, lower_group
@@ -44,7 +45,8 @@ class CpuExecutable:
         self._fn = fn  # the compiled entry point (see _compile_now)
         self._exact = exact  # dispatcher for sin/cos arguments past fastmath's range (see cpu._entry)
         self._graph = graph
-        self._source = source
+        self._source = source  # the entry's module, then those of the kernels it calls
+        self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
         fused_of = _FusedOnce(graph, fused)
         # printed on demand (Lowered.ir)
         self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of()))}
@@ -123,15 +125,19 @@ class CpuBackend:
         if record is None:
             fused = fuse(graph)
             donated = donations(fused, donate) if donate else {}
-            source, donated = generate(graph, fused, donated)
+            source, donated, kernels = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
-            record = {"source": source, "written": [args.index(x) for x in donated.values()]}
+            record = {"source": source, "written": [args.index(x) for x in donated.values()], "kernels": kernels}
             if key:
                 store_generated(key, record)
+        for src in record["kernels"]:  # the modules the entry imports, first
+            load_module(src)
         mod = load_module(record["source"])
         entry = _compile_now(mod.kernel, graph)
-        return CpuExecutable(graph, fused, record["source"], entry, getattr(mod, "kernel_exact", None),
-                             tuple(record["written"]))
+        exe = CpuExecutable(graph, fused, "\n\n".join([record["source"]] + record["kernels"]), entry,
+                            getattr(mod, "kernel_exact", None), tuple(record["written"]))
+        exe.kernels = tuple(record["kernels"])
+        return exe
 
 
 def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
@@ -141,8 +147,10 @@ def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
         return None
     written = record.get("written")
     n = len(graph.arguments())
+    kernels = record.get("kernels")
     if isinstance(record.get("source"), str) and isinstance(written, list) \
-            and all(type(k) is int and 0 <= k < n for k in written):
+            and all(type(k) is int and 0 <= k < n for k in written) \
+            and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels):
         return record
     warnings.warn("fusegrad: malformed generated-code cache entry; rebuilding it")
     return None
@@ -182,26 +190,45 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     are computed into (see passes.memory.donations); a kernel that may rerun (the exact
     entry) writes no argument."""
     _check_types(graph)
-    for gi, g in enumerate(fused.groups):  # every loop group has a kernel (else Unsupported, with the reason)
-        if isinstance(g, LoopGroup):
-            lower_group(fused, gi)
+    # every loop group has a kernel (else Unsupported, with the reason)
+    lowered = {gi: lower_group(fused, gi) for gi, g in enumerate(fused.groups) if isinstance(g, LoopGroup)}
     facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
                  bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     lw = Lowering(guard="fast", **facts)
+    shared, kernels = _shared_kernels(graph, fused, lowered, lw)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
     donated = {} if guarded(fused, lw) else dict(donated or {})
-    parts = [_entry(graph, fused, "kernel", lw, donated)]
+    parts = [_entry(graph, fused, "kernel", lw, donated, shared)]
     if lw.guarded:
-        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", **facts), donated))
+        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", **facts), donated, shared))
     glob: dict = {}
     for _, l2, _ in parts:
         glob.update(l2.globals)
     body = [ln for _, _, lines in parts for ln in lines + [""]]
     gemm = [blas_prelude()] if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups) else []
+    imports = [f"from {module_name(src)} import kernel as {sym}" for sym, src in kernels.items()]
     head = ["# generated by fusegrad's cpu backend", "import math", "", "import numpy as np",
-            "from numba import njit, prange", *gemm, *fastmath_prelude(glob, body), ""]
-    return "\n".join(head + body), donated
+            "from numba import njit, prange", *gemm, *imports, *fastmath_prelude(glob, body), ""]
+    return "\n".join(head + body), donated, list(kernels.values())
+
+
+def _shared_kernels(graph: Graph, fused: Fused, lowered: dict, lw: Lowering) -> tuple:
+    """({group index: (LoweredGroup, symbol)}, {symbol: module source}): the loop groups
+    the entry calls as kernels rendered from kernel IR (cpu_loops.shareable; not a part of
+    a concatenation, whose buffers are views). Groups of the same structure share one
+    kernel, hence one module: compiled once per process and cached once on disk, whatever
+    graph or layer they come from."""
+    views = _concat_views(fused, {v.id for v in graph.arguments()})[0]
+    shared, kernels, by_source = {}, {}, {}
+    for gi, lg in lowered.items():
+        if not shareable(fused, fused.groups[gi], lw) or any(v.id in views for v in lg.binds):
+            continue
+        src = render(lg.kernel)
+        sym = by_source.setdefault(src, f"_kr{len(by_source)}")
+        kernels[sym] = src
+        shared[gi] = (lg, sym)
+    return shared, kernels
 
 
 def _concat_views(fused: Fused, args: set) -> tuple:
@@ -269,13 +296,14 @@ def _resolve_part_views(body: list, parts: dict) -> list:
     return out
 
 
-def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -> tuple:
+def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, shared: dict) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
     the function also returns a count that is non-zero when some sin/cos argument
     lies beyond fastmath's exact range; then the caller reruns the graph with the "exact"
     entry, which selects libm for them (a kernel that may rerun writes no argument: see
     ``generate``). The common path keeps vectorizable trig; the exact one compiles on
-    demand. ``donated`` outputs are computed into their argument's array."""
+    demand. ``donated`` outputs are computed into their argument's array; ``shared`` loop
+    groups (see ``_shared_kernels``) are calls of their kernels."""
     args = graph.arguments()
     arg_name = {v.id: f"x{k}" for k, v in enumerate(args)}
     slot = plan(fused)
@@ -309,6 +337,9 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict) -
         elif isinstance(g, CallGroup):
             body.append(f"    # call {g.eqn.prim.name}")
             body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
+        elif gi in shared:
+            lg, sym = shared[gi]
+            body.append(f"    {sym}({', '.join(buf(v) for v in lg.binds)})")
         else:
             parallel |= g.parallel
             body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num, parts))

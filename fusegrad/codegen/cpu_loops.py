@@ -17,7 +17,7 @@ from ..ir.graph import Eqn, Var
 from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
-from .cpu_reroll import reroll
+from .cpu_reroll import MIN_BODY, reroll
 from .cpu_scalar import GUARD, Lowering, literal
 from .kir_lower import flat_ok, phase_work, phases, real_reduction
 
@@ -127,8 +127,7 @@ class LoopEmitter:
         self._private = f"{GUARD}_p"  # per-iteration (or per-chunk) count inside a prange loop
         self.outline = sum(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
                            for e in g.eqns) > MAX_INLINED
-        inner = [s for s in g.domain if s != 1]
-        self.short = (math.prod(inner) if self.flat else (inner[-1] if inner else 1)) < SHORT_LOOP
+        self.short = _short(g, self.flat)
 
     # -- reading values
     def read(self, v, idx: list) -> str:
@@ -463,6 +462,26 @@ def _operand_dtype(e: Eqn) -> np.dtype:
 def _guarded(g: LoopGroup, lw: Lowering) -> bool:
     """True if a member of ``g`` lowers with ``lw`` to a fast sin/cos that counts huge arguments."""
     return any(e.prim.kind == "elementwise" and lw.guards(e.prim.scalar, _operand_dtype(e)) for e in g.eqns)
+
+
+def _short(g: LoopGroup, flat: bool) -> bool:
+    """True if ``g``'s innermost loop is too short to vectorize (see SHORT_LOOP)."""
+    inner = [s for s in g.domain if s != 1]
+    return (math.prod(inner) if flat else (inner[-1] if inner else 1)) < SHORT_LOOP
+
+
+def shareable(fused: Fused, g: LoopGroup, lw: Lowering) -> bool:
+    """True if loop group ``g`` needs none of the forms only this emitter writes, so the
+    kernel-IR renderer (cpu_render) serves it as well, as a kernel shared by every group of
+    the same structure: elementwise only (reductions take chunked, column or NaN-counting
+    forms here), no guarded sin/cos, no body long enough to reroll, no fastmath variant
+    chosen by loop length or by a sign fact about an operand."""
+    if g.red_axes or _guarded(g, lw) or (not g.parallel and len(g.eqns) >= MIN_BODY):
+        return False
+    if _short(g, flat_ok(fused, g)) and any(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
+                                           for e in g.eqns):
+        return False
+    return not any(isinstance(a, Var) and a.id in lw.nonpositive_vars for e in g.eqns for a in e.inputs)
 
 
 def guarded(fused: Fused, lw: Lowering) -> bool:
