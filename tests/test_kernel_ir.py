@@ -309,4 +309,6 @@ def test_identical_layers_compile_one_shared_kernel(rng):
     assert len(exes[0].kernels) == 1 and exes[0].kernels == exes[1].kernels
     for n, exe in zip((6, 3), exes):
         np.testing.assert_allclose(exe(x, *ws[:n])[0], _eager(layers, [x] + ws[:n])[0], rtol=1e-4, atol=1e-5)
-    assert len(load_module(exes[0].kernels[0]).kernel.signatures) == 1  # compiled once for both
+    # compiled once for both (or not at all in this process: entries loaded from Numba's
+    # disk cache carry the kernel's code linked in)
+    assert len(load_module(exes[0].kernels[0]).kernel.signatures) <= 1
