@@ -25,7 +25,7 @@ FLOORS = {"NumPy by hand", "NumPy GEMMs only (8)"}
 OPTIONAL = {S.TORCH_EAGER} if importlib.util.find_spec("torch") else set()
 
 
-@pytest.mark.parametrize("workload", ["W1", "W2", "W3", "W4", "W5", "W7", "W10"])
+@pytest.mark.parametrize("workload", ["W1", "W2", "W3", "W4", "W5", "W7", "W9", "W10", "W11"])
 def test_workload_runs_and_matches_eager(workload):
     for task in WORKLOADS[workload].tasks("quick"):
         rows = check_task(task, FUSEGRAD_SYSTEMS | FLOORS | OPTIONAL)

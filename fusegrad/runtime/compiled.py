@@ -469,6 +469,14 @@ def _optimizer_state_missing(fn) -> bool:
                for g in opt.param_groups for p in g["params"])
 
 
+def _symbolic_runs(graph: Graph) -> bool:
+    """Whether the cpu backend's symbolic executable can run ``graph``: its library calls
+    run by the primitive's impl, which lacks fusion's GEMM epilogue (alpha, beta, an
+    accumulator operand), so such a graph compiles with static sizes instead."""
+    from ..passes.fusion import _gemm_epilogues, _without_stop_gradients
+    return not _gemm_epilogues(_without_stop_gradients(graph))[1]
+
+
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False) -> _Plan:
     traced = _trace(fn, leaves, spec)
     return plan_of(traced, [x._rg for x in leaves if isinstance(x, Tensor)], backend_name, remat, name, symbolic)
@@ -488,11 +496,16 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     if backend.name != backend_name:
         stages["note"] = f"backend {backend_name!r} is not available; using {backend.name!r}"
     plan = _Plan(traced, stages)
+
+    def build(graph: Graph, donate: Optional[dict] = None):
+        if symbolic and not _symbolic_runs(graph):
+            raise Unsupported("the shape-symbolic kernels do not run GEMM epilogues (X + c * A @ B) yet")
+        return backend.compile(graph, donate, symbolic=symbolic)
     rg = list(input_rg) + [h._rg for _, h in opt.consts]
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]
-        plan.forward = backend.compile(opt, _donations(traced, opt), symbolic=symbolic)
+        plan.forward = build(opt, _donations(traced, opt))
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
         _kernel_stage(stages, plan.forward)
     else:
@@ -502,8 +515,8 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         plan.n_primal_consts = len(opt.consts)
         plan.holders = [h for _, h in opt.consts] + [h for _, h in fwd.consts]
         plan.bwd_holders = [h for _, h in bwd.consts]
-        plan.forward = backend.compile(fwd, symbolic=symbolic)  # primal consts are positional inputs here
-        plan.backward = backend.compile(bwd, symbolic=symbolic)
+        plan.forward = build(fwd)  # primal consts are positional inputs here
+        plan.backward = build(bwd)
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)
