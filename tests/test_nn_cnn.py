@@ -356,3 +356,20 @@ def test_vmap_matches_loop(name):
     got = ff.vmap(fn, in_dims=in_dims)(*xs)
     want = fg.stack([fn(*[x[i] if d == 0 else x for x, d in zip(xs, in_dims)]) for i in range(3)])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_index_put_accumulate_along_one_axis_matches_numpy_add_at():
+    """The sorted-segment path that convolution gradients take (duplicates, negative and
+    int32 indices, a broadcast value) against ``np.add.at``; a boolean mask keeps add.at."""
+    from fusegrad.ir.prims.indexing import _index_put_impl
+    x = arr(3, 7, 2)
+    key = ((0, 3, 1), "T", (0, 2, 1))
+    for idx, v in ((np.array([[0, -1, 3], [3, 3, 6]]), arr(3, 2, 3, 2)),
+                   (np.array([1, 1, -7], dtype=np.int32), arr(3, 1, 2)), (np.array([2, 2]), 1.5)):
+        want = x.copy()
+        np.add.at(want, (slice(None), idx, slice(None)), v)
+        np.testing.assert_allclose(_index_put_impl(x, v, idx, key=key, accumulate=True), want, rtol=1e-13)
+    mask = np.array([True, False] * 3 + [True])
+    want = x.copy()
+    np.add.at(want, (slice(None), mask, slice(None)), 1.0)
+    np.testing.assert_array_equal(_index_put_impl(x, 1.0, mask, key=key, accumulate=True), want)

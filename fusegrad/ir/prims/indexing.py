@@ -53,7 +53,7 @@ def _add_along_axis(out, key, idx, v) -> bool:
     segment sums over the sorted indices: ~10x faster than ``np.add.at`` for the
     scatter-adds that gathers of windows (convolution, pooling) have as their gradient.
     Returns False when the key has another form."""
-    if len(idx) != 1 or idx[0].size == 0 or out.dtype.kind not in "fc":
+    if len(idx) != 1 or idx[0].size == 0 or idx[0].dtype.kind not in "iu" or out.dtype.kind not in "fc":
         return False
     axis = key.index("T")
     if any(k != (0, n, 1) for i, (k, n) in enumerate(zip(key, out.shape)) if i != axis):
