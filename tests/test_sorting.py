@@ -124,6 +124,14 @@ def test_unique_matches_torch(name, dim, inv, cnt):
         _same(u, v)
 
 
+def test_unique_unsorted_matches_torch_cpu():
+    """torch's CPU unique sorts with sorted=False too; fusegrad always sorts."""
+    a = np.array([3, 1, 3, 2, 7, 0, 1])
+    for r, e in zip(fg.unique(fg.tensor(a), sorted=False, return_inverse=True, return_counts=True),
+                    torch.unique(torch.tensor(a), sorted=False, return_inverse=True, return_counts=True)):
+        _same(r, e)
+
+
 def test_unique_keeps_nans_apart_as_torch():
     a = np.array([np.nan, 1.0, np.nan, 1.0])
     _same(fg.unique(fg.tensor(a)), torch.unique(torch.tensor(a)))
