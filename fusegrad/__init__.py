@@ -30,6 +30,7 @@ from .runtime.settings import (are_deterministic_algorithms_enabled, get_default
                                use_deterministic_algorithms)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
+from .runtime.printing import get_printoptions, printoptions, set_printoptions  # noqa: E402
 
 double = float64
 float = float32  # noqa: A001
@@ -58,11 +59,6 @@ def result_type(a, b) -> dtype:
 
 def can_cast(from_: dtype, to: dtype) -> bool:
     return from_.category <= to.category
-
-
-def set_printoptions(**kwargs) -> None:
-    import numpy as np
-    np.set_printoptions(**{k: v for k, v in kwargs.items() if k in ("precision", "threshold", "linewidth")})
 
 
 def get_num_threads() -> int:

@@ -277,3 +277,70 @@ def test_keyword_table_is_current(pt):
     spec.loader.exec_module(gen)
     with open(os.path.join(root, "fusegrad", "runtime", "torch_keywords.py")) as f:
         assert f.read() == gen.render(*gen.table())
+
+
+# ---------------------------------------------------------------------------- printing
+def _print_cases():
+    rng = np.random.default_rng(7)
+    f32 = np.float32
+    cases = [np.array(3.5, f32), np.array(7), np.array(True), np.array([1., 2., 3.], f32),
+             np.array([1.5, -2.25, 1e-5], f32), np.array([1e10, 1.0], f32), np.array([0.1, 0.2, 1 / 3], f32),
+             np.arange(12, dtype=f32).reshape(3, 4), np.array([1, 2, 3]), np.array([True, False]),
+             np.array([1., 2.]), np.array([np.nan, np.inf, -np.inf, 1.], f32), np.array([np.nan, 0.5], f32),
+             np.array([123456789., 1.], f32), np.array([1e-10, 1e-12], f32), np.zeros((0,), f32),
+             np.zeros((2, 0), f32), np.zeros((0,), np.int64), np.array([1, 2], np.int32), np.array([-7], np.int8),
+             np.array([1.5, 2.5], np.float16), np.array([-0.0, 0.0], f32), np.array([1e-4, 1e4], f32),
+             np.array([100., 200.5], f32), np.arange(2000, dtype=f32), np.arange(1200).reshape(40, 30),
+             np.arange(30, dtype=f32) * 1.37, np.array([0.0, 0.0], f32), np.array([1e8, 2e8], f32),
+             rng.standard_normal((2, 3, 4)).astype(f32), (rng.standard_normal((3, 5)) * 1e5).astype(f32),
+             rng.standard_normal((4, 4, 4, 20)).astype(f32), rng.integers(-1000, 1000, (6, 7))]
+    for scale in (1e-6, 1e-3, 1.0, 1e3, 1e6, 1e9):
+        cases.append((rng.standard_normal(7) * scale).astype(f32))
+        cases.append(np.round(rng.standard_normal(5) * scale).astype(np.float64))
+    return cases
+
+
+def _same_print(pt, fg_str, t):
+    """fusegrad's print equals PyTorch's, dtypes named fusegrad.X instead of torch.X (a
+    longer name, which can move a suffix to its own line: suffix breaks are compared
+    apart)."""
+    import re
+
+    def norm(s):
+        return re.sub(r",\s+(dtype|grad_fn|requires_grad|size)=", r", \1=", s)
+    assert norm(fg_str) == norm(str(t).replace("dtype=torch.", "dtype=fusegrad."))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("i", range(len(_print_cases())))
+def test_printed_tensors_match_torch(pt, i):
+    a = _print_cases()[i]
+    _same_print(pt, str(fg.tensor(a)), pt.tensor(a))
+    _same_print(pt, repr(fg.tensor(a)), pt.tensor(a))
+
+
+@pytest.mark.torch
+def test_printed_suffixes_and_options_match_torch(pt):
+    a = np.array([[0.5, -1.25, 3.0], [2.0, 1e-3, 7.5]], np.float32)
+    for lib_x in [(lambda L: L.tensor(a, requires_grad=True)), (lambda L: L.tensor(a, requires_grad=True) * 2),
+                  (lambda L: (L.tensor(a, requires_grad=True) * 2).sum()),
+                  (lambda L: L.tensor(a.astype(np.float64), requires_grad=True).exp()),
+                  (lambda L: L.tensor(np.arange(50, dtype=np.float32), requires_grad=True) + 1),
+                  (lambda L: L.nn.Parameter(L.tensor(a)))]:
+        _same_print(pt, str(lib_x(fg)), lib_x(pt))
+    for opts in (dict(precision=2), dict(sci_mode=True), dict(sci_mode=False), dict(profile="short"),
+                 dict(threshold=5, edgeitems=2), dict(linewidth=30), dict(profile="full")):
+        with fg.printoptions(**opts):
+            ours = [str(fg.tensor(x)) for x in (a, np.arange(20, dtype=np.float32) / 3, np.arange(12))]
+        with pt._tensor_str.printoptions(**opts):
+            theirs = [str(pt.tensor(x)) for x in (a, np.arange(20, dtype=np.float32) / 3, np.arange(12))]
+        assert ours == theirs, opts
+    assert fg.get_printoptions()["precision"] == 4
+    fg.set_default_dtype(fg.float64)  # the default dtype loses its suffix, float32 gains one
+    pt.set_default_dtype(pt.float64)
+    try:
+        for dt in ("float64", "float32"):
+            _same_print(pt, str(fg.tensor([1.5, 2.0], dtype=getattr(fg, dt))),
+                        pt.tensor([1.5, 2.0], dtype=getattr(pt, dt)))
+    finally:
+        pt.set_default_dtype(pt.float32)

@@ -344,20 +344,15 @@ class Tensor:
         d = self._data
         if type(d) is Var and d.trace.breaks_on_print:  # print(t) in compiled code: a graph break
             d = self._concrete("printing a Tensor")
-        if type(d) is Var:
-            body = f"traced {d!r}: {d.type_str()}"
-        else:
-            body = np.array2string(d, separator=", ", prefix="tensor(", precision=4,
-                                   floatmode="maxprec_equal")
+        if type(d) is not Var:
+            from .printing import tensor_repr
+            return tensor_repr(d, self.dtype, self._grad_fn, self._rg)
         extra = ""
-        if type(d) is not Var and d.dtype != D.get_default_dtype().np and D.np_floating(d.dtype) or \
-                type(d) is not Var and d.dtype.kind in "iub" and d.dtype != np.int64:
-            extra += f", dtype={self.dtype}"
         if self._grad_fn is not None:
             extra += f", grad_fn=<{type(self._grad_fn).__name__}>"
         elif self._rg:
             extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+        return f"tensor(traced {d!r}: {d.type_str()}{extra})"
 
     __str__ = __repr__
 
