@@ -30,7 +30,7 @@ from .runtime.settings import (are_deterministic_algorithms_enabled, get_default
                                use_deterministic_algorithms)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
-from .runtime.printing import get_printoptions, printoptions, set_printoptions  # noqa: E402
+from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
 
 double = float64
 float = float32  # noqa: A001

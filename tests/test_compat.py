@@ -321,6 +321,7 @@ def test_printed_tensors_match_torch(pt, i):
 
 @pytest.mark.torch
 def test_printed_suffixes_and_options_match_torch(pt):
+    from fusegrad.runtime import printing
     a = np.array([[0.5, -1.25, 3.0], [2.0, 1e-3, 7.5]], np.float32)
     for lib_x in [(lambda L: L.tensor(a, requires_grad=True)), (lambda L: L.tensor(a, requires_grad=True) * 2),
                   (lambda L: (L.tensor(a, requires_grad=True) * 2).sum()),
@@ -330,12 +331,12 @@ def test_printed_suffixes_and_options_match_torch(pt):
         _same_print(pt, str(lib_x(fg)), lib_x(pt))
     for opts in (dict(precision=2), dict(sci_mode=True), dict(sci_mode=False), dict(profile="short"),
                  dict(threshold=5, edgeitems=2), dict(linewidth=30), dict(profile="full")):
-        with fg.printoptions(**opts):
+        with printing.printoptions(**opts):
             ours = [str(fg.tensor(x)) for x in (a, np.arange(20, dtype=np.float32) / 3, np.arange(12))]
         with pt._tensor_str.printoptions(**opts):
             theirs = [str(pt.tensor(x)) for x in (a, np.arange(20, dtype=np.float32) / 3, np.arange(12))]
         assert ours == theirs, opts
-    assert fg.get_printoptions()["precision"] == 4
+    assert printing.get_printoptions()["precision"] == 4
     fg.set_default_dtype(fg.float64)  # the default dtype loses its suffix, float32 gains one
     pt.set_default_dtype(pt.float64)
     try:
