@@ -345,3 +345,36 @@ def test_printed_suffixes_and_options_match_torch(pt):
                         pt.tensor([1.5, 2.0], dtype=getattr(pt, dt)))
     finally:
         pt.set_default_dtype(pt.float32)
+
+
+# ---------------------------------------------------------------------------- LazyLinear
+@pytest.mark.torch
+def test_lazy_linear_matches_torch(pt):
+    """Built and handed to an optimizer before its input size is known, as in PyTorch;
+    the first call materializes the same parameter objects, and the module becomes a
+    Linear. From torch's initial weights, training matches torch's."""
+    x = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    initial, final = None, []
+    for lib in (pt, fg):
+        model = lib.nn.Sequential(lib.nn.LazyLinear(4), lib.nn.Tanh(), lib.nn.LazyLinear(2, bias=False))
+        assert repr(model[0]) == "LazyLinear(in_features=0, out_features=4, bias=True)"
+        params = list(model.parameters())
+        opt = lib.optim.SGD(params, lr=0.1)
+        model(lib.tensor(x))
+        assert type(model[0]).__name__ == "Linear" and tuple(model[0].weight.shape) == (4, 5)
+        assert tuple(model[2].weight.shape) == (2, 4) and model[2].bias is None
+        assert all(p is q for p, q in zip(params, model.parameters())) and len(params) == 3
+        assert type(params[0]).__name__ == "Parameter"
+        assert float(params[0].detach().abs().max()) <= 1 / np.sqrt(5)  # Linear's initialization bound
+        if initial is None:
+            initial = [p.detach().numpy().copy() for p in params]
+        else:
+            with fg.no_grad():
+                for p, q in zip(params, initial):
+                    p.copy_(fg.tensor(q))
+        for _ in range(5):
+            opt.zero_grad()
+            (model(lib.tensor(x)) ** 2).mean().backward()
+            opt.step()
+        final.append(model(lib.tensor(x)).detach().numpy())
+    np.testing.assert_allclose(final[1], final[0], rtol=1e-5, atol=1e-6)

@@ -2,8 +2,8 @@
 from . import functional, init, parallel, utils
 from .module import Module
 from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU,
-                      HuberLoss, Identity, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, MSELoss, ModuleDict,
-                      ModuleList, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax, Softplus, Tanh,
+                      HuberLoss, Identity, L1Loss, LayerNorm, LazyLinear, LeakyReLU, Linear, LogSoftmax, MSELoss,
+                      ModuleDict, ModuleList, NLLLoss, ReLU, Sequential, SiLU, Sigmoid, SmoothL1Loss, Softmax, Softplus, Tanh,
                       Unflatten)
 from .modules import (GRU, GRUCell, LSTM, LSTMCell, MultiheadAttention, RNN, RNNBase, RNNCell, RNNCellBase,
                       Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
@@ -12,12 +12,12 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, A
                       AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
                       Upsample)
-from .parameter import Parameter
+from .parameter import Parameter, UninitializedParameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
-           "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
-           "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
+           "LazyLinear", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
+           "Sequential", "UninitializedParameter", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
 
 # recurrent and attention layers
 __all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "MultiheadAttention", "RNN", "RNNBase", "RNNCell", "RNNCellBase",

@@ -38,3 +38,29 @@ class Parameter(Tensor):
 
 def _rebuild_parameter(array: np.ndarray, requires_grad: bool) -> Parameter:
     return Parameter(wrap(array), requires_grad)
+
+
+class UninitializedParameter(Parameter):
+    """A parameter whose shape is not known yet (a lazy module's, until its first call);
+    ``materialize(shape)`` gives it data in place, so optimizers built before then hold
+    the materialized parameter, and makes it a ``Parameter``."""
+    __slots__ = ()
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None) -> "UninitializedParameter":
+        from ..ir import dtypes as D
+        npdt = (D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()).np
+        return super().__new__(cls, wrap(np.empty((0,), dtype=npdt)), requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
+        pass
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        from ..ir import dtypes as D
+        npdt = D.to_dtype(dtype).np if dtype is not None else self._data.dtype
+        self._data = np.empty(tuple(shape), dtype=npdt)
+        self.__class__ = Parameter
+
+    def __repr__(self) -> str:
+        return "<UninitializedParameter>"
+
+    __str__ = __repr__

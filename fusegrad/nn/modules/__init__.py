@@ -3,7 +3,7 @@ from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, S
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
-from .linear import Identity, Linear
+from .linear import Identity, LazyLinear, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
 from .normalization import GroupNorm, LayerNorm, RMSNorm
@@ -19,7 +19,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoderLayer)
 
 __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
-           "ModuleDict", "ModuleList", "Sequential", "Dropout", "Flatten", "Unflatten", "Identity", "Linear",
+           "ModuleDict", "ModuleList", "Sequential", "Dropout", "Flatten", "Unflatten", "Identity", "LazyLinear", "Linear",
            "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "L1Loss", "MSELoss", "NLLLoss",
            "SmoothL1Loss", "LayerNorm", "Embedding"]
 

@@ -1,4 +1,4 @@
-"""Identity and Linear."""
+"""Identity, Linear and LazyLinear."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from ...runtime.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter
 
 
 class Identity(Module):
@@ -49,3 +49,46 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class LazyLinear(Linear):
+    """A ``Linear`` whose ``in_features`` is read from its first input (``input.shape[-1]``):
+    the parameters are ``UninitializedParameter``s until then, materialized in place and
+    initialized as ``Linear``'s; the module then becomes a ``Linear``."""
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        Module.__init__(self)
+        self.in_features = 0
+        self.out_features = out_features
+        self.weight = UninitializedParameter(dtype=dtype)
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+        else:
+            self.register_parameter("bias", None)
+
+    def has_uninitialized_params(self) -> bool:
+        return any(isinstance(p, UninitializedParameter) for p in (self.weight, self.bias))
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor) -> None:
+        """Materialize the parameters for ``input``'s last dimension and initialize them."""
+        from ...ir.graph import Var
+        from ...tracer.trace import GraphBreak, user_frame
+        if type(input._data) is Var:
+            raise GraphBreak(f"LazyLinear at {user_frame()} initializes its parameters on its first call, "
+                             "which runs eagerly")
+        self.in_features = int(input.shape[-1])
+        self.weight.materialize((self.out_features, self.in_features))
+        if self.bias is not None:
+            self.bias.materialize((self.out_features,))
+        self.reset_parameters()
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.has_uninitialized_params():
+            self.initialize_parameters(input)
+            self.__class__ = self.cls_to_become
+        return Linear.forward(self, input)
