@@ -39,9 +39,7 @@ class Adadelta(Optimizer):
                     state["square_avg"] = zeros_like(p)
                     state["acc_delta"] = zeros_like(p)
                 self._count(state["step"])
-                g = O.neg(p.grad) if maximize else p.grad
-                if weight_decay != 0:
-                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                g = self._decayed_grad(p, h, maximize, weight_decay)
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]
                 square_avg.mul_(h["rho"]).addcmul_(g, g, value=1 - h["rho"])
                 std = O.sqrt(O.add(square_avg, h["eps"]))

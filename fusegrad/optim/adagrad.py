@@ -41,9 +41,7 @@ class Adagrad(Optimizer):
                 h: Any = self._hyper(group, ("lr", "lr_decay", "eps", "weight_decay"), p, hyper)
                 state = self.state[p]
                 step = self._count(state["step"])
-                g = O.neg(p.grad) if maximize else p.grad
-                if weight_decay != 0:
-                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                g = self._decayed_grad(p, h, maximize, weight_decay)
                 clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
                 state["sum"].addcmul_(g, g, value=1)
                 std = O.add(O.sqrt(state["sum"]), h["eps"])

@@ -36,9 +36,7 @@ class Adamax(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_inf"] = zeros_like(p)
                 step = self._count(state["step"])
-                g = O.neg(p.grad) if maximize else p.grad
-                if weight_decay != 0:
-                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                g = self._decayed_grad(p, h, maximize, weight_decay)
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
                 exp_avg.lerp_(g, 1 - h["beta1"])
                 exp_inf.copy_(O.maximum(O.mul(exp_inf, h["beta2"]), O.add(O.abs(g), h["eps"])))

@@ -45,13 +45,8 @@ class NAdam(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                 step = self._count(state["step"])
-                g = O.neg(p.grad) if maximize else p.grad
+                g = self._decayed_grad(p, h, maximize, weight_decay, decoupled)
                 bias_correction2 = 1 - beta2 ** step
-                if weight_decay != 0:
-                    if decoupled:
-                        p.mul_(1 - lr * h["weight_decay"])
-                    else:
-                        g = O.add(g, O.mul(p, h["weight_decay"]))
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * h["momentum_decay"])))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * h["momentum_decay"])))
                 mu_product_t = state["mu_product"]

@@ -113,6 +113,20 @@ class Optimizer:
         return step_t if type(step_t._data) is Var else step_t.item()
 
     @staticmethod
+    def _decayed_grad(p: Tensor, h: Dict[str, Any], maximize: bool, weight_decay: Any,
+                      decoupled: bool = False) -> Tensor:
+        """``p``'s gradient (negated with ``maximize``) with weight decay: added as
+        ``weight_decay * p`` or, ``decoupled``, applied to ``p`` as ``p *= 1 - lr * wd``."""
+        from ..runtime import ops as O
+        g = O.neg(p.grad) if maximize else p.grad
+        if weight_decay != 0:
+            if decoupled:
+                p.mul_(1 - h["lr"] * h["weight_decay"])
+            else:
+                g = O.add(g, O.mul(p, h["weight_decay"]))
+        return g
+
+    @staticmethod
     def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:
         return [p for p in group["params"] if p.grad is not None]
 

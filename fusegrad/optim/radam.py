@@ -41,12 +41,7 @@ class RAdam(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                 step = self._count(state["step"])
-                g = O.neg(p.grad) if maximize else p.grad
-                if weight_decay != 0:
-                    if decoupled:
-                        p.mul_(1 - lr * h["weight_decay"])
-                    else:
-                        g = O.add(g, O.mul(p, h["weight_decay"]))
+                g = self._decayed_grad(p, h, maximize, weight_decay, decoupled)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.lerp_(g, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)

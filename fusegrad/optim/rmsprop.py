@@ -40,10 +40,8 @@ class RMSprop(Optimizer):
                         state["momentum_buffer"] = zeros_like(p)
                     if centered:
                         state["grad_avg"] = zeros_like(p)
-                g = O.neg(p.grad) if maximize else p.grad
+                g = self._decayed_grad(p, h, maximize, weight_decay)
                 self._count(state["step"])
-                if weight_decay != 0:
-                    g = O.add(g, O.mul(p, h["weight_decay"]))
                 square_avg = state["square_avg"]
                 square_avg.mul_(h["alpha"]).addcmul_(g, g, value=1 - h["alpha"])
                 if centered:

@@ -115,10 +115,8 @@ def _unsupported(dtype) -> None:
 StorageLoader = Callable[[N.StorageType, str, str, int], np.ndarray]
 
 
-class TorchUnpickler(pickle.Unpickler):
-    """Reads any pickle, PyTorch's globals as fusegrad's (``torch.x.y`` tried as
-    ``fusegrad.x.y``), storages through ``load_storage``. Only for trusted files: like any
-    unpickler it runs the code the file names."""
+class StorageReading:
+    """Unpickler mixin: persistent ids are storages, read through ``load_storage``."""
 
     def __init__(self, file, load_storage: StorageLoader, **kwargs) -> None:
         super().__init__(file, **kwargs)
@@ -126,6 +124,12 @@ class TorchUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         return persistent_storage(pid, self._load_storage)
+
+
+class TorchUnpickler(StorageReading, pickle.Unpickler):
+    """Reads any pickle, PyTorch's globals as fusegrad's (``torch.x.y`` tried as
+    ``fusegrad.x.y``), storages through ``load_storage``. Only for trusted files: like any
+    unpickler it runs the code the file names."""
 
     def find_class(self, module: str, name: str) -> Any:
         found = N.torch_global(module, name)

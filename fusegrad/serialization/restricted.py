@@ -1,8 +1,9 @@
 """The ``weights_only=True`` unpickler: tensors, PyTorch's dtypes, ``Size`` and ``device``,
-and plain containers (dict, list, tuple, set, OrderedDict, Counter, bytearray), as PyTorch's allowlist has them, numbers, strings and
-bytes; any other global is refused before it is looked up, so no code a file names runs.
-It is the pure-Python unpickler, so that its object-building opcode (BUILD) can be limited
-too: only an OrderedDict's attributes (a state dict's ``_metadata``) may be set."""
+plain containers (dict, list, tuple, set, OrderedDict, Counter, bytearray: PyTorch's
+allowlist), numbers, strings and bytes; any other global is refused before it is looked
+up, so no code a file names runs. It is the pure-Python unpickler, so that its
+object-building opcode (BUILD) can be limited too: only an OrderedDict's attributes (a
+state dict's ``_metadata``) may be set."""
 from __future__ import annotations
 
 import _codecs
@@ -12,7 +13,7 @@ from collections import Counter, OrderedDict
 from typing import Any, Dict
 
 from . import names as N
-from .pickling import StorageLoader, persistent_storage
+from .pickling import StorageReading
 
 _PLAIN: Dict[str, Any] = {
     "collections.OrderedDict": OrderedDict, "collections.Counter": Counter, "builtins.set": set,
@@ -65,15 +66,8 @@ def _refuse(message: str) -> pickle.UnpicklingError:
     return pickle.UnpicklingError(f"Weights only load failed. {UNSAFE_MESSAGE}\nWeightsUnpickler error: {message}")
 
 
-class WeightsOnlyUnpickler(pickle._Unpickler):
+class WeightsOnlyUnpickler(StorageReading, pickle._Unpickler):
     """See the module docstring."""
-
-    def __init__(self, file, load_storage: StorageLoader, **kwargs) -> None:
-        super().__init__(file, **kwargs)
-        self._load_storage = load_storage
-
-    def persistent_load(self, pid: Any) -> Any:
-        return persistent_storage(pid, self._load_storage)
 
     def find_class(self, module: str, name: str) -> Any:
         if self.proto < 3:  # Python 2 names, as pickle's own find_class maps them
