@@ -12,6 +12,10 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, A
                       AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
                       Upsample)
+from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropout2d, FeatureAlphaDropout, GLU,
+                      HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
+                      PReLU, ParameterDict, ParameterList, ReLU6, SELU, SoftMarginLoss, Softmin, Softsign,
+                      Tanhshrink, TripletMarginLoss)
 from .parameter import Parameter, UninitializedParameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
@@ -29,3 +33,8 @@ __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "Adap
             "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
             "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
             "PixelUnshuffle", "RMSNorm", "Upsample"]
+# more activations, dropouts, losses and parameter containers
+__all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout2d", "FeatureAlphaDropout", "GLU",
+            "HingeEmbeddingLoss", "Hardsigmoid", "Hardswish", "Hardtanh", "KLDivLoss", "MarginRankingLoss", "Mish",
+            "PReLU", "ParameterDict", "ParameterList", "ReLU6", "SELU", "SoftMarginLoss", "Softmin", "Softsign",
+            "Tanhshrink", "TripletMarginLoss"]

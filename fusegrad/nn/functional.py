@@ -525,3 +525,16 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
 from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
 
 __all__ += ["multi_head_attention_forward", "scaled_dot_product_attention"]
+
+# ---------------------------------------------------------------- more activations, losses and dropouts
+from .functional_activations import (celu, glu, hardsigmoid, hardswish, hardtanh, mish, prelu,  # noqa: E402
+                                     relu6, selu, softmin, softsign, tanhshrink)
+from .functional_dropout import alpha_dropout, dropout1d, dropout2d, feature_alpha_dropout  # noqa: E402
+from .functional_losses import (cosine_embedding_loss, cosine_similarity, hinge_embedding_loss,  # noqa: E402
+                                kl_div, margin_ranking_loss, pairwise_distance, soft_margin_loss,
+                                triplet_margin_loss)
+
+__all__ += ["celu", "glu", "hardsigmoid", "hardswish", "hardtanh", "mish", "prelu", "relu6", "selu", "softmin",
+            "softsign", "tanhshrink", "alpha_dropout", "dropout1d", "dropout2d", "feature_alpha_dropout",
+            "cosine_embedding_loss", "cosine_similarity", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
+            "pairwise_distance", "soft_margin_loss", "triplet_margin_loss"]

@@ -15,6 +15,12 @@ from .resizing import PixelShuffle, PixelUnshuffle, Upsample
 from .sparse import Embedding
 from .attention import MultiheadAttention
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
+from .activation import (CELU, GLU, Hardsigmoid, Hardswish, Hardtanh, Mish, PReLU, ReLU6, SELU, Softmin, Softsign,
+                         Tanhshrink)
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, FeatureAlphaDropout
+from .loss import (CosineEmbeddingLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss, SoftMarginLoss,
+                   TripletMarginLoss)
+from .parameter_containers import ParameterDict, ParameterList
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 
@@ -33,3 +39,8 @@ __all__ += ["GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1
             "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
             "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d",
             "PixelShuffle", "PixelUnshuffle", "Upsample"]
+# more activations, dropouts, losses and parameter containers
+__all__ += ["CELU", "GLU", "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "PReLU", "ReLU6", "SELU", "Softmin",
+            "Softsign", "Tanhshrink", "AlphaDropout", "Dropout1d", "Dropout2d", "FeatureAlphaDropout",
+            "CosineEmbeddingLoss", "HingeEmbeddingLoss", "KLDivLoss", "MarginRankingLoss", "SoftMarginLoss",
+            "TripletMarginLoss", "ParameterDict", "ParameterList"]

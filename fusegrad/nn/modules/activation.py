@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...runtime.factory import full
 from ...runtime.tensor import Tensor
 from .. import functional as F
+from .. import init as nn_init
 from ..module import Module
+from ..parameter import Parameter
 
 
 def _inplace_str(inplace: bool) -> str:
@@ -139,3 +142,165 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class _Elementwise(Module):
+    """An activation whose forward is ``fn(input, **options)``; ``options`` are its constructor arguments."""
+
+    fn = None  # the functional form, set by each subclass
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self).fn(input, **self._options())
+
+    def _options(self) -> dict:
+        return {}
+
+
+class SELU(_Elementwise):
+    """``scale * elu(x, alpha)`` with the self-normalizing constants."""
+
+    fn = staticmethod(F.selu)
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def _options(self) -> dict:
+        return {"inplace": self.inplace}
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class CELU(_Elementwise):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
+    fn = staticmethod(F.celu)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def _options(self) -> dict:
+        return {"alpha": self.alpha, "inplace": self.inplace}
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Mish(_Elementwise):
+    """``x * tanh(softplus(x))``."""
+
+    fn = staticmethod(F.mish)
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def _options(self) -> dict:
+        return {"inplace": self.inplace}
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class Hardtanh(_Elementwise):
+    """``x`` clamped to ``[min_val, max_val]``."""
+
+    fn = staticmethod(F.hardtanh)
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError("min_val cannot be greater than max_val")
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def _options(self) -> dict:
+        return {"min_val": self.min_val, "max_val": self.max_val, "inplace": self.inplace}
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_str(self.inplace)
+
+
+class Hardsigmoid(SELU):
+    """``relu6(x + 3) / 6``."""
+
+    fn = staticmethod(F.hardsigmoid)
+
+
+class Hardswish(SELU):
+    """``x * relu6(x + 3) / 6``."""
+
+    fn = staticmethod(F.hardswish)
+
+
+class Softsign(_Elementwise):
+    """``x / (1 + |x|)``."""
+
+    fn = staticmethod(F.softsign)
+
+
+class Tanhshrink(_Elementwise):
+    """``x - tanh(x)``."""
+
+    fn = staticmethod(F.tanhshrink)
+
+
+class GLU(Module):
+    """``a * sigmoid(b)`` with ``a, b`` the halves of the input along ``dim``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    """``softmax(-x, dim)``."""
+
+    def __init__(self, dim: Optional[int] = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class PReLU(Module):
+    """``x`` where positive, a learned slope times ``x`` elsewhere (one slope, or one per channel)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None) -> None:
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(full((num_parameters,), init, dtype=dtype))
+
+    def reset_parameters(self) -> None:
+        nn_init.constant_(self.weight, self.init)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

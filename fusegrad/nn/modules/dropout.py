@@ -21,3 +21,36 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class _ChannelDropout(Dropout):
+    """A dropout module whose forward is ``fn(input, p, training, inplace)``."""
+
+    fn = None  # the functional form, set by each subclass
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self).fn(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_ChannelDropout):
+    """Zeroes whole channels of ``(N, C, L)`` or ``(C, L)`` inputs in training mode."""
+
+    fn = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_ChannelDropout):
+    """Zeroes whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs in training mode."""
+
+    fn = staticmethod(F.dropout2d)
+
+
+class AlphaDropout(_ChannelDropout):
+    """Dropout that keeps SELU's self-normalizing mean and variance."""
+
+    fn = staticmethod(F.alpha_dropout)
+
+
+class FeatureAlphaDropout(_ChannelDropout):
+    """Alpha dropout of whole channels."""
+
+    fn = staticmethod(F.feature_alpha_dropout)
