@@ -32,7 +32,9 @@ def build_gpt(T: Any, vocab: int, block: int, n_embd: int, heads: int, layers: i
         def __init__(self) -> None:
             super().__init__()
             self.ln_1 = nn.LayerNorm(n_embd)
-            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            # no bias: a key bias shifts a query's scores equally, so its true gradient is zero and AdamW
+            # would turn rounding noise into lr-sized steps that differ between systems
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=False)
             self.attn_proj = nn.Linear(n_embd, n_embd)
             self.ln_2 = nn.LayerNorm(n_embd)
             self.c_fc = nn.Linear(n_embd, 4 * n_embd)

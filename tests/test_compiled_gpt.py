@@ -23,13 +23,7 @@ def test_gpt_training_step_compiles_to_one_graph_and_matches_eager_for_10_steps(
         np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-4)
         losses.append(le.item())
     for (name, pe), pc in zip(eager_model.named_parameters(), compiled_model.parameters()):
-        e, c = pe.detach().numpy(), pc.detach().numpy()
-        if name.endswith("c_attn.bias"):
-            # the key bias shifts every score of a query row equally, so softmax makes its gradient zero up to
-            # rounding, and AdamW scales that noise up to steps of size lr: it only stays within 10 steps of lr
-            np.testing.assert_allclose(c[16:32], e[16:32], atol=10 * 1e-2, err_msg=name)
-            e, c = np.delete(e, np.s_[16:32]), np.delete(c, np.s_[16:32])
-        np.testing.assert_allclose(c, e, rtol=1e-3, atol=1e-4, err_msg=name)
+        np.testing.assert_allclose(pc.detach().numpy(), pe.detach().numpy(), rtol=1e-3, atol=1e-4, err_msg=name)
     assert losses[-1] < losses[0]  # it learns the batch
     info = compiled.cache_info()
     assert info["compiles"] == 1 and info["fallbacks"] == 0 and info["graph_breaks"] == []
