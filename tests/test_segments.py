@@ -132,3 +132,32 @@ def test_training_step_with_item_in_the_middle_trains_like_torch():
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     info = cf.cache_info()
     assert info["fallbacks"] == 0 and 2 <= info["segments"] <= 4, info
+
+
+def test_code_raising_graph_break_itself_runs_the_call_eagerly():
+    """Library code that raises GraphBreak (DDP, collectives inside compiled code) before a
+    break ran on: the call, and the signature's later calls, run eagerly."""
+    from fusegrad.tracer import GraphBreak
+    calls = []
+
+    def f(x):
+        y = x * 2
+        if y.sum().item() > 100:  # a break first: the signature runs in segments
+            return y
+        calls.append(1)
+        if fusegrad.tracer.trace.capturing():
+            raise GraphBreak("not capturable here")
+        return y + 1
+    cf = fusegrad.compile(f, backend="eager")
+    x = fusegrad.ones(3)
+    with pytest.raises(GraphBreak):  # the break had already run on: nothing can start over
+        cf(x)
+
+    def g(x):
+        if fusegrad.tracer.trace.capturing():
+            raise GraphBreak("not capturable here")
+        return x * 2
+    cg = fusegrad.compile(g, backend="eager")
+    for _ in range(2):
+        np.testing.assert_array_equal(cg(x).numpy(), [2.0, 2.0, 2.0])
+    assert cg.cache_info()["fallbacks"] == 2

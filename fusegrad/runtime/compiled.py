@@ -265,6 +265,7 @@ class _Segmented:
 
     def __init__(self, reason: str):
         self.reason = reason
+        self.eager = False  # set when code raised GraphBreak before any break ran on
 
 
 class CompiledFunction:
@@ -321,7 +322,9 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         entry = self._entry(leaves, spec, spec_key)
         if type(entry) is _Segmented:
-            return run_segmented(self, args, kwargs)
+            if entry.eager:
+                return self._run_eagerly(args, kwargs)
+            return run_segmented(self, args, kwargs, entry)
         if isinstance(entry, _Eager):
             if not entry.reason.startswith("warm-up"):
                 with self._lock:
@@ -413,6 +416,11 @@ class CompiledFunction:
         while len(self._sized) > SIZED_LIMIT:
             self._sized.popitem(last=False)
         return entry
+
+    def _run_eagerly(self, args, kwargs):
+        with self._lock:
+            self._stats["fallbacks"] += 1
+        return self.fn(*args, **kwargs)
 
     def _note_break(self, reason: str) -> None:
         with self._lock:

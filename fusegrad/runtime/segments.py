@@ -23,7 +23,7 @@ from ..ir.graph import Var
 from ..tracer.capture import CaptureTrace
 from ..tracer.live import CallTimeConst, LiveNumber
 from ..tracer.rng import RngKey
-from ..tracer.trace import _STACK
+from ..tracer.trace import _STACK, GraphBreak
 from .interpreter import run_tensors
 from .nodes import PrimNode
 from .tensor import Tensor
@@ -40,6 +40,7 @@ class SegmentTrace(CaptureTrace):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner  # the CompiledFunction: segment cache, stats, backend
+        self.resumed = False  # whether a break ran on (then the call cannot start over)
         self._reset()
 
     def _reset(self) -> None:
@@ -70,6 +71,7 @@ class SegmentTrace(CaptureTrace):
     def graph_break(self, reason: str) -> None:
         self.owner._note_break(reason)
         self.flush()
+        self.resumed = True
 
     @contextlib.contextmanager
     def eagerly(self, reason: str):
@@ -196,14 +198,23 @@ def _op_by_op(g, operands: list) -> list:
         _STACK.traces[:] = trs
 
 
-def run_segmented(owner, args: tuple, kwargs: dict):
-    """One call of ``owner.fn`` run as compiled segments around its graph breaks."""
+def run_segmented(owner, args: tuple, kwargs: dict, entry):
+    """One call of ``owner.fn`` run as compiled segments around its graph breaks. Code that
+    raises GraphBreak itself (a collective, DDP) before any break ran on makes the call, and
+    the signature's later calls (``entry.eager``), run eagerly."""
     tr = SegmentTrace(owner)
-    with tr:
-        try:
-            out = owner.fn(*args, **kwargs)
-        except BaseException:
-            tr.restore()  # what the unfinished segment updated in place
+    try:
+        with tr:
+            try:
+                out = owner.fn(*args, **kwargs)
+            except BaseException:
+                tr.restore()  # what the unfinished segment updated in place
+                raise
+            tr.flush()
+    except GraphBreak as e:
+        if tr.resumed:
             raise
-        tr.flush()
+        owner._note_break(e.reason)
+        entry.eager = True
+        return owner._run_eagerly(args, kwargs)
     return out
