@@ -127,6 +127,10 @@ def test_unfold_fold(kw):
     same("unfold", [x], kw)
     cols = torch.nn.functional.unfold(torch.tensor(x), **kw)
     same("fold", [arr(*cols.shape), (7, 6)], kw)
+    c = arr(*cols.shape)
+    np.testing.assert_allclose(nn.Fold((7, 6), **kw)(fg.tensor(c)).numpy(),
+                               torch.nn.Fold((7, 6), **kw)(torch.tensor(c)).numpy(), rtol=1e-12, atol=1e-12)
+    assert repr(nn.Fold((7, 6), **kw)) == repr(torch.nn.Fold((7, 6), **kw))
 
 
 def test_conv_modules_init_and_repr():
@@ -220,7 +224,8 @@ def test_pool_modules_repr_and_values():
                                                                 torch.nn.AdaptiveAvgPool2d((2, 3))),
                       (nn.AdaptiveMaxPool2d(2), torch.nn.AdaptiveMaxPool2d(2)), (nn.MaxPool1d(2), torch.nn.MaxPool1d(2)),
                       (nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Upsample(scale_factor=2, mode="bilinear")),
-                      (nn.PixelShuffle(2), torch.nn.PixelShuffle(2))):
+                      (nn.PixelShuffle(2), torch.nn.PixelShuffle(2)), (nn.Unfold(2, padding=1),
+                                                                       torch.nn.Unfold(2, padding=1))):
         assert repr(ours) == repr(ref)
         x = arr(2, 4, 6, 6) if not isinstance(ours, nn.MaxPool1d) else arr(2, 4, 6)
         np.testing.assert_allclose(ours(fg.tensor(x)).numpy(), ref(torch.tensor(x)).numpy(), rtol=1e-10, atol=1e-10)

@@ -11,7 +11,7 @@ from .modules import (GRU, GRUCell, LSTM, LSTMCell, MultiheadAttention, RNN, RNN
 from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
                       AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
-                      Upsample)
+                      Upsample, Fold, Unfold)
 from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropout2d, FeatureAlphaDropout, GLU,
                       HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
                       PReLU, ParameterDict, ParameterList, ReLU6, SELU, SoftMarginLoss, Softmin, Softsign,
@@ -32,7 +32,7 @@ __all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "MultiheadAttention", "RNN", "
 __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d",
             "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
             "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
-            "PixelUnshuffle", "RMSNorm", "Upsample"]
+            "PixelUnshuffle", "RMSNorm", "Upsample", "Fold", "Unfold"]
 # more activations, dropouts, losses and parameter containers
 __all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout2d", "FeatureAlphaDropout", "GLU",
             "HingeEmbeddingLoss", "Hardsigmoid", "Hardswish", "Hardtanh", "KLDivLoss", "MarginRankingLoss", "Mish",

@@ -11,6 +11,7 @@ from .batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
                       AvgPool2d, MaxPool1d, MaxPool2d)
+from .fold import Fold, Unfold
 from .resizing import PixelShuffle, PixelUnshuffle, Upsample
 from .sparse import Embedding
 from .attention import MultiheadAttention
@@ -38,7 +39,7 @@ __all__ += ["MultiheadAttention", "GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "
 __all__ += ["GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1d", "InstanceNorm2d", "Conv1d",
             "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
             "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "AvgPool2d", "MaxPool1d", "MaxPool2d",
-            "PixelShuffle", "PixelUnshuffle", "Upsample"]
+            "PixelShuffle", "PixelUnshuffle", "Upsample", "Fold", "Unfold"]
 # more activations, dropouts, losses and parameter containers
 __all__ += ["CELU", "GLU", "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "PReLU", "ReLU6", "SELU", "Softmin",
             "Softsign", "Tanhshrink", "AlphaDropout", "Dropout1d", "Dropout2d", "FeatureAlphaDropout",
