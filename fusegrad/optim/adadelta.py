@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..runtime import ops as O
-from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import no_grad
 from ..tracer.live import guarded_value
 from ._checks import check_hyper
@@ -30,14 +29,9 @@ class Adadelta(Optimizer):
         for group in self.param_groups:
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
-            hyper: dict = {}
-            for p in self._params_with_grad(group):
-                h: Any = self._hyper(group, ("lr", "rho", "eps", "weight_decay"), p, hyper)
-                state = self.state[p]
-                if not state:
-                    state["step"] = tensor(0.0)
-                    state["square_avg"] = zeros_like(p)
-                    state["acc_delta"] = zeros_like(p)
+            h: Any
+            for p, h in self._params_and_hyper(group, ("lr", "rho", "eps", "weight_decay")):
+                state = self._lazy_state(p, ("square_avg", "acc_delta"))
                 self._count(state["step"])
                 g = self._decayed_grad(p, h, maximize, weight_decay)
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]

@@ -36,9 +36,8 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
-            hyper: dict = {}
-            for p in self._params_with_grad(group):
-                h: Any = self._hyper(group, ("lr", "lr_decay", "eps", "weight_decay"), p, hyper)
+            h: Any
+            for p, h in self._params_and_hyper(group, ("lr", "lr_decay", "eps", "weight_decay")):
                 state = self.state[p]
                 step = self._count(state["step"])
                 g = self._decayed_grad(p, h, maximize, weight_decay)

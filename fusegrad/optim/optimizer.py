@@ -5,9 +5,10 @@ import warnings
 from collections import defaultdict
 from copy import deepcopy
 from itertools import chain
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..ir.graph import Var
+from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
 from ..nn.module import _typename, _zero_grad
@@ -129,6 +130,26 @@ class Optimizer:
     @staticmethod
     def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:
         return [p for p in group["params"] if p.grad is not None]
+
+    def _params_and_hyper(self, group: Dict[str, Any],
+                          names: Sequence[str]) -> Iterator[Tuple[Tensor, Dict[str, Any]]]:
+        """Each parameter of ``group`` that has a gradient, with the group's hyperparameters
+        ``names`` for its dtype (``_hyper``, cached for the group)."""
+        cache: dict = {}
+        for p in self._params_with_grad(group):
+            yield p, self._hyper(group, names, p, cache)
+
+    def _lazy_state(self, p: Tensor, buffers: Sequence[str], **scalars: float) -> Dict[str, Any]:
+        """``p``'s state, created on its first step as PyTorch does: a zero ``step`` count,
+        a 0-d tensor per entry of ``scalars``, and a zero tensor like ``p`` per name in ``buffers``."""
+        state = self.state[p]
+        if not state:
+            state["step"] = tensor(0.0)
+            for name, value in scalars.items():
+                state[name] = tensor(value)
+            for name in buffers:
+                state[name] = zeros_like(p)
+        return state
 
     @staticmethod
     def _hyper(group: Dict[str, Any], names: Sequence[str], p: Tensor, cache: dict) -> Dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from ..runtime import ops as O
-from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import no_grad
 from ..tracer.live import guarded_value
 from ._checks import check_hyper
@@ -31,15 +30,10 @@ class RAdam(Optimizer):
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
             decoupled = guarded_value(group, "decoupled_weight_decay")
-            hyper: dict = {}
-            for p in self._params_with_grad(group):
-                h: Any = self._hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay"), p, hyper)
+            h: Any
+            for p, h in self._params_and_hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay")):
                 lr, beta1, beta2 = h["lr"], h["beta1"], h["beta2"]
-                state = self.state[p]
-                if not state:
-                    state["step"] = tensor(0.0)
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
+                state = self._lazy_state(p, ("exp_avg", "exp_avg_sq"))
                 step = self._count(state["step"])
                 g = self._decayed_grad(p, h, maximize, weight_decay, decoupled)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]

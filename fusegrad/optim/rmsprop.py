@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..runtime import ops as O
-from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import no_grad
 from ..tracer.live import guarded_value
 from ._checks import check_hyper
@@ -29,17 +28,11 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             momentum, weight_decay = group["momentum"], group["weight_decay"]  # zero-ness guarded (tracer.live)
             centered, maximize = guarded_value(group, "centered"), guarded_value(group, "maximize")
-            hyper: dict = {}
-            for p in self._params_with_grad(group):
-                h: Any = self._hyper(group, ("lr", "alpha", "eps", "weight_decay", "momentum"), p, hyper)
-                state = self.state[p]
-                if not state:
-                    state["step"] = tensor(0.0)
-                    state["square_avg"] = zeros_like(p)
-                    if momentum > 0:
-                        state["momentum_buffer"] = zeros_like(p)
-                    if centered:
-                        state["grad_avg"] = zeros_like(p)
+            buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) \
+                + (("grad_avg",) if centered else ())
+            h: Any
+            for p, h in self._params_and_hyper(group, ("lr", "alpha", "eps", "weight_decay", "momentum")):
+                state = self._lazy_state(p, buffers)
                 g = self._decayed_grad(p, h, maximize, weight_decay)
                 self._count(state["step"])
                 square_avg = state["square_avg"]
