@@ -1,7 +1,7 @@
 """Adadelta: steps scaled by the ratio of running RMS of updates and of gradients."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
@@ -29,7 +29,6 @@ class Adadelta(Optimizer):
         for group in self.param_groups:
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
-            h: Any
             for p, h in self._params_and_hyper(group, ("lr", "rho", "eps", "weight_decay")):
                 state = self._lazy_state(p, ("square_avg", "acc_delta"))
                 self._count(state["step"])

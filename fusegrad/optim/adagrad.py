@@ -1,7 +1,7 @@
 """Adagrad: per-coordinate steps scaled by the root of the summed squared gradients."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from ..runtime import ops as O
 from ..runtime.factory import full_like, tensor
@@ -36,7 +36,6 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
-            h: Any
             for p, h in self._params_and_hyper(group, ("lr", "lr_decay", "eps", "weight_decay")):
                 state = self.state[p]
                 step = self._count(state["step"])

@@ -1,7 +1,7 @@
 """Adamax: Adam with the infinity norm in place of the second moment."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
@@ -26,7 +26,6 @@ class Adamax(Optimizer):
         for group in self.param_groups:
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
-            h: Any
             for p, h in self._params_and_hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay")):
                 state = self._lazy_state(p, ("exp_avg", "exp_inf"))
                 step = self._count(state["step"])

@@ -1,7 +1,7 @@
 """NAdam: Adam with Nesterov momentum and a momentum-decay schedule."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
@@ -32,7 +32,6 @@ class NAdam(Optimizer):
             weight_decay = group["weight_decay"]
             maximize = guarded_value(group, "maximize")
             decoupled = guarded_value(group, "decoupled_weight_decay")
-            h: Any
             for p, h in self._params_and_hyper(group, ("lr", "beta1", "beta2", "eps", "weight_decay",
                                                        "momentum_decay")):
                 lr, beta1, beta2 = h["lr"], h["beta1"], h["beta2"]

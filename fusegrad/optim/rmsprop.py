@@ -1,7 +1,7 @@
 """RMSprop, with PyTorch's momentum and centered variants."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
@@ -30,7 +30,6 @@ class RMSprop(Optimizer):
             centered, maximize = guarded_value(group, "centered"), guarded_value(group, "maximize")
             buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ()) \
                 + (("grad_avg",) if centered else ())
-            h: Any
             for p, h in self._params_and_hyper(group, ("lr", "alpha", "eps", "weight_decay", "momentum")):
                 state = self._lazy_state(p, buffers)
                 g = self._decayed_grad(p, h, maximize, weight_decay)
