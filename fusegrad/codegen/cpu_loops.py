@@ -19,7 +19,7 @@ from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
 from .cpu_reroll import MIN_BODY, reroll
 from .cpu_scalar import GUARD, Lowering, literal
-from .kir_lower import flat_ok, phase_work, phases, real_reduction
+from .kir_lower import flat_ok, phase_work, phases, real_reduction, slice_source
 
 _INDENT = "    "
 CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amortize, fits L2
@@ -71,18 +71,7 @@ def view_index(e: Eqn, idx: list) -> list:
         axes = {a % x.ndim for a in p["axes"]}
         return [f"({x.shape[d] - 1} - {i})" if d in axes else i for d, i in enumerate(idx)]
     if prim is P.slice_:
-        res, it = [], iter(idx)
-        for k in p["key"]:
-            if k is None:
-                next(it)
-            elif isinstance(k, tuple):
-                start, _, step = k
-                i = next(it)
-                res.append(_affine(start, step, i))
-            else:
-                res.append(str(k))
-        res.extend(it)  # dims the key does not mention are taken whole
-        return res
+        return slice_source(p["key"], idx, _affine, str)
     if prim is P.reshape:
         if [s for s in x.shape if s != 1] == [s for s in out.shape if s != 1]:
             it = iter(i for i, s in zip(idx, out.shape) if s != 1)
@@ -104,7 +93,7 @@ def _ux(e: str) -> str:
     return e if e.isdigit() else f"np.uint64({e})"
 
 
-def _affine(start: int, step: int, i: str) -> str:
+def _affine(i: str, start: int, step: int) -> str:
     core = i if step == 1 else f"{step} * {i}"
     return core if start == 0 else f"({start} + {core})"
 

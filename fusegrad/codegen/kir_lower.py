@@ -15,7 +15,7 @@ concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsuppo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from ..passes.fusion import CallGroup, Fused, LoopGroup, is_reduction, reduce_ma
 from .backend import Unsupported
 from .kir import (Acc, Assign, Buffer, Const, IExpr, Index, Kernel, Load, Loop, Op, Ref, Store, Sym, Update,
                   iadd, ifloordiv, imod, imul, iprod, stmts, verify)
+
+T = TypeVar("T")  # an index form (slice_source)
 
 # Sums over more elements than this accumulate floats in float64 (NumPy's pairwise sums
 # stay accurate where a float32 running sum would not).
@@ -154,17 +156,7 @@ class _Lowerer:
             axes = {a % x.ndim for a in p["axes"]}
             return [iadd(xs[d] - 1, imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], xs
         if prim is P.slice_:
-            res, it = [], iter(idx)
-            for k in p["key"]:
-                if k is None:
-                    next(it)
-                elif isinstance(k, tuple):
-                    start, _, step = k
-                    res.append(iadd(imul(next(it), step), start))
-                else:
-                    res.append(k)
-            res.extend(it)  # dims the key does not mention are taken whole
-            return res, xs
+            return slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), start), lambda k: k), xs
         if prim is P.reshape:
             flat, stride = 0, 1
             for i, s in zip(reversed(idx), reversed(list(out.shape))):
@@ -293,6 +285,24 @@ class _Lowerer:
         for e in reds:
             acc = Ref(accs[e.out.id], _acc_dtype(e, wide))
             body.append(Assign(self.local(e.out), _cast(acc, e.out.dtype)))
+
+
+def slice_source(key: tuple, idx: Sequence[T], affine: Callable[[T, int, int], T],
+                 const: Callable[[int], T]) -> List[T]:
+    """The index into a ``slice_`` view's input for index ``idx`` into its output, in any
+    index form (kernel IR expressions, emitted source): ``affine(i, start, step)`` for a
+    ranged dim, ``const(k)`` for an integer key; ``None`` entries (new dims) drop theirs."""
+    res, it = [], iter(idx)
+    for k in key:
+        if k is None:
+            next(it)
+        elif isinstance(k, tuple):
+            start, _, step = k
+            res.append(affine(next(it), start, step))
+        else:
+            res.append(const(k))
+    res.extend(it)  # dims the key does not mention are taken whole
+    return res
 
 
 def flat_ok(f: Fused, g: LoopGroup) -> bool:
