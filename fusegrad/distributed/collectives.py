@@ -153,7 +153,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Optional[Proc
     g = _member(group, "all_reduce")
     if g is None:
         return None
-    op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
+    op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
     buf, back = _buffer(tensor, "tensor", "all_reduce")
     _mpi_dtype_ok(buf, "all_reduce")
     if op is ReduceOp.AVG and buf.dtype.kind not in "fc":
@@ -187,7 +187,7 @@ def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group: Opt
     g = _member(group, "reduce")
     if g is None:
         return None
-    op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
+    op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
     buf, back = _buffer(tensor, "tensor", "reduce")
     check_same(g, "reduce", [buf])
     MPI = _mpi()
@@ -275,7 +275,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
     if g is None:
         return None
     name = "reduce_scatter_tensor"
-    op = ReduceOp(op) if not isinstance(op, ReduceOp) else op
+    op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
     src = np.ascontiguousarray(_array(input, "input", name))
     out, back = _buffer(output, "output", name)
     if src.size != out.size * g.size() or out.dtype != src.dtype:
