@@ -36,17 +36,19 @@ def loss_fn(params: list, x: Any, onehot: Any, relu: Callable, log_softmax: Call
     return -(log_softmax(h @ W3 + b3) * onehot).sum() / x.shape[0]
 
 
-def make_step(T: Any) -> Callable:
-    """The training step for fusegrad or torch (``T``): forward, backward, SGD in place."""
+def make_step(T: Any, pick_lr: Callable[[Any], float] = lambda loss: LR) -> Callable:
+    """The training step for fusegrad or torch (``T``): forward, backward, SGD in place
+    with the learning rate ``pick_lr(loss)`` (W10 reads the loss there: a graph break)."""
     def log_softmax(z: Any) -> Any:
         return T.log_softmax(z, dim=1)
 
     def step(params: list, x: Any, onehot: Any) -> Any:
         loss = loss_fn(params, x, onehot, T.relu, log_softmax)
+        lr = pick_lr(loss)
         loss.backward()
         with T.no_grad():
             for p in params:
-                p -= LR * p.grad
+                p -= lr * p.grad
                 p.grad = None
         return loss
     return step
@@ -64,22 +66,25 @@ def inputs(size: str) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     return params, x, onehot
 
 
-def _torchlike(T: Any, wrap: Callable[[Callable], Callable], size: str) -> Callable[[], S.Prepared]:
-    """Build a fusegrad or torch entry: fresh leaf parameters, the step wrapped by ``wrap``."""
+def torchlike(T: Any, wrap: Callable[[Callable], Callable], size: str,
+              make: Callable[[Any], Callable] = make_step) -> Callable[[], S.Prepared]:
+    """Build a fusegrad or torch entry: fresh leaf parameters, the step ``make(T)`` wrapped
+    by ``wrap``."""
     def build() -> S.Prepared:
         params_np, x_np, onehot_np = inputs(size)
         params = [T.tensor(p, requires_grad=True) for p in params_np]
         x, onehot = T.tensor(x_np), T.tensor(onehot_np)
-        step = wrap(make_step(T))
+        step = wrap(make(T))
         return S.Prepared(lambda: (step(params, x, onehot), params))
     return build
 
 
-def _fusegrad_compiled(size: str) -> S.Prepared:
+def fusegrad_compiled(size: str, make: Callable[[Any], Callable] = make_step) -> S.Prepared:
+    """The fusegrad.compile entry of the step ``make(fusegrad)``."""
     params_np, x_np, onehot_np = inputs(size)
     params = [fusegrad.tensor(p, requires_grad=True) for p in params_np]
     x, onehot = fusegrad.tensor(x_np), fusegrad.tensor(onehot_np)
-    return S.fusegrad_compiled(lambda step: lambda: (step(params, x, onehot), params), make_step(fusegrad))
+    return S.fusegrad_compiled(lambda step: lambda: (step(params, x, onehot), params), make(fusegrad))
 
 
 def _jax(size: str) -> S.Prepared:
@@ -119,10 +124,10 @@ def _numpy_gemms(size: str) -> S.Prepared:
 
 def tasks(size: str) -> list[Task]:
     entries = [
-        Entry(S.FG_EAGER, _torchlike(fusegrad, lambda f: f, size)),
-        Entry(S.FG_COMPILED, lambda: _fusegrad_compiled(size)),
-        Entry(S.TORCH_EAGER, lambda: _torchlike(S.torch(), lambda f: f, size)()),
-        Entry(S.TORCH_COMPILE, lambda: _torchlike(S.torch(), S.torch_compile, size)()),
+        Entry(S.FG_EAGER, torchlike(fusegrad, lambda f: f, size)),
+        Entry(S.FG_COMPILED, lambda: fusegrad_compiled(size)),
+        Entry(S.TORCH_EAGER, lambda: torchlike(S.torch(), lambda f: f, size)()),
+        Entry(S.TORCH_COMPILE, lambda: torchlike(S.torch(), S.torch_compile, size)()),
         Entry(S.JAX_JIT, lambda: _jax(size)),
         Entry(NUMPY, lambda: _numpy_gemms(size), comparable=False),
     ]
