@@ -46,6 +46,17 @@ def problem(lib, dtype=np.float32):
     return [w1, w2], loss
 
 
+def training_step(opt, loss_fn):
+    """One step of ``opt`` on ``loss_fn``, returning the loss (the function the compile tests compile)."""
+    def step():
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def trajectory(lib, name, kw, steps=50, edit=None):
     params, loss_fn = problem(lib)
     opt = getattr(lib.optim, name)(params, **kw)
@@ -154,13 +165,7 @@ def test_compiled_steps_follow_param_group_edits():
         def run(compiled):
             params, loss_fn = problem(fg)
             opt = getattr(fg.optim, name)(params)
-
-            def step():
-                opt.zero_grad()
-                loss = loss_fn()
-                loss.backward()
-                opt.step()
-                return loss
+            step = training_step(opt, loss_fn)
             fn = fg.compile(step, backend="eager") if compiled else step
             losses = [float(fn()) for _ in range(4)]
             before = fn.cache_info()["compiles"] if compiled else 0
@@ -180,13 +185,7 @@ def test_compiled_nadam_on_the_cpu_backend_follows_the_scheduler():
         params, loss_fn = problem(fg)
         opt = fg.optim.NAdam(params, lr=1e-2)
         sched = fg.optim.lr_scheduler.ExponentialLR(opt, 0.8)
-
-        def step():
-            opt.zero_grad()
-            loss = loss_fn()
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(opt, loss_fn)
         fn = fg.compile(step) if compiled else step
         out = []
         for _ in range(6):

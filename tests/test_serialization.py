@@ -37,6 +37,16 @@ def as_np(t):
     return t.detach().numpy()
 
 
+def trains_alike(pt, fm, fopt, tm, topt):
+    """The fusegrad model/optimizer and the torch ones give the same outputs, and training
+    continues from the (restored) moments and step counts exactly as torch's does."""
+    np.testing.assert_allclose(as_np(fm(fg.tensor(X))), as_np(tm(pt.tensor(X))), rtol=1e-5, atol=1e-6)
+    train(pt, tm, topt, pt.tensor(X), pt.tensor(Y), 5)
+    train(fg, fm, fopt, fg.tensor(X), fg.tensor(Y), 5)
+    for (name, a), (_, b) in zip(fm.named_parameters(), tm.named_parameters()):
+        np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 X = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
 Y = np.random.default_rng(1).standard_normal((16, 3)).astype(np.float32)
 
@@ -55,12 +65,7 @@ def test_torch_checkpoint_loads_into_fusegrad(pt, tmp_path):
     fm.load_state_dict(ckpt["model"])
     fopt = fg.optim.Adam(fm.parameters(), lr=1e-2)
     fopt.load_state_dict(ckpt["optim"])
-    np.testing.assert_allclose(as_np(fm(fg.tensor(X))), as_np(tm(pt.tensor(X))), rtol=1e-5, atol=1e-6)
-    # training continues from the restored moments and step counts exactly as torch's does
-    train(pt, tm, topt, pt.tensor(X), pt.tensor(Y), 5)
-    train(fg, fm, fopt, fg.tensor(X), fg.tensor(Y), 5)
-    for (name, a), (_, b) in zip(fm.named_parameters(), tm.named_parameters()):
-        np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-4, atol=1e-5, err_msg=name)
+    trains_alike(pt, fm, fopt, tm, topt)
 
 
 @pytest.mark.torch
@@ -86,11 +91,7 @@ def test_fusegrad_checkpoint_loads_into_torch(pt, tmp_path):
     tm.load_state_dict(ckpt["model"])
     topt = pt.optim.Adam(tm.parameters(), lr=1e-2)
     topt.load_state_dict(ckpt["optim"])
-    np.testing.assert_allclose(as_np(tm(pt.tensor(X))), as_np(fm(fg.tensor(X))), rtol=1e-5, atol=1e-6)
-    train(pt, tm, topt, pt.tensor(X), pt.tensor(Y), 5)
-    train(fg, fm, fopt, fg.tensor(X), fg.tensor(Y), 5)
-    for (name, a), (_, b) in zip(fm.named_parameters(), tm.named_parameters()):
-        np.testing.assert_allclose(as_np(a), as_np(b), rtol=1e-4, atol=1e-5, err_msg=name)
+    trains_alike(pt, fm, fopt, tm, topt)
 
 
 def nested(lib):
