@@ -22,3 +22,11 @@ def _seed():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def pt():
+    """PyTorch, the test oracle; tests that ask for it skip without it."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)  # tiny tensors: worker threads only add contention
+    return torch

@@ -7,13 +7,6 @@ import pytest
 import fusegrad as fg
 
 
-@pytest.fixture
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 def _inputs(lib):
     rng = np.random.default_rng(0)
     f = lambda *s: lib.tensor(rng.standard_normal(s).astype(np.float32))  # noqa: E731

@@ -6,13 +6,6 @@ import fusegrad as fg
 import fusegrad.autograd.forward_ad as fwAD
 
 
-@pytest.fixture
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 def np_of(t):
     return np.asarray(t.detach().numpy())
 

@@ -6,13 +6,6 @@ import pytest
 import fusegrad as fg
 
 
-@pytest.fixture(scope="module")
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("args", [(), (40, 1), (3,), ([1, 2],), ([[1.5, 2], [3, 4]],), (np.arange(3),),
                                   ("size",)])

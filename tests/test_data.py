@@ -9,13 +9,6 @@ import fusegrad as fg
 from fusegrad.utils import data as fd
 
 
-@pytest.fixture(scope="module")
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 def plain(x):
     """A batch (of either library) as nested lists/dicts of (dtype name, values)."""
     if hasattr(x, "numpy") and hasattr(x, "dtype"):

@@ -13,13 +13,6 @@ from fusegrad.utils.checkpoint import checkpoint
 RTOL, ATOL = 1e-5, 1e-6
 
 
-@pytest.fixture
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)  # tiny tensors: worker threads only add contention
-    return torch
-
-
 def np_of(t) -> np.ndarray:
     """A fusegrad or torch tensor as an ndarray."""
     if hasattr(t, "detach"):

@@ -10,13 +10,6 @@ import pytest
 import fusegrad as fg
 
 
-@pytest.fixture(scope="module")
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((32, 5)).astype(np.float32)
 Y = RNG.standard_normal((32, 2)).astype(np.float32)

@@ -14,13 +14,6 @@ import fusegrad as fg
 from fusegrad.serialization.zipformat import write_archive
 
 
-@pytest.fixture(scope="module")
-def pt():
-    torch = pytest.importorskip("torch")
-    torch.set_num_threads(1)
-    return torch
-
-
 def mlp(lib):
     return lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.LayerNorm(8), lib.nn.Linear(8, 3))
 
