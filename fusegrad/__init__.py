@@ -23,7 +23,7 @@ from .runtime import keywords as _keywords  # noqa: E402
 
 _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
 from . import (accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, linalg,  # noqa: E402
-               nn, optim, serialization, utils)
+               nn, optim, serialization, utils, viz)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
                                is_deterministic_algorithms_warn_only_enabled, set_default_device,
