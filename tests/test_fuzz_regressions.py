@@ -49,3 +49,15 @@ def test_fuzz_seed_28_max_mask_under_remat(remat):
     (fg.compile(_prog28, backend="cpu", remat=remat)(x) * fg.tensor(ct)).sum().backward()
     (_prog28(y) * fg.tensor(ct)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.torch
+def test_fuzz_seed_199_prelu_keeps_a_scalar_input_0d(pt):
+    """Fuzz seed 199 (after the nn op families joined the generator): prelu of a 0-d input with a
+    one-element weight returned shape (1,) where PyTorch keeps the input's shape."""
+    for shape in [(), (3,), (2, 3)]:
+        x = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+        got = fg.nn.functional.prelu(fg.tensor(x), fg.tensor([0.25], dtype=fg.float64))
+        want = pt.nn.functional.prelu(pt.tensor(x), pt.tensor([0.25], dtype=pt.float64))
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)

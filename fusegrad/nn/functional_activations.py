@@ -66,7 +66,9 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where positive, ``weight * x`` elsewhere; ``weight`` has one slope or one per channel (dim 1)."""
-    if weight.numel() != 1:
+    if weight.numel() == 1:   # one slope: the result keeps the input's shape (a 0-d input stays 0-d)
+        weight = O.reshape(weight)
+    else:
         channels = input.shape[1] if input.ndim >= 2 else (input.shape[0] if input.ndim == 1 else 1)
         if weight.ndim != 1 or weight.shape[0] != channels:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "

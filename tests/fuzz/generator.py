@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .nn_ops import NNOps
+
 UNARY = [
     "{a}.sin()", "{a}.cos()", "{a}.tanh()", "torch.sigmoid({a})", "torch.exp({a}.clamp(-4.0, 4.0))",
     "torch.log({a}.abs() + 0.5)", "torch.sqrt({a} * {a} + 1.0)", "torch.relu({a})", "{a}.abs()", "-{a}",
@@ -86,7 +88,7 @@ def _bcast(a, b):
         return None
 
 
-class _Gen:
+class _Gen(NNOps):
     def __init__(self, seed, n_ops, exclude=()):
         self.r = np.random.default_rng(seed)
         self.exclude = set(exclude)
@@ -299,7 +301,7 @@ class _Gen:
         return self.emit(f"torch.where({b} > 0.1, {a}.sin(), {a} * {b})", [a, b], _bcast(sa, self.shapes[b]))
 
     FAMILIES = [("unary", 5), ("binary", 5), ("reduce", 2), ("matmul", 1.5), ("view", 3), ("cat", 1),
-                ("index", 1.2), ("softmax", 1), ("inplace", 0.5), ("where", 0.8)]
+                ("index", 1.2), ("softmax", 1), ("inplace", 0.5), ("where", 0.8)] + NNOps.NN_FAMILIES
 
     def run(self):
         full = tuple(int(n) for n in self.r.integers(1, 5, 3))
