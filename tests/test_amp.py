@@ -132,7 +132,7 @@ def test_autocast_cuda_and_bad_dtype_disable_with_a_warning():
 def test_autocast_inside_compile_is_part_of_the_signature():
     calls = []
 
-    @fg.compile(backend="eager")
+    @fg.compile
     def f(a, b):
         calls.append(1)
         return (a @ b).sum(1)
@@ -142,16 +142,19 @@ def test_autocast_inside_compile_is_part_of_the_signature():
     with fg.autocast("cpu"):
         out = f(a, b)
         assert out.dtype == fg.bfloat16
-        np.testing.assert_array_equal(out.float().numpy(), (a.bfloat16() @ b.bfloat16()).sum(1).float().numpy())
+        # computed in float32 between the casts and the output (as torch.compile): eager rounds each op
+        np.testing.assert_allclose(out.float().numpy(), (a.bfloat16() @ b.bfloat16()).sum(1).float().numpy(),
+                                   rtol=2e-2, atol=2e-2)
         f(a, b)
     assert f(a, b).dtype == fg.float32
     assert len(calls) == 2, "each autocast state traces once"
 
-    @fg.compile(backend="eager")
+    @fg.compile
     def g(a, b):
         with fg.autocast("cpu", dtype=fg.float16):
             return a @ b
     assert g(a, b).dtype == fg.float16 and g(a, b).dtype == fg.float16
+    assert not f.cache_info()["notes"] and not g.cache_info()["notes"], "compiled, not run eagerly"
 
 
 # ---------------------------------------------------------------- GradScaler

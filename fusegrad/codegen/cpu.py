@@ -25,6 +25,7 @@ from .cpu_loops import emit_loop_group, guarded, shareable
 from .cpu_render import render
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
 from .cpu_symbolic import compile_symbolic
+from .half_boundary import compile_upcast
 from .kir_lower import Listing, lower_group
 
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
@@ -109,7 +110,11 @@ class CpuBackend:
     def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False):
         """``graph`` compiled: by default one Numba entry with sizes baked in (a
         CpuExecutable); with ``symbolic=True`` shape-symbolic kernels that graphs of other
-        sizes share (a cpu_symbolic.SymbolicExecutable; ``donate`` is then unused)."""
+        sizes share (a cpu_symbolic.SymbolicExecutable; ``donate`` is then unused).
+        bfloat16/float16 values are computed in float32 (passes.upcast)."""
+        return compile_upcast(lambda g, d: self._compile(g, d, symbolic), graph, donate)
+
+    def _compile(self, graph: Graph, donate: Optional[dict], symbolic: bool):
         if symbolic:
             _check_types(graph)
             return compile_symbolic(graph)

@@ -12,6 +12,8 @@ from typing import Callable
 
 import numpy as np
 
+from .backend import Unsupported
+
 try:
     from .fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, VARIANTS as _VARIANTS
 except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
@@ -135,9 +137,9 @@ def prelude(names: dict, body: list) -> list[str]:
     (Lowering.inline_calls), which leaves their ``_fmc_`` names unused."""
     used = set(re.findall(r"\b\w+\b", "\n".join(body)))
     lines = [f"{k} = {v}" for k, v in sorted(names.items()) if k in used]
-    imp = ("from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
-           "VARIANTS as _FASTMATH_VARIANTS")
-    return [imp] + lines if lines else []
+    imp = ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
+           "VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND"]
+    return imp + lines if lines else []
 
 
 def _typed(dt: np.dtype, v) -> str:
@@ -178,6 +180,13 @@ def _np(fn: str, int_identity: bool = False) -> Callable:
 def _cast(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
     to = np.dtype(p["dtype"])
     return f"({a[0]} != 0)" if to.kind == "b" else f"np.{to.name}({a[0]})"
+
+
+def _reduce_precision(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    if dt != np.float32:  # passes.upcast makes it on float32 values only
+        raise Unsupported(f"cpu backend: reduce_precision of {dt} values is not supported")
+    name = np.dtype(p["dtype"]).name
+    return f"{lw._bind(f'_round_{name}', f'_HALF_ROUND[{name!r}]')}({a[0]})"
 
 
 def _extreme(op: str) -> Callable:
@@ -235,4 +244,5 @@ _FUNCS: dict[str, Callable] = {
     "max": _extreme(">"),
     "min": _extreme("<"),
     "cast": _cast,
+    "reduce_precision": _reduce_precision,
 }

@@ -211,7 +211,7 @@ class _Lowerer:
         truth = PREDICATE_OPERANDS.get(op, ())
         args = [Op("ne", (x, Const(0, x.dtype)), np.dtype(np.bool_)) if i in truth and np.dtype(x.dtype).kind != "b"
                 else x for i, x in enumerate(args)]
-        params = tuple((k, np.dtype(v)) for k, v in sorted(e.params.items())) if op == "cast" else ()
+        params = tuple((k, np.dtype(v)) for k, v in sorted(e.params.items())) if op in ("cast", "reduce_precision") else ()
         return Op(op, tuple(args), out.dtype, params)
 
     def reduce_input(self, e: Eqn):

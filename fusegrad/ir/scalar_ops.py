@@ -53,6 +53,11 @@ def _cast(args, dt, params):
     return np.bool_(args[0] != 0) if to.kind == "b" else np.asarray(args[0]).astype(to)[()]
 
 
+def _reduce_precision(args, dt, params):
+    with np.errstate(all="ignore"):
+        return np.asarray(args[0]).astype(np.dtype(params["dtype"])).astype(dt)[()]
+
+
 def _where(args, dt, params):
     return args[1] if args[0] else args[2]
 
@@ -100,6 +105,7 @@ _OPS = [
     ("isnan", 1, _pred(np.isnan)),
     ("where", 3, _where),
     ("cast", 1, _cast),
+    ("reduce_precision", 1, _reduce_precision),  # to the nearest value of params["dtype"]
 ]
 OPS: dict[str, ScalarOp] = {n: ScalarOp(n, k, f) for n, k, f in _OPS}
 # Operations whose operands are truth values (a non-bool operand means "!= 0"); for

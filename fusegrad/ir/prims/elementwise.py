@@ -16,7 +16,7 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
            "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-           "logical_not", "isnan", "stop_gradient", "where", "cast", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
+           "logical_not", "isnan", "stop_gradient", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
 
 def _same(avals, params):
@@ -329,3 +329,20 @@ cast = Primitive("cast", lambda x, dtype: _cast_impl(x, np.dtype(dtype)),
                  abstract=lambda a, p: (a[0][0], np.dtype(p["dtype"])), vjp=_cast_vjp,
                  jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else cast(ts[0], dtype=out.dtype.np),
                  saves="", kind="elementwise", scalar="cast", node_name="ToCopyBackward0")
+
+
+# ---------------------------------------------------------------- reduce_precision
+# ``x`` rounded to the nearest value of the narrower float ``dtype`` (round to nearest
+# even, overflow to inf, NaN kept) but kept in x's dtype: what a cast to bfloat16/float16
+# becomes when a backend computes half-precision graphs in float32 (passes.upcast), as
+# XLA's reduce-precision op. Its derivative is the identity, rounded as the value is.
+def _reduce_precision_impl(x, dtype):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.dtype(dtype)).astype(x.dtype)
+
+
+reduce_precision = Primitive(
+    "reduce_precision", _reduce_precision_impl, abstract=_same,
+    vjp=lambda g, ins, out, needs, dtype=None: (reduce_precision(g, dtype=dtype),),
+    jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else reduce_precision(ts[0], dtype=dtype),
+    kind="elementwise", scalar="reduce_precision", node_name="ReducePrecisionBackward")
