@@ -37,6 +37,13 @@ def _run(L, model, dtype, compiled, steps=3):
         assert out.dtype == dtype
         losses.append(float(loss.detach()))
         outs.append(out.float().detach().numpy())
+    if compiled:  # the graph holds half values; the backend computes them in float32
+        lowered = f.lower(x, y)
+        assert re.search(r"\bb?f16\[", lowered.ir("optimized"))
+        assert not re.search(r"\bb?f16\[", lowered.ir("fused"))
+        kernels = lowered.ir("kernel")  # forward and backward kernels
+        assert "float32" in kernels and not re.search(r"(?<!dtype=)\bb?float16\b", kernels)
+        assert "reduce_precision" in lowered.ir("fused")
     return losses, outs, [p.detach().numpy().copy() for p in model.parameters()], f
 
 

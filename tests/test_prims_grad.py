@@ -151,6 +151,9 @@ CASES.append(Case("cast", "f64_f32_f64", lambda: [rnd((2, 3))],
                   fn=lambda x: PRIMS["cast"](PRIMS["cast"](x, dtype=np.float32), dtype=np.float64),
                   eps=1e-3, atol=2e-3, rtol=2e-3))
 CASES.append(Case("cast", "T", lambda: [T(rnd((3, 2)))], params={"dtype": np.float64}))
+# rounding to float16's values (ulp <= 2**-10 here), differentiated as the cast it stands for
+CASES.append(Case("reduce_precision", "f16", lambda: [rnd((2, 3))], params={"dtype": np.float16},
+                  eps=0.05, atol=0.03, rtol=0.03))
 
 # reductions
 for _p, _dom in [("reduce_sum", rnd), ("reduce_max", rnd), ("reduce_min", rnd), ("reduce_prod", away0)]:
