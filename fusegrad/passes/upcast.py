@@ -57,7 +57,8 @@ def upcast(graph: Graph) -> Graph:
         ins = tuple(operand(a) for a in e.inputs)
         half_in = any(isinstance(a, Var) and a.dtype in HALF for a in e.inputs)
         out_half = e.out.dtype in HALF
-        if not (half_in or out_half or any(v in HALF for v in e.params.values() if isinstance(v, np.dtype))):
+        half_param = "dtype" in e.params and np.dtype(e.params["dtype"]) in HALF  # full, random, cast
+        if not (half_in or out_half or half_param):
             eqns.append(e)
             continue
         if e.prim is P.cast:
@@ -69,7 +70,7 @@ def upcast(graph: Graph) -> Graph:
             else:  # from a half value, now float32
                 eqns.append(Eqn(P.cast, (x,), e.params, e.out, e.where))
             continue
-        params = {k: (_F32 if isinstance(v, np.dtype) and v in HALF else v) for k, v in e.params.items()}
+        params = {**e.params, "dtype": _F32} if half_param else e.params
         if out_half and not half_in:  # the value enters half precision here: round it as eager does
             mid = emit(e.prim, ins, params, Var(e.out.shape, _F32, e.out.trace), e.where)
             emit(P.reduce_precision, (mid,), {"dtype": e.out.dtype}, var(e.out), e.where)
