@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad import nn
 
 
 def _mlp(L):
@@ -49,8 +48,8 @@ def _run(L, model, dtype, compiled, steps=3):
 
 @pytest.mark.torch
 @pytest.mark.parametrize("half", ["bfloat16", "float16"])
-def test_mlp_step_under_autocast_compiles_and_matches_eager_and_torch(half):
-    import torch
+def test_mlp_step_under_autocast_compiles_and_matches_eager_and_torch(half, pt):
+    torch = pt
     tol = dict(rtol=0.05, atol=0.03) if half == "bfloat16" else dict(rtol=5e-3, atol=3e-3)
     model = _mlp(fg)
     ref_model = _mlp(fg)

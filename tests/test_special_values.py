@@ -1,6 +1,7 @@
 """Special values (inf, -inf, nan, +-0.0, denormals, extreme finite values) through every
 elementwise primitive: eager and compiled (backend="cpu", ONE graph per dtype holding every op)
 against NumPy, values and NaN positions."""
+import ml_dtypes
 import numpy as np
 import pytest
 import scipy.special as sp
@@ -38,6 +39,10 @@ UNARY = {
     "ceil": (fg.ceil, np.ceil), "round": (fg.round, np.round), "trunc": (fg.trunc, np.trunc),
     "logical_not": (fg.logical_not, np.logical_not), "isnan": (fg.isnan, np.isnan),
     "cast": (lambda x: x.to(fg.bool), lambda x: x.astype(bool)),
+    # a round trip through a half dtype: what the cpu backend computes as reduce_precision
+    "reduce_precision": (lambda x: x.to(fg.float16).to(x.dtype), lambda x: x.astype(np.float16).astype(x.dtype)),
+    "reduce_precision_bf16": (lambda x: x.to(fg.bfloat16).to(x.dtype),
+                              lambda x: x.astype(ml_dtypes.bfloat16).astype(x.dtype)),
 }
 BINARY = {
     "add": (lambda x, y: x + y, np.add), "sub": (lambda x, y: x - y, np.subtract),

@@ -64,7 +64,7 @@ def upcast(graph: Graph) -> Graph:
         if e.prim is P.cast:
             x = ins[0]
             if out_half:  # round exactly as the cast does
-                if x.dtype != _F32:
+                if x.dtype != _F32:  # float64 -> float32 -> half rounds as float64 -> half: 24 >= 2 * 11 + 2 bits
                     x = emit(P.cast, (x,), {"dtype": _F32}, Var(x.shape, _F32, x.trace), e.where)
                 emit(P.reduce_precision, (x,), {"dtype": e.out.dtype}, var(e.out), e.where)
             else:  # from a half value, now float32
