@@ -61,3 +61,27 @@ def test_fuzz_seed_199_prelu_keeps_a_scalar_input_0d(pt):
         want = pt.nn.functional.prelu(pt.tensor(x), pt.tensor([0.25], dtype=pt.float64))
         assert tuple(got.shape) == tuple(want.shape)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+@pytest.mark.torch
+def test_fuzz_masked_attention_compiles_without_a_graph_break(pt):
+    """Fuzz batches 0-9 (cpu): scaled_dot_product_attention with an attn_mask broke the compiled graph
+    (its dead-row test called all(), which needs concrete values); one graph now, values and
+    gradients as PyTorch's, fully masked rows included."""
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 4))
+    w = rng.standard_normal((2, 3, 4))
+    mask = np.array([[True, False, True, False], [False, False, False, False], [True, True, True, True]])
+
+    def attn(F, t, q, k, v):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=t.tensor(mask)) * t.tensor(w)).sum()
+    f = fg.compile(lambda q, k, v: attn(fg.nn.functional, fg, q, k, v), backend="cpu")
+    xs = [fg.tensor(a, requires_grad=True) for a in (q, k, v)]
+    ts = [pt.tensor(a, requires_grad=True) for a in (q, k, v)]
+    got, want = f(*xs), attn(pt.nn.functional, pt, *ts)
+    assert f.cache_info()["graph_breaks"] == []
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-10)
+    got.backward()
+    want.backward()
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-12)

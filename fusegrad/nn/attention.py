@@ -41,7 +41,8 @@ def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], dropout_p: 
     if bias is not None:
         scores = O.add(scores, bias)
     if safe:
-        dead = O.all(O.eq(scores, -math.inf), -1, keepdim=True)
+        # a row is dead when its largest score is -inf (amax traces; all() needs concrete values)
+        dead = O.eq(O.amax(scores.detach(), -1, keepdim=True), -math.inf)
         # replaced before the softmax as well, so no NaN reaches the backward pass of dead rows
         weights = O.where(dead, 0.0, O.softmax(O.where(dead, 0.0, scores), -1))
     else:
