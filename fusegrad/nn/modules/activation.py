@@ -15,18 +15,41 @@ def _inplace_str(inplace: bool) -> str:
     return "inplace=True" if inplace else ""
 
 
-class ReLU(Module):
-    """``max(x, 0)``."""
+def _with_inplace(text: str, inplace: bool) -> str:
+    """``text`` followed by ``, inplace=True`` when ``inplace`` (PyTorch's extra_repr form)."""
+    return text + (", inplace=True" if inplace else "")
+
+
+class _Elementwise(Module):
+    """An activation whose forward is ``fn(input, **options)``; ``options`` are its constructor arguments."""
+
+    fn = None  # the functional form, set by each subclass
+
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self).fn(input, **self._options())
+
+    def _options(self) -> dict:
+        return {}
+
+
+class _InplaceElementwise(_Elementwise):
+    """An elementwise activation whose one option is ``inplace``."""
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input, inplace=self.inplace)
+    def _options(self) -> dict:
+        return {"inplace": self.inplace}
 
     def extra_repr(self) -> str:
         return _inplace_str(self.inplace)
+
+
+class ReLU(_InplaceElementwise):
+    """``max(x, 0)``."""
+
+    fn = staticmethod(F.relu)
 
 
 class LeakyReLU(Module):
@@ -41,36 +64,34 @@ class LeakyReLU(Module):
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+        return _with_inplace(f"negative_slope={self.negative_slope}", self.inplace)
 
 
-class ELU(Module):
-    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+class _AlphaElementwise(_Elementwise):
+    """An elementwise activation with options ``alpha`` and ``inplace``."""
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:
-        return F.elu(input, self.alpha, self.inplace)
+    def _options(self) -> dict:
+        return {"alpha": self.alpha, "inplace": self.inplace}
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+        return _with_inplace(f"alpha={self.alpha}", self.inplace)
 
 
-class SiLU(Module):
+class ELU(_AlphaElementwise):
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+
+    fn = staticmethod(F.elu)
+
+
+class SiLU(_InplaceElementwise):
     """``x * sigmoid(x)``."""
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.silu(input, inplace=self.inplace)
-
-    def extra_repr(self) -> str:
-        return _inplace_str(self.inplace)
+    fn = staticmethod(F.silu)
 
 
 class GELU(Module):
@@ -144,65 +165,22 @@ class LogSoftmax(Module):
         return f"dim={self.dim}"
 
 
-class _Elementwise(Module):
-    """An activation whose forward is ``fn(input, **options)``; ``options`` are its constructor arguments."""
-
-    fn = None  # the functional form, set by each subclass
-
-    def forward(self, input: Tensor) -> Tensor:
-        return type(self).fn(input, **self._options())
-
-    def _options(self) -> dict:
-        return {}
-
-
-class SELU(_Elementwise):
+class SELU(_InplaceElementwise):
     """``scale * elu(x, alpha)`` with the self-normalizing constants."""
 
     fn = staticmethod(F.selu)
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
 
-    def _options(self) -> dict:
-        return {"inplace": self.inplace}
-
-    def extra_repr(self) -> str:
-        return _inplace_str(self.inplace)
-
-
-class CELU(_Elementwise):
+class CELU(_AlphaElementwise):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
     fn = staticmethod(F.celu)
 
-    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
 
-    def _options(self) -> dict:
-        return {"alpha": self.alpha, "inplace": self.inplace}
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
-
-
-class Mish(_Elementwise):
+class Mish(_InplaceElementwise):
     """``x * tanh(softplus(x))``."""
 
     fn = staticmethod(F.mish)
-
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def _options(self) -> dict:
-        return {"inplace": self.inplace}
-
-    def extra_repr(self) -> str:
-        return _inplace_str(self.inplace)
 
 
 class Hardtanh(_Elementwise):
@@ -222,7 +200,7 @@ class Hardtanh(_Elementwise):
         return {"min_val": self.min_val, "max_val": self.max_val, "inplace": self.inplace}
 
     def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+        return _with_inplace(f"min_val={self.min_val}, max_val={self.max_val}", self.inplace)
 
 
 class ReLU6(Hardtanh):
@@ -235,13 +213,13 @@ class ReLU6(Hardtanh):
         return _inplace_str(self.inplace)
 
 
-class Hardsigmoid(SELU):
+class Hardsigmoid(_InplaceElementwise):
     """``relu6(x + 3) / 6``."""
 
     fn = staticmethod(F.hardsigmoid)
 
 
-class Hardswish(SELU):
+class Hardswish(_InplaceElementwise):
     """``x * relu6(x + 3) / 6``."""
 
     fn = staticmethod(F.hardswish)
