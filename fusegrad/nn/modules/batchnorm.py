@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...runtime.factory import empty, ones, tensor, zeros
+from ...runtime.factory import ones, tensor, zeros
 from ...ir import dtypes as D
 from ...runtime.ops import unsqueeze, squeeze
 from ...runtime.tensor import Tensor
 from .. import functional_norm as FN
-from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from .affine import register_affine, reset_affine
 
 
 class _NormBase(Module):
@@ -26,15 +25,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_features, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_affine(self, num_features, affine, bias, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
@@ -53,10 +44,7 @@ class _NormBase(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self, self.affine)
 
     def _factor(self) -> float:
         """The running-average factor of this step, counting the step when training."""
