@@ -8,16 +8,23 @@ from .. import functional_pool as FP
 from ..module import Module
 
 
-class _MaxPoolNd(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
+class _WindowPool(Module):
+    """The window options every sliding-window pool has; ``stride`` defaults to ``kernel_size``."""
+
+    def __init__(self, kernel_size, stride, padding, ceil_mode: bool) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
+        self.ceil_mode = ceil_mode
+
+
+class _MaxPoolNd(_WindowPool):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
         self.dilation = dilation
         self.return_indices = return_indices
-        self.ceil_mode = ceil_mode
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -40,22 +47,18 @@ class MaxPool2d(_MaxPoolNd):
                              ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class _AvgPoolNd(Module):
+class _AvgPoolNd(_WindowPool):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.count_include_pad = count_include_pad
+
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AvgPool1d(_AvgPoolNd):
     """Mean over sliding windows of (N, C, L)."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
 
     def forward(self, input: Tensor) -> Tensor:
         return FP.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
@@ -67,12 +70,7 @@ class AvgPool2d(_AvgPoolNd):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: Optional[int] = None) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = divisor_override
 
     def forward(self, input: Tensor) -> Tensor:
