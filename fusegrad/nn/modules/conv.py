@@ -1,15 +1,12 @@
 """Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
 from __future__ import annotations
 
-import math
 from typing import Optional, Sequence, Union
 
-from ...runtime.factory import empty
 from ...runtime.tensor import Tensor
 from .. import functional_conv as FC
-from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from .default_init import kaiming_reset_, register_weight_and_bias
 
 _MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -52,21 +49,12 @@ class _ConvNd(Module):
             wshape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             wshape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(empty(wshape, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        register_weight_and_bias(self, wshape, out_channels, bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weight, U(+-1/sqrt(fan_in)) bias."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        kaiming_reset_(self.weight, self.bias, zero_bias_without_fan_in=False)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

@@ -1,15 +1,13 @@
 """Identity, Linear and LazyLinear."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from ...runtime.factory import empty
 from ...runtime.tensor import Tensor
 from .. import functional as F
-from .. import init
 from ..module import Module
-from ..parameter import Parameter, UninitializedParameter
+from ..parameter import UninitializedParameter
+from .default_init import kaiming_reset_, register_weight_and_bias
 
 
 class Identity(Module):
@@ -29,20 +27,12 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in_features), dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        register_weight_and_bias(self, (out_features, in_features), out_features, bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weight, U(+-1/sqrt(fan_in)) bias."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        kaiming_reset_(self.weight, self.bias, zero_bias_without_fan_in=True)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.linear(input, self.weight, self.bias)
