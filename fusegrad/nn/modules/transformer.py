@@ -45,7 +45,12 @@ def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
 
 
 class _TransformerLayer(Module):
-    """What encoder and decoder layers share: the feed-forward block, norms, dropouts and self-attention."""
+    """What encoder and decoder layers share: self-attention, the feed-forward block, norms and dropouts."""
+
+    def __init__(self, d_model: int, nhead: int, dropout: float, bias: bool, batch_first: bool, dtype) -> None:
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                            dtype=dtype)
 
     def _add_feedforward_and_norms(self, n: int, d_model: int, dim_feedforward: int, dropout: float,
                                    activation: Activation, layer_norm_eps: float, bias: bool, dtype) -> None:
@@ -73,9 +78,7 @@ class TransformerEncoderLayer(_TransformerLayer):
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            dtype=dtype)
+        super().__init__(d_model, nhead, dropout, bias, batch_first, dtype)
         self.norm_first = norm_first
         self._add_feedforward_and_norms(2, d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias,
                                         dtype)
@@ -99,9 +102,7 @@ class TransformerDecoderLayer(_TransformerLayer):
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Activation = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
                  norm_first: bool = False, bias: bool = True, device=None, dtype=None) -> None:
-        super().__init__()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            dtype=dtype)
+        super().__init__(d_model, nhead, dropout, bias, batch_first, dtype)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
                                                  batch_first=batch_first, dtype=dtype)
         self.norm_first = norm_first
