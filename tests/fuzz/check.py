@@ -46,6 +46,13 @@ def _close(kind, got, want, rtol, what):
         raise Mismatch(kind, f"{what}: max abs err {err:.3g}\n got={got.tolist()}\nwant={want.tolist()}")
 
 
+def _one_graph(cf, backend):
+    """Generated programs are straight-line tensor code: compiling one must not break the graph."""
+    breaks = cf.cache_info()["graph_breaks"]
+    if breaks:
+        raise Mismatch(f"compile[{backend}]-graph-break", "; ".join(breaks))
+
+
 def cotangents(p, out_shapes):
     r = np.random.default_rng(p.seed + 104729)
     return [r.standard_normal(s) for s in out_shapes]
@@ -85,10 +92,12 @@ def check_program(p, backends=("eager",), torch=True, fd=True, jac=True):
         raise Mismatch("eager-error", f"{type(e).__name__}: {e}") from e
     for b in backends:
         try:
+            cf = fg.compile(p.make(fg), backend=b)
             with np.errstate(all="ignore"):
-                co, cg = run_fusegrad(fg.compile(p.make(fg), backend=b), arrays, ws)
+                co, cg = run_fusegrad(cf, arrays, ws)
         except Exception as e:
             raise Mismatch(f"compile[{b}]-error", f"{type(e).__name__}: {e}") from e
+        _one_graph(cf, b)
         for i, (a, r) in enumerate(zip(co, outs)):
             _close(f"compile[{b}]-value", a, r, RTOL[b], f"output {i}")
         for i, (a, r) in enumerate(zip(cg, grads)):
@@ -159,11 +168,13 @@ def check_batch(progs, backend="cpu"):
     refs = [reference(p) for p in progs]
     arrays = [a for r in refs for a in r[0]]
     ws = [w for r in refs for w in r[1]]
+    cf = fg.compile(ns["batch"], backend=backend)
     try:
         with np.errstate(all="ignore"):
-            co, cg = run_fusegrad(fg.compile(ns["batch"], backend=backend), arrays, ws)
+            co, cg = run_fusegrad(cf, arrays, ws)
     except Exception as e:
         raise Mismatch(f"compile[{backend}]-error", f"{type(e).__name__}: {e}") from e
+    _one_graph(cf, backend)
     o = 0
     for p, (lo, hi), (_, _, outs, grads) in zip(progs, slices, refs):
         try:
