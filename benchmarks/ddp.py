@@ -76,7 +76,10 @@ def worker(mode: str, steps: int, warmup: int) -> None:
     rec = {"rank": rank, "world": world, "mode": mode, "step_s": float(np.median(times)),
            "wait_s": float(np.median(waits)), "allreduce_s": float(np.median(whole)) if whole else 0.0,
            "buckets": ddp.bucket_sizes if ddp is not None else []}
-    print("DDPBENCH " + json.dumps(rec), flush=True)
+    recs = ddp.process_group.comm.gather(rec, root=0) if ddp is not None else [rec]
+    if rank == 0:  # one writer: lines printed by several ranks at once can interleave
+        for r in recs:
+            print("DDPBENCH " + json.dumps(r), flush=True)
     dist.destroy_process_group()
 
 
