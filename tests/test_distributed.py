@@ -44,13 +44,15 @@ def run_checks(n: int, names: list, timeout: float = 240) -> str:
 
 ALL = ["collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
        "ddp_no_sync_accumulation", "ddp_unused_parameters_buffers_state_dict",
-       "ddp_broadcasts_rank0_parameters", "ddp_compiled", "distributed_sampler"]
+       "ddp_broadcasts_rank0_parameters", "ddp_gradient_layouts_differ_across_ranks", "ddp_compiled",
+       "distributed_sampler"]
 
 
 def test_two_ranks_collectives_ddp_sampler():
     """Collectives vs NumPy; DDP (20 SGD and 20 Adam steps, float64) equal to one process on the
     concatenated batch to 1e-6 (in fact ~1e-16); no_sync; unused parameters; buffers;
-    state_dict keys; compiled Sequential under DDP; the sampler's partition."""
+    state_dict keys; gradient layouts differing across ranks; compiled Sequential under DDP;
+    the sampler's partition."""
     out = run_checks(2, ALL)
     assert out.count("SGD: max |param - single process|") == 2
 

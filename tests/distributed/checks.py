@@ -234,6 +234,39 @@ def ddp_no_sync_accumulation():
         close(p.grad.numpy(), q.grad.numpy(), 1e-10)
 
 
+class Layouts(nn.Module):
+    """``x @ w`` gives w a C-ordered gradient, ``(w.T @ x.T).T`` the same values Fortran-ordered."""
+
+    def __init__(self, fortran: bool):
+        super().__init__()
+        self.w = nn.Parameter(fg.tensor(data(0, (4, 3))))
+        self.fortran = fortran
+
+    def forward(self, x):
+        return (self.w.T @ x.T).T if self.fortran else x @ self.w
+
+
+@check
+def ddp_gradient_layouts_differ_across_ranks():
+    """Buckets carry gradients in their own memory order; ranks whose orders differ (rank 0
+    Fortran, the others C) still average correctly, this step and the next."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    m = Layouts(fortran=r == 0)
+    ddp = DDP(m)
+    for step in range(2):
+        m.w.grad = None
+        xs = [data(10 * step + q, (5, 4)) for q in range(n)]
+        (ddp(fg.tensor(xs[r])) ** 2).sum().backward()
+        refs = []
+        for q in range(n):
+            w = fg.tensor(m.w.detach().numpy().copy(), requires_grad=True)
+            ((fg.tensor(xs[q]) @ w) ** 2).sum().backward()
+            refs.append(w.grad.numpy())
+        close(m.w.grad.numpy(), sum(refs) / n)
+    orders = ddp.reducer.buckets[0].orders
+    assert orders == ["C"], orders  # the disagreeing slot went to C order for good
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()

@@ -140,7 +140,7 @@ class DistributedDataParallel(Module):
     @property
     def bucket_sizes(self) -> List[int]:
         """Elements per gradient bucket, in all-reduce order."""
-        return [b.flat.size for b in self.reducer.buckets]
+        return [b.size for b in self.reducer.buckets]
 
     def extra_repr(self) -> str:
         return f"world_size={self.process_group.size()}, buckets={len(self.reducer.buckets)}"
