@@ -16,9 +16,9 @@ import numpy as np
 
 from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
 from .cpu_scalar import Lowering, literal, prelude
-from .kir import (Acc, Assign, Const, Extern, Guard, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Update, canonical,
-                  stmts, values)
+from .kir import Acc, Assign, Extern, Guard, Kernel, Let, Loop, Op, Store, Update, canonical, stmts, values
 from .kir_passes import optimize
+from .value_text import value_text
 
 # see cpu.py: reassoc lets LLVM vectorize reductions, contract allows FMA; NaN and inf keep
 # NumPy semantics; x/0 gives inf
@@ -90,16 +90,7 @@ class _Writer:
                 raise NotImplementedError(f"cpu renderer: library call {s.fn} inside a loop kernel")
 
     def value(self, v) -> str:
-        if isinstance(v, Const):
-            return literal(v.value, v.dtype)
-        if isinstance(v, Ref):
-            return v.name
-        if isinstance(v, Load):
-            return f"{v.buf}[{_index(v.index)}]"
-        if isinstance(v, Index):
-            return f"np.{np.dtype(v.dtype).name}({v.expr})"
-        assert isinstance(v, Op)
-        return self.lw.expr(v.op, [self.value(a) for a in v.args], v.operand_dtype(), dict(v.params))
+        return value_text(v, _index, lambda o, args: self.lw.expr(o.op, args, o.operand_dtype(), dict(o.params)))
 
 
 def _index(e) -> str:

@@ -1,0 +1,369 @@
+"""The Numba-CUDA renderer: the only module that knows CUDA kernel syntax. One
+``kir.Kernel`` becomes one module holding one ``@cuda.jit`` function
+``kernel(<buffers>, <symbols>)`` (flat 1-d device arrays, int symbols); ``render_matmul``
+writes the tiled shared-memory GEMM that library-call matmuls run as.
+
+Mapping of the kernel IR onto the grid (``Rendered.block`` says which one a kernel uses):
+- A top-level perfect loop nest (every loop kind alike) is linearized and split over the
+  threads by a grid-stride loop: one thread per element of an elementwise kernel, or per
+  output element of a reducing kernel whose reductions are short (serial loops per thread).
+- A reducing kernel with long reductions (over ``BLOCK_MIN`` elements, or a symbolic
+  extent) runs one block per output element (a block-stride loop over the outer nest):
+  the block's threads split each reduction loop, then fold their partial accumulators by
+  a tree reduction in shared memory, so every thread holds the result for the phases and
+  stores after it (stores of per-row values by thread 0). A full reduction to one value
+  is one block's work.
+
+Scalar operations keep NumPy's semantics (scalar_ops): results are converted to their
+dtype (integer arithmetic wraps as NumPy's does), max/min propagate NaN, rounding is to
+nearest even; transcendentals call libdevice on the device, NumPy on the simulator
+(``SIM_MATH``; Python's ``math`` raises where CUDA returns inf/NaN). Kernels are rendered
+in canonical form (kir.canonical), so kernels equal up to renaming share one module and
+compile once per process (cached on disk by runtime.kernel_cache)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
+from .backend import Unsupported
+from .cpu_scalar import literal
+from .kir import Acc, Assign, Extern, Guard, IExpr, Kernel, Let, Loop, Store, Update, canonical, ieval, iprod, stmts
+from .value_text import value_text
+
+# A reduction over at least this many elements is split over a block's threads.
+BLOCK_MIN = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """Launch geometry: ``threads`` per block (a power of two: the tree reductions halve it),
+    at most ``max_blocks`` blocks (grid-stride loops cover the rest), ``tile`` the GEMM tile
+    edge; ``sim`` renders for the simulator (NumPy math, small blocks)."""
+    threads: int
+    max_blocks: int
+    tile: int
+    sim: bool
+
+
+DEVICE = Config(threads=256, max_blocks=4096, tile=16, sim=False)
+SIMULATOR = Config(threads=32, max_blocks=4, tile=8, sim=True)
+
+
+@dataclass
+class Rendered:
+    """A kernel module's ``source``; ``block``: one block per outer element (see module
+    docstring); ``totals``: each top-level nest's element count (over ``syms``, the
+    canonical symbol names in parameter order)."""
+    source: str
+    block: bool
+    totals: list
+    syms: tuple
+
+    def grid(self, cfg: Config, sym_values: list) -> tuple:
+        """(blocks, threads) of a launch with these symbol values."""
+        env = dict(zip(self.syms, sym_values))
+        n = max([ieval(t, env) for t in self.totals] + [1])
+        blocks = n if self.block else -(-n // cfg.threads)
+        return max(1, min(blocks, cfg.max_blocks)), cfg.threads
+
+
+def _errstate(fn: Callable) -> Callable:
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return quiet
+
+
+# The simulator's transcendentals: NumPy's (inf/NaN where CUDA gives them), quietly.
+SIM_MATH = {name: _errstate(getattr(np, np_name)) for name, np_name in (
+    ("exp", "exp"), ("expm1", "expm1"), ("log", "log"), ("log1p", "log1p"), ("sin", "sin"), ("cos", "cos"),
+    ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("pow", "power"), ("atan2", "arctan2"),
+    ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("rint", "rint"))}
+SIM_MATH["erf"] = _errstate(lambda x: type(x)(math.erf(x)))
+
+
+# ---------------------------------------------------------------- scalar expressions
+class _Scalars:
+    """Writes one element of each scalar operation; collects the module-level math names."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.globals: dict = {}
+
+    def math(self, name: str, dt: np.dtype) -> str:
+        """The symbol bound to math function ``name`` for float dtype ``dt``."""
+        sym = f"_{name}_{dt.name}"
+        if self.cfg.sim:
+            self.globals[sym] = f"_SIM[{name!r}]"
+        else:
+            self.globals[sym] = f"libdevice.{name}{'f' if dt == np.float32 else ''}"
+        return sym
+
+    def call(self, name: str, args: list, dt: np.dtype) -> str:
+        if dt.kind != "f":  # e.g. exp of an int: NumPy computes in float64
+            args, dt = [f"np.float64({a})" for a in args], np.dtype(np.float64)
+        return f"{self.math(name, dt)}({', '.join(args)})"
+
+    def expr(self, op: str, a: list, dt: np.dtype, out: np.dtype, params: dict) -> str:
+        """``op`` on operand expressions ``a`` of dtype ``dt``, as a value of dtype ``out``."""
+        dt, out = np.dtype(dt), np.dtype(out)
+        if op == "reduce_precision":
+            raise Unsupported("cuda backend: reduce_precision (half-precision values) has no CUDA lowering")
+        if op == "cast":
+            to = np.dtype(params["dtype"])
+            return f"({a[0]} != 0)" if to.kind == "b" else f"np.{to.name}({a[0]})"
+        e = self._raw(op, a, dt)
+        return e if out.kind == "b" else f"np.{out.name}({e})"
+
+    def _raw(self, op: str, a: list, dt: np.dtype) -> str:
+        one, zero = literal(1, dt), literal(0, dt)
+        if op in _INFIX:
+            return _INFIX[op].format(*a)
+        if op in ("floor", "ceil", "trunc", "round"):
+            return a[0] if dt.kind in "iub" else self.call("rint" if op == "round" else op, a, dt)
+        if op in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "erf", "atan2"):
+            return self.call(op, a, dt)
+        if op == "pow":
+            return self.call("pow", a, dt) if dt.kind == "f" else f"({a[0]} ** {a[1]})"
+        if op == "rsqrt":
+            return f"({literal(1, dt) if dt.kind == 'f' else '1.0'} / {self.call('sqrt', a, dt)})"
+        if op == "sigmoid":
+            return f"({one} / ({one} + {self.call('exp', [f'-{a[0]}'], dt)}))"
+        if op == "abs":
+            return f"abs({a[0]})"
+        if op == "relu":
+            return f"({zero} if {a[0]} < {zero} else {a[0]})"
+        if op == "sign":
+            return f"({one} if {a[0]} > {zero} else ({literal(-1, dt)} if {a[0]} < {zero} else {a[0]}))"
+        if op in ("max", "min"):
+            cmp = ">" if op == "max" else "<"
+            x, y = a
+            if dt.kind != "f":
+                return f"({x} if {x} {cmp} {y} else {y})"
+            return f"({x} if ({x} {cmp} {y} or {x} != {x}) else {y})"  # NaN in either wins, as in NumPy
+        raise Unsupported(f"cuda backend: no CUDA lowering of scalar operation {op!r}")
+
+
+_INFIX = {"copy": "{0}", "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+          "div": "({0} / {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
+          "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})", "and": "({0} and {1})",
+          "or": "({0} or {1})", "xor": "({0} != {1})", "not": "(not {0})", "isnan": "({0} != {0})",
+          "where": "({1} if {0} else {2})"}
+
+
+# ---------------------------------------------------------------- loop kernels
+def _nest(body: list) -> tuple:
+    """(loops, innermost body) of the perfect loop nest ``body`` starts with: loops that
+    are the only statement of their enclosing body."""
+    loops = []
+    while len(body) == 1 and isinstance(body[0], Loop):
+        loops.append(body[0])
+        body = body[0].body
+    return loops, body
+
+
+def _parts(k: Kernel) -> list:
+    """The top-level work items: (outer loops, body) pairs. A body that declares
+    accumulators at the top level (a full reduction) is one item without outer loops."""
+    if any(isinstance(s, Acc) for s in k.body):
+        return [([], k.body)]
+    parts, lead = [], []
+    for s in k.body:
+        if isinstance(s, Loop):
+            parts.append(_nest([s]))
+        else:
+            lead.append(s)
+    return ([([], lead)] if lead else []) + parts
+
+
+def _reduction_extent(body: list) -> Optional[int]:
+    """The largest element count of the loop nests in ``body`` (None if one is symbolic)."""
+    best = 0
+    for s in body:
+        if isinstance(s, Loop):
+            loops, _ = _nest([s])
+            n = iprod([lp.extent for lp in loops])
+            if not isinstance(n, int):
+                return None
+            best = max(best, n)
+    return best
+
+
+def render(k: Kernel, cfg: Config) -> Rendered:
+    """The module source of loop kernel ``k`` (see the module docstring)."""
+    k = canonical(k)
+    parts = _parts(k)
+    reds = [_reduction_extent(body) for _, body in parts if any(isinstance(s, Loop) for s in body)]
+    block = any(r is None or r >= BLOCK_MIN for r in reds)
+    w = _Writer(cfg, block)
+    lines = []
+    for loops, body in parts:
+        lines += w.part(loops, body)
+    params = [b.name for b in k.buffers] + list(k.syms)
+    head = ["# generated by fusegrad's cuda renderer from kernel IR", "import math", "", "import numpy as np",
+            "from numba import cuda"]
+    head += (["from fusegrad.codegen.cuda_render import SIM_MATH as _SIM"] if cfg.sim
+             else ["from numba.cuda import libdevice"])
+    head += [f"{s} = {v}" for s, v in sorted(w.sc.globals.items())]
+    head += ["", "", "@cuda.jit(cache=True)", f"def kernel({', '.join(params)}):"]
+    pre = ["    tid = cuda.threadIdx.x"] + [f"    {n} = cuda.shared.array({cfg.threads}, np.{dt.name})"
+                                          for n, dt in w.shared.items()]
+    totals = [iprod([lp.extent for lp in loops]) for loops, _ in parts]
+    return Rendered("\n".join(head + pre + lines) + "\n", block, totals, k.syms)
+
+
+class _Writer:
+    def __init__(self, cfg: Config, block: bool):
+        self.cfg, self.block = cfg, block
+        self.sc = _Scalars(cfg)
+        self.accs: dict = {}  # accumulator name -> (reduce op, dtype)
+        self.shared: dict = {}  # shared array name -> dtype (block mode)
+
+    # -- structure
+    def part(self, loops: list, body: list) -> list:
+        """One top-level item: a grid- (or block-) stride loop over its outer nest."""
+        pad = "    "
+        if self.block:
+            start, step = "cuda.blockIdx.x", "cuda.gridDim.x"
+        else:
+            start, step = "cuda.blockIdx.x * cuda.blockDim.x + tid", "cuda.gridDim.x * cuda.blockDim.x"
+        total = iprod([lp.extent for lp in loops])
+        out = [f"{pad}for flat in range({start}, {total}, {step}):"]
+        out += _unflatten(loops, "flat", pad * 2)
+        out += list(self.body(body, 2, top=True))
+        return out
+
+    def body(self, body: list, depth: int, top: bool = False):
+        pad = "    " * depth
+        for s in body:
+            if isinstance(s, Loop):
+                if self.block and top:
+                    yield from self.cooperative(s, depth)
+                else:
+                    yield f"{pad}for {s.var} in range({s.extent}):"
+                    yield from self.body(s.body, depth + 1) if s.body else iter([f"{pad}    pass"])
+            elif isinstance(s, Guard):
+                yield f"{pad}if {self.value(s.cond)}:"
+                yield from self.body(s.body, depth + 1, top) if s.body else iter([f"{pad}    pass"])
+            elif isinstance(s, Assign):
+                yield f"{pad}{s.name} = {self.value(s.value)}"
+            elif isinstance(s, Store):
+                store = f"{s.buf}[{s.index}] = {self.value(s.value)}"
+                # a per-block value: one thread stores it
+                yield f"{pad}if tid == 0:\n{pad}    {store}" if self.block and top else f"{pad}{store}"
+            elif isinstance(s, Acc):
+                dt = np.dtype(s.dtype)
+                self.accs[s.name] = (s.op, dt)
+                yield f"{pad}{s.name} = {literal(reduce_identity(s.op, dt), dt)}"
+            elif isinstance(s, Update):
+                op, dt = self.accs[s.name]
+                v = self.value(s.value)
+                if np.dtype(s.value.dtype) != dt:
+                    v = f"np.{dt.name}({v})"
+                yield f"{pad}{s.name} = {self.combine(op, s.name, v, dt)}"
+            elif isinstance(s, Let):
+                yield f"{pad}{s.name} = {s.expr}"
+            elif isinstance(s, Extern):
+                raise Unsupported(f"cuda renderer: library call {s.fn} inside a loop kernel")
+
+    def cooperative(self, s: Loop, depth: int):
+        """A reduction loop nest split over the block's threads, then the accumulators it
+        updates folded across the block (tree reduction in shared memory)."""
+        pad = "    " * depth
+        loops, inner = _nest([s])
+        total = iprod([lp.extent for lp in loops])
+        yield f"{pad}for red in range(tid, {total}, cuda.blockDim.x):"
+        yield from (ln for ln in _unflatten(loops, "red", pad + "    "))
+        yield from self.body(inner, depth + 1) if inner else iter([f"{pad}    pass"])
+        updated = list(dict.fromkeys(u.name for u in stmts(s.body) if isinstance(u, Update)))
+        if not updated:
+            return
+        for a in updated:
+            self.shared[f"sh_{a}"] = self.accs[a][1]
+            yield f"{pad}sh_{a}[tid] = {a}"
+        yield f"{pad}cuda.syncthreads()"
+        width = self.cfg.threads // 2
+        while width:
+            yield f"{pad}if tid < {width}:"
+            for a in updated:
+                op, dt = self.accs[a]
+                yield f"{pad}    sh_{a}[tid] = {self.combine(op, f'sh_{a}[tid]', f'sh_{a}[tid + {width}]', dt)}"
+            yield f"{pad}cuda.syncthreads()"
+            width //= 2
+        for a in updated:
+            yield f"{pad}{a} = sh_{a}[0]"
+        yield f"{pad}cuda.syncthreads()"  # before the shared arrays are written again
+
+    def combine(self, op: str, acc: str, v: str, dt: np.dtype) -> str:
+        return self.sc.expr(REDUCE_OPS[op], [acc, v], dt, dt, {})
+
+    # -- values
+    def value(self, v) -> str:
+        return value_text(v, str, lambda o, args: self.sc.expr(o.op, args, o.operand_dtype(), o.dtype, dict(o.params)))
+
+
+def _unflatten(loops: list, flat: str, pad: str) -> list:
+    """Lines setting each loop's variable from the linear index ``flat`` (row-major)."""
+    lines, rest = [], flat
+    for k in range(len(loops) - 1, -1, -1):
+        lp = loops[k]
+        if k == 0:
+            lines.append(f"{pad}{lp.var} = {rest}")
+        elif lp.extent == 1:
+            lines.append(f"{pad}{lp.var} = 0")
+        else:
+            lines.append(f"{pad}{lp.var} = {rest} % {_paren(lp.extent)}")
+            lines.append(f"{pad}q{k} = {rest} // {_paren(lp.extent)}")
+            rest = f"q{k}"
+    return lines
+
+
+def _paren(e: IExpr) -> str:
+    return str(e) if isinstance(e, int) else f"({e})"
+
+
+# ---------------------------------------------------------------- matmul
+def render_matmul(dtype: np.dtype, ta: bool, tb: bool, alpha: float, beta: Optional[float], cfg: Config) -> str:
+    """A tiled shared-memory GEMM ``c = alpha * op(a) @ op(b) (+ beta * x)``:
+    ``kernel(a, b, x, c, aoff, boff, m, n, k)``, grid (n tiles, m tiles, batch); ``aoff`` and
+    ``boff`` are each batch's element offsets into ``a`` and ``b`` (batch broadcasting);
+    ``op(a)`` is ``a`` stored (k, m) when ``ta``, likewise ``b`` stored (n, k) when ``tb``.
+    ``beta=None``: no ``x`` term (``x`` is not read)."""
+    dt, T = np.dtype(dtype).name, cfg.tile
+    a_at = "ao + kk * m + row" if ta else "ao + row * k + kk"
+    b_at = "bo + col * k + kk" if tb else "bo + kk * n + col"
+    zero = literal(0, dtype)
+    res = f"{literal(alpha, dtype)} * acc" if alpha != 1 else "acc"
+    if beta is not None:
+        res = f"{res} + {literal(beta, dtype)} * x[o]"
+    return "\n".join([
+        "# generated by fusegrad's cuda renderer: tiled GEMM", "import numpy as np", "from numba import cuda", "", "",
+        "@cuda.jit(cache=True)",
+        "def kernel(a, b, x, c, aoff, boff, m, n, k):",
+        f"    sa = cuda.shared.array(({T}, {T}), np.{dt})",
+        f"    sb = cuda.shared.array(({T}, {T}), np.{dt})",
+        "    tx = cuda.threadIdx.x",
+        "    ty = cuda.threadIdx.y",
+        f"    col = cuda.blockIdx.x * {T} + tx",
+        f"    row = cuda.blockIdx.y * {T} + ty",
+        "    bi = cuda.blockIdx.z",
+        "    ao = aoff[bi]",
+        "    bo = boff[bi]",
+        f"    acc = {zero}",
+        f"    for t0 in range(0, k, {T}):",
+        "        kk = t0 + tx",
+        f"        sa[ty, tx] = a[{a_at}] if row < m and kk < k else {zero}",
+        "        kk = t0 + ty",
+        f"        sb[ty, tx] = b[{b_at}] if kk < k and col < n else {zero}",
+        "        cuda.syncthreads()",
+        f"        for j in range({T}):",
+        "            acc += sa[ty, j] * sb[j, tx]",
+        "        cuda.syncthreads()",
+        "    if row < m and col < n:",
+        "        o = (bi * m + row) * n + col",
+        f"        c[o] = np.{dt}({res})",
+    ]) + "\n"

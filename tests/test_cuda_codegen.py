@@ -1,0 +1,224 @@
+"""The cuda backend's code generation (codegen.cuda, codegen.cuda_render, codegen.kir_layout)
+and the eager CUDA service (runtime.cuda_ops), on Numba's CUDA simulator: compiled graphs
+against eager NumPy, the kernel mapping (grid-stride threads, block tree reductions, tiled
+GEMM), kernel reuse, donation, and apply's cache and host fallback.
+
+The simulator must be chosen before numba.cuda is first imported, so without
+``FUSEGRAD_CUDA_SIM=1`` this module runs itself in a subprocess that sets it (the rest of
+the session keeps whatever CUDA setup it has). It is slow (a Python thread per CUDA
+thread): sizes are a few dozen elements and primitives are batched into few graphs."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda not installed")
+
+SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1"
+
+if not SIM:
+    def test_cuda_codegen_on_the_simulator():
+        env = dict(os.environ, FUSEGRAD_CUDA_SIM="1")
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+                           env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
+        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+        assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
+
+else:
+    import fusegrad as fg
+    from fusegrad.codegen.backend import Unsupported, get_backend
+    from fusegrad.codegen.cuda import POOL, CudaBackend
+    from fusegrad.codegen.cuda_render import BLOCK_MIN
+    from fusegrad.codegen.kir_interp import run as interpret
+    from fusegrad.codegen.kir_layout import lower_layout
+    from fusegrad.ir import prims as P
+    from fusegrad.ir.prims import elementwise as E
+    from fusegrad.ir.prims import reduce as R
+    from fusegrad.runtime import cuda_ops
+    from fusegrad.runtime.cuda_driver import numba_cuda, simulated
+    from helpers import graph_of
+    from test_kernel_ir import _elementwise_all, _softmax_mix
+
+    cuda = numba_cuda()
+    F32 = dict(rtol=2e-5, atol=2e-6)
+
+    def _host(a):
+        return a.copy_to_host()
+
+    def _compare(fn, arrays, tol=F32, **compile_kw):
+        """Compile ``fn``'s optimized graph for cuda, run it on device copies of ``arrays``
+        and compare every output with eager fusegrad; returns the executable."""
+        exe = CudaBackend().compile(graph_of(fn, arrays, optimize=True), **compile_kw)
+        got = exe(*[cuda.to_device(a) for a in arrays])
+        ref = fn(*[fg.tensor(a) for a in arrays])
+        ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+        assert len(got) == len(ref)
+        for k, (g, r) in enumerate(zip(got, ref)):
+            assert not isinstance(g, np.ndarray), "outputs stay on the device"
+            g, r = _host(g), r.numpy()
+            assert g.shape == r.shape and g.dtype == r.dtype, (k, g.shape, r.shape, g.dtype, r.dtype)
+            np.testing.assert_allclose(g, r, equal_nan=True, err_msg=f"output {k}", **tol)
+        return exe
+
+    def test_runs_on_the_simulator():
+        assert simulated() and get_backend("cuda").name == "cuda"
+        assert type(cuda.device_array(2)).__module__.startswith("numba.cuda.simulator")
+
+    def test_every_elementwise_primitive_and_short_reductions(rng):
+        """Each elementwise primitive with a lowering (unary, binary, predicates, where,
+        cast) and short reductions, in one graph; and softmax's phases."""
+        a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+        a[0, 0, 0] = np.nan
+        b = rng.random((2, 3, 4)).astype(np.float32)
+        exe = _compare(_elementwise_all, [a, b], dict(rtol=2e-5, atol=2e-6))
+        assert "@cuda.jit" in exe.kernel_source() and "libdevice" not in exe.kernel_source()
+        x, y = (rng.standard_normal((5, 7)).astype(np.float32) for _ in range(2))
+        _compare(_softmax_mix, [x, y])
+
+    def test_long_reductions_are_block_tree_reductions(rng):
+        """Rows longer than BLOCK_MIN: one block per row, a tree reduction in shared
+        memory; max/min propagate NaN; a full sum to one value; int and bool reductions."""
+        n = BLOCK_MIN + 13
+        x = rng.standard_normal((3, n)).astype(np.float32)
+        x[1, 5] = np.nan
+        k = rng.integers(-5, 5, (2, n)).astype(np.int32)
+
+        def f(x, k):
+            m = R.reduce_max(x, axes=(1,), keepdims=True)
+            e = E.exp(E.sub(x, m))
+            return (E.div(e, R.reduce_sum(e, axes=(1,), keepdims=True)), R.reduce_min(x, axes=(1,), keepdims=False),
+                    R.reduce_sum(x, axes=(0, 1), keepdims=False), R.reduce_sum(k, axes=(1,), keepdims=False),
+                    R.reduce_max(E.gt(k, 3), axes=(1,), keepdims=False),
+                    R.reduce_prod(E.add(E.mul(x, 0.01), 1.0), axes=(1,), keepdims=False))
+        exe = _compare(f, [x, k], dict(rtol=1e-5, atol=1e-5))
+        src = exe.kernel_source()
+        assert "cuda.shared.array" in src and "cuda.syncthreads()" in src
+        assert any(getattr(s, "rendered", None) is not None and s.rendered.block for s in exe._steps)
+
+    def test_vjp_graphs(rng):
+        """Gradients of a few primitives (a traced func.grad) against eager."""
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        w = rng.standard_normal((6, 3)).astype(np.float32)
+
+        def loss(x, w):
+            h = fg.tanh(x @ w) * fg.sigmoid(x[:, :3]) + fg.exp(-x[:, 3:] ** 2)
+            return (fg.softmax(h, dim=1) * fg.log1p(h.abs())).sum() + fg.maximum(x, 0.1 * x).sum()
+        _compare(fg.func.grad(loss, argnums=(0, 1)), [x, w], dict(rtol=1e-4, atol=1e-5))
+
+    def test_mlp_forward_and_backward(rng):
+        """A two-layer MLP's loss and gradients: matmuls as GEMM kernels, bias and relu
+        fused, the batch-sum of the bias gradient a reduction."""
+        xs = rng.standard_normal((10, 7)).astype(np.float32)
+        t = rng.standard_normal((10, 3)).astype(np.float32)
+        w1 = (rng.standard_normal((7, 9)) * 0.3).astype(np.float32)
+        b1 = rng.standard_normal(9).astype(np.float32)
+        w2 = (rng.standard_normal((9, 3)) * 0.3).astype(np.float32)
+
+        def step(w1, b1, w2, xs, t):
+            def loss(w1, b1, w2):
+                h = fg.relu(xs @ w1 + b1)
+                return ((h @ w2 - t) ** 2).mean()
+            return fg.func.grad_and_value(loss, argnums=(0, 1, 2))(w1, b1, w2)
+
+        def flat(*a):
+            grads, value = step(*a)
+            return (*grads, value)
+        exe = _compare(flat, [w1, b1, w2, xs, t], dict(rtol=1e-4, atol=1e-5))
+        assert "tiled GEMM" in exe.kernel_source()
+
+    def test_matmul_tiles_at_odd_sizes(rng):
+        """Sizes that are not multiples of the tile; transposed operands; the GEMM
+        epilogue (X + c * A @ B); batched matmul with broadcast batch dims; k = 0."""
+        a = rng.standard_normal((5, 9)).astype(np.float32)
+        b = rng.standard_normal((9, 11)).astype(np.float32)
+        c = rng.standard_normal((5, 11)).astype(np.float32)
+        tol = dict(rtol=1e-4, atol=1e-5)
+        exe = _compare(lambda a, b: (a @ b, a.T @ a, b @ b.T), [a, b], tol)
+        assert exe.kernel_source().count("tiled GEMM") == 3
+        exe = _compare(lambda a, b, c: c - 0.5 * (a @ b), [a, b, c], tol)
+        assert exe.kernel_source().count("tiled GEMM") == 1 and "* x[o]" in exe.kernel_source()
+        _compare(lambda a, b: a @ b, [rng.standard_normal((2, 3, 5, 9)).astype(np.float32),
+                                      rng.standard_normal((3, 9, 4)).astype(np.float32)], dict(rtol=1e-4, atol=1e-5))
+        _compare(lambda a, b: a @ b, [np.ones((3, 0)), np.ones((0, 2))])
+
+    def test_layout_and_index_calls(rng):
+        """concatenate and pad as loop kernels; the index family, cumsum and argmax as
+        host calls (marked in the source)."""
+        a = rng.standard_normal((3, 4)).astype(np.float32)
+        b = rng.standard_normal((3, 2)).astype(np.float32)
+        i = np.array([2, 0, 1], np.int64)
+
+        def f(a, b, i):
+            return (fg.cat([a, b], dim=1), fg.cat([a, a * 2], dim=0), fg.nn.functional.pad(a, (1, 2, 0, 1), value=3.0),
+                    a[i], fg.cumsum(a, 1), fg.argmax(a, 1), fg.gather(a, 1, (i % 2).reshape(3, 1).expand(3, 2)))
+        exe = _compare(f, [a, b, i])
+        assert "host call of index" in exe.kernel_source()
+
+    def test_layout_kernels_interpreted(rng):
+        """kir_layout's kernels on the reference interpreter (no simulator involved)."""
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        y = rng.standard_normal((2, 1)).astype(np.float32)
+        for fn, arrays in ((lambda x, y: fg.cat([x, y, x], dim=1), [x, y]),
+                           (lambda x: fg.nn.functional.pad(x, (2, 0, 1, 1), value=-1.0), [x])):
+            g = graph_of(fn, arrays)
+            (e,) = g.eqns
+            lg = lower_layout(e)
+            bufs = {b.name: (np.empty(v.size, v.dtype) if b.role == "out" else arrays[g.inputs.index(v)].reshape(-1))
+                    for b, v in zip(lg.kernel.buffers, lg.binds)}
+            interpret(lg.kernel, bufs)
+            np.testing.assert_array_equal(bufs["y0"].reshape(e.out.shape), fn(*map(fg.tensor, arrays)).numpy())
+
+    def test_kernel_reuse_symbolic_sizes_and_pool(rng):
+        """Loop groups of equal structure (two layers) share one compiled kernel;
+        symbolic kernels serve another size; intermediates go back to the pool."""
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        w = (rng.standard_normal((6, 6)) * 0.5).astype(np.float32)
+        POOL.clear()
+        exe = _compare(lambda x, w: fg.tanh(fg.tanh(x * 2.0) @ w * 2.0) @ w, [x, w], dict(rtol=1e-4, atol=1e-5))
+        loops = [s for s in exe._steps if hasattr(s, "rendered")]
+        assert len(loops) == 2 and loops[0].fn is loops[1].fn
+        assert POOL.held_bytes() > 0  # the layers' intermediates, returned after their last reader
+        e4 = _compare(lambda x: fg.tanh(x) * 3 - x, [x], symbolic=True)
+        e7 = _compare(lambda x: fg.tanh(x) * 3 - x, [rng.standard_normal((7, 5)).astype(np.float32)], symbolic=True)
+        assert e4._steps[0].fn is e7._steps[0].fn
+
+    def test_donated_output_is_written_in_place(rng):
+        """An SGD update donated to its parameter: the caller's device array holds it."""
+        w = rng.standard_normal((3, 5)).astype(np.float32)
+        gr = rng.standard_normal((3, 5)).astype(np.float32)
+        exe = CudaBackend().compile(graph_of(lambda w, g: w - 0.1 * g, [w, gr]), donate={0: 0})
+        dw = cuda.to_device(w)
+        (out,) = exe(dw, cuda.to_device(gr))
+        np.testing.assert_allclose(_host(dw), w - np.float32(0.1) * gr, **F32)
+        np.testing.assert_allclose(_host(out), _host(dw))
+
+    def test_unsupported_graphs_say_why():
+        x = np.ones(3, np.float16)
+        with pytest.raises(Unsupported, match="float16"):
+            CudaBackend().compile(graph_of(lambda x: x * 2, [x]))
+
+    def test_apply_eager_service(rng):
+        """cuda_ops.apply: one primitive on device arrays and weak scalars, cached per
+        signature; a primitive without a CUDA lowering runs on host copies."""
+        x = rng.standard_normal((4, 3)).astype(np.float32)
+        dx = cuda.to_device(x)
+        cases = [(P.add, (dx, 2.0), {}), (P.mul, (3, dx), {}), (P.exp, (dx,), {}),
+                 (P.reduce_sum, (dx,), dict(axes=(1,), keepdims=False)),
+                 (P.reduce_max, (dx,), dict(axes=(0, 1), keepdims=False)),
+                 (P.matmul, (dx, cuda.to_device(x.T.copy())), {}), (P.transpose, (dx,), dict(perm=(1, 0))),
+                 (P.cast, (dx,), dict(dtype=np.dtype(np.int32))), (P.gt, (dx, 0.0), {})]
+        for prim, args, params in cases:
+            got = cuda_ops.apply(prim, args, params)
+            ref = prim.impl(*[_host(a) if hasattr(a, "copy_to_host") else a for a in args], **params)
+            g = _host(got)
+            assert g.shape == ref.shape and g.dtype == ref.dtype, (prim.name, g.shape, ref.shape, g.dtype, ref.dtype)
+            np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-6, err_msg=prim.name)
+        n = len(cuda_ops._EXES)
+        cuda_ops.apply(P.add, (dx, 2.0), {})
+        assert len(cuda_ops._EXES) == n  # the same signature: no new executable
+        spd = x.T @ x + 3 * np.eye(3, dtype=np.float32)
+        got = cuda_ops.apply(P.cholesky, (cuda.to_device(spd),), {})
+        np.testing.assert_allclose(_host(got), np.linalg.cholesky(spd), rtol=1e-5, atol=1e-6)
