@@ -11,7 +11,10 @@ caching pool of device buffers (``POOL``) and go back to it after their last rea
 donated outputs are written into the argument's device array.
 
 Executables take device arrays (numba-cuda's DeviceNDArray, or NumPy arrays, copied to
-the device) ordered graph inputs then consts, and return device arrays. Kernels equal up
+the device) ordered graph inputs then consts, and return device arrays; called with NumPy
+arrays only (a compiled function on CPU tensors), they return NumPy arrays. Without a
+device (and without the simulator) compiling raises Unsupported, so the compiler runs
+such graphs eagerly and says why. Kernels equal up
 to renaming render to one source, hence one module (runtime.kernel_cache): each compiles
 once per process, its source cached on disk. ``FUSEGRAD_CUDA_SIM=1`` runs everything on
 Numba's CUDA simulator (runtime.cuda_driver)."""
@@ -217,11 +220,14 @@ class CudaExecutable:
             raise TypeError(f"compiled graph takes {len(self._args)} arrays, got {len(arrays)}")
         cuda = numba_cuda()
         env: dict = {}
+        on_host = bool(arrays)
         for k, (x, v) in enumerate(zip(arrays, self._args)):
-            if tuple(x.shape) != v.shape or np.dtype(x.dtype) != v.dtype:
+            if tuple(np.shape(x)) != v.shape or np.dtype(x.dtype) != v.dtype:
                 raise ValueError(f"argument {k}: expected {v.dtype}{list(v.shape)}, got {x.dtype}{list(x.shape)}")
-            if isinstance(x, np.ndarray) or np.isscalar(x):
+            if isinstance(x, (np.ndarray, np.generic)):
                 x = cuda.to_device(np.ascontiguousarray(x))
+            else:
+                on_host = False
             env[v.id] = x.reshape(-1) if x.ndim != 1 else x
         for out, arg in self._donated.items():
             env[out] = env[arg]
@@ -242,6 +248,8 @@ class CudaExecutable:
                 copy.copy_to_device(buf)
                 buf = copy
             res.append(buf.reshape(v.shape) if v.shape != (buf.size,) else buf)
+        if on_host:  # called with host arrays only (a compiled function on CPU tensors): host results
+            return tuple(r.copy_to_host() for r in res)
         return tuple(res)
 
     def kernel_source(self) -> str:
@@ -262,9 +270,11 @@ class CudaBackend:
         """``graph`` as a CudaExecutable; ``donate`` as in backend.py; ``symbolic``: loop
         kernels with runtime extents (shared by graphs that differ only in sizes)."""
         try:
-            numba_cuda()
+            available = numba_cuda().is_available()
         except ImportError as exc:
             raise Unsupported(f"cuda backend: numba-cuda is not installed ({exc})") from exc
+        if not available:
+            raise Unsupported("cuda backend: no CUDA device (set FUSEGRAD_CUDA_SIM=1 for Numba's simulator)")
         _check_types(graph)
         cfg = config()
         fused = fuse(graph)
