@@ -147,7 +147,7 @@ def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
              "Exposed wait: the backward's wait for all-reduces after its last gradient (it includes waiting "
              "for a slower rank); whole all-reduce: "
              "the same buckets all-reduced with nothing to overlap; hidden = 1 - exposed / whole. "
-             "Compiled: the Sequential split at bucket boundaries, one compiled segment per bucket.", "",
+             "Compiled: the model compiled whole, its backward run in stages, one per bucket.", "",
              f"- date: {meta['date']}; {meta['cores']} cores; 1-minute load average at start / end: "
              f"{meta['load'][0]} / {meta['load'][1]}; run time {meta['seconds']} s"
              + (f" (load above the {meta['cores']} cores: other processes took CPU time from the ranks, so "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import tuned
 from .debug import Dumper, log
 from .dispatch import _edge
-from . import forward_state
+from . import forward_state, staged_backward
 from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
@@ -142,6 +142,11 @@ class _Plan:
         # (graph output index, grad_fn class) per spent output: the class looked up once here,
         # not on every call
         self.spent = [(i, node_class(name, FunctionNode)) for i, name in traced.spent]
+        self.build: Optional[Callable[[Graph], Any]] = None  # compiles a piece of the backward
+        self.staged: dict = {}  # gradient groups -> compiled stages (runtime.staged_backward)
+
+    def read_bwd_holders(self) -> list:
+        return [_read(h) for h in self.bwd_holders]
 
     def kernel_source(self) -> str:
         src = self.forward.kernel_source()
@@ -163,10 +168,13 @@ class _Ctx:
         self.residuals = self.primals = None
         self.freed = True
 
+    def check(self) -> None:
+        if self.freed:
+            raise RuntimeError(_FREED_MSG)
+
 
 def _backward(plan: _Plan, ctx: _Ctx, *grads):
-    if ctx.freed:
-        raise RuntimeError(_FREED_MSG)
+    ctx.check()
     if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
         vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
         return tuple(run_tensors(plan.joint, vals)[plan.n_out:])
@@ -174,7 +182,7 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
         bwd = plan.stages["backward"]
         vals = [wrap(r) for r in ctx.residuals] + list(grads) + [wrap(_read(h)) for h in plan.bwd_holders]
         return tuple(run_tensors(bwd, vals))
-    arrays = list(ctx.residuals) + [g._data for g in grads] + [_read(h) for h in plan.bwd_holders]
+    arrays = list(ctx.residuals) + [g._data for g in grads] + plan.read_bwd_holders()
     return tuple(wrap(a) for a in plan.backward(*arrays))
 
 
@@ -189,7 +197,9 @@ def _aliased(written: list, leaves: list) -> bool:
     return any(j != i and np.may_share_memory(arrays[i], b) for i in written for j, b in enumerate(arrays))
 
 
-def _call_plan(plan: _Plan, leaves: list) -> Any:
+def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any:
+    """Run ``plan`` on ``leaves``; ``groups`` (id -> group, number of groups): the backward
+    runs in stages handing over each group's gradients in turn (runtime.staged_backward)."""
     tensors = [x for x in leaves if isinstance(x, Tensor)]
     consts = [_read(h) for h in plan.holders]
     res = plan.forward(*([t._data for t in tensors] + consts))
@@ -208,12 +218,20 @@ def _call_plan(plan: _Plan, leaves: list) -> Any:
     if plan.backward is not None:
         primals = tensors + [h if not isinstance(h, CallTimeConst) else wrap(a)
                              for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
-        node = _BackwardNode.__new__(_BackwardNode)
-        node._init(tuple(_edge(primals[i]) for i in plan.wrt))
-        node.ctx = _Ctx(res[plan.n_out:], primals)
-        node.n_out = len(tr.diff_outputs)
-        node.out_meta = tuple((outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs)
-        node.backward_fn = functools.partial(_backward, plan, node.ctx)
+        ctx = _Ctx(res[plan.n_out:], primals)
+        edges = tuple(_edge(primals[i]) for i in plan.wrt)
+        out_meta = tuple((outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs)
+        stages = groups and staged_backward.stages_for(plan, staged_backward.assignment(plan, primals, *groups))
+        if stages:
+            node = staged_backward.attach(_BackwardNode, plan, ctx, stages, functools.partial(_backward, plan, ctx),
+                                          edges, out_meta)
+        else:
+            node = _BackwardNode.__new__(_BackwardNode)
+            node._init(edges)
+            node.ctx = ctx
+            node.n_out = len(tr.diff_outputs)
+            node.out_meta = out_meta
+            node.backward_fn = functools.partial(_backward, plan, ctx)
         for k, i in enumerate(tr.diff_outputs):
             outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, k, True
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
@@ -289,6 +307,7 @@ class CompiledFunction:
         self._warmed: set = set()
         self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
+        self._grad_groups: Optional[tuple] = None  # see _set_gradient_groups
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
                        "warmups": 0, "segments": 0, "symbolic_sizes": 0, "graph_breaks": [], "notes": []}
         functools.update_wrapper(self, fn, updated=())
@@ -336,7 +355,14 @@ class CompiledFunction:
                 if _ALIASED not in self._stats["notes"]:
                     self._stats["notes"].append(_ALIASED)
             return self.fn(*args, **kwargs)
-        return _call_plan(entry, leaves)
+        return _call_plan(entry, leaves, self._grad_groups)
+
+    def _set_gradient_groups(self, groups: Optional[Sequence[Sequence[Tensor]]]) -> None:
+        """Run the compiled backward in stages: the gradients of ``groups[0]`` (tensors the
+        function reads: parameters, inputs) reach autograd first, then those of
+        ``groups[1]``, ..., each group as soon as computed (runtime.staged_backward);
+        None: one backward call (the default)."""
+        self._grad_groups = None if groups is None else (staged_backward.group_index(groups), len(groups))
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """Compile (or fetch) the executable for this signature without running it."""
@@ -525,6 +551,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         plan.bwd_holders = [h for _, h in bwd.consts]
         plan.forward = build(fwd)  # primal consts are positional inputs here
         plan.backward = build(bwd)
+        plan.build = lambda graph: tuned(build(graph))
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)

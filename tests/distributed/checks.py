@@ -333,22 +333,42 @@ def ddp_broadcasts_rank0_parameters():
         close(a, b, 0)
 
 
+class MLPWithLoss(nn.Module):
+    """Not a Sequential, and the loss computed inside: the whole step's forward is compiled."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = mlp(0)
+
+    def forward(self, x, y):
+        return nn.functional.mse_loss(self.net(x), y)
+
+
 @check
 def ddp_compiled():
-    """A compiled Sequential under DDP: split at bucket boundaries; same training as eager."""
+    """A compiled module computing its loss under DDP: the compiled backward runs in stages,
+    one per bucket, the first bucket's all-reduce starting before the last stage; the same
+    training as one process on the concatenated batch."""
     r, n = dist.get_rank(), dist.get_world_size()
     per = 4
     steps = batches(4, n, per)
     ref = mlp(0)
     train(ref, fg.optim.SGD(ref.parameters(), lr=0.1), steps, 0, 0, per)
-    model = mlp(0)
-    ddp = DDP(fg.compile(model), bucket_cap_mb=0.0025)  # two segments: [0, 1] and [2, 3, 4]
-    assert ddp.module is model
-    train(ddp, fg.optim.SGD(ddp.parameters(), lr=0.1), steps, r, n, per)
+    model = MLPWithLoss()
+    ddp = DDP(fg.compile(model), bucket_cap_mb=0.0025)  # two buckets: layers 2 and 4, then layer 0
+    assert ddp.module is model and len(ddp.bucket_sizes) == 2, ddp.bucket_sizes
+    opt = fg.optim.SGD(ddp.parameters(), lr=0.1)
+    for x, y in steps:
+        sl = slice(r * per, (r + 1) * per)
+        opt.zero_grad()
+        ddp(fg.tensor(x[sl]), fg.tensor(y[sl])).backward()
+        opt.step()
     for a, b in zip(params_of(model), params_of(ref)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     launched = ddp.reducer.launched_at
-    assert len(launched) == 2 and launched[0] == 4, launched  # layers 2 and 4 went before layer 0 was done
+    # layers 2 and 4 launched first, after their 4 gradients, before layer 0's stage ran (one
+    # backward call would hand over every gradient at once, layer 0's first: [2, 6])
+    assert launched == [4, 6], launched
     # compiling around DDP (or a collective) breaks the graph: those calls run eagerly, correctly
     model2 = mlp(0)
     ddp2 = DDP(model2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, List, Optional
 
-import numpy as np
 
 from ... import distributed as dist
 from ...distributed.collectives import check_same
@@ -13,7 +12,6 @@ from ...runtime.grad_mode import is_grad_enabled
 from ...runtime.tensor import Tensor
 from ...tracer.trace import GraphBreak, capturing, user_frame
 from ..module import Module
-from ..modules.container import Sequential
 from .reducer import Reducer, plan_buckets
 
 
@@ -35,10 +33,10 @@ class DistributedDataParallel(Module):
     (``bucket_cap_mb``, filled in reverse registration order) is all-reduced as soon as its
     gradients are accumulated, and the gradients end up averaged over the ranks.
 
-    A compiled module (``DistributedDataParallel(fusegrad.compile(model))``) is supported. A
-    compiled ``nn.Sequential`` is split at bucket boundaries into segments compiled one by one, so
-    each segment's compiled backward releases its bucket while earlier segments still run; any
-    other compiled module has one compiled backward, after which all its buckets start."""
+    A compiled module (``DistributedDataParallel(fusegrad.compile(model))``, any module, its
+    forward possibly computing the loss) is supported: its forward stays one compiled graph, and
+    its compiled backward runs in stages, one per bucket (``runtime.staged_backward``), each
+    handing its bucket's gradients to the hooks before the next stage runs."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim: int = 0, broadcast_buffers: bool = True,
                  process_group=None, bucket_cap_mb: Optional[float] = None, find_unused_parameters: bool = False,
@@ -70,10 +68,9 @@ class DistributedDataParallel(Module):
         self._sync_from_rank0()
         cap = int(self.bucket_cap_mb * 1024 * 1024)
         groups = plan_buckets([p for _, p in named], cap)
-        forward_fn = inner
         if compiled is not None:
-            forward_fn, groups = _split_compiled(inner, compiled, cap, groups)
-        self.__dict__["_forward_fn"] = forward_fn  # not a submodule: state_dict holds module.* only
+            compiled._set_gradient_groups(groups)
+        self.__dict__["_forward_fn"] = compiled or inner  # not a submodule: state_dict holds module.* only
         self.reducer = Reducer(groups, {id(p): n for n, p in named}, self.process_group)
         self.reducer.find_unused = find_unused_parameters
         self.reducer.grads_as_views = gradient_as_bucket_view
@@ -154,41 +151,3 @@ def _tensors(out) -> list:
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensors(o)]
     return []
-
-
-def _split_compiled(inner: Module, compiled, cap: int, groups: List[list]):
-    """For a compiled ``nn.Sequential``: segments of consecutive layers holding up to ``cap`` bytes
-    of parameters (filled from the last layer, as buckets are), each compiled on its own, and the
-    buckets remade from the segments, so that each segment's compiled backward completes whole
-    buckets while the earlier segments' backward still runs. Other modules: one compiled call."""
-    if not isinstance(inner, Sequential) or len(inner) < 2:
-        return compiled, groups
-    segments: List[list] = []
-    cur: list = []
-    size = 0
-    for child in reversed(list(inner)):
-        nbytes = sum(p._data.nbytes for p in child.parameters() if p.requires_grad)
-        if cur and nbytes and size + nbytes > cap:
-            segments.append(cur)
-            cur, size = [], 0
-        cur.append(child)
-        size += nbytes
-    segments.append(cur)
-    if len(segments) < 2:
-        return compiled, groups
-    segments = [list(reversed(s)) for s in reversed(segments)]  # forward order
-    from ...runtime.compiled import compile as _compile
-    opts = dict(backend=compiled.backend_name, fullgraph=compiled.fullgraph, remat=compiled.remat)
-    fns = [_compile(Sequential(*seg), **opts) for seg in segments]
-    seen: set = set()
-    regroup: List[list] = []
-    for seg in reversed(segments):
-        ps = [p for c in seg for p in c.parameters() if p.requires_grad and id(p) not in seen]
-        seen.update(id(p) for p in ps)
-        regroup += plan_buckets(ps, 1 << 62)
-
-    def run(x):
-        for f in fns:
-            x = f(x)
-        return x
-    return run, regroup
