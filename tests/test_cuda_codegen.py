@@ -51,8 +51,9 @@ else:
     def _compare(fn, arrays, tol=F32, **compile_kw):
         """Compile ``fn``'s optimized graph for cuda, run it on device copies of ``arrays``
         and compare every output with eager fusegrad; returns the executable."""
-        exe = CudaBackend().compile(graph_of(fn, arrays, optimize=True), **compile_kw)
-        got = exe(*[cuda.to_device(a) for a in arrays])
+        g = graph_of(fn, arrays, optimize=True)
+        exe = CudaBackend().compile(g, **compile_kw)
+        got = exe(*[cuda.to_device(a) for a in arrays + [np.asarray(h._data) for _, h in g.consts]])
         ref = fn(*[fg.tensor(a) for a in arrays])
         ref = list(ref) if isinstance(ref, (tuple, list)) else [ref]
         assert len(got) == len(ref)
@@ -145,17 +146,36 @@ else:
         _compare(lambda a, b: a @ b, [np.ones((3, 0)), np.ones((0, 2))])
 
     def test_layout_and_index_calls(rng):
-        """concatenate and pad as loop kernels; the index family, cumsum and argmax as
-        host calls (marked in the source)."""
+        """concatenate and pad as loop kernels; index (advanced, sliced, int keys), gather,
+        scatter_add and index_put (set and accumulate) as element-parallel kernels; cumsum
+        and argmax as host calls (marked in the source)."""
         a = rng.standard_normal((3, 4)).astype(np.float32)
         b = rng.standard_normal((3, 2)).astype(np.float32)
-        i = np.array([2, 0, 1], np.int64)
+        i = np.array([2, 0, -1], np.int64)
 
         def f(a, b, i):
+            c, d = a * 1.0, a * 1.0
+            c[i % 3] = 5.0
+            d.index_put_((i % 3,), a[0] * 2, accumulate=True)
             return (fg.cat([a, b], dim=1), fg.cat([a, a * 2], dim=0), fg.nn.functional.pad(a, (1, 2, 0, 1), value=3.0),
-                    a[i], fg.cumsum(a, 1), fg.argmax(a, 1), fg.gather(a, 1, (i % 2).reshape(3, 1).expand(3, 2)))
+                    a[i], a[:, i], a[i, 1:3], a[1, i], fg.gather(a, 1, (i % 2).reshape(3, 1).expand(3, 2)),
+                    (a * 0).scatter_add(1, (i % 4).reshape(3, 1).expand(3, 2), b), c, d,
+                    fg.cumsum(a, 1), fg.argmax(a, 1))
         exe = _compare(f, [a, b, i])
-        assert "host call of index" in exe.kernel_source()
+        src = exe.kernel_source()
+        assert "cuda.atomic.add" in src and "host call of cumsum" in src and "host call of index" not in src
+        with pytest.raises(IndexError, match="out of range"):
+            exe(*[cuda.to_device(x) for x in (a, b, np.array([2, 0, 7], np.int64))])
+
+    def test_embedding_cross_entropy_gradient(rng):
+        """Embedding lookup and cross-entropy's gradient: index, scatter_add and an
+        accumulating index_put (colliding rows) on the device."""
+        def grad(w, i, t):
+            return fg.func.grad(lambda w: fg.nn.functional.cross_entropy(
+                fg.nn.functional.embedding(i, w).sum(1), t))(w)
+        exe = _compare(grad, [rng.standard_normal((10, 4)).astype(np.float32), np.array([[1, 2], [3, 3]]),
+                              np.array([1, 2])])
+        assert "host call" not in exe.kernel_source()
 
     def test_layout_kernels_interpreted(rng):
         """kir_layout's kernels on the reference interpreter (no simulator involved)."""

@@ -2,10 +2,10 @@
 
 Each fused loop group becomes one kernel rendered from its kernel IR (cuda_render); the
 library calls become device kernels too: matmul a tiled shared-memory GEMM, concatenate
-and pad loop kernels (kir_layout). The data-dependent calls of the cpu backend's
-cpu_index (index, index_put, embed, gather, scatter_add, cumsum, argmax/argmin, random
-draws) have no CUDA kernel yet: they run as host calls of their primitives' NumPy impls
-(a copy to the host and back, marked in ``kernel_source()``). One host entry per graph
+and pad loop kernels (kir_layout), index/index_put/embed/gather/scatter_add
+element-parallel kernels (cuda_index). cumsum, argmax/argmin and the random draws have
+no CUDA kernel yet: they run as host calls of their primitives' NumPy impls (a copy to
+the host and back, marked in ``kernel_source()``). One host entry per graph
 (``CudaExecutable.__call__``) launches the kernels in order; intermediates come from a
 caching pool of device buffers (``POOL``) and go back to it after their last reader;
 donated outputs are written into the argument's device array.
@@ -32,6 +32,7 @@ from ..passes.memory import donations
 from ..runtime.cuda_driver import numba_cuda, simulated
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported, register_backend
+from .cuda_index import INDEXED, Indexed
 from .cuda_render import DEVICE, SIMULATOR, Config, Rendered, render, render_matmul
 from .kir_layout import lower_layout
 from .kir_lower import Listing, LoweredGroup, lower_group
@@ -39,8 +40,7 @@ from .sequence import call as host_call
 
 _SUPPORTED_KINDS = "biuf"
 # Calls that run on the host (see the module docstring) until they have CUDA kernels.
-_HOST_CALLS = (P.index, P.index_put, P.embed, P.gather, P.scatter_add, P.cumsum, P.argmax, P.argmin,
-               P.uniform, P.normal)
+_HOST_CALLS = (P.cumsum, P.argmax, P.argmin, P.uniform, P.normal)
 
 
 def config() -> Config:
@@ -290,6 +290,8 @@ class CudaBackend:
                 steps.append(_Matmul(g.eqn, cfg, f"{title}: matmul"))
             elif g.eqn.prim in (P.concatenate, P.pad):
                 steps.append(_Loop(lower_layout(g.eqn, f"k{gi}"), [], cfg, f"{title}: {g.eqn.prim.name}"))
+            elif g.eqn.prim in INDEXED:
+                steps.append(Indexed(g.eqn, cfg, title))
             elif g.eqn.prim in _HOST_CALLS:
                 steps.append(_Host(g.eqn, title))
             else:
