@@ -1,46 +1,25 @@
-"""Loop rerolling (codegen/cpu_reroll.py): long chains of repeated steps become loops over
-the steps with the lanes innermost. Random chains (forward and gradient) run as generated
-source in plain Python (Numba's decorator stubbed out, so no compile per program) against
-eager; a few run compiled by Numba, including W3's shape and sin's exact-path rerun."""
-import re
-import sys
-import types
-
+"""Loop rerolling (codegen/kir_reroll.py, a kernel-IR pass): long chains of repeated steps
+become loops over the steps with the lanes innermost. Random chains (forward and
+gradient) are lowered to kernel IR, rerolled, verified, checked for the loop over the
+repetitions and interpreted (kir_interp) against the kernel before rerolling and the
+whole graph against eager; a few run compiled by Numba, including W3's shape, sin's
+exact range and a parallel group."""
 import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import cpu_reroll
-from fusegrad.codegen.cpu import CpuBackend, generate
+from fusegrad.codegen import kir_interp
+from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
+from fusegrad.codegen.cpu_scalar import Lowering
+from fusegrad.codegen.kir import Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Store, Sym, iadd, stmts, verify
+from fusegrad.codegen.kir_lower import lower_group
+from fusegrad.codegen.kir_passes import optimize
+from fusegrad.codegen.kir_reroll import MIN_BODY, reroll
 from fusegrad.func import grad
-from fusegrad.passes.fusion import fuse
-from fusegrad.runtime.kernel_cache import module_name
+from fusegrad.passes.fusion import LoopGroup, fuse
 from helpers import graph_of
 
-
-def _plain(src: str) -> types.ModuleType:
-    """Generated module source executed as plain Python (no Numba compile)."""
-    mod = types.ModuleType("plain_kernel")
-    src = src.replace("from numba import njit, prange", "njit = lambda *a, **k: (lambda f: f)\nprange = range")
-    exec(compile(src, "<kernel>", "exec"), mod.__dict__)
-    return mod
-
-
-def _run_source(generated: tuple, arrays: list, g) -> tuple:
-    """The generated entry of graph ``g`` (``generate``'s result) run as plain Python, with
-    the loop kernels it imports: the same statements, no Numba compile. Arguments:
-    ``arrays`` then the graph's captured consts."""
-    src, _, kernels = generated
-    arrays = list(arrays) + [np.asarray(h._data) for _, h in g.consts]
-    names = {module_name(k): _plain(k) for k in kernels}
-    sys.modules.update(names)
-    try:
-        entry = _plain(src)
-    finally:
-        for n in names:
-            del sys.modules[n]
-    return entry.kernel(*[np.ascontiguousarray(a).reshape(-1).copy() for a in arrays])
-
+F64 = np.dtype(np.float64)
 
 STEPS = {
     "affine": lambda h, w, b, h0, hp: h * w + b,
@@ -83,70 +62,110 @@ def _case(seed):
     return _chain(kinds, order, out), [W, b, h], (kinds, steps, lanes, dt.__name__, order, out)
 
 
+def _rerolled_loops(k: Kernel) -> list:
+    """The loops over repetitions of ``k``: serial loops whose body is one lane loop (after
+    the index arithmetic kir_passes.hoist_index binds)."""
+    return [s for s in stmts(k.body) if isinstance(s, Loop) and s.kind == "serial" and s.body
+            and isinstance(s.body[-1], Loop) and s.body[-1].kind in ("vector", "parallel")
+            and all(isinstance(t, Let) for t in s.body[:-1])]
+
+
+def _random_buffers(k: Kernel, rng) -> dict:
+    return {b.name: (rng.standard_normal(b.size) if b.role == "in" else np.zeros(b.size)).astype(b.dtype)
+            for b in k.params()}
+
+
+def _same_results(before: Kernel, after: Kernel, rng) -> None:
+    """``after`` computes exactly what ``before`` does (interpreted on random inputs)."""
+    bufs = _random_buffers(before, rng)
+    want = kir_interp.run(before, {n: a.copy() for n, a in bufs.items()})
+    got = kir_interp.run(after, {n: a.copy() for n, a in bufs.items()})
+    for n in want:
+        np.testing.assert_array_equal(got[n], want[n], err_msg=n)
+
+
 @pytest.mark.parametrize("seed", range(30))
-def test_random_chains_rerolled_match_eager(seed):
+def test_random_chains_rerolled_match(seed):
     fn, arrays, desc = _case(seed)
     gfn = grad(lambda W, b, h: fn(W, b, h).sum(), argnums=(0, 1))
     tol = dict(rtol=2e-4, atol=2e-5) if arrays[0].dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
+    rng = np.random.default_rng(seed)
     for f in (fn, gfn):
         g = graph_of(f, arrays, optimize=True)
-        gen = generate(g, fuse(g))
-        src = gen[0]
-        assert "for zq in range(" in src, (desc, src)
-        got = _run_source(gen, arrays, g)
-        if "ntrig" in src:  # the fast sin/cos kernel's trailing count of out-of-range arguments
-            assert got[-1] == 0, desc
-            got = got[:-1]
+        fused = fuse(g)
+        rerolled = {}
+        for gi, grp in enumerate(fused.groups):
+            if isinstance(grp, LoopGroup):
+                k = lower_group(fused, gi).kernel
+                rerolled[gi] = verify(reroll(k))
+                if _rerolled_loops(rerolled[gi]):
+                    _same_results(k, rerolled[gi], rng)
+        assert any(_rerolled_loops(k) for k in rerolled.values()), desc
+        got = kir_interp.run_fused(fused, list(arrays) + [np.asarray(h._data) for _, h in g.consts],
+                                   kernels=rerolled)
         ref = f(*[fg.tensor(a) for a in arrays])
         ref = ref if isinstance(ref, tuple) else (ref,)
         assert len(got) == len(ref), desc
         for x, r in zip(got, ref):
-            np.testing.assert_allclose(x.reshape(r.shape), r.numpy(), err_msg=str(desc), **tol)
+            np.testing.assert_allclose(np.asarray(x).reshape(r.shape), r.numpy(), err_msg=str(desc), **tol)
 
 
 def test_irregular_bodies_stay_unrolled():
-    """Offsets that do not advance by a fixed step (rows 0, 1, 3, 6, ...) leave no loop;
-    a short body is not touched."""
+    """Offsets that do not advance by a fixed step (rows 0, 1, 3, 6, ...) leave no loop."""
     def fn(W, h):
-        for i in range(12):
+        for i in range(20):
             h = (h * W[i * (i + 1) // 2 % 40]).tanh()
         return h
     arrays = [np.random.default_rng(0).standard_normal((40, 3)), np.ones(3)]
-    g = graph_of(fn, arrays, optimize=True)
-    gen = generate(g, fuse(g))
-    assert "zq" not in gen[0]
-    np.testing.assert_allclose(_run_source(gen, arrays, g)[0], fn(*map(fg.tensor, arrays)).numpy(), rtol=1e-12)
-    lines = ["    for i0 in range(4):"] + [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})])" for k in range(8)]
-    assert cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64)) == lines
+    fused = fuse(graph_of(fn, arrays, optimize=True))
+    k = lower_group(fused, 0).kernel
+    assert len(k.body[0].body) >= MIN_BODY and str(reroll(k)) == str(k)
 
 
-def _run_lines(lines: list, arrays: list, lanes: int) -> np.ndarray:
-    src = "\n".join(["def kernel(x0, x1):", f"    b0 = np.zeros({lanes})"] + lines + ["    return b0"])
-    ns = {"np": np}
-    exec(src, ns)
-    return ns["kernel"](*arrays)
+def _two_back(lanes: int, n: int, kind: str = "vector", lead: list = ()) -> Kernel:
+    """m_k = m_(k-1) * x1[row k] + m_(k-2) * x1[k] (a constant-index load) on ``lanes``
+    lanes, m_0 and m_1 read from x0; stored to y0; ``lead``: statements first."""
+    i = Sym("i0")
+    body = list(lead) + [Assign("m0", Load("x0", i, F64)), Assign("m1", Load("x0", iadd(i, lanes), F64))]
+    for k in range(2, n):
+        prod = Op("mul", (Ref(f"m{k - 1}", F64), Load("x1", iadd(i, lanes * k), F64)), F64)
+        body.append(Assign(f"m{k}", Op("add", (prod, Op("mul", (Ref(f"m{k - 2}", F64), Load("x1", k, F64)), F64)), F64)))
+    body.append(Store("y0", i, Ref(f"m{n - 1}", F64)))
+    bufs = [Buffer("x0", F64, 2 * lanes, "in"), Buffer("x1", F64, lanes * n, "in"), Buffer("y0", F64, lanes, "out")]
+    return verify(Kernel("two_back", bufs, (), [Loop("i0", lanes, kind, body)]))
 
 
 def test_blocks_reading_two_back_peel_two_blocks():
-    """m_k = m_(k-1) * x1[row k] + m_(k-2) * x1[k]: the loop starts at block 2 and reads
-    block zq - 2 from a stack; constant-index loads advance too."""
-    lanes, n = 3, 40
-    lines = [f"    for i0 in range({lanes}):", "        m0 = x0[np.uint64(i0)]",
-             f"        m1 = x0[np.uint64(i0 + {lanes})]"]
-    lines += [f"        m{k} = (m{k - 1} * x1[np.uint64(i0 + {lanes * k})] + m{k - 2} * x1[{k}])" for k in range(2, n)]
-    lines.append(f"        b0[np.uint64(i0)] = m{n - 1}")
-    new = cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64))
-    assert any(ln.strip().startswith("for zq in range(") for ln in new) and len(new) < 20, new
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(2 * lanes), 0.5 * rng.standard_normal(lanes * n)]
-    np.testing.assert_allclose(_run_lines(new, arrays, lanes), _run_lines(lines, arrays, lanes), rtol=1e-13)
+    """The loop starts at block 2 and reads block zq - 2 from a stack; constant-index loads
+    advance too; temps are the kernel's own buffers."""
+    k = _two_back(3, 40)
+    new = verify(reroll(k))
+    loops = _rerolled_loops(new)
+    # m2..m39 are 38 blocks; the first two stay before the loop (m2 reads m0, two back)
+    assert len(loops) == 1 and loops[0].extent == 38 - 2, new
+    assert sum(1 for _ in stmts(new.body)) < 20 and any(b.role == "temp" for b in new.buffers)
+    _same_results(k, new, np.random.default_rng(0))
 
 
-def test_foreign_statements_stay_unrolled():
-    """A body using another loop's index (here i1) is left as it is."""
-    lines = ["    for i0 in range(4):"]
-    lines += [f"        m{k + 1} = (m{k} * x0[np.uint64(i0 + {4 * k})] + i1)" for k in range(40)]
-    assert cpu_reroll.reroll(lines, {}, lambda name: np.dtype(np.float64)) == lines
+def test_unsafe_bodies_stay_unrolled():
+    """A lane loop inside a parallel loop (its temps would be shared by threads) and a
+    body whose stores do not end it are left as they are."""
+    k = _two_back(3, 40)
+    inner = Kernel(k.name, k.buffers, k.syms, [Loop("j", 2, "parallel", k.body)])
+    assert str(reroll(inner)) == str(inner)
+    body = k.body[0].body
+    early = Kernel(k.name, k.buffers, k.syms, [Loop("i0", 3, "vector", [body[-1]] + body[:-1])])
+    assert str(reroll(early)) == str(early)
+
+
+def test_parallel_lane_loop_rerolls_around_parallel_lanes():
+    """A flat parallel loop becomes a serial loop over the blocks around a parallel loop
+    over the lanes (each lane its own temp elements)."""
+    k = _two_back(5, 40, kind="parallel")
+    new = verify(reroll(k))
+    (loop,) = _rerolled_loops(new)
+    assert loop.body[-1].kind == "parallel"
+    _same_results(k, new, np.random.default_rng(1))
 
 
 def _w3(T, W, b, h):
@@ -155,9 +174,20 @@ def _w3(T, W, b, h):
     return h.sum()
 
 
+def _shared(g) -> dict:
+    """The loop groups of ``g`` the cpu entry calls as kernels (group index -> kernel, optimized
+    as rendered)."""
+    fused = fuse(g)
+    lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
+    shared, _ = _shared_kernels(fused, lowered, Lowering(guard="fast"), _Concats(fused, set()))
+    return {gi: optimize(lg.kernel) for gi, (lg, _) in shared.items()}
+
+
 def test_w3_shape_compiled_forward_and_gradient():
-    """W3's chain (here 60 steps on 16 lanes, float32) compiled by Numba: one rerolled
-    loop per chain, the fastmath tanh inlined again, values and gradients as eager."""
+    """W3's chain (here 60 steps on 16 lanes, float32) compiled by Numba: its loop groups
+    run as kernels rendered from kernel IR, one rerolled loop per chain (the gradient's
+    400 rows of its concatenation addressed in one buffer: kir_views), the fastmath tanh
+    inlined again, values and gradients as eager."""
     rng = np.random.default_rng(3)
     W = (1.0 + 0.1 * rng.standard_normal((60, 16))).astype(np.float32)
     b = (0.1 * rng.standard_normal((60, 16))).astype(np.float32)
@@ -169,35 +199,34 @@ def test_w3_shape_compiled_forward_and_gradient():
         return val, gW, gb
 
     g = graph_of(both, [W, b, h], optimize=True)
+    kernels = _shared(g)
+    assert sum(len(_rerolled_loops(k)) for k in kernels.values()) >= 3
+    assert all(sum(1 for _ in stmts(k.body)) < 200 for k in kernels.values())
     exe = CpuBackend().compile(g)
+    assert all("_fmc_" not in src for src in exe.kernels)  # the outlined calls: none left
     consts = [np.asarray(c._data) for _, c in g.consts]
-    src = exe.kernel_source()
-    assert src.count("for zq in range(") >= 3 and "_fmc_" not in src.split("def kernel")[1]
     ref = both(*map(fg.tensor, (W, b, h)))
     for x, r in zip(exe(W, b, h, *consts), ref):
         np.testing.assert_allclose(x, r.numpy(), rtol=2e-5, atol=2e-6)
 
 
-def test_w3_prelude_binds_only_what_the_kernels_use():
-    """W3's 200 steps: the chain's loop body calls the outlined tanh (too many to inline)
-    until rerolling makes it short and inlines it again, as the "scalar" variant since the
-    16-lane loop stays scalar; the module binds only the fastmath names its kernels still call."""
+def test_w3_calls_the_scalar_tanh():
+    """W3's 200 steps: the rerolled body is short again, so it calls fastmath's inlined
+    tanh, as the "scalar" variant since the 16-lane loop stays scalar."""
     rng = np.random.default_rng(4)
     W = (1.0 + 0.1 * rng.standard_normal((200, 16))).astype(np.float32)
     b = (0.1 * rng.standard_normal((200, 16))).astype(np.float32)
     h = rng.standard_normal(16).astype(np.float32)
     cf = fg.compile(lambda W, b, h: _w3(fg, W, b, h))
     args = [fg.tensor(a) for a in (W, b, h)]
-    head, body = cf.lower(*args).kernel_source().split("@njit", 1)
-    bound = re.findall(r"^(_fm\w*) = ", head, re.M)
-    assert "_fm_tanh_float32_scalar" in bound and "for zq in range(" in body
-    assert set(bound) <= set(re.findall(r"\b\w+\b", body)), bound
     np.testing.assert_allclose(cf(*args).numpy(), _w3(fg, *args).numpy(), rtol=2e-5, atol=2e-5)
+    (src,) = [s for s in cf.lower(*args).kernel_source().split("# generated by") if "tanh" in s]
+    assert "_fm_tanh_float32_scalar(" in src and "_fmc_" not in src
 
 
 def test_sin_chain_with_huge_arguments_compiled():
-    """sin's fast path counts arguments past its exact range inside the rerolled loop; a
-    huge one reruns the exact kernel, as without rerolling."""
+    """A sin chain's rerolled kernel takes libm's sin past fastmath's exact range (the
+    renderer's exact lowering): huge arguments give eager's values."""
     rng = np.random.default_rng(5)
     W = (1.0 + 0.1 * rng.standard_normal((40, 5))).astype(np.float64)
     h = rng.standard_normal(5)
@@ -207,8 +236,9 @@ def test_sin_chain_with_huge_arguments_compiled():
             h = (h * W[i]).sin() * 0.9 + 0.1  # contracting: rounding does not grow
         return h
 
-    exe = CpuBackend().compile(graph_of(fn, [W, h], optimize=True))
-    assert "for zq in range(" in exe.kernel_source()
+    g = graph_of(fn, [W, h], optimize=True)
+    assert any(_rerolled_loops(k) for k in _shared(g).values())
+    exe = CpuBackend().compile(g)
     for scale in (1.0, 1e12):
         Ws = W * scale
         Ws[1:] = W[1:]  # only the first step sees huge arguments

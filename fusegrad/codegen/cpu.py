@@ -4,9 +4,7 @@ kernels). Arrays cross the boundary as flat contiguous 1-d arrays whose shapes a
 are checked first, so generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
-import re
 import warnings
-from collections import Counter
 from typing import Callable, Optional
 
 import numpy as np
@@ -27,6 +25,7 @@ from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
 from .cpu_symbolic import compile_symbolic
 from .half_boundary import compile_upcast
 from .kir_lower import Listing, lower_group
+from .kir_views import onto_parts
 
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
@@ -200,13 +199,15 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
                  bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     lw = Lowering(guard="fast", **facts)
-    shared, kernels = _shared_kernels(graph, fused, lowered, lw)
+    concats = _Concats(fused, {v.id for v in graph.arguments()})
+    shared, kernels = _shared_kernels(fused, lowered, lw, concats)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
     donated = {} if guarded(fused, lw) else dict(donated or {})
-    parts = [_entry(graph, fused, "kernel", lw, donated, shared)]
+    parts = [_entry(graph, fused, "kernel", lw, donated, shared, concats)]
     if lw.guarded:
-        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", **facts), donated, shared))
+        parts.append(_entry(graph, fused, "kernel_exact", Lowering(guard="exact", **facts), donated, shared,
+                            concats))
     glob: dict = {}
     for _, l2, _ in parts:
         glob.update(l2.globals)
@@ -218,17 +219,17 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     return "\n".join(head + body), donated, list(kernels.values())
 
 
-def _shared_kernels(graph: Graph, fused: Fused, lowered: dict, lw: Lowering) -> tuple:
+def _shared_kernels(fused: Fused, lowered: dict, lw: Lowering, concats: "_Concats") -> tuple:
     """({group index: (LoweredGroup, symbol)}, {symbol: module source}): the loop groups
-    the entry calls as kernels rendered from kernel IR (cpu_loops.shareable; not a part of
-    a concatenation, whose buffers are views). Groups of the same structure share one
-    kernel, hence one module: compiled once per process and cached once on disk, whatever
-    graph or layer they come from."""
-    views = _concat_views(fused, {v.id for v in graph.arguments()})[0]
+    the entry calls as kernels rendered from kernel IR (cpu_loops.shareable), parts of a
+    concatenation addressed in its buffer (kir_views). Groups of the same structure share
+    one kernel, hence one module: compiled once per process and cached once on disk,
+    whatever graph or layer they come from."""
     shared, kernels, by_source = {}, {}, {}
     for gi, lg in lowered.items():
-        if not shareable(fused, fused.groups[gi], lw) or any(v.id in views for v in lg.binds):
+        if not shareable(fused, fused.groups[gi], lw):
             continue
+        lg = onto_parts(lg, lambda v: concats.part.get(v.id))
         src = render(lg.kernel)
         sym = by_source.setdefault(src, f"_kr{len(by_source)}")
         kernels[sym] = src
@@ -236,79 +237,65 @@ def _shared_kernels(graph: Graph, fused: Fused, lowered: dict, lw: Lowering) -> 
     return shared, kernels
 
 
-def _concat_views(fused: Fused, args: set) -> tuple:
+class _Concats:
     """Concatenates along axis 0 whose parts the loop groups before them write in place.
 
-    Returns (var id -> buffer name, allocation lines for the top of the entry function,
-    group index -> [(offset, part)] still to copy, view name -> (buffer, offset)). A
-    concatenated buffer is allocated fresh (never a planned slot, which earlier values may
-    occupy) and each part computed by an earlier loop group becomes a view of its rows, so
-    W3's gradient (hundreds of rows, see passes.embeds) costs no copies and no per-part code."""
-    views: dict = {}
-    lines: list = []
-    concats: dict = {}
-    parts: dict = {}
-    outs = {v.id for v in fused.outputs if isinstance(v, Var)}
-    for gi, g in enumerate(fused.groups):
-        if not (isinstance(g, CallGroup) and g.eqn.prim is P.concatenate
-                and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in views):
-            continue
-        e, name, off, copies = g.eqn, f"bk{gi}", 0, []
-        lines.append(f"    {name} = np.empty({e.out.size}, np.{e.out.dtype.name})")
-        views[e.out.id] = name
-        for x in e.inputs:
-            own = fused.owner.get(x.id)
-            if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
-                    and x.id not in views and x.id not in fused.aliases and x.id not in outs and x.size):
-                views[x.id] = f"{name}_{len(views)}"
-                parts[views[x.id]] = (name, off)
-                lines.append(f"    {views[x.id]} = {name}[{off}:{off + x.size}]")
-            elif x.size:
-                copies.append((off, x))
-            off += x.size
-        concats[gi] = copies
-    return views, lines, concats, parts
+    A concatenated buffer ``bk<group>`` is allocated fresh (never a planned slot, which
+    earlier values may occupy) and each part computed by an earlier loop group is written
+    into its rows, so W3's gradient (hundreds of rows, see passes.embeds) costs no copies:
+    a kernel rendered from kernel IR addresses the buffer at the part's offset
+    (kir_views.onto_parts); code that names the part's buffer (a library call, a group of
+    the loop emitter) gets a view of those rows, declared only then (``declared``).
+
+    ``views``: var id -> buffer name (concatenations and parts); ``part``: var id ->
+    (concatenation Var, offset); ``allocs``: the entry's lines allocating the buffers;
+    ``copies``: group index -> [(offset, part)] still to copy."""
+
+    def __init__(self, fused: Fused, args: set):
+        self.views: dict = {}
+        self.part: dict = {}
+        self.allocs: list = []
+        self.copies: dict = {}
+        self._size: dict = {}  # part var id -> its number of elements
+        outs = {v.id for v in fused.outputs if isinstance(v, Var)}
+        for gi, g in enumerate(fused.groups):
+            if not (isinstance(g, CallGroup) and g.eqn.prim is P.concatenate
+                    and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in self.views):
+                continue
+            e, name, off, copies = g.eqn, f"bk{gi}", 0, []
+            self.allocs.append(f"    {name} = np.empty({e.out.size}, np.{e.out.dtype.name})")
+            self.views[e.out.id] = name
+            for x in e.inputs:
+                own = fused.owner.get(x.id)
+                if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
+                        and x.id not in self.views and x.id not in fused.aliases and x.id not in outs and x.size):
+                    self.views[x.id] = f"{name}_{len(self.views)}"
+                    self.part[x.id] = (e.out, off)
+                    self._size[x.id] = x.size
+                elif x.size:
+                    copies.append((off, x))
+                off += x.size
+            self.copies[gi] = copies
+
+    def declared(self, used: set) -> list:
+        """The entry's lines declaring the views of the parts (var ids) ``used`` by name."""
+        lines = []
+        for vid, (whole, off) in self.part.items():
+            if vid in used:
+                lines.append(f"    {self.views[vid]} = {self.views[whole.id]}[{off}:{off + self._size[vid]}]")
+        return lines
 
 
-def _resolve_part_views(body: list, parts: dict) -> list:
-    """``body`` without the declarations of concatenation part views nothing reads or writes
-    (rerolled loops address the whole buffer), and with one-element views that are only
-    indexed ``[0]`` replaced by that element of their buffer: each view costs Numba's array
-    analysis milliseconds to compile (W5's gradient: 64 one-element parts, a quarter of
-    its compile time)."""
-    def declared(ln: str):
-        name, _, rhs = ln.strip().partition(" = ")
-        return name if name in parts and rhs.startswith(f"{parts[name][0]}[") else None
-
-    tagged = [(declared(ln), ln) for ln in body]
-    rest = [ln for d, ln in tagged if d is None]
-    uses = Counter(w for ln in rest for w in re.findall(r"\b\w+\b", ln))
-    at0 = Counter(m for ln in rest for m in re.findall(r"\b(\w+)\[0\]", ln))
-    element = {}
-    for d, ln in tagged:
-        if d is None:
-            continue
-        base, off = parts[d]
-        if uses[d] and at0[d] == uses[d] and ln.rstrip().endswith(f"[{off}:{off + 1}]"):
-            element[d] = f"{base}[{off}]"
-    one = re.compile(r"\b(" + "|".join(map(re.escape, element)) + r")\[0\]") if element else None
-    out = []
-    for d, ln in tagged:
-        if d is None:
-            out.append(one.sub(lambda m: element[m.group(1)], ln) if one else ln)
-        elif uses[d] and d not in element:
-            out.append(ln)
-    return out
-
-
-def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, shared: dict) -> tuple:
+def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, shared: dict,
+           concats: _Concats) -> tuple:
     """(name, lowering, source lines) of one entry function. With ``lw.guard == "fast"``
     the function also returns a count that is non-zero when some sin/cos argument
     lies beyond fastmath's exact range; then the caller reruns the graph with the "exact"
     entry, which selects libm for them (a kernel that may rerun writes no argument: see
     ``generate``). The common path keeps vectorizable trig; the exact one compiles on
     demand. ``donated`` outputs are computed into their argument's array; ``shared`` loop
-    groups (see ``_shared_kernels``) are calls of their kernels."""
+    groups (see ``_shared_kernels``) are calls of their kernels; ``concats`` places the
+    parts of concatenations."""
     args = graph.arguments()
     arg_name = {v.id: f"x{k}" for k, v in enumerate(args)}
     slot = plan(fused)
@@ -319,13 +306,16 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
         key = v if isinstance(v, int) else v.id
         return numbers.setdefault(key, len(numbers))
 
-    views, body, concats, parts = _concat_views(fused, set(arg_name))
+    views, body = concats.views, []
     for o in [o for o in donated if o in views]:  # a part of a concatenation has its buffer
         del donated[o]
+    named: set = set()  # parts whose view some code names
 
     def buf(v: Var) -> str:
         if v.id in donated:
             return arg_name[donated[v.id]]
+        if v.id in concats.part:
+            named.add(v.id)
         return views.get(v.id) or arg_name.get(v.id) or f"b{num(slot.get(v.id, v.id))}"
 
     allocated = set(arg_name)
@@ -336,9 +326,9 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
             if v.id not in views and v.id not in donated and b not in allocated:
                 allocated.add(b)
                 body.append(f"    {buf(v)} = np.empty({v.size}, np.{v.dtype.name})")
-        if gi in concats:
+        if gi in concats.copies:
             body.append(f"    # concatenate into {views[g.eqn.out.id]}")
-            body.extend(f"    {views[g.eqn.out.id]}[{off}:{off + x.size}] = {buf(x)}" for off, x in concats[gi])
+            body.extend(f"    {views[g.eqn.out.id]}[{off}:{off + x.size}] = {buf(x)}" for off, x in concats.copies[gi])
         elif isinstance(g, CallGroup):
             body.append(f"    # call {g.eqn.prim.name}")
             body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
@@ -347,14 +337,14 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
             body.append(f"    {sym}({', '.join(buf(v) for v in lg.binds)})")
         else:
             parallel |= g.parallel
-            body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num, parts))
-    body = _resolve_part_views(body, parts)
+            body.extend(emit_loop_group(fused, g, fused.outputs_of(gi), buf, lw, num))
     rets = []
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
     if lw.guarded:
         body.insert(0, f"    {GUARD} = np.float32(0)")
         rets.append(GUARD)
+    body = concats.allocs + concats.declared(named) + body
     ret = "(" + "".join(r + ", " for r in rets) + ")"
     head = [f"@njit(cache=True, fastmath={_FASTMATH}, error_model=\"numpy\", parallel={parallel})",
             f"def {name}({', '.join(arg_name[v.id] for v in args)}):"]

@@ -17,7 +17,8 @@ from ..ir.graph import Eqn, Var
 from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import Fused, LoopGroup, reduce_map, is_reduction
 from .backend import Unsupported
-from .cpu_reroll import MIN_BODY, reroll
+from .cpu_render import SHORT_LOOP
+from .kir_reroll import MIN_BODY
 from .cpu_scalar import GUARD, Lowering, literal
 from .kir_lower import flat_ok, phase_work, phases, real_reduction, slice_source
 
@@ -26,9 +27,6 @@ CHUNK = 1 << 14  # elements per parallel chunk of a reduction: big enough to amo
 # A loop body with more transcendental calls than this calls fastmath's non-inlined
 # functions: every inlined copy costs LLVM ~50 ms and megabytes (W3: 200 tanh, 15 s).
 MAX_INLINED = 24
-# A loop group whose innermost loop runs fewer times than this stays scalar (LLVM unrolls it
-# rather than vectorizing, as in W3's 16-lane chain) and calls fastmath's "scalar" variants.
-SHORT_LOOP = 64
 
 
 # ---------------------------------------------------------------- index arithmetic
@@ -106,10 +104,8 @@ class LoopEmitter:
     supplies aliases."""
 
     def __init__(self, fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
-                 num: Callable[[Var], int], views: dict):
+                 num: Callable[[Var], int]):
         self.f, self.g, self.outs, self.buf, self.lw, self.num = fused, g, outs, buf, lw, num
-        self.views = views  # buffer name -> (buffer it is a slice of, offset)
-        self.dtypes: dict = {}  # local name -> dtype, for rerolling
         self.flat = flat_ok(fused, g)
         self.lines: list = []
         self.guarded = _guarded(g, lw)
@@ -187,7 +183,6 @@ class LoopEmitter:
     def assign(self, depth: int, e: Eqn) -> None:
         """The statements the lowering asked for (the out-of-range counts of fast sin/cos
         arguments, see cpu_scalar.Lowering), then ``m<n> = <element expression>``."""
-        self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
         value = self.value(e)
         for ln in self.lw.drain():
             self.emit(depth, ln)
@@ -210,22 +205,10 @@ class LoopEmitter:
                 self._guard_close(axes, g.parallel)
             else:
                 self._phased()
-            if not g.parallel:
-                self._reroll()
         finally:
             self.lw.guard_target = GUARD
             self.lw.outline = self.lw.scalar = False
         return self.lines
-
-    def _reroll(self) -> None:
-        """Reroll repeated blocks (see cpu_reroll); a body that became short calls the
-        inlined (vectorizable) fastmath functions again."""
-        lines = reroll(self.lines, self.views, self.dtypes.get)
-        if lines == self.lines:
-            return
-        if self.outline and sum(ln.count("_fmc_") for ln in lines) <= MAX_INLINED:
-            lines = self.lw.inline_calls(lines)
-        self.lines = lines
 
     # -- huge sin/cos argument counts (see cpu_scalar.Lowering): Numba accepts a prange
     # reduction only as one update per iteration, so counts inside a prange loop go to a
@@ -433,7 +416,6 @@ class LoopEmitter:
     def _acc_final(self, d: int, e: Eqn, at: str = "") -> None:
         """``m<n>`` = the finished reduction: accumulator ``a<n>`` (element ``at`` of it when
         it is an array, as in ``_columns``) in the result's type."""
-        self.dtypes[f"m{self.num(e.out)}"] = e.out.dtype
         acc = f"a{self.num(e.out)}{at}"
         if e.prim.scalar in ("max", "min") and e.inputs[0].dtype.kind == "f":
             acc = f"({acc} if n{self.num(e.out)} == 0 else np.nan)"
@@ -463,9 +445,12 @@ def shareable(fused: Fused, g: LoopGroup, lw: Lowering) -> bool:
     """True if loop group ``g`` needs none of the forms only this emitter writes, so the
     kernel-IR renderer (cpu_render) serves it as well, as a kernel shared by every group of
     the same structure: elementwise only (reductions take chunked, column or NaN-counting
-    forms here), no guarded sin/cos, no body long enough to reroll, no fastmath variant
-    chosen by loop length or by a sign fact about an operand."""
-    if g.red_axes or _guarded(g, lw) or (not g.parallel and len(g.eqns) >= MIN_BODY):
+    forms here), no guarded sin/cos, no fastmath variant chosen by a sign fact about an
+    operand, no transcendental in a loop too short to vectorize; but always a serial body
+    long enough to reroll (only the kernel-IR path rerolls: kir_reroll)."""
+    if not g.parallel and len(g.eqns) >= MIN_BODY:
+        return True
+    if g.red_axes or _guarded(g, lw):
         return False
     if _short(g, flat_ok(fused, g)) and any(e.prim.kind == "elementwise" and lw.transcendental(e.prim.scalar, _operand_dtype(e))
                                            for e in g.eqns):
@@ -481,8 +466,7 @@ def guarded(fused: Fused, lw: Lowering) -> bool:
 
 
 def emit_loop_group(fused: Fused, g: LoopGroup, outs: list, buf: Callable[[Var], str], lw: Lowering,
-                    num: Callable[[Var], int], views: dict) -> list:
-    """Source lines (indented for the entry function's body) of loop group ``g``;
-    ``views`` maps buffer names that are slices of another buffer to (base, offset)."""
-    return LoopEmitter(fused, g, outs, buf, lw, num, views).run()
+                    num: Callable[[Var], int]) -> list:
+    """Source lines (indented for the entry function's body) of loop group ``g``."""
+    return LoopEmitter(fused, g, outs, buf, lw, num).run()
 

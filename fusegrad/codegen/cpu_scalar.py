@@ -108,17 +108,6 @@ class Lowering:
             return "guarded"
         return "nonpositive" if arg in self.nonpositive else None
 
-    def inline_calls(self, lines: list[str]) -> list[str]:
-        """``lines`` with fastmath's outlined calls replaced by the inlined functions (for a
-        loop body that rerolling made short)."""
-        def sub(m: re.Match) -> str:
-            return self.fastmath(m.group(1), np.dtype(m.group(2)), self.kind(m.group(1), None))
-        outline, self.outline = self.outline, False
-        try:
-            return [re.sub(r"\b_fmc_(\w+?)_(float32|float64)\b", sub, ln) for ln in lines]
-        finally:
-            self.outline = outline
-
     def transcendental(self, op: str, dtype: np.dtype) -> bool:
         """True if scalar operation ``op`` lowers to a fastmath function."""
         return op in _FUNCS and (op, np.dtype(dtype).name) in _FASTMATH
@@ -133,8 +122,7 @@ class Lowering:
 
 def prelude(names: dict, body: list) -> list[str]:
     """The module-level lines binding those of ``names`` (Lowering.globals) that ``body``
-    (source lines) still uses: rerolling may have inlined a loop's outlined calls again
-    (Lowering.inline_calls), which leaves their ``_fmc_`` names unused."""
+    (source lines) uses."""
     used = set(re.findall(r"\b\w+\b", "\n".join(body)))
     lines = [f"{k} = {v}" for k, v in sorted(names.items()) if k in used]
     imp = ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "

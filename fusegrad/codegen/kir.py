@@ -34,6 +34,7 @@ import numpy as np
 from ..ir.scalar_ops import OPS, REDUCE_OPS
 
 LOOP_KINDS = ("parallel", "serial", "vector")
+BUFFER_ROLES = ("in", "out", "inout", "temp")
 
 
 # ---------------------------------------------------------------- index expressions
@@ -260,8 +261,9 @@ Stmt = Union[Assign, Store, Acc, Update, Loop, Guard, Let, Extern]
 
 @dataclass(frozen=True)
 class Buffer:
-    """A flat array parameter: ``size`` elements of ``dtype``; ``role`` is "in", "out" or
-    "inout"."""
+    """A flat array: ``size`` elements of ``dtype``; ``role`` is "in", "out" or "inout" for
+    a parameter, "temp" for scratch the kernel allocates itself (uninitialized; e.g. the
+    carries of a rerolled loop, kir_reroll). Temps follow the parameters."""
     name: str
     dtype: np.dtype
     size: IExpr
@@ -274,6 +276,10 @@ class Kernel:
     buffers: list
     syms: tuple
     body: list
+
+    def params(self) -> list:
+        """The buffers a caller passes (all but the temps), in order."""
+        return [b for b in self.buffers if b.role != "temp"]
 
     def __str__(self) -> str:
         params = ", ".join(f"{b.name}: {_dt(b.dtype)}[{b.size}] {b.role}" for b in self.buffers)
@@ -338,6 +344,9 @@ def verify(k: Kernel) -> Kernel:
     bufs = {b.name: b for b in k.buffers}
     if len(bufs) != len(k.buffers):
         raise KernelError(f"kernel {k.name}: duplicate buffer names")
+    roles = [b.role for b in k.buffers]
+    if any(r not in BUFFER_ROLES for r in roles) or "temp" in roles[:len(k.params())]:
+        raise KernelError(f"kernel {k.name}: buffer roles {roles}: each one of {BUFFER_ROLES}, temps last")
     for b in k.buffers:
         _check_index(k, b.size, set(k.syms), f"size of {b.name}")
     defined: dict = {}

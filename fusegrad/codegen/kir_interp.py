@@ -2,7 +2,7 @@
 with NumPy scalars, so tests check what a kernel computes without compiling it. Each
 scalar operation means what ``fusegrad.ir.scalar_ops`` says; loads and stores check their
 index against the buffer (an out-of-range index raises IndexError naming it). It is slow
-(a Python step per element): for tests, at small sizes."""
+(a Python step per element): for tests, at small sizes. Temp buffers are the kernel's own."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,12 +19,15 @@ def run(k: Kernel, buffers: dict, syms: dict | None = None) -> dict:
     missing = [s for s in k.syms if s not in env]
     if missing:
         raise ValueError(f"kernel {k.name}: no value for symbols {missing}")
-    for b in k.buffers:
+    for b in k.params():
         a = buffers[b.name]
         if a.ndim != 1 or a.dtype != np.dtype(b.dtype) or a.size != ieval(b.size, env):
             raise ValueError(f"kernel {k.name}: buffer {b.name} must be {np.dtype(b.dtype)}[{ieval(b.size, env)}], "
                              f"got {a.dtype}{list(a.shape)}")
-    _Run(k, buffers).body(k.body, env)
+    # temps start as NaN (or -1): a kernel reading one before writing it shows
+    scratch = {b.name: np.full(ieval(b.size, env), -1 if np.dtype(b.dtype).kind in "iub" else np.nan, b.dtype)
+               for b in k.buffers if b.role == "temp"}
+    _Run(k, {**buffers, **scratch}).body(k.body, env)
     return buffers
 
 

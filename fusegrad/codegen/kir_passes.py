@@ -1,6 +1,7 @@
 """Passes over the kernel IR (codegen.kir), for every renderer. Each returns a new kernel
 and leaves its input alone; ``optimize`` runs them in order, verifying after each.
 
+- ``reroll`` (kir_reroll): long lane loops of repeated blocks become loops over the blocks.
 - ``hoist_index``: index arithmetic computed once where its operands are known. Inside a
   loop nest a load at ``(i0*n1 + i1)*n2 + i2`` would multiply out the outer part at every
   inner iteration; the pass binds each largest compound subexpression that does not
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .kir_reroll import reroll
 from .kir import IBin, IExpr, Index, Kernel, Let, Load, Loop, Guard, Op, Assign, Store, Update, Sym, isyms, verify
 
 
@@ -114,7 +116,7 @@ def _rewrite(s, fn: Callable):
     return s
 
 
-PASSES = (hoist_index,)
+PASSES = (reroll, hoist_index)
 
 
 def optimize(k: Kernel, passes=PASSES) -> Kernel:

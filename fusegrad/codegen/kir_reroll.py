@@ -1,0 +1,463 @@
+"""Loop rerolling, a kernel-IR pass: a lane loop whose body repeats one block of
+statements many times becomes a loop over the repetitions with the lanes innermost.
+
+A chain of identical steps (W3: ``h = tanh(h * W[i] + b[i])`` for 200 rows of W) traces
+to hundreds of equations, fuses into one loop group over h's 16 lanes and lowers to one
+lane loop whose body repeats the same few statements 200 times, each reading the next row
+of W. LLVM does not vectorize across the iterations of that loop (each is a long serial
+chain) and compiles such a body slowly. Rerolled, it reads::
+
+    serial for zq0 in 0..199:         # the steps after the first
+      vector for i0 in 0..16:         # the lanes
+        zp0_0 = zt0[i0]               # h from the step before (a carry)
+        ...one step, reading W at (zq0 + 1) * 16 + i0...
+        zt0[i0] = h
+
+The pass looks at every lane loop (``vector``, or a ``parallel`` loop with no loop inside:
+a flat parallel group) whose body is straight-line assignments, accumulator updates and stores. It finds runs
+of blocks that repeat with the same operations, every buffer index advancing by a fixed
+step per block (an index is split into a constant and the rest, which must be equal) and
+every reference to a local advancing by the block length. The first block of a run stays
+in the straight-line code before it; the others become the rerolled loop. Values cross
+between the pieces through temp buffers (kir.Buffer role "temp"): a lane array for a
+straight-line value read elsewhere, a carry for a value the next block reads, a stack (a
+row per block) for block values read later (the backward half of a chain reads every
+forward step). The pieces run in the original order and stores end the body (the pass
+leaves a body alone otherwise), so every load still comes before every store, which keeps
+values written in place over an operand (passes.memory) correct. A lane loop inside a
+parallel loop is left alone (its temps would be shared by the threads); a parallel lane
+loop becomes a serial loop over the blocks around a parallel loop over the lanes, each
+lane its own temp elements."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Load, Loop, Op, Ref, Store, Sym, Update,
+                  iadd, imul)
+
+MIN_BODY = 32  # shorter bodies compile and run fine unrolled
+MIN_ITERS = 4  # fewest loop iterations (blocks after the first) worth a rerolled loop
+MAX_PERIOD = 64  # longest block looked for, in statements
+
+
+def reroll(k: Kernel) -> Kernel:
+    """``k`` with each long lane loop rerolled where it repeats (see the module docstring);
+    the same statements where nothing qualifies."""
+    names = _Names()
+    body = _walk(k.body, names, inside_parallel=False)
+    return Kernel(k.name, list(k.buffers) + names.temps, k.syms, body)
+
+
+class _Names:
+    """Fresh names for the pass's loop variables, carries and temp buffers (prefix ``z``,
+    which lowering never uses)."""
+
+    def __init__(self):
+        self.temps: list = []
+        self.loops = 0
+        self.carries = 0
+
+    def temp(self, dtype, size: IExpr) -> str:
+        name = f"zt{len(self.temps)}"
+        self.temps.append(Buffer(name, np.dtype(dtype), size, "temp"))
+        return name
+
+    def loop(self) -> str:
+        self.loops += 1
+        return f"zq{self.loops - 1}"
+
+    def carry(self) -> str:
+        self.carries += 1
+        return f"zp{self.carries - 1}"
+
+
+def _walk(body: list, names: _Names, inside_parallel: bool) -> list:
+    out: list = []
+    for s in body:
+        if isinstance(s, Loop):
+            lane = s.kind == "vector" or (s.kind == "parallel" and not any(isinstance(t, (Loop, Guard)) for t in s.body))
+            new = _reroll_loop(s, names) if lane and not inside_parallel else None
+            if new is not None:
+                out.extend(new)
+                continue
+            s = Loop(s.var, s.extent, s.kind, _walk(s.body, names, inside_parallel or s.kind == "parallel"))
+        elif isinstance(s, Guard):
+            s = Guard(s.cond, _walk(s.body, names, inside_parallel))
+        out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------- statements as blocks
+def _split(e: IExpr) -> tuple:
+    """(rest, constant) with ``e == rest + constant``."""
+    if isinstance(e, int):
+        return 0, e
+    if isinstance(e, IBin) and e.op == "+" and isinstance(e.b, int):
+        rest, c = _split(e.a)
+        return rest, c + e.b
+    return e, 0
+
+
+class _Stmt:
+    """One statement of a lane loop body: the local it defines (or None for a store), its
+    value's dtype, its shape ``sig`` (operations, constants and dtypes; blocks are compared
+    by it; an accumulator update's is its own) and its operands in order: ``("pos", k)`` (the local defined by statement k),
+    ``("name", n)`` (defined before the loop) or ``("arr", buffer, rest, constant)`` (a
+    load at, or for a store the element ``rest + constant``; buffer None: an Index value)."""
+    __slots__ = ("stmt", "target", "sig", "ops")
+
+    def __init__(self, stmt, defpos: dict):
+        self.stmt = stmt
+        self.ops: list = []
+        if isinstance(stmt, Store):
+            self.target = None
+            self.ops.append(("arr", stmt.buf, *_split(stmt.index)))
+            self.sig = ("S", self._shape(stmt.value, defpos))
+        elif isinstance(stmt, Update):  # never in a run: that would reorder the reduction
+            self.target = None
+            self.sig = ("U", stmt.name, len(defpos), self._shape(stmt.value, defpos))
+        else:
+            self.target = stmt.name
+            self.sig = ("A", self._shape(stmt.value, defpos))
+
+    def _shape(self, v, defpos: dict) -> tuple:
+        if isinstance(v, Const):
+            return ("c", repr(v.value), np.dtype(v.dtype))
+        if isinstance(v, Ref):
+            self.ops.append(("pos", defpos[v.name]) if v.name in defpos else ("name", v.name))
+            return ("r", np.dtype(v.dtype))
+        if isinstance(v, Load):
+            self.ops.append(("arr", v.buf, *_split(v.index)))
+            return ("l", np.dtype(v.dtype))
+        if isinstance(v, Index):
+            self.ops.append(("arr", None, *_split(v.expr)))
+            return ("i", np.dtype(v.dtype))
+        return ("o", v.op, np.dtype(v.dtype), v.params, tuple(self._shape(a, defpos) for a in v.args))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.stmt.value.dtype)
+
+
+def _delta(a: tuple, b: tuple) -> Optional[tuple]:
+    """How operand ``a`` of one block becomes ``b`` of the next, or None if they differ in kind."""
+    if a[0] != b[0]:
+        return None
+    if a[0] == "arr":
+        return ("arr", b[3] - a[3]) if a[1:3] == b[1:3] else None
+    if a[0] == "pos":
+        return ("pos", b[1] - a[1])
+    return ("name",) if a == b else None
+
+
+def _advance(a: tuple, d: tuple, r: int) -> tuple:
+    if a[0] == "arr":
+        return (*a[:3], a[3] + r * d[1])
+    if a[0] == "pos":
+        return ("pos", a[1] + r * d[1])
+    return a
+
+
+class _Run:
+    """Blocks ``0..n-1`` of ``period`` statements from ``start``; ``deltas[j][o]`` advances
+    operand o of statement j by one block. Blocks before ``first`` stay straight-line code
+    (a block reading the one ``k`` blocks back needs ``k`` blocks before the loop)."""
+
+    def __init__(self, start: int, period: int, n: int, deltas: list, first: int):
+        self.start, self.period, self.n, self.deltas, self.first = start, period, n, deltas, first
+
+    @property
+    def loop_start(self) -> int:
+        return self.start + self.first * self.period
+
+    @property
+    def end(self) -> int:
+        return self.start + self.n * self.period
+
+    def covers(self, p: int) -> bool:
+        return self.start <= p < self.end
+
+    def locate(self, p: int) -> tuple:
+        """(block, position in block) of statement ``p``."""
+        return divmod(p - self.start, self.period)
+
+
+def _run_at(stmts: list, s: int, period: int) -> Optional[_Run]:
+    """The run of blocks of ``period`` statements starting at ``s``, if it has at least
+    ``MIN_ITERS + 1`` blocks."""
+    n_all = len(stmts)
+    if s + 2 * period > n_all:
+        return None
+    deltas = []
+    for j in range(period):
+        a, b = stmts[s + j], stmts[s + period + j]
+        if a.sig != b.sig:
+            return None
+        d = [_delta(x, y) for x, y in zip(a.ops, b.ops)]
+        if any(x is None for x in d):
+            return None
+        deltas.append(d)
+    n = 2
+    while s + (n + 1) * period <= n_all:
+        for j in range(period):
+            a, b = stmts[s + j], stmts[s + n * period + j]
+            if a.sig != b.sig or any(_advance(x, d, n) != y for x, d, y in zip(a.ops, deltas[j], b.ops)):
+                break
+        else:
+            n += 1
+            continue
+        break
+    first = 1
+    for j in range(period):
+        for x, d in zip(stmts[s + j].ops, deltas[j]):
+            if x[0] == "pos" and d[1] == period:  # moves with the blocks: how many back
+                first = max(first, -((x[1] - s) // period))
+    return _Run(s, period, n, deltas, first) if n - first >= MIN_ITERS else None
+
+
+def _find_runs(stmts: list) -> list:
+    """Runs, left to right, each the longest found at the first place one starts."""
+    runs, s = [], 0
+    while s < len(stmts):
+        best = None
+        for period in range(1, MAX_PERIOD + 1):
+            if s + (MIN_ITERS + 1) * period > len(stmts):
+                break
+            run = _run_at(stmts, s, period)
+            if run is not None and (best is None or run.n * run.period > best.n * best.period):
+                best = run
+        if best is None:
+            s += 1
+            continue
+        runs.append(best)
+        s = best.end
+    return runs
+
+
+# ---------------------------------------------------------------- planning
+class _Plan:
+    """The segments of a rerolled body and the temps values cross them through."""
+
+    def __init__(self, stmts: list, runs: list):
+        self.stmts, self.runs = stmts, runs
+        self.seg = [None] * len(stmts)  # statement -> run index, or None for straight-line code
+        for k, run in enumerate(runs):
+            for p in range(run.loop_start, run.end):
+                self.seg[p] = k
+        self.lane_arrays: set = set()  # straight-line statements read from other segments
+        self.stacks: set = set()  # (run, position in block) kept for every block
+        self.carries: set = set()  # (run, position in block) read by the next block
+
+    def run_of(self, p: int) -> Optional[int]:
+        """The run whose blocks (the peeled first one included) hold statement ``p``."""
+        return next((k for k, r in enumerate(self.runs) if r.covers(p)), None)
+
+    def segment(self, p: int) -> int:
+        """Index of the straight-line segment holding (or preceding) statement ``p``."""
+        return sum(1 for r in self.runs if r.loop_start <= p)
+
+    def slot(self, at: int, op: tuple, d: Optional[tuple]) -> Optional[tuple]:
+        """How operand ``op`` of statement ``at`` is read. In a rerolled loop ``at`` is in
+        its run's block ``first`` (loop iteration 0) and the operand advances by ``d`` per
+        block. Returns ("name", n), ("local", p), ("lane", p), ("carry", run, j) (the
+        block before, in the loop), ("last", run, j) (the loop's last block, after it),
+        ("stack", run, j, row at iteration 0, rows per iteration) or ("arr", buffer,
+        rest, constant at iteration 0, constant per iteration); None when the rerolled
+        code cannot read it."""
+        k = self.seg[at]
+        step = d[1] if d is not None and d[0] != "name" else 0
+        if op[0] == "arr":
+            return (*op, step)
+        if op[0] == "name":
+            return op
+        p0 = op[1]  # at the first block computed there (iteration 0 in a loop)
+        p1 = p0 + step * (self.runs[k].n - 1 - self.runs[k].first) if k is not None else p0  # at the last one
+        if step == 0 and self.seg[p0] is None:  # a straight-line value (first blocks included)
+            if k is None and self.segment(p0) == self.segment(at):
+                return ("local", p0)
+            self.lane_arrays.add(p0)
+            return ("lane", p0)
+        src = self.run_of(p0)
+        if src is None or not self.runs[src].covers(p1):
+            return None
+        run = self.runs[src]
+        (b0, j0), (b1, j1) = run.locate(p0), run.locate(p1)
+        if j0 != j1 or step % run.period:
+            return None
+        c = step // run.period
+        if src == k:
+            first = run.first
+            if c == 1 and b0 == first:
+                return ("local", p0)
+            if c == 1 and b0 == first - 1:
+                self.carries.add((k, j0))
+                return ("carry", k, j0)
+            if b0 >= first or b1 >= run.n - 1:  # a block not computed yet when read
+                return None
+        elif c == 0 and b0 == run.n - 1 and b0 >= run.first:  # the loop's last value: its carry
+            self.carries.add((src, j0))
+            return ("last", src, j0)
+        self.stacks.add((src, j0))
+        return ("stack", src, j0, b0, c)
+
+
+def _classify(plan: _Plan) -> tuple:
+    """(statement index -> how each of its operands is read (see ``_Plan.slot``), None),
+    or (None, index of a run whose loop cannot read an operand)."""
+    reads = {}
+    for p, st in enumerate(plan.stmts):
+        k = plan.seg[p]
+        if k is not None and p >= plan.runs[k].loop_start + plan.runs[k].period:
+            continue  # the loop's first block speaks for the others
+        if k is None:
+            slots = [plan.slot(p, op, None) for op in st.ops]
+        else:
+            run = plan.runs[k]
+            slots = [plan.slot(p, op, d) for op, d in zip(st.ops, run.deltas[(p - run.start) % run.period])]
+        if any(x is None for x in slots):
+            return None, k
+        reads[p] = slots
+    return reads, None
+
+
+def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
+    body = loop.body
+    if len(body) < MIN_BODY or not all(isinstance(s, (Assign, Update, Store)) for s in body):
+        return None
+    first_store = next((p for p, s in enumerate(body) if isinstance(s, Store)), len(body))
+    if not all(isinstance(s, Store) for s in body[first_store:]):
+        return None  # stores must end the body (see the module docstring)
+    defpos: dict = {}
+    stmts = []
+    for p, s in enumerate(body):
+        st = _Stmt(s, defpos)
+        if st.target is not None:
+            defpos[st.target] = p
+        stmts.append(st)
+    runs = _find_runs(stmts)
+    while runs:
+        plan = _Plan(stmts, runs)
+        reads, bad = _classify(plan)
+        if reads is not None:
+            return _Emitter(plan, reads, loop, names).statements()
+        if bad is None:
+            return None
+        r = runs[bad]  # its last blocks read what the loop cannot (e.g. a chain's prologue)
+        if r.n - 1 - r.first >= MIN_ITERS:
+            runs[bad] = _Run(r.start, r.period, r.n - 1, r.deltas, r.first)
+        else:
+            del runs[bad]
+    return None
+
+
+# ---------------------------------------------------------------- rewriting
+class _Emitter:
+    """The statements replacing lane loop ``loop``: straight-line segments as lane loops,
+    runs as a serial loop over their blocks around a lane loop."""
+
+    def __init__(self, plan: _Plan, reads: dict, loop: Loop, names: _Names):
+        self.plan, self.reads, self.loop, self.names = plan, reads, loop, names
+        self.lane = Sym(loop.var)
+        stmts, runs, lanes = plan.stmts, plan.runs, loop.extent
+        self.lane_arrays = {p: names.temp(stmts[p].dtype, lanes) for p in sorted(plan.lane_arrays)}
+        self.stacks = {(k, j): names.temp(stmts[runs[k].start + j].dtype, imul(runs[k].n, lanes))
+                       for k, j in sorted(plan.stacks)}
+        self.carries = {(k, j): (names.temp(stmts[runs[k].start + j].dtype, lanes), names.carry())
+                        for k, j in sorted(plan.carries)}
+
+    def _row(self, row: IExpr) -> IExpr:
+        """Element ``lane`` of stack row ``row``."""
+        return iadd(imul(row, self.loop.extent), self.lane)
+
+    def _operand(self, sl: tuple, zq: Optional[Sym]):
+        st = self.plan.stmts
+        kind = sl[0]
+        if kind == "name":
+            return None  # the original operand stands
+        if kind == "local":
+            return Ref(st[sl[1]].target, st[sl[1]].dtype)
+        if kind == "lane":
+            return Load(self.lane_arrays[sl[1]], self.lane, st[sl[1]].dtype)
+        if kind in ("carry", "last"):
+            temp, name = self.carries[sl[1:]]
+            dt = st[self.plan.runs[sl[1]].start + sl[2]].dtype
+            return Ref(name, dt) if kind == "carry" else Load(temp, self.lane, dt)
+        if kind == "stack":
+            _, k, j, row0, c = sl
+            row = iadd(imul(zq, c), row0) if zq is not None else row0
+            return Load(self.stacks[(k, j)], self._row(row), st[self.plan.runs[k].start + j].dtype)
+        _, buf, rest, const, step = sl  # arr
+        index = iadd(iadd(rest, imul(zq, step)) if zq is not None else rest, const)
+        return index if buf is None else Load(buf, index, None)
+
+    def _statement(self, p: int, zq: Optional[Sym]) -> list:
+        """Statement ``p`` reading its operands as planned (``zq``: the loop variable of
+        its run's loop, None in straight-line code), then the temps its value goes to."""
+        st = self.plan.stmts[p]
+        vals = iter([self._operand(sl, zq) for sl in self.reads[p]])
+        if isinstance(st.stmt, Store):
+            dest = next(vals)
+            out = [Store(dest.buf, dest.index, _rebuild(st.stmt.value, vals))]
+        elif isinstance(st.stmt, Update):
+            out = [Update(st.stmt.name, _rebuild(st.stmt.value, vals))]
+        else:
+            out = [Assign(st.target, _rebuild(st.stmt.value, vals))]
+        ref = Ref(st.target, st.dtype) if st.target is not None else None
+        if ref is None:
+            return out
+        if p in self.lane_arrays:
+            out.append(Store(self.lane_arrays[p], self.lane, ref))
+        k = self.plan.run_of(p)
+        if k is not None:
+            b, j = self.plan.runs[k].locate(p)
+            if (k, j) in self.stacks:
+                row = iadd(zq, self.plan.runs[k].first) if zq is not None else b
+                out.append(Store(self.stacks[(k, j)], self._row(row), ref))
+            if (k, j) in self.carries:
+                out.append(Store(self.carries[(k, j)][0], self.lane, ref))
+        return out
+
+    def _lanes(self, body: list) -> Loop:
+        return Loop(self.loop.var, self.loop.extent, self.loop.kind, body)
+
+    def statements(self) -> list:
+        plan, runs = self.plan, self.plan.runs
+        out: list = []
+        p, total = 0, len(plan.stmts)
+        while p < total:
+            k = plan.seg[p]
+            if k is None:
+                body = []
+                while p < total and plan.seg[p] is None:
+                    body.extend(self._statement(p, None))
+                    p += 1
+                out.append(self._lanes(body))
+                continue
+            run = runs[k]
+            zq = Sym(self.names.loop())
+            body = [Assign(name, Load(temp, self.lane, plan.stmts[run.start + j].dtype))
+                    for (kk, j), (temp, name) in self.carries.items() if kk == k]
+            for q in range(run.loop_start, run.loop_start + run.period):
+                body.extend(self._statement(q, zq))
+            out.append(Loop(zq.name, run.n - run.first, "serial", [self._lanes(body)]))
+            p = run.end
+        return out
+
+
+def _rebuild(v, vals):
+    """Value ``v`` with its operands (in ``_Stmt``'s order) taken from ``vals``; None keeps
+    the original; a load's dtype is the original's."""
+    if isinstance(v, Const):
+        return v
+    if isinstance(v, (Ref, Load, Index)):
+        new = next(vals)
+        if new is None:
+            return v
+        if isinstance(v, Load) and isinstance(new, Load):
+            return Load(new.buf, new.index, v.dtype)
+        if isinstance(v, Index):
+            return Index(new, v.dtype)
+        return new
+    return Op(v.op, tuple(_rebuild(a, vals) for a in v.args), v.dtype, v.params)

@@ -1,0 +1,70 @@
+"""Part views as offsets: a lowered loop group whose buffers are parts of a larger buffer
+(a concatenation computed in place: each part written by an earlier loop group straight
+into its rows) addresses that buffer at the part's offset instead.
+
+Each part costs no view object at run time nor in the compiled entry (a Numba array view
+per part costs its array analysis milliseconds: W3's gradient has hundreds), parts written
+by one kernel become stores into one buffer at advancing offsets, which kir_reroll turns
+into a loop, and the entry passes the whole buffer."""
+from __future__ import annotations
+
+from typing import Callable
+
+from .kir import Assign, Buffer, Guard, Kernel, Load, Loop, Op, Store, Update, iadd
+from .kir_lower import LoweredGroup
+
+_ROLES = {frozenset({"in"}): "in", frozenset({"out"}): "out"}
+
+
+def onto_parts(lg: LoweredGroup, part_of: Callable) -> LoweredGroup:
+    """``lg`` with each buffer whose Var ``part_of(var)`` places in a larger one, as
+    ``(whole Var, offset)``, replaced by accesses to the whole at that offset (one kernel
+    buffer per whole, read and/or written); None leaves a buffer as it is."""
+    moved: dict = {}  # kernel buffer name -> (name of the whole's buffer, offset)
+    wholes: dict = {}  # whole Var id -> position in the new buffers
+    bufs, binds = [], []
+    for b, v in zip(lg.kernel.buffers, lg.binds):
+        place = part_of(v)
+        if place is None:
+            bufs.append(b)
+            binds.append(v)
+            continue
+        whole, off = place
+        at = wholes.get(whole.id)
+        if at is None:
+            at = wholes[whole.id] = len(bufs)
+            bufs.append(Buffer(b.name, whole.dtype, whole.size, b.role))
+            binds.append(whole)
+        else:
+            old = bufs[at]
+            role = _ROLES.get(frozenset({old.role, b.role}), "inout")
+            bufs[at] = Buffer(old.name, old.dtype, old.size, role)
+        moved[b.name] = (bufs[at].name, off)
+    if not moved:
+        return lg
+    k = lg.kernel
+    return LoweredGroup(Kernel(k.name, bufs, k.syms, [_moved(s, moved) for s in k.body]), binds)
+
+
+def _value(v, moved: dict):
+    if isinstance(v, Load) and v.buf in moved:
+        name, off = moved[v.buf]
+        return Load(name, iadd(v.index, off), v.dtype)
+    if isinstance(v, Op):
+        return Op(v.op, tuple(_value(a, moved) for a in v.args), v.dtype, v.params)
+    return v
+
+
+def _moved(s, moved: dict):
+    if isinstance(s, Loop):
+        return Loop(s.var, s.extent, s.kind, [_moved(t, moved) for t in s.body])
+    if isinstance(s, Guard):
+        return Guard(_value(s.cond, moved), [_moved(t, moved) for t in s.body])
+    if isinstance(s, Store):
+        name, off = moved.get(s.buf, (s.buf, 0))
+        return Store(name, iadd(s.index, off), _value(s.value, moved))
+    if isinstance(s, Assign):
+        return Assign(s.name, _value(s.value, moved))
+    if isinstance(s, Update):
+        return Update(s.name, _value(s.value, moved))
+    return s
