@@ -274,14 +274,22 @@ def _cumsum(e: Eqn, buf: Callable, tag: str) -> list:
     return L.lines
 
 
+def argext_axis(e: Eqn, backend: str) -> int:
+    """The axis an argmax/argmin equation searches; Unsupported (naming ``backend``) where
+    eager raises or the input is bool."""
+    (x,) = e.inputs
+    axis = e.params["axis"] % max(x.ndim, 1)
+    if x.ndim == 0 or x.shape[axis] == 0:
+        raise Unsupported(f"{backend} backend: {e.prim.name} over an empty or 0-d input (eager raises)")
+    if x.dtype.kind == "b":
+        raise Unsupported(f"{backend} backend: {e.prim.name} of bool")
+    return axis
+
+
 def _argext(op: str) -> Callable:
     def emit(e: Eqn, buf: Callable, tag: str) -> list:
         (x,) = e.inputs
-        axis = e.params["axis"] % max(x.ndim, 1)
-        if x.ndim == 0 or x.shape[axis] == 0:
-            raise Unsupported(f"cpu backend: {e.prim.name} over an empty or 0-d input (eager raises)")
-        if x.dtype.kind == "b":
-            raise Unsupported(f"cpu backend: {e.prim.name} of bool")
+        axis = argext_axis(e, "cpu")
         L = _Lines(tag)
         if x.size == 0:
             return []

@@ -3,9 +3,9 @@
 Each fused loop group becomes one kernel rendered from its kernel IR (cuda_render); the
 library calls become device kernels too: matmul a tiled shared-memory GEMM, concatenate
 and pad loop kernels (kir_layout), index/index_put/embed/gather/scatter_add
-element-parallel kernels (cuda_index). cumsum, argmax/argmin and the random draws have
-no CUDA kernel yet: they run as host calls of their primitives' NumPy impls (a copy to
-the host and back, marked in ``kernel_source()``). One host entry per graph
+element-parallel kernels (cuda_index), cumsum and argmax/argmin a thread per row and the
+random draws a thread per element (cuda_scan). Other calls (the opaque linear-algebra and
+sorting primitives) raise Unsupported. One host entry per graph
 (``CudaExecutable.__call__``) launches the kernels in order; intermediates come from a
 caching pool of device buffers (``POOL``) and go back to it after their last reader;
 donated outputs are written into the argument's device array.
@@ -33,14 +33,12 @@ from ..runtime.cuda_driver import numba_cuda, simulated
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported, register_backend
 from .cuda_index import INDEXED, Indexed
+from .cuda_scan import SCANS, Scan
 from .cuda_render import DEVICE, SIMULATOR, Config, Rendered, render, render_matmul
 from .kir_layout import lower_layout
 from .kir_lower import Listing, LoweredGroup, lower_group
-from .sequence import call as host_call
 
 _SUPPORTED_KINDS = "biuf"
-# Calls that run on the host (see the module docstring) until they have CUDA kernels.
-_HOST_CALLS = (P.cumsum, P.argmax, P.argmin, P.uniform, P.normal)
 
 
 def config() -> Config:
@@ -167,30 +165,6 @@ class _Matmul:
         return f"# {self.title}\n{self.src}"
 
 
-class _Host:
-    """A call without a CUDA kernel: its operands copied to the host, its primitive's
-    NumPy impl, the result copied back."""
-
-    def __init__(self, e, title: str):
-        self.eqn, self.title = e, title
-
-    def writes(self) -> list:
-        return [self.eqn.out]
-
-    def reads(self) -> list:
-        return [v for v in self.eqn.inputs if isinstance(v, Var)]
-
-    def run(self, env: dict) -> None:
-        e = self.eqn
-        ins = [env[v.id].copy_to_host().reshape(v.shape) if isinstance(v, Var) else v for v in e.inputs]
-        res = np.ascontiguousarray(host_call(e, ins), dtype=e.out.dtype).reshape(-1)
-        if res.size:
-            env[e.out.id].copy_to_device(res)
-
-    def source(self) -> str:
-        return f"# {self.title}: host call of {self.eqn.prim.name} (no CUDA kernel yet; copies to the host and back)\n"
-
-
 class CudaExecutable:
     """A compiled graph: ``exe(*arrays)`` with device (or NumPy) arrays ordered graph inputs
     then consts; returns device arrays, one per graph output."""
@@ -292,8 +266,8 @@ class CudaBackend:
                 steps.append(_Loop(lower_layout(g.eqn, f"k{gi}"), [], cfg, f"{title}: {g.eqn.prim.name}"))
             elif g.eqn.prim in INDEXED:
                 steps.append(Indexed(g.eqn, cfg, title))
-            elif g.eqn.prim in _HOST_CALLS:
-                steps.append(_Host(g.eqn, title))
+            elif g.eqn.prim in SCANS:
+                steps.append(Scan(g.eqn, cfg, title))
             else:
                 raise Unsupported(f"cuda backend has no lowering for {g.eqn.prim.name}")
         return CudaExecutable(graph, fused, steps, donated)

@@ -23,7 +23,7 @@ from .cuda_render import Config, atomic_add, grid_kernel, grid_of
 INDEXED = (P.index, P.index_put, P.embed, P.gather, P.scatter_add)
 
 
-def _coords(shape: tuple) -> list:
+def coords(shape: tuple) -> list:
     """Lines setting ``r<d>`` to the coordinates of element ``flat`` of ``shape``; returns
     the coordinate texts."""
     lines, names, stride = [], [], 1
@@ -78,7 +78,7 @@ class Indexed:
             region, lines, xl = self._keyed(x, e.params["key"], idxs, "index")
             if region != out.shape:
                 raise Unsupported(f"cuda backend: index key {e.params['key']} gives {region}, expected {out.shape}")
-            _, r = _coords(region)
+            _, r = coords(region)
             return lines + ["if ok:", f"    out[{linear(r, region)}] = x[{xl}]"], ["x", *self._inames(idxs)], \
                 [x, *idxs], int(np.prod(region, dtype=np.int64)), "index"
         if prim is P.index_put:
@@ -104,7 +104,7 @@ class Indexed:
         for i in idxs:
             if i.dtype.kind not in "iu":
                 raise Unsupported(f"cuda backend: {what} with {i.dtype} index")
-        lines, r = _coords(shape)
+        lines, r = coords(shape)
         bidx = [r[d] for d in adv_dims]
         xidx = []
         for d, s in enumerate(src):
@@ -128,7 +128,7 @@ class Indexed:
         if isinstance(v, Var) and (v.ndim > len(region)
                                    or any(s != 1 and s != t for s, t in zip(v.shape[::-1], region[::-1]))):
             raise Unsupported(f"cuda backend: {what} value of shape {v.shape} into region {region}")
-        _, r = _coords(region)
+        _, r = coords(region)
         val = _cast(_value(v, r, lambda _: "v", out.dtype), v, out.dtype)
         act = atomic_add("out", xl, val) if acc else f"out[{xl}] = {val}"
         vs = [v] if isinstance(v, Var) else []
@@ -144,7 +144,7 @@ class Indexed:
             raise Unsupported(f"cuda backend: {what} with {idx.dtype} index")
         if idx.ndim != x.ndim or any(i > s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != axis):
             raise Unsupported(f"cuda backend: {what} shapes {idx.shape} / {x.shape} (eager raises)")
-        lines, p = _coords(idx.shape)
+        lines, p = coords(idx.shape)
         self.sizes.append(x.shape[axis])
         j = _checked(lines, "j0", f"i0[{linear(p, idx.shape)}]", x.shape[axis], 1)
         xl = linear([j if d == axis else p[d] for d in range(x.ndim)], x.shape)
