@@ -99,6 +99,26 @@ else:
         assert "cuda.shared.array" in src and "cuda.syncthreads()" in src
         assert any(getattr(s, "rendered", None) is not None and s.rendered.block for s in exe._steps)
 
+    def test_full_reductions_split_over_the_grid(rng):
+        """A reduction to single values over many elements runs on several blocks: per-block
+        partials, then the block that finishes last folds them (its ticket counter reset
+        for the next call); NaN propagates through max."""
+        x = rng.standard_normal((7, 40)).astype(np.float32)
+        k = rng.integers(-9, 9, 300).astype(np.int64)
+
+        def f(x, k):
+            return (R.reduce_sum(x, axes=(0, 1), keepdims=False), R.reduce_max(x, axes=(0, 1), keepdims=False),
+                    E.mul(R.reduce_sum(E.exp(x), axes=(0, 1), keepdims=False), 2.0),
+                    R.reduce_sum(k, axes=(0,), keepdims=False), R.reduce_min(E.mul(x, 3.0), axes=(0, 1), keepdims=True))
+        exe = _compare(f, [x, k], dict(rtol=1e-5, atol=1e-5))
+        steps = [s for s in exe._steps if hasattr(s, "rendered")]
+        assert steps and all(s.rendered.scratch and s.launch[0] > 1 for s in steps)
+        x[3, 3] = np.nan
+        for _ in range(2):  # again: the last block left the ticket counter at zero
+            got = exe(cuda.to_device(x), cuda.to_device(k))
+            np.testing.assert_allclose(_host(got[0]), np.nan, equal_nan=True)
+            assert np.isnan(_host(got[1])) and _host(got[3]) == k.sum()
+
     def test_vjp_graphs(rng):
         """Gradients of a few primitives (a traced func.grad) against eager."""
         x = rng.standard_normal((4, 6)).astype(np.float32)

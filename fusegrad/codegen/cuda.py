@@ -94,7 +94,8 @@ class _Loop:
         self.binds, self.syms = lg.binds, syms
         self.roles = [b.role for b in lg.kernel.buffers]
         self.launch = self.rendered.grid(cfg, syms)
-        self.title = title
+        self.title, self.cfg = title, cfg
+        self._scratch = None
 
     def writes(self) -> list:
         return [v for v, r in zip(self.binds, self.roles) if r != "in"]
@@ -104,7 +105,11 @@ class _Loop:
 
     def run(self, env: dict) -> None:
         blocks, threads = self.launch
-        self.fn[blocks, threads](*[env[v.id] for v in self.binds], *self.syms)
+        if self.rendered.scratch and self._scratch is None:  # a grid-wide reduction's partials and ticket counter
+            cuda = numba_cuda()
+            self._scratch = [cuda.device_array(self.cfg.max_blocks, dt) for dt in self.rendered.scratch] + \
+                [cuda.to_device(np.zeros(1, np.int32))]
+        self.fn[blocks, threads](*[env[v.id] for v in self.binds], *self.syms, *(self._scratch or ()))
 
     def source(self) -> str:
         return f"# {self.title}\n{self.rendered.source}"
