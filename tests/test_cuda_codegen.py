@@ -27,6 +27,18 @@ if not SIM:
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
         assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
 
+    def test_device_kernels_compile_to_ptx():
+        """The kernels as rendered for a GPU compile to PTX (tests/cuda_ptx_check.py;
+        skipped where libnvvm is not installed)."""
+        env = {k: v for k, v in os.environ.items() if k not in ("FUSEGRAD_CUDA_SIM", "NUMBA_ENABLE_CUDASIM")}
+        here = os.path.dirname(__file__)
+        r = subprocess.run([sys.executable, os.path.join(here, "cuda_ptx_check.py")], env=env,
+                           capture_output=True, text=True, cwd=here)
+        if r.returncode == 77:
+            pytest.skip(r.stdout.strip())
+        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+        assert "kernels compiled to PTX" in r.stdout
+
 else:
     import fusegrad as fg
     from fusegrad.codegen.backend import Unsupported, get_backend
