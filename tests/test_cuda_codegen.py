@@ -131,6 +131,13 @@ else:
             np.testing.assert_allclose(_host(got[0]), np.nan, equal_nan=True)
             assert np.isnan(_host(got[1])) and _host(got[3]) == k.sum()
 
+    def test_views(rng):
+        """Views read through index arithmetic: flip, strided slice, transpose, broadcast,
+        a reshape that merges dims."""
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        _compare(lambda x: (fg.flip(x, [0]) * 2, x[::2, 1:5] + 1, x.T.reshape(3, 8) * 1.5, x.reshape(24)[3:9].exp(),
+                            x[:, :1].expand(4, 6) - x), [x])
+
     def test_vjp_graphs(rng):
         """Gradients of a few primitives (a traced func.grad) against eager."""
         x = rng.standard_normal((4, 6)).astype(np.float32)
@@ -280,7 +287,9 @@ else:
                  (P.reduce_sum, (dx,), dict(axes=(1,), keepdims=False)),
                  (P.reduce_max, (dx,), dict(axes=(0, 1), keepdims=False)),
                  (P.matmul, (dx, cuda.to_device(x.T.copy())), {}), (P.transpose, (dx,), dict(perm=(1, 0))),
-                 (P.cast, (dx,), dict(dtype=np.dtype(np.int32))), (P.gt, (dx, 0.0), {})]
+                 (P.cast, (dx,), dict(dtype=np.dtype(np.int32))), (P.gt, (dx, 0.0), {}),
+                 (P.iota, (), dict(n=7, dtype=np.dtype(np.float32))),
+                 (P.full, (), dict(shape=(2, 3), value=2.5, dtype=np.dtype(np.int64)))]
         for prim, args, params in cases:
             got = cuda_ops.apply(prim, args, params)
             ref = prim.impl(*[_host(a) if hasattr(a, "copy_to_host") else a for a in args], **params)
@@ -290,6 +299,7 @@ else:
         n = len(cuda_ops._EXES)
         cuda_ops.apply(P.add, (dx, 2.0), {})
         assert len(cuda_ops._EXES) == n  # the same signature: no new executable
+        assert not isinstance(cuda_ops.apply(P.exp, (x,), {}), np.ndarray)  # a host array in: a device array out
         spd = x.T @ x + 3 * np.eye(3, dtype=np.float32)
         got = cuda_ops.apply(P.cholesky, (cuda.to_device(spd),), {})
         np.testing.assert_allclose(_host(got), np.linalg.cholesky(spd), rtol=1e-5, atol=1e-6)

@@ -91,5 +91,9 @@ def apply(prim, args: tuple, params: dict):
     """``prim(*args, **params)`` on the device: ``args`` are device arrays (numba-cuda
     DeviceNDArray) or Python scalars; returns a device array (a tuple of them where the
     primitive's impl returns a tuple)."""
+    if any(isinstance(a, np.ndarray) for a in args):  # host arrays go to the device first: results stay there
+        from .cuda_driver import numba_cuda
+        cuda = numba_cuda()
+        args = tuple(cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args)
     res = _executable(prim, args, params)(*[a for a in args if _is_array(a)])
     return res[0] if len(res) == 1 else res
