@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir.graph import Var
 from ..passes.autodiff import filled
+from ..runtime.devices import move
 from ..runtime.engine import run_backward
 from ..runtime.tensor import Tensor, wrap
 
@@ -29,9 +30,9 @@ def _make_grads(outputs: list, grads: list, create_graph: bool) -> list:
             if not t._rg:
                 raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
             d = t._data  # traced: a fill in the output's own trace, folded into a literal 1
-            g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(np.ones(d.shape, dtype=d.dtype))
+            g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(move(np.ones(d.shape, dtype=d.dtype), t.device))
         elif not isinstance(g, Tensor):
-            g = wrap(np.full(t._data.shape, g, dtype=t._data.dtype))
+            g = wrap(move(np.full(t._data.shape, g, dtype=t._data.dtype), t.device))
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
                                f"has a shape of {list(t.shape)}.")

@@ -1,29 +1,44 @@
-"""``fusegrad.cuda``: what ``torch.cuda`` reports on a machine without CUDA. Queries answer
-"no GPU" (``is_available()`` False, ``device_count()`` 0, zero memory); anything that needs
-a device raises PyTorch's ``AssertionError("Torch not compiled with CUDA enabled")``, as
-``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` do. The CUDA backend will grow here."""
+"""``fusegrad.cuda``: ``torch.cuda``'s device queries and controls over numba-cuda
+(``driver.py``; the optional ``cuda`` extra). Without a device (or without numba-cuda) it
+answers as PyTorch built without CUDA: ``is_available()`` False, ``device_count()`` 0, zero
+memory, and anything that needs a device raises ``AssertionError("Torch not compiled with
+CUDA enabled")``, as ``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` do.
+``FUSEGRAD_CUDA_SIM=1`` runs everything on Numba's CUDA simulator instead."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
-NOT_COMPILED = "Torch not compiled with CUDA enabled"
+from . import driver
+from .driver import NOT_COMPILED
 
 
 def _lazy_init() -> None:
-    """Raise: there is no CUDA device to initialize."""
-    raise AssertionError(NOT_COMPILED)
+    """Initialize CUDA; PyTorch's AssertionError when there is no device."""
+    driver.require()
+
+
+def _index(device: Any) -> Optional[int]:
+    """The ordinal ``device`` names (an int, "cuda:1", a ``fusegrad.device``; None: current)."""
+    if device is None or isinstance(device, int):
+        return device
+    from ..runtime.devices import device as _device
+    d = device if isinstance(device, _device) else _device(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return d.index
 
 
 def is_available() -> bool:
-    return False
+    """Whether a CUDA device (or, with ``FUSEGRAD_CUDA_SIM=1``, Numba's simulator) is usable."""
+    return driver.available()
 
 
 def device_count() -> int:
-    return 0
+    return driver.device_count()
 
 
 def is_initialized() -> bool:
-    return False
+    return driver.STATE.initialized
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -31,31 +46,39 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def current_device() -> int:
-    _lazy_init()
+    driver.require()
+    return driver.STATE.current
 
 
 def set_device(device: Any) -> None:
-    _lazy_init()
+    """Make ``device`` the current CUDA device (a negative index is ignored, as in PyTorch)."""
+    idx = _index(device)
+    if idx is not None and idx >= 0:
+        driver.STATE.current = driver.check_index(idx)
 
 
 def synchronize(device: Any = None) -> None:
-    _lazy_init()
+    """Wait for the device's work to finish."""
+    driver.synchronize(_index(device))
 
 
 def get_device_name(device: Any = None) -> str:
-    _lazy_init()
+    return driver.device_name(driver.check_index(_index(device)))
 
 
 def get_device_properties(device: Any = None) -> Any:
-    _lazy_init()
+    cuda = driver.require()
+    return cuda.gpus[driver.check_index(_index(device))]
 
 
 def get_device_capability(device: Any = None) -> Any:
-    _lazy_init()
+    return tuple(get_device_properties(device).compute_capability)
 
 
 def manual_seed(seed: int) -> None:
-    """No device generators to seed (PyTorch defers this call until CUDA starts)."""
+    """Seed the CUDA generators: fusegrad's random numbers come from the one counter-based
+    generator of ``fusegrad.manual_seed`` on every device (the same draws on CPU and CUDA),
+    so there is no separate state to seed."""
 
 
 def manual_seed_all(seed: int) -> None:
@@ -71,58 +94,61 @@ def seed_all() -> None:
 
 
 def memory_allocated(device: Any = None) -> int:
-    return 0
+    """Bytes of device memory held by tensors (fusegrad's own arrays) on ``device``."""
+    if not driver.STATE.initialized:
+        return 0
+    return driver.STATE.allocated.get(driver.check_index(_index(device)), 0)
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return 0
+    """The peak of ``memory_allocated`` since the start or ``reset_peak_memory_stats``."""
+    if not driver.STATE.initialized:
+        return 0
+    return driver.STATE.peak.get(driver.check_index(_index(device)), 0)
 
 
 def memory_reserved(device: Any = None) -> int:
-    return 0
+    """Numba allocates and frees device memory itself (no caching pool of fusegrad's): what is
+    reserved is what is allocated."""
+    return memory_allocated(device)
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    return 0
+    return max_memory_allocated(device)
 
 
 def empty_cache() -> None:
-    """Nothing is cached without a device."""
+    """Release memory held for reuse: Numba's deallocations queued on the context."""
+    if driver.STATE.initialized and not driver.simulated():
+        driver.require().current_context().deallocations.clear()
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    _lazy_init()
+    idx = driver.check_index(_index(device))
+    driver.STATE.peak[idx] = driver.STATE.allocated.get(idx, 0)
 
 
 class device:
-    """Context manager selecting a CUDA device: entering it needs one."""
+    """Context manager making a CUDA device current inside the block."""
 
     def __init__(self, device: Any) -> None:
-        self.idx = device
+        self.idx = _index(device)
+        self.prev: Optional[int] = None
 
     def __enter__(self) -> None:
         if self.idx not in (-1, None):
-            _lazy_init()
+            self.prev = current_device()
+            set_device(self.idx)
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        if self.prev is not None:
+            set_device(self.prev)
 
 
-def check_device(dev: Optional[Any]) -> None:
-    """Raise PyTorch's error when ``dev`` (a string, ``fusegrad.device`` or, as in PyTorch,
-    an int: a CUDA index) names a CUDA device, and a clear error for any other device
-    than the CPU."""
-    if dev is None:
-        return
-    if isinstance(dev, int):
-        kind = "cuda"
-    elif isinstance(dev, str):
-        kind = dev.split(":")[0]
-    else:
-        kind = getattr(dev, "type", None)
-    if kind == "cuda":
-        _lazy_init()
-    if kind not in ("cpu", "meta"):
-        raise RuntimeError(f"fusegrad runs on the CPU only: device {dev!r} is not available")
-
-from . import amp  # noqa: E402,F401  (torch.cuda.amp: autocast and GradScaler, disabled without a GPU)
+def __getattr__(name: str) -> Any:
+    """``fusegrad.cuda.amp`` (torch.cuda.amp's deprecated autocast and GradScaler), imported on
+    first use: the runtime imports this package's driver before the amp package can load."""
+    if name == "amp":
+        import importlib
+        return importlib.import_module(".amp", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

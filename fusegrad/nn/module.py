@@ -370,32 +370,34 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> "Module":
-        """Cast floating-point parameters and buffers: ``to(dtype)``, ``to(tensor)``,
-        ``to(device, dtype)``; the device is always the CPU."""
-        from ..cuda import check_device
-        dtype = kwargs.get("dtype")
-        check_device(kwargs.get("device"))
+        """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``
+        (floating-point ones only), ``to(device, dtype)``, ``to(tensor)``."""
+        from ..runtime.devices import resolve
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
         for a in args:
             if isinstance(a, Tensor):
-                dtype = a.dtype
+                dtype, device = a.dtype, a.device
             elif isinstance(a, D.dtype):
                 dtype = a
             else:
-                check_device(a)
-        if dtype is None:
+                device = a
+        dev = resolve(device) if device is not None else None
+        if dtype is not None:
+            dtype = D.to_dtype(dtype)
+            if not dtype.is_floating_point:
+                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                                f"dtype={dtype}")
+        if dtype is None and dev is None:
             return self
-        dtype = D.to_dtype(dtype)
-        if not dtype.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                            f"dtype={dtype}")
-        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+        return self._apply(lambda t: t.to(device=dev, dtype=dtype if t.is_floating_point() else None))
 
     def cpu(self) -> "Module":
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None) -> "Module":
-        from ..cuda import _lazy_init
-        _lazy_init()  # PyTorch's AssertionError: there is no CUDA device
+        """Move parameters and buffers to a CUDA device (the current one by default)."""
+        from ..runtime.devices import resolve
+        return self.to(resolve(device if device is not None else "cuda"))
 
     def float(self) -> "Module":
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)

@@ -11,12 +11,14 @@ import traceback
 
 import numpy as np
 
+from ..cuda.driver import STATE as _CUDA
+from ..cuda.driver import is_device_array, track
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
-from . import forward_state, saved_hooks
+from . import devices, forward_state, saved_hooks
 from .grad_mode import STATE
 from .nodes import node_class
 from .tensor import Tensor, wrap
@@ -56,6 +58,8 @@ def bind(prim, args, params):
             raise _op_error(prim, args, e) from None
         if data is not None and data.trace.tracks:
             tracker = data.trace
+    if data is None and _CUDA.initialized:  # a CUDA tensor may be among the operands
+        data = _on_device(prim, args, params)
     if data is None:
         try:  # unrolled for the common arities: this is the per-op hot path
             n = len(args)
@@ -95,6 +99,42 @@ def bind(prim, args, params):
     if fw.level is not None and not fw.busy:
         forward_state.propagate(prim, args, params, out)
     return out
+
+
+def _on_device(prim, args, params):
+    """``prim`` run by the CUDA runtime when an operand is a CUDA tensor (None when all are on
+    the host). A CPU tensor beside it is PyTorch's mixed-device error, except a 0-d one,
+    which PyTorch passes as a scalar. A primitive without tensor operands (a fill) runs on
+    the default device (``devices.creating_on``: a VJP rule's fills during a CUDA backward)."""
+    dev = host = None
+    tensors = False
+    for a in args:
+        if isinstance(a, Tensor):
+            tensors = True
+            d = a._data
+            if type(d) is np.ndarray:
+                if d.ndim:
+                    host = a
+            elif is_device_array(d):
+                ad = devices.of(d)
+                if dev is None:
+                    dev = ad
+                elif ad != dev:
+                    raise devices.mixed_error(dev, ad)
+    if dev is None:
+        if tensors or devices.DEFAULT[-1].type == "cpu":
+            return None
+        dev = devices.DEFAULT[-1]
+    if host is not None:
+        raise devices.mixed_error(dev, devices.CPU)
+    from . import cuda_ops
+    operands = tuple((a._data if is_device_array(a._data) else a._data[()].item()) if isinstance(a, Tensor) else a
+                     for a in args)
+    try:
+        out = cuda_ops.apply(prim, operands, params)
+    except (ValueError, IndexError, TypeError, RuntimeError, MemoryError, NotImplementedError) as e:
+        raise _op_error(prim, args, e) from None
+    return out if prim.kind == "view" else track(out, dev.index)
 
 
 def _check_escaped(args) -> None:

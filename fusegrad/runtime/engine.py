@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.graph import Var
+from . import devices
 from .grad_mode import STATE
 from .nodes import AccumulateGrad, Node
 
@@ -104,6 +105,8 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     owned: dict = {}  # gradient sums this backward allocated itself (safe to update in place)
     prev_enabled = STATE.enabled
     STATE.enabled = create_graph
+    # fills in VJP rules (primitives without tensor operands) are made where the gradients flow
+    devices.DEFAULT.append(roots[0].device if roots else devices.DEFAULT[-1])
     try:
         while ready:
             node = ready.popleft()
@@ -163,6 +166,7 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                     ready.append(c)
     finally:
         STATE.enabled = prev_enabled
+        devices.DEFAULT.pop()
     if inputs is None:
         return None
     for i, g in enumerate(captured):
@@ -211,7 +215,7 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         g._data.trace.touch(leaf)  # compiled code writes this .grad back
     if leaf._grad is None:
         if not keep:
-            g = wrap(np.array(g._data, copy=True))
+            g = wrap(devices.copy(g._data))
         elif g._base is not None and not g._rg:
             # a traced view of a backward temporary: .grad is a tensor of its own, so that an
             # in-place update of it (clip_grad_norm_) does not write through a view
@@ -219,6 +223,9 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
         leaf._grad = g
     elif keep or leaf._grad._rg or type(leaf._grad._data) is Var:
         leaf._grad = leaf._grad + g
+    elif type(leaf._grad._data) is not np.ndarray:  # a CUDA gradient: summed on its device, in place
+        devices.write(leaf._grad._data, (leaf._grad + g)._data)
+        leaf._grad._bump()
     else:
         np.add(leaf._grad._data, g._data, out=leaf._grad._data)
         leaf._grad._bump()

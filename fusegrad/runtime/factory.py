@@ -8,8 +8,10 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
+from ..ir.graph import Var
 from ..tracer.trace import capture_trace, capturing, user_frame
 from ..tracer.trace import current_traces as _tracing
+from . import devices
 from .tensor import Tensor, wrap
 
 
@@ -40,7 +42,7 @@ def _infer_np_dtype(data) -> np.dtype:
 
 def _to_array(data, dtype) -> np.ndarray:
     if isinstance(data, Tensor):
-        return np.array(data._concrete("tensor()"), dtype=dtype, copy=True)
+        return np.array(data._concrete("tensor()", host=True), dtype=dtype, copy=True)
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
         data = _untensor(data)
     return np.array(data, dtype=dtype)
@@ -68,13 +70,18 @@ def _np_dtype(dtype, default=None) -> np.dtype:
     return D.to_dtype(dtype).np
 
 
-def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+def _finish(t: Tensor, requires_grad: bool, device=None) -> Tensor:
+    """``t`` placed on ``device`` (None: the default device; a traced value stays as it is:
+    compile's graph places nothing) and made a leaf that requires grad when asked."""
+    dev = devices.resolve(device)
+    if dev.type != "cpu" and type(t._data) is not Var:
+        t = wrap(devices.move(t._data, dev))
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
+def _new(arr: np.ndarray, requires_grad: bool, device=None) -> Tensor:
     """A new tensor over ``arr``, which nothing else holds. Inside compile's trace it is a
     value of the graph (a constant input) rather than a captured tensor: an in-place update
     of it then stays inside one call instead of being written back into ``arr`` and read
@@ -82,22 +89,25 @@ def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
     t = wrap(arr)
     if capturing():
         t = wrap(_tracing()[-1].lift(t))
-    return _finish(t, requires_grad)
+    return _finish(t, requires_grad, device)
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``."""
     npdt = _np_dtype(dtype, _infer_np_dtype(data))
-    return _new(_to_array(data, npdt), requires_grad)
+    if device is None and isinstance(data, Tensor) and type(data._data) is not np.ndarray:
+        device = data.device  # (a CUDA tensor's copy stays there, as in PyTorch)
+    return _new(_to_array(data, npdt), requires_grad, device)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
-    """``data`` as a tensor, sharing memory where it already is one (or an ndarray)."""
-    if isinstance(data, Tensor) and (dtype is None or D.to_dtype(dtype) is data.dtype):
-        return data
+    """``data`` as a tensor, sharing memory where it already is one (or an ndarray) on
+    ``device``."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if device is not None or dtype is not None else data
     if isinstance(data, np.ndarray) and (dtype is None or D.to_dtype(dtype).np == data.dtype):
-        return wrap(data)
-    return tensor(data, dtype=dtype)
+        return _finish(wrap(data), False, device)
+    return tensor(data, dtype=dtype, device=device)
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -117,38 +127,40 @@ def _shape(size) -> tuple:
     return out
 
 
-def _filled(shape, fill, npdt, requires_grad: bool) -> Tensor:
+def _filled(shape, fill, npdt, requires_grad: bool, device=None) -> Tensor:
     if capturing():  # a fill in compile's graph: a fresh value each call, computed in the kernel
         return _finish(P.full(shape=shape, value=fill, dtype=npdt), requires_grad)
     try:
         arr = np.full(shape, fill, dtype=npdt)
     except (MemoryError, ValueError) as e:
         raise MemoryError(f"cannot allocate a tensor of shape {list(shape)} and dtype {npdt}: {e}") from None
-    return _finish(wrap(arr), requires_grad)
+    return _finish(wrap(arr), requires_grad, device)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _filled(_shape(size), 0, _np_dtype(dtype), requires_grad)
+    return _filled(_shape(size), 0, _np_dtype(dtype), requires_grad, device)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _filled(_shape(size), 1, _np_dtype(dtype), requires_grad)
+    return _filled(_shape(size), 1, _np_dtype(dtype), requires_grad, device)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     npdt = _np_dtype(dtype, _infer_np_dtype(fill_value))
-    return _filled(_shape((size,)), fill_value, npdt, requires_grad)
+    return _filled(_shape((size,)), fill_value, npdt, requires_grad, device)
 
 
 def _like(fn):
     def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, **kw):
-        return fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad, **kw) \
-            if args else fn(t.shape, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad, **kw)
+        """``{name}`` shaped like ``t``, in its dtype and on its device unless given."""
+        return fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype,
+                  device=device if device is not None else t.device, requires_grad=requires_grad, **kw)
     like.__name__ = fn.__name__ + "_like"
+    like.__doc__ = like.__doc__.format(name=fn.__name__)
     return like
 
 
@@ -158,7 +170,8 @@ empty_like = _like(empty)
 
 
 def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype, requires_grad=requires_grad)
+    return full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype,
+                device=device if device is not None else t.device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -168,15 +181,15 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
     npdt = D.to_dtype(dtype).np
-    return _new(np.arange(*vals).astype(npdt), requires_grad)
+    return _new(np.arange(*vals).astype(npdt), requires_grad, device)
 
 
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype)), requires_grad)
+    return _new(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype)), requires_grad, device)
 
 
 def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad)
+    return _new(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 # ---------------------------------------------------------------- random numbers
@@ -243,7 +256,7 @@ def set_rng_state(state: Tensor) -> None:
     default_generator.set_state(state)
 
 
-def _random(prim, size, dtype, generator, requires_grad, draws=1):
+def _random(prim, size, dtype, generator, requires_grad, draws=1, device=None):
     shape = _shape(size)
     gen = generator or default_generator
     n = math.prod(shape)
@@ -253,25 +266,21 @@ def _random(prim, size, dtype, generator, requires_grad, draws=1):
     else:
         key = gen.next_key(n * draws)
     t = prim(key, shape=shape, dtype=_np_dtype(dtype))
-    return _finish(t, requires_grad)
+    return _finish(t, requires_grad, device)
 
 
 def rand(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform on [0, 1)."""
-    return _random(P.uniform, size, dtype, generator, requires_grad)
+    return _random(P.uniform, size, dtype, generator, requires_grad, device=device)
 
 
 def randn(*size, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal."""
-    return _random(P.normal, size, dtype, generator, requires_grad, draws=2)
+    return _random(P.normal, size, dtype, generator, requires_grad, draws=2, device=device)
 
 
-def rand_like(t: Tensor, dtype=None) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype)
-
-
-def randn_like(t: Tensor, dtype=None) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype)
+rand_like = _like(rand)
+randn_like = _like(randn)
 
 
 def randint(low, high=None, size=None, dtype=None, generator=None, device=None) -> Tensor:
@@ -281,12 +290,13 @@ def randint(low, high=None, size=None, dtype=None, generator=None, device=None) 
         low, high, size = 0, low, high
     u = _random(P.uniform, (size,), D.float64, generator, False)
     from . import ops
-    return ops.floor(u * (high - low) + low).to(dtype or D.int64)
+    return _finish(ops.floor(u * (high - low) + low).to(dtype or D.int64), False, device)
 
 
 def randperm(n: int, dtype=None, generator=None, device=None) -> Tensor:
     u = _random(P.uniform, ((n,),), D.float64, generator, False)
-    return wrap(np.argsort(u._concrete("randperm"), kind="stable").astype(_np_dtype(dtype, np.dtype(np.int64))))
+    perm = np.argsort(u._concrete("randperm"), kind="stable").astype(_np_dtype(dtype, np.dtype(np.int64)))
+    return _finish(wrap(perm), False, device)
 
 
 def normal(mean=0.0, std=1.0, size=None, generator=None) -> Tensor:

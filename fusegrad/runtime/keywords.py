@@ -12,7 +12,6 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..cuda import check_device
 from .grad_mode import STATE, no_grad
 from .tensor import Tensor
 from . import torch_keywords as K
@@ -77,25 +76,21 @@ def _type_name(dt) -> str:
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}.get(dt.name, dt.name)
 
 
-def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_out: bool, method: bool,
-          factory: bool = False) -> Callable:
-    """``fn`` itself when it already accepts PyTorch's keywords, else a wrapper that does
-    (a ``factory``'s also checks its ``device=``)."""
+def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_out: bool, method: bool) -> Callable:
+    """``fn`` itself when it already accepts PyTorch's keywords, else a wrapper that does."""
     renames, varargs = _renames(fn, torch_names, 1 if method else 0)
     try:
         own_out = "out" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         own_out = True
     handle_out = takes_out and not own_out
-    if not renames and not varargs and not handle_out and not factory:
+    if not renames and not varargs and not handle_out:
         return fn
 
     @functools.wraps(fn)
     def with_torch_keywords(*args, **kwargs):
         if not kwargs:
             return fn(*args, **kwargs)
-        if factory and "device" in kwargs:
-            check_device(kwargs["device"])
         for k in [k for k in kwargs if k in renames]:
             kwargs[renames[k]] = kwargs.pop(k)
         if varargs:
@@ -109,8 +104,8 @@ def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_o
     return with_torch_keywords
 
 
-# factories (sizes as *args, so size= too) and whether PyTorch's takes out=; their device=
-# is checked (PyTorch's error for CUDA)
+# factories (sizes as *args, so size= too) and whether PyTorch's takes out= (each places its
+# result on its device=, runtime/factory.py)
 _FACTORIES = {"zeros": True, "ones": True, "empty": True, "rand": True, "randn": True, "randint": True,
               "full": True, "arange": True, "linspace": True, "eye": True, "randperm": True, "tensor": False,
               "as_tensor": False, "zeros_like": False, "ones_like": False, "empty_like": False,
@@ -120,7 +115,7 @@ _FACTORIES = {"zeros": True, "ones": True, "empty": True, "rand": True, "randn":
 def install(namespace: dict, tensor_cls: type) -> None:
     """Wrap the top-level functions in ``namespace`` and the Tensor methods that need it."""
     for name, takes_out in _FACTORIES.items():
-        namespace[name] = adapt(name, namespace[name], (), takes_out, method=False, factory=True)
+        namespace[name] = adapt(name, namespace[name], (), takes_out, method=False)
     for name, names in K.FUNCTIONS.items():
         if callable(namespace.get(name)):
             namespace[name] = adapt(name, namespace[name], names, name in K.OUT, method=False)

@@ -2,10 +2,13 @@
 in-place variants), plus the operators and the Tensor-only helpers bound here."""
 from __future__ import annotations
 
-from ..cuda import _lazy_init
+import numpy as np
+
 from ..ir import dtypes as D
+from ..ir.graph import Var
 from . import ops as O
 from . import linalg as _linalg, sorting as _sorting  # noqa: F401  (declare their ops before _bind)
+from .devices import is_contiguous
 from .exports import EXPORTS
 from .tensor import Tensor
 
@@ -26,19 +29,21 @@ def _bind() -> None:
     for name, d in [("float", D.float32), ("double", D.float64), ("half", D.float16), ("bfloat16", D.bfloat16),
                     ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8)]:
         setattr(T, name, O._caster(d))
-    T.cpu = lambda self, *a, **k: self
-    T.cuda = lambda self, *a, **k: _lazy_init()  # PyTorch's error without CUDA
     T.is_floating_point = lambda self: self.dtype.is_floating_point
-    T.is_contiguous = lambda self, memory_format=None: bool(getattr(self._data, "flags", None) is None or
-                                                            self._data.flags.c_contiguous)
-    T.new_zeros = lambda self, *size, dtype=None, **k: __import__("fusegrad").zeros(*size, dtype=dtype or self.dtype)
-    T.new_ones = lambda self, *size, dtype=None, **k: __import__("fusegrad").ones(*size, dtype=dtype or self.dtype)
-    T.new_full = lambda self, size, v, dtype=None, **k: __import__("fusegrad").full(size, v, dtype=dtype or self.dtype)
+    T.is_contiguous = lambda self, memory_format=None: type(self._data) is Var or is_contiguous(self._data)
+    T.new_zeros = lambda self, *size, dtype=None, device=None, **k: __import__("fusegrad").zeros(
+        *size, dtype=dtype or self.dtype, device=device or self.device, **k)
+    T.new_ones = lambda self, *size, dtype=None, device=None, **k: __import__("fusegrad").ones(
+        *size, dtype=dtype or self.dtype, device=device or self.device, **k)
+    T.new_full = lambda self, size, v, dtype=None, device=None, **k: __import__("fusegrad").full(
+        size, v, dtype=dtype or self.dtype, device=device or self.device, **k)
     T.new_empty = T.new_zeros
-    T.new_tensor = lambda self, data, dtype=None, **k: __import__("fusegrad").tensor(data, dtype=dtype or self.dtype)
-    T.stride = lambda self, dim=None: (tuple(s // self._data.itemsize for s in self._data.strides) if dim is None
-                                       else self._data.strides[dim] // self._data.itemsize)
-    T.data_ptr = lambda self: self._data.__array_interface__["data"][0]
+    T.new_tensor = lambda self, data, dtype=None, device=None, **k: __import__("fusegrad").tensor(
+        data, dtype=dtype or self.dtype, device=device or self.device, **k)
+    T.stride = lambda self, dim=None: (tuple(s // self._data.dtype.itemsize for s in self._data.strides)
+                                       if dim is None else self._data.strides[dim] // self._data.dtype.itemsize)
+    T.data_ptr = lambda self: (self._data.__array_interface__ if type(self._data) is np.ndarray
+                               else self._data.__cuda_array_interface__)["data"][0]
     T.untyped_storage = lambda self: self._data.base if self._data.base is not None else self._data
 
     # operators

@@ -17,7 +17,7 @@ from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
-from ..cuda import check_device
+from . import devices
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind
 from .exports import alias, op
@@ -25,6 +25,7 @@ from .forward_state import carry_tangent
 from .grad_mode import STATE
 from .nodes import PrimNode, node_class
 from .tensor import Tensor, wrap
+from .transfer import transfer
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
 
@@ -428,21 +429,40 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
 
 # ---------------------------------------------------------------- dtype conversion
 @op(function=False)
-def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False):
+def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` (its device and
+    dtype): ``x`` itself when nothing changes (unless ``copy``)."""
     for a in args:
         if isinstance(a, (D.dtype, type)) or isinstance(a, np.dtype):
             dtype = a
         elif isinstance(a, Tensor):
-            dtype = a.dtype
-        else:  # a device: only the CPU exists (PyTorch's error for CUDA)
-            check_device(a)
-    check_device(device)
+            dtype, device = a.dtype, a.device
+        else:
+            device = a
+    dev = devices.resolve(device) if device is not None else None
+    if dev is not None and dev != x.device:
+        if dtype is not None and dev.type != "cpu":  # cast where x is, then move
+            x = to(x, dtype)
+        x = transfer(x, dev)
+        return x if dtype is None else to(x, dtype)
     if dtype is None:
         return x.clone() if copy else x
     d = D.to_dtype(dtype)
     if d.np == x._data.dtype:
         return x.clone() if copy else x
     return named(P.cast(x, dtype=d.np), "ToCopyBackward0")
+
+
+@op(function=False)
+def cuda(x, device=None, non_blocking=False, memory_format=None):
+    """``x`` on a CUDA device (the current one by default); PyTorch's AssertionError
+    without one."""
+    return transfer(x, devices.resolve(device if device is not None else "cuda"))
+
+
+@op(function=False)
+def cpu(x, memory_format=None):
+    return transfer(x, devices.CPU)
 
 
 @op(function=False)
@@ -899,7 +919,7 @@ def broadcast_tensors(*xs):
 def contiguous(x, memory_format=None):
     x = as_t(x)
     d = x._data
-    if type(d) is Var or d.flags.c_contiguous:
+    if type(d) is Var or devices.is_contiguous(d):
         return x
     out = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
     if type(out._data) is np.ndarray:  # NumPy's ufuncs keep a transposed operand's layout; view() needs C order
@@ -911,7 +931,7 @@ def contiguous(x, memory_format=None):
 def clone(x, memory_format=None):
     x = as_t(x)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
-        out = wrap(np.array(x._data, copy=True))
+        out = wrap(devices.copy(x._data))
         carry_tangent(x, out)
         return out
     r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
@@ -1077,6 +1097,12 @@ def pad(x, pad_, mode="constant", value=0.0):
     return named(P.pad(x, widths=tuple(widths), value=float(value)), "ConstantPadNdBackward0")
 
 
+def _const(arr: np.ndarray, like: Tensor) -> Tensor:
+    """A constant ``arr`` (masks, index tables) on ``like``'s device."""
+    d = like._data
+    return wrap(arr if type(d) is np.ndarray or type(d) is Var else devices.move(arr, like.device))
+
+
 def _zero_of(x):
     """A scalar zero that keeps ``x``'s dtype in ``where`` (``False`` for a boolean ``x``)."""
     return False if x.dtype == D.bool_ else 0
@@ -1086,7 +1112,7 @@ def _zero_of(x):
 def tril(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
-    mask = wrap(np.tril(np.ones((n, m), dtype=bool), diagonal))
+    mask = _const(np.tril(np.ones((n, m), dtype=bool), diagonal), x)
     return named(where(mask, x, _zero_of(x)), "TrilBackward0")
 
 
@@ -1094,7 +1120,7 @@ def tril(x, diagonal=0):
 def triu(x, diagonal=0):
     x = as_t(x)
     n, m = x.shape[-2], x.shape[-1]
-    mask = wrap(np.triu(np.ones((n, m), dtype=bool), diagonal))
+    mask = _const(np.triu(np.ones((n, m), dtype=bool), diagonal), x)
     return named(where(mask, x, _zero_of(x)), "TriuBackward0")
 
 
@@ -1105,13 +1131,13 @@ def diag(x, diagonal=0):
     if x.ndim == 1:
         m = x.shape[0]
         n = m + builtins.abs(k)
-        rows = wrap(np.arange(m) + builtins.max(-k, 0))
-        cols = wrap(np.arange(m) + builtins.max(k, 0))
-        z = wrap(np.zeros((n, n), dtype=x._data.dtype))
+        rows = _const(np.arange(m) + builtins.max(-k, 0), x)
+        cols = _const(np.arange(m) + builtins.max(k, 0), x)
+        z = _const(np.zeros((n, n), dtype=x._data.dtype), x)
         return named(P.index_put(z, x, rows, cols, key=("T", "T"), accumulate=False), "DiagEmbedBackward0")
     n = builtins.min(x.shape[0] - builtins.max(-k, 0), x.shape[1] - builtins.max(k, 0))
-    rows = wrap(np.arange(builtins.max(n, 0)) + builtins.max(-k, 0))
-    cols = wrap(np.arange(builtins.max(n, 0)) + builtins.max(k, 0))
+    rows = _const(np.arange(builtins.max(n, 0)) + builtins.max(-k, 0), x)
+    cols = _const(np.arange(builtins.max(n, 0)) + builtins.max(k, 0), x)
     return x[rows, cols]
 
 
@@ -1497,7 +1523,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
 
 def _snapshot(t: Tensor) -> Tensor:
     """A copy of ``t``'s current value that keeps its place in the autograd graph."""
-    old = wrap(np.array(t._data, copy=True))
+    old = wrap(devices.copy(t._data))
     old._rg, old._grad_fn, old._out_nr = t._rg, t._grad_fn, t._out_nr
     carry_tangent(t, old)
     return old
@@ -1537,7 +1563,7 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     view._bump()
     from .grad_mode import no_grad
     with no_grad():
-        mask = _embed_chain(wrap(np.ones(view._data.shape, dtype=np.bool_)), chain, base._data.shape)
+        mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
     base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
     base._grad_fn, base._out_nr, base._rg = base_new._grad_fn, 0, True
     alias = wrap(base._data)
@@ -1553,6 +1579,14 @@ def _write(dst: Tensor, src: Tensor) -> None:
     if s.dtype != d.dtype and not np.can_cast(s.dtype, d.dtype, "same_kind"):
         raise RuntimeError(f"result type {D.from_numpy_dtype(s.dtype).name.capitalize()} can't be cast to the desired "
                            f"output type {D.from_numpy_dtype(d.dtype).name.capitalize()}")
+    if type(d) is not np.ndarray:  # a CUDA tensor: written on its device
+        if devices.of(s) != dst.device:
+            raise devices.mixed_error(dst.device, devices.of(s))
+        if tuple(s.shape) != tuple(d.shape) and broadcast_shapes(tuple(s.shape), tuple(d.shape)) != tuple(d.shape):
+            raise RuntimeError(f"output with shape {list(d.shape)} doesn't match the broadcast shape "
+                               f"{list(s.shape)}")
+        devices.write(d, s)
+        return
     if tuple(s.shape) != tuple(d.shape):
         try:
             s = np.broadcast_to(s, d.shape)
@@ -1577,7 +1611,12 @@ def _filled_like(old: Tensor, value, name: str) -> Tensor:
     """``old``'s shape and dtype with every element ``value`` (a scalar, or a tensor that
     may require grad). When ``old`` is tracked, a ``where`` that selects none of it: zero
     gradient, where ``old * 0`` would make inf and nan elements nan. A fill primitive, so
-    that it is recorded when ``old`` is traced."""
+    that it is recorded when ``old`` is traced; made on ``old``'s device."""
+    with devices.creating_on(old.device):
+        return _filled_like_here(old, value, name)
+
+
+def _filled_like_here(old: Tensor, value, name: str) -> Tensor:
     d = old._data
     fill = P.full(shape=tuple(d.shape), value=0 if isinstance(value, Tensor) else value, dtype=d.dtype)
     if isinstance(value, Tensor):

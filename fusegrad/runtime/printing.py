@@ -170,11 +170,12 @@ def _add_suffixes(body: str, suffixes: List[str], indent: int) -> str:
     return "".join(parts) + ")"
 
 
-def tensor_repr(a: np.ndarray, dtype: D.dtype, grad_fn: Any, requires_grad: bool) -> str:
-    """``tensor(...)`` with PyTorch's suffixes, for array ``a`` of fusegrad dtype ``dtype``."""
+def tensor_repr(a: np.ndarray, dtype: D.dtype, grad_fn: Any, requires_grad: bool, device: str = "cpu") -> str:
+    """``tensor(...)`` with PyTorch's suffixes, for array ``a`` (copied to the host from
+    ``device``) of fusegrad dtype ``dtype``."""
     prefix = "tensor("
     indent = len(prefix)
-    suffixes = []
+    suffixes = [] if device == "cpu" else [f"device='{device}'"]
     default = D.get_default_dtype()
     if a.size == 0:
         if a.ndim != 1:

@@ -11,7 +11,10 @@ from typing import Optional
 import numpy as np
 
 from ..ir import dtypes as D
+from ..cuda import driver
 from ..ir.graph import Var
+from . import devices
+from .devices import CPU, device  # noqa: F401  (fusegrad.runtime.tensor.device: the public name's home)
 from . import nodes as _nodes  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
 
@@ -27,32 +30,6 @@ class Size(tuple):
 
     def __repr__(self) -> str:
         return f"fusegrad.Size({list(self)})"
-
-
-class device:
-    """The only device of eager tensors: the CPU."""
-    __slots__ = ("type", "index")
-
-    def __init__(self, type: str = "cpu", index: Optional[int] = None):
-        if isinstance(type, device):
-            type, index = type.type, type.index
-        self.type = type.split(":")[0]
-        self.index = index
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, (device, str)) and str(self) == str(other)
-
-    def __hash__(self):
-        return hash(str(self))
-
-    def __repr__(self) -> str:
-        return f"device(type='{self.type}')"
-
-    def __str__(self) -> str:
-        return self.type
-
-
-CPU = device("cpu")
 
 
 class Tensor:
@@ -83,11 +60,21 @@ class Tensor:
 
     @property
     def device(self) -> device:
-        return CPU
+        d = self._data
+        return CPU if type(d) is np.ndarray or type(d) is Var else devices.of(d)
 
     @property
     def is_cuda(self) -> bool:
-        return False
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    def get_device(self) -> int:
+        """The CUDA device's index, -1 for a CPU tensor."""
+        dev = self.device
+        return -1 if dev.type == "cpu" else dev.index
 
     @property
     def ndim(self) -> int:
@@ -199,36 +186,56 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
-    def _concrete(self, what: str) -> np.ndarray:
+    def _concrete(self, what: str, host: bool = False) -> np.ndarray:
+        """The NumPy value of this tensor for ``what``: a graph break while tracing; for a CUDA
+        tensor a copy to the host when ``host`` (where PyTorch copies too: ``item()``,
+        printing), else an error (an op with no device implementation, never a silent copy)."""
         d = self._data
+        if type(d) is np.ndarray:
+            return d
         if type(d) is Var:
             from ..tracer.trace import escaped, user_frame
             if not d.trace.active:
                 raise escaped(d)
             d.trace.graph_break(f"{what} needs a concrete value at {user_frame()}")
-            return self._data  # (a segmented trace computed it)
+            return self._concrete(what, host)  # (a segmented trace computed it)
+        if driver.is_device_array(d):
+            if host:
+                return driver.to_host(d)
+            raise RuntimeError(f"{what} is not implemented for {self.device} tensors (the operand of shape "
+                               f"{list(d.shape)}): copy it to the CPU with .cpu() first")
         return d
 
+    def _check_host(self) -> None:
+        """PyTorch's TypeError for a CUDA tensor where only host memory will do."""
+        if type(self._data) is not np.ndarray and driver.is_device_array(self._data):
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                            "tensor to host memory first.")
+
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if self._rg and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return self._concrete("Tensor.numpy()")
+        if not force:
+            self._check_host()
+            if self._rg:
+                raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                                   "instead.")
+        return self._concrete("Tensor.numpy()", host=force)
 
     def __array__(self, dtype=None, copy=None):
+        self._check_host()
         a = self._concrete("converting a Tensor to a NumPy array")
         return a if dtype is None else a.astype(dtype)
 
     def tolist(self):
-        return self._concrete("Tensor.tolist()").tolist()
+        return self._concrete("Tensor.tolist()", host=True).tolist()
 
     def item(self):
-        a = self._concrete("Tensor.item()")
+        a = self._concrete("Tensor.item()", host=True)
         if a.size != 1:
             raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
         return a.reshape(()).item()
 
     def __bool__(self) -> bool:
-        a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)")
+        a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)", host=True)
         if a.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(a.reshape(()))
@@ -253,10 +260,14 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __reduce_ex__(self, proto):
-        return (_rebuild, (np.array(self._concrete("pickling")), self._rg))
+        dev = self.device
+        extra = (str(dev),) if dev.type != "cpu" else ()
+        return (_rebuild, (np.array(self._concrete("pickling", host=True)), self._rg) + extra)
 
     def __deepcopy__(self, memo):
-        t = wrap(np.array(self._concrete("deepcopy"), copy=True))
+        d = self._data
+        t = wrap(driver.copy(d) if type(d) is not np.ndarray and driver.is_device_array(d)
+                 else np.array(self._concrete("deepcopy"), copy=True))
         t._rg = self._rg
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
@@ -346,7 +357,8 @@ class Tensor:
             d = self._concrete("printing a Tensor")
         if type(d) is not Var:
             from .printing import tensor_repr
-            return tensor_repr(d, self.dtype, self._grad_fn, self._rg)
+            return tensor_repr(self._concrete("printing", host=True), self.dtype, self._grad_fn, self._rg,
+                               str(self.device))
         extra = ""
         if self._grad_fn is not None:
             extra += f", grad_fn=<{type(self._grad_fn).__name__}>"
@@ -357,7 +369,7 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and type(self._data) is not Var:
+        if type(self._data) is not Var and self._data.ndim == 0:
             return format(self.item(), spec)
         return repr(self)
 
@@ -428,8 +440,8 @@ def _retype(t: Tensor, cls) -> Tensor:
     return out
 
 
-def _rebuild(arr, rg):
-    t = wrap(arr)
+def _rebuild(arr, rg, dev=None):
+    t = wrap(arr if dev is None else devices.move(arr, devices.resolve(dev)))
     t._rg = rg
     return t
 
