@@ -49,6 +49,11 @@ def is_floating_point(t: Tensor) -> bool:
     return t.dtype.is_floating_point
 
 
+def get_device(t: Tensor) -> int:
+    """The CUDA device index of ``t``, -1 for a CPU tensor."""
+    return t.get_device()
+
+
 def numel(t: Tensor) -> int:
     return t.numel()
 

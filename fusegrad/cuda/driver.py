@@ -3,20 +3,21 @@ host and device, and the bookkeeping of what fusegrad holds on each device.
 
 numba-cuda (the optional ``cuda`` extra) is imported only when a program first asks for a
 device, so ``import fusegrad`` works without it. ``FUSEGRAD_CUDA_SIM=1`` runs the CUDA path on
-Numba's CUDA simulator (NumPy underneath; slow, for tests at small sizes): this module is the
-one place that sets ``NUMBA_ENABLE_CUDASIM``, which must be set before ``numba.cuda`` is first
-imported.
+Numba's CUDA simulator (NumPy underneath; slow, for tests at small sizes):
+``runtime.cuda_driver`` is the one place that switches it on.
 
 A CUDA tensor's payload is a device array (numba-cuda's ``DeviceNDArray``, or the
 simulator's ``FakeCUDAArray``); ``is_device_array`` tells one from a NumPy array without
 importing numba-cuda."""
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any, Optional
 
 import numpy as np
+
+from ..runtime.cuda_driver import numba_cuda as _import_numba_cuda
+from ..runtime.cuda_driver import sim_requested
 
 NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
@@ -40,20 +41,16 @@ STATE = _State()
 
 def simulated() -> bool:
     """Whether ``FUSEGRAD_CUDA_SIM=1`` asks for Numba's CUDA simulator."""
-    return os.environ.get("FUSEGRAD_CUDA_SIM", "") not in ("", "0")
+    return sim_requested()
 
 
 def numba_cuda() -> Optional[Any]:
     """The ``numba.cuda`` module when numba-cuda is installed and a device (or the simulator)
-    is usable, else None. Imported once; the simulator switch is read then."""
+    is usable, else None. Imported once (``runtime.cuda_driver`` switches the simulator on)."""
     if not STATE.loaded:
         STATE.loaded = True
-        if simulated():
-            os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-            from numba.core import config  # numba (imported by the cpu backend) read it already
-            config.reload_config()
         try:
-            from numba import cuda
+            cuda = _import_numba_cuda()
             ok = bool(cuda.is_available())
         except Exception:  # numba-cuda missing, or no driver: no device, as torch without CUDA
             cuda, ok = None, False
@@ -112,6 +109,13 @@ def array_device(arr: Any) -> int:
     return int(ctx.device.id) if ctx is not None else 0
 
 
+def data_pointer(arr: Any) -> int:
+    """The device address of ``arr``'s first element (the simulator's: its NumPy array's)."""
+    if simulated():
+        return arr._ary.__array_interface__["data"][0]
+    return arr.__cuda_array_interface__["data"][0]
+
+
 def _selected(index: int):
     cuda = require()
     return cuda.gpus[index] if device_count() > 1 else _NoSwitch()
@@ -144,7 +148,8 @@ def to_device(host: np.ndarray, index: int) -> Any:
     """A new device array on device ``index`` holding a copy of ``host``."""
     cuda = require()
     with _selected(index):
-        return track(cuda.to_device(np.ascontiguousarray(host)), index)
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        return track(cuda.to_device(host if host.flags.c_contiguous else np.ascontiguousarray(host)), index)
 
 
 def contiguous(arr: Any) -> Any:

@@ -34,6 +34,7 @@ from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
 from .segments import run_segmented
 from ..compiler import _marked_dynamic, _static_dims
+from . import devices
 from .tensor import Tensor, wrap
 
 RECOMPILE_LIMIT = 8
@@ -250,23 +251,31 @@ def _donations(traced: _Traced, opt) -> dict:
     return res
 
 
-def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+def _same_array(a, b) -> bool:
+    """Whether host or device arrays ``a`` and ``b`` are the same memory and layout."""
+    return (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
+            and devices.data_pointer(a) == devices.data_pointer(b))
 
 
-def _write_back(kind: str, holder: Tensor, a: np.ndarray) -> None:
+def _copy_into(dst, src) -> None:
+    if type(dst) is np.ndarray:
+        np.copyto(dst, src, casting="unsafe")
+    else:  # a CUDA tensor's array: written on its device
+        devices.write(dst, src)
+
+
+def _write_back(kind: str, holder: Tensor, a) -> None:
     """Apply an in-place update the traced code made to a captured tensor (already done
     when the executable computed it into the tensor's own array)."""
     if kind == "data":
         if not _same_array(holder._data, a):
-            np.copyto(holder._data, a, casting="unsafe")
+            _copy_into(holder._data, a)
         holder._bump()
     elif holder._grad is not None and holder._grad._data.shape == a.shape:
-        np.copyto(holder._grad._data, a, casting="unsafe")
+        _copy_into(holder._grad._data, a)
         holder._grad._bump()
     else:
-        holder._grad = wrap(np.array(a, copy=True))
+        holder._grad = wrap(devices.copy(a))
 
 
 # ------------------------------------------------------------------ the compiled function

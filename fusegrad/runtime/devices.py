@@ -85,7 +85,8 @@ def resolve(dev: Any) -> device:
     CUDA device gets its index (the current one when none is given). CUDA without a device
     raises PyTorch's AssertionError; devices other than the CPU and CUDA are not supported."""
     if dev is None:
-        return DEFAULT[-1]
+        d = DEFAULT[-1]
+        return d if d.type == "cpu" else resolve(d)
     d = dev if isinstance(dev, device) else device(dev)
     if d.type == "cpu":
         return CPU
@@ -95,7 +96,9 @@ def resolve(dev: Any) -> device:
 
 
 def set_default(dev: Any) -> None:
-    DEFAULT[0] = resolve(dev)
+    """Make ``dev`` the factories' default device; as in PyTorch, a CUDA device is checked
+    when a factory uses it, not here."""
+    DEFAULT[0] = dev if isinstance(dev, device) else device(dev)
 
 
 class creating_on:
@@ -146,6 +149,13 @@ def copy(data: Any) -> Any:
     if type(data) is np.ndarray or not driver.is_device_array(data):
         return np.array(data, copy=True)
     return driver.copy(data)
+
+
+def data_pointer(data: Any) -> int:
+    """The address of payload ``data``'s first element, host or device."""
+    if type(data) is np.ndarray:
+        return data.__array_interface__["data"][0]
+    return driver.data_pointer(data)
 
 
 def host_value(data: Any) -> np.ndarray:

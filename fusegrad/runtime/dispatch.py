@@ -18,7 +18,7 @@ from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
-from . import devices, forward_state, saved_hooks
+from . import device_views, devices, forward_state, saved_hooks
 from .grad_mode import STATE
 from .nodes import node_class
 from .tensor import Tensor, wrap
@@ -127,6 +127,10 @@ def _on_device(prim, args, params):
         dev = devices.DEFAULT[-1]
     if host is not None:
         raise devices.mixed_error(dev, devices.CPU)
+    if prim.kind == "view":
+        out = device_views.view(prim, args[0]._data, params)
+        if out is not None:
+            return out
     from . import cuda_ops
     operands = tuple((a._data if is_device_array(a._data) else a._data[()].item()) if isinstance(a, Tensor) else a
                      for a in args)

@@ -2,13 +2,11 @@
 in-place variants), plus the operators and the Tensor-only helpers bound here."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from . import ops as O
 from . import linalg as _linalg, sorting as _sorting  # noqa: F401  (declare their ops before _bind)
-from .devices import is_contiguous
+from .devices import data_pointer, is_contiguous
 from .exports import EXPORTS
 from .tensor import Tensor
 
@@ -42,8 +40,7 @@ def _bind() -> None:
         data, dtype=dtype or self.dtype, device=device or self.device, **k)
     T.stride = lambda self, dim=None: (tuple(s // self._data.dtype.itemsize for s in self._data.strides)
                                        if dim is None else self._data.strides[dim] // self._data.dtype.itemsize)
-    T.data_ptr = lambda self: (self._data.__array_interface__ if type(self._data) is np.ndarray
-                               else self._data.__cuda_array_interface__)["data"][0]
+    T.data_ptr = lambda self: data_pointer(self._data)
     T.untyped_storage = lambda self: self._data.base if self._data.base is not None else self._data
 
     # operators

@@ -681,12 +681,17 @@ def cumsum(x, dim, *, dtype=None):
 @op
 def all(x, dim=None, keepdim=False):
     x = as_t(x)
+    if type(x._data) is not np.ndarray and type(x._data) is not Var:  # a CUDA tensor: reduced there
+        return logical_not(any(logical_not(x), dim, keepdim))
     return wrap(np.all(x._concrete("all"), axis=dim, keepdims=keepdim))
 
 
 @op
 def any(x, dim=None, keepdim=False):
     x = as_t(x)
+    if type(x._data) is not np.ndarray and type(x._data) is not Var:  # a CUDA tensor: reduced there
+        nz = P.cast(P.ne(x, False if x.dtype == D.bool_ else 0), dtype=np.dtype(np.int32))
+        return P.ne(P.reduce_max(nz, axes=_axes(x, dim), keepdims=keepdim), 0)
     return wrap(np.any(x._concrete("any"), axis=dim, keepdims=keepdim))
 
 
@@ -1642,6 +1647,8 @@ def fill_(self, value):
 @op(function=False)
 def copy_(self, src, non_blocking=False):
     src = as_t(src)
+    if type(src._data) is not Var and type(self._data) is not Var and src.device != self.device:
+        src = transfer(src, self.device)  # the one op that crosses devices
 
     def fn(old):
         s = src if src._data.dtype == old._data.dtype else P.cast(src, dtype=old._data.dtype)

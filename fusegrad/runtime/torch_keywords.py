@@ -177,6 +177,8 @@ METHODS = {
     'cos': (),
     'cosh': (),
     'count_nonzero': ('dim',),
+    'cpu': ('memory_format',),
+    'cuda': ('device', 'non_blocking', 'memory_format'),
     'cumsum': ('dim',),
     'diag': ('diagonal',),
     'diag_embed': ('offset', 'dim1', 'dim2'),

@@ -42,13 +42,15 @@ def save(obj: Any, f: FileLike, pickle_module: Any = pickle, pickle_protocol: in
     write_archive(f, archive, buf.getvalue(), pickler.storages)
 
 
-def _cpu_location(map_location: MapLocation, location: str) -> str:
-    """Where a storage saved at ``location`` goes: only the CPU exists here."""
+def _target_location(map_location: MapLocation, location: str) -> str:
+    """Where a storage saved at ``location`` goes: the CPU, or a CUDA device when one is
+    available (PyTorch's error otherwise)."""
     if isinstance(map_location, dict):
         location = map_location.get(location, location)
     elif isinstance(map_location, (str, device)):
         location = str(map_location)
-    if not location.startswith("cpu"):
+    from .. import cuda
+    if not location.startswith("cpu") and not (location.startswith("cuda") and cuda.is_available()):
         raise RuntimeError("Attempting to deserialize object on a CUDA device but fusegrad.cuda.is_available() is "
                            "False. If you are running on a CPU-only machine, please use fusegrad.load with "
                            "map_location=fusegrad.device('cpu') to map your storages to the CPU.")
@@ -90,7 +92,11 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
                     mapped = map_location(arr, location)
                     arr = mapped if isinstance(mapped, np.ndarray) else arr
                 else:
-                    _cpu_location(map_location, location)
+                    target = _target_location(map_location, location)
+                    if target.startswith("cuda"):
+                        from ..runtime.devices import resolve
+                        arr = arr.view(N.DeviceStorage)
+                        arr.target = resolve(target)
                 storages[key] = arr
             return storages[key]
 

@@ -56,6 +56,12 @@ class StorageType:
         self.name, self.dtype = name, STORAGE_DTYPES[name]
 
 
+class DeviceStorage(np.ndarray):
+    """A storage loaded for a CUDA device (``target`` set by ``load``): the tensors rebuilt
+    from it are copied there."""
+    target: Any = None
+
+
 def rebuild_tensor_v2(storage: np.ndarray, storage_offset: int, size: Tuple[int, ...], stride: Tuple[int, ...],
                       requires_grad: bool, backward_hooks: Any = None, metadata: Any = None) -> Tensor:
     """A tensor over ``storage`` (a 1-d array shared by every tensor of that storage)."""
@@ -66,6 +72,9 @@ def rebuild_tensor_v2(storage: np.ndarray, storage_offset: int, size: Tuple[int,
                            f"{storage_offset} does not fit in its storage of {storage.size} elements")
     item = storage.itemsize
     arr = np.lib.stride_tricks.as_strided(storage[storage_offset:], shape=size, strides=[s * item for s in stride])
+    if isinstance(storage, DeviceStorage):
+        from ..runtime.devices import move
+        arr = move(np.array(arr, copy=True), storage.target)
     t = wrap(arr)
     if requires_grad:
         t.requires_grad_(True)

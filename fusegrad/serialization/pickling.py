@@ -17,11 +17,11 @@ from . import names as N
 
 
 class _StorageRef:
-    """A tensor's storage as the pickle refers to it (its key and size in elements)."""
-    __slots__ = ("key", "dtype", "numel")
+    """A tensor's storage as the pickle refers to it (its key, size in elements and device)."""
+    __slots__ = ("key", "dtype", "numel", "location")
 
-    def __init__(self, key: str, dtype: D.dtype, numel: int) -> None:
-        self.key, self.dtype, self.numel = key, dtype, numel
+    def __init__(self, key: str, dtype: D.dtype, numel: int, location: str) -> None:
+        self.key, self.dtype, self.numel, self.location = key, dtype, numel, location
 
 
 class TorchPickler(pickle._Pickler):
@@ -36,7 +36,7 @@ class TorchPickler(pickle._Pickler):
 
     def persistent_id(self, obj: Any) -> Optional[tuple]:
         if type(obj) is _StorageRef:
-            return ("storage", N.STORAGE_NAMES[obj.dtype], obj.key, "cpu", obj.numel)
+            return ("storage", N.STORAGE_NAMES[obj.dtype], obj.key, obj.location, obj.numel)
         return None
 
     def save(self, obj: Any, save_persistent_id: bool = True) -> None:
@@ -62,11 +62,12 @@ class TorchPickler(pickle._Pickler):
         from ..nn.parameter import Parameter
         if isinstance(obj, Parameter):
             return N.REBUILD_PARAMETER, (_as_plain(obj), obj.requires_grad, OrderedDict())
-        arr = obj._concrete("fusegrad.save")
-        ref, offset, stride = self._storage_of(arr, obj.dtype)
+        dev = obj.device
+        arr = obj._concrete("fusegrad.save", host=True)  # (a CUDA tensor: a host copy, saved at its device)
+        ref, offset, stride = self._storage_of(arr, obj.dtype, str(dev))
         return N.REBUILD_TENSOR_V2, (ref, offset, tuple(arr.shape), stride, obj.requires_grad, OrderedDict())
 
-    def _storage_of(self, arr: np.ndarray, dtype: D.dtype) -> Tuple[_StorageRef, int, Tuple[int, ...]]:
+    def _storage_of(self, arr: np.ndarray, dtype: D.dtype, location: str) -> Tuple[_StorageRef, int, Tuple[int, ...]]:
         """The storage ``arr`` views (its root array when the view is expressible as
         offset and non-negative strides over it, else a copy of its own), the offset and
         strides in elements."""
@@ -85,7 +86,7 @@ class TorchPickler(pickle._Pickler):
         strides = tuple(s // item for s in arr.strides) if shareable else _c_strides(arr.shape)
         known = self._refs.get(id(root))
         if known is None:
-            ref = _StorageRef(str(len(self.storages)), dtype, root.size)
+            ref = _StorageRef(str(len(self.storages)), dtype, root.size, location)
             self.storages[ref.key] = root.astype(root.dtype.newbyteorder("<"), copy=False).tobytes()
             self._refs[id(root)] = (ref, root)  # holds root: its id stays unique while pickling
         else:
@@ -104,7 +105,7 @@ def _c_strides(shape) -> Tuple[int, ...]:
 def _as_plain(t: Tensor) -> Tensor:
     """A plain Tensor over ``t``'s array (what ``_rebuild_parameter`` wraps)."""
     from ..runtime.tensor import wrap
-    return wrap(t._concrete("fusegrad.save"))
+    return wrap(t._data if t.is_cuda else t._concrete("fusegrad.save"))
 
 
 def _unsupported(dtype) -> None:
