@@ -12,7 +12,7 @@ import traceback
 import numpy as np
 
 from ..cuda.driver import STATE as _CUDA
-from ..cuda.driver import is_device_array, track
+from ..cuda.driver import contiguous, is_device_array, track
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
@@ -132,8 +132,9 @@ def _on_device(prim, args, params):
         if out is not None:
             return out
     from . import cuda_ops
-    operands = tuple((a._data if is_device_array(a._data) else a._data[()].item()) if isinstance(a, Tensor) else a
-                     for a in args)
+    # (strided views, broadcasts included, are passed C-contiguous: the kernels take them so)
+    operands = tuple((contiguous(a._data) if is_device_array(a._data) else a._data[()].item())
+                     if isinstance(a, Tensor) else a for a in args)
     try:
         out = cuda_ops.apply(prim, operands, params)
     except (ValueError, IndexError, TypeError, RuntimeError, MemoryError, NotImplementedError) as e:
