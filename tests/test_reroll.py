@@ -10,6 +10,7 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen import kir_interp
 from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
+from fusegrad.codegen.cpu_loops import shareable
 from fusegrad.codegen.cpu_scalar import Lowering
 from fusegrad.codegen.kir import Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Store, Sym, iadd, stmts, verify
 from fusegrad.codegen.kir_lower import lower_group
@@ -179,7 +180,8 @@ def _shared(g) -> dict:
     as rendered)."""
     fused = fuse(g)
     lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
-    shared, _ = _shared_kernels(fused, lowered, Lowering(guard="fast"), _Concats(fused, set()))
+    groups = {gi for gi in lowered if shareable(fused, fused.groups[gi], Lowering(guard="fast"))}
+    shared, _ = _shared_kernels(fused, lowered, groups, _Concats(fused, set(), groups))
     return {gi: optimize(lg.kernel) for gi, (lg, _) in shared.items()}
 
 
@@ -243,3 +245,19 @@ def test_sin_chain_with_huge_arguments_compiled():
         Ws = W * scale
         Ws[1:] = W[1:]  # only the first step sees huge arguments
         np.testing.assert_allclose(exe(Ws, h)[0], fn(fg.tensor(Ws), fg.tensor(h)).numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_concatenation_parts_written_in_place_or_copied():
+    """W5's shape (scalar w, b per layer on a long h): the gradient's 2 x 8 one-element
+    parts come from a parallel reduction group, copied into their concatenations element
+    by element unless that group is a kernel writing them in place (as W3's are,
+    above); values as eager."""
+    rng = np.random.default_rng(6)
+    w = (1.0 + 0.1 * rng.standard_normal(8)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(8)).astype(np.float32)
+    h = rng.standard_normal(1 << 16).astype(np.float32)  # past fusion.PARALLEL_MIN
+    gfn = grad(lambda w, b: _w3(fg, w, b, fg.tensor(h)), argnums=(0, 1))
+    g = graph_of(gfn, [w, b], optimize=True)
+    consts = [np.asarray(c._data) for _, c in g.consts]
+    for x, r in zip(CpuBackend().compile(g)(w, b, *consts), gfn(fg.tensor(w), fg.tensor(b))):
+        np.testing.assert_allclose(x, r.numpy(), rtol=1e-4, atol=1e-4)

@@ -199,8 +199,9 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     facts = dict(nonpositive_vars=frozenset(nonpositive(graph)),
                  bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     lw = Lowering(guard="fast", **facts)
-    concats = _Concats(fused, {v.id for v in graph.arguments()})
-    shared, kernels = _shared_kernels(fused, lowered, lw, concats)
+    kernel_groups = {gi for gi in lowered if shareable(fused, fused.groups[gi], lw)}
+    concats = _Concats(fused, {v.id for v in graph.arguments()}, kernel_groups)
+    shared, kernels = _shared_kernels(fused, lowered, kernel_groups, concats)
     # Decided before lowering, so the fast entry is lowered once: a kernel that may rerun
     # exactly writes no argument, since the rerun reads the arguments again.
     donated = {} if guarded(fused, lw) else dict(donated or {})
@@ -219,15 +220,15 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     return "\n".join(head + body), donated, list(kernels.values())
 
 
-def _shared_kernels(fused: Fused, lowered: dict, lw: Lowering, concats: "_Concats") -> tuple:
+def _shared_kernels(fused: Fused, lowered: dict, groups: set, concats: "_Concats") -> tuple:
     """({group index: (LoweredGroup, symbol)}, {symbol: module source}): the loop groups
-    the entry calls as kernels rendered from kernel IR (cpu_loops.shareable), parts of a
+    ``groups`` (cpu_loops.shareable) as kernels rendered from kernel IR, parts of a
     concatenation addressed in its buffer (kir_views). Groups of the same structure share
     one kernel, hence one module: compiled once per process and cached once on disk,
     whatever graph or layer they come from."""
     shared, kernels, by_source = {}, {}, {}
     for gi, lg in lowered.items():
-        if not shareable(fused, fused.groups[gi], lw):
+        if gi not in groups:
             continue
         lg = onto_parts(lg, lambda v: concats.part.get(v.id))
         src = render(lg.kernel)
@@ -238,20 +239,22 @@ def _shared_kernels(fused: Fused, lowered: dict, lw: Lowering, concats: "_Concat
 
 
 class _Concats:
-    """Concatenates along axis 0 whose parts the loop groups before them write in place.
+    """Concatenates along axis 0 whose parts the kernels before them write in place.
 
     A concatenated buffer ``bk<group>`` is allocated fresh (never a planned slot, which
-    earlier values may occupy) and each part computed by an earlier loop group is written
-    into its rows, so W3's gradient (hundreds of rows, see passes.embeds) costs no copies:
-    a kernel rendered from kernel IR addresses the buffer at the part's offset
-    (kir_views.onto_parts); code that names the part's buffer (a library call, a group of
-    the loop emitter) gets a view of those rows, declared only then (``declared``).
+    earlier values may occupy) and each part computed by an earlier loop group rendered as
+    a kernel (``kernel_groups``) is written into its rows by that kernel, which addresses
+    the buffer at the part's offset (kir_views.onto_parts), so W3's gradient (hundreds of
+    rows, see passes.embeds) costs no copies and no view per part (each costs Numba's
+    array analysis milliseconds). Other parts are copied in (``copy_lines``); code that
+    reads a part by name (a library call, a group of the loop emitter) gets a view of its
+    rows, declared only then (``declared``).
 
     ``views``: var id -> buffer name (concatenations and parts); ``part``: var id ->
     (concatenation Var, offset); ``allocs``: the entry's lines allocating the buffers;
-    ``copies``: group index -> [(offset, part)] still to copy."""
+    ``copies``: group index -> [(offset, part)] to copy."""
 
-    def __init__(self, fused: Fused, args: set):
+    def __init__(self, fused: Fused, args: set, kernel_groups: set):
         self.views: dict = {}
         self.part: dict = {}
         self.allocs: list = []
@@ -267,10 +270,11 @@ class _Concats:
             self.views[e.out.id] = name
             for x in e.inputs:
                 own = fused.owner.get(x.id)
-                if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
-                        and x.id not in self.views and x.id not in fused.aliases and x.id not in outs and x.size):
-                    self.views[x.id] = f"{name}_{len(self.views)}"
+                if (own is not None and own < gi and own in kernel_groups and x.id not in args
+                        and x.id not in self.views and x.id not in fused.aliases
+                        and x.id not in outs and x.size):
                     self.part[x.id] = (e.out, off)
+                    self.views[x.id] = f"{name}_{len(self.views)}"
                     self._size[x.id] = x.size
                 elif x.size:
                     copies.append((off, x))
@@ -279,11 +283,15 @@ class _Concats:
 
     def declared(self, used: set) -> list:
         """The entry's lines declaring the views of the parts (var ids) ``used`` by name."""
-        lines = []
-        for vid, (whole, off) in self.part.items():
-            if vid in used:
-                lines.append(f"    {self.views[vid]} = {self.views[whole.id]}[{off}:{off + self._size[vid]}]")
-        return lines
+        return [f"    {self.views[vid]} = {self.views[whole.id]}[{off}:{off + self._size[vid]}]"
+                for vid, (whole, off) in self.part.items() if vid in used]
+
+    def copy_lines(self, gi: int, whole: Var, buf: Callable[[Var], str]) -> list:
+        """The entry's lines copying the parts of concatenation ``whole`` (group ``gi``)
+        that no kernel wrote in place (a one-element part as an element: no slice)."""
+        name = self.views[whole.id]
+        return [f"    {name}[{off}] = {buf(x)}[0]" if x.size == 1 else f"    {name}[{off}:{off + x.size}] = {buf(x)}"
+                for off, x in self.copies[gi]]
 
 
 def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, shared: dict,
@@ -328,7 +336,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
                 body.append(f"    {buf(v)} = np.empty({v.size}, np.{v.dtype.name})")
         if gi in concats.copies:
             body.append(f"    # concatenate into {views[g.eqn.out.id]}")
-            body.extend(f"    {views[g.eqn.out.id]}[{off}:{off + x.size}] = {buf(x)}" for off, x in concats.copies[gi])
+            body.extend(concats.copy_lines(gi, g.eqn.out, buf))
         elif isinstance(g, CallGroup):
             body.append(f"    # call {g.eqn.prim.name}")
             body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
