@@ -133,6 +133,37 @@ def test_cache_hits_and_recompile_on_new_shape():
     assert (info["compiles"], info["hits"], info["recompiles"]) == (3, 1, 2)
 
 
+def test_repeated_calls_check_what_the_first_call_proved(rng):
+    """A repeated call of positional tensors skips the signature lookup; it must still see
+    every change the lookup sees: layout (a transposed or read-only argument), shape,
+    requires_grad, grad mode, a guarded global, keywords, and count its hits."""
+    global _FAST_SCALE
+    _FAST_SCALE = 2.0
+    cf = torch.compile(lambda a, b: (a * b).tanh() * _FAST_SCALE, backend="cpu")
+    a, b = _t(rng, 4, 4), _t(rng, 4, 4)
+
+    def want(x, y):
+        return np.tanh(x.numpy() * y.numpy()) * _FAST_SCALE
+    for x, y in [(a, b), (a, b), (a.t(), b), (a, torch.from_numpy(np.broadcast_to(b.numpy()[:1], (4, 4))))]:
+        out = cf(x, y)
+        np.testing.assert_allclose(out.numpy(), want(x, y), rtol=1e-6)
+        assert out.shape == (4, 4) and out.grad_fn is None
+    assert cf.cache_info()["hits"] == 3 and cf.cache_info()["compiles"] == 1
+    _FAST_SCALE = 3.0  # the guard on the global retraces
+    np.testing.assert_allclose(cf(a, b).numpy(), want(a, b), rtol=1e-6)
+    np.testing.assert_allclose(cf(a, b=b).numpy(), want(a, b), rtol=1e-6)
+    ar = a.detach().requires_grad_()
+    out = cf(ar, b)
+    assert out.grad_fn is not None
+    out.sum().backward()
+    np.testing.assert_allclose(ar.grad.numpy(), (1 - np.tanh(a.numpy() * b.numpy()) ** 2) * b.numpy() * 3,
+                               rtol=1e-5)
+    with torch.no_grad():
+        assert cf(ar, b).grad_fn is None
+    assert cf(ar, b).grad_fn is not None
+    assert cf(a[:2], b[:2]).shape == (2, 4)
+
+
 def test_recompile_limit_then_eager():
     cf = torch.compile(lambda a: a + 1, backend="eager", dynamic=False)  # (sizes would share one symbolic graph)
     for n in range(1, 12):

@@ -41,7 +41,7 @@ class CpuExecutable:
     def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, exact=None, written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = written  # positions of arguments the kernel overwrites (donated)
-        self._out = [(v.shape, v.dtype) for v in graph.outputs]
+        self._out_shapes = [v.shape for v in graph.outputs]
         self._fn = fn  # the compiled entry point (see _compile_now)
         self._exact = exact  # dispatcher for sin/cos arguments past fastmath's range (see cpu._entry)
         self._graph = graph
@@ -60,10 +60,16 @@ class CpuExecutable:
                 x = np.asarray(x)
             if x.shape != shape or (x.dtype is not dtype and x.dtype != dtype):
                 raise ValueError(f"argument {k}: expected {dtype}{list(shape)}, got {x.dtype}{list(x.shape)}")
-            flags = x.flags
-            if not (flags.c_contiguous and flags.writeable and flags.aligned):  # the one compiled type
-                x = np.array(x, order="C")
-            flat.append(x.reshape(-1))
+            flat.append(x)
+        return self.call_guarded(*flat)
+
+    def call_guarded(self, *arrays) -> tuple:
+        """``self(*arrays)`` for ndarrays whose count, shapes and dtypes the caller's guard
+        already proved (a compiled function's signature): only their layout is checked.
+        (Its per-call cost is most of a small graph's: written out, no helpers.)"""
+        flat = []
+        for x in arrays:  # the one type the entry is compiled for: 1-d, C-contiguous, writable, aligned
+            flat.append((x if x.flags.carray else np.array(x, order="C")).reshape(-1))
         for k in self._written:  # an argument written in place must not be read through another
             if any(j != k and np.may_share_memory(flat[k], y) for j, y in enumerate(flat)):
                 flat[k] = flat[k].copy()
@@ -73,7 +79,10 @@ class CpuExecutable:
                 res = _compile_now(self._exact, self._graph)(*flat)
             else:
                 res = res[:-1]
-        return tuple(r.reshape(shape) for r, (shape, _) in zip(res, self._out))
+        shapes = self._out_shapes
+        if len(shapes) == 1:
+            return (res[0].reshape(shapes[0]),)
+        return tuple([r.reshape(shape) for r, shape in zip(res, shapes)])
 
     def kernel_source(self) -> str:
         return self._source

@@ -56,11 +56,18 @@ class TunedBlas:
         return self._cands[1] if self._best == self._cands[0] else self._cands[0]
 
     def __call__(self, *arrays):
+        return self._timed(self._exe, arrays)
+
+    def call_guarded(self, *arrays):
+        """The executable's ``call_guarded`` (see codegen.cpu.CpuExecutable), timed alike."""
+        return self._timed(self._exe.call_guarded, arrays)
+
+    def _timed(self, run, arrays: tuple):
         n, probe = self._choose()
         prev = self._set(n)
         t0 = time.perf_counter()
         try:
-            return self._exe(*arrays)
+            return run(*arrays)
         finally:
             dt = time.perf_counter() - t0
             self._set(prev)
@@ -96,11 +103,24 @@ def _median(xs) -> float:
     return s[len(s) // 2]
 
 
+# OpenBLAS runs a GEMV with m*n below 2304 * GEMM_MULTITHREAD_THRESHOLD (4 by default) and
+# a GEMM with m*n*k at most 65536 * 4 on one thread whatever the count: a matmul whose
+# whole m*n*k is below the smaller bound has nothing to tune (and timing it would cost more
+# than the product: 2.5 us around a 16x16 matmul's 1 us)
+_ONE_THREAD_MNK = 2304 * 4
+
+
+def _may_thread(e) -> bool:
+    """Whether the matmul ``e`` (batch dimensions included) is big enough for OpenBLAS to
+    run it on more than one thread."""
+    return e.out.size * e.inputs[0].shape[-1] >= _ONE_THREAD_MNK
+
+
 def tuned(exe):
     """``exe`` wrapped in a :class:`TunedBlas` when its graph calls BLAS and the thread
     count can be set to something other than its default; else ``exe`` itself."""
     graph = getattr(exe, "_graph", None)
-    if graph is None or not any(e.prim is P.matmul for e in graph.eqns):
+    if graph is None or not any(e.prim is P.matmul and _may_thread(e) for e in graph.eqns):
         return exe
     from ..codegen.cpu_blas import BLAS
     setter = BLAS and BLAS.set_threads

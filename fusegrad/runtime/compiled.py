@@ -9,6 +9,7 @@ one ``CompiledFunctionBackward`` node."""
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
@@ -16,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ..codegen.backend import Unsupported, get_backend
+from ..codegen.cpu import CpuExecutable
 from ..func.pytree import flatten, unflatten
 from ..ir.graph import Graph, Var
 from ..passes.autodiff import vjp_graph
@@ -25,10 +27,12 @@ from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_ref
 from ..tracer.guards import flatten_call, signature
 from ..tracer.live import CallTimeConst
 from ..tracer.trace import GraphBreak, Trace, current_traces
-from .blas_threads import tuned
+from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
 from .dispatch import _edge
 from . import forward_state, staged_backward
+from .autocast_state import STATE as AUTOCAST
+from .forward_state import STATE as FORWARD
 from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
@@ -136,6 +140,11 @@ class _Plan:
         self.wrt: list = []  # primal positions that get gradients
         self.n_primal_consts = 0
         self.n_out = len(traced.graph.outputs)
+        self.n_user = self.n_out - len(traced.writebacks)  # outputs the function returns
+        self.single = traced.out_spec is None and traced.out_slots == [("t", 0)]  # returns one tensor
+        # ... and nothing else: no const read, no write-back, no grad_fn (set once compiled)
+        self.plain = False
+        self.run = None  # the forward as called on a signature's arrays (see _guarded_entry)
         self.bwd_holders: list = []
         # tensor arguments the call writes (data or .grad): traced as distinct from the
         # others, so a call where one shares memory with another argument runs eagerly
@@ -202,13 +211,24 @@ def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any
     """Run ``plan`` on ``leaves``; ``groups`` (id -> group, number of groups): the backward
     runs in stages handing over each group's gradients in turn (runtime.staged_backward)."""
     tensors = [x for x in leaves if isinstance(x, Tensor)]
-    consts = [_read(h) for h in plan.holders]
-    res = plan.forward(*([t._data for t in tensors] + consts))
+    return _run_plan(plan, tensors, [t._data for t in tensors], groups)
+
+
+def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] = None) -> Any:
+    """``_call_plan`` on the tensor arguments and their arrays, which match the plan's
+    signature (shapes and dtypes checked by the cache lookup, hence ``plan.run``)."""
+    consts = [_read(h) for h in plan.holders] if plan.holders else ()
+    if consts:
+        arrays = arrays + consts
+    res = plan.run(*arrays)
+    if plan.plain:
+        return wrap(res[0])
     tr = plan.traced
-    n_user = plan.n_out - len(tr.writebacks)
+    n_user = plan.n_user
     outs = [wrap(a) for a in res[:n_user]]
-    for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
-        _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
+    if tr.writebacks:
+        for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
+            _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
     for i, cls in plan.spent:
         node = cls.__new__(cls)
         node._init(())
@@ -217,8 +237,8 @@ def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any
         node.backward_fn = _raise_freed
         outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, 0, True
     if plan.backward is not None:
-        primals = tensors + [h if not isinstance(h, CallTimeConst) else wrap(a)
-                             for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
+        primals = list(tensors) + [h if not isinstance(h, CallTimeConst) else wrap(a)
+                                   for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
         ctx = _Ctx(res[plan.n_out:], primals)
         edges = tuple(_edge(primals[i]) for i in plan.wrt)
         out_meta = tuple((outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs)
@@ -235,6 +255,8 @@ def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any
             node.backward_fn = functools.partial(_backward, plan, ctx)
         for k, i in enumerate(tr.diff_outputs):
             outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, k, True
+    if plan.single:
+        return outs[0]
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
 
 
@@ -295,6 +317,52 @@ class _Segmented:
         self.eager = False  # set when code raised GraphBreak before any break ran on
 
 
+class _FastPath:
+    """The plan the last call of positional tensors ran, and what a call must match to run
+    it without the signature lookup: as many tensors, of the same shapes, dtypes and
+    requires_grad, the same grad mode and autocast dtype, outside any trace and forward-mode
+    AD, while the plan's guards hold and no written argument aliases another. Anything else
+    takes the full lookup, which makes the plan it finds the next fast path. (A compiled
+    Module's calls always look up: its key holds its parameters' identities.)"""
+
+    __slots__ = ("metas", "n", "grad", "autocast", "plan", "holds", "hits")
+
+    def __init__(self, owner: "CompiledFunction", tensors: tuple, plan: _Plan):
+        self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
+        self.n = len(tensors)
+        self.grad = STATE.enabled
+        self.autocast = AUTOCAST.dtype
+        self.plan = plan
+        tr = plan.traced
+        self.holds = tr.holds if tr.graph.consts or tr.guards else None
+        self.hits = owner._fast_hits
+
+    def run(self, args: tuple) -> Any:
+        """The plan's result for ``args``, or ``_MISS`` when they do not match."""
+        if len(args) != self.n or STATE.enabled is not self.grad or AUTOCAST.dtype is not self.autocast \
+                or FORWARD.level is not None or current_traces():
+            return _MISS
+        arrays = []
+        for a, (shape, dtype, rg) in zip(args, self.metas):
+            if not isinstance(a, Tensor):
+                return _MISS
+            d = a._data
+            if d.shape != shape or d.dtype is not dtype or a._rg is not rg:
+                return _MISS
+            arrays.append(d)
+        plan = self.plan
+        if (self.holds is not None and not self.holds()) or \
+                (plan.written_args and _aliased(plan.written_args, list(args))):
+            return _MISS
+        next(self.hits)
+        if plan.plain:
+            return wrap(plan.run(*arrays)[0])
+        return _run_plan(plan, args, arrays)
+
+
+_MISS = object()
+
+
 class CompiledFunction:
     """The object ``fusegrad.compile`` returns: call it like the original function."""
 
@@ -317,6 +385,8 @@ class CompiledFunction:
         self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._grad_groups: Optional[tuple] = None  # see _set_gradient_groups
+        self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
+        self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
                        "warmups": 0, "segments": 0, "symbolic_sizes": 0, "graph_breaks": [], "notes": []}
         functools.update_wrapper(self, fn, updated=())
@@ -334,10 +404,16 @@ class CompiledFunction:
         no kernel compiled), notes (e.g. backend substitutions), entries."""
         with self._lock:
             info = {k: (list(v) if isinstance(v, list) else v) for k, v in self._stats.items()}
+            info["hits"] += int(repr(self._fast_hits)[len("count("):-1])  # count(N): N taken so far
             info["entries"] = len(self._cache)
             return info
 
     def __call__(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None and not kwargs:
+            out = fast.run(args)
+            if out is not _MISS:
+                return out
         if current_traces():  # inside an outer trace or transform: trace through inline
             return self.fn(*args, **kwargs)
         leaves, spec, spec_key = flatten_call(args, kwargs)
@@ -364,6 +440,9 @@ class CompiledFunction:
                 if _ALIASED not in self._stats["notes"]:
                     self._stats["notes"].append(_ALIASED)
             return self.fn(*args, **kwargs)
+        if self._owner is None and self._grad_groups is None and not kwargs \
+                and all(isinstance(x, Tensor) for x in args):
+            self._fast = _FastPath(self, args, entry)
         return _call_plan(entry, leaves, self._grad_groups)
 
     def _set_gradient_groups(self, groups: Optional[Sequence[Sequence[Tensor]]]) -> None:
@@ -372,6 +451,7 @@ class CompiledFunction:
         ``groups[1]``, ..., each group as soon as computed (runtime.staged_backward);
         None: one backward call (the default)."""
         self._grad_groups = None if groups is None else (staged_backward.group_index(groups), len(groups))
+        self._fast = None  # (the fast path runs plans without stages)
 
     def lower(self, *args, **kwargs) -> "Lowered":
         """Compile (or fetch) the executable for this signature without running it."""
@@ -565,6 +645,8 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)
     plan.forward = tuned(plan.forward)
+    plan.run = _guarded_entry(plan.forward)
+    plan.plain = plan.single and plan.n_user == plan.n_out and not (plan.spent or plan.holders or plan.backward)
     if plan.backward is not None:
         plan.backward = tuned(plan.backward)
     for k in ("joint", "forward", "backward", "fused"):
@@ -574,6 +656,13 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
         + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
     return plan
+
+
+def _guarded_entry(exe) -> Callable:
+    """How a plan calls ``exe`` on arrays of its signature: the cpu executable's
+    ``call_guarded`` (no shape and dtype checks: the signature proved them), else ``exe``."""
+    inner = exe._exe if type(exe) is TunedBlas else exe
+    return exe.call_guarded if type(inner) is CpuExecutable else exe
 
 
 def _kernel_stage(stages: dict, *executables) -> None:
