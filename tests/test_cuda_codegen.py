@@ -138,6 +138,14 @@ else:
         _compare(lambda x: (fg.flip(x, [0]) * 2, x[::2, 1:5] + 1, x.T.reshape(3, 8) * 1.5, x.reshape(24)[3:9].exp(),
                             x[:, :1].expand(4, 6) - x), [x])
 
+    @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the simulator's NumPy scalars (random draws, inf)
+    def test_fuzz_batch():
+        """Six random fuzz programs compiled as one function with the cuda backend: values
+        and gradients equal eager, one graph (tests/fuzz)."""
+        from fuzz.check import check_batch
+        from fuzz.generator import generate
+        check_batch([generate(s) for s in range(6)], "cuda")
+
     def test_vjp_graphs(rng):
         """Gradients of a few primitives (a traced func.grad) against eager."""
         x = rng.standard_normal((4, 6)).astype(np.float32)

@@ -11,7 +11,7 @@ try:  # PyTorch is optional: the reference when installed
 except Exception:  # pragma: no cover
     _torch = None
 
-RTOL = {"eager": 1e-6, "cpu": 1e-5}
+RTOL = {"eager": 1e-6, "cpu": 1e-5, "cuda": 1e-5}
 
 
 class Mismatch(AssertionError):
