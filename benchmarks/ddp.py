@@ -29,6 +29,11 @@ BATCH, WIDTHS, BUCKET_MB, STEPS, WARMUP = 128, (784, 512, 512, 10), 1.0, 60, 10
 START, END = "<!-- ddp benchmark -->", "<!-- /ddp benchmark -->"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "NUMBA_NUM_THREADS": "1"}
+# glibc's malloc serves big arrays by mmap and may give them back each step, to fault them in
+# again (~1800 faults, ~4 ms of an 8 ms step) depending on the process's allocation history:
+# the same step then costs 40% more in one job than in another. Both configurations keep
+# their heap instead, so that the ratio compares compute and communication.
+STEADY_HEAP = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
 def _model(fg, seed: int = 0):
@@ -97,7 +102,7 @@ def _launch(n: int, mode: str, steps: int, warmup: int) -> list:
     mpiexec = str(here) if here.exists() else shutil.which("mpiexec")
     if mpiexec is None:
         raise SystemExit("mpiexec not found: pip install 'fusegrad[dist]'")
-    env = dict(os.environ, **ONE_THREAD)
+    env = dict(os.environ, **ONE_THREAD, **STEADY_HEAP)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
     p = subprocess.run([mpiexec, "-launcher", "fork", "-n", str(n), sys.executable, "-m", "benchmarks.ddp",
                         "--worker", mode, str(steps), str(warmup)], capture_output=True, text=True, timeout=600, env=env, cwd=HERE.parent)
@@ -161,7 +166,8 @@ def section_of(text: str) -> str:
 
 def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
     lines = [START, "## DDP: W2's MLP step on 1 vs 2 MPI ranks (`python -m benchmarks ddp`)", "",
-             f"Batch {BATCH} per rank, float32, SGD, one thread per rank (OMP/OpenBLAS/Numba), "
+             f"Batch {BATCH} per rank, float32, SGD, one thread per rank (OMP/OpenBLAS/Numba), glibc malloc "
+             "keeping its heap (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ 1 GiB: no page faults per step), "
              f"bucket_cap_mb={BUCKET_MB}; median of {steps} steps after {warmup} warm-up steps; 1 rank runs the "
              "plain model (no DDP), 2 ranks run DistributedDataParallel (ranks on one host, shared memory); "
              f"{len(rows[0]['pairs'])} back-to-back pairs of a 1-rank and a 2-rank job per mode, the row showing "
