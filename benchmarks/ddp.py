@@ -3,11 +3,14 @@ softmax cross-entropy, SGD, float32, batch 128 per rank) on 1 and 2 MPI ranks, o
 
 Each configuration is its own ``mpiexec`` job running this module with ``--worker``; the
 worker times steps after warm-up and reports per rank: the median step time, the time the
-backward waited for all-reduces after its last gradient (exposed communication), the
+backward waited for all-reduces after its last gradient (and when that wait began), the
 time the same buckets take to all-reduce blocking, with nothing to overlap (the whole cost),
 and the minor page faults per step (fresh memory from the kernel: a process whose allocator
 returns big arrays to the kernel and faults them back in each step runs ~40% slower, which
-says nothing about scaling). hidden share = 1 - exposed / whole. Throughput ratio =
+says nothing about scaling). hidden share = 1 - exposed communication / whole, where the
+exposed communication is the time from the later rank's last gradient to the end of the wait
+(perf_counter is one clock for every process on a host), so that waiting for a slower rank
+(skew, reported apart) does not count as communication. Throughput ratio =
 (2 x batch / step_2) / (batch / step_1), from a 1-rank job and a 2-rank job run back to back;
 ``--repeat N`` runs N such pairs per mode (other load on the machine distorts single pairs)
 and reports each pair's ratio with the load average at its end, and their median.
@@ -16,8 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -65,7 +68,7 @@ def worker(mode: str, steps: int, warmup: int) -> None:
     x = fg.tensor(g.standard_normal((BATCH, WIDTHS[0])).astype(np.float32))
     y = fg.tensor(g.integers(0, WIDTHS[-1], BATCH))
     loss_fn = fg.nn.CrossEntropyLoss()
-    times, waits, faults = [], [], []
+    times, waits, spans, faults = [], [], [], []
     for i in range(warmup + steps):
         dist.barrier()
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -76,6 +79,7 @@ def worker(mode: str, steps: int, warmup: int) -> None:
         if i >= warmup:
             times.append(time.perf_counter() - t0)
             waits.append(ddp.last_backward_wait_s if ddp is not None else 0.0)
+            spans.append(ddp.reducer.wait_span if ddp is not None else (0.0, 0.0))
             faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     whole = []
     if ddp is not None:  # the same buckets all-reduced blocking: the communication's full cost
@@ -88,11 +92,15 @@ def worker(mode: str, steps: int, warmup: int) -> None:
             whole.append(time.perf_counter() - t0)
     rec = {"rank": rank, "world": world, "mode": mode, "step_s": float(np.median(times)),
            "wait_s": float(np.median(waits)), "allreduce_s": float(np.median(whole)) if whole else 0.0,
-           "faults": float(np.median(faults)),
+           "faults": float(np.median(faults)), "spans": spans,
            "buckets": ddp.bucket_sizes if ddp is not None else []}
     recs = ddp.process_group.comm.gather(rec, root=0) if ddp is not None else [rec]
     if rank == 0:  # one writer: lines printed by several ranks at once can interleave
+        comm = [max(e for _, e in s) - max(b for b, _ in s) for s in zip(*(r["spans"] for r in recs))]
+        skew = [max(b for b, _ in s) - min(b for b, _ in s) for s in zip(*(r["spans"] for r in recs))]
         for r in recs:
+            del r["spans"]
+            r["comm_s"], r["skew_s"] = float(np.median(comm)), float(np.median(skew))
             print("DDPBENCH " + json.dumps(r), flush=True)
     dist.destroy_process_group()
 
@@ -119,9 +127,10 @@ def _pair(mode: str, steps: int, warmup: int) -> dict:
     step2 = max(r["step_s"] for r in two)
     wait = max(r["wait_s"] for r in two)
     whole = max(r["allreduce_s"] for r in two)
+    comm = two[0]["comm_s"]
     return {"mode": mode, "step1_ms": one["step_s"] * 1e3, "step2_ms": step2 * 1e3,
-            "wait_ms": wait * 1e3, "allreduce_ms": whole * 1e3,
-            "hidden": max(0.0, 1 - wait / whole) if whole else 0.0,
+            "wait_ms": wait * 1e3, "allreduce_ms": whole * 1e3, "comm_ms": comm * 1e3,
+            "skew_ms": two[0]["skew_s"] * 1e3, "hidden": max(0.0, 1 - comm / whole) if whole else 0.0,
             "ratio": 2 * one["step_s"] / step2, "buckets": two[0]["buckets"],
             "faults": [one["faults"], max(r["faults"] for r in two)], "load": round(os.getloadavg()[0], 2)}
 
@@ -172,23 +181,25 @@ def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
              "plain model (no DDP), 2 ranks run DistributedDataParallel (ranks on one host, shared memory); "
              f"{len(rows[0]['pairs'])} back-to-back pairs of a 1-rank and a 2-rank job per mode, the row showing "
              "the pair of median ratio. "
-             "Exposed wait: the backward's wait for all-reduces after its last gradient (it includes waiting "
-             "for a slower rank); whole all-reduce: "
-             "the same buckets all-reduced with nothing to overlap; hidden = 1 - exposed / whole. "
+             "Wait: the backward's wait for all-reduces after its last gradient (the slower rank's, which "
+             "includes waiting for the other); skew: how much later the later rank's last gradient came; "
+             "exposed communication: from the later rank's last gradient to the end of the wait (one clock "
+             "for both processes on one host); whole all-reduce: the same buckets all-reduced with nothing "
+             "to overlap; hidden = 1 - exposed communication / whole (medians over steps). "
              "Compiled: the model compiled whole, its backward run in stages, one per bucket.", "",
              f"- date: {meta['date']}; {meta['cores']} cores; 1-minute load average at start / end: "
              f"{meta['load'][0]} / {meta['load'][1]}; run time {meta['seconds']} s"
              + (f" (load above the {meta['cores']} cores: other processes took CPU time from the ranks, so "
                 "these times and ratios do not measure scaling)" if max(meta["load"]) > meta["cores"] else ""),
              "",
-             "| mode | step 1 rank ms | step 2 ranks ms | exposed wait ms | whole all-reduce ms | hidden | "
-             "samples/s ratio (target >= 1.8x) | every pair's ratio @ load | page faults/step 1 / 2 ranks | "
-             "buckets (elements) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| mode | step 1 rank ms | step 2 ranks ms | wait ms | skew ms | exposed comm. ms | "
+             "whole all-reduce ms | hidden | samples/s ratio (target >= 1.8x) | every pair's ratio @ load | "
+             "page faults/step 1 / 2 ranks | buckets (elements) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         pairs = ", ".join(f"{x:.2f}x @ {load}" for x, load in r["pairs"])
         lines.append(f"| {r['mode']} | {r['step1_ms']:.2f} | {r['step2_ms']:.2f} | {r['wait_ms']:.3f} | "
-                     f"{r['allreduce_ms']:.3f} | {100 * r['hidden']:.0f}% | {r['ratio']:.2f}x "
+                     f"{r['skew_ms']:.3f} | {r['comm_ms']:.3f} | {r['allreduce_ms']:.3f} | {100 * r['hidden']:.0f}% | {r['ratio']:.2f}x "
                      f"({'met' if r['ratio'] >= 1.8 else 'not met'}) | {pairs} | "
                      f"{r['faults'][0]:.0f} / {r['faults'][1]:.0f} | {r['buckets']} |")
     return "\n".join(lines) + "\n" + END + "\n"

@@ -98,6 +98,9 @@ class Reducer:
         self.find_unused = False
         self.grads_as_views = False  # gradient_as_bucket_view: .grad becomes a view of the bucket
         self.comm_wait_s = 0.0  # time the last backward spent waiting for all-reduces to finish
+        # time.perf_counter() when that wait began (the last gradient's arrival) and ended: on one
+        # host the clock is shared, so ranks' times tell the wait for a slower rank from communication
+        self.wait_span = (0.0, 0.0)
         self.launched_at: List[int] = []  # per bucket launch: how many gradients were ready then
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
 
@@ -157,7 +160,9 @@ class Reducer:
     def _finish(self) -> None:
         t0 = time.perf_counter()
         _mpi().Request.Waitall([b.request for b in self.buckets])
-        self.comm_wait_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.comm_wait_s = t1 - t0
+        self.wait_span = (t0, t1)
         n = self.group.size()
         for b in self.buckets:
             bad = b.disagreeing(n)
