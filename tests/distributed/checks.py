@@ -207,6 +207,8 @@ def ddp_matches_single_process():
         # buckets started before the backward was over (the first before the last gradient)
         launched = ddp.reducer.launched_at
         assert launched[0] < len(ddp.reducer.params), launched
+        # the progress pokes sit on each iteration's fresh nodes, never on the leaves' lasting ones
+        assert all(not p._acc.post_hooks for p in model.parameters())
         print(f"  {name}: max |param - single process| = "
               f"{max(np.abs(a - b).max() for a, b in zip(params_of(model), params_of(ref))):.1e}")
 

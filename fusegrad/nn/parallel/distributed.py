@@ -9,6 +9,7 @@ from typing import Any, Iterator, List, Optional
 from ... import distributed as dist
 from ...distributed.collectives import check_same
 from ...runtime.grad_mode import is_grad_enabled
+from ...runtime.nodes import AccumulateGrad
 from ...runtime.tensor import Tensor
 from ...tracer.trace import GraphBreak, capturing, user_frame
 from ..module import Module
@@ -97,25 +98,17 @@ class DistributedDataParallel(Module):
             for b in self.module.buffers():
                 dist.broadcast(b, src=root, group=self.process_group)
         out = self._forward_fn(*inputs, **kwargs)
-        unused = self._unused(out) if sync and self.find_unused_parameters else ()
+        nodes = _graph(out) if sync else []
+        for n in nodes:  # MPICH advances the buckets in flight only inside MPI calls: poke it per node
+            if type(n) is not AccumulateGrad:  # (the leaves' nodes live on: hooks would pile up)
+                n.register_hook(self.reducer.poke)
+        unused = self._unused(nodes) if self.find_unused_parameters else ()
         self.reducer.prepare(sync, unused)
         return out
 
-    def _unused(self, out) -> list:
-        """Parameters the autograd graph of ``out`` does not reach (they are reduced as zeros)."""
-        reached = set()
-        stack = [t._grad_fn if t._grad_fn is not None else (t._acc if t._rg else None)
-                 for t in _tensors(out)]
-        seen = set()
-        while stack:
-            n = stack.pop()
-            if n is None or n in seen:
-                continue
-            seen.add(n)
-            var = getattr(n, "variable", None)
-            if var is not None:
-                reached.add(id(var))
-            stack.extend(e[0] for e in n.edges if e is not None)
+    def _unused(self, nodes: list) -> list:
+        """Parameters the autograd graph does not reach (they are reduced as zeros)."""
+        reached = {id(n.variable) for n in nodes if getattr(n, "variable", None) is not None}
         return [p for p in self.reducer.params if id(p) not in reached]
 
     @contextlib.contextmanager
@@ -141,6 +134,21 @@ class DistributedDataParallel(Module):
 
     def extra_repr(self) -> str:
         return f"world_size={self.process_group.size()}, buckets={len(self.reducer.buckets)}"
+
+
+def _graph(out) -> list:
+    """The autograd nodes reachable from the tensors in ``out``."""
+    stack = [t._grad_fn if t._grad_fn is not None else (t._acc if t._rg else None) for t in _tensors(out)]
+    seen: set = set()
+    nodes = []
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        nodes.append(n)
+        stack.extend(e[0] for e in n.edges if e is not None)
+    return nodes
 
 
 def _tensors(out) -> list:
