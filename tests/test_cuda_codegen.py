@@ -17,7 +17,8 @@ import pytest
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda not installed")
 
-SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1"
+# FUSEGRAD_CUDA_TESTS=device: run on the real GPU in this process (benchmarks/gpu_check.py)
+SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1" or os.environ.get("FUSEGRAD_CUDA_TESTS") == "device"
 
 if not SIM:
     def test_cuda_codegen_on_the_simulator():
