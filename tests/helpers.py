@@ -56,3 +56,17 @@ def sgd_update(params, lr: float = 0.1) -> None:
         for p in params:
             p -= lr * p.grad
             p.grad = None
+
+
+def run_on_cuda_simulator(test_file: str) -> None:
+    """Run the test module ``test_file`` in a subprocess with ``FUSEGRAD_CUDA_SIM=1``: Numba's
+    CUDA simulator must be chosen before numba.cuda is first imported, which this session
+    may have done already. Fails with the subprocess's output unless every test passed."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, FUSEGRAD_CUDA_SIM="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test_file],
+                       env=env, capture_output=True, text=True, cwd=os.path.dirname(test_file))
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import run_on_cuda_simulator
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda not installed")
 
@@ -22,11 +23,7 @@ SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1" or os.environ.get("FUSEGRAD_CUD
 
 if not SIM:
     def test_cuda_codegen_on_the_simulator():
-        env = dict(os.environ, FUSEGRAD_CUDA_SIM="1")
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
-                           env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
-        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-        assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
+        run_on_cuda_simulator(__file__)
 
     def test_device_kernels_compile_to_ptx():
         """The kernels as rendered for a GPU compile to PTX (tests/cuda_ptx_check.py;

@@ -9,13 +9,12 @@ slow (a Python thread per CUDA thread): sizes are tiny."""
 import importlib.util
 import io
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import fusegrad as fg
+from helpers import run_on_cuda_simulator
 
 # FUSEGRAD_CUDA_TESTS=device: run on the real GPU in this process (benchmarks/gpu_check.py)
 SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1" or os.environ.get("FUSEGRAD_CUDA_TESTS") == "device"
@@ -73,11 +72,7 @@ if not SIM:
 
     @pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda not installed")
     def test_cuda_device_on_the_simulator():
-        env = dict(os.environ, FUSEGRAD_CUDA_SIM="1")
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
-                           env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
-        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
-        assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
+        run_on_cuda_simulator(__file__)
 
 else:
     import fusegrad.nn as nn
