@@ -221,13 +221,19 @@ def _find_runs(stmts: list) -> list:
     """Runs, left to right, each the longest found at the first place one starts."""
     runs, s = [], 0
     while s < len(stmts):
-        best = None
+        best, found = None, []
         for period in range(1, MAX_PERIOD + 1):
             if s + (MIN_ITERS + 1) * period > len(stmts):
                 break
+            if stmts[s + period].sig != stmts[s].sig or stmts[s + MIN_ITERS * period].sig != stmts[s].sig:
+                continue  # cheap rejection: a run repeats its first statement at these places
+            if any(period % q == 0 for q in found):
+                continue  # blocks of a run found, taken several at a time: no longer
             run = _run_at(stmts, s, period)
-            if run is not None and (best is None or run.n * run.period > best.n * best.period):
-                best = run
+            if run is not None:
+                found.append(period)
+                if best is None or run.n * run.period > best.n * best.period:
+                    best = run
         if best is None:
             s += 1
             continue
@@ -336,6 +342,10 @@ def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
         if st.target is not None:
             defpos[st.target] = p
         stmts.append(st)
+    sigs: dict = {}
+    for st in stmts:  # compared as ints from here, with what of the operands must match too
+        key = (st.sig, tuple(op[:3] if op[0] == "arr" else op[:1] if op[0] == "pos" else op for op in st.ops))
+        st.sig = sigs.setdefault(key, len(sigs))
     runs = _find_runs(stmts)
     while runs:
         plan = _Plan(stmts, runs)
