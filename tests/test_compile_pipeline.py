@@ -459,6 +459,33 @@ def test_every_listing_numbers_its_values_from_zero():
         used = {int(n) for n in re.findall(r"%(\d+)", text)}
         assert defined and used == set(range(len(used))), (stage, text)
         assert defined == list(range(len(used) - len(defined), len(used))), (stage, text)
+    # the kernel stage: the forward's and the backward's kernels, each numbered as its listing
+    for part, stage in zip(lo.ir("kernel").split("# backward"), ("forward", "backward")):
+        nums = {int(n) for n in re.findall(r"%(\d+)", part)}
+        n_values = len(set(re.findall(r"%(\d+)", lo.ir(stage))))
+        assert nums and 0 in nums and max(nums) < 2 * n_values, (stage, part)
+
+
+def test_listings_of_symbolic_graphs_name_their_sizes():
+    """A graph compiled with symbolic dimensions (dynamic=True, or the recompile after a
+    second size) lists them by name in every stage (f32[s0,s1]; equal sizes share one);
+    a static compile lists its sizes."""
+    import re
+
+    def f(x, w):
+        return torch.tanh(x @ w + 1).sum(1)
+    lo = torch.compile(f, dynamic=True).lower(torch.ones(5, 3, requires_grad=True), torch.ones(3, 4))
+    assert lo.ir("traced").splitlines()[1:3] == ["    %0: f32[s0,s1],", "    %1: f32[s1,s2],"]
+    assert "reshape(%2, shape=(s0, 1))" in lo.ir("backward") and "loop[s0,s2]" in lo.ir("fused")
+    for stage in lo.stages:
+        text = lo.ir(stage)
+        types = re.findall(r"\w+\[([^\]]*)\]", text)
+        assert "s0" in text and not any(re.search(r"\b[345]\b", t) for t in types), (stage, text)
+    cf = torch.compile(f)  # dynamic=None: the second size recompiles symbolically
+    cf(torch.ones(6, 3), torch.ones(3, 4))
+    assert "%0: f32[6,3]" in cf.lower(torch.ones(6, 3), torch.ones(3, 4)).ir("traced")
+    cf(torch.ones(7, 3), torch.ones(3, 4))
+    assert "%0: f32[s0,s1]" in cf.lower(torch.ones(7, 3), torch.ones(3, 4)).ir("optimized")
 
 
 def test_lower_stages_and_kernel_source():

@@ -20,7 +20,7 @@ from typing import Callable, List, Optional, Sequence, TypeVar
 import numpy as np
 
 from ..ir import prims as P
-from ..ir.graph import Eqn, Var
+from ..ir.graph import Eqn, Var, numbering
 from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import CallGroup, Fused, LoopGroup, is_reduction, reduce_map
 from .backend import Unsupported
@@ -61,6 +61,10 @@ class Listing:
         self.fused, self.symbolic = fused, symbolic
 
     def __str__(self) -> str:
+        with numbering(self.fused.graph.defined()):  # values numbered from %0 as in the fused listing
+            return self._listing()
+
+    def _listing(self) -> str:
         parts = []
         for gi, g in enumerate(self.fused.groups):
             if isinstance(g, CallGroup):

@@ -15,6 +15,7 @@ _ids = itertools.count()  # unique SSA numbering across all graphs (cheap, monot
 class _Listing(threading.local):
     def __init__(self):
         self.names: Optional[dict] = None  # var id -> number while a listing is printed
+        self.sizes: Optional[dict] = None  # size -> symbol while a symbolic graph's is (symbolic_sizes)
 
 
 _LISTING = _Listing()
@@ -41,6 +42,24 @@ _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf1
           "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
 
 
+@contextlib.contextmanager
+def symbolic_sizes(sizes: Optional[dict]) -> Iterator[None]:
+    """While listings are printed inside: a dimension whose size is a key of ``sizes``
+    prints as its symbol (``f32[s0,4]``). A graph compiled with symbolic dimensions is
+    traced at one size; its values' dimensions of a symbolic input size are that symbol."""
+    prev, _LISTING.sizes = _LISTING.sizes, sizes or None
+    try:
+        yield
+    finally:
+        _LISTING.sizes = prev
+
+
+def dims_str(shape: tuple) -> str:
+    """``shape`` as a listing prints it: "2,3", or with symbols (``symbolic_sizes``)."""
+    sizes = _LISTING.sizes if _LISTING.names is not None else None
+    return ",".join(sizes.get(n, str(n)) for n in shape) if sizes else ",".join(map(str, shape))
+
+
 class Var:
     """One SSA value: shape and NumPy dtype, numbered; ``trace`` is the trace that made it.
     ``recompute`` is a rematerialization hint: the value was computed inside a
@@ -63,7 +82,7 @@ class Var:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def type_str(self) -> str:
-        return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{','.join(map(str, self.shape))}]"
+        return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{dims_str(self.shape)}]"
 
     def __repr__(self) -> str:
         names = _LISTING.names
@@ -85,14 +104,16 @@ class Eqn:
 
     def __repr__(self) -> str:
         args = ", ".join(repr(a) if isinstance(a, Var) else repr(a) for a in self.inputs)
-        ps = ", ".join(f"{k}={_fmt(v)}" for k, v in self.params.items())
+        ps = ", ".join(f"{k}={_fmt(v, k)}" for k, v in self.params.items())
         sep = ", " if args and ps else ""
         return f"{self.out!r}: {self.out.type_str()} = {self.prim.name}({args}{sep}{ps})"
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, key: str = "") -> str:
     if isinstance(v, np.dtype):
         return v.name
+    if key == "shape" and _LISTING.sizes and isinstance(v, tuple) and all(type(n) is int for n in v):
+        return f"({', '.join(_LISTING.sizes.get(n, str(n)) for n in v)}{',' if len(v) == 1 else ''})"
     return repr(v)
 
 

@@ -26,7 +26,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ..ir import prims as P
-from ..ir.graph import Eqn, Graph, Var, numbering
+from ..ir.graph import Eqn, Graph, Var, dims_str, numbering
 from .rewrite import rebuild
 
 Map = tuple  # per var dim: loop axis (int) or None
@@ -121,7 +121,7 @@ class Fused:
             if isinstance(g, LoopGroup):
                 red = f" reduce axes={g.red_axes}" if g.red_axes else ""
                 par = " parallel" if g.parallel else ""
-                lines.append(f"group {gi}: loop[{','.join(map(str, g.domain))}]{red}{par} -> ({outs})")
+                lines.append(f"group {gi}: loop[{dims_str(g.domain)}]{red}{par} -> ({outs})")
                 for e in g.eqns:
                     lines.append(f"    {_eqn_str(e)}")
             else:

@@ -19,7 +19,7 @@ import numpy as np
 from ..codegen.backend import Unsupported, get_backend
 from ..codegen.cpu import CpuExecutable
 from ..func.pytree import flatten, unflatten
-from ..ir.graph import Graph, Var
+from ..ir.graph import Graph, Var, symbolic_sizes
 from ..passes.autodiff import vjp_graph
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
@@ -145,6 +145,7 @@ class _Plan:
         # ... and nothing else: no const read, no write-back, no grad_fn (set once compiled)
         self.plain = False
         self.run = None  # the forward as called on a signature's arrays (see _guarded_entry)
+        self.symbols: dict = {}  # size -> name of the symbolic dimensions (listings print them)
         self.bwd_holders: list = []
         # tensor arguments the call writes (data or .grad): traced as distinct from the
         # others, so a call where one shares memory with another argument runs eagerly
@@ -565,11 +566,28 @@ class CompiledFunction:
                 self._stats["graph_breaks"].append(reason)
             log("graph_breaks", reason)
             return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
+        if symbolic:
+            plan.symbols = _symbols(leaves)
         self._stats["compiles"] += counted
         if plan.stages.get("note"):
             if plan.stages["note"] not in self._stats["notes"]:
                 self._stats["notes"].append(plan.stages["note"])
         return plan
+
+
+def _symbols(leaves: list) -> dict:
+    """size -> "s0", "s1", ... (in order of appearance) of the tensor arguments' dimensions
+    a symbolic compile leaves symbolic: sizes of 2 and more not marked static. Equal sizes
+    share a symbol (torch.compile's duck sizing): the listings of the traced size print
+    every dimension of such a size by it."""
+    static = _static_dims(leaves)
+    out: dict = {}
+    for i, x in enumerate(leaves):
+        if isinstance(x, Tensor):
+            for d, n in enumerate(x._data.shape):
+                if n >= 2 and (i, d) not in static and n not in out:
+                    out[n] = f"s{len(out)}"
+    return out
 
 
 def _reachable_optimizers(fn) -> list:
@@ -697,7 +715,8 @@ class Lowered:
         with a codegen backend), and with gradients also "joint", "forward", "backward"."""
         if stage not in self._plan.stages or stage == "note":
             raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
-        return str(self._plan.stages[stage])
+        with symbolic_sizes(self._plan.symbols):
+            return str(self._plan.stages[stage])
 
     def kernel_source(self) -> str:
         return self._plan.kernel_source()
