@@ -170,6 +170,31 @@ else:
             "tensor([1., 1.], device='cuda:0', requires_grad=True)"
         assert repr(fg.tensor(2, device="cuda")) == "tensor(2, device='cuda:0')"
 
+    def test_numpy_written_ops_compute_on_the_device():
+        v = np.array([0, 1, -1, np.inf, -np.inf, np.nan, 1e-9, 3], np.float32)
+        w = np.array([1e-9, 1.00001, -1.1, np.inf, np.inf, np.nan, 0, 3], np.float32)
+        c, d = fg.tensor(v, device="cuda"), fg.tensor(w, device="cuda")
+        for f in (lambda a, b: fg.isclose(a, b), lambda a, b: fg.isclose(a, b, equal_nan=True),
+                  lambda a, b: fg.isinf(a), lambda a, b: fg.isfinite(a), lambda a, b: fg.nan_to_num(a),
+                  lambda a, b: fg.nan_to_num(a, 1.0, 2.0, 3.0), lambda a, b: (a > 0).all(dim=0),
+                  lambda a, b: (a > 0).any(), lambda a, b: fg.tensor([[True, False]], device=a.device).all(1)):
+            got, want = f(c, d), f(fg.tensor(v), fg.tensor(w))
+            assert got.device == CUDA and got.dtype is want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+        assert fg.allclose(c, c, equal_nan=True) and not fg.allclose(c, d)
+        f = fg.tensor(v[[0, 1, 2, 7]], device="cuda")
+        assert fg.equal(f, f.clone()) and not fg.equal(f, f + 1)
+        picked = f[f > 0]  # boolean-mask indexing: nonzero's count read on the host, as PyTorch
+        assert picked.device == CUDA and picked.tolist() == [1.0, 3.0]
+        assert fg.nonzero(f).device == CUDA and fg.nonzero(f).tolist() == [[1], [2], [3]]
+        bits = f.view(fg.int32)
+        assert bits.device == CUDA and bits.tolist() == v[[0, 1, 2, 7]].view(np.int32).tolist()
+        assert bool(c[1] > 0) and not bool(c[2] > 0)
+        import pickle
+        back = pickle.loads(pickle.dumps(c))
+        assert back.device == CUDA
+        np.testing.assert_array_equal(back.cpu().numpy(), v)
+
     def test_inplace_views_and_copies_stay_on_the_device():
         base = fg.zeros(3, 4, device="cuda")
         base.add_(1)

@@ -338,6 +338,8 @@ logical_xor = op(_cmp(P.logical_xor))
 
 @op
 def equal(a, b) -> bool:
+    if _on_cuda(a, b):
+        return tuple(a.shape) == tuple(b.shape) and bool(all(eq(a, b)))
     return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(a._concrete("equal"), b._concrete("equal")))
 
 
@@ -400,30 +402,54 @@ def lerp(a, b, w):
     return add(a, mul(w, sub(b, a)))
 
 
+def _on_cuda(*ts) -> bool:
+    """Whether a tensor among ``ts`` is a CUDA tensor (its value is then computed there, from
+    primitives, by the NumPy-written ops below)."""
+    return builtins.any(isinstance(t, Tensor) and type(t._data) is not np.ndarray and type(t._data) is not Var
+                        for t in ts)
+
+
 @op
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = as_t(a), as_t(b)
+    if _on_cuda(a, b):  # NumPy's rule: |a - b| <= atol + rtol |b| where finite, equal infinities
+        with _no_grad():
+            near = le(abs(sub(a, b)), add(mul(abs(b), rtol), atol))
+            out = logical_or(logical_and(near, logical_and(isfinite(a), isfinite(b))), eq(a, b))
+            return logical_or(out, logical_and(isnan(a), isnan(b))) if equal_nan else out
     return wrap(np.isclose(a._concrete("isclose"), b._concrete("isclose"), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 @op
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
-    return bool(isclose(a, b, rtol, atol, equal_nan)._data.all())
+    close = isclose(a, b, rtol, atol, equal_nan)
+    return bool(all(close)) if _on_cuda(close) else bool(close._data.all())
 
 
 @op
 def isinf(x):
-    return wrap(np.isinf(as_t(x)._concrete("isinf")))
+    x = as_t(x)
+    if _on_cuda(x):
+        return logical_and(eq(abs(x), math.inf), logical_not(isnan(x)))
+    return wrap(np.isinf(x._concrete("isinf")))
 
 
 @op
 def isfinite(x):
-    return wrap(np.isfinite(as_t(x)._concrete("isfinite")))
+    x = as_t(x)
+    if _on_cuda(x):
+        return logical_not(logical_or(isnan(x), isinf(x)))
+    return wrap(np.isfinite(x._concrete("isfinite")))
 
 
 @op
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     x = as_t(x)
+    if _on_cuda(x):
+        fi = np.finfo(x._data.dtype)
+        x = where(isnan(x), nan, x)
+        x = where(eq(x, math.inf), fi.max if posinf is None else posinf, x)
+        return where(eq(x, -math.inf), fi.min if neginf is None else neginf, x)
     return wrap(np.nan_to_num(x._concrete("nan_to_num"), nan=nan, posinf=posinf, neginf=neginf))
 
 
@@ -768,7 +794,7 @@ def reshape(x, *shape):
 def view(x, *shape):
     if len(shape) == 1 and isinstance(shape[0], (D.dtype, type, np.dtype)):
         d = D.to_dtype(shape[0])
-        return wrap(x._concrete("view(dtype)").view(d.np))
+        return wrap((x._data if _on_cuda(x) else x._concrete("view(dtype)")).view(d.np))
     d = x._data
     if type(d) is np.ndarray:
         target = _infer_shape(_size_args(shape), d.size)
@@ -1350,11 +1376,15 @@ def take_along_dim(x, indices, dim):
 
 @op
 def nonzero(x, as_tuple=False):
-    a = as_t(x)._concrete("nonzero() (data-dependent output shape)")
+    """The indices of the nonzero elements. On a CUDA tensor the count is read on the host
+    first (PyTorch synchronizes there too: the output's shape depends on it); the indices
+    are made on the tensor's device."""
+    x = as_t(x)
+    a = x._concrete("nonzero() (data-dependent output shape)", host=True)
     nz = np.nonzero(a)
     if as_tuple:
-        return tuple(wrap(i.astype(np.int64)) for i in nz)
-    return wrap(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((0, 0), np.int64))
+        return tuple(_const(i.astype(np.int64), x) for i in nz)
+    return _const(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((0, 0), np.int64), x)
 
 
 @op
