@@ -226,14 +226,17 @@ def test_jacrev_jacfwd_one_batched_evaluation_and_cache():
         jf(x)
         assert TR.STATS["traces"] == t0 + 1 and TR.STATS["batched_evaluations"] == b0 + 1
         jf(x)
-        jf(x + 1)  # same signature: cached
-        assert TR.STATS["traces"] == t0 + 1 and TR.STATS["batched_evaluations"] == b0 + 3
-    # hessian built anew per call reuses the traced jacfwd(jacrev) graph: one batched run
+        jf(x + 1)  # same signature: its closed graph is reused, nothing traced or evaluated again
+        assert TR.STATS["traces"] == t0 + 1 and TR.STATS["batched_evaluations"] == b0 + 1
+        info = jf.cache_info()
+        assert (info["captures"], info["hits"], info["compiles"]) == (1, 2, 1), info
+    # hessian built anew per call reuses the closed jacfwd(jacrev) graph: no trace, no evaluation
     h = lambda v: (f(v) ** 2).sum()  # noqa: E731
     ff.hessian(h)(x)
     t0, b0 = TR.STATS["traces"], TR.STATS["batched_evaluations"]
     ff.hessian(h)(x)
-    assert TR.STATS["traces"] == t0 and TR.STATS["batched_evaluations"] == b0 + 1
+    assert TR.STATS["traces"] == t0 and TR.STATS["batched_evaluations"] == b0
+    assert ff.hessian(h).cache_info()["hits"] == 1
 
 
 def test_cache_sees_rebound_closure_and_in_place_updates():

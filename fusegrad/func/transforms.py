@@ -33,11 +33,13 @@ from ..runtime import ops as O
 from ..runtime.grad_mode import enable_grad
 from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Tensor, wrap
-from ..tracer.capture import Captured, Variants, capture
+from ..tracer.capture import Captured, Variants, capture, in_strict_capture
 from ..tracer.guards import flatten_call, signature
-from ..tracer.trace import GraphBreak
+from ..tracer.trace import GraphBreak, capturing
+from . import fused
 from . import eager as _eager
 from .eager import _argnums_tuple
+from .fused import chain_of
 from .pytree import children, flatten, unflatten
 from .vmap import _evaluate
 
@@ -91,7 +93,11 @@ class _Entry(Captured):
 
 
 def _const_values(graph) -> list:
+    """The values of ``graph``'s consts now; inside a capturing trace a value read at call time
+    (a random key, a live number) stays its holder, which that trace captures as such."""
     from ..tracer.live import CallTimeConst
+    if capturing():
+        return [h for _, h in graph.consts]
     return [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in graph.consts]
 
 
@@ -140,16 +146,10 @@ def _optimized(graph):
 _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # base function -> Variants
 
 
-def _chain_of(func) -> tuple:
-    """(base function, transform chain) for cache keys: hessian(f) built anew each call
-    still finds the graphs traced for jacfwd(jacrev(f))."""
-    return getattr(func, "_fg_chain", (func, ()))
-
-
 def _entry(func, chain_key: tuple, a: "_Args", has_aux: bool) -> _Entry:
     """The traced entry for this call: a cached one while it holds (its captured tensors and
     guarded Python values unchanged), else a fresh trace, cached when reusable."""
-    base, chain = _chain_of(func)
+    base, chain = chain_of(func)
     sig = (chain + chain_key, has_aux, signature(a.leaves, a.spec_key))
     try:
         variants = _CACHE.get(base)
@@ -220,6 +220,10 @@ class _Args:
 
 
 def _fallback(reason: str) -> None:
+    """Count a call run by the eager implementation; inside a transform's closed-graph capture
+    the capture is abandoned instead (the call then runs directly and is counted there)."""
+    if in_strict_capture():
+        raise GraphBreak(reason)
     STATS["fallbacks"] += 1
     if len(STATS["fallback_reasons"]) < 100:
         STATS["fallback_reasons"].append(reason)
@@ -250,18 +254,20 @@ def _unbatched(t: Tensor, bdim) -> Tensor:
 
 
 # ------------------------------------------------------------------ transforms
-def _mark(wrapper, func, kind: tuple):
-    base, chain = _chain_of(func)
-    wrapper._fg_chain = (base, chain + (kind,))
-    return wrapper
+def _closed(impl: Callable, func: Callable, kind: tuple) -> Callable:
+    """The transform's wrapper: ``impl`` (one call, evaluated directly) through its closed
+    graph per signature (fusegrad.func.fused)."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return fused.call(wrapper._fg_chain, impl, args, kwargs)
+    return fused.mark(wrapper, func, kind)
 
 
 def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
     """``f -> (grad of f, f)`` for a scalar-valued f (with aux: ``(grad, (value, aux))``)."""
     nums = _argnums_tuple(argnums)
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def impl(*args, **kwargs):
         try:
             a = _Args(args, kwargs)
             wrt = a.wrt(nums)
@@ -278,7 +284,7 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
         gr = a.group(nums, res[n:], argnums)
         value = unflatten(e.out_spec, e.outs(res))
         return (gr, (value, e.aux(res))) if has_aux else (gr, value)
-    return _mark(wrapper, func, ("grad", nums, has_aux))
+    return _closed(impl, func, ("grad", nums, has_aux))
 
 
 def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Callable:
@@ -289,7 +295,7 @@ def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool =
     def wrapper(*args, **kwargs):
         g, v = gv(*args, **kwargs)
         return (g, v[1]) if has_aux else g
-    wrapper._fg_chain = gv._fg_chain
+    wrapper._fg_chain, wrapper.cache_info = gv._fg_chain, gv.cache_info
     return wrapper
 
 
@@ -327,7 +333,15 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
 
 def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
     """``(func(*primals), J·tangents)`` by the JVP pass: one evaluation of the forward-mode
-    graph."""
+    graph (a closed graph per signature: see fusegrad.func.fused)."""
+    if isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
+        base, chain = chain_of(func)
+        return fused.call((base, chain + (("jvp", has_aux),)),
+                          lambda p, t: _jvp(func, p, t, has_aux), (tuple(primals), tuple(tangents)), {})
+    return _jvp(func, primals, tangents, has_aux)
+
+
+def _jvp(func: Callable, primals, tangents, has_aux: bool):
     try:
         if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
             raise _Fallback("primals and tangents must be tuples")
@@ -363,7 +377,7 @@ def _eye_blocks(sizes: list, shapes: list, dtypes: list) -> list:
 def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
     nums = _argnums_tuple(argnums)
 
-    def wrapper(*args, **kwargs):
+    def impl(*args, **kwargs):
         try:
             a = _Args(args, kwargs)
             wrt = a.wrt(nums)
@@ -419,23 +433,23 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
         if has_aux:
             return jac, e.aux(fwd)
         return jac
-    return wrapper
+    return impl
 
 
 def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
            chunk_size=None) -> Callable:
     """The Jacobian by reverse mode: the VJP graph evaluated once with its cotangent
     batched over the rows of an identity. ``chunk_size`` is accepted for compatibility."""
-    w = functools.wraps(func)(_jac_call(func, argnums, has_aux, "jacrev", "same"))
-    return _mark(w, func, ("jacrev", _argnums_tuple(argnums), has_aux))
+    return _closed(_jac_call(func, argnums, has_aux, "jacrev", "same"), func,
+                   ("jacrev", _argnums_tuple(argnums), has_aux))
 
 
 def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
            randomness: str = "error") -> Callable:
     """The Jacobian by forward mode: the JVP graph evaluated once with its tangent batched
     over the rows of an identity."""
-    w = functools.wraps(func)(_jac_call(func, argnums, has_aux, "jacfwd", randomness))
-    return _mark(w, func, ("jacfwd", _argnums_tuple(argnums), has_aux, randomness))
+    return _closed(_jac_call(func, argnums, has_aux, "jacfwd", randomness), func,
+                   ("jacfwd", _argnums_tuple(argnums), has_aux, randomness))
 
 
 def hessian(func: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:

@@ -15,7 +15,10 @@ from ..ir.prims.batchdims import move_bdim
 from ..passes.batching import batch_eqn
 from ..runtime import ops as O
 from ..runtime.tensor import Tensor, wrap
-from ..tracer.trace import GraphBreak, trace_function
+from ..tracer.capture import capture, in_strict_capture
+from ..tracer.guards import _hashable
+from ..tracer.trace import GraphBreak
+from . import fused
 from .pytree import flatten, unflatten
 
 __all__ = ["vmap"]
@@ -82,8 +85,9 @@ def _example(x, d):
 def _evaluate(graph, inputs: list, randomness: str) -> list:
     """Run ``graph`` on batched ``inputs`` ((tensor, bdim) per graph input) with the
     batching rules; returns (tensor, bdim) per graph output."""
+    from .transforms import _const_values
     env: dict[int, tuple] = {v.id: tb for v, tb in zip(graph.inputs, inputs)}
-    for v, c in graph.consts:
+    for (v, _), c in zip(graph.consts, _const_values(graph)):
         env[v.id] = (c, None)
     for e in graph.eqns:
         vals = [env[a.id] if isinstance(a, Var) else (a, None) for a in e.inputs]
@@ -140,24 +144,39 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. "
                            f"Got {randomness}")
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def impl(*args, **kwargs):
         leaves, spec = flatten(list(args))
         dims, size = _check(leaves, _flat_in_dims(in_dims, args))
         examples = [_example(x, d) for x, d in zip(leaves, dims)]
         try:
-            trace, _, out = trace_function(lambda *xs: func(*unflatten(spec, list(xs)), **kwargs), examples)
+            with capture(func, examples) as (trace, targs):
+                out = func(*unflatten(spec, targs), **kwargs)
+                outs, ospec = flatten(out)
+                for o in outs:
+                    if not isinstance(o, Tensor):
+                        raise ValueError(f"vmap(f, ...): `f` must only return Tensors, got type {type(o)}. Did "
+                                         f"you mean to set out_dims= to None for output?")
+                trace.graph.outputs = [trace.lift(o) for o in outs]
+                if trace.mutated():
+                    raise GraphBreak("vmap: the function updates a captured tensor in place")
         except GraphBreak:
+            if in_strict_capture():  # a transform's closed graph: it runs directly instead
+                raise
             results, ospec = _loop(func, leaves, spec, dims, size, kwargs)
         else:
-            outs, ospec = flatten(out)
-            for o in outs:
-                if not isinstance(o, Tensor):
-                    raise ValueError(f"vmap(f, ...): `f` must only return Tensors, got type {type(o)}. Did you "
-                                     f"mean to set out_dims= to None for output?")
-            trace.graph.outputs = [trace.lift(o) for o in outs]
             batched = [(x, d) for x, d in zip(leaves, dims) if isinstance(x, Tensor)]
             results = _evaluate(trace.graph, batched, randomness)
         ods = _flat_out_dims(out_dims, ospec, len(results))
         return unflatten(ospec, [_place(t, d, size, od) for (t, d), od in zip(results, ods)])
-    return wrapper
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return fused.call(wrapper._fg_chain, impl, args, kwargs)
+    return fused.mark(wrapper, func, ("vmap", _key(in_dims), _key(out_dims), randomness, chunk_size))
+
+
+def _key(dims) -> Any:
+    """``in_dims``/``out_dims`` as part of a cache key (lists become tuples)."""
+    if isinstance(dims, (tuple, list)):
+        return tuple(_key(d) for d in dims)
+    return _hashable(dims)

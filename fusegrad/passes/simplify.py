@@ -5,10 +5,18 @@ Rules (each only where the result keeps the equation's shape and dtype):
 ``x + neg(y)``, ``neg(y) + x`` -> ``x - y`` and ``x - neg(y)`` -> ``x + y`` (exact: IEEE
 defines ``x - y`` as ``x + (-y)``);
 reshape/broadcast_to to the same shape, cast to the same dtype, identity transpose -> x;
-reshape of reshape -> one reshape; transpose of transpose -> one transpose (or x)."""
+reshape of reshape -> one reshape; transpose of transpose -> one transpose (or x);
+a matmul contracting a dimension of size 1 (an outer product, as the batching pass makes of
+a per-example weight gradient) -> the broadcast ``mul`` it equals, an elementwise loop that
+fusion merges with the layout change after it instead of a GEMM call and a copy;
+a transpose of an elementwise result used only there -> the elementwise op on transposed
+operands (the loop then writes its output in order instead of through a transpose, and the
+operands, often small broadcasts, are read through views)."""
 from __future__ import annotations
 
 from typing import Optional
+
+import numpy as np
 
 from ..ir.graph import Eqn, Graph, Var
 from ..ir import prims as P
@@ -57,8 +65,9 @@ def _absorb_neg(e: Eqn, producer: dict) -> Optional[Eqn]:
     return Eqn(P.sub, (y, nx), {}, e.out, e.where) if nx is not None else None
 
 
-def _simplify_one(e: Eqn, producer: dict):
-    """A replacement for ``e``: a Var (``e.out`` is that value), a new Eqn, or None."""
+def _simplify_one(e: Eqn, producer: dict, uses: dict):
+    """A replacement for ``e``: a Var (``e.out`` is that value), a new Eqn, a list of new
+    Eqns (the last defines ``e.out``), or None."""
     prim = e.prim
     x = e.inputs[0] if e.inputs else None
     src = producer.get(x.id) if isinstance(x, Var) else None
@@ -73,8 +82,12 @@ def _simplify_one(e: Eqn, producer: dict):
         same = _passthrough(e, x)
         if same is not None and (prim is not P.transpose or e.params["perm"] == tuple(range(x.ndim))):
             return same
+    if prim is P.matmul and not e.params:
+        return _outer_product(e)
     if prim is P.reshape and src is not None and src.prim is P.reshape:
         return Eqn(e.prim, (src.inputs[0],), e.params, e.out, e.where)
+    if prim is P.transpose and src is not None and src.prim.kind == "elementwise" and uses.get(x.id) == 1:
+        return _transpose_operands(e, src, producer, uses)
     if prim is P.transpose and src is not None and src.prim is P.transpose:
         inner, outer = src.params["perm"], e.params["perm"]
         perm = tuple(inner[i] for i in outer)
@@ -85,19 +98,67 @@ def _simplify_one(e: Eqn, producer: dict):
     return None
 
 
+def _outer_product(e: Eqn) -> Optional[Eqn]:
+    """``a @ b`` with a (..., m, 1) and b (..., 1, n) as ``a * b`` (one product per element,
+    so the same value; batch dimensions broadcast alike)."""
+    a, b = e.inputs
+    if not (isinstance(a, Var) and isinstance(b, Var) and a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1):
+        return None
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return None
+    if shape != e.out.shape or a.dtype != e.out.dtype or b.dtype != e.out.dtype:
+        return None
+    return Eqn(P.mul, (a, b), {}, e.out, e.where)
+
+
+def _transpose_operands(e: Eqn, src: Eqn, producer: dict, uses: dict) -> Optional[list]:
+    """``transpose(op(a, b, ...), perm)`` as ``op(transpose(a, perm), ...)`` when every
+    tensor operand of the elementwise ``op`` has the output's rank (literals stay); an
+    operand that is itself such an op used only there takes the transpose in turn."""
+    perm = e.params["perm"]
+    if not all(not isinstance(a, Var) or a.ndim == len(perm) for a in src.inputs):
+        return None
+    new, ins = [], []
+    for a in src.inputs:
+        if isinstance(a, Var):
+            t = Var(tuple(a.shape[i] for i in perm), a.dtype, a.trace)
+            pushed = Eqn(P.transpose, (a,), {"perm": perm}, t, e.where)
+            inner = producer.get(a.id)
+            deeper = (_transpose_operands(pushed, inner, producer, uses)
+                      if inner is not None and inner.prim.kind == "elementwise" and uses.get(a.id) == 1 else None)
+            new += deeper if deeper is not None else [pushed]
+            a = t
+        ins.append(a)
+    return new + [Eqn(src.prim, tuple(ins), src.params, e.out, src.where)]
+
+
+def _uses(graph: Graph) -> dict:
+    """Var id -> how many times equations and outputs use it."""
+    uses: dict = {}
+    for e in graph.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                uses[a.id] = uses.get(a.id, 0) + 1
+    for o in graph.outputs:
+        uses[o.id] = uses.get(o.id, 0) + 1
+    return uses
+
+
 def simplify(graph: Graph) -> Graph:
     """Apply the rules once over the graph (chains collapse as they are visited in order)."""
     subst: dict = {}
     producer: dict = {}
+    uses = _uses(graph)
     eqns = []
     for e in graph.eqns:
         e = rewrite_eqn(e, subst)
-        r = _simplify_one(e, producer)
+        r = _simplify_one(e, producer, uses)
         if isinstance(r, Var):
             subst[e.out.id] = r
             continue
-        if isinstance(r, Eqn):
-            e = r
-        producer[e.out.id] = e
-        eqns.append(e)
+        for e in (r if isinstance(r, list) else [r if isinstance(r, Eqn) else e]):
+            producer[e.out.id] = e
+            eqns.append(e)
     return rebuild(graph, eqns, subst)

@@ -38,6 +38,9 @@ class CaptureTrace(Trace):
     (``lift``, ``touch`` before ``.grad`` is reassigned, ``rebind``) and collects guards."""
 
     captures_state = True
+    # a transform's closed graph (fusegrad.func.fused): a fallback inside it (a transform's
+    # eager path, vmap's loop) aborts the capture with GraphBreak instead of being recorded
+    strict = False
 
     def __init__(self):
         super().__init__()
@@ -72,15 +75,17 @@ class CaptureTrace(Trace):
 
 @contextlib.contextmanager
 def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
-            breaks_on_print: bool = False) -> Iterator[tuple]:
+            breaks_on_print: bool = False, strict: bool = False) -> Iterator[tuple]:
     """Trace a call of ``fn``: yields (trace, stand-in leaves) inside the open trace, with
     a traced input per tensor leaf (requiring grad as the leaf does when
     ``keep_requires_grad``) and ``fn``'s referenced values guarded. Every snapshot is
     restored on exit. ``breaks_on_print``: printing a traced tensor is a graph break
-    (compile's trace) rather than a listing of its Var (the transforms')."""
+    (compile's trace) rather than a listing of its Var (the transforms'). ``strict``: see
+    ``CaptureTrace.strict``."""
     from ..runtime.tensor import Tensor, wrap
     tr = CaptureTrace()
     tr.breaks_on_print = breaks_on_print
+    tr.strict = strict
     try:
         with tr:
             tleaves = []
@@ -97,6 +102,12 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             yield tr, tleaves
     finally:
         tr.restore()
+
+
+def in_strict_capture() -> bool:
+    """Whether a strict capture (``CaptureTrace.strict``) is open at any depth."""
+    from .trace import current_traces
+    return any(getattr(t, "strict", False) for t in current_traces())
 
 
 class Captured:

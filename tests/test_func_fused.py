@@ -1,0 +1,211 @@
+"""The function transforms without ``compile`` capture their whole computation per signature
+as one closed graph (fusegrad.func.fused): the second call with an equal signature reuses it
+(no trace) and runs it compiled by the cpu backend; results against torch.func (float64);
+captured values that change still give fresh results; ``vmap`` of ``jacrev`` over a model is
+one batched computation; calls that need eager autograd run directly. Also the two rewrites
+that make the batched Jacobians fast: an outer-product matmul as a broadcast multiply, a
+transpose pushed through an elementwise op."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad
+import fusegrad.func as ff
+from fusegrad.func import transforms as TR
+from fusegrad.ir import prims as P
+from helpers import graph_of
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+W_NP = np.random.default_rng(0).standard_normal((4, 4)) / 2
+W = fusegrad.tensor(W_NP)
+SCALE = 2.0
+
+
+def vec(m, w):
+    return lambda x: m.tanh(w @ x) * x * SCALE
+
+
+def scalar(m, w):
+    return lambda x: (m.tanh(w @ x) * x * SCALE).sum()
+
+
+def _call(lib, name: str, x):
+    """Transform ``name`` of the test functions (written against ``lib``) at ``x``."""
+    t = torch.func if lib is torch else ff
+    w = torch.tensor(W.numpy()) if lib is torch else W
+    if name == "jvp":
+        return t.jvp(vec(lib, w), (x,), (lib.ones_like(x),))[1]
+    if name == "vmap_jacrev":
+        return t.vmap(t.jacrev(vec(lib, w)))(lib.stack([x, 2 * x]))
+    if name == "vmap_grad":
+        return t.vmap(t.grad(scalar(lib, w)))(lib.stack([x, 2 * x]))
+    if name in ("grad", "hessian"):
+        return getattr(t, name)(scalar(lib, w))(x)
+    return getattr(t, name)(vec(lib, w))(x)
+
+
+NAMES = ["grad", "jacrev", "jacfwd", "hessian", "jvp", "vmap_jacrev", "vmap_grad"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_second_call_reuses_the_closed_graph_and_runs_it_compiled(name):
+    w = W
+    fn = vec(fusegrad, w) if name not in ("grad", "hessian", "vmap_grad") else scalar(fusegrad, w)
+    t = {"grad": lambda: ff.grad(fn), "hessian": lambda: ff.hessian(fn), "jacrev": lambda: ff.jacrev(fn),
+         "jacfwd": lambda: ff.jacfwd(fn), "vmap_jacrev": lambda: ff.vmap(ff.jacrev(fn)),
+         "vmap_grad": lambda: ff.vmap(ff.grad(fn)), "jvp": None}[name]
+    xs = [np.linspace(-1, 1, 4) * k for k in (1.0, 0.5, -2.0)]
+    traces = None
+    for i, x in enumerate(xs):
+        if name == "jvp":
+            got = ff.jvp(fn, (fusegrad.tensor(x),), (fusegrad.ones(4, dtype=fusegrad.float64),))[1]
+        elif name.startswith("vmap"):
+            got = t()(fusegrad.tensor(np.stack([x, 2 * x])))
+        else:
+            got = t()(fusegrad.tensor(x))  # a wrapper built anew each call shares the cache
+        want = _call(torch, name, torch.tensor(x))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+        if i == 0:
+            traces = TR.STATS["traces"]
+    assert TR.STATS["traces"] == traces  # nothing traced after the first call
+    if name != "jvp":
+        info = t().cache_info()
+        assert (info["captures"], info["hits"], info["compiles"]) == (1, 2, 1), info
+        assert (info["interpreted_calls"], info["fused_calls"], info["direct_calls"]) == (1, 2, 0), info
+
+
+def test_first_call_interprets_and_the_policy_compiles_on_the_second():
+    f = lambda x: (x.sin() * x).sum()  # noqa: E731
+    g = ff.grad(f)
+    g(fusegrad.tensor(np.ones(3)))
+    assert g.cache_info()["compiles"] == 0 and g.cache_info()["interpreted_calls"] == 1
+    g(fusegrad.tensor(np.ones(3)))
+    assert g.cache_info()["compiles"] == 1 and g.cache_info()["fused_calls"] == 1
+    g(fusegrad.tensor(np.ones(5)))  # another signature: its own first call
+    assert g.cache_info()["captures"] == 2 and g.cache_info()["compiles"] == 1
+
+
+def test_compiled_variant_follows_changed_values():
+    global SCALE
+    h = fusegrad.tensor(W_NP.copy())
+    g = ff.grad(scalar(fusegrad, h))
+    x = np.linspace(-1, 1, 4)
+
+    def want():
+        return torch.func.grad(scalar(torch, torch.tensor(h.numpy())))(torch.tensor(x)).numpy()
+    try:
+        for _ in range(3):  # the second and third calls run compiled
+            np.testing.assert_allclose(g(fusegrad.tensor(x)).numpy(), want(), rtol=1e-10)
+        assert g.cache_info()["fused_calls"] == 2
+        SCALE = 3.0  # a global number: the guard fails, traced again
+        np.testing.assert_allclose(g(fusegrad.tensor(x)).numpy(), want(), rtol=1e-10)
+        with fusegrad.no_grad():
+            h.mul_(-0.5)  # a captured tensor updated in place: read at call time
+        for _ in range(2):
+            np.testing.assert_allclose(g(fusegrad.tensor(x)).numpy(), want(), rtol=1e-10)
+        assert g.cache_info()["captures"] == 2
+    finally:
+        SCALE = 2.0
+
+
+def _mlp(lib, widths=(5, 7, 7, 3)):
+    g = np.random.default_rng(1)
+    layers = []
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        layers += [lib.nn.Linear(a, b)] + ([lib.nn.Tanh()] if i < len(widths) - 2 else [])
+    net = lib.nn.Sequential(*layers)
+    params = {k: g.standard_normal(tuple(v.shape)) for k, v in net.named_parameters()}
+    return net.double(), params
+
+
+def _ntk_jac(lib, net, params):
+    f = lambda p, x: lib.func.functional_call(net, p, (x.unsqueeze(0),)).squeeze(0)  # noqa: E731
+    return lambda x: lib.func.vmap(lib.func.jacrev(f), (None, 0))(params, x)
+
+
+def test_vmap_of_jacrev_over_a_model_is_one_batched_computation():
+    net, p = _mlp(fusegrad)
+    tnet, _ = _mlp(torch)
+    params = {k: fusegrad.tensor(v) for k, v in p.items()}
+    tparams = {k: torch.tensor(v) for k, v in p.items()}
+    jac, tjac = _ntk_jac(fusegrad, net, params), _ntk_jac(torch, tnet, tparams)
+    counts = []
+    for n in (2, 6):
+        x = np.random.default_rng(n).standard_normal((n, 5))
+        g = graph_of(lambda t: list(jac(t).values()), [x])
+        counts.append(sum(e.prim is P.matmul for e in g.eqns))
+        for call in range(2):  # interpreted, then compiled
+            got, want = jac(fusegrad.tensor(x)), tjac(torch.tensor(x))
+            for k in want:
+                assert tuple(got[k].shape) == tuple(want[k].shape)
+                np.testing.assert_allclose(got[k].numpy(), want[k].numpy(), rtol=1e-10, atol=1e-12)
+                if call and k.endswith("weight"):  # computed in the layout returned: flatten is free
+                    assert got[k].numpy().flags.c_contiguous, k
+    assert counts[0] == counts[1] and counts[0] > 0  # no per-example loop
+
+
+def test_inputs_requiring_grad_run_directly_and_stay_differentiable():
+    f = scalar(fusegrad, W)
+    g = ff.grad(f)
+    x = fusegrad.tensor(np.linspace(-1, 1, 4), requires_grad=True)
+    tx = torch.tensor(np.linspace(-1, 1, 4), requires_grad=True)
+    for _ in range(2):
+        g(x).sum().backward()
+    torch.func.grad(scalar(torch, torch.tensor(W_NP)))(tx).sum().backward()
+    torch.func.grad(scalar(torch, torch.tensor(W_NP)))(tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10)
+    assert g.cache_info()["direct_calls"] == 0 and g.cache_info()["captures"] == 0
+
+
+def test_captured_parameter_requiring_grad_is_interpreted_with_autograd():
+    w = fusegrad.tensor(W_NP, requires_grad=True)
+    tw = torch.tensor(W_NP, requires_grad=True)
+    g = ff.grad(scalar(fusegrad, w))
+    x = np.linspace(-1, 1, 4)
+    for _ in range(2):
+        g(fusegrad.tensor(x)).sum().backward()
+        torch.func.grad(scalar(torch, tw))(torch.tensor(x)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)
+    info = g.cache_info()
+    assert info["hits"] == 1 and info["compiles"] == 0 and info["interpreted_calls"] == 2
+
+
+def test_a_function_that_breaks_runs_directly_and_counts_one_fallback():
+    def f(x):
+        return (x ** 2).sum() if x.sum() > 0 else x.sin().sum()
+    g = ff.grad(f)
+    for sign in (1.0, -1.0, 1.0):
+        fb = TR.STATS["fallbacks"]
+        x = sign * np.linspace(0.1, 1, 3)
+        tf = (lambda t: (t ** 2).sum() if t.sum() > 0 else t.sin().sum())
+        np.testing.assert_allclose(g(fusegrad.tensor(x)).numpy(), torch.func.grad(tf)(torch.tensor(x)).numpy())
+        assert TR.STATS["fallbacks"] == fb + 1
+    assert g.cache_info()["direct_calls"] == 3 and g.cache_info()["compiles"] == 0
+
+
+# ------------------------------------------------------------------ the two rewrites
+def test_outer_product_matmul_becomes_a_broadcast_multiply():
+    a, b = np.random.default_rng(2).standard_normal((2, 3, 5, 1)), np.random.default_rng(3).standard_normal((3, 1, 4))
+    g = graph_of(lambda u, v: (u @ v).transpose(2, 3) * 2.0, [a, b], optimize=True)
+    assert not any(e.prim is P.matmul for e in g.eqns)
+    f = fusegrad.compile(lambda u, v: (u @ v).transpose(2, 3) * 2.0)
+    np.testing.assert_allclose(f(fusegrad.tensor(a), fusegrad.tensor(b)).numpy(),
+                               np.swapaxes(np.matmul(a, b), 2, 3) * 2.0, rtol=1e-14)
+
+
+def test_transpose_of_an_elementwise_result_moves_to_its_operands():
+    a, b = np.random.default_rng(4).standard_normal((3, 1, 6)), np.random.default_rng(5).standard_normal((3, 5, 6))
+    fn = lambda u, v: (u * v + 1.0).permute(0, 2, 1)  # noqa: E731
+    g = graph_of(fn, [a, b], optimize=True)
+    last = g.eqns[-1]
+    assert last.prim is not P.transpose and last.out is g.outputs[0]  # computed in the output's order
+    np.testing.assert_allclose(fusegrad.compile(fn)(fusegrad.tensor(a), fusegrad.tensor(b)).numpy(),
+                               np.transpose(a * b + 1.0, (0, 2, 1)), rtol=1e-14)
+    def used_twice(u, v):  # the product is not computed twice
+        m = u * v
+        return m.permute(0, 2, 1), m
+    g2 = graph_of(used_twice, [a, b], optimize=True)
+    assert sum(e.prim is P.mul for e in g2.eqns) == 1
