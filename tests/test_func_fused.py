@@ -209,3 +209,53 @@ def test_transpose_of_an_elementwise_result_moves_to_its_operands():
         return m.permute(0, 2, 1), m
     g2 = graph_of(used_twice, [a, b], optimize=True)
     assert sum(e.prim is P.mul for e in g2.eqns) == 1
+
+
+def test_ntk_under_compile_contracts_factored_jacobians():
+    """compile of the neural tangent kernel (jacobians of each example contracted with each
+    other): the weight Jacobians (outer products) are never formed; values as eager and as
+    torch.func."""
+    net, p = _mlp(fusegrad)
+    tnet, _ = _mlp(torch)
+    params = {k: fusegrad.tensor(v) for k, v in p.items()}
+    tparams = {k: torch.tensor(v) for k, v in p.items()}
+
+    def make(lib, net, params):
+        jac = _ntk_jac(lib, net, params)
+
+        def ntk(x1, x2):
+            j1, j2 = jac(x1), jac(x2)
+            return lib.stack([lib.einsum("Naf,Mbf->NMab", j1[k].flatten(2), j2[k].flatten(2)) for k in j1]).sum(0)
+        return ntk
+    rng = np.random.default_rng(7)
+    x1, x2 = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
+    ntk = make(fusegrad, net, params)
+    want = make(torch, tnet, tparams)(torch.tensor(x1), torch.tensor(x2)).numpy()
+    c = fusegrad.compile(ntk)
+    np.testing.assert_allclose(c(fusegrad.tensor(x1), fusegrad.tensor(x2)).numpy(), want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ntk(fusegrad.tensor(x1), fusegrad.tensor(x2)).numpy(), want, rtol=1e-10, atol=1e-12)
+    opt = c.lower(fusegrad.tensor(x1), fusegrad.tensor(x2)).ir("optimized")
+    # a weight Jacobian of the batch of 4: (4, 3 outputs, 7, 7) or (4, 3, 7, 5) values
+    assert "f64[4,3,7,7]" not in opt and "f64[4,3,7,5]" not in opt and "f64[4,3,3,7]" not in opt
+
+
+def test_factored_contraction_of_outer_products():
+    """A @ B.T with A, B reshapes of broadcast products p*q (factors in either order):
+    two small matmuls and a product, equal to the direct contraction."""
+    from fusegrad.passes.factor import factor_contractions
+    rng = np.random.default_rng(8)
+    p1, q1 = rng.standard_normal((3, 2, 4, 1)), rng.standard_normal((3, 1, 1, 5))
+    p2, q2 = rng.standard_normal((1, 1, 5)), rng.standard_normal((6, 2, 4, 1))  # p2 broadcast over rows
+
+    def fn(a, b, c, d):
+        left = (a * b).reshape(6, 20)
+        right = (c * d).reshape(12, 20)  # factors the other way round
+        return left @ right.T
+    g = graph_of(fn, [p1, q1, p2, q2])
+    f = factor_contractions(g)
+    big = [e for e in f.eqns if e.prim is P.matmul]
+    assert len(big) == 2 and {e.inputs[0].shape[1] for e in big} == {4, 5}
+    from fusegrad.passes.dce import dce
+    from fusegrad.runtime.interpreter import run_arrays
+    got = run_arrays(dce(f), [p1, q1, p2, q2])[0]
+    np.testing.assert_allclose(got, (p1 * q1).reshape(6, 20) @ (q2 * p2).reshape(12, 20).T, rtol=1e-12)

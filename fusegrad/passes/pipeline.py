@@ -1,4 +1,5 @@
-"""The optimization pipeline: simplify, fold, CSE and DCE to a fixed point."""
+"""The optimization pipeline: simplify, fold, CSE, factored contractions and DCE to a fixed
+point."""
 from __future__ import annotations
 
 import os
@@ -9,10 +10,12 @@ from ..ir.verify import verify
 from .cse import cse
 from .dce import dce
 from .embeds import gather_embeds
+from .factor import factor_contractions
 from .fold import fold
 from .simplify import simplify
 
-PASSES: list = [("embeds", gather_embeds), ("simplify", simplify), ("fold", fold), ("cse", cse), ("dce", dce)]
+PASSES: list = [("embeds", gather_embeds), ("simplify", simplify), ("fold", fold), ("cse", cse),
+               ("factor", factor_contractions), ("dce", dce)]
 _MAX_ROUNDS = 4  # rules only shrink the graph; a few rounds reach the fixed point
 
 
