@@ -259,3 +259,20 @@ def test_factored_contraction_of_outer_products():
     from fusegrad.runtime.interpreter import run_arrays
     got = run_arrays(dce(f), [p1, q1, p2, q2])[0]
     np.testing.assert_allclose(got, (p1 * q1).reshape(6, 20) @ (q2 * p2).reshape(12, 20).T, rtol=1e-12)
+
+
+def test_vjp_reuses_and_compiles_its_forward_and_backward_graphs():
+    fn, tfn = vec(fusegrad, W), vec(torch, torch.tensor(W_NP))
+    traces = None
+    for i, k in enumerate((1.0, -0.5, 2.0)):
+        x, ct = np.linspace(-1, 1, 4) * k, np.arange(4.0) - k
+        out, f = ff.vjp(fn, fusegrad.tensor(x))
+        tout, tf = torch.func.vjp(tfn, torch.tensor(x))
+        np.testing.assert_allclose(out.numpy(), tout.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(f(fusegrad.tensor(ct))[0].numpy(), tf(torch.tensor(ct))[0].numpy(), rtol=1e-10)
+        if i == 0:
+            traces = TR.STATS["traces"]
+    assert TR.STATS["traces"] == traces
+    e = next(iter(TR._CACHE[fn]._by_key.values()))[0]
+    runners = [v for k, v in e.derived.items() if "runner" in str(k)]
+    assert len(runners) == 2 and all(r.counts["compiles"] == 1 and r.counts["fused_calls"] == 2 for r in runners)

@@ -35,7 +35,7 @@ from ..tracer.guards import flatten_call, signature
 from ..tracer.trace import GraphBreak, current_traces
 from .pytree import unflatten
 
-__all__ = ["FUSE_AFTER", "MAX_VARIANTS", "call", "cache_info", "cache_clear", "chain_of", "mark"]
+__all__ = ["FUSE_AFTER", "MAX_VARIANTS", "GraphRunner", "call", "cache_info", "cache_clear", "chain_of", "mark"]
 
 FUSE_AFTER = 2  # the call of one signature that compiles its graph
 MAX_VARIANTS = 8  # closed graphs kept per base function (least recently used evicted)
@@ -118,9 +118,34 @@ class _Family:
     def counters(self, chain: tuple) -> dict:
         c = self.counts.get(chain)
         if c is None:
-            c = self.counts[chain] = {"captures": 0, "hits": 0, "compiles": 0, "fused_calls": 0,
-                                      "interpreted_calls": 0, "direct_calls": 0, "notes": []}
+            c = self.counts[chain] = _counters()
         return c
+
+
+def _counters() -> dict:
+    return {"captures": 0, "hits": 0, "compiles": 0, "fused_calls": 0, "interpreted_calls": 0,
+            "direct_calls": 0, "notes": []}
+
+
+class GraphRunner:
+    """One fixed graph (inputs then consts, like ``run_tensors``'s) run with the same warm-up
+    policy, for a graph whose owner checks that it still holds (``vjp``'s forward and
+    backward graphs belong to their traced entry). ``counts`` as ``cache_info``'s."""
+
+    def __init__(self, graph):
+        from ..runtime.compiled import _Traced
+        from .pytree import flatten
+        n = len(graph.outputs)
+        self._closed = _Closed(_Traced(graph, flatten(list(range(n)))[1], [("t", i) for i in range(n)], [], []).seal())
+        self.counts = _counters()
+        self._n_in = len(graph.inputs)
+
+    def __call__(self, values: list):
+        """The outputs (a list), or None when this call must be evaluated directly (inside a
+        trace, or on values that require grad)."""
+        if _direct_call(tuple(values), {}):
+            return None
+        return self._closed.run(values[:self._n_in], self.counts)  # the plan reads the consts itself
 
 
 _FAMILIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # base function -> _Family

@@ -17,7 +17,12 @@ tensors keep their shape, dtype and requires_grad and every guarded Python value
 and closure values the function names, module training flags, optimizer hyperparameters)
 still reads the same. Functions that cannot be traced (GraphBreak:
 data-dependent control flow, ``.item()``; in-place updates of arguments or captured
-tensors) run with the eager-autograd implementation in ``fusegrad.func.eager``."""
+tensors) run with the eager-autograd implementation in ``fusegrad.func.eager``.
+
+What each wrapper below evaluates is one call; called outside any trace, the wrapper runs
+it through ``fusegrad.func.fused``: the whole call captured once per signature as a closed
+graph, interpreted on its first call and compiled by the cpu backend from its second (the
+warm-up policy is documented there; ``wrapper.cache_info()`` counts)."""
 from __future__ import annotations
 
 import functools
@@ -229,9 +234,12 @@ def _fallback(reason: str) -> None:
         STATS["fallback_reasons"].append(reason)
 
 
-def _run(graph, values: list) -> list:
+def _run(graph, values: list, runner: "fused.GraphRunner" = None) -> list:
+    """``graph`` evaluated on ``values``; by ``runner`` (interpreted, then compiled) where
+    the call allows it."""
     STATS["evaluations"] += 1
-    return run_tensors(graph, values + _const_values(graph))
+    res = runner(values) if runner is not None else None
+    return res if res is not None else run_tensors(graph, values + _const_values(graph))
 
 
 def _batched(graph, values: list, randomness: str) -> list:
@@ -300,7 +308,9 @@ def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool =
 
 
 def vjp(func: Callable, *primals, has_aux: bool = False):
-    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal."""
+    """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal.
+    The traced function and its VJP graph are reused per signature; each is interpreted on
+    its first evaluation and compiled from its second (``fused.GraphRunner``)."""
     try:
         a = _Args(primals, {})
         wrt = a.wrt(range(len(primals)))
@@ -309,7 +319,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
         _fallback(getattr(ex, "reason", str(ex)))
         return _eager.vjp(func, *primals, has_aux=has_aux)
     values = a.tensors + e.consts()
-    res = _run(e.graph, values)
+    res = _run(e.graph, values, e.get("forward runner", lambda: fused.GraphRunner(e.graph)))
     outs = e.outs(res)
     diff = [i for i in range(e.n_out) if _is_float(e.graph.outputs[i].dtype)]
 
@@ -318,6 +328,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
         j.outputs = j.outputs[len(e.graph.outputs):]
         return _optimized(dce(j))
     g = e.get(("vjp", tuple(wrt), tuple(diff)), build)
+    runner = e.get(("vjp runner", tuple(wrt), tuple(diff)), lambda: fused.GraphRunner(g))
 
     def vjp_fn(cotangents, retain_graph=True):
         cots, _ = flatten(cotangents)
@@ -325,7 +336,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
             raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of "
                                f"outputs to the function: {len(cots)} cotangents for {e.n_out} outputs")
         cs = [cots[i] if isinstance(cots[i], Tensor) else O.as_t(cots[i]) for i in diff]
-        grads = _run(g, values + cs)
+        grads = _run(g, values + cs, runner)
         return tuple(a.group([i], grads[a.ranges[i][0]:a.ranges[i][1]], i) for i in range(len(primals)))
     out = unflatten(e.out_spec, outs)
     return (out, vjp_fn, e.aux(res)) if has_aux else (out, vjp_fn)
