@@ -105,7 +105,7 @@ def _factored(e: Eqn, producer: dict) -> Optional[list]:
     if lhs is None or rhs is None:
         return None
     (p1, q1, shape1, s1), (p2, q2, shape2, s2) = lhs, rhs
-    if shape1[s1:] != shape2[s2:] or e.out.dtype != p1.dtype:
+    if shape1[s1:] != shape2[s2:] or any(f.dtype != e.out.dtype for f in (p1, q1, p2, q2)):
         return None
     sp1, sp2 = _split(p1, q1, shape1, s1), _split(p2, q2, shape2, s2)
     if sp1 is not None and sp2 is not None and sp2 == sp1[::-1]:
