@@ -34,7 +34,7 @@ from ..runtime.kernel_cache import load_module
 from .backend import Unsupported, register_backend
 from .cuda_index import INDEXED, Indexed
 from .cuda_scan import SCANS, Scan
-from .cuda_render import DEVICE, SIMULATOR, Config, Rendered, render, render_matmul
+from .cuda_render import DEVICE, SIMULATOR, Config, Rendered, matmul_block, render, render_matmul
 from .kir_layout import lower_layout
 from .kir_lower import Listing, LoweredGroup, lower_group
 
@@ -130,7 +130,7 @@ class _Matmul:
         self.src = render_matmul(out.dtype, ta, tb, float(e.params.get("alpha", 1.0)),
                                  float(e.params["beta"]) if epilogue else None, cfg)
         self.fn = _module(self.src)
-        self.eqn, self.out, self.tile, self.title = e, out, cfg.tile, title
+        self.eqn, self.out, self.cfg, self.title = e, out, cfg, title
         batch = out.shape[:-2]
         nb = int(np.prod(batch, dtype=np.int64))
         offs = []
@@ -162,8 +162,8 @@ class _Matmul:
         a, b = (env[v.id] for v in self.eqn.inputs[:2])
         c = env[self.out.id]
         x = env[self.eqn.inputs[2].id] if len(self.eqn.inputs) == 3 else c
-        T = self.tile
-        grid = (-(-self.n // T), -(-self.m // T), self.nb)
+        T, edge = self.cfg.tile, matmul_block(self.cfg)
+        grid = (-(-self.n // edge), -(-self.m // edge), self.nb)
         self.fn[grid, (T, T)](a, b, x, c, *self._dev_offs, self.m, self.n, self.k)
 
     def source(self) -> str:
