@@ -169,8 +169,8 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
 
     seen = []
 
-    class Exe:  # stands in for a compiled executable whose graph calls BLAS
-        _graph = graph_of(lambda a, b: a @ b, [np.ones((2, 2), np.float32)] * 2)
+    class Exe:  # stands in for a compiled executable whose graph calls BLAS (on more than one thread)
+        _graph = graph_of(lambda a, b: a @ b, [np.ones((32, 32), np.float32)] * 2)
 
         def __call__(self):
             seen.append(current())
@@ -180,6 +180,9 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
     try:
         if current() != 2:
             pytest.skip("OpenBLAS runs one thread here")
+        small = Exe()
+        small._graph = graph_of(lambda a, b: a @ b, [np.ones((16, 16), np.float32)] * 2)
+        assert tuned(small) is small  # OpenBLAS runs a product this small on one thread anyway
         exe = tuned(Exe())
         assert isinstance(exe, TunedBlas)
         for _ in range(8):
