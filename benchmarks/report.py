@@ -187,6 +187,8 @@ TARGETS = [
            _ratio_target("W9", "steps", S.FG_COMPILED, S.TORCH_COMPILE, 0.5)),
     Target(19, "W11 NTK: fusegrad.func <= 1.0x torch.func", _ratio_target("W11", "ntk", S.FG_EAGER, S.TORCH_EAGER, 1.0)),
     Target(19, "W11 NTK compiled <= 0.5x torch.func", _ratio_target("W11", "ntk", S.FG_COMPILED, S.TORCH_EAGER, 0.5)),
+    Target(19, "W4 compiled jacrev <= 0.5x JAX jit", _ratio_target("W4", "jacrev", S.FG_COMPILED, S.JAX_JIT, 0.5)),
+    Target(19, "W4 compiled hessian <= 0.5x JAX jit", _ratio_target("W4", "hessian", S.FG_COMPILED, S.JAX_JIT, 0.5)),
     Target(19, "W10 compiled step (a graph break in its middle) <= 1.0x torch.compile",
            _ratio_target("W10", "step", S.FG_COMPILED, S.TORCH_COMPILE, 1.0)),
     Target(19, "W10 compiled step <= 0.5x fusegrad eager", _ratio_target("W10", "step", S.FG_COMPILED, S.FG_EAGER, 0.5)),
