@@ -187,6 +187,9 @@ else:
         picked = f[f > 0]  # boolean-mask indexing: nonzero's count read on the host, as PyTorch
         assert picked.device == CUDA and picked.tolist() == [1.0, 3.0]
         assert fg.nonzero(f).device == CUDA and fg.nonzero(f).tolist() == [[1], [2], [3]]
+        vals, inv, cnt = fg.unique(fg.tensor([3, 1, 3, 2], device="cuda"), return_inverse=True, return_counts=True)
+        assert vals.device == inv.device == cnt.device == CUDA
+        assert (vals.tolist(), inv.tolist(), cnt.tolist()) == ([1, 2, 3], [2, 0, 2, 1], [1, 1, 2])
         bits = f.view(fg.int32)
         assert bits.device == CUDA and bits.tolist() == v[[0, 1, 2, 7]].view(np.int32).tolist()
         assert bool(c[1] > 0) and not bool(c[2] > 0)
@@ -280,6 +283,36 @@ else:
         np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-5)
         for a, b in zip(runs[0][1], runs[1][1]):
             _close(a, b)
+
+    @pytest.mark.parametrize("make", [lambda ps: fg.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+                                      lambda ps: fg.optim.AdamW(ps, lr=0.05, amsgrad=True)])
+    def test_optimizers_update_parameters_in_place_on_the_device(make):
+        x = fg.randn(4, 5)
+        runs = []
+        for dev in ("cpu", "cuda"):
+            m = _mlp().to(dev)
+            before = [p._data for p in m.parameters()]
+            opt = make(m.parameters())
+            for _ in range(3):
+                opt.zero_grad()
+                m(x.to(dev)).pow(2).mean().backward()
+                opt.step()
+            assert all(p._data is b for p, b in zip(m.parameters(), before))  # the same arrays, updated
+            runs.append([p.detach().cpu() for p in m.parameters()])
+        for a, b in zip(*runs):
+            _close(a, b)
+
+    def test_checkpoint_recomputes_on_the_device():
+        from fusegrad.utils.checkpoint import checkpoint
+        m = _mlp().cuda()
+        x = fg.randn(3, 5, device="cuda", requires_grad=True)
+        out, aux = checkpoint(lambda t: (m(t), t.sum()), x, use_reentrant=False)
+        out.sum().backward()  # aux unused: its gradient is made as zeros, on the device
+        g_ckpt = x.grad.clone()
+        x.grad = None
+        m(x).sum().backward()
+        _close(g_ckpt, x.grad)
+        assert g_ckpt.device == CUDA
 
     def test_save_and_load_cuda_tensors():
         t = fg.arange(4, dtype=fg.float32, device="cuda")

@@ -12,6 +12,7 @@ import numpy as np
 from ..ir import prims as P
 from .exports import op
 from .ops import _axes, as_t, clamp, cumsum, div, log, named, narrow, neg, reshape, where
+from .devices import move
 from .tensor import Tensor, wrap
 
 
@@ -105,10 +106,12 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
 
 
 # ---------------------------------------------------------------- unique (data-dependent shapes: eager)
-def _unique_result(values, inverse, counts, return_inverse, return_counts, dtype):
-    out = wrap(np.ascontiguousarray(values).astype(dtype, copy=False))
-    extra = ([wrap(inverse.astype(np.int64))] if return_inverse else []) + \
-            ([wrap(counts.astype(np.int64))] if return_counts else [])
+def _unique_result(values, inverse, counts, return_inverse, return_counts, dtype, dev):
+    """The results on device ``dev`` (a CUDA tensor's unique is computed on a host copy: its
+    output shape depends on the values, and PyTorch synchronizes there too)."""
+    out = wrap(move(np.ascontiguousarray(values).astype(dtype, copy=False), dev))
+    extra = ([wrap(move(inverse.astype(np.int64), dev))] if return_inverse else []) + \
+            ([wrap(move(counts.astype(np.int64), dev))] if return_counts else [])
     return (out, *extra) if extra else out
 
 
@@ -125,14 +128,14 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     order, optionally with each element's index into them and each one's count. Runs
     eagerly: its output shape depends on the values."""
     x = as_t(input)
-    a = x._concrete("unique() (data-dependent output shape)")
+    a, dev = x._concrete("unique() (data-dependent output shape)", host=True), x.device
     if dim is None:
         vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
-        return _unique_result(vals, inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype)
+        return _unique_result(vals, inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype, dev)
     ax = _axes(x, dim)[0]
     moved = _slices(a, ax)
     if a.shape[ax] == 0:
-        return _unique_result(a, np.zeros(0, np.int64), np.zeros(0, np.int64), return_inverse, return_counts, a.dtype)
+        return _unique_result(a, np.zeros(0, np.int64), np.zeros(0, np.int64), return_inverse, return_counts, a.dtype, dev)
     # slices ordered lexicographically, as torch.unique(dim=) orders them
     order = np.lexsort(moved.T[::-1])
     srt = moved[order]
@@ -143,14 +146,14 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     inv[order] = group
     first = order[new]
     vals = np.take(a, first, axis=ax)
-    return _unique_result(vals, inv, np.bincount(group), return_inverse, return_counts, a.dtype)
+    return _unique_result(vals, inv, np.bincount(group), return_inverse, return_counts, a.dtype, dev)
 
 
 @op
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
     """Collapses each run of equal consecutive elements (``dim``: slices) to one."""
     x = as_t(input)
-    a = x._concrete("unique_consecutive() (data-dependent output shape)")
+    a, dev = x._concrete("unique_consecutive() (data-dependent output shape)", host=True), x.device
     ax = None if dim is None else _axes(x, dim)[0]
     rows = a.reshape(-1, 1) if ax is None else _slices(a, ax)
     new = np.ones(len(rows), bool)
@@ -159,7 +162,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     starts = np.flatnonzero(new)
     vals = a.reshape(-1)[starts] if ax is None else np.take(a, starts, axis=ax)
     inv = group.reshape(a.shape) if ax is None else group
-    return _unique_result(vals, inv, np.diff(np.append(starts, len(rows))), return_inverse, return_counts, a.dtype)
+    return _unique_result(vals, inv, np.diff(np.append(starts, len(rows))), return_inverse, return_counts, a.dtype, dev)
 
 
 # ---------------------------------------------------------------- multinomial

@@ -447,5 +447,8 @@ def _rebuild(arr, rg, dev=None):
 
 
 def zeros_like_meta(m) -> Tensor:
-    """Zeros shaped like a (shape, numpy dtype) pair."""
-    return wrap(np.zeros(m[0], dtype=m[1]))
+    """Zeros shaped like a (shape, numpy dtype) pair, on the default device (during a
+    backward: the device its gradients flow on)."""
+    dev = devices.resolve(None)
+    z = np.zeros(m[0], dtype=m[1])
+    return wrap(z if dev.type == "cpu" else devices.move(z, dev))
