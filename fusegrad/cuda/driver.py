@@ -184,16 +184,11 @@ def copy(arr: Any) -> Any:
 
 def write(dst: Any, src: Any) -> None:
     """Write ``src`` (a device array or a scalar, broadcast and cast to ``dst``) into device
-    array ``dst`` in place, on the device."""
-    if is_device_array(src) and src.dtype != dst.dtype and tuple(src.shape) != tuple(dst.shape):
-        src = _cast(src, dst.dtype)
+    array ``dst`` in place, on the device (numba-cuda's assignment kernel casts as it copies,
+    and reshapes a lower-rank source to broadcast it, which needs it contiguous)."""
+    if is_device_array(src) and src.ndim != dst.ndim:
+        src = contiguous(src)
     dst[...] = src
-
-
-def _cast(arr: Any, dtype: np.dtype) -> Any:
-    out = empty(tuple(arr.shape), dtype, array_device(arr))
-    out[...] = arr
-    return out
 
 
 def synchronize(index: Optional[int] = None) -> None:

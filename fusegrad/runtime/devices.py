@@ -158,12 +158,6 @@ def data_pointer(data: Any) -> int:
     return driver.data_pointer(data)
 
 
-def host_value(data: Any) -> np.ndarray:
-    """``data`` as a NumPy array (for ``item()``, ``tolist()``, printing: where
-    PyTorch too copies a CUDA tensor to the host)."""
-    return data if type(data) is np.ndarray or not driver.is_device_array(data) else driver.to_host(data)
-
-
 def mixed_error(a: device, b: device) -> RuntimeError:
     return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                         f"{a} and {b}!")
