@@ -38,7 +38,10 @@ class autocast:
                 self._enabled = False
         elif device_type == "cuda":
             if self._enabled:
-                warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling")
+                from .. import cuda
+                warnings.warn("fusegrad has no CUDA autocast policy yet: autocast('cuda') casts nothing. Disabling"
+                              if cuda.is_available() else
+                              "User provided device_type of 'cuda', but CUDA is not available. Disabling")
             self._enabled = False
         else:
             raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")

@@ -39,7 +39,10 @@ class GradScaler:
         self._device = device
         self._enabled = enabled
         if device == "cuda" and enabled:
-            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+            from .. import cuda
+            warnings.warn("fusegrad's GradScaler runs on the CPU only (no CUDA loss scaling yet).  Disabling."
+                          if cuda.is_available() else
+                          "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
                           stacklevel=2)
             self._enabled = False
         if self._enabled:
