@@ -143,6 +143,10 @@ else:
                      lambda t: fg.full_like(t, 2.0), lambda t: t.new_zeros(3), lambda t: t.new_tensor([1.0])):
             assert like(base).device == CUDA
         assert fg.zeros_like(base, device="cpu").device == fg.device("cpu")
+        assert fg.normal(base, 1.0).device == CUDA and fg.normal(0.0, 1.0, (2,), device="cuda").device == CUDA
+        assert (base.type(), base.cpu().type()) == ("torch.cuda.FloatTensor", "torch.FloatTensor")
+        moved = base.cpu().type("torch.cuda.DoubleTensor")
+        assert moved.device == CUDA and moved.dtype is fg.float64 and moved.type("torch.IntTensor").is_cpu
         with fg.device("cuda"):
             assert fg.zeros(2).device == CUDA and fg.get_default_device() == CUDA
         assert fg.zeros(2).device == fg.device("cpu")

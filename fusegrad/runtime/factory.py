@@ -299,8 +299,12 @@ def randperm(n: int, dtype=None, generator=None, device=None) -> Tensor:
     return _finish(wrap(perm), False, device)
 
 
-def normal(mean=0.0, std=1.0, size=None, generator=None) -> Tensor:
+def normal(mean=0.0, std=1.0, size=None, generator=None, device=None) -> Tensor:
+    """Normal draws of mean ``mean`` and deviation ``std`` (numbers or tensors), on their
+    device (or ``device``)."""
     from . import ops
     if size is None:
         size = ops.broadcast_shape_of(mean, std)
-    return randn(size, generator=generator) * std + mean
+    if device is None:
+        device = next((t.device for t in (mean, std) if isinstance(t, Tensor)), None)
+    return randn(size, generator=generator, device=device) * std + mean

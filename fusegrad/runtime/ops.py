@@ -503,18 +503,19 @@ _TYPE_NAMES = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: "
 
 
 def _tensor_type(x, dtype=None, non_blocking=False, **kwargs):
-    """``x.type()``: the type name (``"torch.FloatTensor"``); ``x.type(dtype)`` or
-    ``x.type("torch.DoubleTensor")``: ``x`` cast to it (``x`` itself when it already is)."""
+    """``x.type()``: the type name (``"torch.FloatTensor"``, ``"torch.cuda.FloatTensor"``);
+    ``x.type(dtype)`` or ``x.type("torch.DoubleTensor")``: ``x`` cast (and moved, for a
+    ``torch.cuda.`` name or from a CUDA tensor to a CPU name) to it, ``x`` itself when it
+    already is."""
     if dtype is None:
-        return "torch." + _TYPE_NAMES[x.dtype]
+        return ("torch.cuda." if x.is_cuda else "torch.") + _TYPE_NAMES[x.dtype]
     if isinstance(dtype, str):
+        on_cuda = dtype.startswith("torch.cuda.")
         by_name = {"torch." + n: d for d, n in _TYPE_NAMES.items()}
-        if dtype.startswith("torch.cuda."):
-            from ..cuda import _lazy_init
-            _lazy_init()
-        if dtype not in by_name:
+        name = "torch." + dtype[len("torch.cuda."):] if on_cuda else dtype
+        if name not in by_name:
             raise ValueError(f"invalid type: '{dtype}'")
-        dtype = by_name[dtype]
+        return to(x, "cuda" if on_cuda else "cpu", by_name[name])
     return to(x, dtype)
 
 
