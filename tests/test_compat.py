@@ -137,6 +137,19 @@ def test_out_argument(pt, name):
 
 
 @pytest.mark.torch
+def test_hot_ops_take_pytorch_keywords_without_an_adapter(pt):
+    """add, sub, mul, div and the unary math functions take PyTorch's names and out= in their
+    own signatures: a call passes through no keyword adapter (runtime/keywords.py)."""
+    for name in ("add", "sub", "mul", "div", "exp", "tanh", "sin", "sqrt", "log"):
+        assert not getattr(getattr(fg, name), "torch_keywords", False), name
+    ours, theirs = _both(pt, lambda L, x, y: [
+        L.div(input=x, other=x + 1, rounding_mode="floor"), L.sub(input=x, other=2, alpha=3),
+        L.tanh(input=x), x.add(other=x, alpha=0.5), L.div(x, 3, out=L.empty(0)), L.sqrt(x, out=L.empty(3, 4))])
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.torch
 def test_out_argument_errors_match_torch(pt):
     for lib in (fg, pt):
         x = lib.ones(3, requires_grad=True)

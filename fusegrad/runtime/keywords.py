@@ -2,7 +2,9 @@
 ``x.sum(axis=0, keepdims=True)``, ``x.view(size=(2, 3))`` and ``out=`` where PyTorch's
 function has it. Each op keeps its own parameter names; an op whose names differ from
 PyTorch's (``runtime/torch_keywords.py``) is wrapped once, at import, by an adapter that
-renames keywords. The adapter returns at once when a call passes no keywords."""
+renames keywords. The adapter returns at once when a call passes no keywords; the ops on
+the eager hot path (add, sub, mul, div, the unary math functions) take PyTorch's names and
+``out=`` themselves (``write_out``), so their calls pass through no adapter."""
 from __future__ import annotations
 
 import functools
@@ -42,14 +44,14 @@ def _renames(fn: Callable, torch_names: Sequence[Optional[str]], skip: int) -> T
     return out, varargs
 
 
-def _write_out(name: str, result: Any, out: Any) -> Any:
+def write_out(name: str, result: Any, out: Any) -> Any:
     """Copy ``result`` into ``out`` (resized if its shape differs, as PyTorch does, with
     its warning when ``out`` was not empty) and return ``out``."""
     if isinstance(result, tuple):
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}(): out= expects a tuple of {len(result)} tensors")
-        return type(result)(*(_write_out(name, r, o) for r, o in zip(result, out))) \
-            if hasattr(result, "_fields") else tuple(_write_out(name, r, o) for r, o in zip(result, out))
+        return type(result)(*(write_out(name, r, o) for r, o in zip(result, out))) \
+            if hasattr(result, "_fields") else tuple(write_out(name, r, o) for r, o in zip(result, out))
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if STATE.enabled and (result.requires_grad or out.requires_grad):
@@ -99,7 +101,7 @@ def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_o
                     args = args + (tuple(kwargs.pop(k)) if not isinstance(kwargs[k], int) else (kwargs.pop(k),))
         out = kwargs.pop("out", None) if handle_out else None
         result = fn(*args, **kwargs)
-        return result if out is None else _write_out(name, result, out)
+        return result if out is None else write_out(name, result, out)
     with_torch_keywords.torch_keywords = True  # (tests/test_exports.py looks through it)
     return with_torch_keywords
 

@@ -23,6 +23,7 @@ from .dispatch import bind
 from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
+from .keywords import write_out
 from .nodes import PrimNode, node_class
 from .tensor import Tensor, wrap
 from .transfer import transfer
@@ -94,13 +95,14 @@ def _binary(prim, a, b, name=None):
 
 # ---------------------------------------------------------------- unary math
 def _unary(prim, name=None, to_float=True):
-    def op(x):
-        if not isinstance(x, Tensor):
-            x = as_t(x)
+    def op(input, *, out=None):  # noqa: A002 - PyTorch's names (no adapter: runtime/keywords.py)
+        x = input if isinstance(input, Tensor) else as_t(input)
         if to_float and x._data.dtype.kind in "iub":
             x = _float(x)
         r = bind(prim, (x,), {})
-        return named(r, name) if name else r
+        if name:
+            r = named(r, name)
+        return r if out is None else write_out(prim.name, r, out)
     op.__name__ = prim.name
     return op
 
@@ -211,21 +213,23 @@ def logit(x, eps=None):
 
 # ---------------------------------------------------------------- binary math
 @op(inplace="method")
-def add(a, b, *, alpha=1):
+def add(input, other, *, alpha=1, out=None):  # noqa: A002 - PyTorch's names (no adapter: runtime/keywords.py)
     if alpha != 1:
-        b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
-    return _binary(P.add, a, b, "AddBackward0")
+        other = other * alpha if isinstance(other, _SCALARS) else mul(other, alpha)
+    r = _binary(P.add, input, other, "AddBackward0")
+    return r if out is None else write_out("add", r, out)
 
 
 @op(inplace="method")
-def sub(a, b, *, alpha=1):
+def sub(input, other, *, alpha=1, out=None):  # noqa: A002
     if builtins.any((isinstance(v, Tensor) and v._data.dtype == np.bool_) or isinstance(v, (bool, np.bool_))
-                    for v in (a, b)):
+                    for v in (input, other)):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                            "to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
-        b = b * alpha if isinstance(b, _SCALARS) else mul(b, alpha)
-    return _binary(P.sub, a, b, "SubBackward0")
+        other = other * alpha if isinstance(other, _SCALARS) else mul(other, alpha)
+    r = _binary(P.sub, input, other, "SubBackward0")
+    return r if out is None else write_out("sub", r, out)
 
 
 @op(method=False)
@@ -234,12 +238,18 @@ def rsub(a, b, alpha=1):
 
 
 @op(inplace="method")
-def mul(a, b):
-    return _binary(P.mul, a, b, "MulBackward0")
+def mul(input, other, *, out=None):  # noqa: A002
+    r = _binary(P.mul, input, other, "MulBackward0")
+    return r if out is None else write_out("mul", r, out)
 
 
 @op(inplace="method")
-def div(a, b, *, rounding_mode=None):
+def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
+    r = _div(input, other, rounding_mode)
+    return r if out is None else write_out("div", r, out)
+
+
+def _div(a, b, rounding_mode):
     a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
     if isinstance(b, Tensor):
         b = _float(b)
