@@ -67,11 +67,12 @@ class CpuExecutable:
         """``self(*arrays)`` for ndarrays whose count, shapes and dtypes the caller's guard
         already proved (a compiled function's signature): only their layout is checked.
         (Its per-call cost is most of a small graph's: written out, no helpers.)"""
-        flat = []
-        for x in arrays:  # the one type the entry is compiled for: 1-d, C-contiguous, writable, aligned
-            flat.append((x if x.flags.carray else np.array(x, order="C")).reshape(-1))
+        # the type the entry is compiled for: 1-d and C-contiguous (ravel copies what is not);
+        # writable where the kernel writes (a read-only array it only reads is read as is)
+        flat = [x.ravel() for x in arrays]
         for k in self._written:  # an argument written in place must not be read through another
-            if any(j != k and np.may_share_memory(flat[k], y) for j, y in enumerate(flat)):
+            if not flat[k].flags.writeable or any(j != k and np.may_share_memory(flat[k], y)
+                                                  for j, y in enumerate(flat)):
                 flat[k] = flat[k].copy()
         res = self._fn(*flat)
         if self._exact is not None:
