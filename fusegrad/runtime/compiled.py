@@ -237,12 +237,14 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
         node.out_meta = ((outs[i]._data.shape, outs[i]._data.dtype),)
         node.backward_fn = _raise_freed
         outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, 0, True
-    if plan.backward is not None:
-        primals = list(tensors) + [h if not isinstance(h, CallTimeConst) else wrap(a)
-                                   for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
+    if plan.backward is not None:  # (list comprehensions, not generators: this runs per call)
+        primals = list(tensors)
+        if plan.n_primal_consts:
+            primals += [h if not isinstance(h, CallTimeConst) else wrap(a)
+                        for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
         ctx = _Ctx(res[plan.n_out:], primals)
-        edges = tuple(_edge(primals[i]) for i in plan.wrt)
-        out_meta = tuple((outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs)
+        edges = tuple([_edge(primals[i]) for i in plan.wrt])
+        out_meta = tuple([(outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs])
         stages = groups and staged_backward.stages_for(plan, staged_backward.assignment(plan, primals, *groups))
         if stages:
             node = staged_backward.attach(_BackwardNode, plan, ctx, stages, functools.partial(_backward, plan, ctx),
