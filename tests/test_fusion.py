@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import fusegrad as fg
-from fusegrad.passes.fusion import CallGroup, LoopGroup, fuse
+from fusegrad.passes.fusion import COPY, CallGroup, LoopGroup, fuse
 from helpers import check, graph_of
 
 
@@ -97,3 +97,20 @@ def test_merged_groups_compute_what_eager_does(rng):
     arrs = [rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3)] + \
            [rng.standard_normal(3).astype(np.float32)]
     check(_everything, arrs, tol=dict(rtol=2e-5, atol=2e-6))
+
+
+def _reshaped_operands(x, w):
+    a = fg.tanh(x)                                     # a loop group's output
+    m = a.reshape(6, 4) @ w                            # a call reading its reshape
+    n = m.reshape(2, 12).reshape(3, 8) @ x.reshape(8, 3)  # a chain of reshapes; an argument's reshape
+    t = a.t().reshape(4, 6) @ x.reshape(6, 4)          # a transpose moves elements: copied
+    return n, t
+
+
+def test_calls_read_reshapes_of_stored_values_in_place(rng):
+    arrs = [rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((4, 4)).astype(np.float32)]
+    fused = fuse(graph_of(_reshaped_operands, arrs))
+    copies = [e for lg in _loops(fused) for e in lg.eqns if e.prim is COPY]
+    assert len(copies) == 1, str(fused)  # only the transposed operand is materialized
+    assert fused.aliases[copies[0].inputs[0].id].prim is fg.ir.prims.reshape  # of the transpose
+    check(_reshaped_operands, arrs, tol=dict(rtol=2e-5, atol=2e-5))

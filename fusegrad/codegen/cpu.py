@@ -12,7 +12,7 @@ import numpy as np
 from ..ir.fingerprint import fingerprint
 from ..ir import prims as P
 from ..ir.graph import Graph, Var
-from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse
+from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse, reshaped_base
 from ..passes.memory import donations, plan
 from ..passes.signs import nonpositive
 from ..runtime.kernel_cache import generated_key, load_generated, load_module, module_name, store_generated
@@ -330,6 +330,9 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
     named: set = set()  # parts whose view some code names
 
     def buf(v: Var) -> str:
+        base = reshaped_base(fused.aliases, v)
+        if base is not None:  # a call's operand that reshapes stored memory (see fusion._call)
+            return buf(base)
         if v.id in donated:
             return arg_name[donated[v.id]]
         if v.id in concats.part:

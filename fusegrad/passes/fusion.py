@@ -136,6 +136,20 @@ def _eqn_str(e: Eqn) -> str:
     return repr(e) if e.prim is not COPY else f"{e.out!r}: {e.out.type_str()} = copy({e.inputs[0]!r})"
 
 
+def reshaped_base(aliases: dict, v: Var) -> Optional[Var]:
+    """The stored value that alias ``v`` reshapes, through a chain of reshapes only; None when
+    ``v`` is no alias or some view in the chain moves elements (a transpose, a slice). Values
+    live in memory in row-major order, so such a ``v`` is its base's buffer read whole."""
+    if v.id not in aliases:
+        return None
+    while v.id in aliases:
+        e = aliases[v.id]
+        if e.prim is not P.reshape or not isinstance(e.inputs[0], Var):
+            return None
+        v = e.inputs[0]
+    return v
+
+
 def _eqns(g: Group) -> list:
     return g.eqns if isinstance(g, LoopGroup) else [g.eqn]
 
@@ -334,7 +348,10 @@ class _Fuser:
     def _call(self, e: Eqn) -> None:
         if e.prim is P.matmul:
             e = self._transposed_operands(e)
-        ins = tuple(self._materialized(a) if isinstance(a, Var) else a for a in e.inputs)
+        # a reshape of stored memory is that memory (every stored value is row-major):
+        # the call reads it in place, no copy
+        ins = tuple(self._materialized(a) if isinstance(a, Var) and reshaped_base(self.aliases, a) is None else a
+                    for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
         self.cur = None
         self.groups.append(CallGroup(e))
