@@ -19,6 +19,7 @@ from ..runtime.kernel_cache import generated_key, load_generated, load_module, m
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import emit_call
+from .cpu_malloc import keep_freed_blocks
 from .cpu_loops import emit_loop_group, guarded, shareable
 from .cpu_render import render
 from .cpu_scalar import GUARD, Lowering, prelude as fastmath_prelude
@@ -121,6 +122,7 @@ class CpuBackend:
         CpuExecutable); with ``symbolic=True`` shape-symbolic kernels that graphs of other
         sizes share (a cpu_symbolic.SymbolicExecutable; ``donate`` is then unused).
         bfloat16/float16 values are computed in float32 (passes.upcast)."""
+        keep_freed_blocks()
         return compile_upcast(lambda g, d: self._compile(g, d, symbolic), graph, donate)
 
     def _compile(self, graph: Graph, donate: Optional[dict], symbolic: bool):
