@@ -3,9 +3,17 @@
 NumPy's OpenBLAS is slowed on these machines by ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE``;
 BLAS reads them when it loads, so this process re-executes itself without them before
 anything imports NumPy (only the benchmark command does this, never tests or CI). Compiler
-caches point at a fresh temporary directory so that first calls are cold compiles."""
+caches point at a fresh temporary directory so that first calls are cold compiles.
+
+OpenMP threads (PyTorch's, and Numba's "omp" threading layer) wait passively
+(``OMP_WAIT_POLICY=PASSIVE`` unless set): with libgomp's default spin-waiting, a loaded
+2-core machine slowed PyTorch's W8 step (hundreds of small parallel regions) 20-40x
+(550-3600 ms; 30 ms passive in the same conditions), since a spinning thread burns the
+time slice its partner needs to reach the barrier."""
 import os
 import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by libgomp when torch or Numba loads it
 
 _SLOW_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 

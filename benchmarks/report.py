@@ -286,7 +286,8 @@ better). Every result is checked against fusegrad eager, fusegrad eager against 
 - commit: {meta['commit']}
 - machine: {meta['cpu']}, {meta['cores']} cores, AVX-512 {'yes' if meta['avx512'] else 'no'}; Python {meta['python']}
 - versions: numpy {v['numpy']}, numba {v['numba']}, fusegrad {v['fusegrad']}, torch {v['torch']}, jax {v['jax']}
-- threads: torch.set_num_threads(2), Numba and XLA defaults; OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset
+- threads: torch.set_num_threads(2), Numba and XLA defaults; OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset;
+  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}
 - 1-minute load average at start / end: {meta['load_avg'][0]} / {meta['load_avg'][1]} (above 0 means other
   processes competed for the cores; interleaving keeps the ratios fair, absolute times suffer)
 - run time: {meta['seconds']:.0f} s
