@@ -99,7 +99,7 @@ class _FusedOnce:
 
     def __call__(self) -> Fused:
         if self._fused is None:
-            self._fused = fuse(self._graph)
+            self._fused = fuse(self._graph, read_reshapes=True)
         return self._fused
 
 
@@ -139,7 +139,7 @@ class CpuBackend:
         record = _valid(load_generated(key), graph) if key else None
         fused = None
         if record is None:
-            fused = fuse(graph)
+            fused = fuse(graph, read_reshapes=True)
             donated = donations(fused, donate) if donate else {}
             source, donated, kernels = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
@@ -333,7 +333,7 @@ def _entry(graph: Graph, fused: Fused, name: str, lw: Lowering, donated: dict, s
 
     def buf(v: Var) -> str:
         base = reshaped_base(fused.aliases, v)
-        if base is not None:  # a call's operand that reshapes stored memory (see fusion._call)
+        if base is not None:  # a call operand reshaping stored memory (fuse with read_reshapes)
             return buf(base)
         if v.id in donated:
             return arg_name[donated[v.id]]

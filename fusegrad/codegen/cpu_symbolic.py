@@ -59,4 +59,4 @@ class SymbolicExecutable:
 
 def compile_symbolic(graph: Graph, donate: Optional[dict] = None) -> SymbolicExecutable:
     """``graph`` compiled with shape-symbolic kernels (donations are not used)."""
-    return SymbolicExecutable(graph, fuse(graph))
+    return SymbolicExecutable(graph, fuse(graph, read_reshapes=True))

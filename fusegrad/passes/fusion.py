@@ -257,8 +257,9 @@ def reduce_map(g: LoopGroup, e: Eqn) -> Optional[tuple]:
 
 # ---------------------------------------------------------------- grouping
 class _Fuser:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, read_reshapes: bool = False):
         self.graph = graph
+        self.read_reshapes = read_reshapes
         self.groups: list = []
         self.aliases: dict = {}
         self.cur: Optional[LoopGroup] = None
@@ -348,13 +349,17 @@ class _Fuser:
     def _call(self, e: Eqn) -> None:
         if e.prim is P.matmul:
             e = self._transposed_operands(e)
-        # a reshape of stored memory is that memory (every stored value is row-major):
-        # the call reads it in place, no copy
-        ins = tuple(self._materialized(a) if isinstance(a, Var) and reshaped_base(self.aliases, a) is None else a
+        ins = tuple(self._materialized(a) if isinstance(a, Var) and not self._read_in_place(a) else a
                     for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
         self.cur = None
         self.groups.append(CallGroup(e))
+
+    def _read_in_place(self, a: Var) -> bool:
+        """A reshape of stored memory is that memory (every stored value is row-major): a
+        backend that resolves such operands to their base (``read_reshapes``) reads it
+        without a copy."""
+        return self.read_reshapes and reshaped_base(self.aliases, a) is not None
 
     def _transposed_operands(self, e: Eqn) -> Eqn:
         """A 2-d matmul operand that is the transpose of a 2-d value is read as that value
@@ -532,9 +537,11 @@ def _without_stop_gradients(graph: Graph) -> Graph:
     return rebuild(graph, [e for e in graph.eqns if e.out.id not in subst], subst)
 
 
-def fuse(graph: Graph) -> Fused:
-    """Partition ``graph`` into loop groups, library calls and aliases (in execution order)."""
-    fused = _Fuser(_without_stop_gradients(graph)).run()
+def fuse(graph: Graph, read_reshapes: bool = False) -> Fused:
+    """Partition ``graph`` into loop groups, library calls and aliases (in execution order).
+    With ``read_reshapes`` a library call's operand that reshapes stored memory stays that
+    alias (the backend reads its base's buffer, see ``reshaped_base``) instead of a copy."""
+    fused = _Fuser(_without_stop_gradients(graph), read_reshapes).run()
     if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
