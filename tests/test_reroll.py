@@ -10,8 +10,6 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen import kir_interp
 from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
-from fusegrad.codegen.cpu_loops import shareable
-from fusegrad.codegen.cpu_scalar import Lowering
 from fusegrad.codegen.kir import Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Store, Sym, iadd, stmts, verify
 from fusegrad.codegen.kir_lower import lower_group
 from fusegrad.codegen.kir_passes import optimize
@@ -180,9 +178,8 @@ def _shared(g) -> dict:
     as rendered)."""
     fused = fuse(g)
     lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
-    groups = {gi for gi in lowered if shareable(fused, fused.groups[gi], Lowering(guard="fast"))}
-    shared, _ = _shared_kernels(fused, lowered, groups, _Concats(fused, set(), groups))
-    return {gi: optimize(lg.kernel) for gi, (lg, _) in shared.items()}
+    shared, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
+    return {gi: optimize(lg.kernel) for gi, (lg, _, _) in shared.items()}
 
 
 def test_w3_shape_compiled_forward_and_gradient():

@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from .backend import Unsupported
-from .cpu_loops import linear
+from .value_text import linear
 from .cpu_scalar import literal
 
 _INDENT = "    "

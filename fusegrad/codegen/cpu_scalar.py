@@ -1,25 +1,19 @@
 """Per-element expressions for the CPU backend: typed literals, and the Numba code of each
 scalar operation (fusegrad.ir.scalar_ops: ``"exp"``, ``"add"``, ...).
 
-Transcendentals go to fusegrad.codegen.fastmath's branch-free functions where it has one
-for the dtype (libm calls would keep the loop scalar); the rest are written so that NumPy's
-semantics hold (NaN propagation of maximum/minimum, sign(0) == 0, round half to even)."""
+Transcendentals call fusegrad.codegen.fastmath's branch-free functions (libm calls would
+keep the loop scalar) as the kernel IR says (kir_fastmath's ``variant`` on the operation;
+``binding`` and ``imports`` give the module-level names they call); the rest are written so
+that NumPy's semantics hold (NaN propagation of maximum/minimum, sign(0) == 0, round half to
+even)."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Callable
 
 import numpy as np
 
 from .backend import Unsupported
-
-try:
-    from .fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, VARIANTS as _VARIANTS
-except ImportError:  # pragma: no cover - fastmath ships with the package; libm still works
-    _FASTMATH = _FASTMATH_CALLS = _VARIANTS = {}
-
-
 
 def literal(value, dtype: np.dtype) -> str:
     """``value`` as a constant of ``dtype``: a float32 literal must not promote the loop."""
@@ -33,152 +27,73 @@ def literal(value, dtype: np.dtype) -> str:
     return f"np.{dtype.name}({int(value)})"
 
 
-# The fast kernel's count of sin/cos arguments past fastmath's TRIG_MAX, a float32
-# added to by a select (a masked add once vectorized): LLVM reduces it in the float lanes
-# of the loop, where an int64 count cost W1's gradient a fifth of its time. It only grows,
-# so nonzero means "some".
-GUARD = "ntrig"
-
-
-class Lowering:
-    """Collects the module-level names (fastmath functions) the expressions use.
-
-    ``guard`` selects how sin/cos are lowered, since fastmath's range reduction is only
-    exact for |x| <= fastmath.TRIG_MAX: ``"fast"`` calls the vectorizable function and has
-    the loop count arguments beyond that bound in ``GUARD`` (statements handed out
-    by ``drain``); ``"exact"`` selects libm for those arguments (a scalar loop, run only
-    when the fast kernel reported such an argument); ``None`` does neither. Both modes call
-    fastmath's "guarded" sin/cos, which skip the clamps that keep results in [-1, 1] past
-    TRIG_MAX, unless ``bounded_trig``: a graph that indexes with computed integers checks
-    their range in the fast kernel already, which unbounded values could fail.
-
-    ``nonpositive_vars`` (passes.signs) are the var ids known to be <= 0; the loop emitter
-    adds the operand expressions of such vars to ``nonpositive``, and their exp calls
-    fastmath's "nonpositive" variant."""
-
-    def __init__(self, guard: str | None = None, nonpositive_vars: frozenset = frozenset(),
-                 bounded_trig: bool = False):
-        self.globals: dict[str, str] = {}
-        self.guard = guard
-        self.bounded_trig = bounded_trig
-        self.guarded: set = set()  # dtype names of the sin/cos lowered in "fast" mode
-        self._pending: list = []
-        # The variable the "fast" counts go to. Inside a prange loop the loop emitter points
-        # it at a variable private to one iteration (or chunk) and adds that to GUARD once
-        # per iteration, the only shape Numba accepts as a prange reduction.
-        self.guard_target = GUARD
-        # Set per loop group by the emitter. outline: call fastmath's non-inlined functions;
-        # scalar: the loop stays scalar (too short to vectorize), call the "scalar" variants.
-        self.outline = False
-        self.scalar = False
-        self.seen: set = set()  # arguments counted in the current loop group (the emitter resets it)
-        self.nonpositive_vars = nonpositive_vars
-        self.nonpositive: set = set()  # operand expressions of the current loop group known <= 0
-
-    def drain(self) -> list:
-        out, self._pending = self._pending, []
-        return out
-
-    def guards(self, op: str, dtype: np.dtype) -> bool:
-        """True if scalar operation ``op`` lowers to a fast sin/cos that counts huge arguments."""
-        return self.guard == "fast" and op in ("sin", "cos") and (op, np.dtype(dtype).name) in _FASTMATH
-
-    def fastmath(self, name: str, dtype: np.dtype, kind: str | None = None) -> str | None:
-        """The symbol bound to fastmath's ``name`` for ``dtype`` (None if it has none): the
-        outlined call, else the variant of ``kind`` or the loop's "scalar" one where fastmath
-        has it, else the vectorizable function."""
-        key = (name, np.dtype(dtype).name)
-        if key not in _FASTMATH:
-            return None
-        if self.outline:
-            return self._bind(f"_fmc_{name}_{key[1]}", f"_FASTMATH_CALLS[{key!r}]")
-        for k in (kind, "scalar" if self.scalar else None):
-            if k and (*key, k) in _VARIANTS:
-                return self._bind(f"_fm_{name}_{key[1]}_{k}", f"_FASTMATH_VARIANTS[{(*key, k)!r}]")
-        return self._bind(f"_fm_{name}_{key[1]}", f"_FASTMATH[{key!r}]")
-
-    def _bind(self, sym: str, value: str) -> str:
-        self.globals[sym] = value
-        return sym
-
-    def kind(self, name: str, arg: str | None) -> str | None:
-        """The fastmath variant kind that ``name`` applied to the expression ``arg`` (None:
-        unknown) may use."""
-        if name in ("sin", "cos") and self.guard and not self.bounded_trig:
-            return "guarded"
-        return "nonpositive" if arg in self.nonpositive else None
-
-    def transcendental(self, op: str, dtype: np.dtype) -> bool:
-        """True if scalar operation ``op`` lowers to a fastmath function."""
-        return op in _FUNCS and (op, np.dtype(dtype).name) in _FASTMATH
-
-    def expr(self, op: str, args: list[str], dtype: np.dtype, params: dict) -> str:
-        """The expression for one element of scalar operation ``op``; ``dtype`` is the
-        operands' type."""
-        if op in _FUNCS:
-            return _FUNCS[op](self, args, np.dtype(dtype), params)
-        return _INFIX[op].format(*args)
-
-
-def prelude(names: dict, body: list) -> list[str]:
-    """The module-level lines binding those of ``names`` (Lowering.globals) that ``body``
-    (source lines) uses."""
-    used = set(re.findall(r"\b\w+\b", "\n".join(body)))
-    lines = [f"{k} = {v}" for k, v in sorted(names.items()) if k in used]
-    imp = ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
-           "VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND"]
-    return imp + lines if lines else []
+def expr(op: str, args: list[str], dtype: np.dtype, params: dict) -> str:
+    """The expression for one element of scalar operation ``op`` on operand expressions
+    ``args``; ``dtype`` is the operands' type, ``params`` a kernel IR Op's (a fastmath
+    operation calls the function its ``variant`` names, kir_fastmath; none: libm)."""
+    if op in _FUNCS:
+        return _FUNCS[op](args, np.dtype(dtype), params)
+    return _INFIX[op].format(*args)
 
 
 def _typed(dt: np.dtype, v) -> str:
     return literal(v, dt)
 
 
+def binding(op: str, dtype: np.dtype, params: dict) -> tuple | None:
+    """(symbol, value) of the module-level name that scalar operation ``op`` with ``params``
+    (a kernel IR Op's: its fastmath ``variant``, see kir_fastmath) calls, or None."""
+    dt = np.dtype(dtype).name
+    v = params.get("variant")
+    if op == "reduce_precision":
+        name = np.dtype(params["dtype"]).name
+        return f"_round_{name}", f"_HALF_ROUND[{name!r}]"
+    if v is None or v == "libm":
+        return None
+    if v == "call":
+        return f"_fmc_{op}_{dt}", f"_FASTMATH_CALLS[{(op, dt)!r}]"
+    if v == "fast":
+        return f"_fm_{op}_{dt}", f"_FASTMATH[{(op, dt)!r}]"
+    return f"_fm_{op}_{dt}_{v}", f"_FASTMATH_VARIANTS[{(op, dt, v)!r}]"
+
+
+def imports(bindings: list) -> list[str]:
+    """The module lines importing the tables ``bindings`` (symbol, value) index and binding them."""
+    if not bindings:
+        return []
+    return ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
+            "VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND",
+            *(f"{k} = {v}" for k, v in sorted(set(bindings)))]
+
+
 def _fm_or(name: str, fallback: Callable[[list, np.dtype], str]) -> Callable:
-    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
-        sym = lw.fastmath(name, dt, lw.kind(name, a[0]))
-        if not sym:
-            return fallback(a, dt)
-        call = f"{sym}({', '.join(a)})"
-        if name in ("sin", "cos") and lw.guard:
-            from .fastmath import TRIG_MAX
-            big = f"abs({a[0]}) > {literal(TRIG_MAX[dt.name], dt)}"
-            if lw.guard == "exact":
-                return f"({call} if not {big} else {fallback(a, dt)})"
-            lw.guarded.add(dt.name)
-            if a[0] in lw.seen:  # sin and cos of one value (their gradients): count it once
-                return call
-            lw.seen.add(a[0])
-            # +-inf counts too: the exact rerun gives the same NaN, and leaving it out
-            # took one more compare per element (W1's gradient: 2% of its time)
-            lw._pending.append(f"{GUARD} += np.float32(1) if {big} else np.float32(0)"
-                               if lw.guard_target == GUARD else f"{lw.guard_target} |= {big}")
-        return call
+    def lower(a: list, dt: np.dtype, p: dict) -> str:
+        b = binding(name, dt, p)
+        return f"{b[0]}({', '.join(a)})" if b else fallback(a, dt)
     return lower
 
 
 def _np(fn: str, int_identity: bool = False) -> Callable:
-    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    def lower(a: list, dt: np.dtype, p: dict) -> str:
         if int_identity and dt.kind in "iub":
             return a[0]
         return f"np.{dt.name}(np.{fn}({', '.join(a)}))"
     return lower
 
 
-def _cast(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+def _cast(a: list, dt: np.dtype, p: dict) -> str:
     to = np.dtype(p["dtype"])
     return f"({a[0]} != 0)" if to.kind == "b" else f"np.{to.name}({a[0]})"
 
 
-def _reduce_precision(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+def _reduce_precision(a: list, dt: np.dtype, p: dict) -> str:
     if dt != np.float32:  # passes.upcast makes it on float32 values only
         raise Unsupported(f"cpu backend: reduce_precision of {dt} values is not supported")
-    name = np.dtype(p["dtype"]).name
-    return f"{lw._bind(f'_round_{name}', f'_HALF_ROUND[{name!r}]')}({a[0]})"
+    return f"{binding('reduce_precision', dt, p)[0]}({a[0]})"
 
 
 def _extreme(op: str) -> Callable:
-    def lower(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+    def lower(a: list, dt: np.dtype, p: dict) -> str:
         x, y = a
         if dt.kind != "f":
             return f"({x} if {x} {op} {y} else {y})"
@@ -186,17 +101,26 @@ def _extreme(op: str) -> Callable:
     return lower
 
 
-def _sign(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+def _ignoring_nan(op: str) -> Callable:
+    def lower(a: list, dt: np.dtype, p: dict) -> str:
+        x, y = a
+        if dt.kind != "f":
+            return f"({x} if {x} {op} {y} else {y})"
+        return f"({x} if ({x} {op}= {y} or {y} != {y}) else {y})"  # NaN loses, as in np.fmax
+    return lower
+
+
+def _sign(a: list, dt: np.dtype, p: dict) -> str:
     x, z = a[0], _typed(dt, 0)
     return f"({_typed(dt, 1)} if {x} > {z} else ({_typed(dt, -1)} if {x} < {z} else {x}))"
 
 
-def _relu(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+def _relu(a: list, dt: np.dtype, p: dict) -> str:
     z = _typed(dt, 0)
     return f"({z} if {a[0]} < {z} else {a[0]})"
 
 
-def _rsqrt(lw: Lowering, a: list, dt: np.dtype, p: dict) -> str:
+def _rsqrt(a: list, dt: np.dtype, p: dict) -> str:
     return f"({_typed(dt, 1)} / np.sqrt({a[0]}))"
 
 
@@ -225,12 +149,14 @@ _FUNCS: dict[str, Callable] = {
     "ceil": _np("ceil", int_identity=True),
     "trunc": _np("trunc", int_identity=True),
     "round": _np("rint", int_identity=True),
-    "abs": lambda lw, a, dt, p: f"abs({a[0]})",
+    "abs": lambda a, dt, p: f"abs({a[0]})",
     "sign": _sign,
     "relu": _relu,
     "rsqrt": _rsqrt,
     "max": _extreme(">"),
     "min": _extreme("<"),
+    "fmax": _ignoring_nan(">"),
+    "fmin": _ignoring_nan("<"),
     "cast": _cast,
     "reduce_precision": _reduce_precision,
 }

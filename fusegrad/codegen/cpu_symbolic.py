@@ -10,7 +10,7 @@ another size's graph costs lowering and a module lookup, no Numba compile. A gro
 views need concrete sizes (slice, flip, a reshape that merges dims) gets a kernel with its
 sizes baked in. Library calls (matmul, concatenate, ...) run as NumPy calls, and the
 kernels are called in order from Python (the default, concrete path generates one Numba
-entry instead, with the faster loop forms of cpu_loops: use that when sizes are fixed)."""
+entry calling them instead, with sizes baked in: use that when sizes are fixed)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -18,7 +18,7 @@ from typing import Optional
 from ..ir.graph import Graph
 from ..passes.fusion import Fused, LoopGroup, fuse
 from .backend import Unsupported
-from .cpu_render import compiled, render
+from .cpu_render import compiled, prepare, render
 from .kir_lower import Listing, LoweredGroup, lower_group
 from .sequence import Sequence
 
@@ -54,7 +54,7 @@ class SymbolicExecutable:
         return self._seq(arrays)
 
     def kernel_source(self) -> str:
-        return "\n\n".join(render(lg.kernel) for lg in self.lowered.values())
+        return "\n\n".join(render(prepare(lg.kernel)) for lg in self.lowered.values())
 
 
 def compile_symbolic(graph: Graph, donate: Optional[dict] = None) -> SymbolicExecutable:

@@ -17,7 +17,7 @@ from ..runtime.cuda_driver import numba_cuda
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported
 from .cpu_index import _key_plan, _value
-from .cpu_loops import linear
+from .value_text import linear
 from .cuda_render import Config, atomic_add, grid_kernel, grid_of
 
 INDEXED = (P.index, P.index_put, P.embed, P.gather, P.scatter_add)

@@ -12,7 +12,7 @@ from ..ir.graph import Eqn, Var
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported
 from .cpu_index import _Lines, _splitmix, argext_axis
-from .cpu_loops import linear
+from .value_text import linear
 from .cpu_scalar import literal
 from .cuda_index import coords
 from .cuda_render import Config, grid_kernel, grid_of

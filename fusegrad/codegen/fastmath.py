@@ -757,7 +757,7 @@ FUNCS: dict[tuple[str, str], Callable] = {
 #   "scalar": for loops that stay scalar (short trip counts), where LLVM branches around the
 #             expensive side instead of computing both and selecting;
 #   "guarded": valid only for |x| <= TRIG_MAX, with no clamps beyond, for kernels that count
-#              larger arguments and rerun them exactly (cpu_scalar.Lowering);
+#              larger arguments and rerun them exactly (kir_fastmath.trig_guard);
 #   "nonpositive": for arguments the compiler has proved <= 0 (or NaN), such as exp(-x*x) and
 #                  softmax's exp(x - max x): one scaling step instead of two.
 # A (name, dtype) without an entry of some kind uses FUNCS.

@@ -18,7 +18,7 @@ Values are ``Const``, ``Ref`` (a local or accumulator), ``Load(buf, index)``, ``
 (an index expression as a value, e.g. iota) and ``Op(op, args, dtype, params)`` whose ``op``
 is a scalar operation of ``fusegrad.ir.scalar_ops.OPS`` (a primitive's scalar rule) or a
 math function. Index and extent expressions (``IExpr``) are ints, ``Sym`` (a shape symbol
-or a loop variable) and ``IBin`` (``+ * // %``) with constants folded, so a kernel's
+or a loop variable) and ``IBin`` (``+ * // % min``) with constants folded, so a kernel's
 extents and strides may be runtime values (see ``kir_lower.lower_group(symbolic=True)``).
 
 ``str(kernel)`` is a readable listing, ``verify(kernel)`` checks it is well formed and
@@ -49,12 +49,14 @@ class Sym:
 
 @dataclass(frozen=True)
 class IBin:
-    """``a op b`` over integers; ``op`` is one of ``+ * // %``."""
+    """``a op b`` over integers; ``op`` is one of ``+ * // % min``."""
     op: str
     a: "IExpr"
     b: "IExpr"
 
     def __str__(self) -> str:
+        if self.op == "min":
+            return f"min({self.a}, {self.b})"
         return f"({_istr(self.a)} {self.op} {_istr(self.b)})" if self.op in ("//", "%") else \
             f"{_istr(self.a)} {self.op} {_istr(self.b)}"
 
@@ -104,6 +106,12 @@ def imod(a: IExpr, b: IExpr) -> IExpr:
     return 0 if b == 1 else IBin("%", a, b)
 
 
+def imin(a: IExpr, b: IExpr) -> IExpr:
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return a if a == b else IBin("min", a, b)
+
+
 def iprod(items) -> IExpr:
     acc: IExpr = 1
     for x in items:
@@ -126,6 +134,8 @@ def ieval(e: IExpr, env: dict) -> int:
     if isinstance(e, Sym):
         return env[e.name]
     a, b = ieval(e.a, env), ieval(e.b, env)
+    if e.op == "min":
+        return min(a, b)
     return a + b if e.op == "+" else a * b if e.op == "*" else a // b if e.op == "//" else a % b
 
 
@@ -328,6 +338,51 @@ def stmts(body: list) -> Iterator[Stmt]:
         yield s
         if isinstance(s, (Loop, Guard)):
             yield from stmts(s.body)
+
+
+def stmt_values(s: Stmt) -> list:
+    """The values statement ``s`` holds itself (a guard's condition, not its body's)."""
+    if isinstance(s, (Assign, Update, Store)):
+        return [s.value]
+    return [s.cond] if isinstance(s, Guard) else []
+
+
+def map_values(s: Stmt, fn) -> Stmt:
+    """Statement ``s`` with ``fn`` applied to each value it holds itself (see stmt_values)."""
+    if isinstance(s, Assign):
+        return Assign(s.name, fn(s.value))
+    if isinstance(s, Store):
+        return Store(s.buf, s.index, fn(s.value))
+    if isinstance(s, Update):
+        return Update(s.name, fn(s.value))
+    if isinstance(s, Guard):
+        return Guard(fn(s.cond), s.body)
+    return s
+
+
+def map_stmts(body: list, fn) -> list:
+    """``body`` with ``fn`` applied to every statement, nested ones too (a loop's or guard's
+    before its body)."""
+    out = []
+    for s in map(fn, body):
+        if isinstance(s, Loop):
+            s = Loop(s.var, s.extent, s.kind, map_stmts(s.body, fn))
+        elif isinstance(s, Guard):
+            s = Guard(s.cond, map_stmts(s.body, fn))
+        out.append(s)
+    return out
+
+
+def map_body(body: list, fn) -> list:
+    """``body`` with ``fn`` applied to every value its statements hold, nested ones too."""
+    return map_stmts(body, lambda s: map_values(s, fn))
+
+
+def rebuild(v: Value, fn) -> Value:
+    """Value ``v`` with ``fn`` applied to it and every value inside it, innermost first."""
+    if isinstance(v, Op):
+        v = Op(v.op, tuple(rebuild(a, fn) for a in v.args), v.dtype, v.params)
+    return fn(v)
 
 
 # ---------------------------------------------------------------- verifier

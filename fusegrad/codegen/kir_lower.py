@@ -14,7 +14,7 @@ rank, dtypes and broadcast pattern (size-1 dims stay literal); views whose index
 concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsupported."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, TypeVar
 
 import numpy as np
@@ -36,21 +36,28 @@ WIDE = 1 << 14
 
 @dataclass
 class LoweredGroup:
-    """A loop group's kernel and, per kernel buffer (in order), the Var it holds."""
+    """A loop group's kernel and, per kernel buffer (in order), the Var it holds;
+    ``locals`` maps the kernel's scalar locals to the Var ids whose elements they hold (for
+    passes that use facts about values, e.g. their signs)."""
     kernel: Kernel
     binds: list
+    locals: dict = field(default_factory=dict)
 
 
-def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None) -> LoweredGroup:
-    """Kernel IR of loop group ``gi`` of ``fused`` (verified)."""
+def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None,
+                by_rows: bool = False) -> LoweredGroup:
+    """Kernel IR of loop group ``gi`` of ``fused`` (verified). ``by_rows``: sums over leading
+    axes of a serial group accumulate row by row into temp buffers over the kept axes (see
+    ``columns_ok``), for a backend whose threads run whole loop nests (a CPU; on a GPU,
+    threads splitting such a nest would race on the accumulators)."""
     g = fused.groups[gi]
     assert isinstance(g, LoopGroup)
-    lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic)
+    lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows)
     body = lw.run()
-    bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()]
+    bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()] + lw.temps
     syms = tuple(f"n{a}" for a, s in enumerate(g.domain) if s != 1) if symbolic else ()
     k = Kernel(name or f"k{gi}", bufs, syms, body)
-    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()])
+    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()})
 
 
 class Listing:
@@ -84,8 +91,9 @@ def _loop_var(a: int) -> Sym:
 
 
 class _Lowerer:
-    def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool):
-        self.f, self.g, self.outs, self.symbolic = fused, g, outs, symbolic
+    def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool, by_rows: bool):
+        self.f, self.g, self.outs, self.symbolic, self.by_rows = fused, g, outs, symbolic, by_rows
+        self.temps: list = []  # temp buffers (by_rows)
         self.dims = [1 if s == 1 else (Sym(f"n{a}") if symbolic else s) for a, s in enumerate(g.domain)]
         self.buffers: dict = {}  # kernel buffer name -> (Var, shape, role)
         self._buf_of: dict = {}  # var id -> kernel buffer name
@@ -114,8 +122,9 @@ class _Lowerer:
     def index_by_map(self, v: Var, m: tuple) -> list:
         return [0 if s == 1 else _loop_var(m[d]) for d, s in enumerate(v.shape)]
 
-    def linear(self, idx: list, shape: list, v: Var) -> IExpr:
-        if self.flat:
+    def linear(self, idx: list, shape: list, v: Optional[Var]) -> IExpr:
+        """The linear index at ``idx`` into ``shape`` (of ``v``; None: a temp buffer)."""
+        if self.flat and v is not None:
             return 0 if v.size == 1 else _loop_var(0)
         strides, stride = [], 1
         for s in reversed(shape):
@@ -255,10 +264,14 @@ class _Lowerer:
         red = [a for a in g.red_axes if g.domain[a] != 1]
         outer = [a for a, s in enumerate(g.domain) if s != 1 and a not in g.red_axes]
         avail = phases(self.g)
+        if self.by_rows and columns_ok(g, red, outer, avail):
+            self._columns(body, red, outer)
+            return
         inner = self.loops(outer, g.parallel, body)
         for k in range(max(avail.values(), default=0) + 1):
             if k:
-                self._inner(k, inner, red, avail)
+                # with no kept axis to run in parallel, the reduction loop is the parallel one
+                self._inner(k, inner, red, avail, g.parallel and not outer)
             for e in g.eqns:
                 if g.is_outer(e.out) and avail[e.out.id] == k and not real_reduction(self.g, e):
                     self.assign(inner, e)
@@ -266,7 +279,45 @@ class _Lowerer:
                 if g.is_outer(v) and avail[v.id] == k:
                     self.store(inner, v)
 
-    def _inner(self, k: int, body: list, red: list, avail: dict) -> None:
+    # -- sums over leading axes (bias gradients: column sums of a [batch, features] value)
+    def _columns(self, body: list, red: list, outer: list) -> None:
+        """Row by row into accumulator buffers (temps) over the kept axes, so that the inner
+        loop walks memory contiguously (a column at a time strides by a whole row per
+        element), then one loop over the kept axes for the sums and the outer values."""
+        g = self.g
+        kept = [self.dims[a] for a in outer]
+        kidx = self.linear([_loop_var(a) for a in outer], kept, None)
+        wide = self.symbolic or int(np.prod([g.domain[a] for a in red], dtype=np.int64)) > WIDE
+        reds = [e for e in g.eqns if real_reduction(g, e)]
+        sums = {e.out.id: (f"a{self.local(e.out)[1:]}", _acc_dtype(e, wide)) for e in reds}
+        zero = self.loops(outer, False, body)
+        for name, dt in sums.values():
+            self.temps.append(Buffer(name, dt, iprod(kept), "temp"))
+            zero.append(Store(name, kidx, Const(0, dt)))
+        inner = self.loops(sorted(red + outer), False, body)
+        for e in g.eqns:
+            if not g.is_outer(e.out):
+                self.assign(inner, e)
+        for e in reds:
+            name, dt = sums[e.out.id]
+            inner.append(Store(name, kidx, Op("add", (Load(name, kidx, dt), _cast(self.reduce_input(e), dt)), dt)))
+        for v in self.outs:
+            if not g.is_outer(v):
+                self.store(inner, v)
+        inner = self.loops(outer, False, body)
+        for e in g.eqns:
+            if not g.is_outer(e.out):
+                continue
+            if real_reduction(g, e):
+                name, dt = sums[e.out.id]
+                inner.append(Assign(self.local(e.out), _cast(Load(name, kidx, dt), e.out.dtype)))
+            else:
+                self.assign(inner, e)
+        for v in self.outs:
+            if g.is_outer(v):
+                self.store(inner, v)
+
+    def _inner(self, k: int, body: list, red: list, avail: dict, parallel: bool) -> None:
         g = self.g
         reds, stores, members = phase_work(g, self.outs, avail, k)
         if not reds and not stores:
@@ -279,7 +330,7 @@ class _Lowerer:
                 raise Unsupported(f"cpu backend: {e.prim.name} over an empty dimension (eager raises)")
             accs[e.out.id] = f"a{self.local(e.out)[1:]}_{k}"
             body.append(Acc(accs[e.out.id], e.prim.scalar, _acc_dtype(e, wide)))
-        inner = self.loops(red, False, body)
+        inner = self.loops(red, parallel, body)
         for e in members:  # a full value two phases need is computed in each (sibling loops)
             self.assign(inner, e)
         for e in reds:
@@ -289,6 +340,23 @@ class _Lowerer:
         for e in reds:
             acc = Ref(accs[e.out.id], _acc_dtype(e, wide))
             body.append(Assign(self.local(e.out), _cast(acc, e.out.dtype)))
+
+
+def columns_ok(g: LoopGroup, red: list, outer: list, avail: dict) -> bool:
+    """True if a reducing group is computed row by row into accumulator arrays over its kept
+    axes (``_Lowerer._columns``): a serial group whose sums all reduce axes ``red`` before
+    every kept axis of ``outer``, in one phase (``avail``: see ``phases``), with no full
+    value reading an outer one."""
+    if g.parallel or not red or not outer or max(red) > min(outer):
+        return False
+    for e in g.eqns:
+        if real_reduction(g, e):
+            if e.prim.scalar != "+" or avail[e.out.id] != 1:
+                return False
+        elif not g.is_outer(e.out) and any(isinstance(a, Var) and a.id in g.maps and g.is_outer(a)
+                                           for a in e.inputs):
+            return False
+    return True
 
 
 def slice_source(key: tuple, idx: Sequence[T], affine: Callable[[T, int, int], T],

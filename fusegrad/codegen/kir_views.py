@@ -23,7 +23,7 @@ def onto_parts(lg: LoweredGroup, part_of: Callable) -> LoweredGroup:
     moved: dict = {}  # kernel buffer name -> (name of the whole's buffer, offset)
     wholes: dict = {}  # whole Var id -> position in the new buffers
     bufs, binds = [], []
-    for b, v in zip(lg.kernel.buffers, lg.binds):
+    for b, v in zip(lg.kernel.params(), lg.binds):
         place = part_of(v)
         if place is None:
             bufs.append(b)
@@ -43,7 +43,8 @@ def onto_parts(lg: LoweredGroup, part_of: Callable) -> LoweredGroup:
     if not moved:
         return lg
     k = lg.kernel
-    return LoweredGroup(Kernel(k.name, bufs, k.syms, [_moved(s, moved) for s in k.body]), binds)
+    temps = [b for b in k.buffers if b.role == "temp"]
+    return LoweredGroup(Kernel(k.name, bufs + temps, k.syms, [_moved(s, moved) for s in k.body]), binds, lg.locals)
 
 
 def _value(v, moved: dict):

@@ -1,5 +1,7 @@
 """The text of kernel IR values (codegen.kir) in the Python syntax both Numba renderers
-(cpu_render, cuda_render) write; each supplies how an index and a scalar operation read."""
+(cpu_render, cuda_render) write; each supplies how an index and a scalar operation read.
+``linear`` writes a linear index for the hand-written loops (cpu_index, cuda_index,
+cuda_scan)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -23,3 +25,27 @@ def value_text(v, index: Callable, op: Callable) -> str:
         return f"np.{np.dtype(v.dtype).name}({v.expr})"
     assert isinstance(v, Op)
     return op(v, [value_text(a, index, op) for a in v.args])
+
+
+def _strides(shape: tuple) -> list:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return st[::-1]
+
+
+def linear(idx: list, shape: tuple) -> str:
+    """Linear index of a C-contiguous array of ``shape`` at per-dim index expressions."""
+    const, terms = 0, []
+    for e, st, s in zip(idx, _strides(shape), shape):
+        if s == 1 or e == "0":
+            continue
+        if e.lstrip("-").isdigit():
+            const += int(e) * st
+        else:
+            e = f"({e})" if " " in e and not (e.startswith("(") and e.endswith(")")) else e
+            terms.append(e if st == 1 else f"{e} * {st}")
+    if const or not terms:
+        terms.append(str(const))
+    return " + ".join(terms)

@@ -91,6 +91,8 @@ _OPS = [
     ("pow", 2, _typed(np.power)),
     ("max", 2, _typed(np.maximum)),
     ("min", 2, _typed(np.minimum)),
+    ("fmax", 2, _typed(np.fmax)),  # NaN-ignoring (kernel passes: a float max counts NaNs apart)
+    ("fmin", 2, _typed(np.fmin)),
     ("atan2", 2, _typed(np.arctan2)),
     ("eq", 2, _pred(np.equal)),
     ("ne", 2, _pred(np.not_equal)),
@@ -113,7 +115,7 @@ OPS: dict[str, ScalarOp] = {n: ScalarOp(n, k, f) for n, k, f in _OPS}
 PREDICATE_OPERANDS = {"and": (0, 1), "or": (0, 1), "xor": (0, 1), "not": (0,), "where": (0,)}
 
 # Reductions: the operation folding one element into the accumulator.
-REDUCE_OPS = {"+": "add", "*": "mul", "max": "max", "min": "min"}
+REDUCE_OPS = {"+": "add", "*": "mul", "max": "max", "min": "min", "fmax": "fmax", "fmin": "fmin"}
 
 
 def reduce_identity(op: str, dtype: np.dtype):
@@ -122,12 +124,13 @@ def reduce_identity(op: str, dtype: np.dtype):
     dt = np.dtype(dtype)
     if op in ("+", "*"):
         return dt.type(0 if op == "+" else 1)
+    up = op in ("max", "fmax")
     if dt.kind == "b":
-        return np.bool_(op == "min")
+        return np.bool_(not up)
     if dt.kind == "f":
-        return dt.type(-np.inf if op == "max" else np.inf)
+        return dt.type(-np.inf if up else np.inf)
     info = np.iinfo(dt)
-    return dt.type(info.min if op == "max" else info.max)
+    return dt.type(info.min if up else info.max)
 
 
 def check_lowering(name: str, kind: str, scalar: Optional[str], no_lowering: Optional[str]) -> None:

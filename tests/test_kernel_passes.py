@@ -1,0 +1,184 @@
+"""Kernel IR passes that give loop kernels their fast forms (codegen.kir_passes,
+codegen.kir_fastmath) and the lowering's column-sum form: structure asserted on the kernel
+IR, the verifier run after each pass, semantics checked with the reference interpreter
+(kir_interp) against NumPy. No compiles."""
+import numpy as np
+import pytest
+
+from fusegrad.codegen import kir_passes
+from fusegrad.codegen.cpu_render import prepare, render
+from fusegrad.codegen.kir import Acc, Buffer, Let, Load, Loop, Op, Store, Update, stmt_values, stmts, values, verify
+from fusegrad.codegen.kir_fastmath import GUARD, MAX_INLINED, choose_variants, trig_guard, variant
+from fusegrad.codegen.kir_interp import run
+from fusegrad.codegen.kir_lower import lower_group
+from fusegrad.ir.prims import elementwise as E
+from fusegrad.ir.prims import reduce as R
+from fusegrad.passes import fusion
+from fusegrad.passes.fusion import LoopGroup, fuse
+from helpers import graph_of
+
+
+def _lowered(fn, arrays, symbolic=False, by_rows=False):
+    fused = fuse(graph_of(fn, arrays, optimize=True))
+    return [(g, lower_group(fused, gi, symbolic=symbolic, by_rows=by_rows)) for gi, g in enumerate(fused.groups)
+            if isinstance(g, LoopGroup)]
+
+
+def _run(k, lg, arrays, syms=None, extra=()):
+    """Outputs of kernel ``k`` (``lg``'s, after passes) on ``arrays`` bound by position to
+    its input buffers; ``extra``: arrays for buffers the passes added."""
+    ins = iter(arrays)
+    bufs = {b.name: (np.ascontiguousarray(next(ins)).reshape(-1) if b.role == "in" else np.zeros(v.size, v.dtype))
+            for b, v in zip(lg.kernel.params(), lg.binds)}
+    bufs.update(extra)
+    run(k, bufs, syms)
+    return bufs
+
+
+def _ops(k):
+    return [v for s in stmts(k.body) for x in stmt_values(s) for v in values(x) if isinstance(v, Op)]
+
+
+# ---------------------------------------------------------------- reductions
+def _reductions(x, k):
+    return (R.reduce_sum(E.tanh(x), axes=(0,), keepdims=False), R.reduce_max(x, axes=(0,), keepdims=False),
+            R.reduce_min(x, axes=(0,), keepdims=False), R.reduce_sum(k, axes=(0,), keepdims=False))
+
+
+@pytest.mark.parametrize("nan_at", [None, 9])
+def test_parallel_reduction_runs_as_chunks_combined_in_order(rng, monkeypatch, nan_at):
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(kir_passes, "CHUNK", 4)
+    x = rng.standard_normal(10).astype(np.float32)
+    if nan_at is not None:
+        x[nan_at] = np.nan  # in the last, short chunk
+    n = rng.integers(-100, 100, 10).astype(np.int32)
+    [(g, lg)] = _lowered(_reductions, [x, n])
+    k = lg.kernel
+    # lowering: with no kept axis, the reduction loop is the parallel one
+    [loop] = [s for s in k.body if isinstance(s, Loop)]
+    assert loop.kind == "parallel" and {s.name for s in stmts(loop.body) if isinstance(s, Update)} == \
+        {s.name for s in k.body if isinstance(s, Acc)}
+    counted = verify(kir_passes.count_nans(k))
+    accs = [(s.op, np.dtype(s.dtype).name) for s in counted.body if isinstance(s, Acc)]
+    assert sorted(accs) == sorted([("+", "float32"), ("fmax", "float32"), ("+", "int64"), ("fmin", "float32"),
+                                   ("+", "int64"), ("+", "int64")])
+    chunked = verify(kir_passes.chunk_reductions(counted))
+    allocs = [b for b in chunked.buffers if b.role == "temp"]
+    loops = [s for s in chunked.body if isinstance(s, Loop)]
+    assert len(allocs) == 6 and all(a.size == 3 for a in allocs)  # one partial per chunk and accumulator
+    assert [(lp.kind, lp.extent) for lp in loops] == [("parallel", 3), ("serial", 3)]
+    par, combine = loops
+    assert [type(s) for s in par.body[:6]] == [Acc] * 6 and isinstance(par.body[6], Loop)
+    assert isinstance(par.body[6].body[0], Let)  # the element index from chunk and lane
+    assert {s.buf for s in par.body[7:] if isinstance(s, Store)} == {a.name for a in allocs}
+    assert all(isinstance(s, Update) and isinstance(s.value, Load) for s in combine.body)
+    # no update inside the parallel loop folds into an accumulator declared outside it
+    inner = {s.name for s in stmts(par.body) if isinstance(s, Acc)}
+    assert all(s.name in inner for s in stmts(par.body) if isinstance(s, Update))
+    want = [np.tanh(x).sum(), x.max(), x.min(), n.astype(np.int64).sum()]
+    for kernel in (k, counted, chunked, prepare(k)):
+        out = _run(kernel, lg, [x, n])
+        got = [out[b.name][0] for b, _ in zip(lg.kernel.buffers, lg.binds) if b.role == "out"]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_array_equal(got[1:], want[1:])
+
+
+@pytest.mark.parametrize("size", [0, 1, 9])
+def test_chunked_symbolic_sum_at_any_size(rng, monkeypatch, size):
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(kir_passes, "CHUNK", 4)
+    x = rng.standard_normal(12).astype(np.float32)
+    [(g, lg)] = _lowered(lambda x: R.reduce_sum(E.exp(x), axes=(0,), keepdims=False), [x], symbolic=True)
+    k = prepare(lg.kernel)
+    assert [s.kind for s in k.body if isinstance(s, Loop)] == ["parallel", "serial"]
+    xs = x[:size]
+    bufs = {lg.kernel.buffers[0].name: xs.copy(), lg.kernel.buffers[1].name: np.zeros(1, np.float32)}
+    run(k, bufs, {"n0": size})
+    np.testing.assert_allclose(bufs[lg.kernel.buffers[1].name][0], np.exp(xs.astype(np.float64)).sum(), rtol=1e-5)
+
+
+def test_column_sums_accumulate_row_by_row(rng):
+    """A serial sum over the leading axis (a bias gradient) walks rows contiguously into a
+    temp buffer over the kept axis, then one loop finishes the sums and their users."""
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    f = lambda x: E.exp(R.reduce_sum(E.mul(x, 2.0), axes=(0,), keepdims=False))
+    [(g, lg)] = _lowered(f, [x], by_rows=True)
+    assert not any(b.role == "temp" for b in _lowered(f, [x])[0][1].kernel.buffers)  # a backend's choice
+    k = lg.kernel
+    [acc] = [b for b in k.buffers if b.role == "temp"]
+    zero, first, second = [s for s in k.body if isinstance(s, Loop)]
+    assert acc.size == 5 and zero.extent == 5 and zero.body[0].buf == acc.name and zero.body[0].value.value == 0
+    assert (first.var, first.extent, first.body[0].var, first.body[0].extent) == ("i0", 6, "i1", 5)
+    [st] = [s for s in stmts(first.body) if isinstance(s, Store) and s.buf == acc.name]
+    assert st.value.op == "add" and Load(acc.name, st.index, acc.dtype) in st.value.args
+    assert (second.var, second.extent) == ("i1", 5) and not any(isinstance(s, Loop) for s in second.body)
+    for kernel in (k, prepare(k)):
+        out = _run(kernel, lg, [x])
+        [y] = [out[b.name] for b in lg.kernel.buffers if b.role == "out"]
+        np.testing.assert_allclose(y, np.exp((x * 2).sum(0)), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- fastmath passes
+def _trig(x):
+    u = E.add(E.mul(x, 2.0), 1.0)
+    return E.add(E.mul(E.sin(u), E.exp(E.neg(E.mul(x, x)))), E.cos(u))
+
+
+def test_trig_guard_fast_counts_each_huge_argument_once(rng, monkeypatch):
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 0)
+    x = rng.standard_normal(8).astype(np.float32)
+    [(g, lg)] = _lowered(_trig, [x])
+    fast = verify(trig_guard(lg.kernel, "fast"))
+    assert fast.buffers[-1] == Buffer(GUARD, np.dtype(np.float32), 1, "inout")
+    [par] = [s for s in fast.body if isinstance(s, Loop)]
+    assert par.kind == "parallel" and isinstance(par.body[0], Acc) and par.body[0].op == "max"
+    private = par.body[0].name
+    # sin and cos of one value: one count, into the iteration's private flag
+    assert [s.name for s in stmts(par.body) if isinstance(s, Update)] == [private, "trig_n"]
+    assert {variant(v) for v in _ops(fast) if v.op in ("sin", "cos")} == {"guarded"}
+    for big, want in ((False, 0), (True, 2)):
+        y = x.copy()
+        if big:
+            y[[2, 5]] = [1e6, -np.inf]
+        out = _run(fast, lg, [y], extra={GUARD: np.ones(1, np.float32)})
+        assert out[GUARD][0] == 1 + want  # added to what the buffer held
+    bounded = trig_guard(lg.kernel, "fast", bounded=True)
+    assert {variant(v) for v in _ops(bounded) if v.op in ("sin", "cos")} == {None}
+
+
+def test_trig_guard_exact_selects_libm_beyond_the_range(rng):
+    x = rng.standard_normal(8).astype(np.float32)
+    x[3] = 3e5
+    [(g, lg)] = _lowered(_trig, [x])
+    exact = verify(trig_guard(lg.kernel, "exact"))
+    assert len(exact.buffers) == len(lg.kernel.buffers)
+    sel = [v for v in _ops(exact) if v.op == "where"]
+    assert len(sel) == 2 and all(variant(w.args[1]) == "libm" and variant(w.args[2]) == "guarded" for w in sel)
+    prepared = prepare(lg.kernel, "exact")
+    assert {variant(v) for v in _ops(prepared) if v.op in ("sin", "cos")} == {"libm", "guarded"}
+    out = _run(prepared, lg, [x])
+    [y] = [out[b.name] for b in lg.kernel.buffers if b.role == "out"]
+    u = x * np.float32(2) + np.float32(1)
+    np.testing.assert_allclose(y, np.sin(u) * np.exp(-(x * x)) + np.cos(u), rtol=1e-5, atol=1e-6)
+
+
+def test_variants_by_sign_fact_loop_length_and_count(rng):
+    long_, short = rng.standard_normal(4096).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    f = lambda x: (E.exp(E.neg(E.mul(x, x))), E.tanh(x))
+    for x, tanh_variant in ((long_, "fast"), (short, "scalar")):
+        [(g, lg)] = _lowered(f, [x])
+        neg = next(v.args[0].name for v in _ops(lg.kernel) if v.op == "exp")  # the local -x*x
+        k = verify(choose_variants(lg.kernel, frozenset({neg})))
+        got = {v.op: variant(v) for v in _ops(k) if v.op in ("exp", "tanh")}
+        assert got == {"exp": "nonpositive", "tanh": tanh_variant}
+        assert {variant(v) for v in _ops(choose_variants(lg.kernel)) if v.op == "exp"} == {"fast"}
+        # the module binds exactly the functions the variants name
+        src = render(k)
+        assert f"_fm_exp_float32_nonpositive = " in src and "_fm_exp_float32 = " not in src
+        assert (f"_fm_tanh_float32_scalar = " in src) == (tanh_variant == "scalar")
+    many = lambda x: tuple(E.tanh(E.add(x, float(i))) for i in range(MAX_INLINED + 1))
+    [(g, lg)] = _lowered(many, [long_])
+    k = choose_variants(lg.kernel)
+    assert {variant(v) for v in _ops(k) if v.op == "tanh"} == {"call"}
+    assert "add" in {v.op for v in _ops(k) if variant(v) is None}  # no fastmath function: no variant
