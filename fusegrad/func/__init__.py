@@ -6,8 +6,8 @@ passes and the result evaluated on the argument tensors, so the transforms nest,
 tensors that already require grad and trace into an outer compile or vmap. Functions that
 cannot be traced run with the eager-autograd versions in fusegrad.func.eager. vmap maps
 over a batch dimension with the batching pass. Called outside any trace, every transform
-(and composition) runs one closed graph per signature, interpreted on the first call and
-compiled by the cpu backend from the second (fusegrad.func.fused)."""
+(and composition) runs one closed graph per signature, interpreted on the first two calls
+and compiled by the cpu backend from the third (fusegrad.func.fused)."""
 from __future__ import annotations
 
 from . import eager

@@ -9,11 +9,13 @@ of variants per base function, transform chain and signature (``MAX_VARIANTS``, 
 recently used evicted). A later call with an equal signature whose guards hold does not
 trace again.
 
-When compiling pays (a JIT's warm-up counter): the first call of a signature interprets its
-graph op by op (what an uncached call costs, plus a trace that computes nothing); the
-``FUSE_AFTER``-th call (the second) compiles it with the cpu backend, as ``compile`` does
-(optimization, fusion, Numba kernels, cached on disk), and every later call runs the compiled
-executable. A graph the backend rejects keeps being interpreted.
+When compiling pays (a JIT's warm-up counter): the first two calls of a signature interpret
+its graph op by op (the first costs what an uncached call costs, plus a trace that computes
+nothing; the second no trace); the ``FUSE_AFTER``-th call (the third) compiles it with the cpu
+backend, as ``compile`` does (optimization, fusion, Numba kernels, cached on disk), and every
+later call runs the compiled executable. A signature called once or twice (a program that
+transforms a function at two inputs of one shape, then stops) never pays a compile. A graph
+the backend rejects keeps being interpreted.
 
 Run directly, as before (traced through, or evaluated op by op on the dispatcher): calls
 inside a trace (a transform nested in another, or in ``compile``: the outer capture records
@@ -37,7 +39,7 @@ from .pytree import unflatten
 
 __all__ = ["FUSE_AFTER", "MAX_VARIANTS", "GraphRunner", "call", "cache_info", "cache_clear", "chain_of", "mark"]
 
-FUSE_AFTER = 2  # the call of one signature that compiles its graph
+FUSE_AFTER = 3  # the call of one signature that compiles its graph
 MAX_VARIANTS = 8  # closed graphs kept per base function (least recently used evicted)
 
 

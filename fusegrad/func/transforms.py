@@ -21,7 +21,7 @@ tensors) run with the eager-autograd implementation in ``fusegrad.func.eager``.
 
 What each wrapper below evaluates is one call; called outside any trace, the wrapper runs
 it through ``fusegrad.func.fused``: the whole call captured once per signature as a closed
-graph, interpreted on its first call and compiled by the cpu backend from its second (the
+graph, interpreted on its first calls and compiled by the cpu backend once warm (the
 warm-up policy is documented there; ``wrapper.cache_info()`` counts)."""
 from __future__ import annotations
 
@@ -309,8 +309,8 @@ def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool =
 
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` returns one gradient per primal.
-    The traced function and its VJP graph are reused per signature; each is interpreted on
-    its first evaluation and compiled from its second (``fused.GraphRunner``)."""
+    The traced function and its VJP graph are reused per signature; each is interpreted
+    until warm, then compiled (``fused.GraphRunner``)."""
     try:
         a = _Args(primals, {})
         wrt = a.wrt(range(len(primals)))

@@ -140,7 +140,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
     pytrees); ``out_dims`` likewise per output. ``randomness``: "error" raises on random
     ops, "same" draws one sample shared by the batch ("different" is not supported yet). ``chunk_size`` is accepted for
     compatibility; the whole batch runs at once. Outside any trace the batched computation is
-    one closed graph per signature, compiled from its second call (fusegrad.func.fused)."""
+    one closed graph per signature, compiled once warm (fusegrad.func.fused)."""
     if randomness not in ("error", "same", "different"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. "
                            f"Got {randomness}")
