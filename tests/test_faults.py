@@ -32,7 +32,7 @@ import fusegrad as fg
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs f(x, y) = sum(tanh(x) * y + 1) and its gradients with backend="cpu" (a forward and a
-# backward kernel module), compares with eager and prints one JSON line.
+# backward entry, see MODULES), compares with eager and prints one JSON line.
 _WORKER = textwrap.dedent("""
     import json, os, sys, time, warnings
     warnings.simplefilter("always")
@@ -86,6 +86,12 @@ _WORKER = textwrap.dedent("""
 """)
 
 
+# Kernel modules the worker loads: the forward and backward entries and the kernel each
+# calls (the forward's sum, the backward's elementwise gradient). From the disk cache only
+# the entries are loaded by Numba: the kernels they call are linked into them.
+MODULES, ENTRIES = 4, 2
+
+
 def _start(cache, tmpdir=None, **cfg):
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache), PYTHONPATH=ROOT)
     env.pop("FUSEGRAD_LOG", None)
@@ -127,7 +133,7 @@ def warm_cache(tmp_path_factory):
     """A cache directory filled by one worker; tests copy it before damaging it."""
     cache = tmp_path_factory.mktemp("warm") / "cache"
     r = _run(cache)
-    assert r["ok"] and r["compiles"] == 1 and r["modules"] == 2 and r["numba_misses"] == 2
+    assert r["ok"] and r["compiles"] == 1 and r["modules"] == MODULES and r["numba_misses"] == MODULES
     return cache
 
 
@@ -142,7 +148,7 @@ def test_warm_cache_loads_without_compiling(warm_cache, tmp_path):
     cache = _copy(warm_cache, tmp_path / "c")
     r = _run(cache)
     assert r["ok"] and r["warnings"] == []
-    assert r["numba_hits"] == 2 and r["numba_misses"] == 0  # machine code came from disk
+    assert r["numba_hits"] == ENTRIES and r["numba_misses"] == 0  # machine code came from disk
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "binary"])
@@ -189,7 +195,7 @@ def _assert_fell_back(r, tmpdir):
     """Right answers, a warning, and the kernels written under the temp directory."""
     assert r["ok"], r
     assert any("not writable" in w for w in r["warnings"]), r["warnings"]
-    assert len(r["files"]) == 2 and all(f.startswith(str(tmpdir)) for f in r["files"]), r["files"]
+    assert len(r["files"]) == MODULES and all(f.startswith(str(tmpdir)) for f in r["files"]), r["files"]
 
 
 def test_cache_dir_is_a_regular_file(tmp_path):
@@ -224,14 +230,14 @@ def test_missing_cache_dir_is_created(tmp_path):
     path = tmp_path / "does" / "not" / "exist"
     r = _run(path)
     assert r["ok"] and r["warnings"] == []
-    assert len(_entries(path)) == 2
+    assert len(_entries(path)) == MODULES
     _assert_consistent(path)
 
 
 def test_failed_write_falls_back(tmp_path):
     r = _run(tmp_path / "c", tmp_path / "tmp", enospc=True)
     assert r["ok"] and r["warnings"]
-    assert len(r["files"]) == 2 and all(f.startswith(str(tmp_path / "tmp")) for f in r["files"])
+    assert len(r["files"]) == MODULES and all(f.startswith(str(tmp_path / "tmp")) for f in r["files"])
 
 
 # ------------------------------------------------------------------ threads
@@ -285,10 +291,10 @@ def test_two_processes_compile_into_one_cache_dir(tmp_path):
     procs = [_start(cache, start_at=start_at) for _ in range(2)]
     results = [_result(p) for p in procs]
     assert all(r["ok"] and r["compiles"] == 1 and r["warnings"] == [] for r in results), results
-    assert len(_entries(cache)) == 2
+    assert len(_entries(cache)) == MODULES
     _assert_consistent(cache)
     mtimes = {p: os.stat(p).st_mtime_ns for p in _entries(cache)}
     third = _run(cache)
     assert third["ok"] and third["warnings"] == []
-    assert third["numba_hits"] == 2 and third["numba_misses"] == 0, third  # loaded, not compiled
+    assert third["numba_hits"] == ENTRIES and third["numba_misses"] == 0, third  # loaded, not compiled
     assert {p: os.stat(p).st_mtime_ns for p in _entries(cache)} == mtimes  # nothing rewritten
