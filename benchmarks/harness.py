@@ -189,6 +189,11 @@ def _time_interleaved(live: dict[str, Prepared], timing: Timing) -> dict[str, li
 def _record_compiler_state(row: Row, prepared: Prepared) -> None:
     row.fallback = prepared.fallback_reason()
     notes = prepared.compiler_notes()
+    late = prepared.late_compile_ms()
+    if late is not None and row.first_ms is not None:
+        # the first call ran eagerly (an optimizer's state warm-up): "first call" is until compiled code has run
+        notes = [f"first call = eager warm-up {row.first_ms:.0f} ms + the call that compiled {late:.0f} ms"] + notes
+        row.first_ms += late
     if notes:
         row.note = "; ".join(([row.note] if row.note else []) + [f"compiler: {n}" for n in notes])
 

@@ -6,6 +6,7 @@ and NumPy are installed, as in CI."""
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Optional
@@ -69,6 +70,8 @@ class Prepared:
     call: Callable[[], Any]
     fallback_reason: Callable[[], Optional[str]] = lambda: None
     compiler_notes: Callable[[], list[str]] = lambda: []
+    #: ms of the call that traced and compiled, when that was not the first call (see FusegradCompiled)
+    late_compile_ms: Callable[[], Optional[float]] = lambda: None
 
 
 class FusegradCompiled:
@@ -77,9 +80,24 @@ class FusegradCompiled:
 
     def __init__(self, fn: Callable, **options: Any):
         self.fn = fusegrad.compile(fn, **options)
+        self.eager_calls = 0  # calls before the one that compiled (an optimizer's state warm-up)
+        self.compile_ms: Optional[float] = None
 
     def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
+        if self.compile_ms is not None:
+            return self.fn(*args)
+        start = time.perf_counter()
+        out = self.fn(*args)
+        if getattr(self.fn, "cache_info", lambda: {})().get("compiles"):
+            self.compile_ms = (time.perf_counter() - start) * 1e3
+        else:
+            self.eager_calls += 1
+        return out
+
+    def late_compile_ms(self) -> Optional[float]:
+        """The compiling call's time when earlier calls ran eagerly (compile runs a step whose
+        optimizer has no state yet eagerly, and traces the next), else None."""
+        return self.compile_ms if self.eager_calls else None
 
     def fallback_reason(self) -> Optional[str]:
         """None when the compiled path ran; otherwise why it ran eagerly."""
@@ -98,4 +116,4 @@ def fusegrad_compiled(make_call: Callable[[Callable], Callable[[], Any]], fn: Ca
                       **options: Any) -> Prepared:
     """Compile ``fn`` and bind it with ``make_call`` into a :class:`Prepared`."""
     compiled = FusegradCompiled(fn, **options)
-    return Prepared(make_call(compiled), compiled.fallback_reason, compiled.compiler_notes)
+    return Prepared(make_call(compiled), compiled.fallback_reason, compiled.compiler_notes, compiled.late_compile_ms)

@@ -6,9 +6,10 @@ The model is written once against the ``torch`` API and built with fusegrad or P
 system can: fusegrad compiles it into one graph (``fullgraph=True``), torch.compile breaks it at
 ``backward``. Both systems start from identical weights, so the loss and the updated weights compare.
 
-fusegrad compiled's "first call" is the eager call that creates AdamW's state (compile's optimizer
-warm-up); the trace and compile happen on the second call, an untimed warm-up call, and the first-step
-check therefore compares an eager step. tests/test_compiled_gpt.py checks the compiled steps themselves.
+fusegrad compiled's first call is the eager call that creates AdamW's state (compile's optimizer
+warm-up); the trace and compile happen on the second call, which the harness adds to the first-call
+time (see systems.FusegradCompiled), and the first-step check compares the eager step.
+tests/test_compiled_gpt.py checks the compiled steps themselves.
 """
 from __future__ import annotations
 
