@@ -65,7 +65,11 @@ def run_on_cuda_simulator(test_file: str) -> None:
     import os
     import subprocess
     import sys
-    env = dict(os.environ, FUSEGRAD_CUDA_SIM="1")
+    import fusegrad
+    # the subprocess imports the fusegrad this session tests, wherever it is installed from
+    root = os.path.dirname(os.path.dirname(os.path.abspath(fusegrad.__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, FUSEGRAD_CUDA_SIM="1", PYTHONPATH=path)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test_file],
                        env=env, capture_output=True, text=True, cwd=os.path.dirname(test_file))
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
