@@ -74,3 +74,15 @@ def run_on_cuda_simulator(test_file: str) -> None:
                        env=env, capture_output=True, text=True, cwd=os.path.dirname(test_file))
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
+
+
+def mse_step(model, opt):
+    """A whole training step of ``model`` with ``opt``: forward, mean squared error, backward,
+    update; returns the loss (for fusegrad and torch modules alike)."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    return step

@@ -9,7 +9,7 @@ import fusegrad as torch
 from fusegrad import nn, optim
 from fusegrad.func import grad, jacfwd, jacrev, vmap
 from fusegrad.utils.checkpoint import checkpoint
-from helpers import sgd_update
+from helpers import mse_step, sgd_update
 
 R = dict(rtol=1e-6, atol=1e-9)
 
@@ -99,22 +99,12 @@ def test_compiled_model_trains_like_eager(name, wrap):
     assert info["graph_breaks"] == [] and info["compiles"] == 1
 
 
-def _step_of(m, opt):
-    """A whole training step of ``m`` with ``opt``: forward, backward, update."""
-    def step(x, y):
-        opt.zero_grad()
-        loss = ((m(x) - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-    return step
-
 
 def _whole_step(make_opt, backend=None, steps=20):
     X, Y = _data()
     m = _model()
     opt = make_opt(m.parameters())
-    step = _step_of(m, opt)
+    step = mse_step(m, opt)
     fn = torch.compile(step, backend=backend) if backend else step
     return np.array([fn(X, Y).item() for _ in range(steps)]), fn, opt, m
 
@@ -152,7 +142,7 @@ def test_whole_step_follows_changes_to_the_param_groups(name, backend):
         m = _model()
         opt = OPTS[name](m.parameters())
         sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.3)
-        step = _step_of(m, opt)
+        step = mse_step(m, opt)
         fn = torch.compile(step, backend=backend) if compiled else step
         losses = []
         for i in range(12):

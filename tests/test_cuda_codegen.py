@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import run_on_cuda_simulator
+from helpers import mse_step, run_on_cuda_simulator
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None, reason="numba-cuda not installed")
 
@@ -321,13 +321,7 @@ else:
             fg.manual_seed(0)
             m = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
             opt = fg.optim.Adam(m.parameters(), lr=0.01)
-
-            def step(x, y):
-                opt.zero_grad()
-                loss = ((m(x) - y) ** 2).mean()
-                loss.backward()
-                opt.step()
-                return loss
+            step = mse_step(m, opt)
             if be == "cuda":
                 monkeypatch.setenv("FUSEGRAD_DUMP", str(tmp_path))
             compiled = fg.compile(step, backend=be)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fusegrad
+from helpers import mse_step
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -45,14 +46,7 @@ def test_training_step_over_batch_sizes_trains_like_torch():
     fm, tm = _linear_pair(rng)
     res = {}
     for lib, m in ((fusegrad, fm), (torch, tm)):
-        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = ((m(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
+        step = mse_step(m, lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9))
         run = fusegrad.compile(step) if lib is fusegrad else step
         data = np.random.default_rng(2)
         res[lib.__name__] = [run(lib.tensor(data.standard_normal((n, 5))), lib.tensor(data.standard_normal((n, 3))))

@@ -21,6 +21,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad import nn, optim
+from helpers import mse_step
 
 STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "10000"))
 WARMUP = 200
@@ -89,15 +90,7 @@ def _training(backend):
     fg.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).double()
     opt = optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = ((model(x) - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, fg.compile(step, backend=backend)
+    return model, fg.compile(mse_step(model, opt), backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
