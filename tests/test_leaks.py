@@ -2,15 +2,21 @@
 freed, caches are bounded.
 
 Memory is measured three ways after a warm-up: tracemalloc (to which NumPy reports its
-array buffers) over the last TRACED steps, where what was allocated and is still alive
-after ``gc.collect()`` must stay under a small slack (16 bytes a step would exceed it);
-the count of gc-tracked objects (tensors, autograd nodes) over all steps; and RSS with a
-generous slack, because Numba's runtime allocates the arrays a cpu kernel returns outside
-tracemalloc's view. ``FUSEGRAD_LEAK_STEPS`` changes the step count (default 10,000).
+array buffers) over two windows of TRACED steps, where what was allocated in a window and is
+still alive after ``gc.collect()`` must stay under a small slack (17 bytes a step would
+exceed it) in at least one of them: a leak repeats every step and shows in both, while a
+one-off resize of an interpreter table (the interned-string dict grows by megabytes at
+once) lands in one; the count of gc-tracked objects (tensors, autograd nodes) over all
+steps; and RSS with a generous slack, because Numba's runtime allocates the arrays a cpu
+kernel returns outside tracemalloc's view. RSS is read after ``malloc_trim`` so that
+what glibc keeps of freed blocks (fusegrad raises its trim threshold, see
+``codegen/cpu_malloc.py``) is not counted as growth. ``FUSEGRAD_LEAK_STEPS`` changes the
+step count (default 10,000).
 
 The cache bounds checked here are the documented ones (``fusegrad.compile`` docstring):
 at most ``RECOMPILE_LIMIT`` (8) signatures per compiled function, and one in-memory kernel
 module per distinct kernel source (shared by every compiled function and never evicted)."""
+import ctypes
 import gc
 import os
 import tracemalloc
@@ -25,37 +31,43 @@ from helpers import mse_step
 
 STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "10000"))
 WARMUP = 200
-TRACED = 2000
-SLACK = 32 * 1024  # bytes still alive from the TRACED steps: 16 bytes a step would exceed it
+TRACED = 1000
+SLACK = 16 * 1024  # bytes still alive from TRACED steps: 17 bytes a step would exceed it
 RSS_SLACK = 16 * 1024 * 1024
 
 
 def _rss() -> int:
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # glibc only: hand freed heap pages back first
+    except (OSError, AttributeError):
+        pass
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _flat(step, steps=STEPS):
-    """Run ``step(i)`` ``steps`` times: a warm-up, then untraced steps, then TRACED steps
-    under tracemalloc (it slows Python allocation ~4x). Returns (bytes allocated during the
-    traced steps and still alive, growth of the gc-tracked object count and of RSS over
-    everything after the warm-up)."""
+    """Run ``step(i)`` ``steps`` times: a warm-up, then untraced steps, then two windows of
+    TRACED steps under tracemalloc (it slows Python allocation ~4x). Returns (the smaller of
+    the two windows' bytes allocated in it and still alive, growth of the gc-tracked object
+    count and of RSS over everything after the warm-up)."""
     for i in range(WARMUP):
         step(i)
     gc.collect()
     rss0, objs0 = _rss(), len(gc.get_objects())
-    for i in range(WARMUP, steps - TRACED):
+    for i in range(WARMUP, steps - 2 * TRACED):
         step(i)
-    tracemalloc.start()
-    try:
-        for i in range(steps - TRACED, steps):
-            step(i)
-        gc.collect()
-        alive, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    alive = []
+    for start in (steps - 2 * TRACED, steps - TRACED):
+        tracemalloc.start()
+        try:
+            for i in range(start, start + TRACED):
+                step(i)
+            gc.collect()
+            alive.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
     gc.collect()
-    return alive, len(gc.get_objects()) - objs0, _rss() - rss0
+    return min(alive), len(gc.get_objects()) - objs0, _rss() - rss0
 
 
 def _check(alive, objs, rss):
