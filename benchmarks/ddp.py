@@ -11,7 +11,8 @@ says nothing about scaling). hidden share = 1 - exposed communication / whole, w
 exposed communication is the time from the later rank's last gradient to the end of the wait
 (perf_counter is one clock for every process on a host), so that waiting for a slower rank
 (skew, reported apart) does not count as communication. Throughput ratio =
-(2 x batch / step_2) / (batch / step_1), from a 1-rank job and a 2-rank job run back to back;
+(2 x batch / step_2) / (batch / step_1), from a 1-rank job and a 2-rank job run back to back
+(a third mode, the host ceiling, runs 2 ranks that train alone: no all-reduce at all);
 ``--repeat N`` runs N such pairs per mode (other load on the machine distorts single pairs)
 and reports each pair's ratio with the load average at its end, and their median.
 The result goes into a section of RESULTS.md that full benchmark runs keep."""
@@ -49,7 +50,8 @@ def _model(fg, seed: int = 0):
 
 
 def worker(mode: str, steps: int, warmup: int) -> None:
-    """One rank: time STEPS SGD steps of W2's MLP (under DDP when the world has 2+ ranks)."""
+    """One rank: time STEPS SGD steps of W2's MLP (under DDP when the world has 2+ ranks, except
+    in mode "alone": each rank trains its own model, nothing communicated)."""
     import numpy as np
 
     import fusegrad as fg
@@ -61,7 +63,7 @@ def worker(mode: str, steps: int, warmup: int) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     model = _model(fg)
     net = fg.compile(model) if mode == "compiled" else model
-    ddp = DDP(net, bucket_cap_mb=BUCKET_MB) if world > 1 else None
+    ddp = DDP(net, bucket_cap_mb=BUCKET_MB) if world > 1 and mode != "alone" else None
     run = ddp if ddp is not None else net
     opt = fg.optim.SGD(model.parameters(), lr=0.01)
     g = np.random.default_rng(rank)
@@ -94,7 +96,7 @@ def worker(mode: str, steps: int, warmup: int) -> None:
            "wait_s": float(np.median(waits)), "allreduce_s": float(np.median(whole)) if whole else 0.0,
            "faults": float(np.median(faults)), "spans": spans,
            "buckets": ddp.bucket_sizes if ddp is not None else []}
-    recs = ddp.process_group.comm.gather(rec, root=0) if ddp is not None else [rec]
+    recs = MPI.COMM_WORLD.gather(rec, root=0)
     if rank == 0:  # one writer: lines printed by several ranks at once can interleave
         comm = [max(e for _, e in s) - max(b for b, _ in s) for s in zip(*(r["spans"] for r in recs))]
         skew = [max(b for b, _ in s) - min(b for b, _ in s) for s in zip(*(r["spans"] for r in recs))]
@@ -144,7 +146,7 @@ def main(argv: list) -> int:
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     rows = []
-    for mode in ("eager", "compiled"):
+    for mode in ("eager", "compiled", "alone"):
         pairs = sorted((_pair(mode, steps, warmup) for _ in range(repeat)), key=lambda r: r["ratio"])
         row = dict(pairs[len(pairs) // 2])
         row["pairs"] = [(round(r["ratio"], 2), r["load"]) for r in pairs]
@@ -186,7 +188,9 @@ def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
              "exposed communication: from the later rank's last gradient to the end of the wait (one clock "
              "for both processes on one host); whole all-reduce: the same buckets all-reduced with nothing "
              "to overlap; hidden = 1 - exposed communication / whole (medians over steps). "
-             "Compiled: the model compiled whole, its backward run in stages, one per bucket.", "",
+             "Compiled: the model compiled whole, its backward run in stages, one per bucket. "
+             "Host ceiling: 2 ranks each train the eager model alone (no DDP, no all-reduce, only the "
+             "per-step barrier): the ratio the host's cores allow this compute without any communication.", "",
              f"- date: {meta['date']}; {meta['cores']} cores; 1-minute load average at start / end: "
              f"{meta['load'][0]} / {meta['load'][1]}; run time {meta['seconds']} s"
              + (f" (load above the {meta['cores']} cores: other processes took CPU time from the ranks, so "
@@ -198,7 +202,8 @@ def _section(rows: list, meta: dict, steps: int, warmup: int) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         pairs = ", ".join(f"{x:.2f}x @ {load}" for x, load in r["pairs"])
-        lines.append(f"| {r['mode']} | {r['step1_ms']:.2f} | {r['step2_ms']:.2f} | {r['wait_ms']:.3f} | "
+        label = "host ceiling (eager, no DDP)" if r["mode"] == "alone" else r["mode"]
+        lines.append(f"| {label} | {r['step1_ms']:.2f} | {r['step2_ms']:.2f} | {r['wait_ms']:.3f} | "
                      f"{r['skew_ms']:.3f} | {r['comm_ms']:.3f} | {r['allreduce_ms']:.3f} | {100 * r['hidden']:.0f}% | {r['ratio']:.2f}x "
                      f"({'met' if r['ratio'] >= 1.8 else 'not met'}) | {pairs} | "
                      f"{r['faults'][0]:.0f} / {r['faults'][1]:.0f} | {r['buckets']} |")
