@@ -166,6 +166,24 @@ def test_out_argument_errors_match_torch(pt):
         assert o.dtype == lib.float64 and o.tolist() == [2.0, 2.0, 2.0]
 
 
+@pytest.mark.torch
+def test_methods_refuse_out_where_functions_take_it(pt):
+    """PyTorch's methods take no out= (its functions do); fusegrad's hot ops take out= in
+    their own signatures, so the method has to refuse it itself."""
+    for lib in (fg, pt):
+        x = lib.ones(3)
+        for call in (lambda o: x.add(x, out=o), lambda o: x.mul(2, out=o), lambda o: x.div(x, out=o),
+                     lambda o: x.exp(out=o), lambda o: x.sqrt(out=o), lambda o: x.relu(out=o),
+                     lambda o: x.sum(out=o), lambda o: x.matmul(x, out=o)):
+            o = lib.zeros(3)
+            with pytest.raises(TypeError):
+                call(o)
+            assert o.tolist() == [0.0, 0.0, 0.0]
+        o = lib.zeros(3)
+        assert lib.add(x, x, out=o) is o and lib.exp(x, out=lib.zeros(3)).tolist() == pytest.approx([2.718282] * 3)
+        assert o.tolist() == [2.0, 2.0, 2.0] and x.add(x, alpha=2).tolist() == [3.0, 3.0, 3.0]
+
+
 # ------------------------------------------------------------- meshgrid, type, indexing
 @pytest.mark.torch
 def test_meshgrid_type_and_range_indexing_match_torch(pt):

@@ -78,21 +78,30 @@ def _type_name(dt) -> str:
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}.get(dt.name, dt.name)
 
 
-def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_out: bool, method: bool) -> Callable:
-    """``fn`` itself when it already accepts PyTorch's keywords, else a wrapper that does."""
-    renames, varargs = _renames(fn, torch_names, 1 if method else 0)
+def _has_out(fn: Callable) -> bool:
     try:
-        own_out = "out" in inspect.signature(fn).parameters
+        return "out" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        own_out = True
+        return False
+
+
+def adapt(name: str, fn: Callable, torch_names: Sequence[Optional[str]], takes_out: bool, method: bool) -> Callable:
+    """``fn`` itself when it already accepts PyTorch's keywords, else a wrapper that does.
+    A method refuses ``out=`` even when its function takes it (``x.add(y, out=o)`` is a
+    TypeError in PyTorch; ``torch.add(x, y, out=o)`` is not)."""
+    renames, varargs = _renames(fn, torch_names, 1 if method else 0)
+    own_out = _has_out(fn)
     handle_out = takes_out and not own_out
-    if not renames and not varargs and not handle_out:
+    refuse_out = method and own_out
+    if not renames and not varargs and not handle_out and not refuse_out:
         return fn
 
     @functools.wraps(fn)
     def with_torch_keywords(*args, **kwargs):
         if not kwargs:
             return fn(*args, **kwargs)
+        if refuse_out and "out" in kwargs:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'out'")
         for k in [k for k in kwargs if k in renames]:
             kwargs[renames[k]] = kwargs.pop(k)
         if varargs:
@@ -121,7 +130,6 @@ def install(namespace: dict, tensor_cls: type) -> None:
     for name, names in K.FUNCTIONS.items():
         if callable(namespace.get(name)):
             namespace[name] = adapt(name, namespace[name], names, name in K.OUT, method=False)
-    for name, names in K.METHODS.items():
-        fn = tensor_cls.__dict__.get(name)
-        if callable(fn):
-            setattr(tensor_cls, name, adapt(name, fn, names, False, method=True))
+    for name, fn in list(vars(tensor_cls).items()):
+        if callable(fn) and (name in K.METHODS or (not name.startswith("_") and _has_out(fn))):
+            setattr(tensor_cls, name, adapt(name, fn, K.METHODS.get(name, ()), False, method=True))
