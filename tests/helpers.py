@@ -58,6 +58,16 @@ def sgd_update(params, lr: float = 0.1) -> None:
             p.grad = None
 
 
+def subprocess_env(**extra: str) -> dict:
+    """This environment plus ``extra``, for a subprocess that imports the fusegrad this session
+    tests, wherever it is installed from (its root leads PYTHONPATH)."""
+    import os
+    import fusegrad
+    root = os.path.dirname(os.path.dirname(os.path.abspath(fusegrad.__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def run_on_cuda_simulator(test_file: str) -> None:
     """Run the test module ``test_file`` in a subprocess with ``FUSEGRAD_CUDA_SIM=1``: Numba's
     CUDA simulator must be chosen before numba.cuda is first imported, which this session
@@ -65,13 +75,9 @@ def run_on_cuda_simulator(test_file: str) -> None:
     import os
     import subprocess
     import sys
-    import fusegrad
-    # the subprocess imports the fusegrad this session tests, wherever it is installed from
-    root = os.path.dirname(os.path.dirname(os.path.abspath(fusegrad.__file__)))
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, FUSEGRAD_CUDA_SIM="1", PYTHONPATH=path)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test_file],
-                       env=env, capture_output=True, text=True, cwd=os.path.dirname(test_file))
+                       env=subprocess_env(FUSEGRAD_CUDA_SIM="1"), capture_output=True, text=True,
+                       cwd=os.path.dirname(test_file))
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-3000:]
 

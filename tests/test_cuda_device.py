@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from helpers import run_on_cuda_simulator
+from helpers import run_on_cuda_simulator, subprocess_env
 
 # FUSEGRAD_CUDA_TESTS=device: run on the real GPU in this process (benchmarks/gpu_check.py)
 SIM = os.environ.get("FUSEGRAD_CUDA_SIM") == "1" or os.environ.get("FUSEGRAD_CUDA_TESTS") == "device"
@@ -73,6 +73,22 @@ if not SIM:
     @pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda not installed")
     def test_cuda_device_on_the_simulator():
         run_on_cuda_simulator(__file__)
+
+    @pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda not installed")
+    def test_numbas_own_simulator_switch_is_the_simulator_too():
+        """NUMBA_ENABLE_CUDASIM=1 without FUSEGRAD_CUDA_SIM: the driver asks Numba's config
+        whether it loaded the simulator, so views and data_ptr take the simulator's arrays."""
+        import subprocess
+        import sys
+        script = ("import fusegrad as fg\n"
+                  "b = fg.zeros(3, 4, device='cuda')\n"
+                  "b.t()[3].mul_(2); b[1, 1:3].fill_(7.0); b.add_(1)\n"
+                  "print(b.cpu().numpy().tolist(), b.data_ptr() == b[0].data_ptr())\n")
+        env = subprocess_env(NUMBA_ENABLE_CUDASIM="1")
+        env.pop("FUSEGRAD_CUDA_SIM", None)
+        r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout.strip() == "[[1.0, 1.0, 1.0, 1.0], [1.0, 8.0, 8.0, 1.0], [1.0, 1.0, 1.0, 1.0]] True"
 
 else:
     import fusegrad.nn as nn

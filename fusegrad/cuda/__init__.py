@@ -119,7 +119,7 @@ def max_memory_reserved(device: Any = None) -> int:
 
 def empty_cache() -> None:
     """Release memory held for reuse: Numba's deallocations queued on the context."""
-    if driver.STATE.initialized and not driver.simulated():
+    if driver.STATE.initialized and not driver.STATE.simulator:
         driver.require().current_context().deallocations.clear()
 
 

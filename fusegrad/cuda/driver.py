@@ -17,19 +17,21 @@ from typing import Any, Optional
 import numpy as np
 
 from ..runtime.cuda_driver import numba_cuda as _import_numba_cuda
-from ..runtime.cuda_driver import sim_requested
+from ..runtime.cuda_driver import simulated as _on_simulator
 
 NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
 
 class _State:
     """What was learnt when the driver was first loaded (an explicit cache: loading happens once).
-    ``initialized`` is PyTorch's ``torch.cuda.is_initialized()``: no device array can exist before it."""
-    __slots__ = ("loaded", "cuda", "initialized", "current", "allocated", "peak")
+    ``initialized`` is PyTorch's ``torch.cuda.is_initialized()``: no device array can exist before it.
+    ``simulator``: the loaded ``numba.cuda`` is Numba's simulator (its arrays wrap NumPy arrays)."""
+    __slots__ = ("loaded", "cuda", "simulator", "initialized", "current", "allocated", "peak")
 
     def __init__(self) -> None:
         self.loaded = False
         self.cuda: Any = None  # the numba.cuda module, or None when there is no usable device
+        self.simulator = False
         self.initialized = False
         self.current = 0
         self.allocated: dict[int, int] = {}
@@ -37,11 +39,6 @@ class _State:
 
 
 STATE = _State()
-
-
-def simulated() -> bool:
-    """Whether ``FUSEGRAD_CUDA_SIM=1`` asks for Numba's CUDA simulator."""
-    return sim_requested()
 
 
 def numba_cuda() -> Optional[Any]:
@@ -54,7 +51,8 @@ def numba_cuda() -> Optional[Any]:
             ok = bool(cuda.is_available())
         except Exception:  # numba-cuda missing, or no driver: no device, as torch without CUDA
             cuda, ok = None, False
-        if ok and simulated():
+        STATE.simulator = ok and _on_simulator()
+        if STATE.simulator:
             _as_real_arrays(cuda)
         STATE.cuda = cuda if ok else None
     return STATE.cuda
@@ -111,7 +109,7 @@ def array_device(arr: Any) -> int:
 
 def data_pointer(arr: Any) -> int:
     """The device address of ``arr``'s first element (the simulator's: its NumPy array's)."""
-    if simulated():
+    if STATE.simulator:
         return arr._ary.__array_interface__["data"][0]
     return arr.__cuda_array_interface__["data"][0]
 

@@ -15,7 +15,7 @@ from ..ir.prims.layout import decode_key
 
 def view(prim, arr: Any, params: dict) -> Optional[Any]:
     """``prim`` (a view primitive) of device array ``arr`` sharing its memory, or None."""
-    if driver.simulated():  # the simulator's arrays wrap NumPy arrays: NumPy's own view
+    if driver.STATE.simulator:  # the simulator's arrays wrap NumPy arrays: NumPy's own view
         host = arr._ary
         out = prim.impl(host, **params)
         return type(arr)(out) if np.shares_memory(out, host) else None
