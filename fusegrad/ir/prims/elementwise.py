@@ -203,10 +203,18 @@ _F32 = np.dtype(np.float32)
 from ..dtypes import _BF16  # noqa: E402  (ml_dtypes' bfloat16)
 
 
+# NumPy >= 2 (NEP 50) keeps a bfloat16 array with a Python scalar bfloat16; NumPy 1.x returns float32
+_NUMPY_WEAK_BF16 = (np.ones(1, _BF16) + 1.0).dtype == _BF16
+
+
 def _weak_bf16(ufunc):
-    """``ufunc`` whose bfloat16 operand with a Python scalar stays bfloat16: NumPy has no weak
-    scalars for ml_dtypes' bfloat16 and returns float32; PyTorch computes in float32 as well
-    and rounds once to bfloat16, which the cast below does."""
+    """``ufunc`` whose bfloat16 operand with a Python scalar stays bfloat16. NumPy 1.x has no
+    weak scalars for ml_dtypes' bfloat16 and returns float32, which the cast below rounds once
+    (PyTorch's mul/div; its add/sub round the scalar to bfloat16 first, as NumPy 2 does for all).
+    Where NumPy already keeps bfloat16, ``ufunc`` itself: the wrapper cost every add ~0.15 us."""
+    if _NUMPY_WEAK_BF16:
+        return ufunc
+
     def impl(a, b, _f32=_F32, _bf16=_BF16):  # (defaults: local lookups on this per-op path)
         r = ufunc(a, b)
         if r.dtype is not _f32:
