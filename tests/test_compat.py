@@ -174,7 +174,8 @@ def test_methods_refuse_out_where_functions_take_it(pt):
         x = lib.ones(3)
         for call in (lambda o: x.add(x, out=o), lambda o: x.mul(2, out=o), lambda o: x.div(x, out=o),
                      lambda o: x.exp(out=o), lambda o: x.sqrt(out=o), lambda o: x.relu(out=o),
-                     lambda o: x.sum(out=o), lambda o: x.matmul(x, out=o)):
+                     lambda o: x.sum(out=o), lambda o: x.matmul(x, out=o),
+                     lambda o: x.clone().add_(x, out=o), lambda o: x.clone().exp_(out=o)):
             o = lib.zeros(3)
             with pytest.raises(TypeError):
                 call(o)

@@ -1647,6 +1647,8 @@ def _write(dst: Tensor, src: Tensor) -> None:
 
 def _inplace_of(op, name=None):
     def method(self, *args, **kwargs):
+        if "out" in kwargs:  # PyTorch's in-place methods take no out=, even where the function does
+            raise TypeError(f"{method.__name__}() got an unexpected keyword argument 'out'")
         return inplace(self, (lambda old: named(op(old, *args, **kwargs), name)) if name else
                        (lambda old: op(old, *args, **kwargs)), *args)
     method.__name__ = op.__name__ + "_"
