@@ -7,8 +7,8 @@ import pytest
 import fusegrad as fg
 from fusegrad import nn
 from fusegrad.codegen.backend import Unsupported
-from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelError, Load, Loop, Op, Ref, Store, isyms,
-                                  Sym, Update, stmts, structural_hash, verify)
+from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelError, Load, Loop, Op, Ref, Scratch, Store,
+                                  Sym, Update, isyms, stmts, structural_hash, verify)
 from fusegrad.codegen.kir_interp import run, run_fused
 from fusegrad.codegen.kir_lower import lower_group
 from fusegrad.ir.primitive import PRIMS, Primitive
@@ -109,6 +109,13 @@ def _ok_kernel():
     return Kernel("k", [Buffer("x", F32, Sym("n"), "in"), Buffer("y", F32, Sym("n"), "out")], ("n",), body)
 
 
+def _scratch_read_after_its_body(k):
+    """A temp allocated inside the loop (kir.Scratch), then read after it."""
+    k.buffers.append(Buffer("z", F32, 4, "temp"))
+    k.body[0].body.insert(0, Scratch("z"))
+    k.body.append(Loop("i1", 4, "serial", [Assign("q", Load("z", Sym("i1"), F32))]))
+
+
 @pytest.mark.parametrize("breakage,message", [
     (lambda k: k.body[0].body.reverse(), "read before it is defined"),
     (lambda k: setattr(k.body[0], "kind", "diagonal"), "kind"),
@@ -121,6 +128,8 @@ def _ok_kernel():
     (lambda k: k.body[0].body.append(Assign("m0", Const(0.0, F32))), "defined twice"),
     (lambda k: k.body[0].body.append(Update("m0", Const(0.0, F32))), "not a declared accumulator"),
     (lambda k: k.body.append(Acc("a", "xor", F32)), "unknown op"),
+    (lambda k: k.body.insert(0, Scratch("x")), "each a temp buffer"),
+    (lambda k: _scratch_read_after_its_body(k), "load from unknown buffer z"),
 ])
 def test_verifier_rejects(breakage, message):
     k = _ok_kernel()

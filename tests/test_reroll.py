@@ -10,10 +10,11 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen import kir_interp
 from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
-from fusegrad.codegen.kir import Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Store, Sym, iadd, stmts, verify
+from fusegrad.codegen.kir import (Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store, Sym, iadd, stmts,
+                                  verify)
 from fusegrad.codegen.kir_lower import lower_group
-from fusegrad.codegen.kir_passes import optimize
-from fusegrad.codegen.kir_reroll import MIN_BODY, reroll
+from fusegrad.codegen.kir_passes import CHUNK, optimize
+from fusegrad.codegen.kir_reroll import MIN_BODY, TILE, reroll
 from fusegrad.func import grad
 from fusegrad.passes.fusion import LoopGroup, fuse
 from helpers import graph_of
@@ -63,10 +64,11 @@ def _case(seed):
 
 def _rerolled_loops(k: Kernel) -> list:
     """The loops over repetitions of ``k``: serial loops whose body is one lane loop (after
-    the index arithmetic kir_passes.hoist_index binds)."""
+    the index arithmetic kir_passes.hoist_index binds and the step's loads the same in
+    every lane, read once before it)."""
     return [s for s in stmts(k.body) if isinstance(s, Loop) and s.kind == "serial" and s.body
             and isinstance(s.body[-1], Loop) and s.body[-1].kind in ("vector", "parallel")
-            and all(isinstance(t, Let) for t in s.body[:-1])]
+            and all(isinstance(t, (Let, Assign)) for t in s.body[:-1])]
 
 
 def _random_buffers(k: Kernel, rng) -> dict:
@@ -147,14 +149,63 @@ def test_blocks_reading_two_back_peel_two_blocks():
 
 
 def test_unsafe_bodies_stay_unrolled():
-    """A lane loop inside a parallel loop (its temps would be shared by threads) and a
-    body whose stores do not end it are left as they are."""
+    """A body whose stores do not end it is left as it is."""
     k = _two_back(3, 40)
-    inner = Kernel(k.name, k.buffers, k.syms, [Loop("j", 2, "parallel", k.body)])
-    assert str(reroll(inner)) == str(inner)
     body = k.body[0].body
     early = Kernel(k.name, k.buffers, k.syms, [Loop("i0", 3, "vector", [body[-1]] + body[:-1])])
     assert str(reroll(early)) == str(early)
+
+
+def test_lane_loop_in_a_parallel_loop_uses_its_scratch():
+    """A lane loop inside a parallel loop rerolls with its temps allocated by each
+    iteration of that loop (kir.Scratch, first in its body), never shared between
+    iterations; a long one runs TILE lanes at a time (a serial loop over tiles around the
+    rerolled code, its temps TILE lanes wide); results as before rerolling."""
+    for lanes, tiled in ((3, False), (TILE + 37, True)):
+        k = _two_back(lanes, 40)
+        inner = verify(Kernel(k.name, k.buffers, k.syms, [Loop("j", 2, "parallel", k.body)]))
+        new = verify(reroll(inner))
+        (par,) = new.body
+        temps = {b.name: b for b in new.buffers if b.role == "temp"}
+        scratch = [s.buf for s in par.body if isinstance(s, Scratch)]
+        assert temps and sorted(scratch) == sorted(temps) and par.body[:len(scratch)] == [Scratch(n) for n in scratch]
+        assert len(_rerolled_loops(new)) == 1
+        widths = {b.size for b in temps.values() if b.size % (TILE if tiled else lanes) == 0}
+        assert widths == {b.size for b in temps.values()}, temps
+        tile_loops = [s for s in par.body if isinstance(s, Loop) and s.kind == "serial"
+                      and any(isinstance(t, Loop) and t.kind == "serial" for t in s.body)]
+        assert len(tile_loops) == int(tiled)
+        _same_results(inner, new, np.random.default_rng(lanes))
+
+
+def test_reduction_chunks_reroll_compiled():
+    """W5's shape on 40 steps over a vector of 3 reduction chunks (kir_passes.CHUNK), the
+    last one short: the chunked gradient kernel rerolls inside each chunk, TILE lanes at a
+    time, and its rows are addressed through views in the lane loops that store
+    (cpu_render); gradients as float64 NumPy by hand."""
+    rng = np.random.default_rng(8)
+    n, steps = 2 * CHUNK + 1000, 40
+    w = (1.0 + 0.05 * rng.standard_normal(steps)).astype(np.float32)
+    b = (0.05 * rng.standard_normal(steps)).astype(np.float32)
+    h = rng.standard_normal(n).astype(np.float32)
+    gfn = grad(lambda w, b: _w3(fg, w, b, fg.tensor(h)), argnums=(0, 1))
+    g = graph_of(gfn, [w, b], optimize=True)
+    kernels = _shared(g)
+    assert any(_rerolled_loops(k) for k in kernels.values())
+    assert any(isinstance(s, Scratch) for k in kernels.values() for s in stmts(k.body))
+    consts = [np.asarray(c._data) for _, c in g.consts]
+    gw, gb = CpuBackend().compile(g)(w, b, *consts)
+    hs, x = [], h.astype(np.float64)  # by hand: forward, then the chain rule backward
+    for i in range(steps):
+        hs.append(x)
+        x = np.tanh(x * w[i] + b[i])
+    dx, want_w, want_b = np.ones(n), np.zeros(steps), np.zeros(steps)
+    for i in reversed(range(steps)):
+        dpre = dx * (1 - np.tanh(hs[i] * w[i] + b[i]) ** 2)
+        want_w[i], want_b[i] = (dpre * hs[i]).sum(), dpre.sum()
+        dx = dpre * w[i]
+    np.testing.assert_allclose(gw, want_w, rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(gb, want_b, rtol=1e-4, atol=1e-2)
 
 
 def test_parallel_lane_loop_rerolls_around_parallel_lanes():

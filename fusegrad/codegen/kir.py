@@ -266,7 +266,16 @@ class Extern:
     args: tuple
 
 
-Stmt = Union[Assign, Store, Acc, Update, Loop, Guard, Let, Extern]
+@dataclass
+class Scratch:
+    """Temp buffer ``buf`` allocated here, afresh each time the statement runs (uninitialized):
+    at the top of a parallel loop's body it is private to one iteration, so one thread's
+    carries never meet another's (kir_reroll inside reduction chunks). It is visible to the
+    statements after it in the same body."""
+    buf: str
+
+
+Stmt = Union[Assign, Store, Acc, Update, Loop, Guard, Let, Extern, Scratch]
 
 
 @dataclass(frozen=True)
@@ -319,6 +328,8 @@ def _lines(body: list, depth: int) -> Iterator[str]:
             yield f"{pad}{s.name} <- {s.value}"
         elif isinstance(s, Let):
             yield f"{pad}let {s.name} = {s.expr}"
+        elif isinstance(s, Scratch):
+            yield f"{pad}scratch {s.buf}"
         else:
             yield f"{pad}call {s.fn}({', '.join(map(str, s.args))})"
 
@@ -404,8 +415,11 @@ def verify(k: Kernel) -> Kernel:
         raise KernelError(f"kernel {k.name}: buffer roles {roles}: each one of {BUFFER_ROLES}, temps last")
     for b in k.buffers:
         _check_index(k, b.size, set(k.syms), f"size of {b.name}")
+    scratch = [s.buf for s in stmts(k.body) if isinstance(s, Scratch)]
+    if len(set(scratch)) != len(scratch) or any(bufs.get(n, Buffer(n, None, 0, "")).role != "temp" for n in scratch):
+        raise KernelError(f"kernel {k.name}: scratch {scratch}: each a temp buffer, allocated once")
     defined: dict = {}
-    _verify_body(k, k.body, bufs, set(k.syms), defined)
+    _verify_body(k, k.body, {n: b for n, b in bufs.items() if n not in scratch}, set(k.syms), defined)
     return k
 
 
@@ -416,6 +430,7 @@ def _check_index(k: Kernel, e: IExpr, scope: set, where: str) -> None:
 
 
 def _verify_body(k: Kernel, body: list, bufs: dict, scope: set, defined: dict) -> None:
+    bufs = dict(bufs)  # buffers visible here: scratch from its statement to the end of its body
     local = dict(defined)  # names visible here: defined before, in this or an enclosing body
     scope = set(scope)  # integer names: symbols, enclosing loop variables, lets before here
     for s in body:
@@ -457,6 +472,8 @@ def _verify_body(k: Kernel, body: list, bufs: dict, scope: set, defined: dict) -
             for a in s.args:
                 if isinstance(a, str) and a not in bufs:
                     raise KernelError(f"kernel {k.name}: call {s.fn} names unknown buffer {a}")
+        elif isinstance(s, Scratch):
+            bufs[s.buf] = k.buffer(s.buf)
         else:
             raise KernelError(f"kernel {k.name}: unknown statement {s!r}")
 
@@ -541,6 +558,8 @@ def canonical(k: Kernel) -> Kernel:
             elif isinstance(s, Let):
                 expr = ix(s.expr)
                 out.append(Let(name(s.name, "t"), expr))
+            elif isinstance(s, Scratch):
+                out.append(Scratch(names[s.buf]))
             else:
                 out.append(Extern(s.fn, tuple(names.get(a, a) if isinstance(a, str) else a for a in s.args)))
         return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.scalar_ops import OPS, REDUCE_OPS, reduce_identity
 from ..passes.fusion import Fused, LoopGroup
-from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Update, ieval
+from .kir import Acc, Assign, Const, Extern, Guard, Index, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store, Update, ieval
 
 
 def run(k: Kernel, buffers: dict, syms: dict | None = None) -> dict:
@@ -24,11 +24,14 @@ def run(k: Kernel, buffers: dict, syms: dict | None = None) -> dict:
         if a.ndim != 1 or a.dtype != np.dtype(b.dtype) or a.size != ieval(b.size, env):
             raise ValueError(f"kernel {k.name}: buffer {b.name} must be {np.dtype(b.dtype)}[{ieval(b.size, env)}], "
                              f"got {a.dtype}{list(a.shape)}")
-    # temps start as NaN (or -1): a kernel reading one before writing it shows
-    scratch = {b.name: np.full(ieval(b.size, env), -1 if np.dtype(b.dtype).kind in "iub" else np.nan, b.dtype)
-               for b in k.buffers if b.role == "temp"}
-    _Run(k, {**buffers, **scratch}).body(k.body, env)
+    temps = {b.name: _unset(b, env) for b in k.buffers if b.role == "temp"}
+    _Run(k, {**buffers, **temps}).body(k.body, env)
     return buffers
+
+
+def _unset(b, env: dict) -> np.ndarray:
+    """A fresh temp buffer: NaN (or -1), so a kernel reading one before writing it shows."""
+    return np.full(ieval(b.size, env), -1 if np.dtype(b.dtype).kind in "iub" else np.nan, b.dtype)
 
 
 def run_fused(fused: Fused, arrays: list, symbolic: bool = False, kernels: dict | None = None) -> tuple:
@@ -77,6 +80,8 @@ class _Run:
             elif isinstance(s, Guard):
                 if self.value(s.cond, env):
                     self.body(s.body, env)
+            elif isinstance(s, Scratch):
+                self.bufs[s.buf] = _unset(self.k.buffer(s.buf), env)
             elif isinstance(s, Extern):
                 raise NotImplementedError(f"kernel {self.k.name}: the interpreter has no library call {s.fn}")
 

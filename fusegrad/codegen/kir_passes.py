@@ -117,7 +117,8 @@ def _chunked(loop: Loop, folded: dict, temps: list) -> list:
     part = {n: f"{n}_p" for n in folded}
     nested = any(isinstance(t, Loop) for t in loop.body)
     first = imul(c, CHUNK)
-    inner = Loop(j, imin(CHUNK, iadd(loop.extent, imul(c, -CHUNK))), "serial" if nested else "vector",
+    width = min(CHUNK, loop.extent) if isinstance(loop.extent, int) else CHUNK  # bounds the lanes of a chunk
+    inner = Loop(j, imin(width, iadd(loop.extent, imul(c, -CHUNK))), "serial" if nested else "vector",
                  [Let(loop.var, iadd(first, Sym(j)))] + _renamed(loop.body, own))
     chunk = [Acc(own[n], a.op, dt) for n, (a, dt) in folded.items()] + [inner] + \
         [Store(part[n], c, Ref(own[n], dt)) for n, (_, dt) in folded.items()]
@@ -232,9 +233,8 @@ def _rewrite(s, fn: Callable):
     return s
 
 
-# chunks first: a reduction's lane loop inside a parallel chunk loop is not rerolled (its
-# temps would be shared by the threads), and a long parallel reduction keeps one pass
-# over memory
+# chunks first: a reduction's chunk is rerolled inside (its temps are the chunk's scratch,
+# cache-sized), so a long parallel reduction keeps one pass over memory
 PASSES = (count_nans, chunk_reductions, reroll, hoist_index)
 
 

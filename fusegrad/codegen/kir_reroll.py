@@ -24,29 +24,31 @@ straight-line value read elsewhere, a carry for a value the next block reads, a 
 row per block) for block values read later (the backward half of a chain reads every
 forward step). The pieces run in the original order and stores end the body (the pass
 leaves a body alone otherwise), so every load still comes before every store, which keeps
-values written in place over an operand (passes.memory) correct. A lane loop inside a
-parallel loop is left alone (its temps would be shared by the threads); a parallel lane
-loop becomes a serial loop over the blocks around a parallel loop over the lanes, each
-lane its own temp elements."""
+values written in place over an operand (passes.memory) correct. The temps of a lane loop
+inside a parallel loop (a reduction's chunk, kir_passes.chunk_reductions) are scratch
+allocated by each iteration of that loop (kir.Scratch), so threads never share them and
+they stay chunk-sized; a parallel lane loop becomes a serial loop over the blocks around
+a parallel loop over the lanes, each lane its own temp elements."""
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
 
-from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Load, Loop, Op, Ref, Store, Sym, Update,
-                  iadd, imul)
+from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store,
+                  Sym, Update, iadd, ifloordiv, imin, imul, isyms, map_body, rebuild)
 
 MIN_BODY = 32  # shorter bodies compile and run fine unrolled
 MIN_ITERS = 4  # fewest loop iterations (blocks after the first) worth a rerolled loop
 MAX_PERIOD = 64  # longest block looked for, in statements
+TILE = 512  # most lanes a serial lane loop reroll at a time: its temps (a stack: a row per block) stay in cache
 
 
 def reroll(k: Kernel) -> Kernel:
     """``k`` with each long lane loop rerolled where it repeats (see the module docstring);
     the same statements where nothing qualifies."""
     names = _Names()
-    body = _walk(k.body, names, inside_parallel=False)
+    body = _walk(k.body, names)
     return Kernel(k.name, list(k.buffers) + names.temps, k.syms, body)
 
 
@@ -58,6 +60,7 @@ class _Names:
         self.temps: list = []
         self.loops = 0
         self.carries = 0
+        self.hoists = 0
 
     def temp(self, dtype, size: IExpr) -> str:
         name = f"zt{len(self.temps)}"
@@ -72,21 +75,52 @@ class _Names:
         self.carries += 1
         return f"zp{self.carries - 1}"
 
+    def hoisted(self) -> str:
+        self.hoists += 1
+        return f"zh{self.hoists - 1}"
 
-def _walk(body: list, names: _Names, inside_parallel: bool) -> list:
+
+def _walk(body: list, names: _Names) -> list:
     out: list = []
     for s in body:
         if isinstance(s, Loop):
             lane = s.kind == "vector" or (s.kind == "parallel" and not any(isinstance(t, (Loop, Guard)) for t in s.body))
-            new = _reroll_loop(s, names) if lane and not inside_parallel else None
+            new = _reroll_tiled(s, names) if lane else None
             if new is not None:
                 out.extend(new)
                 continue
-            s = Loop(s.var, s.extent, s.kind, _walk(s.body, names, inside_parallel or s.kind == "parallel"))
+            made = len(names.temps)
+            inner = _walk(s.body, names)
+            if s.kind == "parallel":  # temps made inside are each iteration's own
+                inner = [Scratch(b.name) for b in names.temps[made:]] + inner
+            s = Loop(s.var, s.extent, s.kind, inner)
         elif isinstance(s, Guard):
-            s = Guard(s.cond, _walk(s.body, names, inside_parallel))
+            s = Guard(s.cond, _walk(s.body, names))
         out.append(s)
     return out
+
+
+def _reroll_tiled(loop: Loop, names: _Names) -> Optional[list]:
+    """``_reroll_loop`` of a serial lane loop over more than TILE lanes, TILE lanes at a
+    time (a serial loop over tiles around the rerolled code; the original lane variable
+    a Let of the tile's); other loops as they are."""
+    width = _bound(loop.extent)
+    if loop.kind == "parallel" or isinstance(width, int) and width <= TILE:
+        return _reroll_loop(loop, names)
+    tile, lane = Sym(names.loop()), f"{loop.var}_t"
+    lanes = imin(TILE, iadd(loop.extent, imul(tile, -TILE)))
+    inner = Loop(lane, lanes, loop.kind, [Let(loop.var, iadd(imul(tile, TILE), Sym(lane)))] + loop.body)
+    new = _reroll_loop(inner, names)
+    return None if new is None else [Loop(tile.name, ifloordiv(iadd(loop.extent, TILE - 1), TILE), "serial", new)]
+
+
+def _bound(e: IExpr) -> IExpr:
+    """An upper bound of extent ``e`` that reads no loop variable (a reduction chunk's
+    ``min(CHUNK, n - c*CHUNK)`` lanes: CHUNK), or ``e`` itself."""
+    if isinstance(e, IBin) and e.op == "min":
+        sides = [x for x in (e.a, e.b) if isinstance(x, int)]
+        return min(sides) if sides else e
+    return e
 
 
 # ---------------------------------------------------------------- statements as blocks
@@ -329,7 +363,10 @@ def _classify(plan: _Plan) -> tuple:
 
 
 def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
-    body = loop.body
+    lets = 0  # a reduction chunk's lane loop starts by naming the element (kir_passes.chunk_reductions)
+    while lets < len(loop.body) and isinstance(loop.body[lets], Let):
+        lets += 1
+    body = loop.body[lets:]
     if len(body) < MIN_BODY or not all(isinstance(s, (Assign, Update, Store)) for s in body):
         return None
     first_store = next((p for p, s in enumerate(body) if isinstance(s, Store)), len(body))
@@ -370,16 +407,20 @@ class _Emitter:
     def __init__(self, plan: _Plan, reads: dict, loop: Loop, names: _Names):
         self.plan, self.reads, self.loop, self.names = plan, reads, loop, names
         self.lane = Sym(loop.var)
-        stmts, runs, lanes = plan.stmts, plan.runs, loop.extent
+        self.lets = [s for s in loop.body if isinstance(s, Let)]  # repeated in every lane loop
+        self.width = lanes = _bound(loop.extent)  # a temp's elements per block (a row of a stack)
+        stmts, runs = plan.stmts, plan.runs
         self.lane_arrays = {p: names.temp(stmts[p].dtype, lanes) for p in sorted(plan.lane_arrays)}
         self.stacks = {(k, j): names.temp(stmts[runs[k].start + j].dtype, imul(runs[k].n, lanes))
                        for k, j in sorted(plan.stacks)}
+        # a stacked value's carry is its stack's row before (fewer arrays in a lane loop keep
+        # LLVM's runtime alias checks few enough to vectorize it)
         self.carries = {(k, j): (names.temp(stmts[runs[k].start + j].dtype, lanes), names.carry())
-                        for k, j in sorted(plan.carries)}
+                        for k, j in sorted(plan.carries - plan.stacks)}
 
     def _row(self, row: IExpr) -> IExpr:
         """Element ``lane`` of stack row ``row``."""
-        return iadd(imul(row, self.loop.extent), self.lane)
+        return iadd(imul(row, self.width), self.lane)
 
     def _operand(self, sl: tuple, zq: Optional[Sym]):
         st = self.plan.stmts
@@ -391,8 +432,12 @@ class _Emitter:
         if kind == "lane":
             return Load(self.lane_arrays[sl[1]], self.lane, st[sl[1]].dtype)
         if kind in ("carry", "last"):
+            run = self.plan.runs[sl[1]]
+            dt = st[run.start + sl[2]].dtype
+            if sl[1:] in self.stacks:  # the block before (in the loop), or the last block
+                row = iadd(zq, run.first - 1) if kind == "carry" else run.n - 1
+                return Load(self.stacks[sl[1:]], self._row(row), dt)
             temp, name = self.carries[sl[1:]]
-            dt = st[self.plan.runs[sl[1]].start + sl[2]].dtype
             return Ref(name, dt) if kind == "carry" else Load(temp, self.lane, dt)
         if kind == "stack":
             _, k, j, row0, c = sl
@@ -429,8 +474,23 @@ class _Emitter:
                 out.append(Store(self.carries[(k, j)][0], self.lane, ref))
         return out
 
-    def _lanes(self, body: list) -> Loop:
-        return Loop(self.loop.var, self.loop.extent, self.loop.kind, body)
+    def _lanes(self, body: list) -> list:
+        """A lane loop running ``body``, after the loads it reads at the same element in
+        every lane, read once before it (a rerolled step's weight: LLVM would reload it per
+        lane, since the loop's stores might alias it)."""
+        lane = {self.loop.var} | {s.name for s in self.lets}
+        stored = {s.buf for s in body if isinstance(s, Store)}
+        hoisted: dict = {}
+
+        def hoist(v):
+            if not isinstance(v, Load) or v.buf in stored or lane & set(isyms(v.index)):
+                return v
+            key = (v.buf, v.index)
+            if key not in hoisted:
+                hoisted[key] = Assign(self.names.hoisted(), v)
+            return Ref(hoisted[key].name, v.dtype)
+        body = map_body(body, lambda x: rebuild(x, hoist))
+        return list(hoisted.values()) + [Loop(self.loop.var, self.loop.extent, self.loop.kind, self.lets + body)]
 
     def statements(self) -> list:
         plan, runs = self.plan, self.plan.runs
@@ -443,7 +503,7 @@ class _Emitter:
                 while p < total and plan.seg[p] is None:
                     body.extend(self._statement(p, None))
                     p += 1
-                out.append(self._lanes(body))
+                out.extend(self._lanes(body))
                 continue
             run = runs[k]
             zq = Sym(self.names.loop())
@@ -451,7 +511,7 @@ class _Emitter:
                     for (kk, j), (temp, name) in self.carries.items() if kk == k]
             for q in range(run.loop_start, run.loop_start + run.period):
                 body.extend(self._statement(q, zq))
-            out.append(Loop(zq.name, run.n - run.first, "serial", [self._lanes(body)]))
+            out.append(Loop(zq.name, run.n - run.first, "serial", self._lanes(body)))
             p = run.end
         return out
 
