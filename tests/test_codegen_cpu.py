@@ -128,7 +128,7 @@ def test_one_element_concatenation_parts_are_written_in_place(rng):
     got = g(w, b, h)
     src = g.lower(w, b, h).kernel_source()
     # no view per part: the kernel gets the concatenation's buffer and stores at offsets
-    assert re.search(r"\bbk\d+_\d+ = ", src) is None and re.search(r"_kr\d+\([^)]*\bbk\d+\b", src), src
+    assert re.search(r"\bbk\d+_\d+ = ", src) is None and re.search(r"call_at\(kaddr\[\d+\], \([^)]*\bbk\d+\b", src), src
     for x, y in zip(got, fg.func.grad(fn, argnums=(0, 1))(w, b, h)):
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-3)
 
@@ -343,7 +343,7 @@ def test_trig_guard_count_flags_each_huge_argument():
         assert exe._exact is not None
 
         def count(xs):
-            return exe._fn(xs.copy())[-1]
+            return exe._fn(xs.copy(), exe._kaddr)[-1]
         assert count(x) == 0
         for pos in (0, n // 2 + 3, n - 1):
             for big, counted in ((TRIG_MAX["float32"] * 4, True), (-np.inf, True), (np.nan, False),

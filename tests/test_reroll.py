@@ -229,7 +229,7 @@ def _shared(g) -> dict:
     as rendered)."""
     fused = fuse(g)
     lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
-    shared, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
+    shared, _, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
     return {gi: optimize(lg.kernel) for gi, (lg, _, _) in shared.items()}
 
 

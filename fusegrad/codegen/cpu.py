@@ -1,9 +1,10 @@
 """The "cpu" backend: fuse a Graph into loop groups and generate ONE Numba module whose
-``@njit`` entry function runs every loop nest and BLAS call in order (no Python between
-kernels). Arrays cross the boundary as flat contiguous 1-d arrays whose shapes and dtypes
+``@njit`` entry function runs every loop kernel (through its address, cpu_link) and BLAS
+call in order (no Python between kernels). Arrays cross the boundary as flat contiguous 1-d arrays whose shapes and dtypes
 are checked first, so generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Callable, Optional
 
@@ -15,10 +16,11 @@ from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse, reshaped_base
 from ..passes.memory import donations, plan
 from ..passes.signs import nonpositive
-from ..runtime.kernel_cache import generated_key, load_generated, load_module, module_name, store_generated
+from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import emit_call
+from .cpu_link import address, signature as link_signature
 from .cpu_malloc import keep_freed_blocks
 from .cpu_render import prepare, render
 from .cpu_symbolic import compile_symbolic
@@ -38,12 +40,16 @@ _SUPPORTED_KINDS = "biuf"
 class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
-    def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, exact=None, written=()):
+    def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, kaddr: np.ndarray, exact=None,
+                 written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = written  # positions of arguments the kernel overwrites (donated)
         self._out_shapes = [v.shape for v in graph.outputs]
         self._fn = fn  # the compiled entry point (see _compile_now)
-        self._exact = exact  # dispatcher for sin/cos arguments past fastmath's range (see cpu._entry)
+        self._kaddr = kaddr  # the addresses of the kernels it calls (cpu_link), its last argument
+        # () -> (entry point, kernel addresses) for sin/cos arguments past fastmath's range
+        # (see cpu._entry), compiled on first use
+        self._exact = exact
         self._graph = graph
         self._source = source  # the entry's module, then those of the kernels it calls
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
@@ -74,10 +80,11 @@ class CpuExecutable:
             if not flat[k].flags.writeable or any(j != k and np.may_share_memory(flat[k], y)
                                                   for j, y in enumerate(flat)):
                 flat[k] = flat[k].copy()
-        res = self._fn(*flat)
+        res = self._fn(*flat, self._kaddr)
         if self._exact is not None:
             if res[-1]:
-                res = _compile_now(self._exact, self._graph)(*flat)
+                exact, kaddr = self._exact()
+                res = exact(*flat, kaddr)
             else:
                 res = res[:-1]
         shapes = self._out_shapes
@@ -140,17 +147,27 @@ class CpuBackend:
         if record is None:
             fused = fuse(graph, read_reshapes=True)
             donated = donations(fused, donate) if donate else {}
-            source, donated, kernels = generate(graph, fused, donated)
+            source, donated, kernels, links = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
-            record = {"source": source, "written": [args.index(x) for x in donated.values()], "kernels": kernels}
+            record = {"source": source, "written": [args.index(x) for x in donated.values()], "kernels": kernels,
+                      "links": links}
             if key:
                 store_generated(key, record)
-        for src in record["kernels"]:  # the modules the entry imports, first
-            load_module(src)
+        mods = [load_module(src) for src in record["kernels"]]
         mod = load_module(record["source"])
-        entry = _compile_now(mod.kernel, graph)
-        exe = CpuExecutable(graph, fused, "\n\n".join([record["source"]] + record["kernels"]), entry,
-                            getattr(mod, "kernel_exact", None), tuple(record["written"]))
+
+        def linked(name: str) -> tuple:
+            """Entry ``name``'s entry point and the addresses of the kernels it calls."""
+            from numba.core.errors import NumbaError
+            try:
+                kaddr = np.array([address(mods[m].kernel, dtypes) for m, dtypes in record["links"][name]], np.uint64)
+            except NumbaError as exc:
+                raise Unsupported(f"cpu backend: Numba rejected a generated kernel: {str(exc).splitlines()[0]}") from exc
+            return _compile_now(getattr(mod, name), graph), kaddr
+
+        exact = functools.cache(lambda: linked("kernel_exact")) if hasattr(mod, "kernel_exact") else None
+        exe = CpuExecutable(graph, fused, "\n\n".join([record["source"]] + record["kernels"]), *linked("kernel"),
+                            exact, tuple(record["written"]))
         exe.kernels = tuple(record["kernels"])
         return exe
 
@@ -163,9 +180,14 @@ def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
     written = record.get("written")
     n = len(graph.arguments())
     kernels = record.get("kernels")
+    links = record.get("links")
     if isinstance(record.get("source"), str) and isinstance(written, list) \
             and all(type(k) is int and 0 <= k < n for k in written) \
-            and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels):
+            and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels) \
+            and isinstance(links, dict) and "kernel" in links \
+            and all(isinstance(calls, list) and all(isinstance(c, list) and len(c) == 2 and type(c[0]) is int
+                                                    and 0 <= c[0] < len(kernels) for c in calls)
+                    for calls in links.values()):
         return record
     warnings.warn("fusegrad: malformed generated-code cache entry; rebuilding it")
     return None
@@ -177,10 +199,9 @@ def _compile_now(fn, graph: Graph) -> Callable:
 
     Returns that signature's entry point, which skips the dispatcher's typing of the
     arguments: the caller passes only arrays of exactly that type (1-d, C-contiguous,
-    writable, aligned, of the graph's dtypes)."""
-    import numba
+    writable, aligned, of the graph's dtypes, then the kernels' uint64 addresses)."""
     from numba.core.errors import NumbaError
-    sig = tuple(numba.types.Array(numba.from_dtype(v.dtype), 1, "C") for v in graph.arguments())
+    sig = link_signature([v.dtype for v in graph.arguments()] + [np.uint64])
     try:
         fn.compile(sig)
     except NumbaError as exc:
@@ -199,9 +220,11 @@ def _check_types(graph: Graph) -> None:
 
 
 def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tuple:
-    """(source, donations used, kernel module sources): the entry module's source for
-    ``graph`` as fused into ``fused``: ``kernel`` and, when a kernel calls fastmath's
-    sin/cos, ``kernel_exact`` (see ``_entry``). ``donated`` maps output var ids to the
+    """(source, donations used, kernel module sources, links): the entry module's source
+    for ``graph`` as fused into ``fused``: ``kernel`` and, when a kernel calls fastmath's
+    sin/cos, ``kernel_exact`` (see ``_entry``); ``links`` maps each entry's name to the
+    kernels it calls, in the order of its address argument: [module index, [param dtype
+    names]] (cpu_link). ``donated`` maps output var ids to the
     argument var ids whose arrays they are computed into (see passes.memory.donations); a
     graph that may rerun (the exact entry) writes no argument."""
     _check_types(graph)
@@ -210,24 +233,27 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
                if isinstance(g, LoopGroup)}
     facts = dict(nonpositive=frozenset(nonpositive(graph)), bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     concats = _Concats(fused, {v.id for v in graph.arguments()})
-    shared, kernels = _shared_kernels(lowered, facts, concats)
+    shared, kernels, dtypes = _shared_kernels(lowered, facts, concats)
     # a graph that may rerun exactly writes no argument: the rerun reads the arguments again
     guarded = any(exact for _, _, exact in shared.values())
     donated = {} if guarded else dict(donated or {})
-    parts = [_entry(graph, fused, "kernel", donated, shared, concats, guarded)]
-    if guarded:
-        parts.append(_entry(graph, fused, "kernel_exact", donated, shared, concats, False))
+    names = ["kernel", "kernel_exact"] if guarded else ["kernel"]
+    parts, links, order = [], {}, list(kernels)
+    for name in names:
+        lines, calls = _entry(graph, fused, name, donated, shared, concats, guarded and name == "kernel")
+        parts.append(lines)
+        links[name] = [[order.index(sym), dtypes[sym]] for sym in calls]
     body = [ln for lines in parts for ln in lines + [""]]
     gemm = [blas_prelude()] if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups) else []
-    imports = [f"from {module_name(src)} import kernel as {sym}" for sym, src in kernels.items()]
+    link = ["from fusegrad.codegen.cpu_link import call_at"] if kernels else []
     head = ["# generated by fusegrad's cpu backend", "import math", "", "import numpy as np",
-            "from numba import njit, prange", *gemm, *imports, ""]
-    return "\n".join(head + body), donated, list(kernels.values())
+            "from numba import njit, prange", *gemm, *link, ""]
+    return "\n".join(head + body), donated, list(kernels.values()), links
 
 
 def _shared_kernels(lowered: dict, facts: dict, concats: "_Concats") -> tuple:
     """({group index: (LoweredGroup, symbol, exact symbol or None)}, {symbol: module
-    source}): every loop group is a kernel rendered from kernel IR (cpu_render.prepare),
+    source}, {symbol: its params' dtype names}): every loop group is a kernel rendered from kernel IR (cpu_render.prepare),
     parts of a concatenation addressed in its buffer (kir_views). A kernel with fastmath
     sin/cos counts their arguments beyond its exact range into the entry's count buffer
     (kir_fastmath.trig_guard, its last argument), and its exact twin (the exact symbol)
@@ -236,12 +262,13 @@ def _shared_kernels(lowered: dict, facts: dict, concats: "_Concats") -> tuple:
     (``bounded_trig``). Groups of the same structure share one kernel, hence one module:
     compiled once per process and cached once on disk, whatever graph or layer they come
     from."""
-    shared, kernels, by_source = {}, {}, {}
+    shared, kernels, dtypes, by_source = {}, {}, {}, {}
 
     def symbol(k) -> str:
         src = render(k)
         sym = by_source.setdefault(src, f"_kr{len(by_source)}")
         kernels[sym] = src
+        dtypes[sym] = [np.dtype(b.dtype).name for b in k.params()]
         return sym
 
     known = facts["nonpositive"]
@@ -253,7 +280,7 @@ def _shared_kernels(lowered: dict, facts: dict, concats: "_Concats") -> tuple:
         counts = GUARD in {b.name for b in fast.params()}
         exact = symbol(prepare(lg.kernel, "exact", nonpos, facts["bounded_trig"])) if counts else None
         shared[gi] = (lg, symbol(fast), exact)
-    return shared, kernels
+    return shared, kernels, dtypes
 
 
 class _Concats:
@@ -313,7 +340,8 @@ class _Concats:
 
 def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, concats: _Concats,
            counted: bool) -> tuple:
-    """The source lines of one entry function. With ``counted`` the function also returns
+    """(source lines, symbols of the kernels it calls in the order of its address
+    argument ``kaddr``) of one entry function. With ``counted`` the function also returns
     a count that is non-zero when some sin/cos argument lies beyond fastmath's exact range
     (its kernels add to the count buffer ``GUARD``); then the caller reruns the graph with
     the "exact" entry, whose kernels select libm for them (a graph that may rerun writes no
@@ -331,7 +359,7 @@ def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, c
         key = v if isinstance(v, int) else v.id
         return numbers.setdefault(key, len(numbers))
 
-    views, body = concats.views, []
+    views, body, calls = concats.views, [], []
     for o in [o for o in donated if o in views]:  # a part of a concatenation has its buffer
         del donated[o]
     named: set = set()  # parts whose view some code names
@@ -366,7 +394,9 @@ def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, c
                 sym = exact
             elif exact:
                 operands.append(GUARD)
-            body.append(f"    {sym}({', '.join(operands)})")
+            if sym not in calls:
+                calls.append(sym)
+            body.append(f"    call_at(kaddr[{calls.index(sym)}], ({''.join(o + ', ' for o in operands)}))")
     rets = []
     for v in fused.outputs:
         rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
@@ -376,8 +406,8 @@ def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, c
     body = concats.allocs + concats.declared(named) + body
     ret = "(" + "".join(r + ", " for r in rets) + ")"
     head = [f"@njit(cache=True, fastmath={_FASTMATH}, error_model=\"numpy\", parallel=False)",
-            f"def {name}({', '.join(arg_name[v.id] for v in args)}):"]
-    return head + body + [f"    return {ret}"]
+            f"def {name}({''.join(arg_name[v.id] + ', ' for v in args)}kaddr):"]
+    return head + body + [f"    return {ret}"], calls
 
 
 register_backend("cpu", CpuBackend)

@@ -149,12 +149,6 @@ def load_module(source: str) -> types.ModuleType:
     return mod
 
 
-def module_name(source: str) -> str:
-    """The name the module with this source has in ``sys.modules`` once ``load_module``
-    imported it (generated code imports kernels it calls by that name)."""
-    return f"fusegrad_kernel_{source_key(source)}"
-
-
 def _import(key: str, source: str) -> types.ModuleType:
     path = os.path.join(cache_dir(), f"k_{key}.py")
     try:
@@ -174,7 +168,7 @@ def _import(key: str, source: str) -> types.ModuleType:
             warnings.warn(f"fusegrad: cannot write kernel cache entry {path} ({exc})")
             path = os.path.join(_fallback_dir(os.path.dirname(path)), f"k_{key}.py")
             _write_atomic(path, source)
-    spec = importlib.util.spec_from_file_location(f"fusegrad_kernel_{key}", path)  # = module_name(source)
+    spec = importlib.util.spec_from_file_location(f"fusegrad_kernel_{key}", path)
     mod = importlib.util.module_from_spec(spec)
     # Numba's on-disk cache re-imports a function's module by name when it loads code.
     sys.modules[spec.name] = mod
