@@ -1,7 +1,8 @@
 """Compiles every kernel the cuda backend generates for a set of programs, rendered for a
 real device (libdevice math, device launch geometry), to PTX for sm_90 with numba-cuda's
-compiler: no GPU needed, only libnvvm (pip wheels nvidia-cuda-nvcc-cu12 and
-nvidia-cuda-nvrtc-cu12, found through CUDA_HOME / LD_LIBRARY_PATH). The simulator runs
+compiler: no GPU needed, only libnvvm (the pip wheels nvidia-cuda-nvcc, nvidia-cuda-nvrtc
+and nvidia-nvvm installed with ``--target DIR``, found through ``CUDA_HOME=DIR/nvidia/cu13``;
+or the -cu12 ones). The simulator runs
 the kernels' Python; this checks that Numba's CUDA target types and lowers them.
 
 Run as a script (tests/test_cuda_codegen.py does, in a subprocess); exits 77 when
@@ -23,6 +24,8 @@ def main() -> int:
     import fusegrad as fg
     import fusegrad.codegen.cuda as C
     from fusegrad.codegen.cuda_render import DEVICE
+    from fusegrad.ir import prims as P
+    from fusegrad.ir.dtypes import _BF16
     from fusegrad.ir.prims import elementwise as E
     from fusegrad.ir.prims import reduce as R
     from helpers import graph_of
@@ -30,6 +33,11 @@ def main() -> int:
 
     C.config = lambda: DEVICE  # render for a device although this process has none
     cuda.is_available = lambda: True
+    # a kernel calling a device function compiles it for the current device's capability:
+    # without a driver, name the one compile_ptx targets
+    import types as pytypes
+    from numba.cuda import dispatcher
+    dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(9, 0))
 
     def arr(dt):
         return types.Array(from_dtype(np.dtype(dt)), 1, "C")
@@ -43,7 +51,7 @@ def main() -> int:
             return tuple([arr(st.out.dtype)] * 4 + [arr(np.int64)] * 2 + [types.int64] * 3)
         if isinstance(st, C.Indexed):
             return tuple([arr(st.eqn.out.dtype)] + [arr(v.dtype) for v in st.operands] + [arr(np.int32)])
-        return arr(st.eqn.out.dtype), arr(st.eqn.inputs[0].dtype)
+        return (arr(st.eqn.out.dtype),) + tuple(arr(v.dtype) for v in st.eqn.inputs)
 
     def check(fn, arrays, **kw) -> int:
         exe = C.CudaBackend().compile(graph_of(fn, arrays, optimize=True), **kw)
@@ -79,12 +87,20 @@ def main() -> int:
     def mlp_grad(w, x):
         return fg.func.grad(lambda w: (fg.relu(x @ w) ** 2).mean())(w)
 
+    def solves(a, b, s):
+        spd = a @ a.mT + 3.0
+        low = P.cholesky(spd)
+        return (fg.argsort(a, 1), fg.argsort(a, 0, descending=True), fg.searchsorted(s, b), low,
+                P.triangular_solve(low, b, upper=False), P.triangular_solve(low.mT, b, upper=True),
+                E.reduce_precision(a, dtype=np.dtype(np.float16)), E.reduce_precision(a, dtype=_BF16))
+
     n = check(_elementwise_all, [f32(2, 3, 4), rng.random((2, 3, 4)).astype(np.float32)])
     n += check(_softmax_mix, [f32(5, 7), f32(5, 7)])
     n += check(reductions, [f32(3, 300), rng.integers(0, 5, (3, 300)).astype(np.int32), f32(7, 400)])
     n += check(lambda x: fg.tanh(x) * 3 - x, [f32(4, 6)], symbolic=True)
     n += check(calls, [f32(3, 4), f32(3, 2), i])
     n += check(mlp_grad, [f32(6, 3), f32(5, 6)])
+    n += check(solves, [f32(3, 3), f32(3, 2), np.sort(f32(3, 5), axis=1)])
     print(f"{n} kernels compiled to PTX")
     return 0
 

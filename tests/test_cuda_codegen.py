@@ -286,7 +286,7 @@ else:
 
     def test_apply_eager_service(rng):
         """cuda_ops.apply: one primitive on device arrays and weak scalars, cached per
-        signature; a primitive without a CUDA lowering runs on host copies."""
+        signature; cholesky's kernel (codegen.cuda_solve)."""
         x = rng.standard_normal((4, 3)).astype(np.float32)
         dx = cuda.to_device(x)
         cases = [(P.add, (dx, 2.0), {}), (P.mul, (3, dx), {}), (P.exp, (dx,), {}),

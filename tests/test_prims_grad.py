@@ -227,7 +227,7 @@ add("matmul", [("2d", lambda: [rnd((2, 3)), rnd((3, 2))]),
 # Cholesky of a well-conditioned SPD matrix built from the input (symmetric under perturbation);
 # triangular solves read one triangle of a diagonally dominant matrix, batches broadcasting
 add("cholesky", [("3x3", lambda: [rnd((3, 3))]), ("batched", lambda: [rnd((2, 3, 3))])],
-    fn=lambda a: PRIMS["cholesky"](a @ a.mT + fusegrad.eye(3, dtype=a.dtype) * 3))
+    fn=lambda a: PRIMS["cholesky"](a @ a.mT + fusegrad.eye(3, dtype=a.dtype, device=a.device) * 3))
 for _upper in (False, True):
     add("triangular_solve", [(f"upper={_upper}", lambda: [rnd((3, 3)) + 4 * np.eye(3), rnd((3, 2))]),
                              (f"bcast_upper={_upper}", lambda: [rnd((2, 3, 3)) + 4 * np.eye(3), rnd((3, 1))])],

@@ -4,8 +4,8 @@ Each fused loop group becomes one kernel rendered from its kernel IR (cuda_rende
 library calls become device kernels too: matmul a tiled shared-memory GEMM, concatenate
 and pad loop kernels (kir_layout), index/index_put/embed/gather/scatter_add
 element-parallel kernels (cuda_index), cumsum and argmax/argmin a thread per row and the
-random draws a thread per element (cuda_scan). Other calls (the opaque linear-algebra and
-sorting primitives) raise Unsupported. One host entry per graph
+random draws a thread per element (cuda_scan), argsort, searchsorted, cholesky and
+triangular_solve a thread per row, column or matrix (cuda_solve). One host entry per graph
 (``CudaExecutable.__call__``) launches the kernels in order; intermediates come from a
 caching pool of device buffers (``POOL``) and go back to it after their last reader;
 donated outputs are written into the argument's device array.

@@ -37,6 +37,15 @@ def coords(shape: tuple) -> list:
     return lines, names[::-1]
 
 
+def rows(x: Var, axis: int) -> tuple:
+    """(lines setting the row's coordinates from ``flat``, coordinates, number of rows,
+    the linear index into x at position ``k`` of the row)."""
+    outer = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+    lines, r = coords(outer)
+    return lines, r, int(np.prod(outer, dtype=np.int64)), \
+        lambda k: linear([k if d == axis else r[d] for d in range(x.ndim)], x.shape)
+
+
 def _checked(lines: list, var: str, load: str, n: int, code: int) -> str:
     """Lines reading index ``load`` into ``var``, wrapped if negative; an index outside
     [-n, n) sets the error flag to ``code`` and clears ``ok``."""

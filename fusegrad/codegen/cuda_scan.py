@@ -1,6 +1,7 @@
 """The cuda backend's sequential calls as kernels: ``cumsum`` and ``argmax``/``argmin``
 with one thread per row (the scan or search along the axis runs serially in it, as
-cpu_index's loops do, NaN rules included), and the counter-based random draws
+cpu_index's loops do, NaN rules included; cuda_solve's sorts, searches and triangular
+solves likewise), and the counter-based random draws
 ``uniform``/``normal`` with one thread per element (the same SplitMix64 stream as
 fusegrad.ir.prims.creation and the cpu backend, so draws equal eager's)."""
 from __future__ import annotations
@@ -10,23 +11,15 @@ import numpy as np
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from ..runtime.kernel_cache import load_module
+from . import cuda_solve
 from .backend import Unsupported
 from .cpu_index import _Lines, _splitmix, argext_axis
 from .value_text import linear
 from .cpu_scalar import literal
-from .cuda_index import coords
+from .cuda_index import rows
 from .cuda_render import Config, grid_kernel, grid_of
 
-SCANS = (P.cumsum, P.argmax, P.argmin, P.uniform, P.normal)
-
-
-def _rows(x: Var, axis: int) -> tuple:
-    """(lines setting the row's coordinates from ``flat``, coordinates, number of rows,
-    the linear index into x at position ``k`` of the row)."""
-    outer = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
-    lines, r = coords(outer)
-    return lines, r, int(np.prod(outer, dtype=np.int64)), \
-        lambda k: linear([k if d == axis else r[d] for d in range(x.ndim)], x.shape)
+SCANS = (P.cumsum, P.argmax, P.argmin, P.uniform, P.normal, *cuda_solve.PLANS)
 
 
 def _cumsum(e: Eqn) -> tuple:
@@ -34,17 +27,17 @@ def _cumsum(e: Eqn) -> tuple:
     if x.dtype.kind == "b" or x.dtype != e.out.dtype:
         raise Unsupported(f"cuda backend: cumsum of {x.dtype}")
     axis = e.params["axis"] % x.ndim
-    lines, _, rows, at = _rows(x, axis)
+    lines, _, n_rows, at = rows(x, axis)
     dt = x.dtype.name
     return lines + [f"acc = {literal(0, x.dtype)}", f"for k in range({x.shape[axis]}):",
-                    f"    acc = np.{dt}(acc + x[{at('k')}])", f"    out[{at('k')}] = acc"], rows
+                    f"    acc = np.{dt}(acc + x[{at('k')}])", f"    out[{at('k')}] = acc"], n_rows
 
 
 def _argext(e: Eqn) -> tuple:
     (x,) = e.inputs
     axis = argext_axis(e, "cuda")
     op = ">" if e.prim is P.argmax else "<"
-    lines, r, rows, at = _rows(x, axis)
+    lines, r, n_rows, at = rows(x, axis)
     lines += [f"best = x[{at('0')}]", "bi = 0", f"for k in range(1, {x.shape[axis]}):", f"    v = x[{at('k')}]"]
     if x.dtype.kind == "f":  # the first NaN wins, as in NumPy
         lines += ["    if best != best:", "        break", f"    if v {op} best or v != v:"]
@@ -53,7 +46,7 @@ def _argext(e: Eqn) -> tuple:
     lines += ["        best = v", "        bi = k"]
     keep = [r[d] for d in range(x.ndim) if d != axis or e.params["keepdims"]]
     lines.append(f"out[{linear(keep, e.out.shape) if e.out.shape else '0'}] = np.int64(bi)")
-    return lines, rows
+    return lines, n_rows
 
 
 def _random(e: Eqn) -> tuple:
@@ -82,25 +75,31 @@ def _random(e: Eqn) -> tuple:
 
 
 class Scan:
-    """One cumsum, argmax/argmin or random draw as a kernel over its rows or elements."""
+    """One cumsum, argmax/argmin, random draw, sort, search or triangular solve as a
+    kernel over its rows, columns or elements."""
 
     def __init__(self, e: Eqn, cfg: Config, title: str):
         self.eqn, self.cfg, self.title = e, cfg, title
-        plan = _cumsum if e.prim is P.cumsum else _random if e.prim in (P.uniform, P.normal) else _argext
-        body, self.total = plan(e)
-        self.src = grid_kernel(["out", "x"], self.total, body, f"{e.prim.name} ({title})",
-                               imports=["math"] if e.prim is P.normal else ())
+        if not all(isinstance(v, Var) for v in e.inputs):
+            raise Unsupported(f"cuda backend: {e.prim.name} of a constant")
+        if e.prim in cuda_solve.PLANS:
+            body, self.total = cuda_solve.plan(e)
+        else:
+            body, self.total = (_cumsum if e.prim is P.cumsum else _random if e.prim in (P.uniform, P.normal)
+                                else _argext)(e)
+        self.src = grid_kernel(["out", "x", "y"][:1 + len(e.inputs)], self.total, body, f"{e.prim.name} ({title})",
+                               imports=["math"] if e.prim in (P.normal, P.cholesky) else ())
         self.fn = load_module(self.src).kernel
 
     def writes(self) -> list:
         return [self.eqn.out]
 
     def reads(self) -> list:
-        return [self.eqn.inputs[0]]
+        return list(self.eqn.inputs)
 
     def run(self, env: dict) -> None:
         if self.total and self.eqn.out.size:
-            self.fn[grid_of(self.total, self.cfg)](env[self.eqn.out.id], env[self.eqn.inputs[0].id])
+            self.fn[grid_of(self.total, self.cfg)](env[self.eqn.out.id], *[env[v.id] for v in self.eqn.inputs])
 
     def source(self) -> str:
         return f"# {self.title}: {self.eqn.prim.name}\n{self.src}"

@@ -171,6 +171,8 @@ class _Lowerer:
         if prim is P.slice_:
             return slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), start), lambda k: k), xs
         if prim is P.reshape:
+            if 0 in xs:  # an empty source: the loops run no iteration, so nothing is read
+                return [0] * len(xs), xs
             flat, stride = 0, 1
             for i, s in zip(reversed(idx), reversed(list(out.shape))):
                 flat = iadd(imul(i, stride), flat)

@@ -4,9 +4,9 @@
 (device arrays become graph inputs; Python scalars stay literals, weakly typed as in
 eager), compiles it with the cuda backend and runs it. Executables are cached per
 (primitive, params, input types and scalar values), and their kernels per structure
-(codegen.cuda), so a repeated op costs one launch. A primitive the backend cannot lower
-(the opaque linear-algebra and sorting ones) runs its NumPy impl on host copies; the
-result comes back as a device array all the same."""
+(codegen.cuda), so a repeated op costs one launch. What the backend cannot compile (the
+half-precision dtypes) runs the primitive's NumPy impl on host copies; the result comes
+back as a device array all the same."""
 from __future__ import annotations
 
 import threading
@@ -41,7 +41,8 @@ def _frozen(v: Any):
 
 
 class _HostApply:
-    """A primitive without a CUDA lowering: its impl on host copies, copied back."""
+    """A primitive the cuda backend cannot compile for these operands: its impl on host
+    copies, copied back."""
 
     def __init__(self, prim, params: dict, scalars: list):
         self.prim, self.params, self.scalars = prim, params, scalars

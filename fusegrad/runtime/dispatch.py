@@ -55,7 +55,7 @@ def bind(prim, args, params):
         try:
             data = _traced_payload(prim, args, params)
         except (ValueError, IndexError) as e:  # a shape rule's complaint, reported as eagerly
-            raise _op_error(prim, args, e) from None
+            raise op_error(prim, args, e) from None
         if data is not None and data.trace.tracks:
             tracker = data.trace
     if data is None and _CUDA.initialized:  # a CUDA tensor may be among the operands
@@ -74,7 +74,7 @@ def bind(prim, args, params):
                 data = prim.impl(*[a._data if isinstance(a, Tensor) else a for a in args], **params)
         except (ValueError, IndexError, TypeError, RuntimeError, MemoryError) as e:
             _check_escaped(args)
-            raise _op_error(prim, args, e) from None
+            raise op_error(prim, args, e) from None
         if type(data) is not np.ndarray:  # NumPy returns scalars for 0-d operands
             if type(data) is Var:  # an identity impl passed an escaped traced value through
                 _check_escaped(args)
@@ -138,7 +138,7 @@ def _on_device(prim, args, params):
     try:
         out = cuda_ops.apply(prim, operands, params)
     except (ValueError, IndexError, TypeError, RuntimeError, MemoryError, NotImplementedError) as e:
-        raise _op_error(prim, args, e) from None
+        raise op_error(prim, args, e) from None
     return out if prim.kind == "view" else track(out, dev.index)
 
 
@@ -217,7 +217,9 @@ def _edge(a):
     return None
 
 
-def _op_error(prim, args, e: Exception) -> Exception:
+def op_error(prim, args, e: Exception) -> Exception:
+    """``e``, raised by ``prim`` on ``args``, as the exception to raise: the op's name, the
+    operands' shapes and dtypes and the user's source line in its message."""
     shapes = ", ".join(f"{list(a.shape)} {a.dtype.name}" if isinstance(a, Tensor) else repr(a) for a in args)
     msg = f"{prim.name}: {e} (operands: {shapes}) at {user_frame()}"
     if isinstance(e, IndexError):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import prims as P
-from ..ir.prims.linalg import LinAlgError
+from ..ir.prims.linalg import NOT_POSITIVE_DEFINITE, LinAlgError
+from .dispatch import op_error
 from .exports import op
 from ..ir.prims.shapes import broadcast_shapes
 from .ops import _axes, as_t, expand, movedim, named, sum
@@ -68,6 +69,10 @@ def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
     if not a.dtype.is_floating_point:
         raise RuntimeError(f"linalg.cholesky: Expected a floating point tensor as input. Got {a.dtype}")
     lower = P.cholesky(a)
+    # the device kernel leaves NaN from a non-positive pivot on; PyTorch's CUDA cholesky
+    # also waits for the factorization to report it
+    if lower.is_cuda and bool(lower.isnan().any()):
+        raise op_error(P.cholesky, (a,), LinAlgError(NOT_POSITIVE_DEFINITE))
     return lower.mT if upper else lower
 
 

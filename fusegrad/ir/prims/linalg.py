@@ -109,12 +109,15 @@ def _triangle(x, upper: bool):
     return mul(x, cast(le(r, c) if upper else ge(r, c), dtype=x.dtype.np))
 
 
+NOT_POSITIVE_DEFINITE = ("linalg.cholesky: The factorization could not be completed because the input is not "
+                         "positive-definite.")
+
+
 def _cholesky_impl(a):
     try:
         return np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise LinAlgError("linalg.cholesky: The factorization could not be completed because the input is not "
-                          "positive-definite.") from None
+        raise LinAlgError(NOT_POSITIVE_DEFINITE) from None
 
 
 def _phi(x):
