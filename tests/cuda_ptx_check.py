@@ -101,6 +101,12 @@ def main() -> int:
     n += check(calls, [f32(3, 4), f32(3, 2), i])
     n += check(mlp_grad, [f32(6, 3), f32(5, 6)])
     n += check(solves, [f32(3, 3), f32(3, 2), np.sort(f32(3, 5), axis=1)])
+    n += check(lambda h: ((h * 3).exp().sum(1), h.to(fg.bfloat16) * 2), [f32(4, 5).astype(np.float16)])
+    from fusegrad.codegen import cuda_half
+    u16, i64 = arr(np.uint16), types.int64
+    cuda.compile_ptx(cuda_half._widen.py_func, (arr(np.float32), u16, i64, i64), cc=(9, 0))
+    cuda.compile_ptx(cuda_half._narrow.py_func, (u16, arr(np.float32), i64, i64, i64, types.float64), cc=(9, 0))
+    n += 2
     print(f"{n} kernels compiled to PTX")
     return 0
 

@@ -280,9 +280,21 @@ else:
         np.testing.assert_allclose(_host(out), _host(dw))
 
     def test_unsupported_graphs_say_why():
-        x = np.ones(3, np.float16)
-        with pytest.raises(Unsupported, match="float16"):
-            CudaBackend().compile(graph_of(lambda x: x * 2, [x]))
+        from fusegrad.ir.graph import Eqn, Graph, Var
+        g = Graph()
+        x, y = Var((3,), np.dtype(np.complex64)), Var((3,), np.dtype(np.complex64))
+        g.inputs, g.eqns, g.outputs = [x], [Eqn(P.mul, (x, x), {}, y)], [y]
+        with pytest.raises(Unsupported, match="complex64"):
+            CudaBackend().compile(g)
+
+    def test_half_graphs_compute_in_float32_on_the_device(rng):
+        """A float16 graph runs upcast (passes.upcast): its half arguments widened and its
+        half results rounded on the device (codegen.cuda_half), as the cpu backend does."""
+        x = rng.standard_normal((4, 5)).astype(np.float16)
+        exe = _compare(lambda x: ((x * 3).exp().sum(1), x.to(fg.float32) @ x.T.to(fg.float32)), [x],
+                       dict(rtol=2e-3, atol=1e-3))
+        got = exe(cuda.to_device(x))
+        assert got[0].dtype == np.float16 and not isinstance(got[0], np.ndarray)
 
     def test_apply_eager_service(rng):
         """cuda_ops.apply: one primitive on device arrays and weak scalars, cached per

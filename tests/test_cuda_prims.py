@@ -136,6 +136,45 @@ else:
         _same(good, fg.linalg.cholesky(fg.tensor(a[:1]), upper=True), "cholesky")
         _on_device_only()
 
+    @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+    def test_half_precision_values_convert_on_the_device_bit_exactly(dtype):
+        """Every 16-bit pattern widens to the float32 NumPy gives, and rounds back from it and
+        from the midpoints between neighbours (ties to even) as NumPy rounds."""
+        from fusegrad.codegen import cuda_half
+        from fusegrad.runtime.cuda_driver import numba_cuda
+        cuda, dt = numba_cuda(), np.dtype(_BF16 if dtype == "bfloat16" else dtype)
+        patterns = np.arange(0, 2 ** 16, 3, dtype=np.uint16)  # every third: the simulator is slow
+        wide = cuda_half.widen(cuda.to_device(patterns.view(dt))).copy_to_host()
+        np.testing.assert_array_equal(wide, patterns.view(dt).astype(np.float32))
+        finite = np.sort(wide[np.isfinite(wide)])
+        probes = np.concatenate([wide, ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32),
+                                 [np.float32(3.4e38), np.float32(1e-45)]])
+        back = cuda_half.narrow(cuda.to_device(probes.astype(np.float32)), dt).copy_to_host()
+        with np.errstate(over="ignore"):
+            want = probes.astype(np.float32).astype(dt)
+        np.testing.assert_array_equal(back.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+        assert np.isnan(back[np.isnan(want)].astype(np.float32)).all()
+
+    @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+    def test_half_precision_tensors_compute_on_the_device(dtype):
+        """Half CUDA tensors: each op computed in float32 on the device and rounded, as the
+        CPU's, gradients included; nothing runs on host copies."""
+        rng = _rng(5)
+        runs = {}
+        for device in ("cuda", "cpu"):
+            x = fg.tensor(rng.standard_normal((3, 4)), dtype=getattr(fg, dtype), device=device, requires_grad=True)
+            w = fg.tensor(np.linspace(-1, 1, 8).reshape(4, 2), dtype=getattr(fg, dtype), device=device)
+            h = (x.exp() * 0.5 - x.sin() / 3).tanh()
+            y = fg.cat([h @ w, h.sum(1, keepdim=True), h.amax(0)[:2].reshape(1, 2).expand(3, 2)[:, :1]], 1)
+            y.float().sum().backward()
+            runs[device] = y, x.grad, h.to(fg.float32), x.argsort(1)
+            rng = _rng(5)
+        for got, want in zip(runs["cuda"], runs["cpu"]):
+            assert got.device.type == "cuda"
+            got, want = _host(got).astype(np.float64), _host(want).astype(np.float64)
+            np.testing.assert_allclose(got, want, rtol=1e-2 if dtype == "bfloat16" else 2e-3, atol=1e-3)
+        _on_device_only()
+
     def test_factories_equal_the_cpu():
         for device in ("cuda", "cpu"):
             fg.manual_seed(3)

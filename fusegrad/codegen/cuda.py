@@ -8,7 +8,9 @@ random draws a thread per element (cuda_scan), argsort, searchsorted, cholesky a
 triangular_solve a thread per row, column or matrix (cuda_solve). One host entry per graph
 (``CudaExecutable.__call__``) launches the kernels in order; intermediates come from a
 caching pool of device buffers (``POOL``) and go back to it after their last reader;
-donated outputs are written into the argument's device array.
+donated outputs are written into the argument's device array. A half-precision graph is
+computed in float32 (passes.upcast), its half arguments and results converted on the
+device (cuda_half).
 
 Executables take device arrays (numba-cuda's DeviceNDArray, or NumPy arrays, copied to
 the device) ordered graph inputs then consts, and return device arrays; called with NumPy
@@ -34,6 +36,7 @@ from ..runtime.kernel_cache import load_module
 from .backend import Unsupported, register_backend
 from .cuda_index import INDEXED, Indexed
 from .cuda_scan import SCANS, Scan
+from .half_boundary import compile_upcast
 from .cuda_render import DEVICE, SIMULATOR, Config, Rendered, matmul_block, render, render_matmul
 from .kir_layout import lower_layout
 from .kir_lower import Listing, LoweredGroup, lower_group
@@ -254,6 +257,10 @@ class CudaBackend:
             raise Unsupported(f"cuda backend: numba-cuda is not installed ({exc})") from exc
         if not available:
             raise Unsupported("cuda backend: no CUDA device (set FUSEGRAD_CUDA_SIM=1 for Numba's simulator)")
+        from . import cuda_half  # (imports numba.cuda: after the simulator choice)
+        return compile_upcast(lambda g, d: self._compile(g, d, symbolic), graph, donate, device=cuda_half)
+
+    def _compile(self, graph: Graph, donate: Optional[dict], symbolic: bool) -> CudaExecutable:
         _check_types(graph)
         cfg = config()
         fused = fuse(graph)

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..ir.dtypes import _BF16
 from ..runtime.cuda_driver import numba_cuda as _import_numba_cuda
 from ..runtime.cuda_driver import simulated as _on_simulator
 
@@ -158,8 +159,27 @@ def contiguous(arr: Any) -> Any:
     index = array_device(arr)
     with _selected(index):
         out = track(cuda.device_array(tuple(arr.shape), dtype=arr.dtype), index)
-        out[...] = arr
+        _assign(out, arr)
     return out
+
+
+def _assign(dst: Any, src: Any) -> None:
+    """``dst[...] = src`` on the device. Numba's assignment kernel has no bfloat16: into or
+    from one, values are converted by codegen.cuda_half and copied as bit patterns."""
+    if dst.dtype != _BF16 and getattr(src, "dtype", None) != _BF16:
+        dst[...] = src
+        return
+    if not is_device_array(src):  # a scalar or host value: its bfloat16 bits
+        dst.view(np.uint16)[...] = np.asarray(src).astype(dst.dtype).view(np.uint16)
+        return
+    from ..codegen import cuda_half
+    if src.dtype == _BF16:
+        if dst.dtype != _BF16:
+            dst[...] = cuda_half.widen(contiguous(src))
+            return
+    else:
+        src = cuda_half.narrow(contiguous(src), _BF16)
+    dst.view(np.uint16)[...] = src.view(np.uint16)
 
 
 def to_host(arr: Any) -> np.ndarray:
@@ -176,7 +196,7 @@ def empty(shape: tuple, dtype: np.dtype, index: int) -> Any:
 def copy(arr: Any) -> Any:
     """A new contiguous device array with ``arr``'s values, on its device."""
     out = empty(tuple(arr.shape), arr.dtype, array_device(arr))
-    out[...] = arr
+    _assign(out, arr)
     return out
 
 
@@ -186,7 +206,7 @@ def write(dst: Any, src: Any) -> None:
     and reshapes a lower-rank source to broadcast it, which needs it contiguous)."""
     if is_device_array(src) and src.ndim != dst.ndim:
         src = contiguous(src)
-    dst[...] = src
+    _assign(dst, src)
 
 
 def synchronize(index: Optional[int] = None) -> None:
