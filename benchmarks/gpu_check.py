@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TESTS = ["tests/test_cuda_device.py", "tests/test_cuda_codegen.py"]
+TESTS = ["tests/test_cuda_device.py", "tests/test_cuda_codegen.py", "tests/test_cuda_prims.py"]
 
 
 def run_tests(sim: bool) -> bool:
