@@ -156,6 +156,23 @@ def test_unsafe_bodies_stay_unrolled():
     assert str(reroll(early)) == str(early)
 
 
+def test_every_step_stored_copies_each_row_in_its_own_loop():
+    """A chain that stores every step to its own buffer (remat="none"'s saved activations):
+    rerolled, the stack rows go to the outputs one loop per output (one loop storing dozens
+    of streams stays scalar); results as before rerolling."""
+    k = _two_back(5, 40)
+    (loop,) = k.body
+    stores = [Store(f"y{j}", Sym("i0"), Ref(f"m{j}", F64)) for j in range(2, 40)]
+    bufs = [b for b in k.buffers if b.name != "y0"] + [Buffer(f"y{j}", F64, 5, "out") for j in range(2, 40)]
+    k = verify(Kernel(k.name, bufs, k.syms, [Loop("i0", 5, "vector", loop.body[:-1] + stores)]))
+    new = verify(reroll(k))
+    assert len(_rerolled_loops(new)) == 1
+    copies = [s for s in stmts(new.body) if isinstance(s, Loop) and s.kind == "vector"
+              and [type(t) for t in s.body] == [Store]]
+    assert len(copies) >= len(stores) - 2, new  # the first blocks' values stay in the straight-line loop
+    _same_results(k, new, np.random.default_rng(3))
+
+
 def test_lane_loop_in_a_parallel_loop_uses_its_scratch():
     """A lane loop inside a parallel loop rerolls with its temps allocated by each
     iteration of that loop (kir.Scratch, first in its body), never shared between

@@ -41,6 +41,7 @@ from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let,
 MIN_BODY = 32  # shorter bodies compile and run fine unrolled
 MIN_ITERS = 4  # fewest loop iterations (blocks after the first) worth a rerolled loop
 MAX_PERIOD = 64  # longest block looked for, in statements
+MIN_COPIES = 8  # stores of temp values in one segment from which each gets its own loop
 TILE = 512  # most lanes a serial lane loop reroll at a time: its temps (a stack: a row per block) stay in cache
 
 
@@ -492,6 +493,19 @@ class _Emitter:
         body = map_body(body, lambda x: rebuild(x, hoist))
         return list(hoisted.values()) + [Loop(self.loop.var, self.loop.extent, self.loop.kind, self.lets + body)]
 
+    def _split_copies(self, body: list) -> list:
+        """Lane loops running ``body``: its stores of temp values (the stack rows a run left
+        for the outputs: remat="none" keeps every step) each a loop of its own when there
+        are many, since one loop storing dozens of streams has too many possible overlaps
+        for LLVM's runtime alias checks and stays scalar. The rest runs first: every load
+        still comes before every store."""
+        temps = {t.name for t in self.names.temps}
+        copies = [s for s in body if isinstance(s, Store) and isinstance(s.value, Load) and s.value.buf in temps]
+        if len(copies) < MIN_COPIES:
+            return self._lanes(body)
+        rest = [s for s in body if not any(s is c for c in copies)]
+        return (self._lanes(rest) if rest else []) + [x for c in copies for x in self._lanes([c])]
+
     def statements(self) -> list:
         plan, runs = self.plan, self.plan.runs
         out: list = []
@@ -503,7 +517,7 @@ class _Emitter:
                 while p < total and plan.seg[p] is None:
                     body.extend(self._statement(p, None))
                     p += 1
-                out.extend(self._lanes(body))
+                out.extend(self._split_copies(body))
                 continue
             run = runs[k]
             zq = Sym(self.names.loop())
