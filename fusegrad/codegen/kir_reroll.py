@@ -41,7 +41,8 @@ from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let,
 MIN_BODY = 32  # shorter bodies compile and run fine unrolled
 MIN_ITERS = 4  # fewest loop iterations (blocks after the first) worth a rerolled loop
 MAX_PERIOD = 64  # longest block looked for, in statements
-MIN_COPIES = 8  # stores of temp values in one segment from which each gets its own loop
+MIN_COPIES = 8  # stores of temp values in one segment from which they get loops of their own
+COPY_GROUP = 4  # such stores per loop
 TILE = 512  # most lanes a serial lane loop reroll at a time: its temps (a stack: a row per block) stay in cache
 
 
@@ -494,17 +495,19 @@ class _Emitter:
         return list(hoisted.values()) + [Loop(self.loop.var, self.loop.extent, self.loop.kind, self.lets + body)]
 
     def _split_copies(self, body: list) -> list:
-        """Lane loops running ``body``: its stores of temp values (the stack rows a run left
-        for the outputs: remat="none" keeps every step) each a loop of its own when there
-        are many, since one loop storing dozens of streams has too many possible overlaps
-        for LLVM's runtime alias checks and stays scalar. The rest runs first: every load
-        still comes before every store."""
+        """Lane loops running ``body``: when it stores many temp values (the stack rows a run
+        left for the outputs: remat="none" keeps every step), those stores go COPY_GROUP to a
+        loop, since one loop storing dozens of streams has too many possible overlaps for
+        LLVM's runtime alias checks and stays scalar (and a loop per store compiles slowly
+        inside a parallel chunk). The rest runs first: every load still comes before every
+        store."""
         temps = {t.name for t in self.names.temps}
         copies = [s for s in body if isinstance(s, Store) and isinstance(s.value, Load) and s.value.buf in temps]
         if len(copies) < MIN_COPIES:
             return self._lanes(body)
         rest = [s for s in body if not any(s is c for c in copies)]
-        return (self._lanes(rest) if rest else []) + [x for c in copies for x in self._lanes([c])]
+        groups = [copies[g:g + COPY_GROUP] for g in range(0, len(copies), COPY_GROUP)]
+        return (self._lanes(rest) if rest else []) + [x for grp in groups for x in self._lanes(grp)]
 
     def statements(self) -> list:
         plan, runs = self.plan, self.plan.runs
