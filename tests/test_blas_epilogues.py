@@ -170,7 +170,7 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
     seen = []
 
     class Exe:  # stands in for a compiled executable whose graph calls BLAS (on more than one thread)
-        _graph = graph_of(lambda a, b: a @ b, [np.ones((32, 32), np.float32)] * 2)
+        _graph = graph_of(lambda a, b: a @ b, [np.ones((96, 96), np.float32)] * 2)
 
         def __call__(self):
             seen.append(current())
@@ -180,9 +180,17 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
     try:
         if current() != 2:
             pytest.skip("OpenBLAS runs one thread here")
-        small = Exe()
-        small._graph = graph_of(lambda a, b: a @ b, [np.ones((16, 16), np.float32)] * 2)
-        assert tuned(small) is small  # OpenBLAS runs a product this small on one thread anyway
+        # OpenBLAS runs these on one thread anyway: a GEMM of m*n*k <= 2**18, a GEMV of a
+        # matrix under 9216 elements
+        for x, y in [((16, 16), (16, 16)), ((64, 64), (64, 64)), ((2, 20, 20), (20, 20)), ((128, 64), (64,)),
+                     ((64,), (64, 100))]:
+            small = Exe()
+            small._graph = graph_of(lambda a, b: a @ b, [np.ones(x, np.float32), np.ones(y, np.float32)])
+            assert tuned(small) is small, (x, y)
+        for x, y in [((256, 64), (64,)), ((4, 40, 40), (40, 60))]:  # a GEMV of 16384; a batch as 160 rows
+            big = Exe()
+            big._graph = graph_of(lambda a, b: a @ b, [np.ones(x, np.float32), np.ones(y, np.float32)])
+            assert isinstance(tuned(big), TunedBlas), (x, y)
         exe = tuned(Exe())
         assert isinstance(exe, TunedBlas)
         for _ in range(8):

@@ -103,17 +103,25 @@ def _median(xs) -> float:
     return s[len(s) // 2]
 
 
-# OpenBLAS runs a GEMV with m*n below 2304 * GEMM_MULTITHREAD_THRESHOLD (4 by default) and
-# a GEMM with m*n*k at most 65536 * 4 on one thread whatever the count: a matmul whose
-# whole m*n*k is below the smaller bound has nothing to tune (and timing it would cost more
-# than the product: 2.5 us around a 16x16 matmul's 1 us)
-_ONE_THREAD_MNK = 2304 * 4
+# OpenBLAS runs a GEMV whose matrix has fewer than 2304 * GEMM_MULTITHREAD_THRESHOLD (4 by
+# default) elements, and a GEMM with m*n*k at most 65536 * 4, on one thread whatever the
+# count (interface/gemv.c, gemm.c; a GEMM with one row or column goes to GEMV): such a matmul
+# has nothing to tune, and timing it would cost more than the product (2.5 us around a 16x16
+# matmul's 1 us; W4's 64x64 products)
+_GEMV_ONE_THREAD = 2304 * 4
+_GEMM_ONE_THREAD = 65536 * 4
 
 
 def _may_thread(e) -> bool:
-    """Whether the matmul ``e`` (batch dimensions included) is big enough for OpenBLAS to
-    run it on more than one thread."""
-    return e.out.size * e.inputs[0].shape[-1] >= _ONE_THREAD_MNK
+    """Whether the matmul ``e`` is big enough for OpenBLAS to run it on more than one
+    thread (its batch counted as rows: a batch may be one GEMM)."""
+    a, b = e.inputs[0].shape, e.inputs[1].shape
+    k = a[-1]
+    n = b[-1] if len(b) > 1 else 1
+    rows = e.out.size // n if n else 0
+    if rows == 1 or n == 1:
+        return max(rows, n) * k >= _GEMV_ONE_THREAD
+    return rows * n * k > _GEMM_ONE_THREAD
 
 
 def tuned(exe):
