@@ -32,6 +32,9 @@ def _sorted_rows():
     return s
 
 
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGICAL = ("logical_and", "logical_or", "logical_xor")
+
 # Non-differentiable primitives: (name, inputs, call on tensors)
 NONDIFF = [
     ("argmax", lambda: [_rng().standard_normal((3, 4))], lambda x: PRIMS["argmax"](x, axis=1, keepdims=False)),
@@ -42,11 +45,10 @@ NONDIFF = [
      lambda s, v: (PRIMS["searchsorted"](s, v, right=False, dtype=np.dtype(np.int64)),
                    PRIMS["searchsorted"](s, v, right=True, dtype=np.dtype(np.int32)))),
     ("compare", lambda: [np.array([[1.0, np.nan, 2.0]]), np.array([[1.0], [2.0]])],
-     lambda x, y: tuple(PRIMS[n](x, y) for n in ("eq", "ne", "lt", "le", "gt", "ge"))),
+     lambda x, y: tuple(PRIMS[n](x, y) for n in COMPARISONS)),
     ("isnan", lambda: [np.array([1.0, np.nan, np.inf])], lambda x: PRIMS["isnan"](x)),
     ("logical", lambda: [np.array([True, False, True, False]), np.array([True, True, False, False])],
-     lambda a, b: (PRIMS["logical_and"](a, b), PRIMS["logical_or"](a, b), PRIMS["logical_xor"](a, b),
-                   PRIMS["logical_not"](a))),
+     lambda a, b: tuple(PRIMS[n](a, b) for n in LOGICAL) + (PRIMS["logical_not"](a),)),
     ("reduce_precision", lambda: [np.array([65504.0, 65519.99, 65520.0, -7e4, 1e-8, 1.5 * 2.0 ** -24, 2.0 ** -25,
                                             1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8, 3.4e38, 1e-40, np.nan,
                                             -np.inf, -0.0], np.float32)],
@@ -63,8 +65,7 @@ FACTORIES = ["full", "iota", "normal", "uniform"]
 
 
 def test_every_primitive_is_covered():
-    names = {c.prim for c in CASES} | set(FACTORIES) | {"eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-                                                       "logical_or", "logical_xor", "logical_not"}
+    names = {c.prim for c in CASES} | set(FACTORIES) | set(COMPARISONS) | set(LOGICAL) | {"logical_not"}
     names |= {n for n, _, _ in NONDIFF}
     assert set(PRIMS) - names == set()
 

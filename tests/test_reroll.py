@@ -156,7 +156,7 @@ def test_unsafe_bodies_stay_unrolled():
     assert str(reroll(early)) == str(early)
 
 
-def test_every_step_stored_copies_each_row_in_its_own_loop():
+def test_every_step_stored_copies_rows_a_few_to_a_loop():
     """A chain that stores every step to its own buffer (remat="none"'s saved activations):
     rerolled, the stack rows go to the outputs in loops of COPY_GROUP stores (one loop
     storing dozens of streams stays scalar); results as before rerolling."""

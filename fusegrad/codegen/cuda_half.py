@@ -21,8 +21,6 @@ import numpy as np
 from ..runtime.cuda_driver import numba_cuda, simulated
 from .cuda_render import DEVICE, HALF_FORMATS, SIMULATOR, grid_of
 
-# format -> (stored mantissa bits, exponent bits)
-_FIELDS = {"float16": (10, 5), "bfloat16": (7, 8)}
 _F32 = np.dtype(np.float32)
 
 cuda = numba_cuda()  # a module global: the simulator swaps it for its fake one in kernels
@@ -80,6 +78,13 @@ def _narrow(pattern, x, man, ebits, emin, big):
         pattern[i] = np.uint16((sign << (man + ebits)) | (e << man) | m)
 
 
+def _fields(name: str) -> tuple:
+    """(stored mantissa bits, exponent bits) of half format ``name``: its smallest normal's
+    exponent is 1 - bias, the bias 2**(exponent bits - 1) - 1."""
+    bits, emin, _ = HALF_FORMATS[name]
+    return bits - 1, (2 - emin).bit_length()
+
+
 def _launch(n: int) -> tuple:
     return grid_of(n, SIMULATOR if simulated() else DEVICE)
 
@@ -89,7 +94,7 @@ def widen(arr):
     flat = arr.reshape(arr.size)
     out = cuda.device_array(arr.size, _F32)
     if arr.size:
-        _widen[_launch(arr.size)](out, flat.view(np.uint16), *_FIELDS[arr.dtype.name])
+        _widen[_launch(arr.size)](out, flat.view(np.uint16), *_fields(arr.dtype.name))
     return out.reshape(arr.shape)
 
 
@@ -98,7 +103,7 @@ def narrow(arr, dtype: np.dtype):
     values rounded to it (nearest even, overflow to inf, NaN kept)."""
     out = cuda.device_array(arr.size, np.dtype(dtype))
     if arr.size:
-        man, ebits = _FIELDS[np.dtype(dtype).name]
-        _, emin, big = HALF_FORMATS[np.dtype(dtype).name]
+        name = np.dtype(dtype).name
+        (man, ebits), (_, emin, big) = _fields(name), HALF_FORMATS[name]
         _narrow[_launch(arr.size)](out.view(np.uint16), arr.reshape(arr.size), man, ebits, emin, big)
     return out.reshape(arr.shape)

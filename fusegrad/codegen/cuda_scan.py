@@ -19,7 +19,6 @@ from .cpu_scalar import literal
 from .cuda_index import rows
 from .cuda_render import Config, grid_kernel, grid_of
 
-SCANS = (P.cumsum, P.argmax, P.argmin, P.uniform, P.normal, *cuda_solve.PLANS)
 
 
 def _cumsum(e: Eqn) -> tuple:
@@ -74,6 +73,12 @@ def _random(e: Eqn) -> tuple:
     return L.lines, out.size
 
 
+# primitive -> its plan: (kernel body lines, number of threads)
+_PLANS = {P.cumsum: _cumsum, P.argmax: _argext, P.argmin: _argext, P.uniform: _random, P.normal: _random,
+          **{p: cuda_solve.plan for p in cuda_solve.PLANS}}
+SCANS = tuple(_PLANS)
+
+
 class Scan:
     """One cumsum, argmax/argmin, random draw, sort, search or triangular solve as a
     kernel over its rows, columns or elements."""
@@ -82,11 +87,7 @@ class Scan:
         self.eqn, self.cfg, self.title = e, cfg, title
         if not all(isinstance(v, Var) for v in e.inputs):
             raise Unsupported(f"cuda backend: {e.prim.name} of a constant")
-        if e.prim in cuda_solve.PLANS:
-            body, self.total = cuda_solve.plan(e)
-        else:
-            body, self.total = (_cumsum if e.prim is P.cumsum else _random if e.prim in (P.uniform, P.normal)
-                                else _argext)(e)
+        body, self.total = _PLANS[e.prim](e)
         self.src = grid_kernel(["out", "x", "y"][:1 + len(e.inputs)], self.total, body, f"{e.prim.name} ({title})",
                                imports=["math"] if e.prim in (P.normal, P.cholesky) else ())
         self.fn = load_module(self.src).kernel

@@ -53,7 +53,7 @@ def _searchsorted(e: Eqn) -> tuple:
     base = "0" if seq.ndim == 1 else f"(flat // {m}) * {n}"
     # left: the first position whose element is not below the value; right: not above
     go_right = _above("val", "s") if not e.params["right"] else f"not {_above('s', 'val')}"
-    return [f"val = y[flat]", f"b = {base}", "lo = 0", f"hi = {n}", "while lo < hi:", "    mid = (lo + hi) // 2",
+    return ["val = y[flat]", f"b = {base}", "lo = 0", f"hi = {n}", "while lo < hi:", "    mid = (lo + hi) // 2",
             "    s = x[b + mid]", f"    if {go_right}:", "        lo = mid + 1", "    else:", "        hi = mid",
             f"out[flat] = np.{e.out.dtype.name}(lo)"], v.size
 

@@ -4,9 +4,9 @@
 (device arrays become graph inputs; Python scalars stay literals, weakly typed as in
 eager), compiles it with the cuda backend and runs it. Executables are cached per
 (primitive, params, input types and scalar values), and their kernels per structure
-(codegen.cuda), so a repeated op costs one launch. What the backend cannot compile (the
-half-precision dtypes) runs the primitive's NumPy impl on host copies; the result comes
-back as a device array all the same."""
+(codegen.cuda), so a repeated op costs one launch. What the backend cannot compile (a
+matmul of integers, a cumsum of booleans) runs the primitive's NumPy impl on host copies;
+the result comes back as a device array all the same."""
 from __future__ import annotations
 
 import threading
