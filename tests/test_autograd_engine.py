@@ -251,6 +251,21 @@ def test_inplace_through_view_updates_base_grad():
     np.testing.assert_allclose(x.grad.numpy(), [1.0, 10.0, 10.0])
 
 
+def test_views_follow_in_place_updates_of_their_base_and_siblings():
+    """A view made before its base (or a sibling view) is updated in place gets its
+    grad_fn made again on its next use, as PyTorch regenerates it: gradients flow through
+    the update. y = x*1; a = y[:2], b = y[1:]; y.mul_(3); a.mul_(2) (a sibling of b):
+    b = [6*x1, 3*x2], so d/dx of (b*b).sum() is [0, 72*x1, 18*x2] (torch's values)."""
+    x = t(1.0, 2.0, 3.0)
+    y = x * 1
+    a, b = y[:2], y[1:]
+    y.mul_(3)
+    a.mul_(2)
+    (b * b).sum().backward()
+    np.testing.assert_allclose(b.detach().numpy(), [12.0, 9.0])
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 144.0, 54.0])
+
+
 def test_views_share_version_counter():
     base = fg.zeros(3, 4)
     v1 = base[1]

@@ -161,3 +161,38 @@ def test_code_raising_graph_break_itself_runs_the_call_eagerly():
     for _ in range(2):
         np.testing.assert_array_equal(cg(x).numpy(), [2.0, 2.0, 2.0])
     assert cg.cache_info()["fallbacks"] == 2
+
+
+def test_in_place_updates_after_a_break_write_the_tensors_own_arrays():
+    """With the cpu backend a segment computes an in-place update of one of its inputs
+    straight into that tensor's array (donated): views taken before the break see it, a
+    tensor updated twice ends with the second value, and an update whose tensor is also
+    read through another argument that shares its memory (the kernel must then not
+    overwrite what it still reads) matches eager."""
+    def f(p, q, g, alias):
+        head = p[:2]  # a view, taken before the update
+        if g.sum().item() > 0:  # the break: what follows is the second segment
+            scale = 0.5
+        else:
+            scale = 0.25
+        p -= scale * g
+        q.mul_(2).add_(p)
+        alias += 1.0  # alias is a view of q: the update is seen through q
+        return head.sum() + q.sum() + p.sum()
+
+    rng = np.random.default_rng(4)
+    pa, qa, ga = rng.standard_normal(64), rng.standard_normal(64), rng.standard_normal(64)
+    cf = fusegrad.compile(f, backend="cpu")
+    for sign in (1.0, -1.0, 1.0):
+        res = {}
+        for run in ("eager", "compiled"):
+            p, q, g = fusegrad.tensor(pa.copy()), fusegrad.tensor(qa.copy()), fusegrad.tensor(sign * ga)
+            arrays = p.numpy(), q.numpy()
+            out = (f if run == "eager" else cf)(p, q, g, q[10:20])
+            assert p.numpy() is arrays[0] or np.shares_memory(p.numpy(), arrays[0])
+            res[run] = (out.item(), p.numpy().copy(), q.numpy().copy())
+        np.testing.assert_allclose(res["compiled"][0], res["eager"][0], rtol=1e-12)
+        np.testing.assert_allclose(res["compiled"][1], res["eager"][1], rtol=1e-12)
+        np.testing.assert_allclose(res["compiled"][2], res["eager"][2], rtol=1e-12)
+    info = cf.cache_info()
+    assert info["fallbacks"] == 0 and info["segments"] >= 3, info

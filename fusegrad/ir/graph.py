@@ -4,6 +4,7 @@ order the listing defines them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 from typing import Any, Iterator, Optional
@@ -40,6 +41,13 @@ def numbering(defined: Iterator["Var"] = ()) -> Iterator[None]:
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
           "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+@functools.cache
+def _short_name(dtype: np.dtype) -> str:
+    """A dtype as listings spell it (cached: NumPy builds ``dtype.name`` anew each time, and
+    fingerprints read it for every value on every call of a segmented function)."""
+    return _SHORT.get(dtype.name, dtype.name)
 
 
 @contextlib.contextmanager
@@ -82,7 +90,7 @@ class Var:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def type_str(self) -> str:
-        return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{dims_str(self.shape)}]"
+        return f"{_short_name(self.dtype)}[{dims_str(self.shape)}]"
 
     def __repr__(self) -> str:
         names = _LISTING.names

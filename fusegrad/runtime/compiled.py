@@ -626,10 +626,12 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symboli
 
 
 def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str,
-            symbolic: bool = False) -> _Plan:
+            symbolic: bool = False, donate: Optional[dict] = None) -> _Plan:
     """Optimize and compile a traced graph whose inputs require grad as ``input_rg`` says;
     ``symbolic``: with the backend's shape-symbolic kernels, which graphs of other sizes
-    share (dynamic shapes)."""
+    share (dynamic shapes). ``donate`` (output position -> input position) names outputs
+    the backend may compute into an input's array, for a graph without a backward; by
+    default those of ``traced.writebacks``."""
     dump = Dumper(name)
     g = traced.graph
     dump("traced", g)
@@ -648,7 +650,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]
-        plan.forward = build(opt, _donations(traced, opt))
+        plan.forward = build(opt, _donations(traced, opt) if donate is None else donate)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["optimized"])
         _kernel_stage(stages, plan.forward)
     else:

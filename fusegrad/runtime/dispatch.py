@@ -90,6 +90,7 @@ def bind(prim, args, params):
         out._base = base._base if base._base is not None else base
         # how to rebuild this view from its base: replayed when the view is written in place
         out._view_fn = (base._view_fn or ()) + ((prim, params),) if base._base is not None else ((prim, params),)
+        out._vver = out._vbox[0]
     if STATE.enabled and not prim.nondiff:
         for a in args:
             if isinstance(a, Tensor) and a._rg:
@@ -157,6 +158,8 @@ def record(prim, args, params, out) -> None:
     edges = []
     for a in args:
         if isinstance(a, Tensor) and a._rg:
+            if a._base is not None and a._view_fn and a._vver != a._vbox[0]:
+                rederive(a)
             fn = a._grad_fn
             edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
         else:
@@ -192,6 +195,18 @@ def record(prim, args, params, out) -> None:
         _pack_saved(node, prim, args, out)
     out._grad_fn = node
     out._rg = True
+
+
+def rederive(view: Tensor) -> None:
+    """A view whose base was updated in place after the view's grad_fn was made: its
+    grad_fn is made again from the base's, as PyTorch regenerates it, so that gradients
+    flow through the update (the view's data is the base's memory already)."""
+    t = view._base
+    for prim, params in view._view_fn:
+        t = bind(prim, (t,), params)
+    if t._rg:
+        view._grad_fn, view._out_nr = t._grad_fn, t._out_nr
+    view._vver = view._vbox[0]
 
 
 def _pack_saved(node, prim, args, out) -> None:

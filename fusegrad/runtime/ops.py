@@ -19,7 +19,7 @@ from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
 from . import devices
 from .autocast_state import float32_policy, lower_precision
-from .dispatch import bind
+from .dispatch import bind, rederive
 from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
@@ -1533,21 +1533,26 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     from ..tracer.trace import current_traces
     trs = current_traces()
-    if trs and type(self._data) is not Var and trs[-1].captures_state:
-        # a captured (concrete) tensor mutated inside fusegrad.compile: trace the update so
-        # that it is replayed (written back) on every call, not applied once at trace time
-        self._data = trs[-1].lift(self)
-    if type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var for o in others):
-        # tracing (the target or an operand is traced): rebind the target's SSA value
+    # a captured (concrete) tensor mutated inside fusegrad.compile: its update is traced so
+    # that it is replayed (written back) on every call, not applied once at trace time
+    captured = bool(trs) and type(self._data) is not Var and trs[-1].captures_state
+    if captured or type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var
+                                                           for o in others):
+        # tracing (the target or an operand is traced): rebind the target's SSA value; a
+        # view's update runs eagerly on its memory (before the view is lifted: its input
+        # value would otherwise be written back over its base's later updates)
         if base is not None and self._view_fn:
             from ..tracer.trace import user_frame
             with trs[-1].eagerly(f"in-place op on a view while tracing at {user_frame()}"):
                 return inplace(self, fn, *others)
+        if captured:
+            self._data = trs[-1].lift(self)
         new = fn(self)
         self._data = new._data
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         if base is not None:  # a full alias (detach(), .data): its base holds the same values
             trs[-1].rebind(base, new._data)
+        trs[-1].updated(base if base is not None else self, self)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
     if tracking and base is not None:
@@ -1603,6 +1608,8 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     if chain is None:
         raise RuntimeError("in-place op on a tensor sharing memory with another tensor of unknown layout; "
                            "clone() it first")
+    if chain and view._vver != view._vbox[0]:  # the base changed since the view's grad_fn was made
+        rederive(view)
     new = fn(_snapshot(view))
     base_old = _snapshot(base)
     _write(view, new)
@@ -1617,6 +1624,7 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     for prim, params in chain:
         alias = prim(alias, **params)
     view._grad_fn, view._out_nr, view._rg = alias._grad_fn, 0, True
+    view._vver = view._vbox[0]
     return view
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import weakref
 
+import numpy as np
+
 from ..codegen.backend import Unsupported
 from ..func.pytree import flatten
 from ..ir.fingerprint import fingerprint
@@ -49,11 +51,12 @@ class SegmentTrace(CaptureTrace):
         self.snaps, self._snapped, self._captured, self._keep = [], set(), {}, []
         self.operands: list = []  # the concrete tensors the segment reads: its inputs, in order
         self._tracked: list = []  # weak references to the tensors it made
+        self.forget_updates()
 
     def track(self, t: Tensor) -> None:
         self._tracked.append(weakref.ref(t))
 
-    def lift(self, x):
+    def _lift(self, x):
         """Concrete tensors become inputs of the segment (read at each run, whatever object
         holds them then); call-time constants (random keys, learning rates) stay consts."""
         if isinstance(x, Tensor) and not isinstance(x, CallTimeConst):
@@ -66,7 +69,7 @@ class SegmentTrace(CaptureTrace):
                     self._keep.append(x)
                     self.operands.append(x)
                 return v
-        return super().lift(x)
+        return super()._lift(x)
 
     def graph_break(self, reason: str) -> None:
         self.owner._note_break(reason)
@@ -124,7 +127,7 @@ class SegmentTrace(CaptureTrace):
             n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
 
     def _run(self, outs: list, n_live: int, updated: list) -> None:
-        from .compiled import _call_plan, _Traced, plan_of
+        from .compiled import _call_plan, _same_array, _Traced, plan_of
         g = self.graph
         g.outputs = [t._data for t in outs]
         diff, spent = [], []
@@ -136,9 +139,12 @@ class SegmentTrace(CaptureTrace):
         for h, data, grad, fn, nr, rg in reversed(updated):
             h._data, h._grad_fn, h._out_nr, h._rg = data, fn, nr, rg
         operands = self.operands
+        # an in-place update of a segment input may be computed straight into its array
+        pos = {id(t): k for k, t in enumerate(operands)}
+        donate = {n_live + j: pos[id(u[0])] for j, u in enumerate(updated) if id(u[0]) in pos}
         try:
             key = (fingerprint(g), tuple(o._rg for o in operands), tuple(diff),
-                   tuple(_const_key(h) for _, h in g.consts))
+                   tuple(_const_key(h) for _, h in g.consts), tuple(donate.items()))
         except TypeError:  # a param with no exact fingerprint: computed op by op
             key = None
         owner = self.owner
@@ -151,7 +157,7 @@ class SegmentTrace(CaptureTrace):
                              [(i, type(outs[i]._grad_fn).__name__) for i in spent])
             try:
                 plan = plan_of(traced, [o._rg for o in operands], owner.backend_name, owner.remat,
-                               f"{owner.__name__}:segment")
+                               f"{owner.__name__}:segment", donate=donate)
             except Unsupported as e:
                 owner._note(f"a segment of {owner.__name__} runs op by op: {e.reason}")
                 plan = None
@@ -166,11 +172,28 @@ class SegmentTrace(CaptureTrace):
         for t, v in zip(outs[:n_live], values):
             t._data, t._grad_fn, t._out_nr, t._rg = v._data, v._grad_fn, v._out_nr, v._rg
         for (h, data, *_), v in zip(updated, values[n_live:]):
-            if v._data is not data:
+            if not _same_array(data, v._data):
                 data[...] = v._data
             h._bump()
             if v._rg:
                 h._grad_fn, h._out_nr, h._rg = v._grad_fn, v._out_nr, True
+        for t in outs[:n_live]:
+            if t._base is not None:
+                _alias(t)
+
+
+def _alias(view: Tensor) -> None:
+    """Make a view the segment computed share its base's memory again, as eager's does: a
+    kernel computes it into a new array, but a later in-place update of the base (in the
+    next segment) must show through it. Rebuilt from the base's array with the view's chain
+    of view primitives, which NumPy runs as views."""
+    a = view._base._data
+    if type(a) is not np.ndarray:  # (a base still traced, or on a device: left as computed)
+        return
+    for prim, params in view._view_fn:
+        a = prim.impl(a, **params)
+    if a.shape == view._data.shape and a.dtype == view._data.dtype:
+        view._data = a
 
 
 def _spent(x: Tensor) -> bool:

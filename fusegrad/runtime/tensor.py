@@ -34,8 +34,11 @@ class Size(tuple):
 
 class Tensor:
     """An n-dimensional array with PyTorch's autograd semantics."""
+    # _vbox: the version counter, shared by a tensor and its views; _base, _view_fn: a view's
+    # base and the view primitives that make it from there; _vver: the version at which a
+    # view's grad_fn was made (an in-place update of its base since makes it again)
     __slots__ = ("_data", "_rg", "_grad_fn", "_out_nr", "_grad", "_vbox", "_base", "_acc", "_retains",
-                 "_view_fn", "__weakref__")
+                 "_view_fn", "_vver", "__weakref__")
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init__(self, *args, dtype=None, requires_grad=False):
@@ -430,6 +433,7 @@ def wrap(data, cls=Tensor) -> Tensor:
     t._acc = None
     t._retains = False
     t._view_fn = None
+    t._vver = 0
     return t
 
 

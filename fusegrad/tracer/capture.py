@@ -58,11 +58,11 @@ class CaptureTrace(Trace):
         self.touch(x)
         x._data = data
 
-    def lift(self, x):
+    def _lift(self, x):
         from ..runtime.tensor import Tensor
         if isinstance(x, Tensor) and id(x._data) not in self._captured:
             self.touch(x)
-        return super().lift(x)
+        return super()._lift(x)
 
     def mutated(self) -> bool:
         """Whether the traced code assigned a captured tensor's data or ``.grad``."""

@@ -85,6 +85,7 @@ class Trace:
         self.level = len(_STACK.traces)
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
+        self.forget_updates()
 
     def __enter__(self) -> "Trace":
         _STACK.traces.append(self)
@@ -115,13 +116,60 @@ class Trace:
         did not create; compile's trace also writes it back after each call)."""
         x._data = data
 
+    def forget_updates(self) -> None:
+        """Start over the record of in-place updates that views must follow (``updated``)."""
+        self._updates: dict = {}  # id of a view base updated in place -> (base, number of updates)
+        self._derived: dict = {}  # id of a view -> (view, the number of its base's updates it shows)
+
+    def updated(self, base, target) -> None:
+        """The traced code updated tensor ``base`` in place (rebinding its value) through
+        ``target`` (``base`` or a full alias of it, given the same new value): the other
+        views of it, which in eager share its memory, are derived from it again when next used."""
+        n = self._updates.get(id(base), (None, 0))[1] + 1
+        self._updates[id(base)] = (base, n)
+        if target is not base:
+            self._derived[id(target)] = (target, n)
+
+    def _refresh(self, view) -> None:
+        """Give ``view`` its base's current value through its chain of view primitives, if
+        the base was updated since (see ``updated``). A view kept out of differentiation
+        (a detached alias, a view made under no_grad: its value a stop_gradient here, or a
+        concrete one that does not require grad of a base that does) stays out."""
+        entry = self._updates.get(id(view._base))
+        if entry is None or self._derived.get(id(view), (None, 0))[1] == entry[1]:
+            return
+        self._derived[id(view)] = (view, entry[1])
+        from ..ir.prims.elementwise import stop_gradient
+        from ..runtime.dispatch import bind
+        from ..runtime.grad_mode import set_grad_enabled
+        old = view._data
+        t = view._base
+        with set_grad_enabled(True):  # (under no_grad each step would be a stop_gradient)
+            for prim, params in view._view_fn:
+                t = bind(prim, (t,), params)
+            if type(old) is Var and old.trace is self:
+                stopped = any(e.out is old and e.prim is stop_gradient for e in reversed(self.graph.eqns))
+            else:
+                stopped = t._rg and not view._rg
+            if stopped:
+                t = bind(stop_gradient, (t,), {})
+        self.rebind(view, t._data)
+        if view._rg:
+            view._grad_fn, view._out_nr = t._grad_fn, t._out_nr
+
     def new_input(self, shape, dtype) -> Var:
         v = Var(shape, dtype, self)
         self.graph.inputs.append(v)
         return v
 
     def lift(self, x):
-        """The IR operand for ``x``: a Var of this graph, a literal, or a captured input."""
+        """The IR operand for ``x``: a Var of this graph, a literal, or a captured input; a
+        view whose base the traced code updated in place is derived from it again first."""
+        if self._updates and getattr(x, "_base", None) is not None:
+            self._refresh(x)
+        return self._lift(x)
+
+    def _lift(self, x):
         from ..runtime.tensor import Tensor
         if isinstance(x, Tensor):
             d = x._data
