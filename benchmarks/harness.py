@@ -16,7 +16,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .systems import FG_EAGER, TORCH_EAGER, Prepared, Unavailable
+from fusegrad.runtime.kernel_cache import modules_loaded
+
+from .systems import FG_COMPILED, FG_EAGER, TORCH_EAGER, Prepared, Unavailable
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Row:
     system: str
     median_ms: Optional[float] = None
     first_ms: Optional[float] = None
+    kernels: Optional[int] = None  # distinct kernel modules fusegrad compiled in the first call
     reps: int = 0
     check: str = "n/a"
     max_abs_err: Optional[float] = None
@@ -114,9 +117,12 @@ def _first_calls(task: Task, rows: dict[str, Row]) -> tuple[dict[str, Prepared],
         try:
             prepared = entry.build()  # imports, input conversion: not part of the first call
             gc.collect()
+            loaded = modules_loaded()
             start = time.perf_counter()
             result = prepared.call()
             row.first_ms = (time.perf_counter() - start) * 1e3
+            if row.system.startswith(FG_COMPILED):
+                row.kernels = modules_loaded() - loaded
         except Unavailable as exc:
             row.note = f"skipped: {exc}"
             continue

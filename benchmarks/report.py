@@ -59,13 +59,14 @@ def check_text(row: Row) -> str:
 
 
 def timing_table(look: Lookup) -> str:
-    head = ("| W | task | system | median ms | first call ms | " + " | ".join(f"x {a}" for a in S.ANCHORS)
+    head = ("| W | task | system | median ms | first call ms | kernels | " + " | ".join(f"x {a}" for a in S.ANCHORS)
             + " | check | note |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in look.results.rows:
         ratios = " | ".join(fmt_ratio(look.ratio(r, a)) for a in S.ANCHORS)
+        kernels = "-" if r.kernels is None else str(r.kernels)
         lines.append(f"| {r.workload} | {r.task} | {r.system} | {fmt_ms(r.median_ms)} | {fmt_ms(r.first_ms)} | "
-                     f"{ratios} | {check_text(r)} | {row_note(r)} |")
+                     f"{kernels} | {ratios} | {check_text(r)} | {row_note(r)} |")
     return "\n".join(lines)
 
 
@@ -279,8 +280,9 @@ Workloads and rules: `../shared/BENCHMARKS.md`. Medians of calls after warm-up, 
 rounds: each round every system, in a shuffled order, runs alone for a 0.25 s block whose
 first 0.1 s is not counted (so no other system's still-spinning threads are timed). The
 first call (trace + compile, on empty compiler caches) is timed separately in the same
-process. Ratios are this row's median over the anchor's median on the same task (lower is
-better). Every result is checked against fusegrad eager, fusegrad eager against PyTorch eager.
+process; "kernels" counts the distinct kernel modules (graph entries and loop kernels)
+fusegrad compiled in it. Ratios are this row's median over the anchor's median on the same
+task (lower is better). Every result is checked against fusegrad eager, fusegrad eager against PyTorch eager.
 
 - date: {meta['date']}
 - commit: {meta['commit']}

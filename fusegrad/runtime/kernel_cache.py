@@ -136,6 +136,13 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
+def modules_loaded() -> int:
+    """How many distinct generated kernel modules (graph entries and loop kernels) this
+    process has imported, each compiled by Numba or loaded from its disk cache: the
+    benchmark report counts a first call's kernels with it."""
+    return len(_MODULES)
+
+
 def load_module(source: str) -> types.ModuleType:
     """Import the module with this source, writing it to the cache directory if needed."""
     key = source_key(source)
