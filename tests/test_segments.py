@@ -196,3 +196,34 @@ def test_in_place_updates_after_a_break_write_the_tensors_own_arrays():
         np.testing.assert_allclose(res["compiled"][2], res["eager"][2], rtol=1e-12)
     info = cf.cache_info()
     assert info["fallbacks"] == 0 and info["segments"] >= 3, info
+
+
+def test_in_place_update_of_a_non_leaf_argument_runs_in_segments():
+    """A compiled function that updates an argument in place which requires grad and is
+    not a leaf (its stand-in in the trace would look like a leaf): a graph break, then
+    the update runs in a segment with the argument's own autograd history, as in eager.
+    A value the function computed from the argument before the update is differentiated
+    at the old value (the segment's backward keeps a copy of what it saved)."""
+    def scale_(y, w):
+        y.mul_(w)
+        return y.sum()
+
+    def read_then_scale_(y, w):
+        r = (y * w).sum()
+        y.mul_(2)
+        return r
+
+    xa, wa = np.arange(1.0, 4.0), np.array([0.5, -1.0, 2.0])
+    for fn in (scale_, read_then_scale_):
+        for backend in ("eager", "cpu"):
+            x = fusegrad.tensor(xa, requires_grad=True)
+            w = fusegrad.tensor(wa, requires_grad=True)
+            y = x * 1
+            cf = fusegrad.compile(fn, backend=backend)
+            out = cf(y, w)
+            out.backward()
+            np.testing.assert_allclose(out.item(), 4.5)
+            np.testing.assert_allclose(x.grad.numpy(), wa)
+            np.testing.assert_allclose(w.grad.numpy(), xa)
+            np.testing.assert_allclose(y.detach().numpy(), xa * (wa if fn is scale_ else 2))
+            assert any("in-place update of an argument" in b for b in cf.cache_info()["graph_breaks"])

@@ -179,6 +179,15 @@ class _Ctx:
         self.residuals = self.primals = None
         self.freed = True
 
+    def keep_apart(self, targets: list) -> None:
+        """Copy each residual that shares memory with an array of ``targets``, which an
+        in-place update of the same call is about to overwrite: the backward needs the
+        value from before it (as PyTorch saves the original of an in-place op's input)."""
+        if self.residuals is not None:
+            self.residuals = [r.copy() if type(r) is np.ndarray and any(
+                type(t) is np.ndarray and np.may_share_memory(r, t) for t in targets) else r
+                for r in self.residuals]
+
     def check(self) -> None:
         if self.freed:
             raise RuntimeError(_FREED_MSG)
@@ -227,9 +236,6 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
     tr = plan.traced
     n_user = plan.n_user
     outs = [wrap(a) for a in res[:n_user]]
-    if tr.writebacks:
-        for (kind, h), a in zip(tr.writebacks, res[n_user:plan.n_out]):
-            _write_back(kind, tensors[h] if isinstance(h, int) else h, a)
     for i, cls in plan.spent:
         node = cls.__new__(cls)
         node._init(())
@@ -258,6 +264,12 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
             node.backward_fn = functools.partial(_backward, plan, ctx)
         for k, i in enumerate(tr.diff_outputs):
             outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, k, True
+    if tr.writebacks:
+        holders = [tensors[h] if isinstance(h, int) else h for _, h in tr.writebacks]
+        if plan.backward is not None:
+            ctx.keep_apart([h._data for (kind, _), h in zip(tr.writebacks, holders) if kind == "data"])
+        for (kind, _), h, a in zip(tr.writebacks, holders, res[n_user:plan.n_out]):
+            _write_back(kind, h, a)
     if plan.single:
         return outs[0]
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])

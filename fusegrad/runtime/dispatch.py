@@ -200,10 +200,25 @@ def record(prim, args, params, out) -> None:
 def rederive(view: Tensor) -> None:
     """A view whose base was updated in place after the view's grad_fn was made: its
     grad_fn is made again from the base's, as PyTorch regenerates it, so that gradients
-    flow through the update (the view's data is the base's memory already)."""
-    t = view._base
-    for prim, params in view._view_fn:
-        t = bind(prim, (t,), params)
+    flow through the update (the view's data is the base's memory already). Its nodes are
+    eager autograd's: a concrete view met inside a trace is not recorded into it, and they
+    hold a stand-in of the base (its value and autograd state now), not the base tensor,
+    which traced code may rebind later."""
+    traces = list(_STACK.traces)
+    base = view._base
+    if type(view._data) is not Var:
+        _STACK.traces[:] = []
+        t = wrap(base._data)
+        t._rg, t._grad_fn, t._out_nr, t._vbox = base._rg, base._grad_fn, base._out_nr, base._vbox
+        if base._rg and base._grad_fn is None:
+            t._acc = base._accumulator()
+    else:
+        t = base
+    try:
+        for prim, params in view._view_fn:
+            t = bind(prim, (t,), params)
+    finally:
+        _STACK.traces[:] = traces
     if t._rg:
         view._grad_fn, view._out_nr = t._grad_fn, t._out_nr
     view._vver = view._vbox[0]

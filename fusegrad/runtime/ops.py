@@ -1525,25 +1525,30 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     """Run ``fn(old) -> new`` and write the result into ``self``'s memory: the autograd
     graph continues from the new node, the version counter is bumped."""
     grad_on = STATE.enabled
+    from ..tracer.trace import current_traces, user_frame
+    trs = current_traces()
     if grad_on and self._rg and self._grad_fn is None:
+        if trs and id(self) in getattr(trs[-1], "nonleaf_inputs", ()):
+            trs[-1].graph_break(f"in-place update of an argument that requires grad at {user_frame()}")
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     base = self._base
     if grad_on and base is not None and self._rg and base._rg and base._grad_fn is None:
         # (a detached alias, as from .detach() or .data, does not require grad and may be written)
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    from ..tracer.trace import current_traces
-    trs = current_traces()
     # a captured (concrete) tensor mutated inside fusegrad.compile: its update is traced so
     # that it is replayed (written back) on every call, not applied once at trace time
     captured = bool(trs) and type(self._data) is not Var and trs[-1].captures_state
     if captured or type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var
                                                            for o in others):
-        # tracing (the target or an operand is traced): rebind the target's SSA value; a
+        # tracing (the target or an operand is traced): rebind the target's SSA value. A
         # view's update runs eagerly on its memory (before the view is lifted: its input
-        # value would otherwise be written back over its base's later updates)
-        if base is not None and self._view_fn:
-            from ..tracer.trace import user_frame
-            with trs[-1].eagerly(f"in-place op on a view while tracing at {user_frame()}"):
+        # value would otherwise be written back over its base's later updates); so does an
+        # update through a detached alias of a non-leaf that requires grad, which changes
+        # the base's value but not its gradient (its traced value would become a
+        # stop_gradient's, cutting the IR's derivative)
+        if base is not None and (self._view_fn or (not self._rg and base._rg and base._grad_fn is not None)):
+            what = "a view" if self._view_fn else "a detached alias"
+            with trs[-1].eagerly(f"in-place op on {what} while tracing at {user_frame()}"):
                 return inplace(self, fn, *others)
         if captured:
             self._data = trs[-1].lift(self)

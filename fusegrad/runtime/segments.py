@@ -91,6 +91,11 @@ class SegmentTrace(CaptureTrace):
     # -------------------------------------------------------------- running a segment
     def flush(self) -> None:
         """Run what was recorded since the last break and give its tensors their values."""
+        if self._updates:  # views of what was updated in place leave with their current value
+            views = [r() for r in self._tracked] + [s[0] for s in self.snaps if type(s[0]._data) is Var]
+            for t in views:
+                if t is not None and t._base is not None:
+                    self._refresh(t)
         self._cut_recorded_nodes()
         live, seen = [], set()
         for r in self._tracked:
@@ -171,6 +176,10 @@ class SegmentTrace(CaptureTrace):
             values = _call_plan(plan, operands)
         for t, v in zip(outs[:n_live], values):
             t._data, t._grad_fn, t._out_nr, t._rg = v._data, v._grad_fn, v._out_nr, v._rg
+        if updated:  # the segment's backward keeps what it saved of the tensors updated below
+            ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if c is not None}
+            for ctx in ctxs.values():
+                ctx.keep_apart([data for _, data, *_ in updated])
         for (h, data, *_), v in zip(updated, values[n_live:]):
             if not _same_array(data, v._data):
                 data[...] = v._data

@@ -47,6 +47,9 @@ class CaptureTrace(Trace):
         self.snaps: list = []  # (holder, _data, _grad, _grad_fn, _out_nr, _rg)
         self._snapped: set = set()
         self.guards: dict = {}  # key -> (read, value at trace time, identity)
+        # ids of the stand-ins of arguments that require grad but are not leaves: an
+        # in-place update of one is a graph break (the stand-in itself looks like a leaf)
+        self.nonleaf_inputs: set = set()
 
     def touch(self, x) -> None:
         """Snapshot ``x`` (once) unless it is a value of this trace."""
@@ -94,6 +97,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     t = wrap(tr.new_input(x._data.shape, x._data.dtype))
                     if keep_requires_grad:
                         t._rg = x._rg
+                        if x._rg and x._grad_fn is not None:
+                            tr.nonleaf_inputs.add(id(t))
                     tleaves.append(t)
                 else:
                     tleaves.append(x)
