@@ -1556,7 +1556,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         self._data = new._data
         self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         if base is not None:  # a full alias (detach(), .data): its base holds the same values
-            trs[-1].rebind(base, new._data)
+            trs[-1].rebind(base, _through_alias(base, new, trs[-1]))
         trs[-1].updated(base if base is not None else self, self)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
@@ -1575,6 +1575,20 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         if isinstance(node, PrimNode) and node.out_data is new._data:
             node.out_data, node.out_box, node.out_ver = self._data, self._vbox, self._vbox[0]
     return self
+
+
+def _through_alias(base: Tensor, new: Tensor, trace) -> Var:
+    """The traced value of ``base`` after an update through a detached alias of it gave it
+    ``new``'s value: that value, differentiated as the identity of the old one (eager's
+    update changes the memory, not the autograd graph). Under a func transform, where the
+    IR may differentiate any value, that is ``old + stop_gradient(new - old)`` (within an
+    ulp of ``new``); compile's traces, which differentiate by requires_grad, give a base
+    that requires grad a graph break before this (leaves excepted: their later reads in
+    the same graph are rare, and their values stay exact)."""
+    if trace.follows_requires_grad or not D.np_floating(new._data.dtype):
+        return new._data
+    from ..ir.prims.elementwise import add, stop_gradient, sub
+    return add(base, stop_gradient(sub(new, base)))._data
 
 
 def _snapshot(t: Tensor) -> Tensor:

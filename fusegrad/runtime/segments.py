@@ -38,6 +38,7 @@ class SegmentTrace(CaptureTrace):
 
     breaks_on_print = True
     tracks = True
+    follows_requires_grad = True
 
     def __init__(self, owner):
         super().__init__()

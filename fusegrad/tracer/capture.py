@@ -88,6 +88,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
     from ..runtime.tensor import Tensor, wrap
     tr = CaptureTrace()
     tr.breaks_on_print = breaks_on_print
+    tr.follows_requires_grad = keep_requires_grad
     tr.strict = strict
     try:
         with tr:

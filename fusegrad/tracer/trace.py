@@ -76,6 +76,9 @@ class Trace:
     active = False  # on the stack: its Vars may be used
     breaks_on_print = False  # printing a traced tensor needs its value (compile's traces)
     tracks = False  # told of every tensor it makes (``track``): runtime.segments
+    # compile's traces: requires_grad says which values are differentiated (else, as in a
+    # func transform, the IR may differentiate any value, whatever its requires_grad)
+    follows_requires_grad = False
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
