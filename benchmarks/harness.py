@@ -200,6 +200,8 @@ def _record_compiler_state(row: Row, prepared: Prepared) -> None:
         # the first call ran eagerly (an optimizer's state warm-up): "first call" is until compiled code has run
         notes = [f"first call = eager warm-up {row.first_ms:.0f} ms + the call that compiled {late:.0f} ms"] + notes
         row.first_ms += late
+        if row.kernels is not None:
+            row.kernels += prepared.late_compile_kernels()
     if notes:
         row.note = "; ".join(([row.note] if row.note else []) + [f"compiler: {n}" for n in notes])
 

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any, Callable, Optional
 
 import fusegrad
+from fusegrad.runtime.kernel_cache import modules_loaded
 
 FG_EAGER = "fusegrad eager"
 FG_COMPILED = "fusegrad compiled"
@@ -72,6 +73,8 @@ class Prepared:
     compiler_notes: Callable[[], list[str]] = lambda: []
     #: ms of the call that traced and compiled, when that was not the first call (see FusegradCompiled)
     late_compile_ms: Callable[[], Optional[float]] = lambda: None
+    #: the kernel modules that call compiled
+    late_compile_kernels: Callable[[], int] = lambda: 0
 
 
 class FusegradCompiled:
@@ -82,17 +85,24 @@ class FusegradCompiled:
         self.fn = fusegrad.compile(fn, **options)
         self.eager_calls = 0  # calls before the one that compiled (an optimizer's state warm-up)
         self.compile_ms: Optional[float] = None
+        self.compile_kernels = 0
 
     def __call__(self, *args: Any) -> Any:
         if self.compile_ms is not None:
             return self.fn(*args)
+        loaded = modules_loaded()
         start = time.perf_counter()
         out = self.fn(*args)
         if getattr(self.fn, "cache_info", lambda: {})().get("compiles"):
             self.compile_ms = (time.perf_counter() - start) * 1e3
+            self.compile_kernels = modules_loaded() - loaded
         else:
             self.eager_calls += 1
         return out
+
+    def late_compile_kernels(self) -> int:
+        """The kernel modules the compiling call compiled, when earlier calls ran eagerly."""
+        return self.compile_kernels if self.eager_calls else 0
 
     def late_compile_ms(self) -> Optional[float]:
         """The compiling call's time when earlier calls ran eagerly (compile runs a step whose
@@ -116,4 +126,5 @@ def fusegrad_compiled(make_call: Callable[[Callable], Callable[[], Any]], fn: Ca
                       **options: Any) -> Prepared:
     """Compile ``fn`` and bind it with ``make_call`` into a :class:`Prepared`."""
     compiled = FusegradCompiled(fn, **options)
-    return Prepared(make_call(compiled), compiled.fallback_reason, compiled.compiler_notes, compiled.late_compile_ms)
+    return Prepared(make_call(compiled), compiled.fallback_reason, compiled.compiler_notes, compiled.late_compile_ms,
+                    compiled.late_compile_kernels)
