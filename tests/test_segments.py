@@ -227,3 +227,43 @@ def test_in_place_update_of_a_non_leaf_argument_runs_in_segments():
             np.testing.assert_allclose(w.grad.numpy(), xa)
             np.testing.assert_allclose(y.detach().numpy(), xa * (wa if fn is scale_ else 2))
             assert any("in-place update of an argument" in b for b in cf.cache_info()["graph_breaks"])
+
+
+def test_hooks_retain_grad_and_requires_grad_inside_compiled_code_act_as_in_eager():
+    """register_hook, retain_grad and requires_grad_ on a value compiled code is tracing
+    are graph breaks: they act on the concrete tensor, as in eager. A hook or retain_grad
+    on a tensor the compiled code already used cannot see that use's gradient: the call
+    then runs eagerly from its start, or, past an earlier break, raises GraphBreak."""
+    from fusegrad.tracer import GraphBreak
+
+    def make(lib, hook_after_use, break_first):
+        def f(x):
+            out = (x * 0.0).sum()
+            if break_first and out.item() > 1.0:
+                out = out * 2
+            y = x * 2.0
+            if hook_after_use:
+                out = out + y.exp().sum()
+            y.register_hook(lambda g: g * 3.0)
+            y.retain_grad()
+            z = y.detach().requires_grad_()
+            return out + (y * x).sum() + (z * z).sum(), y, z
+        return f
+
+    xa = np.linspace(-1.0, 1.0, 5)
+    for hook_after_use, break_first in ((False, False), (False, True), (True, False), (True, True)):
+        tx = torch.tensor(xa, requires_grad=True)
+        tout, ty, tz = make(torch, hook_after_use, break_first)(tx)
+        tout.backward()
+        cf = fusegrad.compile(make(fusegrad, hook_after_use, break_first), backend="eager")
+        x = fusegrad.tensor(xa, requires_grad=True)
+        if hook_after_use and break_first:
+            with pytest.raises(GraphBreak, match="register_hook"):
+                cf(x)
+            continue
+        out, y, z = cf(x)
+        out.backward()
+        np.testing.assert_allclose(out.item(), tout.item(), rtol=1e-12)
+        for got, want in ((x, tx), (y, ty), (z, tz)):
+            np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-12)
+        assert any("register_hook" in b for b in cf.cache_info()["graph_breaks"])

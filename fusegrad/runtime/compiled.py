@@ -138,6 +138,7 @@ class _Plan:
         self.backward = None
         self.joint: Optional[Graph] = None
         self.wrt: list = []  # primal positions that get gradients
+        self.reaches: list = []  # per position of wrt: whether a differentiable output depends on it
         self.n_primal_consts = 0
         self.n_out = len(traced.graph.outputs)
         self.n_user = self.n_out - len(traced.writebacks)  # outputs the function returns
@@ -174,6 +175,9 @@ class _Ctx:
         self.residuals = residuals
         self.primals = primals
         self.freed = False
+        # out_nr of the outputs a segment also used itself (runtime.segments): a hook on one
+        # of them would miss the gradient of those uses, which the compiled backward computes
+        self.used_inside: frozenset = frozenset()
 
     def _release(self):
         self.residuals = self.primals = None
@@ -249,7 +253,7 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
             primals += [h if not isinstance(h, CallTimeConst) else wrap(a)
                         for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
         ctx = _Ctx(res[plan.n_out:], primals)
-        edges = tuple([_edge(primals[i]) for i in plan.wrt])
+        edges = tuple([_edge(primals[i]) if r else None for i, r in zip(plan.wrt, plan.reaches)])
         out_meta = tuple([(outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs])
         stages = groups and staged_backward.stages_for(plan, staged_backward.assignment(plan, primals, *groups))
         if stages:
@@ -660,6 +664,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         return backend.compile(graph, donate, symbolic=symbolic)
     rg = list(input_rg) + [h._rg for _, h in opt.consts]
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
+    plan.reaches = _reaching(opt, plan.wrt, traced.diff_outputs)
     if not plan.wrt:
         plan.holders = [h for _, h in opt.consts]
         plan.forward = build(opt, _donations(traced, opt) if donate is None else donate)
@@ -690,6 +695,18 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
         + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
     return plan
+
+
+def _reaching(g: Graph, wrt: list, diff_outputs: list) -> list:
+    """Per primal position in ``wrt``: whether an output in ``diff_outputs`` depends on it
+    differentiably. One that does not gets no autograd edge (no gradient flows to it, as in
+    eager), rather than the zeros the compiled backward computes for it."""
+    need = {id(g.outputs[i]) for i in diff_outputs}
+    for e in reversed(g.eqns):
+        if id(e.out) in need and not e.prim.nondiff:
+            need.update(id(a) for a in e.inputs if isinstance(a, Var))
+    args = g.arguments()
+    return [id(args[i]) in need for i in wrt]
 
 
 def _guarded_entry(exe) -> Callable:

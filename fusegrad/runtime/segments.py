@@ -177,10 +177,14 @@ class SegmentTrace(CaptureTrace):
             values = _call_plan(plan, operands)
         for t, v in zip(outs[:n_live], values):
             t._data, t._grad_fn, t._out_nr, t._rg = v._data, v._grad_fn, v._out_nr, v._rg
-        if updated:  # the segment's backward keeps what it saved of the tensors updated below
-            ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if c is not None}
+        ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if c is not None}
+        if ctxs:
+            used = {id(a) for e in g.eqns for a in e.inputs if type(a) is Var}
+            inside = frozenset(v._out_nr for v, o in zip(values[:n_live], g.outputs) if id(o) in used)
             for ctx in ctxs.values():
-                ctx.keep_apart([data for _, data, *_ in updated])
+                ctx.used_inside = inside
+                if updated:  # the segment's backward keeps what it saved of the tensors updated below
+                    ctx.keep_apart([data for _, data, *_ in updated])
         for (h, data, *_), v in zip(updated, values[n_live:]):
             if not _same_array(data, v._data):
                 data[...] = v._data

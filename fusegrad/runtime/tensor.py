@@ -5,6 +5,7 @@ Math methods are attached by ``runtime.ops`` (one function per op, shared by the
 bookkeeping, conversion and printing."""
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Optional
 
@@ -91,7 +92,36 @@ class Tensor:
     def requires_grad(self, flag: bool) -> None:
         self.requires_grad_(flag)
 
+    def _autograd_call(self, what: str, sees_uses: bool = False):
+        """Where an autograd-API call (a hook, retain_grad, requires_grad_) on this tensor
+        runs: on a value compile is tracing, a graph break, so that it takes effect on the
+        concrete tensor as in eager (a compiled graph has no place for it); else here.
+        ``sees_uses``: the call concerns the gradient from every use of the tensor, so one
+        that compiled code already used inside a segment (whose backward is out of the
+        call's reach) makes the call run eagerly from its start, or raises GraphBreak if it
+        cannot start over (a break before it already ran on)."""
+        from ..tracer.trace import GraphBreak, current_traces, user_frame
+        d = self._data
+        tracing = type(d) is Var and d.trace.follows_requires_grad and d.trace.active
+        if sees_uses and self._grad_fn is not None:
+            trs = current_traces()
+            used = (any(d in e.inputs for e in d.trace.graph.eqns) if tracing else
+                    bool(trs) and trs[-1].follows_requires_grad
+                    and self._out_nr in getattr(getattr(self._grad_fn, "ctx", None), "used_inside", ()))
+            if used:
+                raise GraphBreak(f"Tensor.{what} at {user_frame()} on a tensor compiled code already used "
+                                 "before a graph break (call it before the tensor's first use)")
+        if tracing:
+            return d.trace.eagerly(f"Tensor.{what} at {user_frame()}")
+        return contextlib.nullcontext()
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self._grad_fn is None and self._rg != bool(requires_grad):
+            with self._autograd_call("requires_grad_()"):
+                return self._set_requires_grad(requires_grad)
+        return self._set_requires_grad(requires_grad)
+
+    def _set_requires_grad(self, requires_grad: bool) -> "Tensor":
         if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
@@ -300,6 +330,12 @@ class Tensor:
         return self
 
     def retain_grad(self) -> None:
+        if self._grad_fn is not None and not self._retains:
+            with self._autograd_call("retain_grad()", sees_uses=True):
+                return self._retain_grad()
+        return self._retain_grad()
+
+    def _retain_grad(self) -> None:
         if self._grad_fn is None:
             if not self._rg:
                 raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -324,6 +360,10 @@ class Tensor:
 
     def register_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
+        with self._autograd_call("register_hook()", sees_uses=True):
+            return self._register_hook(hook)
+
+    def _register_hook(self, hook) -> "_nodes.RemovableHandle":
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is None:
