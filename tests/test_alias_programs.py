@@ -2,7 +2,8 @@
 base (or a sibling) is updated, updates through views, index assignment, updates through
 ``.data`` and detached aliases, and ``.item()`` graph breaks between them. fusegrad eager and compiled (segments around the breaks, on
 the eager and the cpu backend) must give torch's value and gradient, or raise where torch
-raises. (Written after such programs gave stale views and wrong gradients.)"""
+raises; likewise programs of hooks, retain_grad and new leaves in compiled code. (Written
+after such programs gave stale views and wrong gradients.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -112,3 +113,61 @@ def test_alias_programs_match_torch_under_func_grad():
             continue
         got = fusegrad.func.grad(ns["f"])(fusegrad.tensor(X)).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, err_msg=src)
+
+
+def hook_program(seed: int) -> str:
+    """The source of ``f(x, lib)``: 3-7 random steps of hooks, retain_grad, new leaves,
+    no_grad blocks, uses and ``.item()`` breaks around y = 2x."""
+    r = np.random.default_rng(seed)
+    lines = ["def f(x, lib):", "    y = x * 2.0", "    out = (x * 0.0).sum()", "    z = None"]
+    steps = {
+        "retain": "    y.retain_grad()",
+        "hook": "    y.register_hook(lambda g: g * 3.0)",
+        "leaf": "    z = y.detach().requires_grad_()\n    out = out + (z * z).sum()",
+        "no_grad": "    with lib.no_grad():\n        w = y * 3.0\n    out = out + w.sum()",
+        "break": "    if out.item() > 1.0:\n        out = out * 1.5",
+        "inplace": "    y = y * 1.0\n    y.mul_(x.cos())",
+        "enable": "    with lib.no_grad():\n        with lib.enable_grad():\n            out = out + (y * y).sum()",
+    }
+    uses = ["    out = out + y.exp().sum()", "    out = out + (y * x).sum()", "    out = out + y.tanh().mean()"]
+    for _ in range(int(r.integers(3, 8))):
+        kind = r.choice(list(steps) + ["use", "use"])
+        lines.append(str(r.choice(uses)) if kind == "use" else steps[kind])
+    lines.append("    return out, y, z")
+    return "\n".join(lines)
+
+
+def test_hook_programs_match_torch_or_say_why_not():
+    """Hooks, retain_grad and requires_grad_ inside compiled code: values and the grads of
+    x, y (retained) and z (a new leaf) are torch's, or, for a hook or retain_grad on a
+    tensor already used before an earlier break of the same call, GraphBreak says so."""
+    from fusegrad.tracer import GraphBreak
+    xa = np.linspace(-1.0, 1.2, 5)
+
+    def run(src, lib, compiled):
+        ns: dict = {}
+        exec(src, ns)
+        f = fusegrad.compile(ns["f"], backend="eager") if compiled else ns["f"]
+        x = lib.tensor(xa, requires_grad=True)
+        out, y, z = f(x, lib)
+        out.backward()
+        grads = [None if t is None or t.grad is None else t.grad.numpy().copy() for t in (x, y, z)]
+        return out.item(), grads
+
+    refused = 0
+    for seed in range(150):
+        src = hook_program(seed)
+        want = run(src, torch, False)
+        for compiled in (False, True):
+            try:
+                got = run(src, fusegrad, compiled)
+            except GraphBreak as e:
+                assert compiled and "before the tensor's first use" in str(e), (src, e)
+                refused += 1
+                continue
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-12, err_msg=src)
+            for g, w in zip(got[1], want[1]):
+                assert (g is None) == (w is None), src
+                if g is not None:
+                    np.testing.assert_allclose(g, w, rtol=1e-12, err_msg=src)
+    assert refused < 50
