@@ -267,3 +267,24 @@ def test_hooks_retain_grad_and_requires_grad_inside_compiled_code_act_as_in_eage
         for got, want in ((x, tx), (y, ty), (z, tz)):
             np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-12)
         assert any("register_hook" in b for b in cf.cache_info()["graph_breaks"])
+
+
+def test_compiled_results_never_share_an_arguments_memory():
+    """A result the eager backend's optimized graph passes through from an argument (x * 1.0
+    simplified to x), or a view of one, is copied, as the cpu backend's kernels compute
+    into memory of their own: an in-place update of the result (here through a view
+    after a break) leaves the argument alone, as in eager."""
+    def f(x):
+        y = (x * 1.0).t().t()
+        y.mul_(1.5)  # through a view: a graph break
+        return y.t().t() * x
+
+    xa = np.arange(6.0).reshape(2, 3)
+    want = f(fusegrad.tensor(xa)).numpy()
+    for backend in ("eager", "cpu"):
+        x = fusegrad.tensor(xa)
+        np.testing.assert_allclose(fusegrad.compile(f, backend=backend)(x).numpy(), want)
+        np.testing.assert_array_equal(x.numpy(), xa)
+        y = fusegrad.compile(lambda t: t * 1.0, backend=backend)(x)
+        y.mul_(2.0)
+        np.testing.assert_array_equal(x.numpy(), xa)

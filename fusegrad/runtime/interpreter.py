@@ -11,12 +11,16 @@ from ..ir.graph import Graph, Var
 
 
 def run_arrays(graph: Graph, arrays: Sequence) -> tuple:
-    """Evaluate ``graph`` on arrays ordered inputs then consts; one array per output."""
+    """Evaluate ``graph`` on arrays ordered inputs then consts; one array per output, each
+    in memory of its own as a compiled kernel's are (an argument passed through, or a
+    NumPy view of one, is copied: an in-place update of the result must not reach it)."""
     env: dict[Var, object] = dict(zip(graph.arguments(), arrays))
     for e in graph.eqns:
         args = [env[a] if isinstance(a, Var) else a for a in e.inputs]
         env[e.out] = e.prim.impl(*args, **e.params)
-    return tuple(np.asarray(env[o]) for o in graph.outputs)
+    outs = [np.asarray(env[o]) for o in graph.outputs]
+    args = [a for a in arrays if isinstance(a, np.ndarray)]
+    return tuple(o.copy() if any(np.may_share_memory(o, a) for a in args) else o for o in outs)
 
 
 def run_tensors(graph: Graph, values: Sequence) -> list:
