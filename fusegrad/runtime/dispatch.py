@@ -197,6 +197,14 @@ def record(prim, args, params, out) -> None:
     out._rg = True
 
 
+def replay_view(t: Tensor, chain) -> Tensor:
+    """``t`` through ``chain``, a view's view primitives from its base (``Tensor._view_fn``):
+    the view made again from (a new value of) its base."""
+    for prim, params in chain:
+        t = bind(prim, (t,), params)
+    return t
+
+
 def rederive(view: Tensor) -> None:
     """A view whose base was updated in place after the view's grad_fn was made: its
     grad_fn is made again from the base's, as PyTorch regenerates it, so that gradients
@@ -215,8 +223,7 @@ def rederive(view: Tensor) -> None:
     else:
         t = base
     try:
-        for prim, params in view._view_fn:
-            t = bind(prim, (t,), params)
+        t = replay_view(t, view._view_fn)
     finally:
         _STACK.traces[:] = traces
     if t._rg:

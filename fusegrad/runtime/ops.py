@@ -1638,12 +1638,8 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
         mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
     base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
     base._grad_fn, base._out_nr, base._rg = base_new._grad_fn, 0, True
-    alias = wrap(base._data)
-    alias._grad_fn, alias._rg = base._grad_fn, True
-    for prim, params in chain:
-        alias = prim(alias, **params)
-    view._grad_fn, view._out_nr, view._rg = alias._grad_fn, 0, True
-    view._vver = view._vbox[0]
+    view._rg = True
+    rederive(view)  # the view's grad_fn continues from the base's new node
     return view
 
 

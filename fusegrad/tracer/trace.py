@@ -143,13 +143,11 @@ class Trace:
             return
         self._derived[id(view)] = (view, entry[1])
         from ..ir.prims.elementwise import stop_gradient
-        from ..runtime.dispatch import bind
+        from ..runtime.dispatch import bind, replay_view
         from ..runtime.grad_mode import set_grad_enabled
         old = view._data
-        t = view._base
         with set_grad_enabled(True):  # (under no_grad each step would be a stop_gradient)
-            for prim, params in view._view_fn:
-                t = bind(prim, (t,), params)
+            t = replay_view(view._base, view._view_fn)
             if type(old) is Var and old.trace is self:
                 stopped = any(e.out is old and e.prim is stop_gradient for e in reversed(self.graph.eqns))
             else:
