@@ -165,6 +165,49 @@ def test_retain_grad():
     assert w.grad is None
 
 
+def test_retain_grad_follows_in_place_updates_and_integer_index_views_write_through():
+    """As in PyTorch: retain_grad's .grad is the gradient of the newest value after an in-place
+    update of the tensor itself, through a view of it, or of its base (a hook registered
+    before stays with the old value); ``y[0].mul_(5)`` updates y's memory."""
+    torch = pytest.importorskip("torch")
+
+    def prog(lib):
+        x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        out = []
+        y = x * 2
+        y.retain_grad()
+        y.mul_(3)
+        (y * y).sum().backward()
+        out += [y.grad, x.grad]
+        x.grad = None
+        y = x * 2
+        y.retain_grad()
+        y[0].mul_(5)  # a 0-d view
+        (y * y).sum().backward()
+        out += [y, y.grad, x.grad]
+        x.grad = None
+        y = x * 2
+        v = y[1:]
+        v.retain_grad()
+        y.add_(1)
+        (v * v).sum().backward()
+        out += [v.grad, x.grad]
+        x.grad = None
+        y = x * 2
+        seen = []
+        y.register_hook(lambda g: seen.append(g * 1))
+        y.retain_grad()
+        y.exp_()
+        y.sum().backward()
+        out += [y.grad, x.grad, seen[0]]
+        z = lib.tensor([1.0, 2.0, 3.0])
+        z[1].add_(4)
+        return [o.detach().numpy() for o in out] + [z.numpy()]
+
+    for got, want in zip(prog(fg), prog(torch), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_grad_fn_node_hooks():
     x = t(1.0, 2.0)
     y = x.exp()

@@ -227,7 +227,7 @@ def rederive(view: Tensor) -> None:
     finally:
         _STACK.traces[:] = traces
     if t._rg:
-        view._grad_fn, view._out_nr = t._grad_fn, t._out_nr
+        view._regraft(t._grad_fn, t._out_nr)
     view._vver = view._vbox[0]
 
 

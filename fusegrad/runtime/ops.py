@@ -1545,9 +1545,13 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         # value would otherwise be written back over its base's later updates); so does an
         # update through a detached alias of a non-leaf that requires grad, which changes
         # the base's value but not its gradient (its traced value would become a
-        # stop_gradient's, cutting the IR's derivative)
-        if base is not None and (self._view_fn or (not self._rg and base._rg and base._grad_fn is not None)):
-            what = "a view" if self._view_fn else "a detached alias"
+        # stop_gradient's, cutting the IR's derivative); so does an update of a tensor that
+        # retains grad (its .grad is the new value's, whose uses inside a segment would not
+        # pass through the value's own node)
+        if self._retains is not False or (
+                base is not None and (self._view_fn or (not self._rg and base._rg and base._grad_fn is not None))):
+            what = ("a tensor that retains grad" if self._retains is not False else
+                    "a view" if self._view_fn else "a detached alias")
             with trs[-1].eagerly(f"in-place op on {what} while tracing at {user_frame()}"):
                 return inplace(self, fn, *others)
         if captured:
@@ -1570,7 +1574,8 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
     self._bump()
     carry_tangent(new, self)
     if tracking and new._rg:
-        self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, True
+        self._regraft(new._grad_fn, new._out_nr)
+        self._rg = True
         node = new._grad_fn
         if isinstance(node, PrimNode) and node.out_data is new._data:
             node.out_data, node.out_box, node.out_ver = self._data, self._vbox, self._vbox[0]
@@ -1637,7 +1642,8 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     with no_grad():
         mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
     base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
-    base._grad_fn, base._out_nr, base._rg = base_new._grad_fn, 0, True
+    base._regraft(base_new._grad_fn, 0)
+    base._rg = True
     view._rg = True
     rederive(view)  # the view's grad_fn continues from the base's new node
     return view

@@ -190,7 +190,8 @@ class SegmentTrace(CaptureTrace):
                 data[...] = v._data
             h._bump()
             if v._rg:
-                h._grad_fn, h._out_nr, h._rg = v._grad_fn, v._out_nr, True
+                h._regraft(v._grad_fn, v._out_nr)
+                h._rg = True
         for t in outs[:n_live]:
             if t._base is not None:
                 _alias(t)

@@ -165,7 +165,7 @@ class Tensor:
 
     @property
     def retains_grad(self) -> bool:
-        return self._retains
+        return self._retains is not False
 
     @property
     def data(self) -> "Tensor":
@@ -356,7 +356,22 @@ class Tensor:
                 else:
                     t._grad = t._grad + g
         store._retain = True
-        self._grad_fn.register_prehook(_for_output(store, self._out_nr, self._grad_fn))
+        self._retains = _for_output(store, self._out_nr, self._grad_fn)
+        self._grad_fn.register_prehook(self._retains)
+
+    def _regraft(self, node, nr: int) -> None:
+        """Make ``(node, nr)`` this tensor's grad_fn (an in-place update or a view's
+        regeneration); retain_grad's hook moves with it, so ``.grad`` is the gradient of the
+        newest value, as in PyTorch (other tensor hooks stay on the old node)."""
+        old = self._grad_fn
+        self._grad_fn, self._out_nr = node, nr
+        h = self._retains
+        if h is False or old is node or node is None:
+            return
+        if old is not None and old.pre_hooks and h in old.pre_hooks:
+            old.pre_hooks.remove(h)
+        self._retains = _for_output(getattr(h, "_hook", h), nr, node)
+        node.register_prehook(self._retains)
 
     def register_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
@@ -430,6 +445,7 @@ def _for_output(hook, nr: int, node):
                 gs[nr] = r
         return gs
     per_output._per_output = True
+    per_output._hook = hook
     per_output._retain = getattr(hook, "_retain", False)
     return per_output
 

@@ -106,7 +106,13 @@ embed = Primitive("embed", _embed_impl, abstract=lambda a, p: (tuple(p["shape"])
                   kind="scatter", node_name="SliceBackwardBackward0")
 
 
-slice_ = Primitive("slice", lambda x, key: x[decode_key(key)], vjp=_slice_vjp,
+def _slice_impl(x, key):
+    # the trailing Ellipsis keeps an all-integer index a 0-d view of x's memory (NumPy would
+    # return a scalar copy, and an in-place update of x[0] would then be lost)
+    return x[decode_key(key) + (Ellipsis,)]
+
+
+slice_ = Primitive("slice", _slice_impl, vjp=_slice_vjp,
                    jvp=lambda ts, ins, out, key: None if ts[0] is None else slice_(ts[0], key=key),
                    kind="layout", node_name="SliceBackward0")
 
