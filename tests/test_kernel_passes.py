@@ -66,7 +66,8 @@ def test_parallel_reduction_runs_as_chunks_combined_in_order(rng, monkeypatch, n
     chunked = verify(kir_passes.chunk_reductions(counted))
     allocs = [b for b in chunked.buffers if b.role == "temp"]
     loops = [s for s in chunked.body if isinstance(s, Loop)]
-    assert len(allocs) == 6 and all(a.size == 3 for a in allocs)  # one partial per chunk and accumulator
+    # a row of partials per chunk, one partial per accumulator, in a buffer per dtype
+    assert sorted((np.dtype(a.dtype).name, a.size) for a in allocs) == [("float32", 9), ("int64", 9)]
     assert [(lp.kind, lp.extent) for lp in loops] == [("parallel", 3), ("serial", 3)]
     par, combine = loops
     assert [type(s) for s in par.body[:6]] == [Acc] * 6 and isinstance(par.body[6], Loop)
@@ -182,3 +183,38 @@ def test_variants_by_sign_fact_loop_length_and_count(rng):
     k = choose_variants(lg.kernel)
     assert {variant(v) for v in _ops(k) if v.op == "tanh"} == {"call"}
     assert "add" in {v.op for v in _ops(k) if variant(v) is None}  # no fastmath function: no variant
+
+
+# ---------------------------------------------------------------- straight-line code
+def test_straighten_propagates_inlines_and_rerolls_straight_line_code():
+    """kir_straight: copies propagated, locals read once inlined, repeated blocks rerolled
+    into a serial loop; a load from a parameter never moves past a store to another (they
+    may share memory: computed in place), so an in-place reversal keeps its order."""
+    from fusegrad.codegen.kir import Assign, Const, Kernel, Ref, Sym
+    from fusegrad.codegen.kir_straight import straighten
+    f64 = np.dtype(np.float64)
+    x, y = Buffer("x0", f64, 16, "in"), Buffer("y1", f64, 16, "out")
+    temp = Buffer("zt", f64, 16, "temp")
+    fill = Loop("i", 16, "serial", [Store("zt", Sym("i"), Op("mul", (Load("x0", Sym("i"), f64), Const(2.0, f64)), f64))])
+    body = [fill] + [Assign(f"m{i}", Load("zt", i, f64)) for i in range(16)] + \
+        [Assign(f"c{i}", Ref(f"m{i}", f64)) for i in range(16)] + \
+        [Store("y1", 15 - i, Op("add", (Ref(f"c{i}", f64), Const(1.0, f64)), f64)) for i in range(16)]
+    k = verify(Kernel("k", [x, y, temp], (), body))
+    new = verify(straighten(k))
+    assert [type(s) for s in new.body] == [Loop, Loop], str(new)
+    (store,) = new.body[1].body
+    assert isinstance(store, Store) and store.buf == "y1" and isinstance(store.value.args[0], Load), str(new)
+    xs = np.arange(16.0)
+    for kernel in (k, new):
+        out = run(kernel, {"x0": xs.copy(), "y1": np.zeros(16)})
+        np.testing.assert_array_equal(out["y1"], xs[::-1] * 2 + 1)
+    # in place: y1 is x0's memory; the loads all run before the stores, as written
+    body = [Assign(f"m{i}", Load("x0", i, f64)) for i in range(16)] + [Store("y1", 15 - i, Ref(f"m{i}", f64))
+                                                                       for i in range(16)]
+    k = verify(Kernel("k", [x, y], (), body))
+    new = verify(straighten(k))
+    assert sum(isinstance(s, Assign) for s in new.body) == 15, str(new)  # the first store's alone moved
+    for kernel in (k, new):
+        mem = np.arange(16.0)
+        run(kernel, {"x0": mem, "y1": mem})
+        np.testing.assert_array_equal(mem, np.arange(16.0)[::-1])

@@ -10,12 +10,14 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen import kir_interp
 from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
-from fusegrad.codegen.kir import (Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store, Sym, iadd, stmts,
-                                  verify)
+from fusegrad.codegen.kir import (Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store, Sym, Update, iadd,
+                                  stmts, verify)
 from fusegrad.codegen.kir_lower import lower_group
+from fusegrad.codegen import kir_passes
 from fusegrad.codegen.kir_passes import CHUNK, optimize
 from fusegrad.codegen.kir_reroll import COPY_GROUP, MIN_BODY, TILE, reroll
 from fusegrad.func import grad
+from fusegrad.passes import fusion
 from fusegrad.passes.fusion import LoopGroup, fuse
 from helpers import graph_of
 
@@ -226,6 +228,42 @@ def test_reduction_chunks_reroll_compiled():
     np.testing.assert_allclose(gw, want_w, rtol=1e-4, atol=1e-2)
     np.testing.assert_allclose(gb, want_b, rtol=1e-4, atol=1e-2)
 
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_many_sums_fold_into_rows_of_a_temp(monkeypatch, chunked):
+    """W5's gradient shape (2 x 40 sums over the lanes in one loop): each rerolled block
+    folds into an accumulator of its own, added to a row of a temp (kir_reroll); a
+    parallel reduction's chunks store their partials in one buffer
+    (kir_passes.chunk_reductions), and the rows are combined and stored by loops
+    (kir_straight). A few updates and straight-line stores remain, not one per sum;
+    results as before the passes (interpreted, float64: sums in another order)."""
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 0 if chunked else 1 << 40)
+    monkeypatch.setattr(kir_passes, "CHUNK", 64)
+    rng = np.random.default_rng(3)
+    steps, n = 40, 150
+    w, b = 1.0 + 0.05 * rng.standard_normal(steps), 0.05 * rng.standard_normal(steps)
+    h = rng.standard_normal(n)
+    g = graph_of(grad(lambda w, b: _w3(fg, w, b, fg.tensor(h)), argnums=(0, 1)), [w, b], optimize=True)
+    fused = fuse(g)
+    lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
+    shared, _, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
+    (k,) = [lg.kernel for gi, (lg, _, _) in shared.items() if fused.groups[gi].red_axes]  # outputs: concat parts
+    assert sum(isinstance(s, Update) for s in stmts(k.body)) == 2 * steps
+    assert any(lp.kind == "parallel" for lp in stmts(k.body) if isinstance(lp, Loop)) == chunked
+    new = optimize(k)
+    assert sum(isinstance(s, Update) for s in stmts(new.body)) <= 12, str(new)
+    assert sum(isinstance(s, Store) for s in new.body) <= 8, str(new)  # outside any loop
+    if chunked:
+        (par,) = [s for s in new.body if isinstance(s, Loop) and s.kind == "parallel"]
+        assert sum(isinstance(s, Store) for s in par.body) <= 8
+        assert len({b.name for b in new.buffers if b.role == "temp" and not any(
+            isinstance(s, Scratch) and s.buf == b.name for s in stmts(new.body))}) <= 2  # partials and rows
+    bufs = _random_buffers(k, rng)
+    want = kir_interp.run(k, {n_: a.copy() for n_, a in bufs.items()})
+    got = kir_interp.run(new, {n_: a.copy() for n_, a in bufs.items()})
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
 
 def test_parallel_lane_loop_rerolls_around_parallel_lanes():
     """A flat parallel loop becomes a serial loop over the blocks around a parallel loop

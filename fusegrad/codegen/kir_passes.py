@@ -12,6 +12,8 @@ and leaves its input alone; ``optimize`` runs them in order, verifying after eac
   gradient, 64 sums in one loop, took 71 s to compile with them), and the sum does not
   depend on the thread schedule.
 - ``reroll`` (kir_reroll): long lane loops of repeated blocks become loops over the blocks.
+- ``straighten`` (kir_straight): fewer straight-line statements (copies propagated, locals
+  read once inlined, repeated blocks rerolled).
 - ``hoist_index``: index arithmetic computed once where its operands are known. Inside a
   loop nest a load at ``(i0*n1 + i1)*n2 + i2`` would multiply out the outer part at every
   inner iteration; the pass binds each largest compound subexpression that does not
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .kir_reroll import reroll
+from .kir_straight import straighten
 import numpy as np
 
 from .kir import (Acc, Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Sym,
@@ -110,22 +113,29 @@ def _folds(body: list, accs: dict) -> dict:
 
 def _chunked(loop: Loop, folded: dict, temps: list) -> list:
     """Parallel ``loop`` as chunks, each folding into its own accumulators, their partials
-    stored per chunk (in buffers added to ``temps``) and combined in order after it."""
+    stored per chunk (a row of a buffer per dtype, added to ``temps``; one buffer rather
+    than one per accumulator keeps the parallel loop's arguments few) and combined in order
+    after it."""
     c, j, q = Sym(f"{loop.var}_c"), f"{loop.var}_j", f"{loop.var}_k"
     chunks = ifloordiv(iadd(loop.extent, CHUNK - 1), CHUNK)
     own = {n: f"{n}_c" for n in folded}
-    part = {n: f"{n}_p" for n in folded}
+    by_dtype: dict = {}  # a partials buffer's dtype -> the accumulators it holds, in order
+    for n, (_, dt) in folded.items():
+        by_dtype.setdefault(np.dtype(dt), []).append(n)
+    part = {dt: f"{loop.var}_p{g}" for g, dt in enumerate(by_dtype)}
+    slot = {n: (part[dt], len(names), k) for dt, names in by_dtype.items() for k, n in enumerate(names)}
     nested = any(isinstance(t, Loop) for t in loop.body)
     first = imul(c, CHUNK)
     width = min(CHUNK, loop.extent) if isinstance(loop.extent, int) else CHUNK  # bounds the lanes of a chunk
     inner = Loop(j, imin(width, iadd(loop.extent, imul(c, -CHUNK))), "serial" if nested else "vector",
                  [Let(loop.var, iadd(first, Sym(j)))] + _renamed(loop.body, own))
     chunk = [Acc(own[n], a.op, dt) for n, (a, dt) in folded.items()] + [inner] + \
-        [Store(part[n], c, Ref(own[n], dt)) for n, (_, dt) in folded.items()]
-    temps += [Buffer(part[n], dt, chunks, "temp") for n, (_, dt) in folded.items()]
+        [Store(slot[n][0], iadd(imul(c, slot[n][1]), slot[n][2]), Ref(own[n], dt)) for n, (_, dt) in folded.items()]
+    temps += [Buffer(part[dt], dt, imul(chunks, len(names)), "temp") for dt, names in by_dtype.items()]
     return [
         Loop(c.name, chunks, "parallel", chunk),
-        Loop(q, chunks, "serial", [Update(n, Load(part[n], Sym(q), dt)) for n, (_, dt) in folded.items()])]
+        Loop(q, chunks, "serial", [Update(n, Load(slot[n][0], iadd(imul(Sym(q), slot[n][1]), slot[n][2]), dt))
+                                   for n, (_, dt) in folded.items()])]
 
 
 def _renamed(body: list, names: dict) -> list:
@@ -235,7 +245,7 @@ def _rewrite(s, fn: Callable):
 
 # chunks first: a reduction's chunk is rerolled inside (its temps are the chunk's scratch,
 # cache-sized), so a long parallel reduction keeps one pass over memory
-PASSES = (count_nans, chunk_reductions, reroll, hoist_index)
+PASSES = (count_nans, chunk_reductions, reroll, straighten, hoist_index)
 
 
 def optimize(k: Kernel, passes=PASSES) -> Kernel:

@@ -35,8 +35,9 @@ from typing import Optional
 
 import numpy as np
 
-from .kir import (Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store,
-                  Sym, Update, iadd, ifloordiv, imin, imul, isyms, map_body, rebuild)
+from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
+from .kir import (Acc, Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let, Load, Loop, Op, Ref, Scratch,
+                  Store, Sym, Update, iadd, ifloordiv, imin, imul, isyms, map_body, rebuild, stmts, values)
 
 MIN_BODY = 32  # shorter bodies compile and run fine unrolled
 MIN_ITERS = 4  # fewest loop iterations (blocks after the first) worth a rerolled loop
@@ -81,14 +82,30 @@ class _Names:
         self.hoists += 1
         return f"zh{self.hoists - 1}"
 
+    def acc(self) -> str:
+        self.hoists += 1
+        return f"zs{self.hoists - 1}"
+
 
 def _walk(body: list, names: _Names) -> list:
     out: list = []
+    accs: dict = {}  # accumulators declared in this body so far -> Acc
+    updates: dict = {}  # accumulator name -> how many updates of it this body holds
+    for t in stmts(body):
+        if isinstance(t, Update):
+            updates[t.name] = updates.get(t.name, 0) + 1
+    rows: dict = {}  # accumulator -> the temp element it became (a rerolled update's row)
     for s in body:
+        if rows:
+            s = map_body([s], lambda v: rebuild(v, lambda x: rows.get(x.name, x) if isinstance(x, Ref) else x))[0]
+        if isinstance(s, Acc):
+            accs[s.name] = s
         if isinstance(s, Loop):
-            lane = s.kind == "vector" or (s.kind == "parallel" and not any(isinstance(t, (Loop, Guard)) for t in s.body))
-            new = _reroll_tiled(s, names) if lane else None
+            new = _reroll_tiled(s, names, _row_accs(s, accs, updates)) if _lane_loop(s) else None
             if new is not None:
+                new, moved = new
+                rows.update(moved)
+                out = [t for t in out if not (isinstance(t, Acc) and t.name in moved)]
                 out.extend(new)
                 continue
             made = len(names.temps)
@@ -102,18 +119,47 @@ def _walk(body: list, names: _Names) -> list:
     return out
 
 
-def _reroll_tiled(loop: Loop, names: _Names) -> Optional[list]:
+def _lane_loop(s: Loop) -> bool:
+    """Whether loop ``s`` may be rerolled: a lane loop (``vector``, or ``parallel`` with no
+    loop inside: a flat parallel group), or a flat serial loop that only folds into
+    accumulators it never reads (a reduction's combine of its chunks' partials), whose
+    iterations are as independent as lanes."""
+    if any(isinstance(t, (Loop, Guard)) for t in s.body):
+        return s.kind == "vector"
+    if s.kind != "serial":
+        return True
+    folded = {t.name for t in s.body if isinstance(t, Update)}
+    return bool(folded) and all(isinstance(t, (Assign, Update, Let)) for t in s.body) and not any(
+        isinstance(v, Ref) and v.name in folded for t in s.body if not isinstance(t, Let)
+        for v in values(t.value))
+
+
+def _row_accs(loop: Loop, accs: dict, updates: dict) -> dict:
+    """The accumulators whose updates in ``loop`` may be rerolled (-> their Acc): declared
+    in the loop's body (not further out), updated once there, numeric; in a rerolled loop
+    each block folds into an accumulator of its own, then into a row of a temp."""
+    if loop.kind == "parallel":  # (a parallel fold is chunked before: kir_passes.chunk_reductions)
+        return {}
+    return {n: a for n, a in accs.items() if updates.get(n) == 1 and np.dtype(a.dtype).kind != "b"}
+
+
+def _reroll_tiled(loop: Loop, names: _Names, accs: dict) -> Optional[tuple]:
     """``_reroll_loop`` of a serial lane loop over more than TILE lanes, TILE lanes at a
     time (a serial loop over tiles around the rerolled code; the original lane variable
-    a Let of the tile's); other loops as they are."""
+    a Let of the tile's); other loops as they are. Returns (statements, {accumulator: the
+    temp element holding it}) or None."""
     width = _bound(loop.extent)
     if loop.kind == "parallel" or isinstance(width, int) and width <= TILE:
-        return _reroll_loop(loop, names)
+        new = _reroll_loop(loop, names, accs)
+        return None if new is None else (new[0][0] + new[0][1], new[1])
     tile, lane = Sym(names.loop()), f"{loop.var}_t"
     lanes = imin(TILE, iadd(loop.extent, imul(tile, -TILE)))
     inner = Loop(lane, lanes, loop.kind, [Let(loop.var, iadd(imul(tile, TILE), Sym(lane)))] + loop.body)
-    new = _reroll_loop(inner, names)
-    return None if new is None else [Loop(tile.name, ifloordiv(iadd(loop.extent, TILE - 1), TILE), "serial", new)]
+    new = _reroll_loop(inner, names, accs)
+    if new is None:
+        return None
+    (inits, body), rows = new
+    return inits + [Loop(tile.name, ifloordiv(iadd(loop.extent, TILE - 1), TILE), "serial", body)], rows
 
 
 def _bound(e: IExpr) -> IExpr:
@@ -139,21 +185,25 @@ def _split(e: IExpr) -> tuple:
 class _Stmt:
     """One statement of a lane loop body: the local it defines (or None for a store), its
     value's dtype, its shape ``sig`` (operations, constants and dtypes; blocks are compared
-    by it; an accumulator update's is its own) and its operands in order: ``("pos", k)`` (the local defined by statement k),
+    by it) and its operands in order: ``("pos", k)`` (the local defined by statement k),
     ``("name", n)`` (defined before the loop) or ``("arr", buffer, rest, constant)`` (a
     load at, or for a store the element ``rest + constant``; buffer None: an Index value)."""
     __slots__ = ("stmt", "target", "sig", "ops")
 
-    def __init__(self, stmt, defpos: dict):
+    def __init__(self, stmt, defpos: dict, accs: dict):
         self.stmt = stmt
         self.ops: list = []
         if isinstance(stmt, Store):
             self.target = None
             self.ops.append(("arr", stmt.buf, *_split(stmt.index)))
             self.sig = ("S", self._shape(stmt.value, defpos))
-        elif isinstance(stmt, Update):  # never in a run: that would reorder the reduction
+        elif isinstance(stmt, Update):
+            # an update of one of ``accs`` (see _row_accs) may be in a run, whose blocks then
+            # fold into accumulators of their own; another never is (its fold would reorder)
             self.target = None
-            self.sig = ("U", stmt.name, len(defpos), self._shape(stmt.value, defpos))
+            acc = accs.get(stmt.name)
+            self.sig = ("U", acc.op, np.dtype(acc.dtype)) if acc is not None else ("U", stmt.name, len(defpos))
+            self.sig += (self._shape(stmt.value, defpos),)
         else:
             self.target = stmt.name
             self.sig = ("A", self._shape(stmt.value, defpos))
@@ -364,7 +414,9 @@ def _classify(plan: _Plan) -> tuple:
     return reads, None
 
 
-def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
+def _reroll_loop(loop: Loop, names: _Names, accs: dict) -> Optional[tuple]:
+    """``loop`` rerolled: ((statements to run before it once, its statements), {accumulator
+    of ``accs``: the temp element it became}), or None where it does not repeat."""
     lets = 0  # a reduction chunk's lane loop starts by naming the element (kir_passes.chunk_reductions)
     while lets < len(loop.body) and isinstance(loop.body[lets], Let):
         lets += 1
@@ -377,7 +429,7 @@ def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
     defpos: dict = {}
     stmts = []
     for p, s in enumerate(body):
-        st = _Stmt(s, defpos)
+        st = _Stmt(s, defpos, accs)
         if st.target is not None:
             defpos[st.target] = p
         stmts.append(st)
@@ -390,7 +442,8 @@ def _reroll_loop(loop: Loop, names: _Names) -> Optional[list]:
         plan = _Plan(stmts, runs)
         reads, bad = _classify(plan)
         if reads is not None:
-            return _Emitter(plan, reads, loop, names).statements()
+            em = _Emitter(plan, reads, loop, names, accs)
+            return em.statements(), em.rows
         if bad is None:
             return None
         r = runs[bad]  # its last blocks read what the loop cannot (e.g. a chain's prologue)
@@ -406,8 +459,11 @@ class _Emitter:
     """The statements replacing lane loop ``loop``: straight-line segments as lane loops,
     runs as a serial loop over their blocks around a lane loop."""
 
-    def __init__(self, plan: _Plan, reads: dict, loop: Loop, names: _Names):
-        self.plan, self.reads, self.loop, self.names = plan, reads, loop, names
+    def __init__(self, plan: _Plan, reads: dict, loop: Loop, names: _Names, accs: dict):
+        self.plan, self.reads, self.loop, self.names, self.accs = plan, reads, loop, names, accs
+        self.folds: dict = {}  # an update in a rerolled loop -> the block's own accumulator
+        self.rows: dict = {}  # a rerolled update's accumulator -> the temp element it became
+        self.inits: list = []  # those temps' loops to the reductions' identity
         self.lane = Sym(loop.var)
         self.lets = [s for s in loop.body if isinstance(s, Let)]  # repeated in every lane loop
         self.width = lanes = _bound(loop.extent)  # a temp's elements per block (a row of a stack)
@@ -458,7 +514,8 @@ class _Emitter:
             dest = next(vals)
             out = [Store(dest.buf, dest.index, _rebuild(st.stmt.value, vals))]
         elif isinstance(st.stmt, Update):
-            out = [Update(st.stmt.name, _rebuild(st.stmt.value, vals))]
+            out = [Update(self.folds.get(p, st.stmt.name) if zq is not None else st.stmt.name,
+                          _rebuild(st.stmt.value, vals))]
         else:
             out = [Assign(st.target, _rebuild(st.stmt.value, vals))]
         ref = Ref(st.target, st.dtype) if st.target is not None else None
@@ -509,7 +566,32 @@ class _Emitter:
         groups = [copies[g:g + COPY_GROUP] for g in range(0, len(copies), COPY_GROUP)]
         return (self._lanes(rest) if rest else []) + [x for grp in groups for x in self._lanes(grp)]
 
-    def statements(self) -> list:
+    def _fold_rows(self, run: _Run, zq: Sym) -> tuple:
+        """(the rerolled loop's accumulators, its statements folding them into their rows)
+        for the updates of ``run``: block ``b`` folds into its own accumulator, added to row
+        ``b - first`` of a temp per update (at the identity before), which later reads of the
+        original accumulator load."""
+        decls, folds = [], []
+        for j in range(run.period):
+            p = run.loop_start + j
+            upd = self.plan.stmts[p].stmt
+            if not isinstance(upd, Update):
+                continue
+            acc = self.accs[upd.name]
+            dt, op, n = np.dtype(acc.dtype), acc.op, run.n - run.first
+            own, temp = self.names.acc(), self.names.temp(dt, n)
+            self.folds[p] = own
+            decls.append(Acc(own, op, dt))
+            row = Load(temp, zq, dt)
+            folds.append(Store(temp, zq, Op(REDUCE_OPS[op], (row, Ref(own, dt)), dt)))
+            z = self.names.loop()
+            self.inits.append(Loop(z, n, "serial", [Store(temp, Sym(z), Const(reduce_identity(op, dt).item(), dt))]))
+            for b in range(run.first, run.n):
+                self.rows[self.plan.stmts[run.start + b * run.period + j].stmt.name] = Load(temp, b - run.first, dt)
+        return decls, folds
+
+    def statements(self) -> tuple:
+        """(the temps' initializations, the statements replacing the loop)."""
         plan, runs = self.plan, self.plan.runs
         out: list = []
         p, total = 0, len(plan.stmts)
@@ -524,13 +606,14 @@ class _Emitter:
                 continue
             run = runs[k]
             zq = Sym(self.names.loop())
+            decls, folds = self._fold_rows(run, zq)
             body = [Assign(name, Load(temp, self.lane, plan.stmts[run.start + j].dtype))
                     for (kk, j), (temp, name) in self.carries.items() if kk == k]
             for q in range(run.loop_start, run.loop_start + run.period):
                 body.extend(self._statement(q, zq))
-            out.append(Loop(zq.name, run.n - run.first, "serial", self._lanes(body)))
+            out.append(Loop(zq.name, run.n - run.first, "serial", decls + self._lanes(body) + folds))
             p = run.end
-        return out
+        return self.inits, out
 
 
 def _rebuild(v, vals):
