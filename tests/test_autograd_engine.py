@@ -152,6 +152,48 @@ def test_post_accumulate_grad_hook_vs_torch():
     assert run(fg) == run(torch)
 
 
+
+def test_views_and_saved_values_as_pytorch_keeps_them():
+    """``y * 3`` saves only 3 (y may change after it), ``y ** 2`` only y; ``diagonal`` of a
+    contiguous tensor is a view; a view of an expanded tensor without overlap may be
+    written; a 0-d mask indexes; a detached alias updated by a value that requires grad
+    leaves its base's history alone; narrow/unflatten/movedim check their dims."""
+    torch = pytest.importorskip("torch")
+
+    def prog(lib):
+        x = lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=lib.float64, requires_grad=True)
+        y = x * 1
+        z = y * 3
+        y.add_(1)  # z's node reads 3, not y
+        w = y ** 2
+        w.add_(1)  # w's node reads y, not its result
+        (z.sum() + w.sum()).backward()
+        out = [x.grad * 1]
+        x.grad = None
+        a = x * 1
+        a.diagonal().mul_(5)
+        a.diagonal(1).add_(x[0, 0])
+        e = x * 1
+        e.expand(2, 2, 3)[1].mul_(2)
+        (a * a).sum().backward()
+        out += [a, e, x.grad * 1]
+        x.grad = None
+        y = x.sin() * 1
+        d = y.detach()
+        d.mul_(x.cos().mean() + 1.5)
+        (y[:, ::2].sum() + d.sum()).backward()
+        s = lib.tensor(0.5)
+        out += [y, d, x.grad * 1, s[s > 0], s[s < 0], lib.nonzero(s)]
+        return [o.detach().numpy() for o in out]
+
+    for got, want in zip(prog(fg), prog(torch), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    x = fg.zeros(3, 5)
+    for bad in (lambda: x.narrow(1, 4, 2), lambda: x.narrow(1, 6, 0), lambda: x.unflatten(2, (1, 5)),
+                lambda: x.unflatten(1, (2, 2)), lambda: x.movedim(2, 0), lambda: x.expand(2, 3, 5).add_(1)):
+        with pytest.raises((RuntimeError, IndexError)):
+            bad()
+
 def test_retain_grad():
     x = t(1.0, 2.0)
     y = x * 3

@@ -7,7 +7,9 @@ A primitive bundles
   runs eagerly, records a graph under ``create_graph`` and traces into IR,
 - ``jvp``: ``(tangents, ins, out, **params) -> tangent of out`` (None for a zero tangent),
 - ``saves``: which of ``"in"``/``"out"`` the VJP reads (for freeing and version checks);
-  ``checked`` narrows the version check to the inputs whose values the VJP reads,
+  ``checked`` narrows the version check to the inputs whose values the VJP reads, and
+  ``reads``, ``needs -> (inputs read, whether the output is)``, to those it reads for the
+  gradients a call needs (``x * 2``'s node reads not x, as PyTorch's saves only 2),
 - ``kind`` and ``scalar``: how codegen lowers it: an elementwise primitive's ``scalar`` names
   its per-element operation (one of ``fusegrad.ir.scalar_ops.OPS``, checked here), a
   reduction's the operation folding an element in; ``no_lowering`` instead says why a
@@ -30,13 +32,14 @@ PRIMS: dict[str, "Primitive"] = {}
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "batch")
+                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
                  kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
                  nondiff: bool = False, effect: bool = False, checked: slice = slice(None),
-                 batch: Optional[Callable] = None, no_lowering: Optional[str] = None):
+                 reads: Optional[Callable] = None, batch: Optional[Callable] = None,
+                 no_lowering: Optional[str] = None):
         check_lowering(name, kind, scalar, no_lowering)
         self.name = name
         self.impl = impl
@@ -53,6 +56,7 @@ class Primitive:
         self.effect = effect
         self.node_cls = _NODE_CLASS[0](self.node_name) if _NODE_CLASS[0] else None  # autograd node class
         self.checked = checked
+        self.reads = reads
         self.batch = batch
         if name in PRIMS:
             raise ValueError(f"primitive {name!r} is defined twice")

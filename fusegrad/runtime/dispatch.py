@@ -16,6 +16,7 @@ from ..cuda.driver import contiguous, is_device_array, track
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
+from ..ir.prims.layout import flip as _flip
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
 from . import device_views, devices, forward_state, saved_hooks
@@ -82,7 +83,10 @@ def bind(prim, args, params):
     out = wrap(data)
     if tracker is not None:  # a segmented trace computes the tensors still alive at a break
         tracker.track(out)
-    if prim.kind == "view":
+    # a view shares its base's memory: not a reshape NumPy cannot do as a view, nor a flip
+    # (copies, as PyTorch's)
+    if prim.kind == "view" and prim is not _flip and (
+            type(data) is not np.ndarray or np.may_share_memory(data, args[0]._data)):
         base = args[0]
         if base._vbox is None:
             base._vbox = [0]
@@ -172,16 +176,22 @@ def record(prim, args, params, out) -> None:
     node.params = params
     node.ins = args
     node.freed = False
+    reads = prim.reads(tuple(e is not None for e in edges)) if prim.reads is not None else None
     if prim.saves_in:
         versions = []
-        for a in args[prim.checked]:
+        checked = args[prim.checked] if reads is None else [a for a, r in zip(args, reads[0]) if r]
+        for a in checked:
             if isinstance(a, Tensor):
                 vb = a._vbox
                 versions.append((a, vb[0] if vb is not None else 0))
         node.versions = versions
     else:
         node.versions = ()
-    if prim.saves_out:
+    if prim.saves_out and reads is not None and not reads[1]:  # kept, never checked
+        node.out_data = out._data
+        node.out_box = None
+        node.out_ver = 0
+    elif prim.saves_out:
         vb = out._vbox
         if vb is None:
             vb = out._vbox = [0]

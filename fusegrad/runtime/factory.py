@@ -88,7 +88,10 @@ def _new(arr: np.ndarray, requires_grad: bool, device=None) -> Tensor:
     again by the next call."""
     t = wrap(arr)
     if capturing():
-        t = wrap(_tracing()[-1].lift(t))
+        tr = _tracing()[-1]
+        t = wrap(tr.lift(t))
+        if tr.tracks:  # a segmented trace computes it at a break, as the tensors ops make
+            tr.track(t)
     return _finish(t, requires_grad, device)
 
 

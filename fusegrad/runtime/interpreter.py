@@ -13,14 +13,21 @@ from ..ir.graph import Graph, Var
 def run_arrays(graph: Graph, arrays: Sequence) -> tuple:
     """Evaluate ``graph`` on arrays ordered inputs then consts; one array per output, each
     in memory of its own as a compiled kernel's are (an argument passed through, or a
-    NumPy view of one, is copied: an in-place update of the result must not reach it)."""
+    NumPy view of one or of an earlier result, is copied: an in-place update of the result
+    must not reach it)."""
     env: dict[Var, object] = dict(zip(graph.arguments(), arrays))
     for e in graph.eqns:
         args = [env[a] if isinstance(a, Var) else a for a in e.inputs]
         env[e.out] = e.prim.impl(*args, **e.params)
-    outs = [np.asarray(env[o]) for o in graph.outputs]
-    args = [a for a in arrays if isinstance(a, np.ndarray)]
-    return tuple(o.copy() if any(np.may_share_memory(o, a) for a in args) else o for o in outs)
+    seen = [a for a in arrays if isinstance(a, np.ndarray)]
+    outs = []
+    for o in graph.outputs:
+        o = np.asarray(env[o])
+        if any(np.may_share_memory(o, a) for a in seen):  # (a residual viewing a result, too)
+            o = o.copy()
+        outs.append(o)
+        seen.append(o)
+    return tuple(outs)
 
 
 def run_tensors(graph: Graph, values: Sequence) -> list:

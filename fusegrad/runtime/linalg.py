@@ -25,14 +25,21 @@ def _diag_positions(m: int, offset: int):
 @op
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal ``offset`` of the matrices spanned by ``dim1`` and ``dim2``, as the last
-    dimension (a copy: writes to it do not reach ``input``)."""
+    dimension. Of the last two dimensions of a contiguous tensor it is a view, as PyTorch's
+    (``a.diagonal().add_(eps)`` updates ``a``): every (m+1)-th element of the flattened
+    matrices; otherwise a copy, whose writes do not reach ``input``."""
     x = as_t(input)
     d1, d2 = _axes(x, dim1)[0], _axes(x, dim2)[0]
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    x = movedim(x, (d1, d2), (-2, -1))
-    n, m = x.shape[-2], x.shape[-1]
+    nd = x.ndim
+    n, m = x.shape[d1], x.shape[d2]
     length = max(0, min(n + min(offset, 0), m - max(offset, 0)))
+    if (d1, d2) == (nd - 2, nd - 1) and x.is_contiguous() and length:
+        start = offset if offset >= 0 else -offset * m
+        flat = x.view(*x.shape[:-2], n * m)
+        return named(flat[..., start:start + (length - 1) * (m + 1) + 1:m + 1], "DiagonalBackward0")
+    x = movedim(x, (d1, d2), (-2, -1))
     rows, cols = _diag_positions(length, offset)
     return named(x[(Ellipsis, wrap(rows), wrap(cols))], "DiagonalBackward0")
 

@@ -847,9 +847,14 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 @op
 def unflatten(x, dim, sizes):
+    x = as_t(x)
     shp = list(x.shape)
-    dim = dim % len(shp)
-    return reshape(x, tuple(shp[:dim]) + tuple(sizes) + tuple(shp[dim + 1:]))
+    ax = _axes(x, dim)[0]  # (a dimension out of range raises, as PyTorch's)
+    sizes = tuple(int(s) for s in sizes)
+    if -1 not in sizes and int(np.prod(sizes)) != shp[ax]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({shp[ax]}) in the input tensor")
+    return reshape(x, tuple(shp[:ax]) + sizes + tuple(shp[ax + 1:]))
 
 
 @op
@@ -1049,6 +1054,15 @@ def vstack(ts):
 def narrow(x, dim, start, length):
     x = as_t(x)
     ax = _axes(x, dim)[0]
+    n = x._data.shape[ax]
+    start, length = int(start), int(length)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    start %= n if n else 1
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     key = tuple((start, start + length, 1) if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
     return named(P.slice_(x, key=key), "SliceBackward0")
 
@@ -1098,9 +1112,16 @@ def unbind(x, dim=0):
 
 @op
 def movedim(x, source, destination):
+    x = as_t(x)
     nd = x.ndim
-    src = [source % nd] if isinstance(source, int) else [s % nd for s in source]
-    dst = [destination % nd] if isinstance(destination, int) else [d % nd for d in destination]
+    # each checked in range (normalize_axes raises), in the order given
+    src = [_axes(x, s)[0] for s in ((source,) if isinstance(source, int) else source)]
+    dst = [_axes(x, d)[0] for d in ((destination,) if isinstance(destination, int) else destination)]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should contain "
+                           f"the same number of dims as destination ({list(dst)} dims)")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise RuntimeError("movedim: repeated dim in `source` or `destination`")
     order = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -1119,8 +1140,8 @@ def repeat(x, *sizes):
     big = []
     for s, r in zip(shp, sizes):
         big += [r, s]
-    y = expand(reshape(x, inter), big)
-    return reshape(y, tuple(s * r for s, r in zip(shp, sizes)))
+    out = reshape(expand(reshape(x, inter), big), tuple(s * r for s, r in zip(shp, sizes)))
+    return clone(out) if out._base is not None else out  # (new memory, as PyTorch's, even when traced)
 
 
 @op
@@ -1392,10 +1413,14 @@ def nonzero(x, as_tuple=False):
     are made on the tensor's device."""
     x = as_t(x)
     a = x._concrete("nonzero() (data-dependent output shape)", host=True)
+    if a.ndim == 0:  # as PyTorch: the indices of a 1-element vector, with no index columns
+        if as_tuple:
+            return (_const(np.arange(int(bool(a)), dtype=np.int64), x),)
+        return _const(np.zeros((int(bool(a)), 0), np.int64), x)
     nz = np.nonzero(a)
     if as_tuple:
         return tuple(_const(i.astype(np.int64), x) for i in nz)
-    return _const(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((0, 0), np.int64), x)
+    return _const(np.stack(nz, axis=1).astype(np.int64), x)
 
 
 @op
@@ -1433,6 +1458,8 @@ def _index_parts(x: Tensor, key):
             kt = wrap(np.asarray(k, dtype=np.int64) if isinstance(k, range) else k) \
                 if isinstance(k, (np.ndarray, range)) else as_t(k)
             if kt._data.dtype.kind == "b":
+                if kt.ndim == 0:
+                    raise IndexError("a 0-dimensional boolean index is supported only first in the index")
                 if tuple(kt.shape) != tuple(x._data.shape[dim:dim + kt.ndim]):
                     raise IndexError(f"The shape of the mask {list(kt.shape)} at index {dim} does not match the shape "
                                      f"of the indexed tensor {list(x.shape)}")
@@ -1494,6 +1521,10 @@ def getitem(x: Tensor, key):
         if r._grad_fn is not None:
             r._grad_fn.__class__ = _SELECT
         return r
+    parts = key if isinstance(key, tuple) else (key,)
+    if parts and isinstance(parts[0], Tensor) and parts[0].ndim == 0 and parts[0]._data.dtype.kind == "b":
+        # a 0-d mask first: a new leading dimension, of size 1 where it holds (as NumPy's)
+        return getitem(unsqueeze(x, 0), (reshape(parts[0], (1,)),) + parts[1:])
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         r = P.slice_(x, key=basic)
@@ -1564,7 +1595,9 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         trs[-1].updated(base if base is not None else self, self)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))
-    if tracking and base is not None:
+    if tracking and base is not None and self._view_fn != ():
+        # (a detached alias, from .detach() or .data, is no view to autograd: its update
+        # changes its base's memory, not the base's history, as in PyTorch)
         return _inplace_view(self, base, fn)
     if tracking:
         new = fn(_snapshot(self))
@@ -1577,7 +1610,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         self._regraft(new._grad_fn, new._out_nr)
         self._rg = True
         node = new._grad_fn
-        if isinstance(node, PrimNode) and node.out_data is new._data:
+        if isinstance(node, PrimNode) and node.out_data is new._data and node.out_box is not None:
             node.out_data, node.out_box, node.out_ver = self._data, self._vbox, self._vbox[0]
     return self
 
@@ -1618,9 +1651,6 @@ def _embed_chain(t: Tensor, chain, base_shape) -> Tensor:
     for prim, params in chain:
         shapes.append(prim.abstract([(shapes[-1], t._data.dtype)], params)[0])
     for (prim, params), s_in in zip(reversed(chain), reversed(shapes[:-1])):
-        if prim is P.broadcast_to:
-            raise RuntimeError("unsupported operation: in-place write to an expanded view of a tensor that "
-                               "requires grad. Please clone() the tensor before performing the operation.")
         t = prim.vjp(t, (_Shape(s_in),), None, (True,), **params)[0]
     return t
 
@@ -1632,6 +1662,8 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     if chain is None:
         raise RuntimeError("in-place op on a tensor sharing memory with another tensor of unknown layout; "
                            "clone() it first")
+    if type(view._data) is np.ndarray and _overlaps(view._data):
+        raise RuntimeError(_OVERLAP)
     if chain and view._vver != view._vbox[0]:  # the base changed since the view's grad_fn was made
         rederive(view)
     new = fn(_snapshot(view))
@@ -1668,10 +1700,32 @@ def _write(dst: Tensor, src: Tensor) -> None:
         except ValueError:
             raise RuntimeError(f"output with shape {list(d.shape)} doesn't match the broadcast shape "
                                f"{list(s.shape)}") from None
-    if not d.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                           "single memory location. Please clone() the tensor before performing the operation.")
+    if not d.flags.writeable:  # a view of an expanded tensor (NumPy's broadcast views are read-only)
+        if _overlaps(d):
+            raise RuntimeError(_OVERLAP)
+        d = _writable(d)
     np.copyto(d, s, casting="unsafe")
+
+
+def _writable(d: np.ndarray) -> np.ndarray:
+    """A writable array over read-only view ``d``'s elements: the same strides over the
+    memory of the array that owns it (the base the view was expanded from)."""
+    owner = d
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not owner.flags.writeable:
+        raise ValueError("assignment destination is read-only")
+    offset = d.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return np.ndarray(d.shape, d.dtype, buffer=owner, offset=offset, strides=d.strides)
+
+
+_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+            "location. Please clone() the tensor before performing the operation.")
+
+
+def _overlaps(a) -> bool:
+    """Whether two elements of host array ``a`` share memory (an expanded dimension)."""
+    return builtins.any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape))
 
 
 def _inplace_of(op, name=None):

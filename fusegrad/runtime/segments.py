@@ -28,6 +28,7 @@ from ..tracer.rng import RngKey
 from ..tracer.trace import _STACK, GraphBreak
 from .interpreter import run_tensors
 from .nodes import PrimNode
+from .ops import _writable
 from .tensor import Tensor
 
 SEGMENT_LIMIT = 32  # compiled segments per compiled function; further ones run op by op
@@ -187,7 +188,7 @@ class SegmentTrace(CaptureTrace):
                     ctx.keep_apart([data for _, data, *_ in updated])
         for (h, data, *_), v in zip(updated, values[n_live:]):
             if not _same_array(data, v._data):
-                data[...] = v._data
+                (_writable(data) if type(data) is np.ndarray and not data.flags.writeable else data)[...] = v._data
             h._bump()
             if v._rg:
                 h._regraft(v._grad_fn, v._out_nr)
@@ -209,6 +210,11 @@ def _alias(view: Tensor) -> None:
         a = prim.impl(a, **params)
     if a.shape == view._data.shape and a.dtype == view._data.dtype:
         view._data = a
+    if view._vbox is None:  # (a traced detached alias has none yet) it counts its base's versions
+        base = view._base
+        if base._vbox is None:
+            base._vbox = [0]
+        view._vbox, view._vver = base._vbox, base._vbox[0]
 
 
 def _spent(x: Tensor) -> bool:

@@ -231,7 +231,10 @@ class Tensor:
             if not d.trace.active:
                 raise escaped(d)
             d.trace.graph_break(f"{what} needs a concrete value at {user_frame()}")
-            return self._concrete(what, host)  # (a segmented trace computed it)
+            if type(self._data) is Var:  # (a segmented trace computes every tensor it tracks)
+                raise RuntimeError(f"{what}: a tensor the compiled code made was not computed at the graph "
+                                   f"break at {user_frame()}")
+            return self._concrete(what, host)
         if driver.is_device_array(d):
             if host:
                 return driver.to_host(d)

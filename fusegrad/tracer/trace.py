@@ -148,10 +148,9 @@ class Trace:
         old = view._data
         with set_grad_enabled(True):  # (under no_grad each step would be a stop_gradient)
             t = replay_view(view._base, view._view_fn)
-            if type(old) is Var and old.trace is self:
+            stopped = t._rg and not view._rg  # (a detached alias shares its base's Var)
+            if type(old) is Var and old.trace is self and not (stopped and self.follows_requires_grad):
                 stopped = any(e.out is old and e.prim is stop_gradient for e in reversed(self.graph.eqns))
-            else:
-                stopped = t._rg and not view._rg
             if stopped:
                 t = bind(stop_gradient, (t,), {})
         self.rebind(view, t._data)

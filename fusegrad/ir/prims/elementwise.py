@@ -226,9 +226,9 @@ def _weak_bf16(ufunc):
     return impl
 
 
-def _binary(name, impl, vjp, scalar, node_name=None, saves="in"):
+def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None):
     p = Primitive(name, _weak_bf16(impl), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
-                  saves=saves, kind="elementwise", scalar=scalar, node_name=node_name)
+                  saves=saves, kind="elementwise", scalar=scalar, node_name=node_name, reads=reads)
     ELEMENTWISE_BINARY.append(p)
     return p
 
@@ -246,10 +246,10 @@ add = _binary("add", np.add, _add_vjp, "add", saves="")
 add.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(t, out)))
 sub = _binary("sub", np.subtract, _sub_vjp, "sub", saves="")
 sub.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(-t, out)))
-mul = _binary("mul", np.multiply, _mul_vjp, "mul")
+mul = _binary("mul", np.multiply, _mul_vjp, "mul", reads=lambda needs: ((needs[1], needs[0]), False))
 mul.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t * ins[1], out)), (ts[1], lambda t: _bcast(ins[0] * t, out)))
-div = _binary("div", _quiet(np.divide), _div_vjp, "div")
-pow_ = _binary("pow", _quiet(np.power), _pow_vjp, "pow", saves="in,out")
+div = _binary("div", _quiet(np.divide), _div_vjp, "div", reads=lambda needs: ((needs[1], True), False))
+pow_ = _binary("pow", _quiet(np.power), _pow_vjp, "pow", saves="in,out", reads=lambda needs: ((True, True), needs[1]))
 atan2 = _binary("atan2", np.arctan2, _atan2_vjp, "atan2")
 
 

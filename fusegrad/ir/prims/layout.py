@@ -117,7 +117,7 @@ slice_ = Primitive("slice", _slice_impl, vjp=_slice_vjp,
                    kind="layout", node_name="SliceBackward0")
 
 
-flip = Primitive("flip", lambda x, axes: np.flip(x, axes), abstract=lambda a, p: a[0],
+flip = Primitive("flip", lambda x, axes: np.flip(x, axes).copy(), abstract=lambda a, p: a[0],
                  vjp=lambda g, ins, out, needs, axes: (flip(g, axes=axes),),
                  jvp=lambda ts, ins, out, axes: None if ts[0] is None else flip(ts[0], axes=axes),
                  kind="layout", node_name="FlipBackward0")
@@ -167,7 +167,7 @@ pad = Primitive("pad", lambda x, widths, value: np.pad(x, widths, constant_value
                 jvp=lambda ts, ins, out, widths, value: None if ts[0] is None else pad(ts[0], widths=widths, value=0.0),
                 kind="layout", node_name="ConstantPadNdBackward0")
 
-for _p in (broadcast_to, reshape, transpose, slice_, flip):
+for _p in (broadcast_to, reshape, transpose, slice_, flip):  # index remaps, to fusion and lowering
     _p.kind = "view"
 
 
