@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from . import ops as O
-from . import linalg as _linalg, sorting as _sorting  # noqa: F401  (declare their ops before _bind)
+# (declaring their ops before _bind)
+from . import index_ops as _index_ops, linalg as _linalg, numeric as _numeric, sorting as _sorting  # noqa: F401
 from .devices import data_pointer, is_contiguous
 from .exports import EXPORTS
 from .tensor import Tensor

@@ -1,0 +1,109 @@
+"""Indexed updates and counts with PyTorch's signatures, composed from indexing ops so
+their gradients are those ops': ``index_fill``, ``index_add``, ``index_copy`` (each with
+its in-place method), ``repeat_interleave``, ``argwhere`` and ``bincount``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import dtypes as D
+from . import ops as O
+from .exports import op
+from .tensor import Tensor, wrap
+
+
+def _index(index) -> Tensor:
+    index = O.as_t(index)
+    if index._data.dtype.kind not in "iu" or index.ndim > 1:
+        raise IndexError(f"index_*(): Expected a long tensor with at most one dimension for index, "
+                         f"got {index.dtype} of {index.ndim} dimensions")
+    return O.reshape(index, (-1,))
+
+
+def _key(x: Tensor, ax: int, index: Tensor) -> tuple:
+    return (slice(None),) * ax + (index,)
+
+
+@op(inplace="method")
+def index_fill(x, dim, index, value):
+    """``x`` with the entries at ``index`` along ``dim`` set to ``value``."""
+    x = O.as_t(x)
+    out = O.clone(x)
+    O.setitem(out, _key(x, O._axes(x, dim)[0], _index(index)), value)
+    return out
+
+
+def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
+    """``x`` with ``source``'s slices along ``dim`` put (or added) at ``index``."""
+    ax = O._axes(x, dim)[0]
+    index, source = _index(index), O.as_t(source)
+    if source.ndim != x.ndim or source.shape[ax] != index.shape[0]:
+        raise RuntimeError(f"index_{'add' if accumulate else 'copy'}_(): source {list(source.shape)} must have "
+                           f"the shape of self {list(x.shape)} with {index.shape[0]} entries along dim {dim}")
+    moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
+    return O.movedim(moved, 0, ax)
+
+
+@op(inplace="method")
+def index_add(x, dim, index, source, *, alpha=1):
+    """``x`` plus ``alpha * source``'s slices along ``dim``, each added at its index
+    (repeated indices add up)."""
+    x = O.as_t(x)
+    return _along(x, dim, index, O.mul(source, alpha) if alpha != 1 else source, True)
+
+
+@op(inplace="method")
+def index_copy(x, dim, index, source):
+    """``x`` with its slices along ``dim`` at ``index`` replaced by ``source``'s."""
+    return _along(O.as_t(x), dim, index, source, False)
+
+
+@op
+def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
+    """Each element (slice along ``dim``; of the flattened ``x`` without one) repeated
+    ``repeats`` times (an int, or a tensor: one count per slice). With only a tensor of
+    counts: the indices ``0, 1, ...`` repeated by them."""
+    x = O.as_t(x)
+    if repeats is None:  # repeat_interleave(counts)
+        counts = x._concrete("repeat_interleave() (data-dependent output shape)", host=True)
+        return wrap(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+    if dim is None:
+        x, dim = O.reshape(x, (-1,)), 0
+    ax = O._axes(x, dim)[0]
+    n = x.shape[ax]
+    if isinstance(repeats, Tensor) and repeats.ndim > 0:
+        counts = np.broadcast_to(repeats._concrete("repeat_interleave() (data-dependent output shape)",
+                                                   host=True), (n,))
+        if (counts < 0).any():
+            raise RuntimeError("repeats can not be negative")
+        return O.index_select(x, ax, wrap(np.repeat(np.arange(n, dtype=np.int64), counts)))
+    r = int(repeats)
+    if r < 0:
+        raise RuntimeError("repeats can not be negative")
+    shp = list(x.shape)
+    tiled = O.expand(O.unsqueeze(x, ax + 1), *(shp[:ax + 1] + [r] + shp[ax + 1:]))
+    return O.reshape(tiled, tuple(shp[:ax]) + (n * r,) + tuple(shp[ax + 1:]))
+
+
+@op
+def argwhere(x):
+    """The indices of the nonzero elements, one row each (``nonzero``)."""
+    return O.nonzero(x)
+
+
+@op
+def bincount(x, weights=None, minlength=0):
+    """How often each value ``0 .. max(x)`` occurs in the 1-d non-negative int tensor ``x``
+    (the sum of ``weights`` at its occurrences, with weights); at least ``minlength`` bins."""
+    x = O.as_t(x)
+    if x.ndim != 1 or x._data.dtype.kind not in "iu":
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    a = x._concrete("bincount() (data-dependent output shape)", host=True)
+    if a.size and a.min() < 0:
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if weights is None:
+        return wrap(np.bincount(a, minlength=int(minlength)).astype(np.int64))
+    w = O.as_t(weights)
+    size = max(int(minlength), int(a.max()) + 1 if a.size else 0)
+    dt = w.dtype if D.np_floating(w._data.dtype) else D.float64
+    from .factory import zeros
+    return index_add(zeros(size, dtype=dt), 0, x, O.to(w, dt))

@@ -1,0 +1,178 @@
+"""Numeric ops with PyTorch's signatures, composed from other ops (so their gradients,
+batching and lowering are those ops'): ``hypot``, ``xlogy``, ``frac``, ``sgn``,
+``float_power``, ``nansum``, ``nanmean``, ``diff``, ``aminmax``, ``median``, ``rot90``,
+``fliplr``, ``flipud`` and ``Tensor.fill_diagonal_``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import dtypes as D
+from . import ops as O
+from .exports import op
+from .factory import ones_like, zeros_like
+from .sorting import _return_type, sort
+from .tensor import Tensor
+
+aminmax_type = _return_type("aminmax", ("min", "max"))
+median_type = _return_type("median", ("values", "indices"))
+
+
+@op(inplace="method")
+def hypot(a, b):
+    """``sqrt(a**2 + b**2)``."""
+    return O.sqrt(O.add(O.mul(a, a), O.mul(b, b)))
+
+
+@op(inplace="both")
+def xlogy(x, y):
+    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN); its gradients are 0 there."""
+    x, y = O.as_t(x), O.as_t(y)
+    zero = O.eq(x, 0)
+    r = O.mul(x, O.log(O.where(zero, ones_like(y), y)))
+    return O.where(O.isnan(y), y, r)
+
+
+@op(inplace="both")
+def frac(x):
+    """The fractional part ``x - trunc(x)`` (its gradient is 1)."""
+    return O.sub(x, O.trunc(x))
+
+
+@op(inplace="method")
+def sgn(x):
+    """The sign of a real tensor (``sign``)."""
+    return O.sign(x)
+
+
+@op(inplace="method")
+def float_power(a, b):
+    """``a ** b`` computed in float64."""
+    a = O.to(O.as_t(a), D.float64)
+    return O.pow(a, O.to(b, D.float64) if isinstance(b, Tensor) else b)
+
+
+def _no_nan(x: Tensor) -> Tensor:
+    return O.where(O.isnan(x), zeros_like(x), x)
+
+
+@op
+def nansum(x, dim=None, keepdim=False, *, dtype=None):
+    """The sum with NaNs counted as 0."""
+    x = O.as_t(x)
+    return O.sum(_no_nan(x), dim, keepdim, dtype=dtype)
+
+
+@op
+def nanmean(x, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the non-NaN elements (NaN where there are none)."""
+    x = O.as_t(x)
+    if dtype is not None:
+        x = O.to(x, dtype)
+    count = O.sum(O.logical_not(O.isnan(x)), dim, keepdim)
+    return O.div(nansum(x, dim, keepdim), count)
+
+
+@op
+def diff(x, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    x = O.as_t(x)
+    ax = O._axes(x, dim)[0]
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = O.cat([O.as_t(p) for p in parts], ax)
+    for _ in range(int(n)):
+        m = x.shape[ax]
+        if m == 0:
+            break
+        hi, lo = O.narrow(x, ax, 1, m - 1), O.narrow(x, ax, 0, m - 1)
+        x = O.ne(hi, lo) if x._data.dtype.kind == "b" else O.sub(hi, lo)
+    return x
+
+
+@op
+def aminmax(x, *, dim=None, keepdim=False):
+    """(``amin``, ``amax``) over ``dim`` (all elements without one)."""
+    x = O.as_t(x)
+    d = () if dim is None else dim
+    return aminmax_type(O.amin(x, d, keepdim), O.amax(x, d, keepdim))
+
+
+@op
+def median(x, dim=None, keepdim=False):
+    """The lower median (element ``(n - 1) // 2`` in sorted order), NaN where a NaN is
+    among the elements; along ``dim`` also its index (of the first NaN, there)."""
+    x = O.as_t(x)
+    if dim is None:
+        flat = O.reshape(x, (-1,))
+        if flat.shape[0] == 0:
+            raise IndexError("median() input tensor cannot be empty")
+        v = O.getitem(sort(flat).values, (flat.shape[0] - 1) // 2)
+        nan = O.isnan(flat)
+        return O.where(O.gt(O.sum(nan), 0), O.sum(O.where(nan, flat, zeros_like(flat))), v)  # (NaN, there)
+    ax = O._axes(x, dim)[0]
+    n = x.shape[ax]
+    if n == 0:
+        raise IndexError("median() cannot compute median for an empty dimension")
+    s = sort(x, ax)
+    k = (n - 1) // 2
+    v, i = O.narrow(s.values, ax, k, 1), O.narrow(s.indices, ax, k, 1)
+    nan = O.isnan(x)
+    has = O.gt(O.sum(nan, ax, True), 0)
+    v = O.where(has, O.sum(O.where(nan, x, zeros_like(x)), ax, True), v)
+    i = O.where(has, O.argmax(O.to(nan, D.int64), ax, True), i)
+    if not keepdim:
+        v, i = O.squeeze(v, ax), O.squeeze(i, ax)
+    return median_type(v, i)
+
+
+@op
+def rot90(x, k=1, dims=(0, 1)):
+    """``x`` rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
+    towards the second."""
+    x = O.as_t(x)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    d0, d1 = (O._axes(x, d)[0] for d in dims)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {d0} and dim1 = {d1}")
+    k %= 4
+    if k == 1:
+        return O.transpose(O.flip(x, [d1]), d0, d1)
+    if k == 2:
+        return O.flip(x, [d0, d1])
+    if k == 3:
+        return O.transpose(O.flip(x, [d0]), d0, d1)
+    return O.clone(x)
+
+
+@op
+def fliplr(x):
+    """``x`` with its columns (dimension 1) reversed."""
+    x = O.as_t(x)
+    if x.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return O.flip(x, [1])
+
+
+@op
+def flipud(x):
+    """``x`` with its rows (dimension 0) reversed."""
+    x = O.as_t(x)
+    if x.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return O.flip(x, [0])
+
+
+@op(function=False)
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Set the main diagonal (every dimension's index equal) to ``fill_value``, in place;
+    a tall matrix's diagonal restarts below the first one with ``wrap``."""
+    shp = tuple(self.shape)
+    if len(shp) < 2 or (len(shp) > 2 and len(set(shp)) != 1):
+        raise RuntimeError("all dimensions of input must be of equal length")
+    step = int(np.sum(np.cumprod((1,) + shp[:0:-1])))  # one step along every dimension, flattened
+    total = int(np.prod(shp))
+    end = total if wrap or len(shp) > 2 else min(total, shp[1] * shp[1])
+    where = np.unravel_index(np.arange(0, end, step, dtype=np.int64), shp)
+    O.setitem(self, tuple(O._const(w, self) for w in where), fill_value)
+    return self
