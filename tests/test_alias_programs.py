@@ -65,17 +65,20 @@ def program(seed: int) -> str:
 
 
 def _run(src: str, lib, backend=None):
-    """(value, x.grad) of the program, or the RuntimeError it raised."""
+    """(value, x.grad) of the program, and every view's values for a program that returns
+    them too; or the error it raised."""
     ns: dict = {}
     exec(src, ns)
     f = ns["f"] if backend is None else fusegrad.compile(ns["f"], backend=backend)
     x = lib.tensor(X, requires_grad=True)
     try:
-        out = f(x)
+        out, views = f(x), None
+        if isinstance(out, tuple):
+            out, views = out[0], [v.detach().numpy().copy() for v in out[1]]
         out.backward()
-    except RuntimeError as e:
+    except (RuntimeError, IndexError) as e:  # (torch: a view too small for the next index)
         return e
-    return out.item(), x.grad.numpy().copy()
+    return (out.item(), x.grad.numpy().copy()) + (() if views is None else (views,))
 
 
 def _check(seeds, backend):
@@ -155,21 +158,6 @@ def vocabulary_program(seed: int) -> str:
     return "\n".join(lines)
 
 
-def _run_vocabulary(src: str, lib, backend=None):
-    """(value, x.grad, every view's values) of the program, or the error it raised."""
-    ns: dict = {}
-    exec(src, ns)
-    f = ns["f"] if backend is None else fusegrad.compile(ns["f"], backend=backend)
-    x = lib.tensor(X, requires_grad=True)
-    try:
-        out, views = f(x)
-        views = [v.detach().numpy().copy() for v in views]
-        out.backward()
-    except (RuntimeError, IndexError) as e:  # (torch: a view too small for the next index)
-        return e
-    return out.item(), x.grad.numpy().copy(), views
-
-
 @pytest.mark.parametrize("backend", [None, "eager"])
 def test_view_vocabulary_programs_match_torch(backend):
     """PyTorch's views (diagonal and multi-output ones included) updated in place by its
@@ -180,7 +168,7 @@ def test_view_vocabulary_programs_match_torch(backend):
     crashed and ``y.expand(2, 4, 6)[0]`` could not be written.)"""
     for seed in range(250):
         src = vocabulary_program(seed)
-        want, got = _run_vocabulary(src, torch), _run_vocabulary(src, fusegrad, backend)
+        want, got = _run(src, torch), _run(src, fusegrad, backend)
         if isinstance(want, Exception) or isinstance(got, Exception):
             # fusegrad's node of an in-place op on a view keeps its own copy of what it
             # saves, so it may compute a gradient torch refuses for a later update; nor does

@@ -194,6 +194,53 @@ def test_views_and_saved_values_as_pytorch_keeps_them():
         with pytest.raises((RuntimeError, IndexError)):
             bad()
 
+
+def test_in_place_layout_changes_as_pytorch():
+    """t_, transpose_, swapdims_, unsqueeze_, squeeze_: the tensor takes the new layout on
+    the same memory (a view made before still sees writes); one that requires grad is
+    refused, and a node that saved its values before raises at backward (its version is
+    bumped) instead of reading them in the new layout; compiled code runs them eagerly."""
+    torch = pytest.importorskip("torch")
+
+    def prog(lib):
+        z = lib.zeros(2, 3, dtype=lib.float64)
+        row = z[0]
+        z.transpose_(0, 1)
+        row.add_(1)
+        y = lib.arange(6.0, dtype=lib.float64).reshape(2, 3)
+        y.t_()
+        y.unsqueeze_(0)
+        w = lib.zeros(1, 3, 1, dtype=lib.float64)
+        w.squeeze_(2)
+        w.swapdims_(0, 1)
+        w.squeeze_()
+        return [z.numpy(), y.numpy(), np.array(w.shape)]
+
+    for got, want in zip(prog(fg), prog(torch), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        fg.ones(2, 2, requires_grad=True).t_()
+    with pytest.raises(RuntimeError, match="requires grad"):
+        (fg.ones(2, 2, requires_grad=True) * 2).t_()
+    x = fg.ones(2, 2, requires_grad=True)
+    m = fg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    out = (x * m).sum()
+    m.t_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+
+    def f(x):
+        h = x * 3
+        with fg.no_grad():
+            c = x * 1
+            c.unsqueeze_(0)
+        return (h * h).sum() + c.sum(), c.shape
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    out, shape = fg.compile(f)(x)
+    out.backward()
+    assert tuple(shape) == (1, 2)
+    np.testing.assert_allclose(x.grad.numpy(), [18.0, 36.0])
+
 def test_retain_grad():
     x = t(1.0, 2.0)
     y = x * 3
@@ -216,18 +263,13 @@ def test_retain_grad_follows_in_place_updates_and_integer_index_views_write_thro
     def prog(lib):
         x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
         out = []
-        y = x * 2
-        y.retain_grad()
-        y.mul_(3)
-        (y * y).sum().backward()
-        out += [y.grad, x.grad]
-        x.grad = None
-        y = x * 2
-        y.retain_grad()
-        y[0].mul_(5)  # a 0-d view
-        (y * y).sum().backward()
-        out += [y, y.grad, x.grad]
-        x.grad = None
+        for update in (lambda y: y.mul_(3), lambda y: y[0].mul_(5)):  # (y[0]: a 0-d view)
+            y = x * 2
+            y.retain_grad()
+            update(y)
+            (y * y).sum().backward()
+            out += [y, y.grad, x.grad]
+            x.grad = None
         y = x * 2
         v = y[1:]
         v.retain_grad()

@@ -6,7 +6,8 @@ from ..ir import dtypes as D
 from ..ir.graph import Var
 from . import ops as O
 # (declaring their ops before _bind)
-from . import index_ops as _index_ops, linalg as _linalg, numeric as _numeric, sorting as _sorting  # noqa: F401
+from . import index_ops as _index_ops, linalg as _linalg, numeric as _numeric, restride as _restride  # noqa: F401
+from . import sorting as _sorting  # noqa: F401
 from .devices import data_pointer, is_contiguous
 from .exports import EXPORTS
 from .tensor import Tensor

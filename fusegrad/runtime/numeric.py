@@ -145,22 +145,23 @@ def rot90(x, k=1, dims=(0, 1)):
     return O.clone(x)
 
 
+def _flipped(x, dim: int) -> Tensor:
+    x = O.as_t(x)
+    if x.ndim <= dim:
+        raise RuntimeError(f"Input must be >= {dim + 1}-d.")
+    return O.flip(x, [dim])
+
+
 @op
 def fliplr(x):
     """``x`` with its columns (dimension 1) reversed."""
-    x = O.as_t(x)
-    if x.ndim < 2:
-        raise RuntimeError("Input must be >= 2-d.")
-    return O.flip(x, [1])
+    return _flipped(x, 1)
 
 
 @op
 def flipud(x):
     """``x`` with its rows (dimension 0) reversed."""
-    x = O.as_t(x)
-    if x.ndim < 1:
-        raise RuntimeError("Input must be >= 1-d.")
-    return O.flip(x, [0])
+    return _flipped(x, 0)
 
 
 @op(function=False)
