@@ -28,7 +28,13 @@ values written in place over an operand (passes.memory) correct. The temps of a 
 inside a parallel loop (a reduction's chunk, kir_passes.chunk_reductions) are scratch
 allocated by each iteration of that loop (kir.Scratch), so threads never share them and
 they stay chunk-sized; a parallel lane loop becomes a serial loop over the blocks around
-a parallel loop over the lanes, each lane its own temp elements."""
+a parallel loop over the lanes, each lane its own temp elements.
+
+Blocks may fold into accumulators (W5's gradient: two sums per layer, 64 in one loop),
+each block into its own: in the rerolled loop, block ``b`` folds its lanes into a fresh
+accumulator, added after the lane loop to row ``b`` of a temp (set to the reduction's
+identity first), and later reads of the accumulator read that row. A flat serial loop that
+only folds (the combine of a reduction's chunks) is rerolled the same way."""
 from __future__ import annotations
 
 from typing import Optional
