@@ -182,6 +182,21 @@ def test_view_vocabulary_programs_match_torch(backend):
         for g, w in zip(got[2], want[2], strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12, err_msg=src)
 
+
+def test_view_vocabulary_programs_match_torch_under_func_grad():
+    """The vocabulary's programs under fusegrad.func.grad against torch.func.grad (a view of
+    a detached alias stays out of the derivative after its base's update)."""
+    for seed in range(250):
+        src = vocabulary_program(seed)
+        ns: dict = {}
+        exec(src, ns)
+        try:
+            want = torch.func.grad(lambda x: ns["f"](x)[0])(torch.tensor(X)).numpy()
+        except (RuntimeError, IndexError):
+            continue
+        got = fusegrad.func.grad(lambda x: ns["f"](x)[0])(fusegrad.tensor(X)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, err_msg=src)
+
 def hook_program(seed: int) -> str:
     """The source of ``f(x, lib)``: 3-7 random steps of hooks, retain_grad, new leaves,
     no_grad blocks, uses and ``.item()`` breaks around y = 2x."""

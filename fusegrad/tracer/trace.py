@@ -150,12 +150,26 @@ class Trace:
             t = replay_view(view._base, view._view_fn)
             stopped = t._rg and not view._rg  # (a detached alias shares its base's Var)
             if type(old) is Var and old.trace is self and not (stopped and self.follows_requires_grad):
-                stopped = any(e.out is old and e.prim is stop_gradient for e in reversed(self.graph.eqns))
+                stopped = view._view_fn == () or self._detached(old)  # (() : a detached alias itself)
             if stopped:
                 t = bind(stop_gradient, (t,), {})
         self.rebind(view, t._data)
         if view._rg:
             view._grad_fn, view._out_nr = t._grad_fn, t._out_nr
+
+    def _detached(self, v: Var) -> bool:
+        """Whether traced value ``v`` is a stop_gradient, or a view (through view
+        primitives) of one: a detached alias, or a view taken of it."""
+        from ..ir.prims.elementwise import stop_gradient
+        producer = {id(e.out): e for e in self.graph.eqns}
+        e = producer.get(id(v))
+        while e is not None:
+            if e.prim is stop_gradient:
+                return True
+            if e.prim.kind != "view" or type(e.inputs[0]) is not Var:
+                return False
+            e = producer.get(id(e.inputs[0]))
+        return False
 
     def new_input(self, shape, dtype) -> Var:
         v = Var(shape, dtype, self)
