@@ -58,13 +58,14 @@ def _substitute(s, subst: dict):
 
 
 def _propagate_copies(body: list) -> list:
-    accs = {s.name for s in stmts(body) if isinstance(s, Acc)}
+    # an accumulator (declared here or further out) may still change: its copies stay
+    changing = {s.name for s in stmts(body) if isinstance(s, (Acc, Update))}
     subst: dict = {}
     out = []
     for s in body:
         s = _substitute(s, subst) if subst else s
-        if isinstance(s, Assign) and isinstance(s.value, Ref) and s.value.name not in accs:
-            subst[s.name] = s.value  # (an accumulator may still change: its copy stays)
+        if isinstance(s, Assign) and isinstance(s.value, Ref) and s.value.name not in changing:
+            subst[s.name] = s.value
             continue
         out.append(s)
     return out
