@@ -32,7 +32,7 @@ PRIMS: dict[str, "Primitive"] = {}
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch")
+                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch", "aliases")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
@@ -58,6 +58,9 @@ class Primitive:
         self.checked = checked
         self.reads = reads
         self.batch = batch
+        # whether its eager result shares its input's memory (a view to autograd): True,
+        # "maybe" (NumPy copies where it cannot view: reshape) or False
+        self.aliases = False
         if name in PRIMS:
             raise ValueError(f"primitive {name!r} is defined twice")
         PRIMS[name] = self

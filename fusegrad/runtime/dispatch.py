@@ -16,7 +16,6 @@ from ..cuda.driver import contiguous, is_device_array, track
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
-from ..ir.prims.layout import flip as _flip
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
 from . import device_views, devices, forward_state, saved_hooks
@@ -83,10 +82,8 @@ def bind(prim, args, params):
     out = wrap(data)
     if tracker is not None:  # a segmented trace computes the tensors still alive at a break
         tracker.track(out)
-    # a view shares its base's memory: not a reshape NumPy cannot do as a view, nor a flip
-    # (copies, as PyTorch's)
-    if prim.kind == "view" and prim is not _flip and (
-            type(data) is not np.ndarray or np.may_share_memory(data, args[0]._data)):
+    aliases = prim.aliases
+    if aliases and (aliases is True or type(data) is not np.ndarray or np.may_share_memory(data, args[0]._data)):
         base = args[0]
         if base._vbox is None:
             base._vbox = [0]

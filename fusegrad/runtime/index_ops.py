@@ -19,16 +19,12 @@ def _index(index) -> Tensor:
     return O.reshape(index, (-1,))
 
 
-def _key(x: Tensor, ax: int, index: Tensor) -> tuple:
-    return (slice(None),) * ax + (index,)
-
-
 @op(inplace="method")
 def index_fill(x, dim, index, value):
     """``x`` with the entries at ``index`` along ``dim`` set to ``value``."""
     x = O.as_t(x)
     out = O.clone(x)
-    O.setitem(out, _key(x, O._axes(x, dim)[0], _index(index)), value)
+    O.setitem(out, (slice(None),) * O._axes(x, dim)[0] + (_index(index),), value)
     return out
 
 

@@ -169,6 +169,9 @@ pad = Primitive("pad", lambda x, widths, value: np.pad(x, widths, constant_value
 
 for _p in (broadcast_to, reshape, transpose, slice_, flip):  # index remaps, to fusion and lowering
     _p.kind = "view"
+for _p in (broadcast_to, transpose, slice_):  # (flip copies, as PyTorch's)
+    _p.aliases = True
+reshape.aliases = "maybe"
 
 
 # ---------------------------------------------------------------- batching rules (vmap)
