@@ -251,6 +251,8 @@ def _indexing(x, i, j, v, m):
             I.index(x, i, j, key=("T", (1, 4, 2), "T")),                          # x[i, 1:4:2, j] split
             I.index(x, j, key=(1, (0, 4, 1), "T")),                               # int + array, split
             I.index(x, j, key=(None, (0, 3, 1), 2, "T")),                          # newaxis, int adjacent
+            I.index(x, L.slice_(i, key=((0, 2, 1), (0, 1, 1))), j, key=((0, 3, 1), "T", "T")),  # (2,1) x (2,)
+            I.index(x, L.slice_(i, key=((0, 1, 1), (0, 2, 1))), key=((0, 3, 1), (0, 4, 1), "T")),  # last dim
             I.index_put(x, v, i, j, key=((0, 3, 1), "T", "T"), accumulate=True),
             I.index_put(x, v, i, j, key=((0, 3, 1), "T", "T"), accumulate=False),
             I.index_put(x, 2.5, i, key=("T",), accumulate=False),

@@ -34,16 +34,16 @@ class _Lines:
     def loops(self, shape: tuple, name: str) -> list:
         """Open one loop per dim of ``shape`` (size-1 dims get index "0"); returns index
         expressions. The caller closes them with ``close``."""
-        idx = []
-        for d, s in enumerate(shape):
-            if s == 1:
-                idx.append("0")
-                continue
-            v = f"{name}{d}_{self.tag}"
-            self(f"for {v} in range({s}):")
-            self.depth += 1
-            idx.append(v)
-        return idx
+        return [self.loop(s, f"{name}{d}") for d, s in enumerate(shape)]
+
+    def loop(self, size: int, name: str) -> str:
+        """Open a loop of ``size`` iterations (none for size 1); its index expression."""
+        if size == 1:
+            return "0"
+        v = f"{name}_{self.tag}"
+        self(f"for {v} in range({size}):")
+        self.depth += 1
+        return v
 
     def close(self, depth: int) -> None:
         self.depth = depth
@@ -136,8 +136,25 @@ def _emit_keyed(L: _Lines, x: Var, key: tuple, idxs: list, buf: Callable, what: 
     if 0 in shape:
         return
     base = L.depth
-    ridx = L.loops(shape, "o")
-    bidx = [ridx[d] for d in adv_dims]
+    # each index is read (and wrapped) in the innermost loop it depends on, not in the
+    # innermost of all: a gather's copy of a contiguous run (im2col's batch) then vectorizes
+    adv = {}  # operand number -> (result dims its element depends on)
+    for t, i in enumerate(idxs):
+        off = len(bshape) - i.ndim
+        adv[t] = {adv_dims[k + off] for k, n in enumerate(i.shape) if n != 1}
+    ridx, wrapped = [], {}
+
+    def read_ready() -> None:
+        for d, s in enumerate(src):
+            if s[0] == "adv" and s[1] not in wrapped and all(od < len(ridx) for od in adv[s[1]]):
+                i = idxs[s[1]]
+                off = len(bshape) - i.ndim
+                at = linear(["0" if n == 1 else ridx[adv_dims[k + off]] for k, n in enumerate(i.shape)], i.shape)
+                wrapped[s[1]] = _wrapped(L, f"j{s[1]}_{L.tag}", f"{buf(i)}[{at}]", x.shape[d])
+    read_ready()
+    for d, n in enumerate(shape):
+        ridx.append(L.loop(n, f"o{d}"))
+        read_ready()
     xidx = []
     for d, s in enumerate(src):
         if s[0] == "slice":
@@ -147,10 +164,7 @@ def _emit_keyed(L: _Lines, x: Var, key: tuple, idxs: list, buf: Callable, what: 
         elif s[0] == "int":
             xidx.append(str(s[1] % x.shape[d]))
         else:
-            i = idxs[s[1]]
-            off = len(bshape) - i.ndim
-            at = linear(["0" if n == 1 else bidx[k + off] for k, n in enumerate(i.shape)], i.shape)
-            xidx.append(_wrapped(L, f"j{s[1]}_{L.tag}", f"{buf(i)}[{at}]", x.shape[d]))
+            xidx.append(wrapped[s[1]])
     body(linear(xidx, x.shape), ridx)
     L.close(base)
 
