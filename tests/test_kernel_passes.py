@@ -218,3 +218,78 @@ def test_straighten_propagates_inlines_and_rerolls_straight_line_code():
         mem = np.arange(16.0)
         run(kernel, {"x0": mem, "y1": mem})
         np.testing.assert_array_equal(mem, np.arange(16.0)[::-1])
+
+
+def _random_index_expr(rng, depth: int, names: list):
+    from fusegrad.codegen.kir import IBin, Sym
+    if depth == 0 or rng.random() < 0.25:
+        return Sym(rng.choice(names)) if rng.random() < 0.7 else int(rng.integers(-3, 10))
+    op = rng.choice(["+", "+", "*", "//", "%", "min"])
+    a = _random_index_expr(rng, depth - 1, names)
+    if op in ("//", "%"):
+        b = int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16])) if rng.random() < 0.9 else Sym("s")
+    elif op == "*":
+        b = int(rng.integers(-4, 13)) if rng.random() < 0.8 else _random_index_expr(rng, depth - 1, names)
+    else:
+        b = _random_index_expr(rng, depth - 1, names)
+    return IBin(op, a, b)
+
+
+def test_simplify_index_is_exact_over_random_expressions(rng):
+    """kir_index.simplify against evaluating the expression as written, at random points of
+    the variables' ranges; the split-and-rejoin forms views produce (``n*(x//n) + x%n``,
+    ``(g*b + r) // (g*m)``) are mixed in."""
+    from fusegrad.codegen.kir import IBin, ieval
+    from fusegrad.codegen.kir_index import simplify
+    shorter = 0
+    for _ in range(3000):
+        extents = {v: int(rng.integers(1, 14)) for v in "ijk"}
+        e = _random_index_expr(rng, 4, list(extents))
+        x = _random_index_expr(rng, 3, list(extents))
+        n, c, g = int(rng.choice([2, 4, 6, 12])), int(rng.integers(1, 4)), int(rng.choice([2, 4, 8]))
+        roll = rng.random()
+        if roll < 0.3:
+            e = IBin("+", IBin("*", IBin("//", x, n), n * c), IBin("+", IBin("*", IBin("%", x, n), c), e))
+        elif roll < 0.5:
+            e = IBin(rng.choice(["//", "%"]), IBin("+", IBin("*", x, g), IBin("%", e, g)), g * n)
+        ranges = {v: (0, m - 1) for v, m in extents.items()}
+        ranges["s"] = (1, None)
+        got = simplify(e, ranges)
+        shorter += len(str(got)) < len(str(e))
+        for _ in range(8):
+            env = {v: int(rng.integers(0, m)) for v, m in extents.items()}
+            env["s"] = int(rng.integers(1, 10))
+            assert ieval(got, env) == ieval(e, env), (str(e), str(got), env)
+    assert shorter > 1500
+
+
+def test_view_index_arithmetic_simplifies_to_plain_strides(rng):
+    """A GEMM result read back through a reshape and a transpose (a convolution's output in
+    NCHW) splits and rejoins its linear index; after the passes no index divides, and the
+    kernel computes the same values."""
+    from fusegrad.codegen.kir_passes import _each_index
+    from fusegrad.ir.prims import layout as L
+
+    def f(y, b):
+        nchw = L.transpose(L.reshape(y, shape=(6, 7, 7, 4)), perm=(3, 0, 1, 2))
+        return (E.relu(E.add(nchw, L.reshape(b, shape=(1, 6, 1, 1)))),)
+
+    y, b = rng.standard_normal((6, 196)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    (pair,) = _lowered(f, [y, b])
+    g, lg = pair
+    ops = []
+    _each_index(lg.kernel.body, lambda e: ops.extend(_index_ops(e)))
+    assert {"//", "%"} & set(ops), str(lg.kernel)  # the lowering splits the index
+    k = kir_passes.optimize(lg.kernel)
+    ops = []
+    _each_index(k.body, lambda e: ops.extend(_index_ops(e)))
+    assert not {"//", "%"} & set(ops), str(k)
+    out = _run(k, lg, [y, b])
+    want = np.maximum(y.reshape(6, 7, 7, 4).transpose(3, 0, 1, 2) + b.reshape(1, 6, 1, 1), 0)
+    (name,) = [bf.name for bf in lg.kernel.params() if bf.role == "out"]
+    np.testing.assert_array_equal(out[name].reshape(want.shape), want)
+
+
+def _index_ops(e) -> list:
+    from fusegrad.codegen.kir import IBin
+    return [e.op] + _index_ops(e.a) + _index_ops(e.b) if isinstance(e, IBin) else []

@@ -1,6 +1,8 @@
 """Passes over the kernel IR (codegen.kir), for every renderer. Each returns a new kernel
 and leaves its input alone; ``optimize`` runs them in order, verifying after each.
 
+- ``simplify_index`` (kir_index): index arithmetic simplified knowing the loops' ranges
+  (a view's split and rejoined linear index is the index again).
 - ``count_nans``: a float max/min accumulator folds with the NaN-ignoring ``fmax``/``fmin``
   (a plain compare and select, which vectorizes) and counts the NaNs it saw in an integer
   accumulator beside it; the result is NaN where the count is not 0, as NumPy's is.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .kir_index import simplify_index
 from .kir_reroll import reroll
 from .kir_straight import straighten
 import numpy as np
@@ -245,7 +248,7 @@ def _rewrite(s, fn: Callable):
 
 # chunks first: a reduction's chunk is rerolled inside (its temps are the chunk's scratch,
 # cache-sized), so a long parallel reduction keeps one pass over memory
-PASSES = (count_nans, chunk_reductions, reroll, straighten, hoist_index)
+PASSES = (simplify_index, count_nans, chunk_reductions, reroll, straighten, hoist_index)
 
 
 def optimize(k: Kernel, passes=PASSES) -> Kernel:
