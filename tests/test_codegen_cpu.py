@@ -139,6 +139,10 @@ def _layouts(x, w, v):
     outs = [E.mul(t, 2.0), s, E.add(L.flip(x, axes=(0, 2)), 1.0), L.reshape(L.transpose(x, perm=(1, 0, 2)), shape=(4, 15)),
             L.broadcast_to(v, shape=(2, 3, 5)), L.concatenate(x, E.neg(x), axis=1),
             L.pad(x, widths=((1, 0), (0, 2), (1, 1)), value=-1.0),
+            L.pad(x, widths=((0, 0), (0, 0), (2, 1)), value=0.0), L.pad(x, widths=((0, 1), (0, 0), (0, 0)), value=3.0),
+            L.pad(L.reshape(x, shape=(3, 1, 4, 5)), widths=((0, 0), (1, 1), (2, 0), (0, 0)), value=0.5),
+            L.concatenate(x, L.slice_(x, key=((0, 3, 1), (0, 4, 1), (0, 2, 1))), E.neg(x), axis=2),
+            L.concatenate(L.slice_(x, key=((0, 3, 1), (0, 0, 1), (0, 5, 1))), x, axis=1),
             M.matmul(L.reshape(x, shape=(12, 5)), w), M.matmul(x, L.broadcast_to(w, shape=(3, 5, 2))),
             E.relu(E.add(M.matmul(L.reshape(x, shape=(12, 5)), w), L.slice_(w, key=((1, 2, 1), (0, 2, 1))))),
             E.add(L.transpose(E.exp(x), perm=(0, 2, 1)), 1.0)]
@@ -472,3 +476,20 @@ def test_fingerprint_tells_apart_what_compiles_differently():
                   graph_of(lambda a: a * 2.0, [x.astype(np.float32)]), graph_of(lambda a: a * 2.0, [x.T]),  # shape
                   graph_of(lambda a: a.sum(0) * 2.0, [x]), graph_of(lambda a: a.sum(1) * 2.0, [x])):
         assert fingerprint(other) != base
+
+
+def test_groups_differing_only_in_sizes_share_one_kernel(rng):
+    """An optimizer-like update of parameters of several shapes: the groups of equal rank
+    compile one shape-symbolic kernel, called with each group's sizes; a group of another
+    structure keeps its own. Values against NumPy."""
+    def f(a, b, c, d):
+        return tuple(E.sub(p, E.mul(E.add(E.mul(p, 0.9), 1.0), 0.01)) for p in (a, b, c, d))
+
+    shapes = [(6, 25), (16, 150), (120, 4), (7,)]
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    g = graph_of(f, xs)
+    exe = CpuBackend().compile(g)
+    groups = [gr for gr in fuse(g, read_reshapes=True).groups if isinstance(gr, LoopGroup)]
+    assert len(groups) == 4 and len(exe.kernels) == 2, exe.kernel_source()
+    for got, x in zip(exe(*xs), xs):
+        np.testing.assert_allclose(got, x - (x * np.float32(0.9) + 1) * np.float32(0.01), rtol=1e-6, atol=1e-6)

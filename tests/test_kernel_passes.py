@@ -267,7 +267,7 @@ def test_view_index_arithmetic_simplifies_to_plain_strides(rng):
     """A GEMM result read back through a reshape and a transpose (a convolution's output in
     NCHW) splits and rejoins its linear index; after the passes no index divides, and the
     kernel computes the same values."""
-    from fusegrad.codegen.kir_passes import _each_index
+    from fusegrad.codegen.kir_passes import each_index
     from fusegrad.ir.prims import layout as L
 
     def f(y, b):
@@ -278,11 +278,11 @@ def test_view_index_arithmetic_simplifies_to_plain_strides(rng):
     (pair,) = _lowered(f, [y, b])
     g, lg = pair
     ops = []
-    _each_index(lg.kernel.body, lambda e: ops.extend(_index_ops(e)))
+    each_index(lg.kernel.body, lambda e: ops.extend(_index_ops(e)))
     assert {"//", "%"} & set(ops), str(lg.kernel)  # the lowering splits the index
     k = kir_passes.optimize(lg.kernel)
     ops = []
-    _each_index(k.body, lambda e: ops.extend(_index_ops(e)))
+    each_index(k.body, lambda e: ops.extend(_index_ops(e)))
     assert not {"//", "%"} & set(ops), str(k)
     out = _run(k, lg, [y, b])
     want = np.maximum(y.reshape(6, 7, 7, 4).transpose(3, 0, 1, 2) + b.reshape(1, 6, 1, 1), 0)

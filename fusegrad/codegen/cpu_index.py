@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from .backend import Unsupported
-from .value_text import linear
+from .value_text import copy_lines, linear
 from .cpu_scalar import literal
 
 _INDENT = "    "
@@ -184,8 +184,9 @@ def _put(L: _Lines, e: Eqn, x: Var, v, idxs: list, key: tuple, accumulate: bool,
     O = buf(out)
     if copy_from is None:
         L(f"{O}[:] = {literal(0, out.dtype)}")
-    elif out.size:
-        L(f"{O}[:] = {buf(copy_from)}")
+    elif out.size and buf(copy_from) != O:
+        for ln in copy_lines(O, "0", buf(copy_from), "0", out.size, f"cp_{L.tag}"):
+            L(ln)
     shape = _key_plan(key, x.shape, [i.shape for i in idxs])[0]
     if isinstance(v, Var):
         if v.ndim > len(shape) or any(s != 1 and s != t for s, t in zip(v.shape[::-1], shape[::-1])):
@@ -252,8 +253,9 @@ def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
         raise Unsupported(f"cpu backend: scatter_add src {src.shape} smaller than index {idx.shape}")
     L = _Lines(tag)
     O = buf(e.out)
-    if e.out.size:
-        L(f"{O}[:] = {buf(base_)}")
+    if e.out.size and buf(base_) != O:
+        for ln in copy_lines(O, "0", buf(base_), "0", e.out.size, f"cp_{L.tag}"):
+            L(ln)
     shell = Var(base_.shape, e.out.dtype)
     r = _along_axis(L, shell, idx, axis, buf, "scatter_add")
     if r is not None:

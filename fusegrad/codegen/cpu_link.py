@@ -31,16 +31,18 @@ def call_at(typingctx, addr, args):
     return types.none(types.uint64, args), codegen
 
 
-def signature(dtypes) -> tuple:
-    """The Numba signature of a kernel taking flat C-contiguous arrays of ``dtypes``."""
+def signature(dtypes, n_sizes: int = 0) -> tuple:
+    """The Numba signature of a kernel taking flat C-contiguous arrays of ``dtypes``, then
+    ``n_sizes`` int64 sizes (a shape-symbolic kernel's)."""
     import numba
-    return tuple(types.Array(numba.from_dtype(np.dtype(d)), 1, "C") for d in dtypes)
+    return tuple(types.Array(numba.from_dtype(np.dtype(d)), 1, "C") for d in dtypes) + (types.int64,) * n_sizes
 
 
-def address(dispatcher, dtypes) -> int:
+def address(dispatcher, dtypes, n_sizes: int = 0) -> int:
     """The native entry of ``dispatcher`` compiled (or loaded from Numba's disk cache) for
-    flat C-contiguous arrays of ``dtypes``: what ``call_at`` calls."""
-    sig = signature(dtypes)
+    flat C-contiguous arrays of ``dtypes`` and ``n_sizes`` int64 sizes: what ``call_at``
+    calls."""
+    sig = signature(dtypes, n_sizes)
     dispatcher.compile(sig)
     cres = dispatcher.overloads[sig]
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)

@@ -172,7 +172,7 @@ def _hoist(body: list, avail: set, counter: list) -> list:
 
     for s in body:
         if isinstance(s, Loop):
-            _each_index(s.body, candidates)
+            each_index(s.body, candidates)
     subst = {e: Sym(n) for e, n in found.items()}
     out: list = [Let(n, e) for e, n in found.items()]
     for s in body:
@@ -201,15 +201,15 @@ def _values_index(v, fn: Callable) -> None:
             _values_index(a, fn)
 
 
-def _each_index(body: list, fn: Callable) -> None:
+def each_index(body: list, fn: Callable) -> None:
     """Call ``fn`` on every index expression of ``body`` (loop extents included)."""
     for s in body:
         if isinstance(s, Loop):
             fn(s.extent)
-            _each_index(s.body, fn)
+            each_index(s.body, fn)
         elif isinstance(s, Guard):
             _values_index(s.cond, fn)
-            _each_index(s.body, fn)
+            each_index(s.body, fn)
         elif isinstance(s, Store):
             fn(s.index)
             _values_index(s.value, fn)

@@ -1,7 +1,7 @@
 """The text of kernel IR values (codegen.kir) in the Python syntax both Numba renderers
 (cpu_render, cuda_render) write; each supplies how an index and a scalar operation read.
 ``linear`` writes a linear index for the hand-written loops (cpu_index, cuda_index,
-cuda_scan)."""
+cuda_scan), ``copy_lines`` a copy loop for those of the cpu backend."""
 from __future__ import annotations
 
 from typing import Callable
@@ -49,3 +49,11 @@ def linear(idx: list, shape: tuple) -> str:
     if const or not terms:
         terms.append(str(const))
     return " + ".join(terms)
+
+
+def copy_lines(dst: str, dst_at: str, src: str, src_at: str, n: int, var: str = "cp") -> list:
+    """Lines copying ``n`` elements ``src[src_at:]`` to ``dst[dst_at:]`` with an explicit
+    loop: Numba compiles a slice assignment ``dst[a:b] = src[c:d]`` several times slower,
+    and the first one in a process costs seconds (its generic array-assignment code)."""
+    at = lambda base: var if base == "0" else f"{base} + {var}"  # noqa: E731
+    return [f"for {var} in range({n}):", f"    {dst}[{at(dst_at)}] = {src}[{at(src_at)}]"]
