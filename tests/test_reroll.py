@@ -9,7 +9,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.codegen import kir_interp
-from fusegrad.codegen.cpu import CpuBackend, _Concats, _shared_kernels
+from fusegrad.codegen.cpu import CpuBackend, _Concats, _Modules, _shared_kernels
 from fusegrad.codegen.kir import (Assign, Buffer, Kernel, Let, Load, Loop, Op, Ref, Scratch, Store, Sym, Update, iadd,
                                   stmts, verify)
 from fusegrad.codegen.kir_lower import lower_group
@@ -247,7 +247,8 @@ def test_many_sums_fold_into_rows_of_a_temp(monkeypatch, chunked):
     g = graph_of(grad(lambda w, b: _w3(fg, w, b, fg.tensor(h)), argnums=(0, 1)), [w, b], optimize=True)
     fused = fuse(g)
     lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
-    shared, _, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
+    shared = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()),
+                             _Modules())
     (k,) = [lg.kernel for gi, (lg, _, _) in shared.items() if fused.groups[gi].red_axes]  # outputs: concat parts
     assert sum(isinstance(s, Update) for s in stmts(k.body)) == 2 * steps
     assert any(lp.kind == "parallel" for lp in stmts(k.body) if isinstance(lp, Loop)) == chunked
@@ -286,7 +287,8 @@ def _shared(g) -> dict:
     as rendered)."""
     fused = fuse(g)
     lowered = {gi: lower_group(fused, gi) for gi, grp in enumerate(fused.groups) if isinstance(grp, LoopGroup)}
-    shared, _, _ = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()))
+    shared = _shared_kernels(lowered, dict(nonpositive=frozenset(), bounded_trig=False), _Concats(fused, set()),
+                             _Modules())
     return {gi: optimize(lg.kernel) for gi, (lg, _, _) in shared.items()}
 
 
