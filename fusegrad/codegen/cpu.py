@@ -46,8 +46,13 @@ class CpuExecutable:
     def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, kaddr: np.ndarray, exact=None,
                  written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
-        self._written = written  # positions of arguments the kernel overwrites (donated)
+        self._written = tuple(a for _, a in written)  # positions of arguments the kernel overwrites
         self._out_shapes = [v.shape for v in graph.outputs]
+        # per output computed into an argument (donated): its argument position; the entry
+        # returns only the others (returning arrays costs Numba compile time: W8's entry,
+        # 110 of them, took 12 s)
+        donated = dict(written)
+        self._from = [donated.get(i) for i in range(len(graph.outputs))] if donated else None
         self._fn = fn  # the compiled entry point (see _compile_now)
         self._kaddr = kaddr  # the addresses of the kernels it calls (cpu_link), its last argument
         # () -> (entry point, kernel addresses) for sin/cos arguments past fastmath's range
@@ -90,6 +95,9 @@ class CpuExecutable:
                 res = exact(*flat, kaddr)
             else:
                 res = res[:-1]
+        if self._from is not None:
+            rest = iter(res)
+            res = [next(rest) if a is None else flat[a] for a in self._from]
         shapes = self._out_shapes
         if len(shapes) == 1:
             return (res[0].reshape(shapes[0]),)
@@ -152,8 +160,8 @@ class CpuBackend:
             donated = donations(fused, donate) if donate else {}
             source, donated, kernels, links = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
-            record = {"source": source, "written": [args.index(x) for x in donated.values()], "kernels": kernels,
-                      "links": links}
+            written = [[i, args.index(donated[v.id])] for i, v in enumerate(fused.outputs) if v.id in donated]
+            record = {"source": source, "written": written, "kernels": kernels, "links": links}
             if key:
                 store_generated(key, record)
         mods = [load_module(src) for src in record["kernels"]]
@@ -182,11 +190,12 @@ def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
     if record is None:
         return None
     written = record.get("written")
-    n = len(graph.arguments())
+    n, n_out = len(graph.arguments()), len(graph.outputs)
     kernels = record.get("kernels")
     links = record.get("links")
     if isinstance(record.get("source"), str) and isinstance(written, list) \
-            and all(type(k) is int and 0 <= k < n for k in written) \
+            and all(isinstance(w, list) and len(w) == 2 and type(w[0]) is int and 0 <= w[0] < n_out
+                    and type(w[1]) is int and 0 <= w[1] < n for w in written) \
             and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels) \
             and isinstance(links, dict) and "kernel" in links \
             and all(isinstance(calls, list) and all(isinstance(c, list) and len(c) == 3 and type(c[0]) is int
@@ -479,7 +488,8 @@ def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, c
             body.append(f"    call_at(kaddr[{calls.index(sym)}], ({''.join(o + ', ' for o in operands)}))")
     rets = []
     for v in fused.outputs:
-        rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
+        if v.id not in donated:  # the caller has those: its arguments (CpuExecutable._from)
+            rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
     if counted:
         body.insert(0, f"    {GUARD} = np.zeros(1, np.float32)")
         rets.append(f"{GUARD}[0]")
