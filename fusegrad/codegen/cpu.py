@@ -344,12 +344,12 @@ def _sized_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
             sym = lower_group(fused, gi, symbolic=True, by_rows=True)
         except Unsupported:  # a view needing concrete sizes
             continue
-        if not sym.kernel.syms or _divides(optimize_kernel(sym.kernel)):
-            continue
-        statics, members = classes.setdefault(structural_hash(sym.kernel), (set(), []))
-        statics.add(structural_hash(lg.kernel))
-        members.append((gi, sym))
-    return {gi: sym for statics, members in classes.values() if len(statics) > 1 for gi, sym in members}
+        if sym.kernel.syms:
+            statics, members = classes.setdefault(structural_hash(sym.kernel), (set(), []))
+            statics.add(structural_hash(lg.kernel))
+            members.append((gi, sym))
+    return {gi: sym for statics, members in classes.values()
+            if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, sym in members}
 
 
 def _divides(k) -> bool:
