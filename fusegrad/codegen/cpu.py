@@ -276,10 +276,11 @@ class _Modules:
     def __init__(self):
         self.sources: dict = {}
         self.params: dict = {}
+        self._symbol: dict = {}  # source -> symbol
 
     def add(self, source: str, dtypes: list, n_sizes: int = 0) -> str:
         """The symbol of the module ``source`` (added unless present)."""
-        sym = next((k for k, v in self.sources.items() if v == source), f"_kr{len(self.sources)}")
+        sym = self._symbol.setdefault(source, f"_kr{len(self._symbol)}")
         self.sources[sym] = source
         self.params[sym] = (dtypes, n_sizes)
         return sym
