@@ -3,6 +3,9 @@
 ``import fusegrad as torch`` runs autograd code written for PyTorch."""
 from __future__ import annotations
 
+from .codegen import cpu_target as _cpu_target
+
+_cpu_target.prefer_full_width_vectors()  # before anything imports Numba (codegen/cpu_target.py)
 from .ir import dtypes as _D
 from .ir.dtypes import (bfloat16, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32,
                         int64, promote_types, set_default_dtype, uint8)

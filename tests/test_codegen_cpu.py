@@ -511,3 +511,44 @@ def test_donated_outputs_come_back_as_the_arguments(rng):
     assert np.shares_memory(got[1], arg)
     for g_, w in zip(got, want):
         np.testing.assert_allclose(g_, w, rtol=1e-6)
+
+
+_VECTOR_PROBE = """
+import os, sys
+import numpy as np
+import numba
+import fusegrad
+import llvmlite.binding as llvm
+
+@numba.njit(fastmath=True)
+def twice(x, out):
+    for i in range(x.size):
+        out[i] = x[i] * np.float32(3.0) + np.float32(1.0)
+
+twice(np.ones(64, np.float32), np.empty(64, np.float32))
+asm = twice.inspect_asm(twice.signatures[0])
+print(bool(llvm.get_host_cpu_features().get("avx512f")), os.environ.get("NUMBA_CPU_FEATURES", ""), "zmm" in asm)
+"""
+
+
+@pytest.mark.parametrize("preset", [None, "+sse2"])
+def test_avx512_hosts_get_full_width_vectors_unless_the_user_chose(preset):
+    """Importing fusegrad before Numba compiles lets LLVM use 512-bit vectors on AVX-512
+    hosts (it prefers 256 bits on recent Intel cores); a target the user set is left alone."""
+    import subprocess
+    import sys
+    from helpers import subprocess_env
+    env = subprocess_env()
+    env.pop("NUMBA_CPU_NAME", None)
+    env.pop("NUMBA_CPU_FEATURES", None)
+    if preset:
+        env["NUMBA_CPU_FEATURES"] = preset
+    out = subprocess.run([sys.executable, "-c", _VECTOR_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    avx512, features, zmm = out.stdout.split()
+    if preset:
+        assert (features, zmm) == (preset, "False")
+    elif avx512 == "True":
+        assert features.endswith(",-prefer-256-bit") and "+avx512f" in features and zmm == "True"
+    else:
+        assert features == ""
