@@ -580,6 +580,9 @@ def test_parallel_loops_run_outlined_through_the_launcher(rng):
             parallel = [src for src in exe.kernels if "for i0 in range(lo, hi)" in src]
             assert parallel and not any("prange(" in src for src in exe.kernels)
             assert all("CHUNKS = ((chunk0, 'fusegrad_chunk_" in src for src in parallel)
+            # called only from native code: no wrappers for calls from Python or C
+            assert all(src.count("no_cpython_wrapper=True, no_cfunc_wrapper=True") == src.count("@njit")
+                       for src in exe.kernels)
             want = fn(*map(fg.tensor, args))
             for t in (1, 2):
                 fg.set_num_threads(t)

@@ -78,6 +78,6 @@ def test_rendered_from_kernel_ir_with_runtime_extents(rng):
     exe = CpuBackend().compile(graph_of(lambda x: E.exp(E.mul(x, 2.0)), [x], optimize=True), symbolic=True)
     (lg,) = exe.lowered.values()
     assert lg.kernel.syms and all(not isinstance(lp.extent, int) for lp in stmts(lg.kernel.body) if isinstance(lp, Loop))
-    src = render(prepare(lg.kernel))
+    src = render(prepare(lg.kernel), from_python=True)
     assert src == exe.kernel_source() and "def kernel(b0, b1, n0, n1)" in src
     assert "kernel" in str(exe.stages["kernel"]) and "n0" in str(exe.stages["kernel"])

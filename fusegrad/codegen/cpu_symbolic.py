@@ -54,7 +54,7 @@ class SymbolicExecutable:
         return self._seq(arrays)
 
     def kernel_source(self) -> str:
-        return "\n\n".join(render(prepare(lg.kernel)) for lg in self.lowered.values())
+        return "\n\n".join(render(prepare(lg.kernel), from_python=True) for lg in self.lowered.values())
 
 
 def compile_symbolic(graph: Graph, donate: Optional[dict] = None) -> SymbolicExecutable:
