@@ -595,3 +595,27 @@ def test_parallel_loops_run_outlined_through_the_launcher(rng):
         np.testing.assert_allclose(exe(xs)[0], elementwise(fg.tensor(xs))[0].numpy(), rtol=1e-5, atol=1e-6)
     finally:
         fg.set_num_threads(threads)
+
+
+def test_overlapping_agrees_with_numpys_bounds_test(rng):
+    """runtime.overlap.overlapping skips pairs whose memory two different arrays own, and
+    otherwise answers as np.may_share_memory: views of one owner, a view of a view, and
+    arrays over one bytearray, which no ndarray owns."""
+    from fusegrad.runtime.overlap import overlapping
+    raw = bytearray(400)
+    for trial in range(200):
+        owners = [np.zeros(int(rng.integers(4, 40)), np.float32) for _ in range(3)]
+        arrays = []
+        for _ in range(int(rng.integers(2, 7))):
+            kind = rng.integers(4)
+            if kind == 3:
+                lo = int(rng.integers(0, 50))
+                arrays.append(np.frombuffer(raw, np.float32, count=int(rng.integers(1, 40)), offset=4 * lo))
+                continue
+            o = owners[int(rng.integers(3))]
+            lo = int(rng.integers(0, o.size))
+            v = o[lo:int(rng.integers(lo, o.size + 1))]
+            arrays.append(o if kind == 0 else v if kind == 1 else v[::2].reshape(-1))
+        want = [k for k in range(len(arrays))
+                if any(j != k and np.may_share_memory(arrays[k], b) for j, b in enumerate(arrays))]
+        assert overlapping(arrays, range(len(arrays))) == want, trial

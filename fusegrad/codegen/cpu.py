@@ -17,6 +17,7 @@ from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse, reshaped_base
 from ..passes.memory import donations, plan
 from ..passes.signs import nonpositive
 from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
+from ..runtime.overlap import overlapping
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import emit_call
@@ -84,9 +85,10 @@ class CpuExecutable:
         # the type the entry is compiled for: 1-d and C-contiguous (ravel copies what is not);
         # writable where the kernel writes (a read-only array it only reads is read as is)
         flat = [x.ravel() for x in arrays]
-        for k in self._written:  # an argument written in place must not be read through another
-            if not flat[k].flags.writeable or any(j != k and np.may_share_memory(flat[k], y)
-                                                  for j, y in enumerate(flat)):
+        copied = set()
+        if self._written:  # an argument written in place must not be read through another
+            copied.update(overlapping(flat, self._written), [k for k in self._written if not flat[k].flags.writeable])
+            for k in copied:
                 flat[k] = flat[k].copy()
         res = self._fn(*flat, self._kaddr)
         if self._exact is not None:
@@ -95,13 +97,14 @@ class CpuExecutable:
                 res = exact(*flat, kaddr)
             else:
                 res = res[:-1]
-        if self._from is not None:
+        if self._from is not None:  # a donated output is its argument's array (the caller's own, when written there)
             rest = iter(res)
-            res = [next(rest) if a is None else flat[a] for a in self._from]
+            res = [next(rest) if a is None else flat[a] if a in copied or not arrays[a].flags.c_contiguous
+                   else arrays[a] for a in self._from]
         shapes = self._out_shapes
         if len(shapes) == 1:
             return (res[0].reshape(shapes[0]),)
-        return tuple([r.reshape(shape) for r, shape in zip(res, shapes)])
+        return tuple([r if r.shape == shape else r.reshape(shape) for r, shape in zip(res, shapes)])
 
     def kernel_source(self) -> str:
         return self._source

@@ -30,6 +30,7 @@ from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
 from .dispatch import _edge
+from .overlap import overlapping
 from . import forward_state, staged_backward
 from .autocast_state import STATE as AUTOCAST
 from .forward_state import STATE as FORWARD
@@ -217,8 +218,7 @@ _ALIASED = ("a tensor argument the function updates in place shares memory with 
 
 def _aliased(written: list, leaves: list) -> bool:
     """True when a tensor argument at a position in ``written`` shares memory with another."""
-    arrays = [x._data for x in leaves if isinstance(x, Tensor)]
-    return any(j != i and np.may_share_memory(arrays[i], b) for i in written for j, b in enumerate(arrays))
+    return bool(overlapping([x._data for x in leaves if isinstance(x, Tensor)], written))
 
 
 def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any:
@@ -294,8 +294,8 @@ def _donations(traced: _Traced, opt) -> dict:
 
 def _same_array(a, b) -> bool:
     """Whether host or device arrays ``a`` and ``b`` are the same memory and layout."""
-    return (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
-            and devices.data_pointer(a) == devices.data_pointer(b))
+    return a is b or (type(a) is type(b) and a.shape == b.shape and a.dtype == b.dtype and a.strides == b.strides
+                      and devices.data_pointer(a) == devices.data_pointer(b))
 
 
 def _copy_into(dst, src) -> None:
