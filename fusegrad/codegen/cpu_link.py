@@ -55,9 +55,9 @@ def _native(dispatcher, sig: tuple) -> int:
 
 # ------------------------------------------------------------ outlined parallel loops
 # A ``prange`` loop costs Numba's parfor passes and gufunc lowering in every kernel that has
-# one (W1's gradient kernel: 0.37 s against 0.12 s for the same loop serial). The renderer
+# one, more than compiling the same loop serial. The renderer
 # (cpu_outline) writes a kernel's parallel loop instead as a serial *chunk* function over
-# iterations [lo, hi) and has the kernel hand it to ``launch``, the one parallel function,
+# iterations [lo, hi) and has the kernel hand it to ``_launch``, the one parallel function,
 # compiled once and cached on disk with the package. Kernel and launcher find each other
 # through symbols (``llvm.add_symbol``), as Numba's own code finds its runtime's, so every
 # module stays cacheable and takes plain arrays.

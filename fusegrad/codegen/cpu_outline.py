@@ -1,7 +1,7 @@
 """Outlined parallel loops, for the Numba CPU renderer (cpu_render): a kernel whose parallel
 loops all sit at its top level becomes a serial kernel that launches each of them as a
 *chunk* function over iterations ``[lo, hi)`` through cpu_link's launcher, instead of a
-``prange`` kernel (Numba's parfor passes cost 0.25-1.2 s per kernel: see cpu_link).
+``prange`` kernel (Numba's parfor passes cost more than the rest of a kernel: cpu_link).
 
 A chunk function receives its buffers' addresses and sizes, then the kernel's symbols, in
 one uint64 array, and recomputes the integer and scalar locals of the kernel's top level
@@ -65,19 +65,12 @@ class Outliner:
         argv, n = f"_ol{j}_argv", f"_ol{j}_n"
         syms = list(self.k.syms)
         parts = [(f"_ol{j}_p{i}", name) for i, name in enumerate(folds)]
-        size = 2 * len(bufs) + len(syms) + 2 * len(parts)
-        lines = [f"{argv} = np.empty({size}, np.uint64)", f"{n} = min({loop.extent}, thread_count())"]
-        slots = [(b, f"{b}.size") for b in bufs]
-        for p, name in parts:
-            lines.append(f"{p} = np.empty({n}, np.{driver.accs[name][1].name})")
-        slots += [(p, n) for p, _ in parts]
-        for i, (b, count) in enumerate(slots[:len(bufs)]):
-            lines += [f"{argv}[{2 * i}] = {b}.ctypes.data", f"{argv}[{2 * i + 1}] = {count}"]
-        for i, s in enumerate(syms):
-            lines.append(f"{argv}[{2 * len(bufs) + i}] = {s}")
-        for i, (p, count) in enumerate(slots[len(bufs):]):
-            at = 2 * len(bufs) + len(syms) + 2 * i
-            lines += [f"{argv}[{at}] = {p}.ctypes.data", f"{argv}[{at + 1}] = {count}"]
+        # argv: each buffer's address and size, the symbols, each partials buffer's address and size
+        entries = [e for b in bufs for e in (f"{b}.ctypes.data", f"{b}.size")] + syms + \
+            [e for p, _ in parts for e in (f"{p}.ctypes.data", n)]
+        lines = [f"{n} = min({loop.extent}, thread_count())"] + \
+            [f"{p} = np.empty({n}, np.{driver.accs[name][1].name})" for p, name in parts] + \
+            [f"{argv} = np.empty({len(entries)}, np.uint64)"] + [f"{argv}[{i}] = {e}" for i, e in enumerate(entries)]
         source, symbol = self._chunk(j, loop, bufs, syms, parts, driver)
         lines.append(f'call_symbol(LAUNCH, (symbol_address("{symbol}"), {argv}, np.int64({loop.extent}), np.int64({n})))')
         if parts:

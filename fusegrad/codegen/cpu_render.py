@@ -3,9 +3,9 @@ one ``@njit`` function ``kernel(<buffers>, <symbols>)``. Buffers are flat contig
 arrays, symbols ints; temp buffers are allocated at the top. Parallel loops at the top
 level run as chunk functions that cpu_link's launcher calls (cpu_outline), so the kernel
 needs none of Numba's parfor passes; a kernel that cannot (a parallel loop nested in
-another) keeps ``prange``. Each scalar operation is written by cpu_scalar, a fastmath function as its
-``variant`` says (kir_fastmath); the module binds the functions the kernel's operations
-name, read from the IR.
+another) keeps ``prange``. Each scalar operation is written by cpu_scalar, a fastmath
+function as its ``variant`` says (kir_fastmath); the module binds the functions the
+kernel's operations name, read from the IR.
 
 ``prepare`` runs the kernel passes the renderer wants (kir_passes.optimize, the trig guard
 and fastmath's variants); ``render`` prints a prepared kernel in canonical form
@@ -29,9 +29,9 @@ from .kir_passes import optimize
 from .value_text import value_text
 
 # see cpu.py: reassoc lets LLVM vectorize reductions, contract allows FMA; NaN and inf keep
-# NumPy semantics; x/0 gives inf. Native code calls kernels (cpu_link), so they go without
-# the wrappers that make a function callable from Python and from C (W2's 8 kernels: 1.01
-# s to compile with them, 0.77 s without), unless a caller in Python needs one (``compiled``).
+# NumPy semantics; x/0 gives inf. Only native code calls kernels (cpu_link), so they go
+# without the wrappers that make a function callable from Python and from C, a good part of
+# a small kernel's compile, unless a caller in Python needs one (``compiled``).
 _DECORATOR = '@njit(cache=True, fastmath={{"reassoc", "contract"}}, error_model="numpy", parallel={}{})'
 _NATIVE_ONLY = ", no_cpython_wrapper=True, no_cfunc_wrapper=True"
 
