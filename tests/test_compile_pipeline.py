@@ -680,3 +680,25 @@ def test_optimize_on_traced_program_matches(rng):
     assert len(out.eqns) < len(g.eqns) and seen
     cf = torch.compile(fn, backend="eager")
     np.testing.assert_allclose(cf(*args).numpy(), fn(*args).numpy(), rtol=1e-6)
+
+
+def test_tracing_and_compiling_run_with_the_processs_objects_frozen():
+    """The collector skips what the process held before a compile (gc.freeze) while it
+    traces and compiles, and unfreezes after; a freeze the process made itself stays."""
+    import gc
+    seen = []
+
+    def fn(x):
+        seen.append(gc.get_freeze_count())
+        return x.sin() + 1
+    x = torch.ones(3)
+    assert gc.get_freeze_count() == 0
+    np.testing.assert_allclose(torch.compile(fn)(x).numpy(), np.sin(1.0) + np.ones(3), rtol=1e-6)
+    assert seen and seen[0] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        torch.compile(fn)(x + 1)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

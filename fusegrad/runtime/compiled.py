@@ -8,7 +8,9 @@ into a forward executable that also returns residuals and a backward executable 
 one ``CompiledFunctionBackward`` node."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import itertools
 import threading
 from collections import OrderedDict
@@ -573,7 +575,8 @@ class CompiledFunction:
         around the breaks, a backend's refusal one to run eagerly; any other exception
         propagates with nothing cached."""
         try:
-            plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic)
+            with _collector_paused():
+                plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic)
         except (GraphBreak, Unsupported) as e:
             if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
                 return self._build(leaves, spec, False, counted)
@@ -591,6 +594,22 @@ class CompiledFunction:
             if plan.stages["note"] not in self._stats["notes"]:
                 self._stats["notes"].append(plan.stages["note"])
         return plan
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector leaves alone what the process held before a trace
+    and compile (``gc.freeze``): a compile allocates objects by the million, and each full
+    pass of the collector in between would traverse everything the process holds. A
+    process that froze objects itself (before forking workers) keeps its own freeze."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _symbols(leaves: list) -> dict:
