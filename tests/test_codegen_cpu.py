@@ -619,3 +619,23 @@ def test_overlapping_agrees_with_numpys_bounds_test(rng):
         want = [k for k in range(len(arrays))
                 if any(j != k and np.may_share_memory(arrays[k], b) for j, b in enumerate(arrays))]
         assert overlapping(arrays, range(len(arrays))) == want, trial
+
+
+def test_outlined_kernels_shared_across_sizes_take_their_sizes_through_the_launch(rng):
+    """Loop groups differing only in sizes share one shape-symbolic kernel; when its loop
+    is parallel and outlined, the chunk function reads the sizes from the launch's argument
+    array: each group's result is right, at 1 and 2 threads."""
+    def updates(a, ga, b, gb, c, gc):
+        return tuple(E.sub(p, E.mul(E.exp(g), 0.1)) for p, g in ((a, ga), (b, gb), (c, gc)))
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((300, 200), (300, 200), (70001,), (70001,),
+                                                                 (40000,), (40000,))]
+    exe = CpuBackend().compile(graph_of(updates, args, optimize=True))
+    assert any("range(lo, hi)" in src and "def kernel(b0, b1, b2, n0" in src for src in exe.kernels)
+    threads = fg.get_num_threads()
+    try:
+        for t in (1, 2):
+            fg.set_num_threads(t)
+            for got, (p, g) in zip(exe(*args), zip(args[::2], args[1::2])):
+                np.testing.assert_allclose(got, p - np.exp(g) * np.float32(0.1), rtol=1e-5, atol=1e-6)
+    finally:
+        fg.set_num_threads(threads)
