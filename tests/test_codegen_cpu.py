@@ -514,7 +514,7 @@ def test_donated_outputs_come_back_as_the_arguments(rng):
 
 
 _VECTOR_PROBE = """
-import os, sys
+import os
 import numpy as np
 import numba
 import fusegrad

@@ -50,8 +50,7 @@ class CpuExecutable:
         self._written = tuple(a for _, a in written)  # positions of arguments the kernel overwrites
         self._out_shapes = [v.shape for v in graph.outputs]
         # per output computed into an argument (donated): its argument position; the entry
-        # returns only the others (returning arrays costs Numba compile time: W8's entry,
-        # 110 of them, took 12 s)
+        # returns only the others (each returned array costs the entry's compile time)
         donated = dict(written)
         self._from = [donated.get(i) for i in range(len(graph.outputs))] if donated else None
         self._fn = fn  # the compiled entry point (see _compile_now)
@@ -97,7 +96,7 @@ class CpuExecutable:
                 res = exact(*flat, kaddr)
             else:
                 res = res[:-1]
-        if self._from is not None:  # a donated output is its argument's array (the caller's own, when written there)
+        if self._from is not None:  # a donated output: its argument's array, the caller's own if written there
             rest = iter(res)
             res = [next(rest) if a is None else flat[a] if a in copied or not arrays[a].flags.c_contiguous
                    else arrays[a] for a in self._from]
@@ -290,8 +289,7 @@ class _Modules:
 
     def call(self, e, buf: Callable[[Var], str]) -> tuple:
         """(symbol, operand names) of library-call equation ``e`` as a kernel of its own:
-        the entry stays small (Numba's compile time grows faster than a function's length:
-        W7's entry with its indexing loops inline took 11 s)."""
+        the entry stays small (Numba's compile time grows faster than a function's length)."""
         names: dict = {}  # the entry's buffer name -> (parameter name, dtype name)
 
         def param(v: Var) -> str:
@@ -485,8 +483,7 @@ def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, c
                 sym = exact
             elif exact:
                 operands.append(GUARD)
-            domain = fused.groups[gi].domain
-            body.append(call(sym, operands + [f"np.int64({domain[int(n[1:])]})" for n in lg.kernel.syms]))
+            body.append(call(sym, operands + [f"np.int64({lg.sizes[n]})" for n in lg.kernel.syms]))
     rets = []
     for v in fused.outputs:
         if v.id not in donated:  # the caller has those: its arguments (CpuExecutable._from)

@@ -84,7 +84,7 @@ def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
 def _box(out: str, out_shape: tuple, x: str, x_shape: tuple, offsets: tuple) -> list:
     """Lines copying C-contiguous ``x`` into the box of ``out`` at per-dim ``offsets``: loops
     over the leading dims around a copy of each contiguous run (Numba compiles an n-d slice
-    assignment ~40x slower than loops: 5 s for a 4-d pad)."""
+    assignment many times slower than loops)."""
     n = len(x_shape)
     j = n  # the trailing dims x spans whole are one run with the dim before them
     while j > 0 and x_shape[j - 1] == out_shape[j - 1] and offsets[j - 1] == 0:

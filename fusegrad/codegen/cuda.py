@@ -270,7 +270,7 @@ class CudaBackend:
             title = f"group {gi}"
             if isinstance(g, LoopGroup):
                 lg = _lowered(fused, gi, symbolic)
-                syms = [g.domain[int(s[1:])] for s in lg.kernel.syms]
+                syms = [lg.sizes[s] for s in lg.kernel.syms]
                 steps.append(_Loop(lg, syms, cfg, title))
             elif g.eqn.prim is P.matmul:
                 steps.append(_Matmul(g.eqn, cfg, f"{title}: matmul"))

@@ -38,10 +38,12 @@ WIDE = 1 << 14
 class LoweredGroup:
     """A loop group's kernel and, per kernel buffer (in order), the Var it holds;
     ``locals`` maps the kernel's scalar locals to the Var ids whose elements they hold (for
-    passes that use facts about values, e.g. their signs)."""
+    passes that use facts about values, e.g. their signs); ``sizes`` a shape-symbolic
+    kernel's symbols to their values in the group's domain (what a caller passes)."""
     kernel: Kernel
     binds: list
     locals: dict = field(default_factory=dict)
+    sizes: dict = field(default_factory=dict)
 
 
 def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None,
@@ -55,9 +57,9 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
     lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows)
     body = lw.run()
     bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()] + lw.temps
-    syms = tuple(f"n{a}" for a, s in enumerate(g.domain) if s != 1) if symbolic else ()
-    k = Kernel(name or f"k{gi}", bufs, syms, body)
-    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()})
+    sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else {}
+    k = Kernel(name or f"k{gi}", bufs, tuple(sizes), body)
+    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()}, sizes)
 
 
 class Listing:

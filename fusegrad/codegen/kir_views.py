@@ -44,7 +44,8 @@ def onto_parts(lg: LoweredGroup, part_of: Callable) -> LoweredGroup:
         return lg
     k = lg.kernel
     temps = [b for b in k.buffers if b.role == "temp"]
-    return LoweredGroup(Kernel(k.name, bufs + temps, k.syms, [_moved(s, moved) for s in k.body]), binds, lg.locals)
+    return LoweredGroup(Kernel(k.name, bufs + temps, k.syms, [_moved(s, moved) for s in k.body]), binds, lg.locals,
+                        lg.sizes)
 
 
 def _value(v, moved: dict):

@@ -23,8 +23,7 @@ class Sequence:
     def __init__(self, fused: Fused, lowered: dict, runner: Runner):
         self.fused, self.lowered, self.runner = fused, lowered, runner
         self.args = fused.graph.arguments()
-        self.syms = {gi: {s: fused.groups[gi].domain[int(s[1:])] for s in lg.kernel.syms}
-                     for gi, lg in lowered.items()}
+        self.syms = {gi: lg.sizes for gi, lg in lowered.items()}
 
     def __call__(self, arrays) -> tuple:
         fused = self.fused

@@ -55,5 +55,6 @@ def copy_lines(dst: str, dst_at: str, src: str, src_at: str, n: int, var: str = 
     """Lines copying ``n`` elements ``src[src_at:]`` to ``dst[dst_at:]`` with an explicit
     loop: Numba compiles a slice assignment ``dst[a:b] = src[c:d]`` several times slower,
     and the first one in a process costs seconds (its generic array-assignment code)."""
-    at = lambda base: var if base == "0" else f"{base} + {var}"  # noqa: E731
+    def at(base: str) -> str:
+        return var if base == "0" else f"{base} + {var}"
     return [f"for {var} in range({n}):", f"    {dst}[{at(dst_at)}] = {src}[{at(src_at)}]"]
