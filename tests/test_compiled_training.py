@@ -312,6 +312,43 @@ def _residual_lines(forward_ir: str, n_outputs: int) -> list:
     return [defs.get(n, n + " (input)") for n in names]
 
 
+def test_residuals_that_are_arguments_are_read_not_copied():
+    """The forward returns no copy of an argument its backward reads: the backward reads the
+    leaf's own array and, as PyTorch does, refuses to run once it was updated in place. A
+    non-leaf argument updated in place after the forward (legal in PyTorch, whose ops saved
+    other values) still gets PyTorch's gradients: its array is copied for the backward."""
+    rng = np.random.default_rng(4)
+    xa, wa = rng.standard_normal((6, 4)), rng.standard_normal((4, 3))
+    cf = torch.compile(lambda x, w: ((x @ w).tanh() * x.sum()).sum(), backend="eager")
+    x, w = torch.tensor(xa), torch.tensor(wa, requires_grad=True)
+    fwd = cf.lower(x, w).ir("forward")
+    assert not any("(input)" in ln for ln in _residual_lines(fwd, 1))
+    cf(x, w).backward()
+    import torch as pt
+    tx, tw = pt.tensor(xa), pt.tensor(wa, requires_grad=True)
+    ((tx @ tw).tanh() * tx.sum()).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), **R)
+    for lib, f, xx, ww in ((torch, cf, x, w), (pt, lambda x, w: ((x @ w).tanh() * x.sum()).sum(), tx, tw)):
+        out = f(xx, ww)
+        with lib.no_grad():
+            xx.mul_(2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.backward()
+
+    def g(y):
+        return y.exp().sum()
+    cg = torch.compile(g, backend="eager")
+    grads = []
+    for lib, f in ((torch, cg), (pt, g)):
+        a = lib.tensor(xa, requires_grad=True)
+        y = a * 2.0
+        out = f(y)
+        y.mul_(3.0)
+        out.backward()
+        grads.append(a.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], **R)
+
+
 @pytest.mark.parametrize("remat", ["none", "auto", "max"])
 def test_checkpoint_under_compile_is_a_remat_hint(remat):
     """Values computed inside checkpoint() are never saved, matmuls included: the backward

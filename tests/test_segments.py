@@ -134,6 +134,49 @@ def test_training_step_with_item_in_the_middle_trains_like_torch():
     assert info["fallbacks"] == 0 and 2 <= info["segments"] <= 4, info
 
 
+def test_a_backward_after_a_break_compiles_with_the_update_that_follows():
+    """W10's shape with the loss unchanged by the branch: the forward's backward is recorded
+    into the segment after the break (its matmuls there, no gradient left as an output), so
+    it compiles with the SGD update; parameters match PyTorch's over steps on both branches."""
+    rng = np.random.default_rng(1)
+    xa, ya = rng.standard_normal((12, 6)), rng.standard_normal((12, 2))
+    init = [rng.standard_normal(s) * 0.4 for s in ((6, 5), (5,), (5, 2), (2,))]
+
+    def make_step(lib):
+        params = [lib.tensor(v, requires_grad=True) for v in init]
+
+        def step(x, y):
+            w1, b1, w2, b2 = params
+            loss = (((x @ w1 + b1).tanh() @ w2 + b2 - y) ** 2).mean()
+            lr = 0.2 if loss.item() > 0.6 else 0.1
+            loss.backward()
+            with lib.no_grad():
+                for p in params:
+                    p -= lr * p.grad
+                    p.grad = None
+            return loss
+        return step, params
+
+    res = {}
+    for lib in (fusegrad, torch):
+        step, params = make_step(lib)
+        if lib is fusegrad:
+            step = cf = fusegrad.compile(step, backend="eager")
+        x, y = lib.tensor(xa), lib.tensor(ya)
+        res[lib.__name__] = [step(x, y).item() for _ in range(8)], [p.detach().numpy().copy() for p in params]
+    (got, gp), (want, wp) = res["fusegrad"], res["torch"]
+    assert want[0] > 0.6 > want[-1]  # both learning rates taken
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    for a, b in zip(gp, wp):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert cf.cache_info()["fallbacks"] == 0
+    after = [plan.stages["traced"] for plan in cf._segments.values() if "backward" not in plan.stages]
+    assert len(after) == 2  # one per learning rate
+    for g in after:
+        assert sum(e.prim.name == "matmul" for e in g.eqns) >= 3  # the backward's
+        assert all(o.shape in [v.shape for v in init] for o in g.outputs)  # parameters only, no grads
+
+
 def test_code_raising_graph_break_itself_runs_the_call_eagerly():
     """Library code that raises GraphBreak (DDP, collectives inside compiled code) before a
     break ran on: the call, and the signature's later calls, run eagerly."""

@@ -16,10 +16,20 @@ from .graph import Graph, Var
 _EXACT_REPR = (bool, int, float, complex, str, bytes, type(None), slice, type(Ellipsis), np.generic)
 
 
+_SCALAR_TYPES = frozenset(t for t in _EXACT_REPR if t is not np.generic)
+
+
 def _value(x: Any) -> str:
     """A literal or param, exactly: arrays by content (repr would elide), containers item by
     item, scalars by type and repr (so 1, 1.0, True and np.float32(1) differ). Anything else
     raises TypeError: a repr may hold an address, which a different object can reuse."""
+    t = type(x)
+    if t in _SCALAR_TYPES:  # (the common cases first: this runs for every equation's params)
+        return f"{t.__name__}:{x!r}"
+    if t is tuple or t is list:
+        return f"{t.__name__}({','.join(map(_value, x))})"
+    if t is dict:
+        return "dict(" + ",".join(sorted(f"{_value(k)}:{_value(v)}" for k, v in x.items())) + ")" if x else "dict()"
     if isinstance(x, np.ndarray) and x.dtype.kind != "O":
         return f"array({x.dtype.str},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()})"
     if isinstance(x, (tuple, list)):
@@ -37,17 +47,25 @@ def fingerprint(graph: Graph) -> str:
     """The hex digest of ``graph`` (see the module docstring); TypeError when a param or
     literal has no exact spelling (see ``_value``)."""
     num: dict = {}
+    types: dict = {}  # (shape, dtype) -> its spelling, formatted once per graph
 
     def name(v: Var) -> str:
         return f"%{num.setdefault(v.id, len(num))}"
 
     def operand(a: Any) -> str:
-        return f"%{num[a.id]}" if isinstance(a, Var) else _value(a)
+        return f"%{num[a.id]}" if type(a) is Var else _value(a)
 
-    lines = [f"in {name(v)} {v.type_str()}" for v in graph.inputs]
-    lines += [f"const {name(v)} {v.type_str()}" for v, _ in graph.consts]
+    def typed(v: Var) -> str:
+        key = (v.shape, v.dtype)
+        s = types.get(key)
+        if s is None:
+            s = types[key] = v.type_str()
+        return s
+
+    lines = [f"in {name(v)} {typed(v)}" for v in graph.inputs]
+    lines += [f"const {name(v)} {typed(v)}" for v, _ in graph.consts]
     for e in graph.eqns:
-        args = ",".join(operand(a) for a in e.inputs)
-        lines.append(f"{name(e.out)} {e.out.type_str()} = {e.prim.name}({args}) {_value(e.params)}")
+        args = ",".join([operand(a) for a in e.inputs])
+        lines.append(f"{name(e.out)} {typed(e.out)} = {e.prim.name}({args}) {_value(e.params)}")
     lines.append("out " + ",".join(operand(o) for o in graph.outputs))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()

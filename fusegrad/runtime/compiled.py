@@ -38,7 +38,7 @@ from .autocast_state import STATE as AUTOCAST
 from .forward_state import STATE as FORWARD
 from .grad_mode import STATE
 from .interpreter import run_tensors
-from .nodes import _FREED_MSG, FunctionNode, PrimNode, node_class
+from .nodes import _FREED_MSG, FunctionNode, PrimNode, check_versions, node_class
 from .segments import run_segmented
 from ..compiler import _marked_dynamic, _static_dims
 from . import devices
@@ -151,6 +151,7 @@ class _Plan:
         self.run = None  # the forward as called on a signature's arrays (see _guarded_entry)
         self.symbols: dict = {}  # size -> name of the symbolic dimensions (listings print them)
         self.bwd_holders: list = []
+        self.res_args: list = []  # per residual: the forward argument it is (see _residuals), or None
         # tensor arguments the call writes (data or .grad): traced as distinct from the
         # others, so a call where one shares memory with another argument runs eagerly
         self.written_args = sorted({h for _, h in traced.writebacks if isinstance(h, int)})
@@ -174,9 +175,12 @@ class _Ctx:
     """What the compiled backward keeps: residual arrays and, for create_graph, the primal
     tensors (the real inputs and consts, so eager re-evaluation connects to them)."""
 
-    def __init__(self, residuals, primals):
+    def __init__(self, residuals, primals, refs: list):
         self.residuals = residuals
         self.primals = primals
+        # (residual position, tensor, its version) per residual that is an argument's own
+        # array: the backward reads it as it is then, so an in-place update since is an error
+        self.refs = refs
         self.freed = False
         # out_nr of the outputs a segment also used itself (runtime.segments): a hook on one
         # of them would miss the gradient of those uses, which the compiled backward computes
@@ -184,6 +188,7 @@ class _Ctx:
 
     def _release(self):
         self.residuals = self.primals = None
+        self.refs = []
         self.freed = True
 
     def keep_apart(self, targets: list) -> None:
@@ -191,13 +196,16 @@ class _Ctx:
         in-place update of the same call is about to overwrite: the backward needs the
         value from before it (as PyTorch saves the original of an in-place op's input)."""
         if self.residuals is not None:
-            self.residuals = [r.copy() if type(r) is np.ndarray and any(
-                type(t) is np.ndarray and np.may_share_memory(r, t) for t in targets) else r
-                for r in self.residuals]
+            kept = [type(r) is np.ndarray and any(type(t) is np.ndarray and np.may_share_memory(r, t)
+                                                  for t in targets) for r in self.residuals]
+            self.residuals = [r.copy() if k else r for r, k in zip(self.residuals, kept)]
+            self.refs = [ref for ref in self.refs if not kept[ref[0]]]
 
     def check(self) -> None:
         if self.freed:
             raise RuntimeError(_FREED_MSG)
+        if self.refs:
+            check_versions([(t, v) for _, t, v in self.refs], _BackwardNode.__name__)
 
 
 def _backward(plan: _Plan, ctx: _Ctx, *grads):
@@ -205,12 +213,32 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
     if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
         vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
         return tuple(run_tensors(plan.joint, vals)[plan.n_out:])
-    if any(type(g._data) is Var for g in grads):  # a later segment of compiled code traces this backward
+    traces = current_traces()
+    if traces and traces[-1].records_compiled_backward:  # compiled with the code that follows it
+        return _recorded_backward(traces[-1], plan, ctx, grads)
+    if any(type(g._data) is Var for g in grads):  # traced by a transform or a compiled caller
         bwd = plan.stages["backward"]
         vals = [wrap(r) for r in ctx.residuals] + list(grads) + [wrap(_read(h)) for h in plan.bwd_holders]
         return tuple(run_tensors(bwd, vals))
     arrays = list(ctx.residuals) + [g._data for g in grads] + plan.read_bwd_holders()
     return tuple(wrap(a) for a in plan.backward(*arrays))
+
+
+def _recorded_backward(tr: Trace, plan: _Plan, ctx: _Ctx, grads: tuple) -> tuple:
+    """The backward graph spliced into ``tr`` (a later segment of compiled code), on the
+    residuals as arrays it reads; its gradients are constants to any later derivative, as
+    an eager backward's are (create_graph takes the joint graph instead)."""
+    from ..ir.prims.elementwise import stop_gradient
+    bwd = plan.stages["backward"]
+    own = {k: t for k, t, _ in ctx.refs}  # (the argument itself: the segment reads it as one input)
+    vals = [own[k] if k in own else wrap(r) for k, r in enumerate(ctx.residuals)]
+    vals += list(grads) + [wrap(_read(h)) for h in plan.bwd_holders]
+    outs = []
+    for v in tr.splice(bwd, vals):
+        t = wrap(tr.emit(stop_gradient, (wrap(v),), {}))
+        tr.track(t)
+        outs.append(t)
+    return tuple(outs)
 
 
 _DUAL = "calls with forward-mode AD dual tensors run eagerly (tangents propagate op by op)"
@@ -254,7 +282,7 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
         if plan.n_primal_consts:
             primals += [h if not isinstance(h, CallTimeConst) else wrap(a)
                         for h, a in zip(plan.holders[:plan.n_primal_consts], consts)]
-        ctx = _Ctx(res[plan.n_out:], primals)
+        ctx = _residuals(plan, res, tensors, arrays, primals)
         edges = tuple([_edge(primals[i]) if r else None for i, r in zip(plan.wrt, plan.reaches)])
         out_meta = tuple([(outs[i]._data.shape, outs[i]._data.dtype) for i in tr.diff_outputs])
         stages = groups and staged_backward.stages_for(plan, staged_backward.assignment(plan, primals, *groups))
@@ -279,6 +307,32 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
     if plan.single:
         return outs[0]
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
+
+
+def _residuals(plan: _Plan, res: tuple, tensors: list, arrays: list, primals: list) -> _Ctx:
+    """The backward's context of one call: the residuals the forward returned, and those that
+    are arguments (tensors, then consts: ``arrays``). A leaf's array is read as it is at the
+    backward (a parameter, a batch: PyTorch saves those too, and refuses the backward if they
+    were updated in place since); anything else is copied, since the compiled backward may
+    read a value that PyTorch's ops do not save (recomputing from it), which may then be
+    updated in place legally."""
+    if not plan.res_args:
+        return _Ctx(res[plan.n_out:], primals, [])
+    made = iter(res[plan.n_out:])
+    residuals, refs = [], []
+    for k, a in enumerate(plan.res_args):
+        if a is None:
+            residuals.append(next(made))
+            continue
+        src = tensors[a] if a < len(tensors) else plan.holders[a - len(tensors)]
+        if isinstance(src, CallTimeConst):  # a draw of this call's own
+            residuals.append(arrays[a])
+        elif src._grad_fn is None and src._base is None:
+            residuals.append(arrays[a])
+            refs.append((k, src, src._version))
+        else:
+            residuals.append(devices.copy(arrays[a]))
+    return _Ctx(residuals, primals, refs)
 
 
 def _donations(traced: _Traced, opt) -> dict:
@@ -696,6 +750,11 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         plan.n_primal_consts = len(opt.consts)
         plan.holders = [h for _, h in opt.consts] + [h for _, h in fwd.consts]
         plan.bwd_holders = [h for _, h in bwd.consts]
+        # a residual that is an argument is read from the call's arrays, not copied by the forward
+        arg_pos = {v.id: i for i, v in enumerate(fwd.inputs)}
+        saved = fwd.outputs[len(opt.outputs):]
+        plan.res_args = [arg_pos.get(v.id) for v in saved]
+        fwd.outputs = fwd.outputs[:len(opt.outputs)] + [v for v, a in zip(saved, plan.res_args) if a is None]
         plan.forward = build(fwd)  # primal consts are positional inputs here
         plan.backward = build(bwd)
         plan.build = lambda graph: tuned(build(graph))

@@ -78,6 +78,19 @@ class Node:
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
 
+def check_versions(saved, node_name: str) -> None:
+    """PyTorch's error when a tensor of ``saved`` ((tensor, version it was saved at) pairs),
+    which the backward of ``node_name`` reads, was modified in place since."""
+    for t, v in saved:
+        if t._version != v:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{t.dtype} {list(t.shape)}], which is an input or output of {node_name}, "
+                f"is at version {t._version}; expected version {v} instead. Hint: enable anomaly detection "
+                f"to find the operation that failed to compute its gradient, with "
+                f"torch.autograd.set_detect_anomaly(True).")
+
+
 class PrimNode(Node):
     """Backward of one primitive application: runs the primitive's VJP rule."""
     __slots__ = ("prim", "params", "ins", "out_data", "out_box", "out_ver", "versions", "freed")
@@ -109,14 +122,7 @@ class PrimNode(Node):
         return self.prim.vjp(grads[0], ins, out, needs, **self.params)
 
     def _check_versions(self):
-        for t, v in self.versions:
-            if t._version != v:
-                raise RuntimeError(
-                    f"one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{t.dtype} {list(t.shape)}], which is an input or output of {type(self).__name__}, "
-                    f"is at version {t._version}; expected version {v} instead. Hint: enable anomaly detection "
-                    f"to find the operation that failed to compute its gradient, with "
-                    f"torch.autograd.set_detect_anomaly(True).")
+        check_versions(self.versions, type(self).__name__)
         if self.out_box is not None and self.out_box[0] != self.out_ver:
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an inplace "

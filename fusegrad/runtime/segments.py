@@ -40,6 +40,7 @@ class SegmentTrace(CaptureTrace):
     breaks_on_print = True
     tracks = True
     follows_requires_grad = True
+    records_compiled_backward = True
 
     def __init__(self, owner):
         super().__init__()

@@ -79,6 +79,9 @@ class Trace:
     # compile's traces: requires_grad says which values are differentiated (else, as in a
     # func transform, the IR may differentiate any value, whatever its requires_grad)
     follows_requires_grad = False
+    # a compiled function's backward run under it is recorded as the equations of its
+    # backward graph, so the code around it compiles with it (runtime.segments)
+    records_compiled_backward = False
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
@@ -230,6 +233,19 @@ class Trace:
         for e in self.graph.eqns[since:]:
             if e.out.id not in kept:
                 e.out.recompute = True
+
+    def splice(self, graph: Graph, operands: Sequence) -> list:
+        """Append ``graph``'s equations, its arguments (inputs then consts) bound to
+        ``operands`` (tensors or literals, lifted like an op's), and return the Vars of its
+        outputs: a closed graph recorded at once, without binding its primitives one by one
+        (their shape rules held when it was built)."""
+        env = {v.id: self.lift(x) for v, x in zip(graph.arguments(), operands)}
+        eqns = self.graph.eqns
+        for e in graph.eqns:
+            out = env[e.out.id] = Var(e.out.shape, e.out.dtype, self)
+            eqns.append(Eqn(e.prim, tuple([env[a.id] if type(a) is Var else a for a in e.inputs]), e.params, out,
+                            e.where))
+        return [env[o.id] if type(o) is Var else o for o in graph.outputs]
 
     def emit(self, prim, args: Sequence, params: dict) -> Var:
         ins = tuple(self.lift(a) for a in args)
