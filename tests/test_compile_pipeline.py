@@ -133,6 +133,22 @@ def test_cache_hits_and_recompile_on_new_shape():
     assert (info["compiles"], info["hits"], info["recompiles"]) == (3, 1, 2)
 
 
+def test_repeated_calls_with_lists_of_tensors_check_their_layout(rng):
+    """Lists and tuples of tensors (a training step's parameters) take the fast path too; a
+    list of another length, a tuple where a list was or a list holding a number take the
+    full lookup, and every call computes its own arguments' result."""
+    cf = torch.compile(lambda ps, x: sum((p * x).sum() for p in ps), backend="eager")
+    a, b, x = _t(rng, 3), _t(rng, 3), _t(rng, 3)
+
+    def want(ps):
+        return sum(float((np.asarray(p.numpy() if hasattr(p, "numpy") else p) * x.numpy()).sum()) for p in ps)
+    calls = [[a, b], [a, b], [a, b, a], (a, b), [a, 2.0], [b, a], [a, b]]
+    for ps in calls:
+        np.testing.assert_allclose(cf(ps, x).item(), want(ps), rtol=1e-6)
+    info = cf.cache_info()
+    assert info["compiles"] == 4 and info["hits"] == len(calls) - 4, info
+
+
 def test_repeated_calls_check_what_the_first_call_proved(rng):
     """A repeated call of positional tensors skips the signature lookup; it must still see
     every change the lookup sees: layout (a transposed or read-only argument), shape,

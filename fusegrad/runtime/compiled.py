@@ -392,19 +392,34 @@ class _Segmented:
         self.eager = False  # set when code raised GraphBreak before any break ran on
 
 
+def _layout(args: tuple) -> Optional[tuple]:
+    """Per positional argument, None for a tensor or (type, length) for a list or tuple of
+    tensors; None when some argument is anything else (the fast path's calls)."""
+    layout = []
+    for a in args:
+        if isinstance(a, Tensor):
+            layout.append(None)
+        elif type(a) in (list, tuple) and all(isinstance(t, Tensor) for t in a):
+            layout.append((type(a), len(a)))
+        else:
+            return None
+    return tuple(layout)
+
+
 class _FastPath:
-    """The plan the last call of positional tensors ran, and what a call must match to run
-    it without the signature lookup: as many tensors, of the same shapes, dtypes and
+    """The plan the last call of positional tensors (or lists of them) ran, and what a call
+    must match to run it without the signature lookup: as many tensors, in the same layout
+    of arguments, of the same shapes, dtypes and
     requires_grad, the same grad mode and autocast dtype, outside any trace and forward-mode
     AD, while the plan's guards hold and no written argument aliases another. Anything else
     takes the full lookup, which makes the plan it finds the next fast path. (A compiled
     Module's calls always look up: its key holds its parameters' identities.)"""
 
-    __slots__ = ("metas", "n", "grad", "autocast", "plan", "holds", "hits")
+    __slots__ = ("metas", "layout", "grad", "autocast", "plan", "holds", "hits")
 
-    def __init__(self, owner: "CompiledFunction", tensors: tuple, plan: _Plan):
+    def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
         self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
-        self.n = len(tensors)
+        self.layout = layout
         self.grad = STATE.enabled
         self.autocast = AUTOCAST.dtype
         self.plan = plan
@@ -414,11 +429,23 @@ class _FastPath:
 
     def run(self, args: tuple) -> Any:
         """The plan's result for ``args``, or ``_MISS`` when they do not match."""
-        if len(args) != self.n or STATE.enabled is not self.grad or AUTOCAST.dtype is not self.autocast \
+        layout = self.layout
+        if len(args) != len(layout) or STATE.enabled is not self.grad or AUTOCAST.dtype is not self.autocast \
                 or FORWARD.level is not None or current_traces():
             return _MISS
+        if any(layout):
+            leaves = []
+            for a, kind in zip(args, layout):
+                if kind is None:
+                    leaves.append(a)
+                elif type(a) is kind[0] and len(a) == kind[1]:
+                    leaves.extend(a)
+                else:
+                    return _MISS
+        else:
+            leaves = args
         arrays = []
-        for a, (shape, dtype, rg) in zip(args, self.metas):
+        for a, (shape, dtype, rg) in zip(leaves, self.metas):
             if not isinstance(a, Tensor):
                 return _MISS
             d = a._data
@@ -427,12 +454,12 @@ class _FastPath:
             arrays.append(d)
         plan = self.plan
         if (self.holds is not None and not self.holds()) or \
-                (plan.written_args and _aliased(plan.written_args, list(args))):
+                (plan.written_args and _aliased(plan.written_args, list(leaves))):
             return _MISS
         next(self.hits)
         if plan.plain:
             return wrap(plan.run(*arrays)[0])
-        return _run_plan(plan, args, arrays)
+        return _run_plan(plan, leaves, arrays)
 
 
 _MISS = object()
@@ -515,9 +542,9 @@ class CompiledFunction:
                 if _ALIASED not in self._stats["notes"]:
                     self._stats["notes"].append(_ALIASED)
             return self.fn(*args, **kwargs)
-        if self._owner is None and self._grad_groups is None and not kwargs \
-                and all(isinstance(x, Tensor) for x in args):
-            self._fast = _FastPath(self, args, entry)
+        layout = _layout(args) if self._owner is None and self._grad_groups is None and not kwargs else None
+        if layout is not None:
+            self._fast = _FastPath(self, leaves, layout, entry)
         return _call_plan(entry, leaves, self._grad_groups)
 
     def _set_gradient_groups(self, groups: Optional[Sequence[Sequence[Tensor]]]) -> None:

@@ -11,7 +11,9 @@ import numpy as np
 def overlapping(arrays: list, positions) -> list:
     """The positions among ``positions`` whose array in ``arrays`` may share memory with
     another array of ``arrays``."""
-    owners = [_owner(a) for a in arrays]
+    owners = [a if type(a) is np.ndarray and a.base is None else _owner(a) for a in arrays]
+    if len({id(o) for o in owners}) == len(owners) and all(o is not None for o in owners):
+        return []  # distinct allocations (the common case, asked on every call)
     unknown = [j for j, o in enumerate(owners) if o is None]
     sharing: dict = {}  # id of an owner -> the positions of the arrays it owns
     for j, o in enumerate(owners):
