@@ -554,6 +554,39 @@ def test_avx512_hosts_get_full_width_vectors_unless_the_user_chose(preset):
         assert features == ""
 
 
+_SCIPY_PROBE = """
+import sys
+import numpy as np
+import fusegrad
+f = fusegrad.compile(lambda x: (x @ x).sin().sum())
+print(float(f(fusegrad.ones(3, 3))), "scipy.linalg" in sys.modules)
+import scipy.linalg
+import scipy.linalg.cython_blas
+import numba
+@numba.njit
+def dot(a, b):
+    return np.dot(a, b)
+print(float(scipy.linalg.solve(np.eye(2) * 2, np.ones(2))[0]), float(dot(np.ones((2, 2)), np.ones(2))[0]),
+      hasattr(scipy.linalg, "cython_blas"))
+"""
+
+
+def test_numba_starts_without_importing_scipy_linalg():
+    """The first compiled call loads Numba's array support without importing all of
+    scipy.linalg (runtime.numba_start); scipy.linalg imports as usual afterwards, and Numba
+    code of the user's own that calls BLAS (np.dot) still compiles and runs."""
+    import subprocess
+    import sys
+    from helpers import subprocess_env
+    out = subprocess.run([sys.executable, "-c", _SCIPY_PROBE], env=subprocess_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split("\n")[:2]
+    value, imported = first.split()
+    assert abs(float(value) - 9 * np.sin(3.0)) < 1e-5 and imported == "False", out.stdout
+    assert second.split() == ["0.5", "2.0", "True"], out.stdout
+
+
 def test_parallel_loops_run_outlined_through_the_launcher(rng):
     """A kernel's top-level parallel loops render as chunk functions that the launcher runs
     (no prange: Numba's parfor passes cost 0.25-1.2 s per kernel), with the same results at

@@ -27,6 +27,8 @@ import types
 import warnings
 from typing import Optional
 
+from .numba_start import load_array_support
+
 _MODULES: dict[str, types.ModuleType] = {}
 _LOCK = threading.Lock()
 _FALLBACK_DIR: list = []
@@ -152,6 +154,7 @@ def load_module(source: str) -> types.ModuleType:
     with _LOCK:
         mod = _MODULES.get(key)
         if mod is None:
+            load_array_support()
             mod = _MODULES[key] = _import(key, source)
     return mod
 
