@@ -120,6 +120,40 @@ def test_column_sums_accumulate_row_by_row(rng):
         np.testing.assert_allclose(y, np.exp((x * 2).sum(0)), rtol=1e-5)
 
 
+def test_column_sums_that_are_outputs_accumulate_in_their_buffers(rng, monkeypatch):
+    """A column sum the group outputs in its own dtype accumulates straight into its output
+    buffer (no temp, no copy loop); a second output that reads it still gets a last loop,
+    which loads the sum from there; a float64 accumulation of float32 sums keeps its temp."""
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    alone = lambda x: R.reduce_sum(E.mul(x, 2.0), axes=(0,), keepdims=False)
+    [(g, lg)] = _lowered(alone, [x], by_rows=True)
+    k = lg.kernel
+    [out] = [b for b in k.buffers if b.role == "out"]
+    assert not any(b.role == "temp" for b in k.buffers)
+    zero, rows = k.body
+    assert zero.body[0].buf == out.name and zero.body[0].value.value == 0
+    [st] = [s for s in stmts(rows.body) if isinstance(s, Store)]
+    assert st.buf == out.name and Load(out.name, st.index, out.dtype) in st.value.args
+    for kernel in (k, prepare(k)):
+        np.testing.assert_allclose(_run(kernel, lg, [x])[out.name], (x * 2).sum(0), rtol=1e-5)
+
+    both = lambda x: (lambda s: (s, E.exp(s)))(R.reduce_sum(E.mul(x, 2.0), axes=(0,), keepdims=False))
+    [(g, lg)] = _lowered(both, [x], by_rows=True)
+    k = lg.kernel
+    assert not any(b.role == "temp" for b in k.buffers) and len(k.body) == 3
+    for kernel in (k, prepare(k)):
+        res = _run(kernel, lg, [x])
+        got = {v.id: res[b.name] for b, v in zip(k.params(), lg.binds) if b.role == "out"}
+        s = (x * 2).sum(0)
+        np.testing.assert_allclose(sorted(map(tuple, got.values())), sorted([tuple(s), tuple(np.exp(s))]), rtol=1e-5)
+
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 1 << 30)  # (a serial group, so summed by rows)
+    wide = rng.standard_normal((1 << 15, 2)).astype(np.float32)
+    [(g, lg)] = _lowered(alone, [wide], by_rows=True)
+    [acc] = [b for b in lg.kernel.buffers if b.role == "temp"]
+    assert acc.dtype == np.float64
+
+
 # ---------------------------------------------------------------- fastmath passes
 def _trig(x):
     u = E.add(E.mul(x, 2.0), 1.0)

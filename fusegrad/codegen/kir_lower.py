@@ -285,18 +285,30 @@ class _Lowerer:
 
     # -- sums over leading axes (bias gradients: column sums of a [batch, features] value)
     def _columns(self, body: list, red: list, outer: list) -> None:
-        """Row by row into accumulator buffers (temps) over the kept axes, so that the inner
-        loop walks memory contiguously (a column at a time strides by a whole row per
-        element), then one loop over the kept axes for the sums and the outer values."""
+        """Row by row into accumulator buffers over the kept axes, so that the inner loop
+        walks memory contiguously (a column at a time strides by a whole row per element),
+        then one loop over the kept axes for the sums and the outer values. A sum the group
+        outputs in its own dtype, laid out as the kept axes, accumulates in its output
+        buffer; the others in temps."""
         g = self.g
         kept = [self.dims[a] for a in outer]
         kidx = self.linear([_loop_var(a) for a in outer], kept, None)
         wide = self.symbolic or int(np.prod([g.domain[a] for a in red], dtype=np.int64)) > WIDE
         reds = [e for e in g.eqns if real_reduction(g, e)]
-        sums = {e.out.id: (f"a{self.local(e.out)[1:]}", _acc_dtype(e, wide)) for e in reds}
+        outs = {v.id for v in self.outs}
+        sums, direct = {}, set()
+        for e in reds:
+            dt = _acc_dtype(e, wide)
+            m = g.maps[e.out.id]
+            shape = self.shape_by_map(e.out, m)
+            if e.out.id in outs and dt == e.out.dtype and self.linear(self.index_by_map(e.out, m), shape, e.out) == kidx:
+                sums[e.out.id] = (self.buffer(e.out, shape, "out"), dt)
+                direct.add(e.out.id)
+            else:
+                sums[e.out.id] = (f"a{self.local(e.out)[1:]}", dt)
+                self.temps.append(Buffer(sums[e.out.id][0], dt, iprod(kept), "temp"))
         zero = self.loops(outer, False, body)
         for name, dt in sums.values():
-            self.temps.append(Buffer(name, dt, iprod(kept), "temp"))
             zero.append(Store(name, kidx, Const(0, dt)))
         inner = self.loops(sorted(red + outer), False, body)
         for e in g.eqns:
@@ -308,18 +320,24 @@ class _Lowerer:
         for v in self.outs:
             if not g.is_outer(v):
                 self.store(inner, v)
+        after = [e for e in g.eqns if g.is_outer(e.out) and not real_reduction(g, e)]
+        read = {a.id for e in after for a in e.inputs if isinstance(a, Var)}
+        stored = [v for v in self.outs if g.is_outer(v) and v.id not in direct]
+        read.update(v.id for v in stored)
+        if not after and not stored:  # every sum is in its output buffer already
+            return
         inner = self.loops(outer, False, body)
         for e in g.eqns:
             if not g.is_outer(e.out):
                 continue
             if real_reduction(g, e):
-                name, dt = sums[e.out.id]
-                inner.append(Assign(self.local(e.out), _cast(Load(name, kidx, dt), e.out.dtype)))
+                if e.out.id in read:
+                    name, dt = sums[e.out.id]
+                    inner.append(Assign(self.local(e.out), _cast(Load(name, kidx, dt), e.out.dtype)))
             else:
                 self.assign(inner, e)
-        for v in self.outs:
-            if g.is_outer(v):
-                self.store(inner, v)
+        for v in stored:
+            self.store(inner, v)
 
     def _inner(self, k: int, body: list, red: list, avail: dict, parallel: bool) -> None:
         g = self.g
