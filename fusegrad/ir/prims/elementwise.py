@@ -203,31 +203,26 @@ _F32 = np.dtype(np.float32)
 from ..dtypes import _BF16  # noqa: E402  (ml_dtypes' bfloat16)
 
 
-# NumPy >= 2 (NEP 50) keeps a bfloat16 array with a Python scalar bfloat16; NumPy 1.x returns float32
-_NUMPY_WEAK_BF16 = (np.ones(1, _BF16) + 1.0).dtype == _BF16
-
-
-def _weak_bf16(ufunc):
-    """``ufunc`` whose bfloat16 operand with a Python scalar stays bfloat16. NumPy 1.x has no
-    weak scalars for ml_dtypes' bfloat16 and returns float32, which the cast below rounds once
-    (PyTorch's mul/div; its add/sub round the scalar to bfloat16 first, as NumPy 2 does for all).
-    Where NumPy already keeps bfloat16, ``ufunc`` itself: the wrapper cost every add ~0.15 us."""
-    if _NUMPY_WEAK_BF16:
-        return ufunc
-
+def _bf16_scalars(ufunc, scalar_first: bool):
+    """``ufunc`` with PyTorch's result for a bfloat16 array and a Python scalar, where NumPy
+    computes in float32 and returns that (ml_dtypes' bfloat16 has no weak scalars there):
+    rounded once to bfloat16 (PyTorch's mul, div and the rest), or, ``scalar_first`` (add
+    and sub), the scalar rounded to bfloat16 first, as PyTorch does for those."""
     def impl(a, b, _f32=_F32, _bf16=_BF16):  # (defaults: local lookups on this per-op path)
         r = ufunc(a, b)
         if r.dtype is not _f32:
             return r
-        if getattr(a, "dtype", None) is _bf16 or getattr(b, "dtype", None) is _bf16:
-            return r.astype(_bf16)
+        if getattr(a, "dtype", None) is _bf16:
+            return ufunc(a, np.asarray(b, _bf16)) if scalar_first and not hasattr(b, "dtype") else r.astype(_bf16)
+        if getattr(b, "dtype", None) is _bf16:
+            return ufunc(np.asarray(a, _bf16), b) if scalar_first and not hasattr(a, "dtype") else r.astype(_bf16)
         return r
     impl.__name__ = getattr(ufunc, "__name__", "impl")
     return impl
 
 
-def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None):
-    p = Primitive(name, _weak_bf16(impl), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
+def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None, scalar_first=False):
+    p = Primitive(name, _bf16_scalars(impl, scalar_first), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
                   saves=saves, kind="elementwise", scalar=scalar, node_name=node_name, reads=reads)
     ELEMENTWISE_BINARY.append(p)
     return p
@@ -242,9 +237,9 @@ def _jvp_sum(*pairs):
     return acc
 
 
-add = _binary("add", np.add, _add_vjp, "add", saves="")
+add = _binary("add", np.add, _add_vjp, "add", saves="", scalar_first=True)
 add.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(t, out)))
-sub = _binary("sub", np.subtract, _sub_vjp, "sub", saves="")
+sub = _binary("sub", np.subtract, _sub_vjp, "sub", saves="", scalar_first=True)
 sub.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1], lambda t: _bcast(-t, out)))
 mul = _binary("mul", np.multiply, _mul_vjp, "mul", reads=lambda needs: ((needs[1], needs[0]), False))
 mul.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t * ins[1], out)), (ts[1], lambda t: _bcast(ins[0] * t, out)))
