@@ -301,7 +301,8 @@ class _Lowerer:
             dt = _acc_dtype(e, wide)
             m = g.maps[e.out.id]
             shape = self.shape_by_map(e.out, m)
-            if e.out.id in outs and dt == e.out.dtype and self.linear(self.index_by_map(e.out, m), shape, e.out) == kidx:
+            laid_out = self.linear(self.index_by_map(e.out, m), shape, e.out) == kidx
+            if e.out.id in outs and dt == e.out.dtype and laid_out:
                 sums[e.out.id] = (self.buffer(e.out, shape, "out"), dt)
                 direct.add(e.out.id)
             else:

@@ -409,11 +409,11 @@ def _layout(args: tuple) -> Optional[tuple]:
 class _FastPath:
     """The plan the last call of positional tensors (or lists of them) ran, and what a call
     must match to run it without the signature lookup: as many tensors, in the same layout
-    of arguments, of the same shapes, dtypes and
-    requires_grad, the same grad mode and autocast dtype, outside any trace and forward-mode
-    AD, while the plan's guards hold and no written argument aliases another. Anything else
-    takes the full lookup, which makes the plan it finds the next fast path. (A compiled
-    Module's calls always look up: its key holds its parameters' identities.)"""
+    of arguments, of the same shapes, dtypes and requires_grad, the same grad mode and
+    autocast dtype, outside any trace and forward-mode AD, while the plan's guards hold and
+    no written argument aliases another. Anything else takes the full lookup, which makes
+    the plan it finds the next fast path. (A compiled Module's calls always look up: its key
+    holds its parameters' identities.)"""
 
     __slots__ = ("metas", "layout", "grad", "autocast", "plan", "holds", "hits")
 

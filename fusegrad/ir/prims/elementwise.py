@@ -222,8 +222,9 @@ def _bf16_scalars(ufunc, scalar_first: bool):
 
 
 def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None, scalar_first=False):
-    p = Primitive(name, _bf16_scalars(impl, scalar_first), abstract=_bin_abstract, vjp=vjp, jvp=_lin_jvp(vjp) if vjp else None,
-                  saves=saves, kind="elementwise", scalar=scalar, node_name=node_name, reads=reads)
+    p = Primitive(name, _bf16_scalars(impl, scalar_first), abstract=_bin_abstract, vjp=vjp,
+                  jvp=_lin_jvp(vjp) if vjp else None, saves=saves, kind="elementwise", scalar=scalar,
+                  node_name=node_name, reads=reads)
     ELEMENTWISE_BINARY.append(p)
     return p
 
