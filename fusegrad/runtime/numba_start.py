@@ -31,6 +31,8 @@ def load_array_support() -> None:
     sys.modules[_BLAS] = module
     try:
         cpu_target.target_context.refresh()
+    except Exception:  # noqa: BLE001 - then Numba loads its support the usual way, at the first compile
+        pass
     finally:
         if sys.modules.get(_BLAS) is module:
             del sys.modules[_BLAS]
@@ -48,9 +50,11 @@ def _standalone_blas():
     if not paths:
         return None
     spec = importlib.util.spec_from_file_location(_BLAS, paths[0])
-    module = importlib.util.module_from_spec(spec)
+    if spec is None:
+        return None
     try:
+        module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    except ImportError:
+    except (ImportError, OSError):
         return None
     return module
