@@ -554,6 +554,38 @@ def test_avx512_hosts_get_full_width_vectors_unless_the_user_chose(preset):
         assert features == ""
 
 
+def test_helper_processes_compile_kernels_that_this_process_loads(rng, tmp_path, monkeypatch):
+    """With helpers on (codegen.cpu_helpers), a graph's new kernels are compiled partly by a
+    helper process, whose machine code this process loads from Numba's disk cache, and the
+    results are the graph's; a helper that cannot compile a kernel (here: pointed at a file
+    that is not there) leaves it to this process, with the same results."""
+    from fusegrad.codegen import cpu_helpers
+    monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSEGRAD_COMPILE_HELPERS", "1")
+    monkeypatch.setattr(cpu_helpers, "MIN_KERNELS", 1)
+
+    def f(x, y, k):  # loop groups of several structures (k: new kernel sources per case)
+        a = (x * k).sin().sum(0)
+        b = (y.exp() + k).amax(1)
+        return (a[:, None] + b).tanh(), (x @ y).relu().sum() * k
+    x, y = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 6)).astype(np.float32)
+
+    def want(k):
+        a = np.sin(x * k).sum(0)
+        b = (np.exp(y) + k).max(1)
+        return np.tanh(a[:, None] + b), np.maximum(x @ y, 0).sum() * k
+    before = cpu_helpers.compiled_by_helpers()
+    for k, broken in ((1.5, False), (2.5, True)):
+        if broken:
+            monkeypatch.setattr(cpu_helpers, "module_path", lambda source: str(tmp_path / "missing.py"))
+            before = cpu_helpers.compiled_by_helpers()
+        cf = fg.compile(lambda a, b: f(a, b, k))
+        got = cf(fg.tensor(x), fg.tensor(y))
+        for g, w in zip(got, want(k)):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-5)
+        assert (cpu_helpers.compiled_by_helpers() > before) is not broken
+
+
 _SCIPY_PROBE = """
 import sys
 import numpy as np

@@ -4,6 +4,7 @@ call in order (no Python between kernels). Arrays cross the boundary as flat con
 are checked first, so generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from typing import Callable, Optional
@@ -16,11 +17,12 @@ from ..ir.graph import Graph, Var
 from ..passes.fusion import CallGroup, Fused, LoopGroup, fuse, reshaped_base
 from ..passes.memory import donations, plan
 from ..passes.signs import nonpositive
-from ..runtime.kernel_cache import generated_key, load_generated, load_module, store_generated
+from ..runtime.kernel_cache import generated_key, load_generated, load_module, on_disk, store_generated
 from ..runtime.overlap import overlapping
 from .backend import Unsupported, register_backend
 from .cpu_blas import kind as blas_kind, prelude as blas_prelude
 from .cpu_calls import emit_call
+from .cpu_helpers import compile_kernels
 from .cpu_link import address, signature as link_signature
 from .cpu_malloc import keep_freed_blocks
 from .cpu_render import kernel_head, prepare, render
@@ -166,24 +168,39 @@ class CpuBackend:
             record = {"source": source, "written": written, "kernels": kernels, "links": links}
             if key:
                 store_generated(key, record)
+        fresh = {m for m, src in enumerate(record["kernels"]) if not on_disk(src)}
         mods = [load_module(src) for src in record["kernels"]]
         mod = load_module(record["source"])
 
         def linked(name: str) -> tuple:
             """Entry ``name``'s entry point and the addresses of the kernels it calls."""
-            from numba.core.errors import NumbaError
-            try:
+            with _kernel_errors():
                 kaddr = np.array([address(mods[m].kernel, dtypes, n) for m, dtypes, n in record["links"][name]],
                                  np.uint64)
-            except NumbaError as exc:
-                raise Unsupported(f"cpu backend: Numba rejected a generated kernel: {str(exc).splitlines()[0]}") from exc
             return _compile_now(getattr(mod, name), graph), kaddr
 
+        # the kernels no process compiled before, in helpers while this one compiles the entry
+        by_source = dict(zip(record["kernels"], mods))
+        new = dict.fromkeys((record["kernels"][m], tuple(dtypes), n) for m, dtypes, n in record["links"]["kernel"]
+                            if m in fresh)
+        with _kernel_errors():
+            compile_kernels(list(new), lambda k: address(by_source[k[0]].kernel, k[1], k[2]),
+                            lambda: _compile_now(mod.kernel, graph))
         exact = functools.cache(lambda: linked("kernel_exact")) if hasattr(mod, "kernel_exact") else None
         exe = CpuExecutable(graph, fused, "\n\n".join([record["source"]] + record["kernels"]), *linked("kernel"),
                             exact, tuple(record["written"]))
         exe.kernels = tuple(record["kernels"])
         return exe
+
+
+@contextlib.contextmanager
+def _kernel_errors():
+    """Numba's rejection of a generated kernel as Unsupported (the caller runs eagerly)."""
+    from numba.core.errors import NumbaError
+    try:
+        yield
+    except NumbaError as exc:
+        raise Unsupported(f"cpu backend: Numba rejected a generated kernel: {str(exc).splitlines()[0]}") from exc
 
 
 def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:

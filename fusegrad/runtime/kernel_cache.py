@@ -47,10 +47,14 @@ def _environment_tag() -> str:
 
 
 
+def cache_base() -> str:
+    """``FUSEGRAD_CACHE_DIR``, or its default."""
+    return os.environ.get("FUSEGRAD_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusegrad")
+
+
 def cache_dir() -> str:
     """The directory holding kernel modules (created on demand; a temp dir if unwritable)."""
-    base = os.environ.get("FUSEGRAD_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fusegrad")
-    path = os.path.join(base, "kernels")
+    path = os.path.join(cache_base(), "kernels")
     try:
         os.makedirs(path, exist_ok=True)
         if os.access(path, os.W_OK):
@@ -159,8 +163,27 @@ def load_module(source: str) -> types.ModuleType:
     return mod
 
 
+def module_path(source: str) -> str:
+    """Where the module with this source is kept in the cache directory."""
+    return _module_file(source_key(source))
+
+
+def _module_file(key: str) -> str:
+    return os.path.join(cache_dir(), f"k_{key}.py")
+
+
+def on_disk(source: str) -> bool:
+    """Whether the cache directory holds the module with this source already (so an earlier
+    compile most likely left its machine code in Numba's cache beside it)."""
+    try:
+        with open(module_path(source)) as fh:
+            return fh.read() == source
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _import(key: str, source: str) -> types.ModuleType:
-    path = os.path.join(cache_dir(), f"k_{key}.py")
+    path = _module_file(key)
     try:
         with open(path) as fh:
             ok = fh.read() == source
