@@ -21,9 +21,7 @@ import os
 from typing import NamedTuple, Optional
 
 from numba import types
-from numba.core import cgutils
 from numba.core.typing.templates import Signature
-from numba.extending import intrinsic
 
 from .backend import Unsupported
 
@@ -128,19 +126,6 @@ def _gemm_type(ft, it) -> Signature:
                       types.voidptr, it, ft, types.voidptr, it)
 
 
-@intrinsic
-def data_pointer(typingctx, arr):
-    """``data_pointer(a)``: the address of array ``a``'s first element, as the ``void*`` a
-    gemm takes (``a.ctypes`` gives the same, through an object Numba builds and types per use)."""
-    if not isinstance(arr, types.Array):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(cgutils.create_struct_proxy(sig.args[0])(context, builder, value=args[0]).data,
-                               cgutils.voidptr_t)
-    return types.voidptr(arr), codegen
-
-
 # The generated module imports the pair for its library's integer width (see prelude()).
 sgemm_i64 = types.ExternalFunction(_SYMBOL.format("s", "i64"), _gemm_type(types.float32, types.int64))
 dgemm_i64 = types.ExternalFunction(_SYMBOL.format("d", "i64"), _gemm_type(types.float64, types.int64))
@@ -163,8 +148,7 @@ def prelude() -> str:
     w = kind()
     if w == "none":
         raise Unsupported("cpu backend: matmul needs BLAS; found no OpenBLAS bundled with NumPy or SciPy, and no SciPy")
-    return (f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm, "
-            "data_pointer as _fg_ptr")
+    return f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm"
 
 
 def gemm_call(dtype: str, ta: bool, tb: bool, m: int, n: int, k: int, alpha: float, a: str, b: str,
@@ -174,4 +158,4 @@ def gemm_call(dtype: str, ta: bool, tb: bool, m: int, n: int, k: int, alpha: flo
     fn = {"float32": "_fg_sgemm", "float64": "_fg_dgemm"}[dtype]
     lda, ldb = (m if ta else k), (k if tb else n)
     return (f"{fn}({ROW_MAJOR}, {TRANS if ta else NO_TRANS}, {TRANS if tb else NO_TRANS}, {m}, {n}, {k}, "
-            f"{alpha!r}, _fg_ptr({a}), {lda}, _fg_ptr({b}), {ldb}, {beta!r}, _fg_ptr({c}), {n})")
+            f"{alpha!r}, {a}.ctypes, {lda}, {b}.ctypes, {ldb}, {beta!r}, {c}.ctypes, {n})")
