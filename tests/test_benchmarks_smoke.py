@@ -122,3 +122,14 @@ def test_first_call_includes_a_compile_deferred_by_the_optimizer_warm_up():
     row = Row("W", "step", S.FG_COMPILED, first_ms=1.0)
     _record_compiler_state(row, prepared)
     assert row.first_ms == 1.0 + late and "the call that compiled" in row.note
+
+
+def test_ntk_at_full_size_compiled_first_call_matches_eager():
+    """W11 at its benchmark size: the compiled NTK's first call (which compiles) equals
+    eager's, as its second does (a GEMM operand freed before BLAS read it showed only here)."""
+    [task] = WORKLOADS["W11"].tasks("full")
+    entries = {e.system: e for e in task.entries}
+    want = entries[S.FG_EAGER].build().call().numpy()
+    compiled = entries[S.FG_COMPILED].build()
+    for _ in range(2):
+        np.testing.assert_allclose(compiled.call().numpy(), want, rtol=task.rtol, atol=task.atol)
