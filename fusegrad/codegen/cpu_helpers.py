@@ -36,6 +36,7 @@ class _Helper:
         self.proc = subprocess.Popen([sys.executable, "-m", "fusegrad.codegen.cpu_worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         self.compiled = 0
+        self._lock = threading.Lock()  # one request at a time (graphs may compile in several threads)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -43,10 +44,11 @@ class _Helper:
     def compile(self, source: str, dtypes: list, sizes: int) -> bool:
         """Have the helper compile one kernel; False if it could not (or has died)."""
         try:
-            self.proc.stdin.write(json.dumps({"cache": cache_base(), "path": module_path(source),
-                                              "dtypes": list(dtypes), "sizes": sizes}) + "\n")
-            self.proc.stdin.flush()
-            ok = json.loads(self.proc.stdout.readline() or "{}").get("ok") is True
+            with self._lock:
+                self.proc.stdin.write(json.dumps({"cache": cache_base(), "path": module_path(source),
+                                                  "dtypes": list(dtypes), "sizes": sizes}) + "\n")
+                self.proc.stdin.flush()
+                ok = json.loads(self.proc.stdout.readline() or "{}").get("ok") is True
         except (OSError, ValueError):  # a broken pipe (the helper is gone), or not its answer
             return False
         self.compiled += ok
