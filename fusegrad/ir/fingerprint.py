@@ -26,16 +26,12 @@ def _value(x: Any) -> str:
     t = type(x)
     if t in _SCALAR_TYPES:  # (the common cases first: this runs for every equation's params)
         return f"{t.__name__}:{x!r}"
-    if t is tuple or t is list:
-        return f"{t.__name__}({','.join(map(_value, x))})"
-    if t is dict:
-        return "dict(" + ",".join(sorted(f"{_value(k)}:{_value(v)}" for k, v in x.items())) + ")" if x else "dict()"
-    if isinstance(x, np.ndarray) and x.dtype.kind != "O":
-        return f"array({x.dtype.str},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()})"
     if isinstance(x, (tuple, list)):
-        return f"{type(x).__name__}({','.join(map(_value, x))})"
+        return f"{t.__name__}({','.join(map(_value, x))})"
     if isinstance(x, dict):
         return "dict(" + ",".join(sorted(f"{_value(k)}:{_value(v)}" for k, v in x.items())) + ")"
+    if isinstance(x, np.ndarray) and x.dtype.kind != "O":
+        return f"array({x.dtype.str},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()})"
     if isinstance(x, np.dtype):
         return f"dtype({x.str})"
     if isinstance(x, _EXACT_REPR):
