@@ -340,23 +340,30 @@ def _exp_reduce(x, tail, lo, k):
 
 @_jit
 def _exp(x, k):
-    n, e = _exp_reduce(x, k.zero, k.exp_lo, k)
+    # Below exp_lo the result is 0: computed from x = 0 and then selected away, since scaling
+    # down to it would take the CPU's slow path for results below the normal range.
+    under = x < k.exp_lo
+    n, e = _exp_reduce(k.zero if under else x, k.zero, k.exp_lo, k)
     y = _ldexp(k.one + e, n, k)
-    return y if x == x else x
+    return k.zero if under else (y if x == x else x)
 
 
 @_jit
 def _exp_nonpositive(x, k):
-    """exp(x) for x <= 0 or NaN (the caller proves it): after the clamp at exp_lo,
+    """exp(x) for x <= 0 or NaN (the caller proves it): for x at or above exp_lo,
     2**(n + nonpos_shift) is normal and (1 + e) times it exact, so the one multiplication by
     nonpos_scale rounds subnormal results once: 4 operations for the scaling against _ldexp's
     11, and no upper clamp. Still right up to x < (nonpos_shift - 1) ln 2 (43 in float32, 354
     in float64), so rounding that leaves a proved value slightly positive (x - max x fused
     into one fma) does no harm; inf beyond."""
-    # NaN passes the clamp and makes e, hence the result, NaN: no select to restore it.
-    t, e = _exp_core(k.exp_lo if x < k.exp_lo else x, k.zero, k)
+    # NaN passes the test and makes e, hence the result, NaN: no select to restore it. Below
+    # exp_lo (a masked score's -inf) the result is 0, computed from x = 0 and selected away,
+    # so that no product falls below the normal range (the CPU's slow path).
+    under = x < k.exp_lo
+    t, e = _exp_core(k.zero if under else x, k.zero, k)
     p = _pow2_of(t, k.nonpos_shift)
-    return _fma(e, p, p) * k.nonpos_scale  # fma(e, p, p) == (1 + e) * p: p is a normal power of 2
+    y = _fma(e, p, p) * k.nonpos_scale  # fma(e, p, p) == (1 + e) * p: p is a normal power of 2
+    return k.zero if under else y
 
 
 @_jit
