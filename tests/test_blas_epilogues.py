@@ -40,6 +40,26 @@ def test_transposed_operands_and_gemm_epilogues(dt):
                    for grp in fused.groups)
 
 
+def test_transposed_product_comes_out_in_its_readers_layout():
+    """``(a @ b).T`` used only transposed is computed as ``b.T @ a.T`` (simplify): the
+    weight gradient of ``x @ W.T`` comes out of the GEMM in W's layout, so an SGD update of
+    W folds into that GEMM and no loop reads a product through a transpose."""
+    rng = np.random.default_rng(5)
+    x, dy, w = (rng.standard_normal(s).astype(np.float32) for s in ((7, 5), (7, 3), (3, 5)))
+
+    def fn(x, dy, w):
+        return w - 0.01 * (x.T @ dy).T, (dy.T @ x).T.sin()
+
+    check(fn, [x, dy, w], tol=dict(rtol=2e-5, atol=2e-6))
+    fused = fuse(graph_of(fn, [x, dy, w], optimize=True))
+    calls = [grp.eqn for grp in fused.groups if isinstance(grp, CallGroup)]
+    # the update is the epilogue of the GEMM that computes W's gradient in W's layout
+    assert sorted((len(e.inputs), e.out.shape) for e in calls) == [(2, (5, 3)), (3, (3, 5))]
+    assert not any(v.inputs[0] is c.out for v in fused.aliases.values() for c in calls)
+    loops = [grp for grp in fused.groups if not isinstance(grp, CallGroup)]
+    assert len(loops) == 1 and [e.prim for e in loops[0].eqns] == [fg.ir.prims.sin]
+
+
 def test_epilogue_not_folded_when_product_is_reused():
     rng = np.random.default_rng(1)
     a, b, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (6, 3), (4, 3)))

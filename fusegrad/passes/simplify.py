@@ -11,7 +11,10 @@ a per-example weight gradient) -> the broadcast ``mul`` it equals, an elementwis
 fusion merges with the layout change after it instead of a GEMM call and a copy;
 a transpose of an elementwise result used only there -> the elementwise op on transposed
 operands (the loop then writes its output in order instead of through a transpose, and the
-operands, often small broadcasts, are read through views)."""
+operands, often small broadcasts, are read through views);
+a transpose of a 2-d matmul used only there -> ``b.T @ a.T`` (a weight gradient of
+``x @ W.T`` comes out of the GEMM in the weight's layout, so the optimizer's loop reads it in
+order and an SGD update folds into the GEMM; BLAS reads transposed operands in place)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -88,6 +91,9 @@ def _simplify_one(e: Eqn, producer: dict, uses: dict):
         return Eqn(e.prim, (src.inputs[0],), e.params, e.out, e.where)
     if prim is P.transpose and src is not None and src.prim.kind == "elementwise" and uses.get(x.id) == 1:
         return _transpose_operands(e, src, producer, uses)
+    if prim is P.transpose and src is not None and src.prim is P.matmul and not src.params \
+            and uses.get(x.id) == 1 and x.ndim == 2 and all(isinstance(a, Var) and a.ndim == 2 for a in src.inputs):
+        return _transposed_product(e, src, producer)
     if prim is P.transpose and src is not None and src.prim is P.transpose:
         inner, outer = src.params["perm"], e.params["perm"]
         perm = tuple(inner[i] for i in outer)
@@ -132,6 +138,21 @@ def _transpose_operands(e: Eqn, src: Eqn, producer: dict, uses: dict) -> Optiona
             a = t
         ins.append(a)
     return new + [Eqn(src.prim, tuple(ins), src.params, e.out, src.where)]
+
+
+def _transposed_product(e: Eqn, src: Eqn, producer: dict) -> list:
+    """``transpose(a @ b)`` as ``transpose(b) @ transpose(a)`` (2-d); an operand that is
+    itself a transpose is read as its input."""
+    ins, new = [], []
+    for a in reversed(src.inputs):
+        inner = producer.get(a.id)
+        if inner is not None and inner.prim is P.transpose:  # 2-d: the perm is (1, 0)
+            ins.append(inner.inputs[0])
+            continue
+        t = Var(a.shape[::-1], a.dtype, a.trace)
+        new.append(Eqn(P.transpose, (a,), {"perm": (1, 0)}, t, e.where))
+        ins.append(t)
+    return new + [Eqn(P.matmul, tuple(ins), {}, e.out, src.where)]
 
 
 def _uses(graph: Graph) -> dict:
