@@ -59,6 +59,13 @@ def _check_index(L: _Lines, ibuf: str, size: int, n: int, what: str) -> None:
     L(f"{_INDENT * 2}raise IndexError(\"{what}: index out of range for a dimension of size {n}\")")
 
 
+def _el(buf: str, at: str) -> str:
+    """``buf``'s element at linear index ``at`` (never negative here: loop variables and
+    wrapped indices): read as unsigned, which spares Numba's negative-index wraparound, a
+    compare and select per access that also keeps the loop from vectorizing."""
+    return f"{buf}[{at}]" if at.isdigit() else f"{buf}[np.uint64({at})]"
+
+
 def _wrapped(L: _Lines, var: str, expr: str, n: int) -> str:
     L(f"{var} = np.int64({expr})")
     L(f"{var} = {var} + {n} if {var} < 0 else {var}")
@@ -70,7 +77,7 @@ def _value(a, idx: list, buf: Callable, dt: np.dtype) -> str:
     if not isinstance(a, Var):
         return literal(a, dt)
     off = len(idx) - a.ndim
-    return f"{buf(a)}[{linear(['0' if s == 1 else idx[d + off] for d, s in enumerate(a.shape)], a.shape)}]"
+    return _el(buf(a), linear(['0' if s == 1 else idx[d + off] for d, s in enumerate(a.shape)], a.shape))
 
 
 # ---------------------------------------------------------------- index keys
@@ -150,7 +157,7 @@ def _emit_keyed(L: _Lines, x: Var, key: tuple, idxs: list, buf: Callable, what: 
                 i = idxs[s[1]]
                 off = len(bshape) - i.ndim
                 at = linear(["0" if n == 1 else ridx[adv_dims[k + off]] for k, n in enumerate(i.shape)], i.shape)
-                wrapped[s[1]] = _wrapped(L, f"j{s[1]}_{L.tag}", f"{buf(i)}[{at}]", x.shape[d])
+                wrapped[s[1]] = _wrapped(L, f"j{s[1]}_{L.tag}", _el(buf(i), at), x.shape[d])
     read_ready()
     for d, n in enumerate(shape):
         ridx.append(L.loop(n, f"o{d}"))
@@ -174,7 +181,7 @@ def _index(e: Eqn, buf: Callable, tag: str) -> list:
     L = _Lines(tag)
     O = buf(out)
     _emit_keyed(L, x, e.params["key"], idxs, buf, "index", out.shape,
-                lambda xl, r: L(f"{O}[{linear(r, out.shape)}] = {buf(x)}[{xl}]"))
+                lambda xl, r: L(f"{_el(O, linear(r, out.shape))} = {_el(buf(x), xl)}"))
     return L.lines
 
 
@@ -197,7 +204,7 @@ def _put(L: _Lines, e: Eqn, x: Var, v, idxs: list, key: tuple, accumulate: bool,
         val = _value(v, r, buf, out.dtype)
         if isinstance(v, Var) and v.dtype != out.dtype:
             val = f"np.{out.dtype.name}({val})" if out.dtype.kind != "b" else f"({val} != 0)"
-        L(f"{O}[{xl}] {op} {val}")
+        L(f"{_el(O, xl)} {op} {val}")
     _emit_keyed(L, x, key, idxs, buf, what, None, body)
     return L.lines
 
@@ -227,7 +234,7 @@ def _along_axis(L: _Lines, x: Var, idx: Var, axis: int, buf: Callable, what: str
         return None
     base = L.depth
     p = L.loops(idx.shape, "p")
-    j = _wrapped(L, f"j_{L.tag}", f"{buf(idx)}[{linear(p, idx.shape)}]", n)
+    j = _wrapped(L, f"j_{L.tag}", _el(buf(idx), linear(p, idx.shape)), n)
     xl = linear([j if d == axis else p[d] for d in range(x.ndim)], x.shape)
     return base, p, xl
 
@@ -239,7 +246,7 @@ def _gather(e: Eqn, buf: Callable, tag: str) -> list:
     r = _along_axis(L, x, idx, axis, buf, "gather")
     if r is not None:
         base, p, xl = r
-        L(f"{buf(e.out)}[{linear(p, idx.shape)}] = {buf(x)}[{xl}]")
+        L(f"{_el(buf(e.out), linear(p, idx.shape))} = {_el(buf(x), xl)}")
         L.close(base)
     return L.lines
 
@@ -260,10 +267,10 @@ def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
     r = _along_axis(L, shell, idx, axis, buf, "scatter_add")
     if r is not None:
         b, p, xl = r
-        val = f"{buf(src)}[{linear(p, src.shape)}]"
+        val = _el(buf(src), linear(p, src.shape))
         if src.dtype != e.out.dtype:
             val = f"np.{e.out.dtype.name}({val})"
-        L(f"{O}[{xl}] += {val}")
+        L(f"{_el(O, xl)} += {val}")
         L.close(b)
     return L.lines
 
@@ -284,8 +291,8 @@ def _cumsum(e: Eqn, buf: Callable, tag: str) -> list:
     L(f"{acc} = {literal(0, x.dtype)}")
     L(f"for {k} in range({x.shape[axis]}):")
     at = linear([k if d == axis else p[d] for d in range(x.ndim)], x.shape)
-    L(f"{_INDENT}{acc} += {buf(x)}[{at}]")
-    L(f"{_INDENT}{buf(e.out)}[{at}] = {acc}")
+    L(f"{_INDENT}{acc} += {_el(buf(x), at)}")
+    L(f"{_INDENT}{_el(buf(e.out), at)} = {acc}")
     L.close(base)
     return L.lines
 
@@ -309,15 +316,19 @@ def _argext(op: str) -> Callable:
         L = _Lines(tag)
         if x.size == 0:
             return []
-        outer = tuple(1 if d == axis else s for d, s in enumerate(x.shape))
+        # one loop over the dims before the axis and one over those after it (C order keeps
+        # each run contiguous): a pooling's argmax over its windows is then one long loop
+        # that vectorizes, where a nest of short ones ran scalar
+        n = x.shape[axis]
+        pre, post = int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis + 1:], dtype=np.int64))
         base = L.depth
-        p = L.loops(outer, "p")
+        a, b = L.loop(pre, "p0"), L.loop(post, "p1")
         best, bi, k, v = f"v_{tag}", f"w_{tag}", f"k_{tag}", f"u_{tag}"
-        at = lambda kk: linear([kk if d == axis else p[d] for d in range(x.ndim)], x.shape)  # noqa: E731
-        L(f"{best} = {buf(x)}[{at('0')}]")
+        at = lambda kk: linear([a, kk, b], (pre, n, post))  # noqa: E731
+        L(f"{best} = {_el(buf(x), at('0'))}")
         L(f"{bi} = 0")
-        L(f"for {k} in range(1, {x.shape[axis]}):")
-        L(f"{_INDENT}{v} = {buf(x)}[{at(k)}]")
+        L(f"for {k} in range(1, {n}):")
+        L(f"{_INDENT}{v} = {_el(buf(x), at(k))}")
         if x.dtype.kind == "f":  # the first NaN wins, as in NumPy
             L(f"{_INDENT}if {best} != {best}:")
             L(f"{_INDENT * 2}break")
@@ -326,9 +337,7 @@ def _argext(op: str) -> Callable:
             L(f"{_INDENT}if {v} {op} {best}:")
         L(f"{_INDENT * 2}{best} = {v}")
         L(f"{_INDENT * 2}{bi} = {k}")
-        okeep = [p[d] for d in range(x.ndim) if d != axis or e.params["keepdims"]]
-        oshape = e.out.shape
-        L(f"{buf(e.out)}[{linear(okeep if okeep else [], oshape) if oshape else '0'}] = np.int64({bi})")
+        L(f"{_el(buf(e.out), linear([a, b], (pre, post)))} = np.int64({bi})")
         L.close(base)
         return L.lines
     return emit
