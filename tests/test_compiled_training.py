@@ -132,6 +132,37 @@ def test_whole_step_compiles_as_one_graph(name, backend):
         assert not [r for r in ret.split(", ") if r.startswith("x")], ret  # the caller has those
 
 
+def test_gradients_keep_the_parameters_layout_so_compiled_updates_run_in_place(monkeypatch):
+    """PyTorch's gradient layout contract: a contiguous parameter's ``.grad`` is contiguous
+    although the backward of ``x @ W.T`` makes a transposed view (``clone`` keeps a layout,
+    as PyTorch's). SGD's momentum buffers, cloned from those gradients in an eager first
+    step, are contiguous too, so the compiled step computes every parameter and buffer in
+    its own array: nothing is copied back but the fresh gradients."""
+    import torch as pt
+    ref = pt.nn.Linear(4, 3)
+    ref(pt.randn(5, 4)).sum().backward()
+    lin = nn.Linear(4, 3)
+    lin(torch.randn(5, 4)).sum().backward()
+    assert lin.weight.grad.is_contiguous() and ref.weight.grad.is_contiguous()
+    assert torch.clone(torch.randn(3, 4).t()).is_contiguous() == pt.clone(pt.randn(3, 4).t()).is_contiguous()
+
+    import fusegrad.runtime.compiled as rc
+    X, Y = _data()
+    m = _model()
+    opt = OPTS["sgd_momentum"](m.parameters())
+    step = mse_step(m, opt)
+    step(X, Y)  # eager: creates the momentum buffers
+    cf = torch.compile(step, backend="cpu")
+    copied = []
+    copy_into = rc._copy_into
+    monkeypatch.setattr(rc, "_copy_into", lambda dst, src: (copied.append(dst), copy_into(dst, src)))
+    want = _whole_step(OPTS["sgd_momentum"], steps=4)[0]
+    got = [cf(X, Y).item() for _ in range(3)]
+    np.testing.assert_allclose(got, want[1:], rtol=1e-6)
+    grads = {id(p.grad._data) for p in m.parameters()}
+    assert copied and all(id(d) in grads for d in copied)
+
+
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
 @pytest.mark.parametrize("name", list(OPTS))
 def test_whole_step_follows_changes_to_the_param_groups(name, backend):

@@ -144,10 +144,11 @@ def is_contiguous(data: Any) -> bool:
     return data.flags.c_contiguous if type(data) is np.ndarray else data.is_c_contiguous()
 
 
-def copy(data: Any) -> Any:
-    """A new C-contiguous copy of payload ``data`` on its device."""
+def copy(data: Any, keep_layout: bool = False) -> Any:
+    """A new copy of payload ``data`` on its device: C-contiguous, or with ``keep_layout``
+    a host array's dims in the order of its strides (PyTorch's ``preserve_format``)."""
     if type(data) is np.ndarray or not driver.is_device_array(data):
-        return np.array(data, copy=True)
+        return np.array(data, copy=True, order="K" if keep_layout else "C")
     return driver.copy(data)
 
 

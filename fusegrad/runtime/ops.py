@@ -978,7 +978,7 @@ def contiguous(x, memory_format=None):
 def clone(x, memory_format=None):
     x = as_t(x)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
-        out = wrap(devices.copy(x._data))
+        out = wrap(devices.copy(x._data, keep_layout=True))
         carry_tangent(x, out)
         return out
     r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
