@@ -257,10 +257,31 @@ def read_references(fn) -> list:
     return [v for v in (_read_or_empty(read) for _, read in _references(fn)) if v is not _EMPTY]
 
 
+def _module_tensor_ids(m) -> tuple:
+    """The identities of the parameters, buffers and submodules under module ``m``: what
+    ``named_parameters``/``named_buffers`` would yield, read without building their dotted
+    names (this guard runs at every call of a compiled function that names a model)."""
+    ids, stack, seen = [], [m], set()
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        ids += map(id, m._parameters.values())
+        ids += map(id, m._buffers.values())
+        subs = [s for s in m._modules.values() if s is not None]
+        ids += map(id, subs)
+        stack += subs
+    return tuple(ids)
+
+
 def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
     """For a module or a container of tensors, a read of the identities of its tensors
     (a parameter replaced, a list element rebound); None for anything else."""
+    from ..nn.module import Module
     from ..runtime.tensor import Tensor
+    if isinstance(v, Module):
+        return lambda: _module_tensor_ids(v)
     if hasattr(v, "named_parameters") and hasattr(v, "named_buffers"):
         return lambda: tuple(id(p) for _, p in v.named_parameters()) + tuple(id(b) for _, b in v.named_buffers())
     if isinstance(v, (list, tuple)) and len(v) <= _MAX_CONTAINER and any(isinstance(x, Tensor) for x in v):
