@@ -59,6 +59,18 @@ def test_transposed_product_comes_out_in_its_readers_layout():
     loops = [grp for grp in fused.groups if not isinstance(grp, CallGroup)]
     assert len(loops) == 1 and [e.prim for e in loops[0].eqns] == [fg.ir.prims.sin]
 
+    # an operand that is a transpose under a stop_gradient (a no_grad update's) is read in
+    # place too: one GEMM, no copy of a transpose of a transpose
+    z = rng.standard_normal((4, 7)).astype(np.float32)
+
+    def blocked(dy, z):
+        return (dy.T @ fg.ir.prims.stop_gradient(z.T)).T
+
+    check(blocked, [dy, z], tol=dict(rtol=2e-5, atol=2e-6))
+    fused = fuse(graph_of(blocked, [dy, z], optimize=True))
+    assert [type(grp) for grp in fused.groups] == [CallGroup]
+    assert fused.groups[0].eqn.inputs[:2] == (fused.graph.inputs[1], fused.graph.inputs[0])
+
 
 def test_epilogue_not_folded_when_product_is_reused():
     rng = np.random.default_rng(1)

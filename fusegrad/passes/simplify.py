@@ -142,12 +142,21 @@ def _transpose_operands(e: Eqn, src: Eqn, producer: dict, uses: dict) -> Optiona
 
 def _transposed_product(e: Eqn, src: Eqn, producer: dict) -> list:
     """``transpose(a @ b)`` as ``transpose(b) @ transpose(a)`` (2-d); an operand that is
-    itself a transpose is read as its input."""
+    itself a transpose (also under a stop_gradient, as a no_grad update's operands are) is
+    read as its input."""
     ins, new = [], []
     for a in reversed(src.inputs):
         inner = producer.get(a.id)
+        blocked = inner is not None and inner.prim is P.stop_gradient
+        if blocked:
+            inner = producer.get(inner.inputs[0].id) if isinstance(inner.inputs[0], Var) else None
         if inner is not None and inner.prim is P.transpose:  # 2-d: the perm is (1, 0)
-            ins.append(inner.inputs[0])
+            x = inner.inputs[0]
+            if blocked:
+                s = Var(x.shape, x.dtype, x.trace)
+                new.append(Eqn(P.stop_gradient, (x,), {}, s, e.where))
+                x = s
+            ins.append(x)
             continue
         t = Var(a.shape[::-1], a.dtype, a.trace)
         new.append(Eqn(P.transpose, (a,), {"perm": (1, 0)}, t, e.where))
