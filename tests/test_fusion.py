@@ -114,3 +114,84 @@ def test_calls_read_reshapes_of_stored_values_in_place(rng):
     assert len(copies) == 1, str(fused)  # only the transposed operand is materialized
     assert fused.aliases[copies[0].inputs[0].id].prim is fg.ir.prims.reshape  # of the transpose
     check(_reshaped_operands, arrs, tol=dict(rtol=2e-5, atol=2e-5))
+
+
+def _view_chain(rng, arr: np.ndarray) -> tuple:
+    """A random chain of view equations (transpose, slice, reshape, broadcast) over a
+    stored value of ``arr``'s shape: (aliases, the last view's Var, NumPy's view)."""
+    from fusegrad.ir.graph import Eqn, Var
+    from fusegrad.ir.prims.layout import encode_key
+    P = fg.ir.prims
+    v, a, aliases = Var(arr.shape, np.float32), arr, {}
+    for _ in range(rng.integers(1, 4)):
+        kind = rng.integers(0, 4)
+        if kind == 0:
+            perm = tuple(int(p) for p in rng.permutation(a.ndim))
+            a2, prim, params = a.transpose(perm), P.transpose, {"perm": perm}
+        elif kind == 1:
+            key = []
+            for s in a.shape:
+                start = int(rng.integers(0, s))
+                key.append(slice(start, int(rng.integers(start + 1, s + 1)), int(rng.integers(1, 3))))
+            if a.ndim > 1 and rng.random() < 0.3:
+                key[-1] = int(rng.integers(0, a.shape[-1]))
+            if rng.random() < 0.3:
+                key.insert(int(rng.integers(0, len(key) + 1)), None)
+            a2, prim, params = a[tuple(key)], P.slice_, {"key": encode_key(tuple(key), a.shape)}
+        elif kind == 2:
+            n = a.size
+            d = int(rng.choice([d for d in range(1, n + 1) if n % d == 0]))
+            new = ((d, n // d) if rng.random() < 0.5 else (n,)) + ((1,) if rng.random() < 0.3 else ())
+            a2, prim, params = a.reshape(new), P.reshape, {"shape": new}
+        else:
+            new = (2,) + a.shape
+            a2, prim, params = np.broadcast_to(a, new), P.broadcast_to, {"shape": new}
+        out = Var(a2.shape, np.float32)
+        aliases[out.id] = Eqn(prim, (v,), params, out)
+        v, a = out, a2
+    return aliases, v, a
+
+
+def test_strided_views_read_what_numpy_views_read(rng):
+    """passes.strides.strided_view: where it gives a layout, that layout reads the same
+    elements as NumPy's view; it declines only reshapes NumPy would copy (never a view NumPy
+    keeps, so no alias that could be read in place is copied)."""
+    from fusegrad.passes.strides import strided_view
+    declined = 0
+    for _ in range(400):
+        shape = tuple(int(s) for s in rng.integers(1, 5, rng.integers(1, 4)))
+        arr = np.arange(int(np.prod(shape))).reshape(shape)
+        aliases, v, a = _view_chain(rng, arr)
+        got = strided_view(aliases, v)
+        if got is None:
+            declined += 1
+            continue
+        _, off, strides = got
+        idx = np.indices(a.shape).reshape(a.ndim, -1)
+        lin = off + (np.array(strides, dtype=np.int64)[:, None] * idx).sum(0)
+        np.testing.assert_array_equal(arr.ravel()[lin].reshape(a.shape), a)
+    assert 0 < declined < 100
+
+
+def _attention(x, B=3, T=5, H=2, D=4):
+    q, k, v = x.reshape(B, T, 3 * H * D).split(H * D, dim=2)
+    q, k, v = (t.reshape(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+    y = (q @ k.transpose(-2, -1)).softmax(-1) @ v
+    return y.transpose(1, 2).reshape(B, T, H * D), x[:, 2:7] @ x[1:6, 3:9:2]
+
+
+def test_matmuls_read_strided_views_in_place(rng):
+    """Attention heads sliced out of a fused QKV projection are read by their batched GEMMs
+    in place, transposed or not, through leading dimensions (fuse with read_strided, as the
+    cpu backend does); an operand with no unit-stride dim (a step of 2) is copied."""
+    x = rng.standard_normal((15, 24)).astype(np.float32)
+    fused = fuse(graph_of(_attention, [x]), read_reshapes=True, read_strided=True)
+    copies = [e for lg in _loops(fused) for e in lg.eqns if e.prim is COPY]
+    # copied: the stepped slice, and the output (heads merged back: a layout of its own)
+    assert sorted(c.out.shape for c in copies) == [(3, 5, 8), (5, 3)], str(fused)
+    calls = [g.eqn for g in fused.groups if isinstance(g, CallGroup)]
+    layouts = [e.params.get("strided") for e in calls]
+    assert layouts[0] == ((0, (120, 4), 24, False), (8, (120, 4), 24, True))  # q @ k.T
+    assert layouts[1][1] == (16, (120, 4), 24, False)  # probabilities @ v
+    assert layouts[2] == ((2, (), 24, False), None)
+    check(_attention, [x], tol=dict(rtol=2e-5, atol=2e-6))

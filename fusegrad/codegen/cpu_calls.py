@@ -19,10 +19,10 @@ _INDENT = "    "
 
 def _dims(e: Eqn) -> tuple:
     """(transposed a, transposed b, m, n, k) of a matmul equation."""
-    a, b = e.inputs[:2]
+    a, b = e.params.get("shapes", (e.inputs[0].shape, e.inputs[1].shape))
     ta, tb = e.params.get("transposed", (False, False))
-    m, k = a.shape[::-1] if ta else a.shape[-2:]
-    n = b.shape[0] if tb else b.shape[-1]
+    m, k = a[::-1] if ta else a[-2:]
+    n = b[0] if tb else b[-1]
     return ta, tb, m, n, k
 
 
@@ -49,35 +49,43 @@ def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
         return _gemm(e, buf)
     dt = _blas_dtype(e)
     ta, tb, m, n, k = _dims(e)
-    a, b = e.inputs
     out = e.out
-    A, B, O = buf(a), buf(b), buf(out)
+    O = buf(out)
     if out.size == 0:
         return []
     if k == 0:
         return [f"{O}[:] = 0"]
-    if out.ndim == 2 and a.ndim == 2 and b.ndim == 2:
-        return [gemm_call(dt, ta, tb, m, n, k, 1.0, A, B, 0.0, O)]
-    if ta or tb:
-        raise AssertionError("fusion marks only 2-d matmul operands transposed")
     batch = out.shape[:-2]
-    lines = [f"for bi in range({int(np.prod(batch))}):"]
-    offs = []
-    for x in (a, b):
-        xb = x.shape[:-2]
-        terms, stride = [], 1
-        for d in range(len(xb) - 1, -1, -1):  # right-aligned batch broadcasting
+    shapes = e.params.get("shapes", (e.inputs[0].shape, e.inputs[1].shape))
+    strided = e.params.get("strided", (None, None))
+    if not batch and strided == (None, None):
+        return [gemm_call(dt, ta, tb, m, n, k, 1.0, buf(e.inputs[0]), buf(e.inputs[1]), 0.0, O)]
+    if (ta or tb) and batch:
+        raise AssertionError("fusion marks only 2-d matmul operands transposed")
+    lines = [f"for bi in range({int(np.prod(batch))}):"] if batch else []
+    ops, trans, lds = [], [ta, tb], [None, None]
+    for j, (x, shape, mat) in enumerate(zip(e.inputs[:2], shapes, (m * k, k * n))):
+        layout = strided[j]
+        xb = shape[:-2]
+        if layout is None:  # a contiguous operand: its matrices one after another
+            strides, off = [mat * int(np.prod(xb[d + 1:])) for d in range(len(xb))], 0
+        else:
+            off, strides, lds[j], trans[j] = layout
+        terms, at = [], [str(off)] if off else []
+        for d in range(len(xb)):  # right-aligned batch broadcasting
             od = len(batch) - len(xb) + d
-            if xb[d] != 1:
+            if xb[d] != 1 and strides[d]:
                 inner = int(np.prod(batch[od + 1:]))
-                terms.append(f"((bi // {inner}) % {batch[od]}) * {stride}")
-            stride *= xb[d]
-        offs.append(" + ".join(terms) or "0")
-    (ao, bo), sa, sb = offs, m * k, k * n
-    lines.append(f"{_INDENT}ao = ({ao}) * {sa}")
-    lines.append(f"{_INDENT}bo = ({bo}) * {sb}")
-    lines.append(_INDENT + gemm_call(dt, False, False, m, n, k, 1.0, f"{A}[ao:]", f"{B}[bo:]", 0.0,
-                                     f"{O}[bi * {m * n}:]"))
+                terms.append(f"((bi // {inner}) % {batch[od]}) * {strides[d]}")
+        at += terms
+        name = f"{'ab'[j]}o"
+        if at:
+            lines.append(f"{_INDENT if batch else ''}{name} = {' + '.join(at)}")
+            ops.append(f"{buf(x)}[{name}:]")
+        else:
+            ops.append(buf(x))
+    lines.append((_INDENT if batch else "") + gemm_call(dt, trans[0], trans[1], m, n, k, 1.0, ops[0], ops[1], 0.0,
+                                                        f"{O}[bi * {m * n}:]" if batch else O, lds[0], lds[1]))
     return lines
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..ir import prims as P
 from ..ir.graph import Eqn, Graph, Var, dims_str, numbering
 from .rewrite import rebuild
+from .strides import strided_view
 
 Map = tuple  # per var dim: loop axis (int) or None
 
@@ -257,9 +258,10 @@ def reduce_map(g: LoopGroup, e: Eqn) -> Optional[tuple]:
 
 # ---------------------------------------------------------------- grouping
 class _Fuser:
-    def __init__(self, graph: Graph, read_reshapes: bool = False):
+    def __init__(self, graph: Graph, read_reshapes: bool = False, read_strided: bool = False):
         self.graph = graph
         self.read_reshapes = read_reshapes
+        self.read_strided = read_strided
         self.groups: list = []
         self.aliases: dict = {}
         self.cur: Optional[LoopGroup] = None
@@ -349,6 +351,8 @@ class _Fuser:
     def _call(self, e: Eqn) -> None:
         if e.prim is P.matmul:
             e = self._transposed_operands(e)
+            if self.read_strided and len(e.inputs) == 2:
+                e = self._strided_operands(e)
         ins = tuple(self._materialized(a) if isinstance(a, Var) and not self._read_in_place(a) else a
                     for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
@@ -375,6 +379,34 @@ class _Fuser:
         if not any(flags):
             return e
         return Eqn(e.prim, tuple(ins), dict(e.params, transposed=tuple(flags)), e.out, e.where)
+
+    def _strided_operands(self, e: Eqn) -> Eqn:
+        """A matmul operand that views a stored value with a strided layout whose matrix
+        dims BLAS can read (one of them unit-stride: a leading dimension, transposed or not),
+        such as an attention head sliced out of a fused QKV projection, is read in place:
+        the operand becomes the stored value and ``params["strided"]`` its layout per
+        operand, (offset, batch strides, leading dimension, transposed), or None."""
+        ins, layouts = list(e.inputs), [None, None]
+        flags = e.params.get("transposed", (False, False))
+        for k, a in enumerate(e.inputs):
+            if flags[k] or not isinstance(a, Var) or a.id not in self.aliases or self._read_in_place(a):
+                continue
+            view = strided_view(self.aliases, a)
+            if view is None:
+                continue
+            base, off, strides = view
+            (rows, cols), (sr, sc) = a.shape[-2:], strides[-2:]
+            if (sc == 1 or cols == 1) and (rows == 1 or sr >= max(cols, 1)):
+                layout = (off, strides[:-2], sr if rows > 1 else cols, False)
+            elif (sr == 1 or rows == 1) and (cols == 1 or sc >= max(rows, 1)):
+                layout = (off, strides[:-2], sc if cols > 1 else rows, True)
+            else:
+                continue
+            ins[k], layouts[k] = base, layout
+        if layouts == [None, None]:
+            return e
+        return Eqn(e.prim, tuple(ins), dict(e.params, strided=tuple(layouts),
+                                            shapes=tuple(a.shape for a in e.inputs)), e.out, e.where)
 
     # ------------------------------------------------------------ fusion by dependency
     def _merged_by_dependency(self) -> list:
@@ -537,11 +569,13 @@ def _without_stop_gradients(graph: Graph) -> Graph:
     return rebuild(graph, [e for e in graph.eqns if e.out.id not in subst], subst)
 
 
-def fuse(graph: Graph, read_reshapes: bool = False) -> Fused:
+def fuse(graph: Graph, read_reshapes: bool = False, read_strided: bool = False) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order).
     With ``read_reshapes`` a library call's operand that reshapes stored memory stays that
-    alias (the backend reads its base's buffer, see ``reshaped_base``) instead of a copy."""
-    fused = _Fuser(_without_stop_gradients(graph), read_reshapes).run()
+    alias (the backend reads its base's buffer, see ``reshaped_base``) instead of a copy;
+    with ``read_strided`` a matmul reads strided views of stored values in place (see
+    ``_Fuser._strided_operands``)."""
+    fused = _Fuser(_without_stop_gradients(graph), read_reshapes, read_strided).run()
     if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
