@@ -120,7 +120,7 @@ class _FusedOnce:
 
     def __call__(self) -> Fused:
         if self._fused is None:
-            self._fused = fuse(self._graph, read_reshapes=True, read_strided=True)
+            self._fused = fuse(self._graph, read_reshapes=True, read_strided=True, fill_bases=True)
         return self._fused
 
 
@@ -160,7 +160,7 @@ class CpuBackend:
         record = _valid(load_generated(key), graph) if key else None
         fused = None
         if record is None:
-            fused = fuse(graph, read_reshapes=True, read_strided=True)
+            fused = fuse(graph, read_reshapes=True, read_strided=True, fill_bases=True)
             donated = donations(fused, donate) if donate else {}
             source, donated, kernels, links = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]

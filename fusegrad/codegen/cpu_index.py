@@ -66,6 +66,13 @@ def _el(buf: str, at: str) -> str:
     return f"{buf}[{at}]" if at.isdigit() else f"{buf}[np.uint64({at})]"
 
 
+def _fill(L: _Lines, buf: str, value: str, n: int) -> None:
+    """Set ``n`` elements of ``buf`` to ``value`` with an explicit loop (see copy_lines)."""
+    v = f"fl_{L.tag}"
+    L(f"for {v} in range({n}):")
+    L(f"{_INDENT}{buf}[{v}] = {value}")
+
+
 def _wrapped(L: _Lines, var: str, expr: str, n: int) -> str:
     L(f"{var} = np.int64({expr})")
     L(f"{var} = {var} + {n} if {var} < 0 else {var}")
@@ -189,8 +196,8 @@ def _put(L: _Lines, e: Eqn, x: Var, v, idxs: list, key: tuple, accumulate: bool,
          copy_from) -> list:
     out = e.out
     O = buf(out)
-    if copy_from is None:
-        L(f"{O}[:] = {literal(0, out.dtype)}")
+    if not isinstance(copy_from, Var):  # a fill value (fusion's filled base; embed's zeros)
+        _fill(L, O, literal(copy_from, out.dtype), out.size)
     elif out.size and buf(copy_from) != O:
         for ln in copy_lines(O, "0", buf(copy_from), "0", out.size, f"cp_{L.tag}"):
             L(ln)
@@ -213,13 +220,14 @@ def _index_put(e: Eqn, buf: Callable, tag: str) -> list:
     x, v, idxs = e.inputs[0], e.inputs[1], list(e.inputs[2:])
     if e.params["accumulate"] and e.out.dtype.kind == "b":
         raise Unsupported("cpu backend: accumulating index_put on bool")
-    return _put(_Lines(tag), e, x, v, idxs, e.params["key"], e.params["accumulate"], buf, "index_put", x)
+    shell = x if isinstance(x, Var) else Var(e.out.shape, e.out.dtype)  # x: a fill value
+    return _put(_Lines(tag), e, shell, v, idxs, e.params["key"], e.params["accumulate"], buf, "index_put", x)
 
 
 def _embed(e: Eqn, buf: Callable, tag: str) -> list:
     (g,) = e.inputs
     shell = Var(tuple(e.params["shape"]), e.out.dtype)
-    return _put(_Lines(tag), e, shell, g, [], e.params["key"], False, buf, "embed", None)
+    return _put(_Lines(tag), e, shell, g, [], e.params["key"], False, buf, "embed", 0)
 
 
 # ---------------------------------------------------------------- gather / scatter_add
@@ -253,17 +261,19 @@ def _gather(e: Eqn, buf: Callable, tag: str) -> list:
 
 def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
     base_, idx, src = e.inputs
-    axis = e.params["axis"] % max(base_.ndim, 1)
+    axis = e.params["axis"] % max(e.out.ndim, 1)
     if e.out.dtype.kind == "b":
         raise Unsupported("cpu backend: scatter_add on bool")
     if src.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, src.shape)):
         raise Unsupported(f"cpu backend: scatter_add src {src.shape} smaller than index {idx.shape}")
     L = _Lines(tag)
     O = buf(e.out)
-    if e.out.size and buf(base_) != O:
+    if not isinstance(base_, Var):  # a fill value (fusion's filled base)
+        _fill(L, O, literal(base_, e.out.dtype), e.out.size)
+    elif e.out.size and buf(base_) != O:
         for ln in copy_lines(O, "0", buf(base_), "0", e.out.size, f"cp_{L.tag}"):
             L(ln)
-    shell = Var(base_.shape, e.out.dtype)
+    shell = Var(e.out.shape, e.out.dtype)
     r = _along_axis(L, shell, idx, axis, buf, "scatter_add")
     if r is not None:
         b, p, xl = r

@@ -258,10 +258,12 @@ def reduce_map(g: LoopGroup, e: Eqn) -> Optional[tuple]:
 
 # ---------------------------------------------------------------- grouping
 class _Fuser:
-    def __init__(self, graph: Graph, read_reshapes: bool = False, read_strided: bool = False):
+    def __init__(self, graph: Graph, read_reshapes: bool = False, read_strided: bool = False,
+                 fill_bases: bool = False):
         self.graph = graph
         self.read_reshapes = read_reshapes
         self.read_strided = read_strided
+        self.filled = _filled_bases(graph) if fill_bases else {}
         self.groups: list = []
         self.aliases: dict = {}
         self.cur: Optional[LoopGroup] = None
@@ -270,7 +272,7 @@ class _Fuser:
     def run(self) -> Fused:
         folded, epilogue = _gemm_epilogues(self.graph)
         for e in self.graph.eqns:
-            if e.out.id in folded:
+            if e.out.id in folded or e.out.id in self.filled:
                 continue
             if e.out.id in epilogue:
                 self._call(epilogue[e.out.id])
@@ -353,6 +355,9 @@ class _Fuser:
             e = self._transposed_operands(e)
             if self.read_strided and len(e.inputs) == 2:
                 e = self._strided_operands(e)
+        elif e.prim in (P.index_put, P.scatter_add) and isinstance(e.inputs[0], Var) \
+                and e.inputs[0].id in self.filled:
+            e = Eqn(e.prim, (self.filled[e.inputs[0].id],) + tuple(e.inputs[1:]), e.params, e.out, e.where)
         ins = tuple(self._materialized(a) if isinstance(a, Var) and not self._read_in_place(a) else a
                     for a in e.inputs)
         e = Eqn(e.prim, ins, e.params, e.out, e.where)
@@ -553,6 +558,20 @@ def _gemm_epilogues(graph: Graph) -> tuple:
     return folded, epilogue
 
 
+def _filled_bases(graph: Graph) -> dict:
+    """{id of a constant fill: its value} for the fills whose only reader is an index_put or
+    scatter_add into them (the zeros a gather's or a pooling's backward scatters into): the
+    call takes the value as its base and fills its output itself, so the fill is never
+    computed, stored and copied."""
+    uses: dict = {}
+    for a in [a for e in graph.eqns for a in e.inputs] + list(graph.outputs):
+        if isinstance(a, Var):
+            uses[a.id] = uses.get(a.id, 0) + 1
+    fills = {e.out.id: e.params["value"] for e in graph.eqns if e.prim is P.full}
+    return {x.id: fills[x.id] for e in graph.eqns if e.prim in (P.index_put, P.scatter_add)
+            for x in e.inputs[:1] if isinstance(x, Var) and x.id in fills and uses[x.id] == 1}
+
+
 def _full(g: LoopGroup, m: Map) -> bool:
     return {a for a in m if a is not None} == {a for a, s in enumerate(g.domain) if s != 1}
 
@@ -569,13 +588,15 @@ def _without_stop_gradients(graph: Graph) -> Graph:
     return rebuild(graph, [e for e in graph.eqns if e.out.id not in subst], subst)
 
 
-def fuse(graph: Graph, read_reshapes: bool = False, read_strided: bool = False) -> Fused:
+def fuse(graph: Graph, read_reshapes: bool = False, read_strided: bool = False,
+         fill_bases: bool = False) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order).
     With ``read_reshapes`` a library call's operand that reshapes stored memory stays that
     alias (the backend reads its base's buffer, see ``reshaped_base``) instead of a copy;
     with ``read_strided`` a matmul reads strided views of stored values in place (see
-    ``_Fuser._strided_operands``)."""
-    fused = _Fuser(_without_stop_gradients(graph), read_reshapes, read_strided).run()
+    ``_Fuser._strided_operands``); with ``fill_bases`` an index_put or scatter_add into a
+    constant fill takes the value as its base operand (``_filled_bases``)."""
+    fused = _Fuser(_without_stop_gradients(graph), read_reshapes, read_strided, fill_bases).run()
     if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
