@@ -71,13 +71,12 @@ def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
             strides, off = [mat * int(np.prod(xb[d + 1:])) for d in range(len(xb))], 0
         else:
             off, strides, lds[j], trans[j] = layout
-        terms, at = [], [str(off)] if off else []
+        at = [str(off)] if off else []  # the operand's offset in batch bi
         for d in range(len(xb)):  # right-aligned batch broadcasting
             od = len(batch) - len(xb) + d
             if xb[d] != 1 and strides[d]:
                 inner = int(np.prod(batch[od + 1:]))
-                terms.append(f"((bi // {inner}) % {batch[od]}) * {strides[d]}")
-        at += terms
+                at.append(f"((bi // {inner}) % {batch[od]}) * {strides[d]}")
         name = f"{'ab'[j]}o"
         if at:
             lines.append(f"{_INDENT if batch else ''}{name} = {' + '.join(at)}")

@@ -8,6 +8,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..passes.strides import row_major
 from .cpu_scalar import literal
 from .kir import Const, Index, Load, Op, Ref
 
@@ -27,18 +28,10 @@ def value_text(v, index: Callable, op: Callable) -> str:
     return op(v, [value_text(a, index, op) for a in v.args])
 
 
-def _strides(shape: tuple) -> list:
-    st, acc = [], 1
-    for s in reversed(shape):
-        st.append(acc)
-        acc *= s
-    return st[::-1]
-
-
 def linear(idx: list, shape: tuple) -> str:
     """Linear index of a C-contiguous array of ``shape`` at per-dim index expressions."""
     const, terms = 0, []
-    for e, st, s in zip(idx, _strides(shape), shape):
+    for e, st, s in zip(idx, row_major(shape), shape):
         if s == 1 or e == "0":
             continue
         if e.lstrip("-").isdigit():
