@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ir import prims as P
 from ..ir.graph import Eqn, Graph, Var, dims_str, numbering
-from .rewrite import rebuild
+from .rewrite import rebuild, use_counts
 from .strides import strided_view
 
 Map = tuple  # per var dim: loop axis (int) or None
@@ -514,15 +514,7 @@ def _gemm_epilogues(graph: Graph) -> tuple:
     (``beta = 1``), with no pass over memory for the product. Returns (ids of the matmul and
     mul equations to skip, {id of the add/sub output: the fused matmul equation that replaces
     it}); the fused equation is a matmul with inputs (A, B, X) and params alpha, beta."""
-    producer, uses = {}, {}
-    for e in graph.eqns:
-        producer[e.out.id] = e
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses[a.id] = uses.get(a.id, 0) + 1
-    for v in graph.outputs:
-        if isinstance(v, Var):
-            uses[v.id] = uses.get(v.id, 0) + 2
+    producer, uses = {e.out.id: e for e in graph.eqns}, use_counts(graph, output_weight=2)
     folded, epilogue = set(), {}
     for e in graph.eqns:
         if e.prim not in (P.add, P.sub) or e.out.ndim != 2 or e.out.dtype.kind != "f" or e.out.size == 0:
@@ -563,10 +555,7 @@ def _filled_bases(graph: Graph) -> dict:
     scatter_add into them (the zeros a gather's or a pooling's backward scatters into): the
     call takes the value as its base and fills its output itself, so the fill is never
     computed, stored and copied."""
-    uses: dict = {}
-    for a in [a for e in graph.eqns for a in e.inputs] + list(graph.outputs):
-        if isinstance(a, Var):
-            uses[a.id] = uses.get(a.id, 0) + 1
+    uses = use_counts(graph)
     fills = {e.out.id: e.params["value"] for e in graph.eqns if e.prim is P.full}
     return {x.id: fills[x.id] for e in graph.eqns if e.prim in (P.index_put, P.scatter_add)
             for x in e.inputs[:1] if isinstance(x, Var) and x.id in fills and uses[x.id] == 1}

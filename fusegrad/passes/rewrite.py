@@ -12,6 +12,20 @@ def resolve(a, subst: dict):
     return a
 
 
+def use_counts(graph: Graph, output_weight: int = 1) -> dict:
+    """Var id -> how many times equations read it, plus ``output_weight`` per time the graph
+    returns it (a weight of 2 keeps a returned value from passing as singly read)."""
+    uses: dict = {}
+    for e in graph.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                uses[a.id] = uses.get(a.id, 0) + 1
+    for o in graph.outputs:
+        if isinstance(o, Var):
+            uses[o.id] = uses.get(o.id, 0) + output_weight
+    return uses
+
+
 def rewrite_eqn(e: Eqn, subst: dict) -> Eqn:
     """``e`` with its operands substituted (the same object when nothing changes)."""
     if not any(isinstance(a, Var) and a.id in subst for a in e.inputs):  # the common case, cheaply

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir.graph import Eqn, Graph, Var
 from ..ir import prims as P
-from .rewrite import rebuild, rewrite_eqn
+from .rewrite import rebuild, rewrite_eqn, use_counts
 
 # primitive -> (literal that is an identity, operand positions where it may stand)
 _IDENTITY = {P.mul: (1, (0, 1)), P.add: (0, (0, 1)), P.sub: (0, (1,)), P.div: (1, (1,))}
@@ -164,23 +164,11 @@ def _transposed_product(e: Eqn, src: Eqn, producer: dict) -> list:
     return new + [Eqn(P.matmul, tuple(ins), {}, e.out, src.where)]
 
 
-def _uses(graph: Graph) -> dict:
-    """Var id -> how many times equations and outputs use it."""
-    uses: dict = {}
-    for e in graph.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses[a.id] = uses.get(a.id, 0) + 1
-    for o in graph.outputs:
-        uses[o.id] = uses.get(o.id, 0) + 1
-    return uses
-
-
 def simplify(graph: Graph) -> Graph:
     """Apply the rules once over the graph (chains collapse as they are visited in order)."""
     subst: dict = {}
     producer: dict = {}
-    uses = _uses(graph)
+    uses = use_counts(graph)
     eqns = []
     for e in graph.eqns:
         e = rewrite_eqn(e, subst)
