@@ -601,6 +601,7 @@ def test_simplify_rules():
     v = _eqn(g, P.add, 0.0, v)
     v = _eqn(g, P.sub, v, 0)
     v = _eqn(g, P.div, v, 1.0)
+    v = _eqn(g, P.pow_, v, 1.0)  # what a square's VJP leaves
     v = _eqn(g, P.neg, _eqn(g, P.neg, v))
     v = _eqn(g, P.cast, v, dtype=np.dtype(np.float32))
     v = _eqn(g, P.broadcast_to, v, shape=(2, 3))
@@ -617,8 +618,8 @@ def test_simplify_keeps_broadcasting_identities():
     x = g.inputs[0]
     big = _eqn(g, P.broadcast_to, x, shape=(2, 3))
     ones = _eqn(g, P.mul, x, big)  # not an identity: no literal
-    g.outputs = [_eqn(g, P.mul, ones, 1.0)]
-    assert [e.prim.name for e in verify(simplify(g)).eqns] == ["broadcast_to", "mul"]
+    g.outputs = [_eqn(g, P.mul, ones, 1.0), _eqn(g, P.pow_, 1.0, x)]  # 1 ** x is no identity
+    assert [e.prim.name for e in verify(simplify(g)).eqns] == ["broadcast_to", "mul", "pow"]
 
 
 def test_fold_fills_into_literals_but_not_consts():

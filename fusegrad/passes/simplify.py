@@ -26,7 +26,7 @@ from ..ir import prims as P
 from .rewrite import rebuild, rewrite_eqn, use_counts
 
 # primitive -> (literal that is an identity, operand positions where it may stand)
-_IDENTITY = {P.mul: (1, (0, 1)), P.add: (0, (0, 1)), P.sub: (0, (1,)), P.div: (1, (1,))}
+_IDENTITY = {P.mul: (1, (0, 1)), P.add: (0, (0, 1)), P.sub: (0, (1,)), P.div: (1, (1,)), P.pow_: (1, (1,))}
 _SAME_SHAPE_NOOPS = (P.reshape, P.broadcast_to, P.cast, P.transpose)  # identity when shape/dtype/perm match
 
 
