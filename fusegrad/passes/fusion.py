@@ -41,6 +41,9 @@ BLAS_SERIAL_MAX = 1 << 20
 _REDUCE_OPS = ("+", "max", "min", "*")
 _MEMBER_VIEWS = (P.transpose, P.broadcast_to, P.reshape)
 MERGE_CANDIDATES = 8  # earlier loop groups over the same domain that a loop group tries to join
+# A loop group reading more arrays than this is split into its independent parts (see
+# _Fuser._independent_parts); an Adam update of one parameter reads a dozen.
+WIDE_READS = 16
 
 
 @dataclass
@@ -286,7 +289,7 @@ class _Fuser:
             else:
                 self._call(e)
         outs = [self._materialized(v) if isinstance(v, Var) else v for v in self.graph.outputs]
-        self.groups = self._merged_by_dependency()
+        self.groups = [part for g in self._merged_by_dependency() for part in self._independent_parts(g)]
         owner = {e.out.id: gi for gi, g in enumerate(self.groups) for e in _eqns(g)}
         return Fused(self.graph, self.groups, self.aliases, outs, owner).finish()
 
@@ -492,6 +495,59 @@ class _Fuser:
             if not (self._join_view(m, e) if e.prim.kind == "view" else self._join(m, e)):
                 return None
         return m
+
+    def _independent_parts(self, g: Group) -> list:
+        """A wide ``g`` (reading more than WIDE_READS arrays) as loop groups that share no
+        work: members connected by one reading the other or by reading the same stored
+        array of more than one element stay together. Fusion by dependency puts independent
+        loops over one domain side by side; an optimizer's per-parameter updates so become
+        one loop over dozens of arrays, which LLVM does not vectorize (it gives up on the
+        run-time overlap checks between them) and compiles slowly, while apart they are
+        identical loops that share one kernel. Scalar work stays together: it has no
+        vectors to lose, and every kernel call adds to the entry's compile time."""
+        if not isinstance(g, LoopGroup) or g.size == 1 or len(self._stored_reads(g)) <= WIDE_READS:
+            return [g]
+        parent = list(range(len(g.eqns)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+        member = {e.out.id: i for i, e in enumerate(g.eqns)}
+        reader: dict = {}  # stored var id -> the first member reading it
+        for i, e in enumerate(g.eqns):
+            for a in e.inputs:
+                while isinstance(a, Var) and a.id not in member and a.id in self.aliases:
+                    a = self.aliases[a.id].inputs[0]
+                if isinstance(a, Var) and a.id in member:
+                    parent[root(i)] = root(member[a.id])
+                elif isinstance(a, Var) and a.size > 1:
+                    parent[root(i)] = root(reader.setdefault(a.id, i))
+        parts: dict = {}
+        for i, e in enumerate(g.eqns):
+            parts.setdefault(root(i), []).append(e)
+        if len(parts) == 1:
+            return [g]
+        out = []
+        for eqns in parts.values():
+            red = g.red_axes if any(is_reduction(e) for e in eqns) else ()
+            maps = {e.out.id: g.maps[e.out.id] for e in eqns}
+            if not red and g.red_axes and not all(_full(g, m) for m in maps.values()):
+                return [g]  # a member kept only over the outer axes needs the group's reduction
+            out.append(LoopGroup(g.domain, red, eqns, maps, g.serial))
+        return out
+
+    def _stored_reads(self, g: LoopGroup) -> set:
+        """Ids of the stored vars (aliases followed to their bases) members of ``g`` read."""
+        out = set()
+        for e in g.eqns:
+            for a in e.inputs:
+                while isinstance(a, Var) and a.id in self.aliases:
+                    a = self.aliases[a.id].inputs[0]
+                if isinstance(a, Var) and a.id not in g.maps:
+                    out.add(a.id)
+        return out
 
     def _materialized(self, v: Var) -> Var:
         """``v`` itself when it will live in memory, else a copy of the alias ``v``."""
