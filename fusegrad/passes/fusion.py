@@ -503,9 +503,8 @@ class _Fuser:
         loops over one domain side by side; an optimizer's per-parameter updates so become
         one loop over dozens of arrays, which LLVM does not vectorize (it gives up on the
         run-time overlap checks between them) and compiles slowly, while apart they are
-        identical loops that share one kernel. Scalar work stays together: it has no
-        vectors to lose, and every kernel call adds to the entry's compile time."""
-        if not isinstance(g, LoopGroup) or g.size == 1 or len(self._stored_reads(g)) <= WIDE_READS:
+        identical loops that share one kernel (so do their scalar bias corrections)."""
+        if not isinstance(g, LoopGroup) or len(self._stored_reads(g)) <= WIDE_READS:
             return [g]
         parent = list(range(len(g.eqns)))
 
