@@ -511,6 +511,8 @@ def test_lower_stages_and_kernel_source():
     assert "exp(" in lo.ir("fused") and "exp" in lo.kernel_source()
     with pytest.raises(ValueError):
         lo.ir("nope")
+    groups = lo.fused().groups  # a backend without a partition of its own: the graph fused
+    assert [[e.prim for e in g.eqns] for g in groups] == [[P.exp]], str(lo.fused())  # + 0.0 simplified away
 
 
 def test_dump_and_log(tmp_path, monkeypatch, capsys):

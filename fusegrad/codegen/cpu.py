@@ -128,10 +128,10 @@ class _Printed:
     """A stage built when printed: ``str()`` of what ``make()`` returns."""
 
     def __init__(self, make: Callable):
-        self._make = make
+        self.make = make
 
     def __str__(self) -> str:
-        return str(self._make())
+        return str(self.make())
 
 
 class CpuBackend:

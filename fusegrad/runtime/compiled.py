@@ -859,6 +859,15 @@ class Lowered:
     def kernel_source(self) -> str:
         return self._plan.kernel_source()
 
+    def fused(self):
+        """The partition into loop groups and library calls (a ``passes.fusion.Fused``) that
+        the backend compiled: what ``ir("fused")`` prints, as objects to inspect."""
+        from ..passes.fusion import Fused, fuse
+        ir = self._plan.stages["fused"]
+        if isinstance(ir, Fused):
+            return ir
+        return fuse(ir) if isinstance(ir, Graph) else ir.make()
+
     def graph(self, stage: str = "fused"):
         """A ``graphviz.Digraph`` of ``stage`` (fused loop groups drawn as clusters)."""
         from ..passes.fusion import fuse
