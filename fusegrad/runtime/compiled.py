@@ -23,6 +23,7 @@ from ..codegen.cpu import CpuExecutable
 from ..func.pytree import flatten, unflatten
 from ..ir.graph import Graph, Var, symbolic_sizes
 from ..passes.autodiff import vjp_graph
+from ..passes.fusion import Fused, fuse
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_references
@@ -859,10 +860,9 @@ class Lowered:
     def kernel_source(self) -> str:
         return self._plan.kernel_source()
 
-    def fused(self):
+    def fused(self) -> "Fused":
         """The partition into loop groups and library calls (a ``passes.fusion.Fused``) that
         the backend compiled: what ``ir("fused")`` prints, as objects to inspect."""
-        from ..passes.fusion import Fused, fuse
         ir = self._plan.stages["fused"]
         if isinstance(ir, Fused):
             return ir
@@ -870,7 +870,6 @@ class Lowered:
 
     def graph(self, stage: str = "fused"):
         """A ``graphviz.Digraph`` of ``stage`` (fused loop groups drawn as clusters)."""
-        from ..passes.fusion import fuse
         from ..viz import ir_dot
         stages = self._plan.stages
         if stage not in stages or stage == "note":
