@@ -516,9 +516,7 @@ class _Fuser:
         member = {e.out.id: i for i, e in enumerate(g.eqns)}
         reader: dict = {}  # stored var id -> the first member reading it
         for i, e in enumerate(g.eqns):
-            for a in e.inputs:
-                while isinstance(a, Var) and a.id not in member and a.id in self.aliases:
-                    a = self.aliases[a.id].inputs[0]
+            for a in map(self._stored_base, e.inputs):
                 if isinstance(a, Var) and a.id in member:
                     parent[root(i)] = root(member[a.id])
                 elif isinstance(a, Var) and a.size > 1:
@@ -539,14 +537,14 @@ class _Fuser:
 
     def _stored_reads(self, g: LoopGroup) -> set:
         """Ids of the stored vars (aliases followed to their bases) members of ``g`` read."""
-        out = set()
-        for e in g.eqns:
-            for a in e.inputs:
-                while isinstance(a, Var) and a.id in self.aliases:
-                    a = self.aliases[a.id].inputs[0]
-                if isinstance(a, Var) and a.id not in g.maps:
-                    out.add(a.id)
-        return out
+        return {a.id for e in g.eqns for a in map(self._stored_base, e.inputs)
+                if isinstance(a, Var) and a.id not in g.maps}
+
+    def _stored_base(self, a):
+        """Operand ``a`` with aliases followed to the stored var they view (a literal as is)."""
+        while isinstance(a, Var) and a.id in self.aliases:
+            a = self.aliases[a.id].inputs[0]
+        return a
 
     def _materialized(self, v: Var) -> Var:
         """``v`` itself when it will live in memory, else a copy of the alias ``v``."""

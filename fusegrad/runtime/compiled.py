@@ -875,9 +875,7 @@ class Lowered:
         if stage not in stages or stage == "note":
             raise ValueError(f"unknown stage {stage!r}; available: {self.stages}")
         ir = stages[stage]
-        if not isinstance(ir, Graph):  # a backend's fused listing: fuse the graph it compiled
-            ir = fuse(stages["forward"] if "forward" in stages else stages["optimized"])
-        return ir_dot(ir, name=stage)
+        return ir_dot(ir if isinstance(ir, Graph) else self.fused(), name=stage)
 
 
 _MODES = (None, "default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
