@@ -124,7 +124,7 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
             if type(node) is AccumulateGrad:
                 if accumulate and gs[0] is not None and (targets is None or node in target_nodes):
                     leaf = node.variable
-                    _accumulate(leaf, gs[0], create_graph)
+                    _accumulate(leaf, gs[0], create_graph, node.grad_into)
                     if node.post_acc_hooks and leaf is not None:
                         for h in list(node.post_acc_hooks):
                             h(leaf)
@@ -201,7 +201,7 @@ def _needed(nodes, target_nodes) -> set:
     return {n for n, v in memo.items() if v}
 
 
-def _accumulate(leaf, g, create_graph: bool) -> None:
+def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
     if leaf is None:
         return
     from .tensor import wrap
@@ -214,7 +214,11 @@ def _accumulate(leaf, g, create_graph: bool) -> None:
     if type(g._data) is Var and g._data.trace.captures_state:
         g._data.trace.touch(leaf)  # compiled code writes this .grad back
     if leaf._grad is None:
-        if not keep:
+        dest = into(leaf, g._data) if into is not None and not keep and type(g._data) is np.ndarray else None
+        if dest is not None:
+            np.copyto(dest, g._data)
+            g = wrap(dest)
+        elif not keep:
             g = wrap(devices.copy(g._data))
         elif g._base is not None and not g._rg:
             # a traced view of a backward temporary: .grad is a tensor of its own, so that an

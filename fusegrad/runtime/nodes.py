@@ -149,13 +149,18 @@ class PrimNode(Node):
 
 class AccumulateGrad(Node):
     """Accumulates into a leaf's ``.grad``; its pre-hooks are the leaf's tensor hooks and
-    ``post_acc_hooks`` run with the leaf once its ``.grad`` holds the new sum."""
-    __slots__ = ("_var", "post_acc_hooks")
+    ``post_acc_hooks`` run with the leaf once its ``.grad`` holds the new sum.
+
+    ``grad_into(leaf, g)``, where set, may give the ndarray a new ``.grad`` is written into
+    (DistributedDataParallel's bucket slot, so the gradient is copied once) instead of a
+    copy of ``g`` of its own; None declines."""
+    __slots__ = ("_var", "post_acc_hooks", "grad_into")
 
     def __init__(self, leaf):
         self._init(())
         self._var = weakref.ref(leaf)
         self.post_acc_hooks = None
+        self.grad_into = None
 
     @property
     def variable(self):

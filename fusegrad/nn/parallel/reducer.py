@@ -1,15 +1,23 @@
 """Gradient buckets for DistributedDataParallel: each bucket's averaged all-reduce starts
 (non-blocking, MPI ``Iallreduce``) as soon as all its gradients are accumulated, while the
-rest of the backward runs; the last ready gradient waits for every bucket and writes the
-averages back into ``.grad``.
+rest of the backward runs; the last ready gradient waits for every bucket and leaves the
+averages in ``.grad``.
 
 A gradient enters its bucket slot in its own memory order: a Linear weight's gradient is
 computed transposed (Fortran-ordered), and copying it into a C-ordered slot and back costs
 a strided transpose each way (~1 ms per MB, more than the all-reduce itself). Element-wise
 reduction does not care about the order as long as every rank uses the same one, so each
 slot's order travels in the bucket as a tag (1 for Fortran order) summed by the same
-all-reduce: a sum other than 0 or the world size means the ranks disagreed, and that bucket
-is reduced again in C order (and that parameter stays in C order from then on)."""
+all-reduce: a sum other than 0 or the world size means the ranks disagreed, and that slot
+is reduced again in C order (and stays in C order from then on). Once the summed tags show
+the ranks agree, the slot's order is settled (the same on every rank, since every rank sees
+the same sums).
+
+A settled slot takes the gradient directly: the autograd engine writes a new ``.grad`` into
+it (``AccumulateGrad.grad_into``) and ``.grad`` stays a view of the bucket, so the
+gradient is copied once, not into the bucket and back. Each synchronized iteration gets
+fresh buckets (unless ``gradient_as_bucket_view``, where ``.grad`` is the bucket by
+design), so a ``.grad`` kept from an earlier step is never overwritten by a later one."""
 from __future__ import annotations
 
 import time
@@ -31,12 +39,18 @@ class _Bucket:
         self.params = params
         self.index = index
         self.offsets = np.cumsum([0] + [p.numel() for p in params]).tolist()
-        self.flat = np.zeros(self.offsets[-1] + len(params), dtype=params[0]._data.dtype)
-        self.tags = self.flat[self.offsets[-1]:]
+        self.renew()
         self.orders = ["C"] * len(params)
-        self.c_only: set = set()  # slots whose ranks once disagreed on the order: C from then on
+        self.settled = [False] * len(params)  # the ranks agreed on the slot's order
+        self.handed: list = [None] * len(params)  # slots the engine wrote a new .grad into
         self.pending = len(params)
         self.request = None
+
+    def renew(self) -> None:
+        """A fresh flat buffer (every slot is written before its all-reduce) and tags."""
+        self.flat = np.empty(self.offsets[-1] + len(self.params), dtype=self.params[0]._data.dtype)
+        self.tags = self.flat[self.offsets[-1]:]
+        self.tags[:] = 0
 
     @property
     def size(self) -> int:
@@ -48,20 +62,33 @@ class _Bucket:
         shape = self.params[k]._data.shape
         return self.flat[self.offsets[k]:self.offsets[k + 1]].reshape(shape, order=self.orders[k])
 
+    def hand(self, k: int) -> np.ndarray:
+        """Settled slot ``k``, for the engine to write a new gradient into."""
+        self.tags[k] = 1 if self.orders[k] == "F" else 0
+        self.handed[k] = self.slot(k)
+        return self.handed[k]
+
     def fill(self, k: int, grad: Optional[np.ndarray], world: int) -> None:
-        """Slot ``k`` := ``grad / world`` (zeros when None), in ``grad``'s memory order."""
-        fortran = (grad is not None and k not in self.c_only and grad.ndim > 1
-                   and grad.flags.f_contiguous and not grad.flags.c_contiguous)
-        self.orders[k] = "F" if fortran else "C"
-        self.tags[k] = 1 if fortran else 0
+        """Slot ``k`` := ``grad / world`` (zeros when None), in ``grad``'s memory order unless
+        the slot's order is settled."""
+        if not self.settled[k]:
+            fortran = (grad is not None and grad.ndim > 1
+                       and grad.flags.f_contiguous and not grad.flags.c_contiguous)
+            self.orders[k] = "F" if fortran else "C"
+        self.tags[k] = 1 if self.orders[k] == "F" else 0
         if grad is None:
             self.slot(k)[...] = 0
         else:
             np.divide(grad, world, out=self.slot(k))
 
-    def disagreeing(self, world: int) -> list:
-        """After the all-reduce: the slots whose ranks chose different orders."""
-        return [k for k, t in enumerate(self.tags) if t != 0 and t != world]
+    def settle(self, world: int) -> list:
+        """After the all-reduce: settle the slots whose ranks agreed on the order; return
+        those whose ranks disagreed (C order from now on)."""
+        bad = [k for k, t in enumerate(self.tags) if t != 0 and t != world]
+        self.settled = [True] * len(self.params)
+        for k in bad:
+            self.orders[k] = "C"
+        return bad
 
 
 def plan_buckets(params: Sequence, cap_bytes: int, first_cap_bytes: Optional[int] = None) -> List[list]:
@@ -104,10 +131,14 @@ class Reducer:
         self.launched_at: List[int] = []  # per bucket launch: how many gradients were ready then
         self.in_flight: list = []  # requests of buckets launched and not yet seen complete
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
+        for p in self.params:
+            p._accumulator().grad_into = self._into
 
     def remove_hooks(self) -> None:
         for h in self._handles:
             h.remove()
+        for p in self.params:
+            p._accumulator().grad_into = None
 
     # -------------------------------------------------------------- per iteration
     def prepare(self, active: bool, unused: Sequence = ()) -> None:
@@ -126,6 +157,9 @@ class Reducer:
         for b in self.buckets:
             b.pending = len(b.params)
             b.request = None
+            b.handed = [None] * len(b.params)
+            if active and not self.grads_as_views:
+                b.renew()
         self.in_flight = []
         self.locally_unused = {id(p) for p in unused}
         if active:
@@ -141,9 +175,22 @@ class Reducer:
                     "reentrant backward); run the second backward under no_sync() or call forward again.")
             self._mark(p)
 
+    def _into(self, p, grad: np.ndarray) -> Optional[np.ndarray]:
+        """Where the engine writes ``p``'s new ``.grad`` (its settled slot), or None."""
+        if not self.active or id(p) in self.marked:
+            return None
+        b, k = self.where[id(p)]
+        return b.hand(k) if b.settled[k] else None
+
     def _mark(self, p) -> None:
         b, k = self.where[id(p)]
-        b.fill(k, None if p._grad is None else np.asarray(p._grad._data), self.group.size())
+        n = self.group.size()
+        if p._grad is not None and b.handed[k] is not None and p._grad._data is b.handed[k]:
+            if n > 1:  # already in its slot: averaged in place
+                np.divide(b.handed[k], n, out=b.handed[k])
+        else:
+            b.handed[k] = None
+            b.fill(k, None if p._grad is None else np.asarray(p._grad._data), n)
         self.marked.add(id(p))
         b.pending -= 1
         if b.pending == 0:
@@ -169,27 +216,36 @@ class Reducer:
         self.wait_span = (t0, t1)
         n = self.group.size()
         for b in self.buckets:
-            bad = b.disagreeing(n)
-            if bad:  # the same sums on every rank: all of them redo this bucket in C order
-                b.c_only.update(bad)
-                for k, p in enumerate(b.params):
-                    b.fill(k, None if p._grad is None else np.asarray(p._grad._data), n)
-                iallreduce(self.group, b.flat, ReduceOp.SUM, blocking=True)
+            bad = b.settle(n)
+            if bad:  # the same sums on every rank: all of them reduce these slots again in C order
+                self._reduce_again(b, bad, n)
         used = self._globally_used() if self.find_unused else None
         with no_grad():
             for b in self.buckets:
                 for k, p in enumerate(b.params):
+                    if b.handed[k] is not None and p._grad is not None and p._grad._data is b.handed[k]:
+                        p._grad._bump()  # .grad is its slot, already the average
+                        continue
                     avg = b.slot(k)
                     if p._grad is None and not (used is not None and used[id(p)]):
                         continue  # unused on every rank: no gradient, as in PyTorch
-                    if self.grads_as_views:
-                        p._grad = wrap(avg)
-                    elif p._grad is not None:
+                    if p._grad is None or self.grads_as_views:
+                        p._grad = wrap(avg)  # this iteration's bucket: nothing else writes it
+                    else:
                         p._grad._data[...] = avg
                         p._grad._bump()
-                    else:
-                        p._grad = wrap(avg.copy())
         self.active = False
+
+    def _reduce_again(self, b: _Bucket, bad: list, n: int) -> None:
+        """Slots ``bad`` of ``b`` (never handed: unsettled until now) all-reduced again, in C order."""
+        parts = [np.zeros(b.params[k]._data.shape, b.flat.dtype) if b.params[k]._grad is None
+                 else np.asarray(b.params[k]._grad._data) / n for k in bad]
+        scratch = np.concatenate([q.ravel() for q in parts])
+        iallreduce(self.group, scratch, ReduceOp.SUM, blocking=True)
+        at = 0
+        for k, q in zip(bad, parts):
+            b.slot(k)[...] = scratch[at:at + q.size].reshape(q.shape)
+            at += q.size
 
     def _globally_used(self) -> dict:
         MPI = _mpi()
