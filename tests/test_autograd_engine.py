@@ -783,3 +783,29 @@ def test_func_on_tensors_requiring_grad_composes_with_backward():
     g = fg.func.grad(lambda a: (a ** 3).sum())(x)
     g.sum().backward()  # d/dx sum(3x^2) = 6x
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])
+
+
+def test_matmul_gradient_takes_its_operands_memory_order():
+    """``x @ w.t()`` (Linear) gives w a C-ordered gradient, PyTorch's layout rule, computed as
+    such rather than copied from a transposed product; ``a.t() @ b`` likewise gives a one.
+    Values as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((5, 4), (3, 4), (5, 3)))
+    fx, fw, fb = (fg.tensor(v, requires_grad=True) for v in (x, w, b))
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    ((fx @ fw.t()) * fb).sum().backward()
+    ((tx @ tw.t()) * tb).sum().backward()
+    fa = fg.tensor(x, requires_grad=True)
+    ta = torch.tensor(x, requires_grad=True)
+    (fa.t() @ fb).pow(2).sum().backward()
+    (ta.t() @ tb).pow(2).sum().backward()
+    for f, t in ((fw, tw), (fx, tx), (fa, ta)):
+        assert f.grad._data.flags.c_contiguous
+        np.testing.assert_allclose(f.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # the transposed product itself: the gradient reaching w.t() is w's transposed view
+    seen = []
+    wt = fw.detach().requires_grad_().t()
+    wt.register_hook(lambda g: seen.append(g._data.flags.f_contiguous and not g._data.flags.c_contiguous))
+    (fx.detach() @ wt).sum().backward()
+    assert seen == [True]

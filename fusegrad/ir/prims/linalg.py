@@ -37,10 +37,26 @@ def _mm_impl(a, b):
     return np.matmul(a, b)
 
 
+def _transposed(x) -> bool:
+    """``x`` is an eager matrix stored transposed (Fortran order: ``weight.t()``)."""
+    d = getattr(x, "_data", None)
+    return type(d) is np.ndarray and d.ndim == 2 and d.flags.f_contiguous and not d.flags.c_contiguous
+
+
 def _mm_vjp(g, ins, out, needs):
+    # A 2-D operand stored transposed gets its gradient in the same order, computed as the
+    # transpose of a C-ordered product (PyTorch's layout rule: a gradient's strides follow its
+    # input's): the weight gradient of Linear's x @ w.t() comes out as w's own C order,
+    # which .grad would otherwise get by a strided copy.
     a, b = ins
-    ga = sum_to(matmul(g, swap_last(b)), shape_of(a)) if needs[0] else None
-    gb = sum_to(matmul(swap_last(a), g), shape_of(b)) if needs[1] else None
+    plain = len(shape_of(a)) == len(shape_of(b)) == 2
+    ga = gb = None
+    if needs[0]:
+        ga = (swap_last(matmul(b, swap_last(g))) if plain and _transposed(a)
+              else sum_to(matmul(g, swap_last(b)), shape_of(a)))
+    if needs[1]:
+        gb = (swap_last(matmul(swap_last(g), a)) if plain and _transposed(b)
+              else sum_to(matmul(swap_last(a), g), shape_of(b)))
     return ga, gb
 
 
