@@ -68,9 +68,10 @@ class Outliner:
         # argv: each buffer's address and size, the symbols, each partials buffer's address and size
         entries = [e for b in bufs for e in (f"{b}.ctypes.data", f"{b}.size")] + syms + \
             [e for p, _ in parts for e in (f"{p}.ctypes.data", n)]
-        lines = [f"{n} = min({loop.extent}, thread_count())"] + \
-            [f"{p} = np.empty({n}, np.{driver.accs[name][1].name})" for p, name in parts] + \
-            [f"{argv} = np.empty({len(entries)}, np.uint64)"] + [f"{argv}[{i}] = {e}" for i, e in enumerate(entries)]
+        # a conditional, not min(): min is an overload Numba compiles per module
+        lines = [f"{n} = thread_count()", f"{n} = ({loop.extent}) if ({loop.extent}) < {n} else {n}"] + \
+            [f"{p} = empty({n}, np.{driver.accs[name][1].name})" for p, name in parts] + \
+            [f"{argv} = empty({len(entries)}, np.uint64)"] + [f"{argv}[{i}] = {e}" for i, e in enumerate(entries)]
         source, symbol = self._chunk(j, loop, bufs, syms, parts, driver)
         lines.append(f'call_symbol(LAUNCH, (symbol_address("{symbol}"), {argv}, np.int64({loop.extent}), np.int64({n})))')
         if parts:
