@@ -3,15 +3,16 @@ flat and C-contiguous, as intrinsics.
 
 ``np.empty`` and ``np.zeros`` are ``@overload`` implementations that Numba compiles as
 functions of their own, again for every set of caller flags (an entry and a kernel module
-differ), before the caller can be typed: 40-170 ms each at the first compile of a graph.
-An intrinsic's allocation is emitted in place, the same NRT call ``np.empty`` makes."""
+differ), before the caller can be typed: 40-170 ms each at the first compile of a graph;
+and Numba's own lowering of an allocation compiles a helper function for the allocator
+call. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place."""
 from __future__ import annotations
 
 from numba import types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_new_ref
 from numba.extending import intrinsic
-from numba.np.arrayobj import _empty_nd_impl
+from numba.np.arrayobj import make_array, populate_array
 
 __all__ = ["empty", "zeros"]
 
@@ -24,10 +25,17 @@ def _array_type(n, dtype):
 
 def _allocate(context, builder, sig, args, zero: bool):
     arrty = sig.return_type
-    size = context.cast(builder, args[0], sig.args[0], types.intp)
-    ary = _empty_nd_impl(context, builder, arrty, [size])
+    n = context.cast(builder, args[0], sig.args[0], types.intp)
+    datatype = context.get_data_type(arrty.dtype)
+    itemsize = context.get_constant(types.intp, context.get_abi_sizeof(datatype))
+    nbytes = builder.mul(n, itemsize)
+    meminfo = context.nrt.meminfo_alloc_aligned(builder, size=nbytes,
+                                                 align=context.get_preferred_array_alignment(arrty.dtype))
+    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo), datatype.as_pointer())
+    ary = make_array(arrty)(context, builder)
+    populate_array(ary, data=data, shape=[n], strides=[itemsize], itemsize=itemsize, meminfo=meminfo)
     if zero:
-        cgutils.memset(builder, ary.data, builder.mul(ary.itemsize, ary.nitems), 0)
+        cgutils.memset(builder, data, nbytes, 0)
     return impl_ret_new_ref(context, builder, arrty, ary._getvalue())
 
 
