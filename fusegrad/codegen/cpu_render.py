@@ -146,9 +146,10 @@ class _Writer:
         if dt.kind == "b":  # any / all
             return f"{s.name} {'|' if op in ('max', 'fmax') else '&'}= {v}"
         if op in ("fmax", "fmin"):
-            # the builtin keeps its first operand when the second is NaN, and the
-            # accumulator never is NaN (it starts at +-inf): NaN is ignored, as fmax does
-            return f"{s.name} = {op[1:]}({s.name}, {v})"
+            # keeping the accumulator unless the value compares beyond it ignores a NaN value,
+            # and the accumulator never is NaN (it starts at +-inf), as fmax does; a conditional
+            # rather than the max builtin, an overload Numba compiles apart
+            return f"{s.name} = ({v}) if ({v}) {'>' if op == 'fmax' else '<'} {s.name} else {s.name}"
         # max/min propagate NaN, as the elementwise operation does
         return f"{s.name} = {expr(REDUCE_OPS[op], [v, s.name], dt, {})}"
 
