@@ -130,15 +130,9 @@ class Reducer:
         self.wait_span = (0.0, 0.0)
         self.launched_at: List[int] = []  # per bucket launch: how many gradients were ready then
         self.in_flight: list = []  # requests of buckets launched and not yet seen complete
-        self._handles = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
         for p in self.params:
+            p.register_post_accumulate_grad_hook(self._on_grad)
             p._accumulator().grad_into = self._into
-
-    def remove_hooks(self) -> None:
-        for h in self._handles:
-            h.remove()
-        for p in self.params:
-            p._accumulator().grad_into = None
 
     # -------------------------------------------------------------- per iteration
     def prepare(self, active: bool, unused: Sequence = ()) -> None:
