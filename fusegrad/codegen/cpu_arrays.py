@@ -1,20 +1,22 @@
-"""Array allocation for generated Numba code: ``empty(n, np.float32)`` and ``zeros(n, ...)``,
-flat and C-contiguous, as intrinsics.
+"""Arrays in generated Numba code, as intrinsics: allocation, ``empty(n, np.float32)`` and
+``zeros(n, ...)`` (flat, C-contiguous), and offset views, ``tail(a, k)`` (``a[k:]``).
 
 ``np.empty`` and ``np.zeros`` are ``@overload`` implementations that Numba compiles as
 functions of their own, again for every set of caller flags (an entry and a kernel module
 differ), before the caller can be typed: 40-170 ms each at the first compile of a graph;
 and Numba's own lowering of an allocation compiles a helper function for the allocator
-call. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place."""
+call. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place.
+Likewise a slice ``a[k:]`` goes through Numba's general slicing (bounds clamped, steps,
+negative indices) where ``tail`` offsets the data pointer."""
 from __future__ import annotations
 
 from numba import types
 from numba.core import cgutils
-from numba.core.imputils import impl_ret_new_ref
+from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["empty", "zeros"]
+__all__ = ["empty", "tail", "zeros"]
 
 
 def _array_type(n, dtype):
@@ -53,3 +55,20 @@ def zeros(typingctx, n, dtype):
     arrty = _array_type(n, dtype)
     if arrty is not None:
         return arrty(n, dtype), lambda context, builder, sig, args: _allocate(context, builder, sig, args, True)
+
+
+@intrinsic
+def tail(typingctx, a, k):
+    """``a[k:]`` of a 1-d array for 0 <= k <= len(a) (unchecked): a view sharing ``a``'s memory."""
+    if isinstance(a, types.Array) and a.ndim == 1 and isinstance(k, types.Integer):
+        def codegen(context, builder, sig, args):
+            arrty = sig.args[0]
+            ary = make_array(arrty)(context, builder, args[0])
+            off = context.cast(builder, args[1], sig.args[1], types.intp)
+            view = make_array(arrty)(context, builder)
+            populate_array(view, data=builder.gep(ary.data, [off], inbounds=True),
+                           shape=[builder.sub(builder.extract_value(ary.shape, 0), off)],
+                           strides=[builder.extract_value(ary.strides, 0)], itemsize=ary.itemsize,
+                           meminfo=ary.meminfo, parent=ary.parent)
+            return impl_ret_borrowed(context, builder, arrty, view._getvalue())
+        return a(a, k), codegen
