@@ -704,3 +704,29 @@ def test_outlined_kernels_shared_across_sizes_take_their_sizes_through_the_launc
                 np.testing.assert_allclose(got, p - np.exp(g) * np.float32(0.1), rtol=1e-5, atol=1e-6)
     finally:
         fg.set_num_threads(threads)
+
+
+def test_array_intrinsics_allocate_zero_and_view_like_numpy():
+    """cpu_arrays' empty/zeros/tail as generated code uses them: dtypes, sizes (0 too),
+    zeros really zero, tail a view writing through to its base."""
+    import numba
+    from fusegrad.codegen.cpu_arrays import empty, tail, zeros
+
+    @numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy")
+    def f(n, k):
+        a = empty(n, np.float32)
+        a[:] = 2.0
+        z = zeros(n, np.int64)
+        b = zeros(5, np.bool_)
+        w = tail(a, k)
+        w[0] = -1.0
+        return a, z, b, w, empty(0, np.float64)
+
+    a, z, b, w, e = f(7, 3)
+    assert (a.dtype, z.dtype, b.dtype, w.dtype, e.dtype) == (np.float32, np.int64, np.bool_, np.float32, np.float64)
+    assert a.flags.c_contiguous and a.shape == (7,) and e.shape == (0,)
+    np.testing.assert_array_equal(a, [2, 2, 2, -1, 2, 2, 2])
+    np.testing.assert_array_equal(z, np.zeros(7, np.int64))
+    assert not b.any() and w.shape == (4,) and np.shares_memory(w, a)
+    w[1] = 5.0
+    assert a[4] == 5.0
