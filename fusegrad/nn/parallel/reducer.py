@@ -3,9 +3,9 @@
 rest of the backward runs; the last ready gradient waits for every bucket and leaves the
 averages in ``.grad``.
 
-A gradient enters its bucket slot in its own memory order: a Linear weight's gradient is
-computed transposed (Fortran-ordered), and copying it into a C-ordered slot and back costs
-a strided transpose each way (~1 ms per MB, more than the all-reduce itself). Element-wise
+A gradient enters its bucket slot in its own memory order: one computed transposed
+(Fortran-ordered, as ``(w.t() @ x.t()).t()`` gives w) copied into a C-ordered slot and back
+costs a strided transpose each way (~1 ms per MB, more than the all-reduce itself). Element-wise
 reduction does not care about the order as long as every rank uses the same one, so each
 slot's order travels in the bucket as a tag (1 for Fortran order) summed by the same
 all-reduce: a sum other than 0 or the world size means the ranks disagreed, and that slot
