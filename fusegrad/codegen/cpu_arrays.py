@@ -3,9 +3,8 @@
 
 ``np.empty`` and ``np.zeros`` are ``@overload`` implementations that Numba compiles as
 functions of their own, again for every set of caller flags (an entry and a kernel module
-differ), before the caller can be typed: 40-170 ms each at the first compile of a graph;
-and Numba's own lowering of an allocation compiles a helper function for the allocator
-call. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place.
+differ), before the caller can be typed, and Numba's own lowering of an allocation compiles
+a helper function for the allocator call: a graph's first compile paid for both. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place.
 Likewise a slice ``a[k:]`` goes through Numba's general slicing (bounds clamped, steps,
 negative indices) where ``tail`` offsets the data pointer."""
 from __future__ import annotations
@@ -16,7 +15,9 @@ from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["empty", "tail", "zeros"]
+__all__ = ["IMPORT", "empty", "tail", "zeros"]
+
+IMPORT = "from fusegrad.codegen.cpu_arrays import empty, tail, zeros"  # a generated module's line
 
 
 def _array_type(n, dtype):

@@ -68,6 +68,10 @@ class _Bucket:
         self.handed[k] = self.slot(k)
         return self.handed[k]
 
+    def holds(self, k: int, grad) -> bool:
+        """``grad`` (a Tensor or None) is the one the engine wrote into slot ``k``."""
+        return grad is not None and self.handed[k] is not None and grad._data is self.handed[k]
+
     def fill(self, k: int, grad: Optional[np.ndarray], world: int) -> None:
         """Slot ``k`` := ``grad / world`` (zeros when None), in ``grad``'s memory order unless
         the slot's order is settled."""
@@ -179,7 +183,7 @@ class Reducer:
     def _mark(self, p) -> None:
         b, k = self.where[id(p)]
         n = self.group.size()
-        if p._grad is not None and b.handed[k] is not None and p._grad._data is b.handed[k]:
+        if b.holds(k, p._grad):
             if n > 1:  # already in its slot: averaged in place
                 np.divide(b.handed[k], n, out=b.handed[k])
         else:
@@ -217,7 +221,7 @@ class Reducer:
         with no_grad():
             for b in self.buckets:
                 for k, p in enumerate(b.params):
-                    if b.handed[k] is not None and p._grad is not None and p._grad._data is b.handed[k]:
+                    if b.holds(k, p._grad):
                         p._grad._bump()  # .grad is its slot, already the average
                         continue
                     avg = b.slot(k)
