@@ -197,6 +197,10 @@ class RNNBase(Module):
         for w in self.parameters():
             init.uniform_(w, -stdv, stdv)
 
+    def flatten_parameters(self) -> None:
+        """PyTorch compacts the weights into one cuDNN buffer here; off cuDNN (as here, where
+        each weight is its own parameter on every backend) it does nothing."""
+
     @property
     def all_weights(self) -> List[List[Tensor]]:
         per = len(self._flat_weights_names) // (self.num_layers * self.num_directions)
