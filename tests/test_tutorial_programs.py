@@ -1,10 +1,13 @@
-"""Three PyTorch-tutorial-style programs (tests/tutorials/), run once with PyTorch and once with
-only their imports changed to fusegrad: the printed output must be the same.
+"""PyTorch-tutorial-style programs (tests/tutorials/), run once with PyTorch and once with only
+their imports changed to fusegrad: the printed output must be the same.
 
 The programs: a DataLoader training loop that saves a checkpoint, reloads it and trains on; a
 mixed precision loop (autocast, GradScaler skipping overflowing float16 steps); a Jacobian by
-forward-mode AD. They start from fixed weights (no random numbers: the two libraries' generators
-differ) and print what a tutorial prints."""
+forward-mode AD; and two after pytorch/examples: time_sequence_prediction's LSTM cells trained
+by L-BFGS in float64, and word_language_model's LSTM language model (truncated BPTT, gradient
+clipping, SGD through ``p.data``, the whole model saved and loaded). They start from fixed
+weights (no random numbers: the two libraries' generators differ) and print what a tutorial
+prints."""
 import os
 import re
 import subprocess
@@ -14,7 +17,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PROGRAMS = ["data_loader_training.py", "amp_training.py", "forward_ad_jacobian.py"]
+PROGRAMS = ["data_loader_training.py", "amp_training.py", "forward_ad_jacobian.py", "sine_lstm_lbfgs.py",
+            "word_language_model.py"]
 MARK = "=== program "
 
 # the only edit: `import torch` -> `import fusegrad as torch`; `import torch.x` / `from torch.x` -> fusegrad.x
