@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("FUSEGRAD_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".fusegrad-cache"))
+# the graph and kernel IR verified after every pass (ir.verify, codegen.kir.checked)
+os.environ.setdefault("FUSEGRAD_VERIFY", "1")
 
 
 @pytest.fixture(autouse=True)

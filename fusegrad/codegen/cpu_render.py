@@ -24,7 +24,7 @@ from .cpu_outline import IMPORTS as OUTLINE_IMPORTS, Outliner, outlinable
 from .cpu_arrays import IMPORT as ARRAYS
 from .cpu_scalar import binding, expr, imports, literal
 from .kir import (Acc, Assign, Extern, Guard, IBin, Kernel, Let, Load, Loop, Op, Scratch, Store, Sym, Update, canonical,
-                  iadd, isyms, rebuild, stmt_values, stmts, values, verify)
+                  checked, iadd, isyms, rebuild, stmt_values, stmts, values, verify)
 from .kir_fastmath import choose_variants, trig_guard
 from .kir_passes import optimize
 from .value_text import value_text
@@ -46,11 +46,11 @@ def prepare(k: Kernel, guard: Optional[str] = "exact", nonpositive: frozenset = 
             bounded_trig: bool = False) -> Kernel:
     """``k`` after the passes: kir_passes.optimize, then kir_fastmath's trig guard in mode
     ``guard`` ("fast" adds the count buffer, see kir_fastmath; "exact" needs no rerun) and
-    its choice of variants (``nonpositive``: names of the locals and buffers known <= 0),
-    verified after each."""
+    its choice of variants (``nonpositive``: names of the locals and buffers known <= 0);
+    the result verified (and each step under ``FUSEGRAD_VERIFY=1``, ``kir.checked``)."""
     k = optimize(k)
     if guard:
-        k = verify(trig_guard(k, guard, bounded_trig))
+        k = checked(trig_guard(k, guard, bounded_trig))
     return verify(choose_variants(k, nonpositive))
 
 

@@ -26,6 +26,7 @@ extents and strides may be runtime values (see ``kir_lower.lower_group(symbolic=
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -421,6 +422,13 @@ def verify(k: Kernel) -> Kernel:
     defined: dict = {}
     _verify_body(k, k.body, {n: b for n, b in bufs.items() if n not in scratch}, set(k.syms), defined)
     return k
+
+
+def checked(k: Kernel) -> Kernel:
+    """``verify(k)`` where every step is checked (``FUSEGRAD_VERIFY=1``, as in the tests);
+    ``k`` otherwise. The passes between lowering and rendering check their results with
+    this; the kernel a renderer receives is verified always (``cpu_render.prepare``)."""
+    return verify(k) if os.environ.get("FUSEGRAD_VERIFY") == "1" else k
 
 
 def _check_index(k: Kernel, e: IExpr, scope: set, where: str) -> None:

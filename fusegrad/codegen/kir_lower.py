@@ -25,7 +25,7 @@ from ..ir.scalar_ops import PREDICATE_OPERANDS
 from ..passes.fusion import CallGroup, Fused, LoopGroup, is_reduction, reduce_map
 from .backend import Unsupported
 from .kir import (Acc, Assign, Buffer, Const, IExpr, Index, Kernel, Load, Loop, Op, Ref, Store, Sym, Update,
-                  iadd, ifloordiv, imod, imul, iprod, stmts, verify)
+                  checked, iadd, ifloordiv, imod, imul, iprod, stmts)
 
 T = TypeVar("T")  # an index form (slice_source)
 
@@ -59,7 +59,7 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
     bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()] + lw.temps
     sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else {}
     k = Kernel(name or f"k{gi}", bufs, tuple(sizes), body)
-    return LoweredGroup(verify(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()}, sizes)
+    return LoweredGroup(checked(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()}, sizes)
 
 
 class Listing:

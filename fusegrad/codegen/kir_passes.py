@@ -1,5 +1,5 @@
 """Passes over the kernel IR (codegen.kir), for every renderer. Each returns a new kernel
-and leaves its input alone; ``optimize`` runs them in order, verifying after each.
+and leaves its input alone; ``optimize`` runs them in order (each result verified under ``FUSEGRAD_VERIFY=1``).
 
 - ``simplify_index`` (kir_index): index arithmetic simplified knowing the loops' ranges
   (a view's split and rejoined linear index is the index again).
@@ -32,7 +32,7 @@ from .kir_straight import straighten
 import numpy as np
 
 from .kir import (Acc, Assign, Buffer, Const, Guard, IBin, IExpr, Index, Kernel, Let, Load, Loop, Op, Ref, Store, Sym,
-                  Update, iadd, ifloordiv, imin, imul, isyms, map_stmts, map_values, rebuild, stmts, verify)
+                  Update, checked, iadd, ifloordiv, imin, imul, isyms, map_stmts, map_values, rebuild, stmts)
 
 CHUNK = 1 << 14  # iterations per parallel chunk of a reduction: big enough to amortize, fits L2
 _INT64 = np.dtype(np.int64)
@@ -252,7 +252,8 @@ PASSES = (simplify_index, count_nans, chunk_reductions, reroll, straighten, hois
 
 
 def optimize(k: Kernel, passes=PASSES) -> Kernel:
-    """``k`` after each of ``passes`` in turn, verified after every one."""
+    """``k`` after each of ``passes`` in turn, each result verified under ``FUSEGRAD_VERIFY=1``
+    (``kir.checked``)."""
     for p in passes:
-        k = verify(p(k))
+        k = checked(p(k))
     return k
