@@ -278,3 +278,48 @@ def test_vjp_reuses_and_compiles_its_forward_and_backward_graphs():
     e = next(iter(TR._CACHE[fn]._by_key.values()))[0]
     runners = [v for k, v in e.derived.items() if "runner" in str(k)]
     assert len(runners) == 2 and all(r.counts["compiles"] == 1 and r.counts["fused_calls"] == 1 for r in runners)
+
+
+def test_transform_inside_compile_is_recorded_whole_where_binding_would_only_record(monkeypatch):
+    """Inside compile's trace a transform's graph is appended in one step
+    (runtime.interpreter._recorded) unless binding its ops one by one does more: operands
+    that require grad, no_grad, outputs that are views of one base. Either way the compiled
+    results and gradients are eager's."""
+    from fusegrad.runtime import interpreter
+    taken = []
+    real = interpreter._recorded
+    monkeypatch.setattr(interpreter, "_recorded", lambda g, v: taken.append(real(g, v) is not None) or real(g, v))
+    x_np = np.random.default_rng(3).standard_normal((3, 4))
+    f = lambda r: (r.sin() * r).sum()  # noqa: E731
+
+    def compiled_once(fn, *args):
+        taken.clear()
+        return fusegrad.compile(fn)(*args), list(taken)
+
+    g, path = compiled_once(lambda x: ff.vmap(ff.grad(f))(x) * 2, fusegrad.tensor(x_np))
+    np.testing.assert_allclose(g.numpy(), 2 * (np.cos(x_np) * x_np + np.sin(x_np)), rtol=1e-12)
+    assert path and all(path)
+
+    w_np = np.linspace(-1.0, 1.0, 4)
+    w = fusegrad.tensor(w_np, requires_grad=True)  # a captured parameter: its gradient is recorded op by op
+    out, path = compiled_once(lambda x: ff.vmap(ff.grad(lambda r: (r.sin() * w).sum()))(x).sum(),
+                              fusegrad.tensor(x_np))
+    out.backward()
+    np.testing.assert_allclose(out.item(), (np.cos(x_np) * w_np).sum(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), np.cos(x_np).sum(0), rtol=1e-12)
+    assert path and not any(path)
+
+    def under_no_grad(x):
+        with fusegrad.no_grad():
+            return ff.vmap(ff.grad(f))(x)
+    g, path = compiled_once(under_no_grad, fusegrad.tensor(x_np))
+    np.testing.assert_allclose(g.numpy(), np.cos(x_np) * x_np + np.sin(x_np), rtol=1e-12)
+    assert path and not any(path)
+
+    def loss_and_views(r):  # aux: a value and a view of it
+        a = r * 2
+        return (r * r).sum(), (a, a[:2])
+    (g, (a, part)), path = compiled_once(lambda x: ff.grad(loss_and_views, has_aux=True)(x), fusegrad.tensor(x_np))
+    np.testing.assert_allclose(g.numpy(), 2 * x_np, rtol=1e-12)
+    np.testing.assert_allclose(part.numpy(), 2 * x_np[:2], rtol=1e-12)
+    assert path and not any(path)

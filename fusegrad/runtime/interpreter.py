@@ -32,9 +32,63 @@ def run_arrays(graph: Graph, arrays: Sequence) -> tuple:
 
 def run_tensors(graph: Graph, values: Sequence) -> list:
     """Evaluate ``graph`` on Tensors (ordered inputs then consts) by binding each
-    primitive, so the ops record autograd nodes or trace like user code."""
+    primitive, so the ops record autograd nodes or trace like user code; inside compile's
+    trace, where binding would record the same equations and nothing else, they are
+    recorded at once (``_recorded``)."""
+    outs = _recorded(graph, values)
+    if outs is not None:
+        return outs
     env = eval_tensors(graph, values)
     return [env[o.id] for o in graph.outputs]
+
+
+def _recorded(graph: Graph, values: Sequence) -> Optional[list]:
+    """``graph``'s outputs appended to compile's innermost trace in one step
+    (``Trace.splice``: no dispatch or shape rule per equation), or None where binding op by
+    op does more: under another trace (a transform's computes ops on concrete tensors, a
+    segmented one tracks every tensor), under no_grad (each op gets a stop_gradient), with
+    an operand that requires grad (autograd records each op), under forward-mode AD, with an
+    operand of another trace, or where an output is a view of an argument or shares its base
+    with another output (binding makes the outputs views of those tensors)."""
+    from ..tracer.trace import current_traces
+    from .forward_state import STATE as FORWARD
+    from .grad_mode import STATE
+    from .tensor import Tensor, wrap
+    traces = current_traces()
+    if not traces or not STATE.enabled or FORWARD.level is not None:
+        return None
+    tr = traces[-1]
+    if not tr.captures_state or tr.tracks or any(
+            isinstance(t, Tensor) and (t._rg or (type(t._data) is Var and t._data.trace is not tr)) for t in values):
+        return None
+    args = {v.id: t for v, t in zip(graph.arguments(), values)}
+    if not _views_apart(graph, args):
+        return None
+    made: dict = {}
+    outs = []
+    for o, v in zip(graph.outputs, tr.splice(graph, values)):
+        if o.id in args:  # an argument passed through: the tensor itself, as binding returns it
+            outs.append(args[o.id])
+        else:
+            t = made.get(id(v))
+            outs.append(t if t is not None else made.setdefault(id(v), wrap(v)))
+    return outs
+
+
+def _views_apart(graph: Graph, args: dict) -> bool:
+    """Whether no output of ``graph`` is a view (through aliasing primitives) of an argument
+    and no two outputs are views of one base."""
+    base: dict = {}  # var id -> id of the value it views
+    for e in graph.eqns:
+        if e.prim.aliases and e.inputs and type(e.inputs[0]) is Var:
+            a = e.inputs[0].id
+            base[e.out.id] = base.get(a, a)
+    seen: dict = {}
+    for o in graph.outputs:
+        b = base.get(o.id, o.id)
+        if (o.id in base and b in args) or seen.setdefault(b, o.id) != o.id:
+            return False
+    return True
 
 
 def eval_tensors(graph: Graph, values: Sequence) -> dict:
