@@ -261,3 +261,44 @@ def test_hook_programs_match_torch_or_say_why_not():
                 if g is not None:
                     np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=src)
     assert refused < 50
+
+
+OUTPUT_VIEWS = ("x[1:3]", "x.t()", "x.view(24)", "x.detach()", "x.unsqueeze(0)[:, :, 2]", "(x.sin(), x[0])",
+                "(x.add_(1), x[:2])[1]", "w.t()", "((x * w).sum(), x[0])")
+
+
+@pytest.mark.parametrize("expr", OUTPUT_VIEWS)
+def test_compiled_outputs_viewing_arguments_share_their_memory(expr):
+    """An output of a compiled function that views a tensor argument or a captured tensor is
+    that tensor's view, as in eager and torch.compile: updating it in place updates the
+    argument; and gradients reach the argument through it."""
+    def run(lib, compiled):
+        w = lib.tensor(X.copy())
+        f = eval(f"lambda x: {expr}", {"w": w})
+        if compiled:
+            f = lib.compile(f, backend="cpu") if lib is fusegrad else f
+        x = lib.tensor(X.copy())
+        outs = f(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        outs[-1].add_(100.0)  # through the view: the argument (or w) changes too
+        values = [x.numpy().copy(), w.numpy().copy()] + [o.detach().numpy().copy() for o in outs]
+        if "add_" in expr:
+            return values, None
+        x = lib.tensor(X.copy(), requires_grad=True)
+        outs = f(x)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        loss = sum((o * (k + 2.0)).sum() for k, o in enumerate(outs))
+        if not loss.requires_grad:  # (a detached alias, a view of w)
+            return values, None
+        loss.backward()
+        return values, x.grad.numpy()
+
+    (want, want_grad), (eager, eager_grad), (got, got_grad) = run(torch, False), run(fusegrad, False), \
+        run(fusegrad, True)
+    for a, b, c in zip(want, eager, got):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+        np.testing.assert_allclose(c, a, rtol=1e-12)
+    for g in (eager_grad, got_grad):
+        assert (g is None) == (want_grad is None)
+        if g is not None:
+            np.testing.assert_allclose(g, want_grad, rtol=1e-12)

@@ -32,7 +32,7 @@ from ..tracer.live import CallTimeConst
 from ..tracer.trace import GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
-from .dispatch import _edge
+from .dispatch import _edge, replay_view
 from .overlap import overlapping
 from . import forward_state, staged_backward
 from .autocast_state import STATE as AUTOCAST
@@ -60,10 +60,14 @@ class _Traced(Captured):
     """The result of tracing one call: the graph, where outputs go, what to write back;
     reusable while it ``holds()``."""
 
-    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None):
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None, views=()):
         super().__init__(graph, guards, with_grad=bool(writebacks))
         self.out_spec = out_spec
         self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
+        # (graph output index, base, view chain, requires grad) per output that views a tensor
+        # argument or a captured tensor: made again at each call from its base, so it shares
+        # memory with it as eager's does (see _outer_base)
+        self.views = list(views)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
         self.writebacks = writebacks  # (kind "data"/"grad", holder) per extra graph output
         # (graph output index, grad_fn class name) of outputs that require grad but whose graph
@@ -84,10 +88,14 @@ def _trace(fn: Callable, leaves: list, spec) -> _Traced:
 def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     g = tr.graph
     out_leaves, out_spec = flatten(out)
-    slots, diff, spent = [], [], []
+    slots, diff, spent, views = [], [], [], []
+    position = {id(t): i for i, (t, _) in enumerate(inputs)}
     for x in out_leaves:
         if isinstance(x, Tensor):
-            if x._rg and STATE.enabled:
+            base = _outer_base(x, position)
+            if base is not None:  # made again from its base at each call, its gradient flowing through that view
+                views.append((len(g.outputs), base, tuple(x._view_fn or ()), bool(x._rg)))
+            elif x._rg and STATE.enabled:
                 if _spent(x):
                     spent.append((len(g.outputs), type(x._grad_fn).__name__))
                 else:
@@ -115,7 +123,20 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards)
+    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views)
+
+
+def _outer_base(x: Tensor, position: dict) -> Optional[tuple]:
+    """The base of an output that views a tensor argument, ("in", its position), or a
+    captured tensor, ("obj", the tensor); None for any other output. (A view of a value the
+    function computed stays a computed copy: a transform's optimized graph may make one
+    output view another where the function's own did not.)"""
+    b = x._base
+    if b is None:
+        return None
+    if id(b) in position:
+        return "in", position[id(b)]
+    return ("obj", b) if type(b._data) is not Var else None
 
 
 def _spent(x: Tensor) -> bool:
@@ -305,6 +326,10 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
             ctx.keep_apart([h._data for (kind, _), h in zip(tr.writebacks, holders) if kind == "data"])
         for (kind, _), h, a in zip(tr.writebacks, holders, res[n_user:plan.n_out]):
             _write_back(kind, h, a)
+    for i, (kind, base), chain, rg in tr.views:
+        src = tensors[base] if kind == "in" else base
+        v = replay_view(src, chain) if chain else src.detach()
+        outs[i] = v if v._rg == rg else v.detach()  # (a view of a detached alias is detached too)
     if plan.single:
         return outs[0]
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
@@ -791,7 +816,8 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         _kernel_stage(stages, plan.forward, plan.backward)
     plan.forward = tuned(plan.forward)
     plan.run = _guarded_entry(plan.forward)
-    plan.plain = plan.single and plan.n_user == plan.n_out and not (plan.spent or plan.holders or plan.backward)
+    plan.plain = plan.single and plan.n_user == plan.n_out and not (
+        plan.spent or plan.holders or plan.backward or traced.views)
     if plan.backward is not None:
         plan.backward = tuned(plan.backward)
     for k in ("joint", "forward", "backward", "fused"):
