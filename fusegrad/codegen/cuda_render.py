@@ -35,7 +35,8 @@ import numpy as np
 from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
 from .backend import Unsupported
 from .cpu_scalar import literal
-from .kir import Acc, Assign, Extern, Guard, IExpr, Kernel, Let, Loop, Store, Update, canonical, ieval, iprod, stmts
+from .kir import (Acc, Assign, Extern, Guard, IExpr, Kernel, Let, Loop, Store, Update, canonical, ieval, iprod, stmts,
+                  verify)
 from .value_text import value_text
 
 # A reduction over at least this many elements is split over a block's threads.
@@ -211,8 +212,8 @@ def _reduction_extent(body: list) -> Optional[int]:
 
 
 def render(k: Kernel, cfg: Config) -> Rendered:
-    """The module source of loop kernel ``k`` (see the module docstring)."""
-    k = canonical(k)
+    """The module source of loop kernel ``k`` (verified; see the module docstring)."""
+    k = canonical(verify(k))
     parts = _parts(k)
     reds = [_reduction_extent(body) for _, body in parts if any(isinstance(s, Loop) for s in body)]
     block = any(r is None or r >= BLOCK_MIN for r in reds)

@@ -48,10 +48,11 @@ class LoweredGroup:
 
 def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None,
                 by_rows: bool = False) -> LoweredGroup:
-    """Kernel IR of loop group ``gi`` of ``fused`` (verified). ``by_rows``: sums over leading
-    axes of a serial group accumulate row by row into temp buffers over the kept axes (see
-    ``columns_ok``), for a backend whose threads run whole loop nests (a CPU; on a GPU,
-    threads splitting such a nest would race on the accumulators)."""
+    """Kernel IR of loop group ``gi`` of ``fused`` (verified under ``FUSEGRAD_VERIFY=1``).
+    ``by_rows``: sums over leading axes of a serial group accumulate row by row into temp
+    buffers over the kept axes (see ``columns_ok``), for a backend whose threads run whole
+    loop nests (a CPU; on a GPU, threads splitting such a nest would race on the
+    accumulators)."""
     g = fused.groups[gi]
     assert isinstance(g, LoopGroup)
     lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows)
