@@ -87,9 +87,10 @@ class CpuExecutable:
         # the type the entry is compiled for: 1-d and C-contiguous (ravel copies what is not);
         # writable where the kernel writes (a read-only array it only reads is read as is)
         flat = [x.ravel() for x in arrays]
-        copied = set()
+        copied = ()
         if self._written:  # an argument written in place must not be read through another
-            copied.update(overlapping(flat, self._written), [k for k in self._written if not flat[k].flags.writeable])
+            copied = set(overlapping(flat, self._written))
+            copied.update([k for k in self._written if not flat[k].flags.writeable])
             for k in copied:
                 flat[k] = flat[k].copy()
         res = self._fn(*flat, self._kaddr)

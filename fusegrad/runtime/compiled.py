@@ -29,7 +29,7 @@ from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_references
 from ..tracer.guards import flatten_call, signature
 from ..tracer.live import CallTimeConst
-from ..tracer.trace import GraphBreak, Trace, current_traces
+from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
 from .dispatch import _edge, replay_view
@@ -441,11 +441,12 @@ class _FastPath:
     the plan it finds the next fast path. (A compiled Module's calls always look up: its key
     holds its parameters' identities.)"""
 
-    __slots__ = ("metas", "layout", "grad", "autocast", "plan", "holds", "hits")
+    __slots__ = ("metas", "layout", "nested", "grad", "autocast", "plan", "holds", "hits")
 
     def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
         self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
         self.layout = layout
+        self.nested = any(layout)  # some argument is a list or tuple of tensors
         self.grad = STATE.enabled
         self.autocast = AUTOCAST.dtype
         self.plan = plan
@@ -457,9 +458,9 @@ class _FastPath:
         """The plan's result for ``args``, or ``_MISS`` when they do not match."""
         layout = self.layout
         if len(args) != len(layout) or STATE.enabled is not self.grad or AUTOCAST.dtype is not self.autocast \
-                or FORWARD.level is not None or current_traces():
+                or FORWARD.level is not None or _STACK.traces:
             return _MISS
-        if any(layout):
+        if self.nested:
             leaves = []
             for a, kind in zip(args, layout):
                 if kind is None:
