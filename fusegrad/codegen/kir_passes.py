@@ -1,5 +1,6 @@
 """Passes over the kernel IR (codegen.kir), for every renderer. Each returns a new kernel
-and leaves its input alone; ``optimize`` runs them in order (each result verified under ``FUSEGRAD_VERIFY=1``).
+and leaves its input alone; ``optimize`` runs them in order (each result verified under
+``FUSEGRAD_VERIFY=1``).
 
 - ``simplify_index`` (kir_index): index arithmetic simplified knowing the loops' ranges
   (a view's split and rejoined linear index is the index again).
