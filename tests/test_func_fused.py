@@ -323,3 +323,27 @@ def test_transform_inside_compile_is_recorded_whole_where_binding_would_only_rec
     np.testing.assert_allclose(g.numpy(), 2 * x_np, rtol=1e-12)
     np.testing.assert_allclose(part.numpy(), 2 * x_np[:2], rtol=1e-12)
     assert path and not any(path)
+
+
+def test_derivatives_simplified_to_an_argument_are_new_tensors():
+    """The gradient of ``(x * y).sum()`` with respect to x simplifies to y, and the tangent of
+    ``x * 1.0`` to the tangent: each comes back as a tensor of its own (updating it leaves y
+    alone) on the direct, interpreted and compiled calls and under compile, as PyTorch's
+    does; the tangent of an identity is still the tangent passed in, as in PyTorch."""
+    def run(lib, call):
+        x, y = lib.arange(3.0), lib.arange(3.0) + 10
+        gx, gy = call(lib, x, y)
+        gx.add_(100.0)
+        _, t = lib.func.jvp(lambda v: v * 1.0, (x,), (y,))
+        _, t_id = lib.func.jvp(lambda v: v, (x,), (y,))
+        return y.numpy().copy(), gx.numpy().copy(), gy.numpy().copy(), t is y, t_id is y
+
+    grad = lambda lib, x, y: lib.func.grad(lambda a, b: (a * b).sum(), argnums=(0, 1))(x, y)  # noqa: E731
+    want = run(torch, grad)
+    assert want[3:] == (False, True)
+    compiled = fusegrad.compile(lambda x, y: grad(fusegrad, x, y))
+    for call in [grad] * 3 + [lambda lib, x, y: compiled(x, y)] * 2:
+        got = run(fusegrad, call)
+        for a, b in zip(got[:3], want[:3]):
+            np.testing.assert_array_equal(a, b)
+        assert got[3:] == want[3:]

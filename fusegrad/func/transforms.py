@@ -31,7 +31,8 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from ..ir.graph import Var
+from ..ir import prims as P
+from ..ir.graph import Eqn, Var
 from ..passes.autodiff import jvp_graph, vjp_graph
 from ..passes.dce import dce
 from ..runtime import ops as O
@@ -139,12 +140,33 @@ def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:
 
 def _optimized(graph):
     """The pipeline's cleanup (CSE, folding, DCE) of a transformed graph; unchanged if a
-    pass cannot handle it."""
+    pass cannot handle it. An output the graph computes that the cleanup turns into an
+    argument or a view of one (``y * 1`` into ``y``: the gradient of ``(x * y).sum()`` with
+    respect to x) is computed as a copy, so it does not alias a tensor the caller passed,
+    as PyTorch's computed derivative does not (an output that was an argument before, the
+    tangent of an identity, still is)."""
     from ..passes.pipeline import optimize
+    computed = [type(o) is Var and o.id not in _argument_aliases(graph) for o in graph.outputs]
     try:
-        return optimize(graph)
+        opt = optimize(graph)
     except Exception:  # noqa: BLE001 - an optimization is never required for correctness
         return graph
+    now = _argument_aliases(opt)
+    for k, (o, was_computed) in enumerate(zip(opt.outputs, computed)):
+        if was_computed and type(o) is Var and o.id in now and o.dtype.kind in "fc":
+            out = Var(o.shape, o.dtype, o.trace)
+            opt.eqns.append(Eqn(P.mul, (o, 1.0), {}, out))  # (exact, -0.0 and NaN included)
+            opt.outputs[k] = out
+    return opt
+
+
+def _argument_aliases(graph) -> set:
+    """Ids of ``graph``'s arguments and of the values that view one (aliasing primitives)."""
+    ids = {v.id for v in graph.arguments()}
+    for e in graph.eqns:
+        if e.prim.aliases and e.inputs and type(e.inputs[0]) is Var and e.inputs[0].id in ids:
+            ids.add(e.out.id)
+    return ids
 
 
 # ------------------------------------------------------------------ cache
