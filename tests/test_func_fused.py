@@ -329,7 +329,8 @@ def test_derivatives_simplified_to_an_argument_are_new_tensors():
     """The gradient of ``(x * y).sum()`` with respect to x simplifies to y, and the tangent of
     ``x * 1.0`` to the tangent: each comes back as a tensor of its own (updating it leaves y
     alone) on the direct, interpreted and compiled calls and under compile, as PyTorch's
-    does; the tangent of an identity is still the tangent passed in, as in PyTorch."""
+    does; the tangent of an identity is still the tangent passed in, as in PyTorch. Two
+    results that CSE merged do not share memory either."""
     def run(lib, call):
         x, y = lib.arange(3.0), lib.arange(3.0) + 10
         gx, gy = call(lib, x, y)
@@ -339,6 +340,12 @@ def test_derivatives_simplified_to_an_argument_are_new_tensors():
         return y.numpy().copy(), gx.numpy().copy(), gy.numpy().copy(), t is y, t_id is y
 
     grad = lambda lib, x, y: lib.func.grad(lambda a, b: (a * b).sum(), argnums=(0, 1))(x, y)  # noqa: E731
+    # aux values that CSE merges into one (one of them a slice): still two tensors of their own
+    pair = fusegrad.func.grad(lambda r: ((r * r).sum(), (r * 2, (r * 2)[:2])), has_aux=True)
+    for call in range(3):  # direct, interpreted, compiled
+        _, (a, b) = pair(fusegrad.arange(6.0))
+        b.add_(100.0)
+        np.testing.assert_array_equal(a.numpy(), 2 * np.arange(6.0))
     want = run(torch, grad)
     assert want[3:] == (False, True)
     compiled = fusegrad.compile(lambda x, y: grad(fusegrad, x, y))

@@ -140,33 +140,50 @@ def _trace(func: Callable, leaves: list, spec, has_aux: bool) -> _Entry:
 
 def _optimized(graph):
     """The pipeline's cleanup (CSE, folding, DCE) of a transformed graph; unchanged if a
-    pass cannot handle it. An output the graph computes that the cleanup turns into an
-    argument or a view of one (``y * 1`` into ``y``: the gradient of ``(x * y).sum()`` with
-    respect to x) is computed as a copy, so it does not alias a tensor the caller passed,
-    as PyTorch's computed derivative does not (an output that was an argument before, the
-    tangent of an identity, still is)."""
+    pass cannot handle it. An output that the cleanup makes alias what it did not alias in
+    ``graph`` is computed as a copy: one reduced to an argument or a view of one (``y * 1``
+    into ``y``: the gradient of ``(x * y).sum()`` with respect to x), or one merged with
+    another output's value (CSE of two equal expressions, one of them sliced). So a result
+    shares memory with a tensor the caller passed, or with another result, only where the
+    function's own did (an identity's tangent, a returned value and a view of it), as in
+    PyTorch."""
     from ..passes.pipeline import optimize
-    computed = [type(o) is Var and o.id not in _argument_aliases(graph) for o in graph.outputs]
+    was = _output_roots(graph)
     try:
         opt = optimize(graph)
     except Exception:  # noqa: BLE001 - an optimization is never required for correctness
         return graph
-    now = _argument_aliases(opt)
-    for k, (o, was_computed) in enumerate(zip(opt.outputs, computed)):
-        if was_computed and type(o) is Var and o.id in now and o.dtype.kind in "fc":
+    now = _output_roots(opt)
+    for k, o in enumerate(opt.outputs):
+        if now[k] is None or was[k] is None:
+            continue
+        passed = now[k][1] and not was[k][1]
+        merged = any(now[j] is not None and was[j] is not None and now[j][0] == now[k][0] and was[j][0] != was[k][0]
+                     for j in range(k))
+        if passed or merged:
             out = Var(o.shape, o.dtype, o.trace)
-            opt.eqns.append(Eqn(P.mul, (o, 1.0), {}, out))  # (exact, -0.0 and NaN included)
+            opt.eqns.append(_copy(o, out))
             opt.outputs[k] = out
+            now[k] = (out.id, False)
     return opt
 
 
-def _argument_aliases(graph) -> set:
-    """Ids of ``graph``'s arguments and of the values that view one (aliasing primitives)."""
-    ids = {v.id for v in graph.arguments()}
+def _output_roots(graph) -> list:
+    """Per output of ``graph``: (id of the value it is or views through aliasing primitives,
+    whether that value is an argument), or None for a literal."""
+    root = {v.id: v.id for v in graph.arguments()}
+    args = set(root)
     for e in graph.eqns:
-        if e.prim.aliases and e.inputs and type(e.inputs[0]) is Var and e.inputs[0].id in ids:
-            ids.add(e.out.id)
-    return ids
+        a = e.inputs[0] if e.prim.aliases and e.inputs else None
+        root[e.out.id] = root.get(a.id, a.id) if type(a) is Var else e.out.id
+    return [(root.get(o.id, o.id), root.get(o.id, o.id) in args) if type(o) is Var else None for o in graph.outputs]
+
+
+def _copy(v: Var, out: Var) -> Eqn:
+    """``out = v`` as an equation that computes a new value (exact for every value)."""
+    if v.dtype.kind == "b":
+        return Eqn(P.logical_or, (v, False), {}, out)
+    return Eqn(P.mul, (v, 1.0 if v.dtype.kind in "fc" else 1), {}, out)
 
 
 # ------------------------------------------------------------------ cache
