@@ -129,8 +129,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
 def _outer_base(x: Tensor, position: dict) -> Optional[tuple]:
     """The base of an output that views a tensor argument, ("in", its position), or a
     captured tensor, ("obj", the tensor); None for any other output. (A view of a value the
-    function computed stays a computed copy: a transform's optimized graph may make one
-    output view another where the function's own did not.)"""
+    function computed is not made again yet: it stays a copy of its own, so a returned value
+    and a view of it do not share memory as they do in eager.)"""
     b = x._base
     if b is None:
         return None
