@@ -288,7 +288,11 @@ def test_transform_inside_compile_is_recorded_whole_where_binding_would_only_rec
     from fusegrad.runtime import interpreter
     taken = []
     real = interpreter._recorded
-    monkeypatch.setattr(interpreter, "_recorded", lambda g, v: taken.append(real(g, v) is not None) or real(g, v))
+    def recorded(graph, values):
+        out = real(graph, values)
+        taken.append(out is not None)
+        return out
+    monkeypatch.setattr(interpreter, "_recorded", recorded)
     x_np = np.random.default_rng(3).standard_normal((3, 4))
     f = lambda r: (r.sin() * r).sum()  # noqa: E731
 

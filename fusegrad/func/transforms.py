@@ -153,30 +153,23 @@ def _optimized(graph):
         opt = optimize(graph)
     except Exception:  # noqa: BLE001 - an optimization is never required for correctness
         return graph
-    now = _output_roots(opt)
-    for k, o in enumerate(opt.outputs):
-        if now[k] is None or was[k] is None:
+    first: dict = {}  # root of an output now -> the root that output had in ``graph``
+    for k, (o, before, now) in enumerate(zip(opt.outputs, was, _output_roots(opt))):
+        if before is None or now is None:
             continue
-        passed = now[k][1] and not was[k][1]
-        merged = any(now[j] is not None and was[j] is not None and now[j][0] == now[k][0] and was[j][0] != was[k][0]
-                     for j in range(k))
-        if passed or merged:
+        if (now[1] and not before[1]) or first.setdefault(now[0], before[0]) != before[0]:
             out = Var(o.shape, o.dtype, o.trace)
             opt.eqns.append(_copy(o, out))
             opt.outputs[k] = out
-            now[k] = (out.id, False)
     return opt
 
 
 def _output_roots(graph) -> list:
     """Per output of ``graph``: (id of the value it is or views through aliasing primitives,
     whether that value is an argument), or None for a literal."""
-    root = {v.id: v.id for v in graph.arguments()}
-    args = set(root)
-    for e in graph.eqns:
-        a = e.inputs[0] if e.prim.aliases and e.inputs else None
-        root[e.out.id] = root.get(a.id, a.id) if type(a) is Var else e.out.id
-    return [(root.get(o.id, o.id), root.get(o.id, o.id) in args) if type(o) is Var else None for o in graph.outputs]
+    roots, args = graph.view_roots(), {v.id for v in graph.arguments()}
+    return [(roots.get(o.id, o.id), roots.get(o.id, o.id) in args) if type(o) is Var else None
+            for o in graph.outputs]
 
 
 def _copy(v: Var, out: Var) -> Eqn:

@@ -140,6 +140,16 @@ class Graph:
         interpreter take their arrays, and the primals of a closed graph."""
         return list(self.inputs) + [v for v, _ in self.consts]
 
+    def view_roots(self) -> dict:
+        """Var id -> id of the value it views, for each value an aliasing primitive
+        (``Primitive.aliases``) makes from another, through chains of them."""
+        roots: dict = {}
+        for e in self.eqns:
+            a = e.inputs[0] if e.prim.aliases and e.inputs else None
+            if type(a) is Var:
+                roots[e.out.id] = roots.get(a.id, a.id)
+        return roots
+
     def defined(self) -> Iterator[Var]:
         """The Vars in the order the graph defines them: inputs, consts, equation results."""
         yield from self.inputs

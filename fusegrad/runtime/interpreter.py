@@ -78,11 +78,7 @@ def _recorded(graph: Graph, values: Sequence) -> Optional[list]:
 def _views_apart(graph: Graph, args: dict) -> bool:
     """Whether no output of ``graph`` is a view (through aliasing primitives) of an argument
     and no two outputs are views of one base."""
-    base: dict = {}  # var id -> id of the value it views
-    for e in graph.eqns:
-        if e.prim.aliases and e.inputs and type(e.inputs[0]) is Var:
-            a = e.inputs[0].id
-            base[e.out.id] = base.get(a, a)
+    base = graph.view_roots()
     seen: dict = {}
     for o in graph.outputs:
         b = base.get(o.id, o.id)

@@ -5,7 +5,7 @@ averages in ``.grad``.
 
 A gradient enters its bucket slot in its own memory order: one computed transposed
 (Fortran-ordered, as ``(w.t() @ x.t()).t()`` gives w) copied into a C-ordered slot and back
-costs a strided transpose each way (~1 ms per MB, more than the all-reduce itself). Element-wise
+costs a strided transpose each way, more than the all-reduce itself. Element-wise
 reduction does not care about the order as long as every rank uses the same one, so each
 slot's order travels in the bucket as a tag (1 for Fortran order) summed by the same
 all-reduce: a sum other than 0 or the world size means the ranks disagreed, and that slot
