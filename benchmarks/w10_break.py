@@ -1,9 +1,10 @@
 """W10: W2's training step with ``if loss.item() > threshold:`` in its middle (a graph break).
 
 The step runs the forward, reads the loss as a Python number and picks the learning rate
-from it, then runs ``loss.backward()`` and the SGD update. fusegrad compiles the code on
-both sides of the break as segments (runtime.segments); torch.compile breaks the graph there
-too. Targets (issue 19): at most 1.0x torch.compile's time and at most 0.5x fusegrad eager's."""
+from it, then runs ``loss.backward()`` and the SGD update. fusegrad computes the loss inside
+the compiled code, guards ``loss > THRESHOLD`` and runs the rest (runtime.speculation), a
+variant per branch; torch.compile breaks the graph there. Targets (issue 19): at most 1.0x
+torch.compile's time and at most 0.5x fusegrad eager's."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -41,6 +41,9 @@ from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, check_versions, node_class
 from .segments import run_segmented
+from . import speculation
+from .speculation import Speculative
+from ..tracer import speculate
 from ..compiler import _marked_dynamic, _static_dims
 from . import devices
 from .tensor import Tensor, wrap
@@ -74,15 +77,37 @@ class _Traced(Captured):
         # a backward() inside the function already freed (a whole training step's loss): eager
         # raises on a second backward, so no compiled backward (nor its residuals) is needed
         self.spent = list(spent)
+        # (values read, guards, why later calls cannot replay it) of a trace that read
+        # traced values (tracer.speculate), else None
+        self.speculation: Optional[tuple] = None
 
 
-def _trace(fn: Callable, leaves: list, spec) -> _Traced:
+def _trace(fn: Callable, leaves: list, spec, speculating: bool = False) -> _Traced:
+    """Trace ``fn`` on ``leaves``; ``speculating``: ``item()`` and ``bool()`` of traced values
+    are computed and guarded (tracer.speculate) rather than graph breaks."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
         args, kwargs = unflatten(spec, tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-        out = fn(*args, **kwargs)
+        if speculating:
+            speculate.start(tr, leaves)
+            hyper = _hyperparameters(fn)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            escaped = speculate.finish(tr) if speculating else ""
         traced = _finish_trace(tr, out, inputs)
+        if speculating and tr.speculated:
+            if not escaped and _hyperparameters(fn) != hyper:
+                escaped = "the function changes an optimizer's hyperparameters"
+            traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
+
+
+def _hyperparameters(fn) -> list:
+    """The numbers in the param_groups of the optimizers ``fn`` reaches: a function that
+    reads traced values and changes these must run its Python at every call."""
+    return [{k: v for k, v in g.items() if isinstance(v, (int, float))}
+            for opt in _reachable_optimizers(fn) for g in opt.param_groups]
 
 
 def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
@@ -413,9 +438,12 @@ class _Segmented:
     """A cached decision to run a signature as compiled segments around its graph breaks
     (runtime.segments); ``reason`` is the first break."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, first: Optional[Speculative] = None):
         self.reason = reason
         self.eager = False  # set when code raised GraphBreak before any break ran on
+        # the compiled trace that ran the Python of the call that made this decision: that
+        # call runs it (running the Python again would repeat its side effects)
+        self.first = first
 
 
 def _layout(args: tuple) -> Optional[tuple]:
@@ -509,7 +537,7 @@ class CompiledFunction:
         self._families: dict = {}
         self._sized: "OrderedDict[Any, Any]" = OrderedDict()
         # per signature, one variant per set of guard values; an eager decision always applies
-        self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) is not _Plan or e.traced.holds())
+        self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
         self._warmed: set = set()
         self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
@@ -553,8 +581,17 @@ class CompiledFunction:
                 if _DUAL not in self._stats["notes"]:
                     self._stats["notes"].append(_DUAL)
             return self.fn(*args, **kwargs)
-        entry = self._entry(leaves, spec, spec_key)
+        return self._dispatch(self._entry(leaves, spec, spec_key), leaves, spec, args, kwargs)
+
+    def _dispatch(self, entry, leaves: list, spec, args: tuple, kwargs: dict) -> Any:
+        """Run one call as the cache ``entry`` of its signature says."""
         if type(entry) is _Segmented:
+            first = entry.first
+            if first is not None:
+                entry.first = None
+                out = first.run(leaves)
+                if out is not speculation.MISS:
+                    return out
             if entry.eager:
                 return self._run_eagerly(args, kwargs)
             return run_segmented(self, args, kwargs, entry)
@@ -569,10 +606,33 @@ class CompiledFunction:
                 if _ALIASED not in self._stats["notes"]:
                     self._stats["notes"].append(_ALIASED)
             return self.fn(*args, **kwargs)
+        if type(entry) is Speculative:
+            return self._speculate(entry, leaves, spec, args, kwargs)
         layout = _layout(args) if self._owner is None and self._grad_groups is None and not kwargs else None
         if layout is not None:
             self._fast = _FastPath(self, leaves, layout, entry)
         return _call_plan(entry, leaves, self._grad_groups)
+
+    def _speculate(self, entry: Speculative, leaves: list, spec, args: tuple, kwargs: dict) -> Any:
+        """A call of a signature whose trace read traced values: the variant whose guards
+        hold; else one traced on this call, while there are fewer than VARIANT_LIMIT (a
+        trace that does not give one makes such calls run as it decides)."""
+        out = entry.run(leaves)
+        if out is not speculation.MISS:
+            return out
+        if entry.fallback is None:
+            if len(entry.variants) >= speculation.VARIANT_LIMIT:
+                entry.fallback = _Segmented(f"{self.__name__}: more than {speculation.VARIANT_LIMIT} outcomes "
+                                            "of its guarded values")
+                self._note(entry.fallback.reason)
+            else:
+                with self._lock:
+                    new = self._build(leaves, spec)
+                if type(new) is Speculative:
+                    entry.variants.insert(0, new.variants[0])
+                    return self._dispatch(entry, leaves, spec, args, kwargs)
+                entry.fallback = new
+        return self._dispatch(entry.fallback, leaves, spec, args, kwargs)
 
     def _set_gradient_groups(self, groups: Optional[Sequence[Sequence[Tensor]]]) -> None:
         """Run the compiled backward in stages: the gradients of ``groups[0]`` (tensors the
@@ -588,6 +648,11 @@ class CompiledFunction:
         if isinstance(entry, (_Eager, _Segmented)):
             raise RuntimeError(f"this signature {'runs eagerly' if isinstance(entry, _Eager) else 'breaks'}: "
                                f"{entry.reason}")
+        if type(entry) is Speculative:  # the code after the values it reads; .check: the code computing them
+            v = entry.variants[0]
+            lowered = Lowered(v.body)
+            lowered.check = Lowered(v.check)
+            return lowered
         return Lowered(entry)
 
     # -------------------------------------------------------------- cache
@@ -597,7 +662,7 @@ class CompiledFunction:
             entry = self._cache.find(key)
             if entry is None:
                 entry = self._sized.get(key)
-                if entry is not None and type(entry) is _Plan and not entry.traced.holds():
+                if entry is not None and type(entry) in (_Plan, Speculative) and not entry.traced.holds():
                     entry = None
             if entry is not None:
                 self._stats["hits"] += 1
@@ -684,7 +749,8 @@ class CompiledFunction:
         propagates with nothing cached."""
         try:
             with _collector_paused():
-                plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic)
+                plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic,
+                                not self.fullgraph)
         except (GraphBreak, Unsupported) as e:
             if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
                 return self._build(leaves, spec, False, counted)
@@ -695,6 +761,16 @@ class CompiledFunction:
                 self._stats["graph_breaks"].append(reason)
             log("graph_breaks", reason)
             return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
+        if type(plan) is Speculative:
+            if plan.escaped:  # later calls run their Python in segments; this one runs the trace's code
+                if plan.escaped not in self._stats["notes"]:
+                    self._stats["notes"].append(plan.escaped)
+                log("graph_breaks", plan.escaped)
+                return _Segmented(plan.escaped, first=plan)
+            self._stats["compiles"] += counted
+            if symbolic:
+                plan.variants[0].check.symbols = plan.variants[0].body.symbols = _symbols(leaves)
+            return plan
         if symbolic:
             plan.symbols = _symbols(leaves)
         self._stats["compiles"] += counted
@@ -763,9 +839,17 @@ def _symbolic_runs(graph: Graph) -> bool:
     return not _gemm_epilogues(_without_stop_gradients(graph))[1]
 
 
-def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False) -> _Plan:
-    traced = _trace(fn, leaves, spec)
-    return plan_of(traced, [x._rg for x in leaves if isinstance(x, Tensor)], backend_name, remat, name, symbolic)
+def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False,
+             speculating: bool = False) -> Any:
+    """The plan of one signature (a Speculative one when the trace read traced values)."""
+    traced = _trace(fn, leaves, spec, speculating)
+    rg = [x._rg for x in leaves if isinstance(x, Tensor)]
+    if traced.speculation is not None:
+        if traced.speculation[2]:  # run for this call only: op by op, nothing compiled
+            backend_name, symbolic = "eager", False
+        return speculation.build(traced, rg, lambda t, r, suffix: plan_of(t, r, backend_name, remat, name + suffix,
+                                                                         symbolic))
+    return plan_of(traced, rg, backend_name, remat, name, symbolic)
 
 
 def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str,

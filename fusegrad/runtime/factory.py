@@ -10,6 +10,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from ..ir.graph import Var
 from ..tracer.trace import capture_trace, capturing, user_frame
+from ..tracer.speculate import Speculated
 from ..tracer.trace import current_traces as _tracing
 from . import devices
 from .tensor import Tensor, wrap
@@ -23,6 +24,8 @@ def _infer_np_dtype(data) -> np.dtype:
         return data._data.dtype
     if isinstance(data, np.generic):  # NumPy scalars keep their dtype, as in torch.tensor
         return data.dtype
+    if type(data) is Speculated:  # (a number item() gave compiled code: converted, it is used as such)
+        return _infer_np_dtype(data.value)
     if isinstance(data, bool):
         return np.dtype(np.bool_)
     if isinstance(data, (int, np.integer)):

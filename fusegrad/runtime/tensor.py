@@ -14,6 +14,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..cuda import driver
 from ..ir.graph import Var
+from ..tracer import speculate
 from . import devices
 from .devices import CPU, device  # noqa: F401  (fusegrad.runtime.tensor.device: the public name's home)
 from . import nodes as _nodes  # module import: tolerates the tensor <-> nodes cycle
@@ -265,27 +266,36 @@ class Tensor:
         return self._concrete("Tensor.tolist()", host=True).tolist()
 
     def item(self):
-        a = self._concrete("Tensor.item()", host=True)
+        if type(self._data) is Var and speculate.speculates(self._data):
+            return speculate.item(self)
+        return self._scalar("Tensor.item()")
+
+    def _scalar(self, what: str):
+        """The Python number of a one-element tensor, for ``what`` (never speculated: the
+        caller needs the number itself)."""
+        a = self._concrete(what, host=True)
         if a.size != 1:
             raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
         return a.reshape(()).item()
 
     def __bool__(self) -> bool:
+        if type(self._data) is Var and speculate.speculates(self._data):
+            return speculate.truth(self)
         a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)", host=True)
         if a.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(a.reshape(()))
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float(tensor)"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int(tensor)"))
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub":
             raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
+        return int(self._scalar("using a tensor as an index"))
 
     def __hash__(self):
         return id(self)

@@ -82,6 +82,8 @@ class Trace:
     # a compiled function's backward run under it is recorded as the equations of its
     # backward graph, so the code around it compiles with it (runtime.segments)
     records_compiled_backward = False
+    # item() and bool() of its values are computed and guarded (tracer.speculate), not breaks
+    speculates = False
 
     def __init__(self, stop_under_no_grad: bool = True):
         # User code traced under no_grad() gets stop_gradient marks (see runtime.dispatch);
@@ -204,6 +206,10 @@ class Trace:
             return v
         if isinstance(x, (bool, int, float, np.number, np.bool_)):
             return x.item() if isinstance(x, (np.number, np.bool_)) else x
+        from .speculate import Speculated
+        if type(x) is Speculated:
+            x._used("an operand of a tensor op")
+            return x.value
         raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
 
     def _lift_broadcast(self, x, d):

@@ -1,0 +1,217 @@
+"""Reading a traced value without breaking compile's graph: speculation.
+
+In compile's whole-function trace, ``Tensor.item()`` and ``bool(tensor)`` on a traced value
+compute that value from the call's own inputs (the equations recorded so far, run by the
+NumPy interpreter) instead of breaking the graph. ``bool`` returns the truth value;
+``item()`` returns a ``Speculated`` number. Comparing it with a Python number (``<``,
+``<=``, ``>``, ``>=``, ``==``, ``!=``) or taking its truth gives a plain bool, which the
+trace records as a guard: (the value's position, the comparison, the other number, the
+result).
+
+The compiled function (runtime.speculation) computes the guarded values first, checks the
+guards, and only then runs the rest of the graph, so a call whose values would take another
+branch never runs the code traced for this one. As for all compiled code, the Python code
+in between runs only when traced. So a trace whose code used the number as such
+(arithmetic, ``float()``, printing, an operand of a tensor op), kept it after returning
+(appended it to a list), or changed an optimizer's hyperparameters is not replayed: it
+computes its own call (its Python already ran), and later calls run in segments
+(runtime.segments), which run the Python at every call. A read that would need random
+numbers drawn or a device tensor is a graph break, as every read was before."""
+from __future__ import annotations
+
+import math
+import operator
+import weakref
+
+import numpy as np
+
+from ..ir.graph import Graph, Var
+from .trace import _STACK, user_frame
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "==": operator.eq, "!=": operator.ne, "truth": lambda v, _: bool(v)}
+_NUMBER = (bool, int, float)
+
+
+def guard_holds(guard: tuple, values: tuple) -> bool:
+    """Whether guard (position, comparison, other, result) holds for the computed values."""
+    k, op, other, result = guard
+    return _COMPARE[op](values[k].item(), other) == result
+
+
+class Speculated:
+    """The number ``Tensor.item()`` gave traced code (see the module doc). A use other than a
+    comparison with a number or its truth works on its value and makes the trace one that
+    later calls cannot replay (they run in segments); once its trace ends it stands for its
+    value in every use."""
+
+    __slots__ = ("value", "_trace", "_index", "_where", "__weakref__")
+
+    def __init__(self, value, trace, index: int, where: str):
+        self.value = value
+        self._trace = trace
+        self._index = index
+        self._where = where
+
+    def _compare(self, op: str, other):
+        if self._trace is not None:
+            if isinstance(other, _NUMBER):
+                result = _COMPARE[op](self.value, other)
+                self._trace.speculation_guards.append((self._index, op, other, result))
+                return result
+            self._used(f"a comparison with {type(other).__name__}")
+        return _COMPARE[op](self.value, _plain(other))
+
+    def __lt__(self, other):
+        return self._compare("<", other)
+
+    def __le__(self, other):
+        return self._compare("<=", other)
+
+    def __gt__(self, other):
+        return self._compare(">", other)
+
+    def __ge__(self, other):
+        return self._compare(">=", other)
+
+    def __eq__(self, other):
+        return self._compare("==", other)
+
+    def __ne__(self, other):
+        return self._compare("!=", other)
+
+    def __bool__(self) -> bool:
+        return self._compare("truth", None)
+
+    def __array__(self, dtype=None, copy=None):
+        self._used("a conversion to an array")
+        return np.asarray(self.value, dtype=dtype)
+
+    def __getattr__(self, name: str):
+        self._used(f"'.{name}'")
+        return getattr(self.value, name)
+
+    def _used(self, use: str) -> None:
+        """The traced code needs the number itself (``use``): this trace is for this call only."""
+        tr = self._trace
+        if tr is not None and not tr.speculation_uses:
+            tr.speculation_uses.append(f"the number Tensor.item() returned at {self._where} is used as a "
+                                       f"number ({use}) at {user_frame()}")
+
+
+def _plain(x):
+    return x.value if type(x) is Speculated else x
+
+
+def _unary(name: str, fn):
+    def method(self, *args):
+        self._used(f"'{name}'")
+        return fn(self.value, *args)
+    method.__name__ = name
+    return method
+
+
+def _binary(name: str, fn, reflected: bool):
+    def method(self, other):
+        self._used(f"'{name}'")
+        return fn(_plain(other), self.value) if reflected else fn(self.value, _plain(other))
+    method.__name__ = name
+    return method
+
+
+for _name, _fn in (("__float__", float), ("__int__", int), ("__index__", operator.index), ("__complex__", complex),
+                   ("__round__", round), ("__trunc__", math.trunc), ("__floor__", math.floor), ("__ceil__", math.ceil),
+                   ("__abs__", abs), ("__neg__", operator.neg), ("__pos__", operator.pos),
+                   ("__invert__", operator.invert), ("__hash__", hash), ("__str__", str), ("__repr__", repr),
+                   ("__format__", format)):
+    setattr(Speculated, _name, _unary(_name, _fn))
+for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul), ("truediv", operator.truediv),
+                   ("floordiv", operator.floordiv), ("mod", operator.mod), ("divmod", divmod), ("pow", pow),
+                   ("and", operator.and_), ("or", operator.or_), ("xor", operator.xor), ("lshift", operator.lshift),
+                   ("rshift", operator.rshift)):
+    setattr(Speculated, f"__{_name}__", _binary(f"__{_name}__", _fn, False))
+    setattr(Speculated, f"__r{_name}__", _binary(f"__r{_name}__", _fn, True))
+
+
+def speculates(v: Var) -> bool:
+    """Whether reading traced value ``v`` is speculated rather than a graph break: ``v`` is
+    a value of compile's whole-function trace (one that speculates), innermost on the stack."""
+    tr = v.trace
+    return tr.speculates and tr.active and _STACK.traces[-1] is tr
+
+
+def item(t) -> Speculated:
+    """``t.item()`` for a traced ``t`` in a speculating trace."""
+    tr = t._data.trace
+    value = _value(tr, t._data, "Tensor.item()")
+    if value.size != 1:
+        raise RuntimeError(f"a Tensor with {value.size} elements cannot be converted to Scalar")
+    where = user_frame()
+    n = _record(tr, t._data, where)
+    s = Speculated(value.reshape(()).item(), tr, n, where)
+    tr.speculated[n] = (t._data, weakref.ref(s), where)
+    return s
+
+
+def truth(t) -> bool:
+    """``bool(t)`` for a traced ``t`` in a speculating trace."""
+    tr = t._data.trace
+    value = _value(tr, t._data, "converting a Tensor to a Python bool")
+    if value.size != 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    result = bool(value.reshape(()))
+    tr.speculation_guards.append((_record(tr, t._data, user_frame()), "truth", None, result))
+    return result
+
+
+def _record(tr, v: Var, where: str) -> int:
+    tr.speculated.append((v, None, where))
+    return len(tr.speculated) - 1
+
+
+def _value(tr, v: Var, what: str) -> np.ndarray:
+    """The value of ``v`` for this call: the trace's equations so far on its concrete inputs.
+    A graph break where those are not all known arrays (a random key: drawing it would
+    advance the generator; a device array)."""
+    from ..runtime.interpreter import run_arrays
+    from .live import LiveNumber, CallTimeConst
+    g = tr.graph
+    known = {id(tr._captured[id(d)]): d for d in tr._keep if id(d) in tr._captured}
+    consts = []
+    for var, holder in g.consts:
+        if isinstance(holder, LiveNumber):
+            a = holder.draw()
+        elif isinstance(holder, CallTimeConst):
+            a = None
+        else:
+            a = known.get(id(var), holder._data)
+        consts.append(a)
+    if any(type(a) is not np.ndarray for a in consts) or any(type(a) is not np.ndarray for a in tr.concrete):
+        tr.graph_break(f"{what} needs a concrete value (it depends on random numbers or a device tensor) "
+                       f"at {user_frame()}")
+    sub = Graph()
+    sub.inputs, sub.consts, sub.eqns, sub.outputs = list(g.inputs), list(g.consts), list(g.eqns), [v]
+    return run_arrays(sub, list(tr.concrete) + consts)[0]
+
+
+def start(tr, leaves: list) -> None:
+    """Let ``tr`` (compile's trace of a call on ``leaves``) speculate."""
+    tr.speculates = True
+    tr.concrete = [x._data for x in leaves if hasattr(x, "_data")]
+    tr.speculated = []  # (Var, weak reference to its Speculated or None, file:line) per value read
+    tr.speculation_guards = []
+    tr.speculation_uses = []  # why this trace cannot be replayed (a number used as such), if so
+
+
+def finish(tr) -> str:
+    """End the trace's speculation: every ``Speculated`` stands for its value from now on.
+    Returns why later calls cannot replay the trace (the traced code used a number as such,
+    or still references one after it returned: appended it to a list, returned it), or ''."""
+    why = tr.speculation_uses[0] if tr.speculation_uses else ""
+    tr.concrete = None  # (the call's arrays: not kept by the compiled code)
+    for _, ref, where in tr.speculated:
+        s = ref() if ref is not None else None
+        if s is not None:
+            s._trace = None
+            why = why or f"the number Tensor.item() returned at {where} is kept after the function returns"
+    return why

@@ -1,0 +1,123 @@
+"""Values read inside compiled code (tracer.speculate, runtime.speculation): ``item()``
+compared with a number and ``bool(tensor)`` are computed and guarded inside the compiled
+function, a variant per outcome, no segments; every other use of the number, a number kept
+after the call, random numbers before the read and changed hyperparameters run in segments,
+with PyTorch's values, gradients and printed output."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import fusegrad
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _branchy(m):
+    def f(x, w):
+        h = m.tanh(x @ w)
+        if h.sum().item() > 0:  # an output that carries a backward: the body recomputes h
+            y = (h * 2).sin()
+        else:
+            y = h.cos()
+        if y.max() > 0.5:  # bool(tensor)
+            y = y * 3
+        return (y * y).sum()
+    return f
+
+
+def test_branches_on_item_and_bool_match_torch_values_and_gradients():
+    f, ref = _branchy(fusegrad), _branchy(torch)
+    cf = fusegrad.compile(f, backend="eager")
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal((4, 3)), np.abs(rng.standard_normal((3, 2)))
+    for scale in (1.0, -1.0, 0.01, 1.0, -1.0, 0.01):
+        x, w = fusegrad.tensor(scale * xa, requires_grad=True), fusegrad.tensor(wa, requires_grad=True)
+        tx, tw = torch.tensor(scale * xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+        got, want = cf(x, w), ref(tx, tw)
+        assert type(got.grad_fn).__name__ == "CompiledFunctionBackward"
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-14)
+    info = cf.cache_info()
+    # the sign of h.sum() and y.max() > 0.5 take at most 3 outcomes here: one variant each
+    assert info["segments"] == 0 and info["fallbacks"] == 0 and info["graph_breaks"] == [], info
+    assert 2 <= info["compiles"] <= 3 and info["entries"] == 1, info
+
+
+def _numbers(m, hist):
+    def uses(x):
+        s = (x * x).sum()
+        print("s is", s.item())  # formatting the number: a break
+        return x * s.item()  # an operand of a tensor op: a break
+
+    def keeps(x):
+        s = (x * 2).sum()
+        hist.append(s.item())  # kept after the call: later calls run their Python
+        return x + 1
+    return uses, keeps
+
+
+def test_numbers_used_as_numbers_or_kept_run_the_python_at_every_call():
+    hist_got, hist_want = [], []
+    (uses, keeps), (ruses, rkeeps) = _numbers(fusegrad, hist_got), _numbers(torch, hist_want)
+    cu, ck = fusegrad.compile(uses, backend="eager"), fusegrad.compile(keeps, backend="eager")
+    for k in range(3):
+        xa = np.arange(3.0) + k
+        out_got, out_want = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_got):
+            got = cu(fusegrad.tensor(xa))
+        with contextlib.redirect_stdout(out_want):
+            want = ruses(torch.tensor(xa))
+        assert out_got.getvalue() == out_want.getvalue()
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+        np.testing.assert_allclose(ck(fusegrad.tensor(xa)).numpy(), rkeeps(torch.tensor(xa)).numpy())
+    assert [float(h) for h in hist_got] == hist_want  # once per call, the first call's too
+    used, kept = cu.cache_info(), ck.cache_info()
+    assert "used as a number ('__str__')" in " ".join(used["notes"]) and used["segments"] >= 2, used
+    assert any("kept after the function returns" in r for r in kept["notes"]), kept
+    assert kept["segments"] >= 1 and kept["compiles"] == 0 and "item()" in kept["graph_breaks"][0], kept
+
+
+def test_random_numbers_before_the_read_and_fullgraph_break():
+    def f(x):
+        y = fusegrad.nn.functional.dropout(x, 0.5, training=True)
+        if y.sum().item() > 0:
+            return y * 2
+        return y
+    cf = fusegrad.compile(f, backend="eager")
+    fusegrad.manual_seed(0)
+    got = cf(fusegrad.ones(64))
+    fusegrad.manual_seed(0)
+    want = f(fusegrad.ones(64))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert "random numbers" in " ".join(cf.cache_info()["graph_breaks"])
+    with pytest.raises(RuntimeError, match="fullgraph=True"):
+        fusegrad.compile(_branchy(fusegrad), fullgraph=True)(fusegrad.ones(4, 3), fusegrad.ones(3, 2))
+
+
+def test_many_outcomes_end_in_segments_and_sizes_share_a_variant():
+    def f(x):
+        n = x.sum()
+        for t in (1.0, 2.0, 3.0, 4.0, 5.0):
+            if n.item() > t:  # six outcomes: VARIANT_LIMIT are compiled, the others run in segments
+                x = x + t
+        return x * 2
+    cf = fusegrad.compile(f, backend="eager")
+    for v in (0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 0.5, 5.5):
+        np.testing.assert_allclose(cf(fusegrad.tensor([v])).numpy(), f(fusegrad.tensor([v])).numpy())
+    info = cf.cache_info()
+    assert info["compiles"] == 4 and info["segments"] >= 2, info
+    assert any("outcomes" in n for n in info["notes"]), info
+    # another size of the same signature family: symbolic kernels, the read still guarded
+    cg = fusegrad.compile(f, backend="cpu", dynamic=True)
+    for n in (2, 5, 0, 3):
+        xa = np.linspace(-1, 1, n) * n
+        np.testing.assert_allclose(cg(fusegrad.tensor(xa)).numpy(), f(fusegrad.tensor(xa)).numpy(), rtol=1e-12)
+    assert cg.cache_info()["segments"] == 0, cg.cache_info()
