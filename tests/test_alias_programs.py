@@ -1,7 +1,8 @@
 """Random programs of views and in-place updates, against PyTorch: views taken before their
 base (or a sibling) is updated, updates through views, index assignment, updates through
-``.data`` and detached aliases, and ``.item()`` graph breaks between them. fusegrad eager and compiled (segments around the breaks, on
-the eager and the cpu backend) must give torch's value and gradient, or raise where torch
+``.data`` and detached aliases, and branches on ``.item()`` (read inside the compiled code) or
+``float()`` (graph breaks) between them. fusegrad eager and compiled (segments around the
+breaks, on the eager and the cpu backend) must give torch's value and gradient, or raise where torch
 raises; likewise programs of hooks, retain_grad and new leaves in compiled code. (Written
 after such programs gave stale views and wrong gradients.)"""
 from __future__ import annotations
@@ -58,7 +59,8 @@ def program(seed: int) -> str:
         elif kind == "data":  # the value changes, the gradient does not see it
             lines.append("    y.data.mul_(0.5)" if r.random() < 0.5 else "    y.detach().add_(0.25)")
         else:
-            lines.append("    if acc.item() > 0.3:\n        y.add_(0.125)")
+            read = "acc.item()" if r.random() < 0.5 else "float(acc)"  # (guarded inside the compiled code; a break)
+            lines.append(f"    if {read} > 0.3:\n        y.add_(0.125)")
     lines += [f"    acc = acc + {v}.sum() * 0.25" for v, _, _ in views]
     lines.append("    return acc + y.sum()")
     return "\n".join(lines)

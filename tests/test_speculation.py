@@ -121,3 +121,40 @@ def test_many_outcomes_end_in_segments_and_sizes_share_a_variant():
         xa = np.linspace(-1, 1, n) * n
         np.testing.assert_allclose(cg(fusegrad.tensor(xa)).numpy(), f(fusegrad.tensor(xa)).numpy(), rtol=1e-12)
     assert cg.cache_info()["segments"] == 0, cg.cache_info()
+
+
+def _clipped_step(lib, model, opt):
+    def step(x, y):
+        opt.zero_grad()
+        loss = lib.nn.functional.mse_loss(model(x), y)
+        scale = 2.0 if loss.item() > 0.9 else 1.0
+        (loss * scale).backward()
+        lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # bool(isfinite(norm))
+        opt.step()
+        return loss
+    return step
+
+
+def test_training_step_with_reads_and_clipping_compiles_without_segments():
+    rng = np.random.default_rng(1)
+    xa, ya = rng.standard_normal((32, 4)), rng.standard_normal((32, 1))
+    init = [rng.standard_normal(s) * 0.5 for s in ((8, 4), (8,), (1, 8), (1,))]
+    res = {}
+    for lib in (fusegrad, torch):
+        model = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1)).double()
+        with lib.no_grad():
+            for p, v in zip(model.parameters(), init):
+                p.copy_(lib.tensor(v))
+        opt = lib.optim.Adam(model.parameters(), lr=0.05)
+        step = _clipped_step(lib, model, opt)
+        if lib is fusegrad:
+            step = cf = fusegrad.compile(step)
+        x, y = lib.tensor(xa), lib.tensor(ya)
+        res[lib.__name__] = [step(x, y).item() for _ in range(10)], [p.detach().numpy().copy() for p in model.parameters()]
+    (got, gp), (want, wp) = res["fusegrad"], res["torch"]
+    assert want[0] > 0.9 > want[-1]  # both scales taken
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    for a, b in zip(gp, wp):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    info = cf.cache_info()
+    assert info["segments"] == 0 and info["graph_breaks"] == [] and info["compiles"] == 2, info

@@ -439,7 +439,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
 @op
 def isinf(x):
     x = as_t(x)
-    if _on_cuda(x):
+    if _on_cuda(x) or type(x._data) is Var:  # (as primitives: traced, or a device's kernels)
         return logical_and(eq(abs(x), math.inf), logical_not(isnan(x)))
     return wrap(np.isinf(x._concrete("isinf")))
 
@@ -447,7 +447,7 @@ def isinf(x):
 @op
 def isfinite(x):
     x = as_t(x)
-    if _on_cuda(x):
+    if _on_cuda(x) or type(x._data) is Var:
         return logical_not(logical_or(isnan(x), isinf(x)))
     return wrap(np.isfinite(x._concrete("isfinite")))
 
