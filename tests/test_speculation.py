@@ -158,3 +158,22 @@ def test_training_step_with_reads_and_clipping_compiles_without_segments():
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     info = cf.cache_info()
     assert info["segments"] == 0 and info["graph_breaks"] == [] and info["compiles"] == 2, info
+
+
+def test_a_captured_tensors_value_read_in_a_branch_is_read_at_every_call():
+    """``flag.item()`` of a global tensor (captured, not an argument) is guarded like a
+    computed value: updated in place between calls, the branch follows (it was fixed at
+    the trace's value before)."""
+    flag = fusegrad.tensor(1.0)
+
+    def f(x, n):
+        if n.item() > 0 and flag.item() > 0.5:  # (a short-circuit: the second read only when n > 0)
+            return x * 2
+        return x * 3
+    cf = fusegrad.compile(f)
+    for nv, fv in ((1.0, 1.0), (-1.0, 1.0), (1.0, 0.0), (1.0, 1.0), (-1.0, 0.0)):
+        flag.fill_(fv)
+        x, n = fusegrad.arange(4.0), fusegrad.tensor(nv)
+        np.testing.assert_array_equal(cf(x, n).numpy(), f(x, n).numpy())
+    info = cf.cache_info()
+    assert info["compiles"] == 3 and info["segments"] == 0 and info["fallbacks"] == 0, info

@@ -266,8 +266,9 @@ class Tensor:
         return self._concrete("Tensor.tolist()", host=True).tolist()
 
     def item(self):
-        if type(self._data) is Var and speculate.speculates(self._data):
-            return speculate.item(self)
+        v = speculate.traced(self)
+        if v is not None:
+            return speculate.item(v)
         return self._scalar("Tensor.item()")
 
     def _scalar(self, what: str):
@@ -279,8 +280,9 @@ class Tensor:
         return a.reshape(()).item()
 
     def __bool__(self) -> bool:
-        if type(self._data) is Var and speculate.speculates(self._data):
-            return speculate.truth(self)
+        v = speculate.traced(self)
+        if v is not None:
+            return speculate.truth(v)
         a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)", host=True)
         if a.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import operator
 import weakref
+from typing import Optional
 
 import numpy as np
 
@@ -133,34 +134,42 @@ for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operato
     setattr(Speculated, f"__r{_name}__", _binary(f"__r{_name}__", _fn, True))
 
 
-def speculates(v: Var) -> bool:
-    """Whether reading traced value ``v`` is speculated rather than a graph break: ``v`` is
-    a value of compile's whole-function trace (one that speculates), innermost on the stack."""
+def traced(t) -> Optional[Var]:
+    """The value whose reading (``t.item()``, ``bool(t)``) is speculated, or None (a graph
+    break for a traced ``t``, an eager read otherwise): ``t``'s Var in compile's
+    whole-function trace (innermost on the stack), or a tensor that trace captures, which
+    it then reads at every call (a global flag tensor, a module's buffer)."""
+    d = t._data
+    traces = _STACK.traces
+    if not traces or not traces[-1].speculates:
+        return None
+    tr = traces[-1]
+    if type(d) is Var:
+        return d if d.trace is tr else None
+    return tr.lift(t) if type(d) is np.ndarray else None
+
+
+def item(v: Var) -> Speculated:
+    """``t.item()`` for ``t`` traced as ``v`` in a speculating trace."""
     tr = v.trace
-    return tr.speculates and tr.active and _STACK.traces[-1] is tr
-
-
-def item(t) -> Speculated:
-    """``t.item()`` for a traced ``t`` in a speculating trace."""
-    tr = t._data.trace
-    value = _value(tr, t._data, "Tensor.item()")
+    value = _value(tr, v, "Tensor.item()")
     if value.size != 1:
         raise RuntimeError(f"a Tensor with {value.size} elements cannot be converted to Scalar")
     where = user_frame()
-    n = _record(tr, t._data, where)
+    n = _record(tr, v, where)
     s = Speculated(value.reshape(()).item(), tr, n, where)
-    tr.speculated[n] = (t._data, weakref.ref(s), where)
+    tr.speculated[n] = (v, weakref.ref(s), where)
     return s
 
 
-def truth(t) -> bool:
-    """``bool(t)`` for a traced ``t`` in a speculating trace."""
-    tr = t._data.trace
-    value = _value(tr, t._data, "converting a Tensor to a Python bool")
+def truth(v: Var) -> bool:
+    """``bool(t)`` for ``t`` traced as ``v`` in a speculating trace."""
+    tr = v.trace
+    value = _value(tr, v, "converting a Tensor to a Python bool")
     if value.size != 1:
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
     result = bool(value.reshape(()))
-    tr.speculation_guards.append((_record(tr, t._data, user_frame()), "truth", None, result))
+    tr.speculation_guards.append((_record(tr, v, user_frame()), "truth", None, result))
     return result
 
 
