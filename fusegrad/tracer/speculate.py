@@ -1,8 +1,9 @@
 """Reading a traced value without breaking compile's graph: speculation.
 
-In compile's whole-function trace, ``Tensor.item()`` and ``bool(tensor)`` on a traced value
-compute that value from the call's own inputs (the equations recorded so far, run by the
-NumPy interpreter) instead of breaking the graph. ``bool`` returns the truth value;
+In compile's whole-function trace, ``Tensor.item()`` and ``bool(tensor)`` on a traced value,
+or on a tensor the trace captures (then read at every call), compute that value from the
+call's own inputs (the equations recorded so far, run by the NumPy interpreter) instead of
+breaking the graph. ``bool`` returns the truth value;
 ``item()`` returns a ``Speculated`` number. Comparing it with a Python number (``<``,
 ``<=``, ``>``, ``>=``, ``==``, ``!=``) or taking its truth gives a plain bool, which the
 trace records as a guard: (the value's position, the comparison, the other number, the
