@@ -64,24 +64,6 @@ class Speculated:
             self._used(f"a comparison with {type(other).__name__}")
         return _COMPARE[op](self.value, _plain(other))
 
-    def __lt__(self, other):
-        return self._compare("<", other)
-
-    def __le__(self, other):
-        return self._compare("<=", other)
-
-    def __gt__(self, other):
-        return self._compare(">", other)
-
-    def __ge__(self, other):
-        return self._compare(">=", other)
-
-    def __eq__(self, other):
-        return self._compare("==", other)
-
-    def __ne__(self, other):
-        return self._compare("!=", other)
-
     def __bool__(self) -> bool:
         return self._compare("truth", None)
 
@@ -105,6 +87,12 @@ def _plain(x):
     return x.value if type(x) is Speculated else x
 
 
+def _comparison(op: str):
+    def method(self, other):
+        return self._compare(op, other)
+    return method
+
+
 def _unary(name: str, fn):
     def method(self, *args):
         self._used(f"'{name}'")
@@ -121,6 +109,9 @@ def _binary(name: str, fn, reflected: bool):
     return method
 
 
+for _name, _op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">="), ("__eq__", "=="),
+                   ("__ne__", "!=")):
+    setattr(Speculated, _name, _comparison(_op))
 for _name, _fn in (("__float__", float), ("__int__", int), ("__index__", operator.index), ("__complex__", complex),
                    ("__round__", round), ("__trunc__", math.trunc), ("__floor__", math.floor), ("__ceil__", math.ceil),
                    ("__abs__", abs), ("__neg__", operator.neg), ("__pos__", operator.pos),
