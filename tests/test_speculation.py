@@ -177,3 +177,34 @@ def test_a_captured_tensors_value_read_in_a_branch_is_read_at_every_call():
         np.testing.assert_array_equal(cf(x, n).numpy(), f(x, n).numpy())
     info = cf.cache_info()
     assert info["compiles"] == 3 and info["segments"] == 0 and info["fallbacks"] == 0, info
+
+
+def test_a_returned_number_is_an_output_of_the_compiled_code():
+    """``return loss.item()`` (alone or in a tuple, an int from an integer tensor too): a
+    Python number computed by the compiled code at each call, no segments; one also kept
+    in a list is not replayed."""
+    kept = []
+
+    def f(x):
+        s = (x * 2).sum()
+        return x + 1, s.item(), (x > 1).sum().item()
+
+    def g(x):
+        return (x * x).mean().item()
+
+    def h(x):
+        v = x.sum().item()
+        kept.append(v)
+        return v
+    cf, cg, ch = (fusegrad.compile(fn, backend="eager") for fn in (f, g, h))
+    for k in range(3):
+        xa = np.arange(4.0) + k
+        got, want = cf(fusegrad.tensor(xa)), f(torch.tensor(xa))
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+        assert got[1:] == want[1:] and type(got[2]) is int and type(got[1]) is float
+        assert cg(fusegrad.tensor(xa)) == g(torch.tensor(xa))
+        assert ch(fusegrad.tensor(xa)) == xa.sum()
+    for c in (cf, cg):
+        info = c.cache_info()
+        assert info["compiles"] == 1 and info["segments"] == 0 and info["graph_breaks"] == [], info
+    assert [float(v) for v in kept] == [6.0, 10.0, 14.0] and ch.cache_info()["segments"] >= 1

@@ -66,7 +66,9 @@ class _Traced(Captured):
     def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None, views=()):
         super().__init__(graph, guards, with_grad=bool(writebacks))
         self.out_spec = out_spec
-        self.out_slots = out_slots  # per output leaf: ("t", graph output index) or ("v", value)
+        # per output leaf: ("t", graph output index), ("n", graph output index) for a Python
+        # number (a returned item()), or ("v", value)
+        self.out_slots = out_slots
         # (graph output index, base, view chain, requires grad) per output that views a tensor
         # argument or a captured tensor: made again at each call from its base, so it shares
         # memory with it as eager's does (see _outer_base)
@@ -91,10 +93,11 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False) -> _Trac
         if speculating:
             speculate.start(tr, leaves)
             hyper = _hyperparameters(fn)
+        out = None
         try:
             out = fn(*args, **kwargs)
         finally:
-            escaped = speculate.finish(tr) if speculating else ""
+            escaped = speculate.finish(tr, out) if speculating else ""
         traced = _finish_trace(tr, out, inputs)
         if speculating and tr.speculated:
             if not escaped and _hyperparameters(fn) != hyper:
@@ -116,7 +119,11 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     slots, diff, spent, views = [], [], [], []
     position = {id(t): i for i, (t, _) in enumerate(inputs)}
     for x in out_leaves:
-        if isinstance(x, Tensor):
+        number = speculate.returned(tr, x) if tr.speculates else None
+        if number is not None:  # a number item() gave: the graph's value, a Python number at each call
+            slots.append(("n", len(g.outputs)))
+            g.outputs.append(number)
+        elif isinstance(x, Tensor):
             base = _outer_base(x, position)
             if base is not None:  # made again from its base at each call, its gradient flowing through that view
                 views.append((len(g.outputs), base, tuple(x._view_fn or ()), bool(x._rg)))
@@ -357,7 +364,8 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
         outs[i] = v if v._rg == rg else v.detach()  # (a view of a detached alias is detached too)
     if plan.single:
         return outs[0]
-    return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
+    return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else outs[s[1]]._data.item() if s[0] == "n" else s[1]
+                                   for s in tr.out_slots])
 
 
 def _residuals(plan: _Plan, res: tuple, tensors: list, arrays: list, primals: list) -> _Ctx:

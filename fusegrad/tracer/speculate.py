@@ -204,15 +204,32 @@ def start(tr, leaves: list) -> None:
     tr.speculation_uses = []  # why this trace cannot be replayed (a number used as such), if so
 
 
-def finish(tr) -> str:
+def finish(tr, out) -> str:
     """End the trace's speculation: every ``Speculated`` stands for its value from now on.
     Returns why later calls cannot replay the trace (the traced code used a number as such,
-    or still references one after it returned: appended it to a list, returned it), or ''."""
+    or still references one after it returned, other than in its result: appended it to a
+    list, stored it on an object), or ''. A number in the result (``return loss.item()``)
+    becomes an output of the graph (see compiled._finish_trace)."""
+    import sys
+    from ..func.pytree import flatten
     why = tr.speculation_uses[0] if tr.speculation_uses else ""
     tr.concrete = None  # (the call's arrays: not kept by the compiled code)
+    leaves = flatten(out)[0]
     for _, ref, where in tr.speculated:
         s = ref() if ref is not None else None
-        if s is not None:
-            s._trace = None
+        if s is None:
+            continue
+        s._trace = None
+        n = sum(x is s for x in leaves)
+        # the references a number in the result has: ``s`` here and getrefcount's argument;
+        # per occurrence, ``leaves`` and its container in ``out`` (or, returned alone, the
+        # caller's ``out`` and this function's): any other is a reference kept elsewhere
+        expected = 2 + n + (2 if out is s else n)
+        if sys.getrefcount(s) > expected:
             why = why or f"the number Tensor.item() returned at {where} is kept after the function returns"
     return why
+
+
+def returned(tr, x) -> Optional[Var]:
+    """The traced value of ``x`` when it is a ``Speculated`` number of ``tr``, else None."""
+    return tr.speculated[x._index][0] if type(x) is Speculated else None
