@@ -177,6 +177,8 @@ def test_a_captured_tensors_value_read_in_a_branch_is_read_at_every_call():
         np.testing.assert_array_equal(cf(x, n).numpy(), f(x, n).numpy())
     info = cf.cache_info()
     assert info["compiles"] == 3 and info["segments"] == 0 and info["fallbacks"] == 0, info
+    low = cf.lower(x, n)  # the body of the variant last run; .check: what computes the values read
+    assert "mul(" in low.ir("optimized") and "mul(" not in low.check.ir("optimized")
 
 
 def test_a_returned_number_is_an_output_of_the_compiled_code():

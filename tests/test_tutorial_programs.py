@@ -5,7 +5,8 @@ The programs: a DataLoader training loop that saves a checkpoint, reloads it and
 mixed precision loop (autocast, GradScaler skipping overflowing float16 steps); a Jacobian by
 forward-mode AD; and two after pytorch/examples: time_sequence_prediction's LSTM cells trained
 by L-BFGS in float64, and word_language_model's LSTM language model (truncated BPTT, gradient
-clipping, SGD through ``p.data``, the whole model saved and loaded). They start from fixed
+clipping, SGD through ``p.data``, the whole model saved and loaded); and a compiled training
+step that checks its loss for NaN and returns ``loss.item()`` for early stopping. They start from fixed
 weights (no random numbers: the two libraries' generators differ) and print what a tutorial
 prints."""
 import os
@@ -18,7 +19,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PROGRAMS = ["data_loader_training.py", "amp_training.py", "forward_ad_jacobian.py", "sine_lstm_lbfgs.py",
-            "word_language_model.py"]
+            "word_language_model.py", "compiled_early_stopping.py"]
 MARK = "=== program "
 
 # the only edit: `import torch` -> `import fusegrad as torch`; `import torch.x` / `from torch.x` -> fusegrad.x

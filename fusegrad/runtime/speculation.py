@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Var
 from ..tracer.speculate import guard_holds
 from .tensor import Tensor
 
@@ -79,7 +79,7 @@ def split(traced) -> tuple:
     need = {v.id for v in read}
     for e in reversed(g.eqns):
         if e.out.id in need:
-            need.update(a.id for a in e.inputs if hasattr(a, "id"))
+            need.update(a.id for a in e.inputs if type(a) is Var)
     check = Graph()
     check.inputs, check.consts = list(g.inputs), list(g.consts)
     check.eqns = [e for e in g.eqns if e.out.id in need]
@@ -88,8 +88,8 @@ def split(traced) -> tuple:
         return check, len(read), g
     body = Graph()
     body.eqns = [e for e in g.eqns if e.out.id not in need]
-    used = {a.id for e in body.eqns for a in e.inputs if hasattr(a, "id")}
-    used.update(o.id for o in g.outputs if hasattr(o, "id"))
+    used = {a.id for e in body.eqns for a in e.inputs if type(a) is Var}
+    used.update(o.id for o in g.outputs if type(o) is Var)
     cut = [e.out for e in check.eqns if e.out.id in used]
     check.outputs = read + cut
     body.inputs, body.consts, body.outputs = list(g.inputs) + cut, list(g.consts), list(g.outputs)
