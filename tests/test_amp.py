@@ -235,3 +235,33 @@ def test_cuda_amp_spellings_warn_and_disable_as_torch(pt):
                 s = L.cuda.amp.GradScaler()
         assert not s.is_enabled() and s.scale(x) is x and s.get_scale() == 1.0
         assert isinstance(s, L.amp.GradScaler) and isinstance(ctx, L.amp.autocast)
+
+
+def test_grad_scaler_inside_a_compiled_step_trains_as_eagerly():
+    """scaler.scale(loss).backward(), scaler.step, scaler.update inside ``compile``: it raised
+    a TypeError (NumPy's isfinite on a traced gradient); it now runs (the finiteness read is
+    a segment boundary) and follows the eager run: losses to float16 rounding, the same scale
+    growth."""
+    def run(compiled):
+        r = np.random.default_rng(1)
+        model = fg.nn.Sequential(fg.nn.Linear(16, 32), fg.nn.ReLU(), fg.nn.Linear(32, 1))
+        with fg.no_grad():
+            for p in model.parameters():
+                p.copy_(fg.tensor(r.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3))
+        opt = fg.optim.SGD(model.parameters(), lr=0.05)
+        scaler = fg.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+        x, y = fg.tensor(r.standard_normal((64, 16)).astype(np.float32)), fg.tensor(r.standard_normal((64, 1)).astype(np.float32))
+
+        def step(x, y):
+            opt.zero_grad()
+            with fg.autocast("cpu", dtype=fg.float16):
+                loss = fg.nn.functional.mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss.item()
+        f = fg.compile(step) if compiled else step
+        return [(f(x, y), scaler.get_scale()) for _ in range(5)]
+    eager, compiled = run(False), run(True)
+    np.testing.assert_allclose([l for l, _ in compiled], [l for l, _ in eager], rtol=2e-3)
+    assert [s for _, s in compiled] == [s for _, s in eager] == [4.0, 8.0, 8.0, 16.0, 16.0]

@@ -83,8 +83,9 @@ class GradScaler:
                                  f"not use scaler.scale(loss or outputs) earlier in the iteration.")
 
     def _unscale_grads(self, optimizer, inv_scale: float, allow_fp16: bool) -> bool:
-        """Multiply every gradient by ``inv_scale`` in place; whether any is inf or nan."""
-        found = False
+        """Multiply every gradient by ``inv_scale`` in place; whether any is inf or nan (one
+        read of a tensor, so compiled code reads it as it reads any value)."""
+        finite = None
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -93,12 +94,11 @@ class GradScaler:
                         continue
                     if not allow_fp16 and g.dtype.name == "float16":
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    arr = g._data
-                    if not np.isfinite(arr).all():
-                        found = True
+                    ok = g.isfinite().all()
+                    finite = ok if finite is None else finite & ok
                     if inv_scale != 1.0:
                         g.mul_(inv_scale)
-        return found
+        return finite is not None and not bool(finite)
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale (once per step), noting infs/nans."""
