@@ -239,9 +239,9 @@ def test_cuda_amp_spellings_warn_and_disable_as_torch(pt):
 
 def test_grad_scaler_inside_a_compiled_step_trains_as_eagerly():
     """scaler.scale(loss).backward(), scaler.step, scaler.update inside ``compile``: it raised
-    a TypeError (NumPy's isfinite on a traced gradient); it now runs (the finiteness read is
-    a segment boundary) and follows the eager run: losses to float16 rounding, the same scale
-    growth."""
+    a TypeError (NumPy's isfinite on a traced gradient); it now runs (in segments: the scaler
+    reads its scale as a number) and follows the eager run: losses to float16 rounding, the
+    same scale growth."""
     def run(compiled):
         r = np.random.default_rng(1)
         model = fg.nn.Sequential(fg.nn.Linear(16, 32), fg.nn.ReLU(), fg.nn.Linear(32, 1))

@@ -210,3 +210,24 @@ def test_a_returned_number_is_an_output_of_the_compiled_code():
         info = c.cache_info()
         assert info["compiles"] == 1 and info["segments"] == 0 and info["graph_breaks"] == [], info
     assert [float(v) for v in kept] == [6.0, 10.0, 14.0] and ch.cache_info()["segments"] >= 1
+
+
+def test_any_and_all_of_traced_values_are_traced_and_guarded():
+    """``all``/``any`` (with dim, keepdim, of empty tensors) trace as primitives, so
+    ``if (x > 0).all():`` is a guarded read, not a graph break."""
+    def reductions(L, x):
+        return (L.all(x > 0), L.any(x > 2), (x > -5).all(), x.any(), L.all(x > 0, dim=1),
+                L.any(x > 2, 0, keepdim=True), L.all(x[:0] > 0), L.any(x[:0] > 0), L.all(x[:0] > 0, dim=0))
+
+    def g(x):
+        if (x > 0).all():
+            return x * 2
+        return x * 3
+    xa = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]])
+    cf, cg = fusegrad.compile(lambda x: reductions(fusegrad, x)), fusegrad.compile(g)
+    for got, want in zip(cf(fusegrad.tensor(xa)), reductions(torch, torch.tensor(xa))):
+        assert got.dtype == fusegrad.bool and got.numpy().tolist() == want.numpy().tolist(), (got, want)
+    for v in (xa, np.abs(xa), xa):
+        np.testing.assert_array_equal(cg(fusegrad.tensor(v)).numpy(), g(torch.tensor(v)).numpy())
+    for c in (cf, cg):
+        assert c.cache_info()["graph_breaks"] == [] and c.cache_info()["segments"] == 0, c.cache_info()

@@ -718,18 +718,18 @@ def cumsum(x, dim, *, dtype=None):
 @op
 def all(x, dim=None, keepdim=False):
     x = as_t(x)
-    if type(x._data) is not np.ndarray and type(x._data) is not Var:  # a CUDA tensor: reduced there
+    if type(x._data) is not np.ndarray:  # traced, or a CUDA tensor: as primitives
         return logical_not(any(logical_not(x), dim, keepdim))
-    return wrap(np.all(x._concrete("all"), axis=dim, keepdims=keepdim))
+    return wrap(np.all(x._data, axis=dim, keepdims=keepdim))
 
 
 @op
 def any(x, dim=None, keepdim=False):
     x = as_t(x)
-    if type(x._data) is not np.ndarray and type(x._data) is not Var:  # a CUDA tensor: reduced there
+    if type(x._data) is not np.ndarray:  # traced, or a CUDA tensor: as primitives (a sum: 0 when empty)
         nz = P.cast(P.ne(x, False if x.dtype == D.bool_ else 0), dtype=np.dtype(np.int32))
-        return P.ne(P.reduce_max(nz, axes=_axes(x, dim), keepdims=keepdim), 0)
-    return wrap(np.any(x._concrete("any"), axis=dim, keepdims=keepdim))
+        return P.ne(P.reduce_sum(nz, axes=_axes(x, dim), keepdims=keepdim), 0)
+    return wrap(np.any(x._data, axis=dim, keepdims=keepdim))
 
 
 @op
