@@ -14,6 +14,7 @@ from typing import Any
 
 from ..ir.graph import Graph, Var
 from ..tracer.speculate import guard_holds
+from . import compiled  # (its names are read at call time: it imports this module)
 from .tensor import Tensor
 
 VARIANT_LIMIT = 4  # variants (outcomes of the guards) per signature; other calls run in segments
@@ -34,16 +35,16 @@ class Variant:
     def run(self, tensors: list, arrays: list) -> Any:
         """The function's result for a call on ``tensors`` (their ``arrays``), or MISS when
         a guard does not hold (nothing was written then)."""
-        from .compiled import _read, _run_plan
         check = self.check
-        values = check.run(*arrays, *[_read(h) for h in check.holders]) if check.holders else check.run(*arrays)
+        values = check.run(*arrays, *[compiled._read(h) for h in check.holders]) if check.holders \
+            else check.run(*arrays)
         for g in self.guards:
             if not guard_holds(g, values):
                 return MISS
         cut = list(values[self.n_read:])
         for k in self.copies:  # (the body may compute an update into that argument's array)
             cut[k - self.n_read] = cut[k - self.n_read].copy()
-        return _run_plan(self.body, tensors, arrays + cut)
+        return compiled._run_plan(self.body, tensors, arrays + cut)
 
 
 MISS = object()
@@ -106,10 +107,9 @@ def copies(check: Graph, n_read: int) -> list:
 def build(traced, input_rg: list, compile_plan) -> Speculative:
     """The Speculative entry of a traced graph that speculated; ``compile_plan(traced,
     input_rg, suffix)`` optimizes and compiles one of its graphs (compiled.plan_of)."""
-    from .compiled import _Traced
     _, guards, escaped = traced.speculation
     check_graph, n_read, body_graph = split(traced)
-    check = _Traced(check_graph, None, [("t", i) for i in range(len(check_graph.outputs))], [], [])
+    check = compiled._Traced(check_graph, None, [("t", i) for i in range(len(check_graph.outputs))], [], [])
     check.seal()
     n_cut = len(body_graph.inputs) - len(traced.graph.inputs)
     traced.graph = body_graph

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import weakref
 from typing import Optional
 
@@ -148,9 +149,8 @@ def item(v: Var) -> Speculated:
     if value.size != 1:
         raise RuntimeError(f"a Tensor with {value.size} elements cannot be converted to Scalar")
     where = user_frame()
-    n = _record(tr, v, where)
-    s = Speculated(value.reshape(()).item(), tr, n, where)
-    tr.speculated[n] = (v, weakref.ref(s), where)
+    s = Speculated(value.reshape(()).item(), tr, len(tr.speculated), where)
+    tr.speculated.append((v, weakref.ref(s), where))
     return s
 
 
@@ -161,13 +161,9 @@ def truth(v: Var) -> bool:
     if value.size != 1:
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
     result = bool(value.reshape(()))
-    tr.speculation_guards.append((_record(tr, v, user_frame()), "truth", None, result))
+    tr.speculation_guards.append((len(tr.speculated), "truth", None, result))
+    tr.speculated.append((v, None, user_frame()))
     return result
-
-
-def _record(tr, v: Var, where: str) -> int:
-    tr.speculated.append((v, None, where))
-    return len(tr.speculated) - 1
 
 
 def _value(tr, v: Var, what: str) -> np.ndarray:
@@ -210,7 +206,6 @@ def finish(tr, out) -> str:
     or still references one after it returned, other than in its result: appended it to a
     list, stored it on an object), or ''. A number in the result (``return loss.item()``)
     becomes an output of the graph (see compiled._finish_trace)."""
-    import sys
     from ..func.pytree import flatten
     why = tr.speculation_uses[0] if tr.speculation_uses else ""
     tr.concrete = None  # (the call's arrays: not kept by the compiled code)
