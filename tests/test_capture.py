@@ -1,6 +1,6 @@
 """The capture layer shared by compile and the function transforms: a transform or compiled
 function built once follows the Python values its function names (global numbers and flags,
-rebound tensors, a module's training mode), also through a helper function, under every
+rebound tensors, a tensor read as a number and updated in place, a module's training mode), also through a helper function, under every
 transform; against torch.func on the same values (float64)."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.torch
 SCALE = 3.0
 FLAG = True
 W0 = W = fusegrad.tensor(np.linspace(0.5, 1.5, 3))
+GAIN = fusegrad.tensor(1.5, dtype=fusegrad.float64)  # read as a number, updated in place
 
 
 class Mode(fusegrad.nn.Module):
@@ -34,13 +35,13 @@ def _core(x):  # a helper: what it names is guarded too
 
 
 def f(x):
-    y = MOD(_core(x))
+    y = MOD(_core(x)) * float(GAIN)
     return (y.sin() if FLAG else y.cos()).sum()
 
 
 def ref(x):
     """f on the current values, in torch."""
-    y = x * SCALE * torch.tensor(W.numpy()) * (2.0 if MOD.training else 3.0)
+    y = x * SCALE * torch.tensor(W.numpy()) * (2.0 if MOD.training else 3.0) * float(GAIN)
     return (y.sin() if FLAG else y.cos()).sum()
 
 
@@ -68,9 +69,10 @@ def _apply(lib, func, name: str):
 _COMPILED: dict = {}
 
 
-def _set(scale=3.0, flag=True, w=None, training=True):
+def _set(scale=3.0, flag=True, w=None, training=True, gain=1.5):
     global SCALE, FLAG, W
     SCALE, FLAG = scale, flag
+    GAIN.fill_(gain)
     W = W0 if w is None else w
     MOD.train(training)
 
@@ -86,7 +88,7 @@ def test_changed_python_values_give_fresh_results(name):
     _COMPILED.update(f=fusegrad.compile(f, backend="eager"), g=fusegrad.compile(ff.grad(f), backend="eager"))
     states = [dict(), dict(scale=5.0), dict(scale=5.0, flag=False),
               dict(scale=5.0, flag=False, w=fusegrad.tensor(np.array([2.0, -1.0, 0.25]))),
-              dict(scale=5.0, flag=False, training=False), dict()]
+              dict(scale=5.0, flag=False, training=False), dict(scale=5.0, gain=-0.5), dict()]
     try:
         for st in states:
             _set(**st)

@@ -226,6 +226,8 @@ class Tensor:
         printing), else an error (an op with no device implementation, never a silent copy)."""
         d = self._data
         if type(d) is np.ndarray:
+            if speculate.STACK.traces:
+                speculate.read_captured(self, d)
             return d
         if type(d) is Var:
             from ..tracer.trace import escaped, user_frame
@@ -238,6 +240,8 @@ class Tensor:
             return self._concrete(what, host)
         if driver.is_device_array(d):
             if host:
+                if speculate.STACK.traces:
+                    speculate.read_captured(self, d)
                 return driver.to_host(d)
             raise RuntimeError(f"{what} is not implemented for {self.device} tensors (the operand of shape "
                                f"{list(d.shape)}): copy it to the CPU with .cpu() first")

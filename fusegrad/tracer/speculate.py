@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ..ir.graph import Graph, Var
-from .trace import _STACK, user_frame
+from .trace import _STACK as STACK, user_frame
 
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
             "==": operator.eq, "!=": operator.ne, "truth": lambda v, _: bool(v)}
@@ -133,13 +133,35 @@ def traced(t) -> Optional[Var]:
     whole-function trace (innermost on the stack), or a tensor that trace captures, which
     it then reads at every call (a global flag tensor, a module's buffer)."""
     d = t._data
-    traces = _STACK.traces
+    traces = STACK.traces
     if not traces or not traces[-1].speculates:
         return None
     tr = traces[-1]
     if type(d) is Var:
         return d if d.trace is tr else None
     return tr.lift(t) if type(d) is np.ndarray else None
+
+
+def read_captured(t, data) -> None:
+    """``t``, a tensor captured from outside the traces on the stack, is read as a number or
+    an array (``float(t)``, ``t.tolist()``, ``t.numpy()``): its value is now part of what the
+    traced code computed, so each capturing trace is guarded on it, as on a global number
+    (a later call with another value retraces instead of replaying the old one)."""
+    from .live import guard
+    ref = weakref.ref(t)
+    guard(("value", id(t)), lambda: _contents(ref))
+
+
+def _contents(ref) -> Optional[tuple]:
+    """dtype, shape and bytes of the tensor's value; None once it is gone or traced."""
+    t = ref()
+    d = None if t is None else t._data
+    if d is None or type(d) is Var:
+        return None
+    if type(d) is not np.ndarray:
+        from ..cuda import driver
+        d = driver.to_host(d)
+    return d.dtype.str, d.shape, d.tobytes()
 
 
 def item(v: Var) -> Speculated:
