@@ -266,14 +266,19 @@ def test_hook_programs_match_torch_or_say_why_not():
 
 
 OUTPUT_VIEWS = ("x[1:3]", "x.t()", "x.view(24)", "x.detach()", "x.unsqueeze(0)[:, :, 2]", "(x.sin(), x[0])",
-                "(x.add_(1), x[:2])[1]", "w.t()", "((x * w).sum(), x[0])")
+                "(x.add_(1), x[:2])[1]", "w.t()", "((x * w).sum(), x[0])",
+                # views of a computed value returned with it, or with another view of it
+                "(lambda y: (y, y[1:3]))(x * 2.0)", "(lambda y: (y.t(), y))(x.sin())",
+                "(lambda y: (y[0], y[0:2]))(x * 3.0)", "(lambda y: (y, y.view(24), y.unsqueeze(0)[:, :, 2]))(x.exp())",
+                "(lambda y: (y.sum(), y, y.detach()[1]))(x * x)")
 
 
 @pytest.mark.parametrize("expr", OUTPUT_VIEWS)
-def test_compiled_outputs_viewing_arguments_share_their_memory(expr):
-    """An output of a compiled function that views a tensor argument or a captured tensor is
-    that tensor's view, as in eager and torch.compile: updating it in place updates the
-    argument; and gradients reach the argument through it."""
+def test_compiled_outputs_that_are_views_share_memory_as_in_eager(expr):
+    """An output of a compiled function that views a tensor argument, a captured tensor or
+    another output (or shares a computed value with another output) is that tensor's view,
+    as in eager and torch.compile: updating it in place updates the argument or the other
+    outputs; and gradients reach the argument through it."""
     def run(lib, compiled):
         w = lib.tensor(X.copy())
         f = eval(f"lambda x: {expr}", {"w": w})

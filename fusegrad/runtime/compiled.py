@@ -70,8 +70,9 @@ class _Traced(Captured):
         # number (a returned item()), or ("v", value)
         self.out_slots = out_slots
         # (graph output index, base, view chain, requires grad) per output that views a tensor
-        # argument or a captured tensor: made again at each call from its base, so it shares
-        # memory with it as eager's does (see _outer_base)
+        # argument, a captured tensor or another output: made again at each call from its
+        # base ("in", argument position; "obj", the tensor; "out", graph output index), so it
+        # shares memory with it as eager's does (see _outer_base, _inner_bases)
         self.views = list(views)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
         self.writebacks = writebacks  # (kind "data"/"grad", holder) per extra graph output
@@ -118,24 +119,38 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     out_leaves, out_spec = flatten(out)
     slots, diff, spent, views = [], [], [], []
     position = {id(t): i for i, (t, _) in enumerate(inputs)}
+    inner = _inner_bases(out_leaves, position)
+    index: dict = {}  # id of a returned tensor -> its graph output
+
+    def output(x: Tensor) -> int:
+        k = index[id(x)] = len(g.outputs)
+        if x._rg and STATE.enabled:
+            if _spent(x):
+                spent.append((k, type(x._grad_fn).__name__))
+            else:
+                diff.append(k)
+        g.outputs.append(tr.lift(x))
+        return k
+
     for x in out_leaves:
         number = speculate.returned(tr, x) if tr.speculates else None
         if number is not None:  # a number item() gave: the graph's value, a Python number at each call
             slots.append(("n", len(g.outputs)))
             g.outputs.append(number)
         elif isinstance(x, Tensor):
-            base = _outer_base(x, position)
+            base = _outer_base(x, position) or (("out", x._base) if id(x._base) in inner else None)
             if base is not None:  # made again from its base at each call, its gradient flowing through that view
                 views.append((len(g.outputs), base, tuple(x._view_fn or ()), bool(x._rg)))
-            elif x._rg and STATE.enabled:
-                if _spent(x):
-                    spent.append((len(g.outputs), type(x._grad_fn).__name__))
-                else:
-                    diff.append(len(g.outputs))
-            slots.append(("t", len(g.outputs)))
-            g.outputs.append(tr.lift(x))
+                slots.append(("t", len(g.outputs)))
+                g.outputs.append(tr.lift(x))
+            else:
+                slots.append(("t", output(x)))
         else:
             slots.append(("v", x))
+    for b in inner.values():  # a base only its views return: an output no slot names
+        if id(b) not in index:
+            output(b)
+    views = [(i, ("out", index[id(b[1])]) if b[0] == "out" else b, chain, rg) for i, b, chain, rg in views]
     writebacks = []
     final: dict = {}  # id of a written array -> its new value: aliases (detach, .data) share it
     for h, data, grad, *_ in list(tr.snaps):
@@ -158,11 +173,29 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views)
 
 
+def _inner_bases(leaves: list, position: dict) -> dict:
+    """id -> tensor of each value the function computed that a returned view shares memory
+    with another returned tensor through: the value itself is returned, or several returned
+    views share it. Those views are made again from it at each call, so they alias as in
+    eager (a view of a computed value returned alone is its own copy)."""
+    tensors = [x for x in leaves if isinstance(x, Tensor)]
+    returned = {id(x) for x in tensors}
+    seen: dict = {}
+    inner = {}
+    for x in tensors:
+        b = x._base
+        if b is None or _outer_base(x, position) is not None:
+            continue
+        if id(b) in returned or id(b) in seen:
+            inner[id(b)] = b
+        seen[id(b)] = b
+    return inner
+
+
 def _outer_base(x: Tensor, position: dict) -> Optional[tuple]:
     """The base of an output that views a tensor argument, ("in", its position), or a
-    captured tensor, ("obj", the tensor); None for any other output. (A view of a value the
-    function computed is not made again yet: it stays a copy of its own, so a returned value
-    and a view of it do not share memory as they do in eager.)"""
+    captured tensor, ("obj", the tensor); None for any other output (for views of computed
+    values see _inner_bases)."""
     b = x._base
     if b is None:
         return None
@@ -359,7 +392,7 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
         for (kind, _), h, a in zip(tr.writebacks, holders, res[n_user:plan.n_out]):
             _write_back(kind, h, a)
     for i, (kind, base), chain, rg in tr.views:
-        src = tensors[base] if kind == "in" else base
+        src = tensors[base] if kind == "in" else outs[base] if kind == "out" else base
         v = replay_view(src, chain) if chain else src.detach()
         outs[i] = v if v._rg == rg else v.detach()  # (a view of a detached alias is detached too)
     if plan.single:
