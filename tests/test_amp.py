@@ -238,10 +238,12 @@ def test_cuda_amp_spellings_warn_and_disable_as_torch(pt):
 
 
 def test_grad_scaler_inside_a_compiled_step_trains_as_eagerly():
-    """scaler.scale(loss).backward(), scaler.step, scaler.update inside ``compile``: it raised
-    a TypeError (NumPy's isfinite on a traced gradient); it now runs (in segments: the scaler
-    reads its scale as a number) and follows the eager run: losses to float16 rounding, the
-    same scale growth."""
+    """scaler.scale(loss).backward(), scaler.step, scaler.update inside ``compile``: one graph
+    (the scaler's state is tensors; ``step`` reads its inf flag, a guarded read), following
+    the eager run: losses to float16 rounding, the same scales and growth trackers, and the
+    same skipped steps where a gradient is made inf or nan inside the step."""
+    poisoned = {3: float("inf"), 4: float("nan"), 8: float("inf")}
+
     def run(compiled):
         r = np.random.default_rng(1)
         model = fg.nn.Sequential(fg.nn.Linear(16, 32), fg.nn.ReLU(), fg.nn.Linear(32, 1))
@@ -252,16 +254,28 @@ def test_grad_scaler_inside_a_compiled_step_trains_as_eagerly():
         scaler = fg.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
         x, y = fg.tensor(r.standard_normal((64, 16)).astype(np.float32)), fg.tensor(r.standard_normal((64, 1)).astype(np.float32))
 
-        def step(x, y):
+        def step(x, y, poison):
             opt.zero_grad()
             with fg.autocast("cpu", dtype=fg.float16):
                 loss = fg.nn.functional.mse_loss(model(x), y)
             scaler.scale(loss).backward()
+            if poison is not None:
+                model[0].weight.grad[0, 0] = poison
             scaler.step(opt)
             scaler.update()
             return loss.item()
         f = fg.compile(step) if compiled else step
-        return [(f(x, y), scaler.get_scale()) for _ in range(5)]
-    eager, compiled = run(False), run(True)
-    np.testing.assert_allclose([l for l, _ in compiled], [l for l, _ in eager], rtol=2e-3)
-    assert [s for _, s in compiled] == [s for _, s in eager] == [4.0, 8.0, 8.0, 16.0, 16.0]
+        out = []
+        for i in range(10):
+            before = model[2].bias.detach().clone()
+            loss = f(x, y, poisoned.get(i))
+            out.append((loss, scaler.get_scale(), scaler.state_dict()["_growth_tracker"],
+                        bool((model[2].bias == before).all())))
+        return out, f
+    (eager, _), (compiled, f) = run(False), run(True)
+    np.testing.assert_allclose([o[0] for o in compiled], [o[0] for o in eager], rtol=2e-3)
+    assert [o[1:] for o in compiled] == [o[1:] for o in eager]
+    assert [o[1] for o in eager] == [4.0, 8.0, 8.0, 4.0, 2.0, 2.0, 4.0, 4.0, 2.0, 2.0]
+    assert [i for i, o in enumerate(eager) if o[3]] == sorted(poisoned)
+    info = f.cache_info()
+    assert info["segments"] == 0 and not info["graph_breaks"] and not info["notes"], info

@@ -3,7 +3,11 @@
 The loss is multiplied by a scale before backward so that small low-precision gradients do
 not flush to zero; ``step`` divides the gradients by it, skips the optimizer step when any
 gradient is inf or nan, and ``update`` halves the scale after a skipped step and doubles it
-after ``growth_interval`` clean ones."""
+after ``growth_interval`` clean ones.
+
+As in PyTorch, the scale, the growth tracker and the inf/nan flags are tensors updated by
+tensor ops, and ``step`` reads one flag (``found_inf.item()``): inside ``fusegrad.compile``
+the whole step traces into one graph whose only read is that flag (tracer.speculate)."""
 from __future__ import annotations
 
 import warnings
@@ -14,9 +18,9 @@ from typing import Any, Optional
 import numpy as np
 
 from ..ir.dtypes import float32
-from ..runtime.factory import full
 from ..runtime.grad_mode import no_grad
-from ..runtime.tensor import Tensor
+from ..runtime.ops import where
+from ..runtime.tensor import Tensor, wrap
 
 
 class OptState(Enum):
@@ -56,7 +60,7 @@ class GradScaler:
         self._growth_interval = growth_interval
         self._init_growth_tracker = 0
         self._scale: Optional[Tensor] = None  # float32 0-d, made at the first scale()
-        self._growth_tracker = 0
+        self._growth_tracker: Optional[Tensor] = None  # int32 0-d, made with it
         self._per_optimizer_states: dict = defaultdict(_fresh_state)
 
     # ------------------------------------------------------------ scaling
@@ -64,9 +68,9 @@ class GradScaler:
         """``outputs`` (a tensor or nested lists/tuples of them) times the current scale."""
         if not self._enabled:
             return outputs
-        if self._scale is None:
-            self._scale = full((), self._init_scale, dtype=float32)
-            self._growth_tracker = self._init_growth_tracker
+        if self._scale is None:  # (arrays made here, not traced: compiled code updates them in place)
+            self._scale = wrap(np.array(self._init_scale, dtype=np.float32))
+            self._growth_tracker = wrap(np.array(self._init_growth_tracker, dtype=np.int32))
 
         def apply(v):
             if isinstance(v, Tensor):
@@ -82,9 +86,9 @@ class GradScaler:
             raise AssertionError(f"Attempted {funcname} but _scale is None.  This may indicate your script did "
                                  f"not use scaler.scale(loss or outputs) earlier in the iteration.")
 
-    def _unscale_grads(self, optimizer, inv_scale: float, allow_fp16: bool) -> bool:
-        """Multiply every gradient by ``inv_scale`` in place; whether any is inf or nan (one
-        read of a tensor, so compiled code reads it as it reads any value)."""
+    def _unscale_grads(self, optimizer, inv_scale: Tensor, allow_fp16: bool) -> Tensor:
+        """Multiply every gradient by ``inv_scale`` in place; a float32 flag, 1 if any is inf
+        or nan."""
         finite = None
         with no_grad():
             for group in optimizer.param_groups:
@@ -96,9 +100,8 @@ class GradScaler:
                         raise ValueError("Attempting to unscale FP16 gradients.")
                     ok = g.isfinite().all()
                     finite = ok if finite is None else finite & ok
-                    if inv_scale != 1.0:
-                        g.mul_(inv_scale)
-        return finite is not None and not bool(finite)
+                    g.mul_(inv_scale)
+            return wrap(np.zeros((), np.float32)) if finite is None else (~finite).to(float32)
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale (once per step), noting infs/nans."""
@@ -111,7 +114,7 @@ class GradScaler:
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         # PyTorch takes the reciprocal in float64, then rounds it to float32
-        inv_scale = float(np.float32(1.0 / float(self._scale.item())))
+        inv_scale = self._scale.double().reciprocal().float()
         state["found_inf"] = self._unscale_grads(optimizer, inv_scale, False)
         state["stage"] = OptState.UNSCALED
 
@@ -127,7 +130,7 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
-        retval = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        retval = None if state["found_inf"].item() else optimizer.step(*args, **kwargs)
         state["stage"] = OptState.STEPPED
         return retval
 
@@ -147,24 +150,21 @@ class GradScaler:
             found = [s["found_inf"] for s in self._per_optimizer_states.values() if s["found_inf"] is not None]
             if not found:
                 raise AssertionError("No inf checks were recorded prior to update.")
-            self._update_scale(any(found))
+            self._update_scale(sum(found[1:], found[0]))
         self._per_optimizer_states = defaultdict(_fresh_state)
 
-    def _update_scale(self, found_inf: bool) -> None:
-        """PyTorch's ``_amp_update_scale_``, in float32 arithmetic as its kernel."""
-        scale = np.float32(self._scale.item())
-        if found_inf:
-            scale = scale * np.float32(self._backoff_factor)
-            self._growth_tracker = 0
-        else:
-            successful = self._growth_tracker + 1
-            if successful == self._growth_interval:
-                grown = scale * np.float32(self._growth_factor)
-                if np.isfinite(grown):
-                    scale = grown
-                successful = 0
-            self._growth_tracker = successful
-        self._scale.fill_(float(scale))
+    def _update_scale(self, found_inf: Tensor) -> None:
+        """PyTorch's ``_amp_update_scale_``: back off after an inf/nan, grow (if the result is
+        finite) when the tracker reaches the interval, in float32 arithmetic as its kernel."""
+        with no_grad():
+            scale, tracker = self._scale, self._growth_tracker
+            found = found_inf > 0
+            successful = tracker + 1
+            due = successful == self._growth_interval
+            grown = scale * self._growth_factor
+            new_scale = where(found, scale * self._backoff_factor, where(due & grown.isfinite(), grown, scale))
+            tracker.copy_(where(found | due, 0, successful))
+            scale.copy_(new_scale)
 
     # ------------------------------------------------------------ accessors and state
     def get_scale(self) -> float:
@@ -193,7 +193,7 @@ class GradScaler:
     def _get_growth_tracker(self) -> int:
         if not self._enabled:
             return 0
-        return self._init_growth_tracker if self._scale is None else self._growth_tracker
+        return self._init_growth_tracker if self._scale is None else int(self._growth_tracker.item())
 
     def is_enabled(self) -> bool:
         return self._enabled
@@ -221,4 +221,4 @@ class GradScaler:
         self._growth_interval = state_dict["growth_interval"]
         self._init_growth_tracker = state_dict["_growth_tracker"]
         if self._scale is not None:
-            self._growth_tracker = state_dict["_growth_tracker"]
+            self._growth_tracker.fill_(state_dict["_growth_tracker"])

@@ -58,7 +58,7 @@ class Speculated:
 
     def _compare(self, op: str, other):
         if self._trace is not None:
-            if isinstance(other, _NUMBER):
+            if isinstance(other, _NUMBER) or op == "truth":
                 result = _COMPARE[op](self.value, other)
                 self._trace.speculation_guards.append((self._index, op, other, result))
                 return result
