@@ -233,3 +233,53 @@ def test_any_and_all_of_traced_values_are_traced_and_guarded():
         np.testing.assert_array_equal(cg(fusegrad.tensor(v)).numpy(), g(torch.tensor(v)).numpy())
     for c in (cf, cg):
         assert c.cache_info()["graph_breaks"] == [] and c.cache_info()["segments"] == 0, c.cache_info()
+
+
+def test_a_graph_with_a_backward_runs_whole_and_writes_nothing_for_another_outcome():
+    """A read in a graph whose output carries a backward: with no op that can raise or draw
+    random numbers, the graph runs whole and its guards are checked after it (no check part:
+    ``lower().check`` is None), and a call with another outcome writes nothing (batch norm's
+    running statistics update once per call, as in eager); with an indexing op the values
+    are computed first (a check part). Values, gradients and statistics against torch."""
+    def make(lib):
+        bn = lib.nn.BatchNorm1d(3).double()
+
+        def f(x, idx):
+            y = bn(x)
+            if y.abs().max() > 1.5:
+                y = y * 0.5
+            return y.tanh(), (y[idx] if (x.sum() > 0).item() else -y[idx]).sum()
+        return bn, f
+    (bn, f), (tbn, tf) = make(fusegrad), make(torch)
+    cf = fusegrad.compile(f)
+    rng = np.random.default_rng(3)
+    lows = []
+    for k, scale in enumerate((0.1, 3.0, 0.1, -3.0, 3.0)):
+        xa = rng.standard_normal((5, 3)) * scale + (0.0 if k % 2 else 1.0)
+        xa[0, 0] += 4.0 * (k == 1)
+        ia = np.array([4, 0, 2])
+        x, tx = fusegrad.tensor(xa, requires_grad=True), torch.tensor(xa, requires_grad=True)
+        (a, s), (ta, ts) = cf(x, fusegrad.tensor(ia)), tf(tx, torch.tensor(ia))
+        (a * a).sum().backward()
+        (ta * ta).sum().backward()
+        np.testing.assert_allclose(a.detach().numpy(), ta.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(s.item(), ts.item(), rtol=1e-10)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-12)
+        lows.append(cf.lower(x, fusegrad.tensor(ia)))
+    assert lows[0].check is not None  # the index op: the values first
+    info = cf.cache_info()
+    assert info["segments"] == 0 and info["graph_breaks"] == [], info
+
+    def g(x):
+        y = bn(x)
+        return y * 0.5 if x.abs().max() > 1.5 else y
+    cg = fusegrad.compile(g)
+    for scale in (0.1, 3.0, 0.1):
+        xa = rng.standard_normal((5, 3)) * scale
+        xa[0, 0] += 4.0 * (scale > 1)
+        x = fusegrad.tensor(xa, requires_grad=True)
+        np.testing.assert_allclose(cg(x).detach().numpy(), g(fusegrad.tensor(xa)).detach().numpy(), rtol=1e-12)
+        assert cg.lower(x).check is None  # run whole, checked after
+    assert cg.cache_info()["compiles"] == 2

@@ -345,13 +345,17 @@ def _call_plan(plan: _Plan, leaves: list, groups: Optional[tuple] = None) -> Any
     return _run_plan(plan, tensors, [t._data for t in tensors], groups)
 
 
-def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] = None) -> Any:
+def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] = None,
+              accept: Optional[Callable[[tuple], bool]] = None) -> Any:
     """``_call_plan`` on the tensor arguments and their arrays, which match the plan's
-    signature (shapes and dtypes checked by the cache lookup, hence ``plan.run``)."""
+    signature (shapes and dtypes checked by the cache lookup, hence ``plan.run``);
+    speculation.MISS, with nothing written, when ``accept(results)`` is false."""
     consts = [_read(h) for h in plan.holders] if plan.holders else ()
     if consts:
         arrays = arrays + consts
     res = plan.run(*arrays)
+    if accept is not None and not accept(res):
+        return speculation.MISS
     if plan.plain:
         return wrap(res[0])
     tr = plan.traced
@@ -689,10 +693,11 @@ class CompiledFunction:
         if isinstance(entry, (_Eager, _Segmented)):
             raise RuntimeError(f"this signature {'runs eagerly' if isinstance(entry, _Eager) else 'breaks'}: "
                                f"{entry.reason}")
-        if type(entry) is Speculative:  # the code after the values it reads; .check: the code computing them
+        if type(entry) is Speculative:  # the code after the values it reads; .check: the code computing
+            # them (None for a graph run whole, its values checked after it: speculation.Checked)
             v = entry.variants[0]
             lowered = Lowered(v.body)
-            lowered.check = Lowered(v.check)
+            lowered.check = Lowered(v.check) if len(v.plans) > 1 else None
             return lowered
         return Lowered(entry)
 
@@ -810,7 +815,8 @@ class CompiledFunction:
                 return _Segmented(plan.escaped, first=plan)
             self._stats["compiles"] += counted
             if symbolic:
-                plan.variants[0].check.symbols = plan.variants[0].body.symbols = _symbols(leaves)
+                for p in plan.variants[0].plans:
+                    p.symbols = _symbols(leaves)
             return plan
         if symbolic:
             plan.symbols = _symbols(leaves)
@@ -888,8 +894,8 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symboli
     if traced.speculation is not None:
         if traced.speculation[2]:  # run for this call only: op by op, nothing compiled
             backend_name, symbolic = "eager", False
-        return speculation.build(traced, rg, lambda t, r, suffix: plan_of(t, r, backend_name, remat, name + suffix,
-                                                                         symbolic))
+        return speculation.build(traced, rg, lambda t, r, suffix, donate: plan_of(
+            t, r, backend_name, remat, name + suffix, symbolic, donate))
     return plan_of(traced, rg, backend_name, remat, name, symbolic)
 
 

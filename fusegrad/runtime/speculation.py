@@ -4,10 +4,14 @@ then the rest, with no Python in between.
 A trace that speculated (tracer.speculate) gives a graph and guards on some of its values.
 ``split`` cuts it in two: the check (the equations those values depend on; its outputs are
 the values, then each of its results the rest uses) and the body (the other equations, the
-check's results as extra inputs). A graph with outputs that carry a backward keeps all of
-its equations in the body (their derivative goes through the check's equations too); the
-check then only computes the values. ``Speculative`` runs a check, tests its guards and runs
-the body when they hold: a variant per outcome, traced on the first call that takes it."""
+check's results as extra inputs). ``Speculative`` runs a check, tests its guards and runs
+the body when they hold: a variant per outcome, traced on the first call that takes it.
+
+A graph with outputs that carry a backward is not cut (their derivative goes through the
+check's equations too). When none of its operations can raise or draw random numbers (so
+running it for another outcome is harmless) it runs whole, the values read as extra
+outputs, and its guards are tested before any result is written or returned
+(``Checked``); otherwise the check computes the values and the body everything."""
 from __future__ import annotations
 
 from typing import Any
@@ -32,6 +36,10 @@ class Variant:
         self.n_read = n_read  # the check's outputs before the body's extra inputs
         self.copies = copies  # positions of the check's outputs that may view an argument
 
+    @property
+    def plans(self) -> tuple:
+        return self.check, self.body
+
     def run(self, tensors: list, arrays: list) -> Any:
         """The function's result for a call on ``tensors`` (their ``arrays``), or MISS when
         a guard does not hold (nothing was written then)."""
@@ -48,6 +56,32 @@ class Variant:
 
 
 MISS = object()
+
+
+class Checked:
+    """One outcome of a graph run whole: the values read are outputs ``first`` on, tested by
+    the guards after the run and before its results are written back or wrapped."""
+
+    __slots__ = ("body", "guards", "first", "end")
+
+    def __init__(self, body, guards: list, first: int, n_read: int):
+        self.body = body
+        self.guards = guards
+        self.first, self.end = first, first + n_read
+
+    @property
+    def plans(self) -> tuple:
+        return (self.body,)
+
+    def run(self, tensors: list, arrays: list) -> Any:
+        return compiled._run_plan(self.body, tensors, arrays, accept=self._holds)
+
+    def _holds(self, res: tuple) -> bool:
+        values = res[self.first:self.end]
+        for g in self.guards:
+            if not guard_holds(g, values):
+                return False
+        return True
 
 
 class Speculative:
@@ -104,16 +138,27 @@ def copies(check: Graph, n_read: int) -> list:
     return [n_read + j for j, o in enumerate(check.outputs[n_read:]) if roots.get(o.id) in args]
 
 
+# operations that cannot raise or draw random numbers at run time (not indexing, library
+# solvers, random draws): a graph of these may run for an outcome it was not traced for
+_HARMLESS = frozenset({"elementwise", "reduce", "scan", "view", "layout", "matmul", "creation"})
+
+
 def build(traced, input_rg: list, compile_plan) -> Speculative:
     """The Speculative entry of a traced graph that speculated; ``compile_plan(traced,
-    input_rg, suffix)`` optimizes and compiles one of its graphs (compiled.plan_of)."""
-    _, guards, escaped = traced.speculation
+    input_rg, suffix, donate)`` optimizes and compiles one of its graphs (compiled.plan_of)."""
+    read, guards, escaped = traced.speculation
+    g = traced.graph
+    if traced.diff_outputs and all(e.prim.kind in _HARMLESS for e in g.eqns):
+        first = len(g.outputs) - len(traced.writebacks)
+        g.outputs[first:first] = [v for v, _, _ in read]  # (not returned: no out slot names them)
+        plan = compile_plan(traced, list(input_rg), "", {})  # (nothing computed into an argument's array)
+        return Speculative(Checked(plan, list(guards), first, len(read)), escaped)
     check_graph, n_read, body_graph = split(traced)
     check = compiled._Traced(check_graph, None, [("t", i) for i in range(len(check_graph.outputs))], [], [])
     check.seal()
     n_cut = len(body_graph.inputs) - len(traced.graph.inputs)
     traced.graph = body_graph
-    check_plan = compile_plan(check, list(input_rg), ":check")
-    body_plan = compile_plan(traced, list(input_rg) + [False] * n_cut, "")
+    check_plan = compile_plan(check, list(input_rg), ":check", None)
+    body_plan = compile_plan(traced, list(input_rg) + [False] * n_cut, "", None)
     return Speculative(Variant(check_plan, list(guards), body_plan, n_read, copies(check_graph, n_read)), escaped)
 
