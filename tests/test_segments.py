@@ -337,3 +337,45 @@ def test_compiled_results_never_share_an_arguments_memory():
         y = fusegrad.compile(lambda t: t * 1.0, backend=backend)(x)
         y.mul_(2.0)
         np.testing.assert_array_equal(x.numpy(), xa)
+
+
+@pytest.mark.parametrize("variant", ["legacy constructor", "python zero", "in-place unsqueeze"])
+def test_tutorial_step_with_data_updates_keeps_parameters_leaves(variant):
+    """The char-RNN generation tutorial's train(), compiled: a loss summed into
+    ``torch.Tensor([0])`` (a tensor the legacy constructor makes inside the segmented
+    trace: it was not computed at the break, item() raised), the update
+    ``p.data.add_(p.grad.data, alpha=-lr)`` (a parameter updated through its detached
+    alias: it became a non-leaf with the segment's backward node, and the next step's
+    backward ran into a freed graph), ``loss.item() / n`` (a number used as such: segments).
+    Losses, parameters and their leaf status against torch eager over 4 steps."""
+    xa = np.random.RandomState(0).randn(3, 1, 4).astype(np.float32)
+
+    def make_train(lib, lin):
+        crit = lib.nn.NLLLoss()
+
+        def train(x, target):
+            if variant == "in-place unsqueeze":
+                target.unsqueeze_(-1)
+            lin.zero_grad()
+            loss = lib.Tensor([0]) if variant == "legacy constructor" else 0
+            for i in range(x.size(0)):
+                out = lib.log_softmax(lin(x[i]), dim=1)
+                loss += crit(out, target[i] if variant == "in-place unsqueeze" else target[i:i + 1])
+            loss.backward()
+            for p in lin.parameters():
+                p.data.add_(p.grad.data, alpha=-0.1)
+            return out, loss.item() / x.size(0)
+        return train
+
+    tlin = torch.nn.Linear(4, 3)
+    lin = fusegrad.nn.Linear(4, 3)
+    lin.load_state_dict({k: fusegrad.tensor(v.detach().numpy()) for k, v in tlin.state_dict().items()})
+    want_step, step = make_train(torch, tlin), fusegrad.compile(make_train(fusegrad, lin))
+    for _ in range(4):
+        want = want_step(torch.tensor(xa), torch.tensor([0, 2, 1]))
+        got = step(fusegrad.tensor(xa), fusegrad.tensor([0, 2, 1]))
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+        np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+        for p, tp in zip(lin.parameters(), tlin.parameters()):
+            assert p.is_leaf and p.grad_fn is None and p.requires_grad
+            np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)

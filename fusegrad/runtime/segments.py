@@ -140,7 +140,7 @@ class SegmentTrace(CaptureTrace):
         g.outputs = [t._data for t in outs]
         diff, spent = [], []
         for i, t in enumerate(outs):  # (whatever the grad mode at the break: the ops recorded it)
-            if t._rg:
+            if t._rg and t._grad_fn is not None:  # (a leaf, updated through .data or under no_grad: no history)
                 (spent if _spent(t) else diff).append(i)
         # the tensors updated in place get back their arrays and their autograd state before
         # the segment: the segment's node takes its edges from there
@@ -178,7 +178,9 @@ class SegmentTrace(CaptureTrace):
         else:
             values = _call_plan(plan, operands)
         for t, v in zip(outs[:n_live], values):
-            t._data, t._grad_fn, t._out_nr, t._rg = v._data, v._grad_fn, v._out_nr, v._rg
+            t._data = v._data
+            if t._grad_fn is not None or not t._rg:  # (a leaf made here keeps requiring grad)
+                t._grad_fn, t._out_nr, t._rg = v._grad_fn, v._out_nr, v._rg
         ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if c is not None}
         if ctxs:
             used = {id(a) for e in g.eqns for a in e.inputs if type(a) is Var}

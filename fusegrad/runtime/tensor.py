@@ -51,6 +51,9 @@ class Tensor:
         t = _legacy_new(args, dtype)
         for name in _STATE:  # the fresh state wrap() gives, on this object
             setattr(self, name, getattr(t, name))
+        d = self._data
+        if type(d) is Var and d.trace.tracks:  # a segmented trace computes this object at a break, not t
+            d.trace.track(self)
         if requires_grad:
             self.requires_grad_(True)
 
