@@ -309,3 +309,23 @@ def test_compiled_outputs_that_are_views_share_memory_as_in_eager(expr):
         assert (g is None) == (want_grad is None)
         if g is not None:
             np.testing.assert_allclose(g, want_grad, rtol=1e-12)
+
+
+def test_view_of_a_value_updated_in_place_under_no_grad_compiles():
+    """Under no_grad, a view taken of a value the compiled code updated in place (an
+    in-place ReLU, then ``view``/``flatten``, as an eval-mode CNN does): its value is derived
+    from the update again. It recursed without end (the derived view was derived again)."""
+    wa = np.random.default_rng(1).standard_normal((4, 3))
+
+    def f(lib, w, x):
+        y = x * w
+        y.relu_()
+        return y.view(-1).sum() + y.flatten()[2]
+    w, tw = fusegrad.tensor(wa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    cf = fusegrad.compile(lambda x: f(fusegrad, w, x))
+    for k in range(2):
+        xa = np.random.default_rng(k).standard_normal((4, 3))
+        with fusegrad.no_grad(), torch.no_grad():
+            got, want = cf(fusegrad.tensor(xa)), f(torch, tw, torch.tensor(xa))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+    assert cf.cache_info()["graph_breaks"] == []

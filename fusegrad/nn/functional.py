@@ -91,7 +91,7 @@ def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tens
         return O.addmm(bias, input, weight.t()) if bias is not None else O.matmul(input, weight.t())
     lead = tuple(input.shape[:-1])
     out = linear(O.reshape(input, -1, k), weight, bias)
-    out = O.reshape(out, *lead, weight.shape[0])
+    out = O.own(O.reshape(out, *lead, weight.shape[0]), input)
     return out if bias is not None or input.ndim < 2 else named(out, "UnsafeViewBackward0")
 
 
@@ -538,3 +538,7 @@ __all__ += ["celu", "glu", "hardsigmoid", "hardswish", "hardtanh", "mish", "prel
             "softsign", "tanhshrink", "alpha_dropout", "dropout1d", "dropout2d", "feature_alpha_dropout",
             "cosine_embedding_loss", "cosine_similarity", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
             "pairwise_distance", "soft_margin_loss", "triplet_margin_loss"]
+
+from .functional_grid import affine_grid, grid_sample  # noqa: E402
+
+__all__ += ["affine_grid", "grid_sample"]

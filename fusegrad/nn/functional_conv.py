@@ -18,7 +18,7 @@ from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import tensor as _tensor
-from ..runtime.ops import named
+from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold"]
@@ -159,7 +159,7 @@ def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, p
     out = P.reshape(out, shape=(O_,) + outs + (N,))
     if bias is not None:
         out = P.add(out, P.reshape(bias, shape=(O_,) + (1,) * (n + 1)))
-    return named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0")
+    return own(named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0"), input)
 
 
 @lower_precision
@@ -299,4 +299,4 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple, dilati
                         accumulate=True)
     total = P.reshape(total, shape=(N, C) + padded)
     out = P.slice_(total, key=((0, N, 1), (0, C, 1)) + tuple((a, a + sz, 1) for a, sz in zip(p, size)))
-    return named(out, "Col2ImBackward0")
+    return own(named(out, "Col2ImBackward0"), input)

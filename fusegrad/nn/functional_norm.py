@@ -11,7 +11,7 @@ import numpy as np
 
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
-from ..runtime.ops import named
+from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm"]
@@ -115,7 +115,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, 
     centered = O.sub(x, mean)
     var = O.mean(O.mul(centered, centered), (2,), keepdim=True)
     out = O.reshape(O.mul(centered, O.rsqrt(O.add(var, eps))), tuple(input.shape))
-    return named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0")
+    return own(named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0"), input)
 
 
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,

@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.factory import tensor as _tensor
-from ..runtime.ops import named
+from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 from .functional_conv import ntuple, windows
 
@@ -79,7 +79,7 @@ def _max_pool(input: Tensor, n: int, kernel_size, stride, padding, dilation, cei
     win = P.reshape(win, shape=tuple(input.shape[:axis]) + outs + (math.prod(ks),))
     which = P.argmax(win, axis=input.ndim, keepdims=True)
     vals = P.reshape(P.gather(win, which, axis=input.ndim), shape=tuple(input.shape[:axis]) + outs)
-    vals = named(vals, "MaxPool2DWithIndicesBackward0" if n == 2 else "MaxPool1DWithIndicesBackward0")
+    vals = own(named(vals, "MaxPool2DWithIndicesBackward0" if n == 2 else "MaxPool1DWithIndicesBackward0"), input)
     if not return_indices:
         return vals
     return vals, _flat_indices(P.reshape(which, shape=vals._data.shape), ks, st, pad, dil, input.shape[-n:])
@@ -195,7 +195,7 @@ def _adaptive_avg(input: Tensor, output_size, n: int, name: str) -> Tensor:
         for r, (a, b) in enumerate(zip(start, end)):
             m[r, a:b] = 1.0 / (b - a)
         x = _along(x, m, input.ndim - n + i)
-    return named(x, f"AdaptiveAvgPool{n}DBackward0")
+    return own(named(x, f"AdaptiveAvgPool{n}DBackward0"), input)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: IntOrTuple) -> Tensor:
@@ -229,7 +229,7 @@ def _adaptive_max(input: Tensor, output_size, n: int, return_indices: bool, name
     perm = tuple(range(nl)) + tuple(nl + 2 * i for i in range(n)) + tuple(nl + 2 * i + 1 for i in range(n))
     x = O.reshape(O.permute(x, perm), lead + outs + (-1,))
     which = P.argmax(x, axis=x.ndim - 1, keepdims=True)
-    vals = named(O.squeeze(P.gather(x, which, axis=x.ndim - 1), -1), f"AdaptiveMaxPool{n}DBackward0")
+    vals = own(named(O.squeeze(P.gather(x, which, axis=x.ndim - 1), -1), f"AdaptiveMaxPool{n}DBackward0"), input)
     if not return_indices:
         return vals
     # flat index of each window offset, row-major over the per-dim tables
@@ -313,7 +313,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise NotImplementedError(f"interpolate: mode {mode!r} on {input.ndim}D input is not supported")
     for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
         x = _along(x, _linear_matrix(s, o, sc, bool(align_corners)), 2 + i)
-    return named(x, "UpsampleBilinear2DBackward0" if n == 2 else "UpsampleLinear1DBackward0")
+    return own(named(x, "UpsampleBilinear2DBackward0" if n == 2 else "UpsampleLinear1DBackward0"), input)
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",

@@ -7,7 +7,7 @@ import builtins
 import functools
 import math
 from collections import namedtuple
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -45,6 +45,20 @@ def named(out: Tensor, name: str) -> Tensor:
     n = out._grad_fn
     if n is not None and type(n).__name__ != name and isinstance(n, PrimNode):
         n.__class__ = node_class(name)
+    return out
+
+
+def own(out: Tensor, *inputs: Optional[Tensor]) -> Tensor:
+    """``out``, the result of a composite op that PyTorch computes as a tensor of its own
+    (a convolution, a pool), made one when it is a view of a temporary the composite made
+    (reshaped from a GEMM's result): an in-place update of it (``nn.ReLU(inplace=True)``
+    after a convolution) is then a plain update, as in PyTorch, which compile traces,
+    rather than an update through a view, which breaks its graph. It keeps sharing memory
+    and the version counter with the temporary, which nothing else holds. A view of one of
+    ``inputs`` stays a view."""
+    b = out._base
+    if b is not None and not builtins.any(x is not None and (b is x or b is x._base) for x in inputs):
+        out._base = out._view_fn = None
     return out
 
 

@@ -157,6 +157,7 @@ class Trace:
             if type(old) is Var and old.trace is self and not (stopped and self.follows_requires_grad):
                 stopped = view._view_fn == () or self._detached(old)  # (() : a detached alias itself)
             if stopped:
+                self._derived[id(t)] = (t, entry[1])  # (made from the current base: binding it derives nothing)
                 t = bind(stop_gradient, (t,), {})
         self.rebind(view, t._data)
         if view._rg:
