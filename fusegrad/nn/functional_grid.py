@@ -1,0 +1,199 @@
+"""``grid_sample`` and ``affine_grid`` of ``nn.functional`` (re-exported there), composed from
+primitives.
+
+Sampling unnormalizes the grid's coordinates, applies the padding mode (clipping, or a
+reflection about the edges and then clipping) and splits them into integer taps (``floor`` or
+``round``) and interpolation weights; each tap is a ``gather`` from the input flattened over
+its spatial dims, zeroed where the tap lies outside the input. Gradients with respect to the
+input (gather's scatter-add), the grid (through the weights and the padding's piecewise-linear
+maps) and an affine grid's ``theta`` then come from the primitives' rules, and the functions
+trace into compiled graphs and ``func`` transforms like any other composition. The coordinate
+arithmetic is that of PyTorch's vectorized CPU kernel, so that positions exactly between two
+pixels round as there in nearest mode, and the gradient is zero where a coordinate is clipped
+or lies on a border, as there."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional, Sequence
+
+from ..ir import dtypes as D
+from ..runtime import ops as O
+from ..runtime.factory import linspace, ones, zeros
+from ..runtime.keywords import _type_name
+from ..runtime.ops import named
+from ..runtime.tensor import Tensor
+
+__all__ = ["affine_grid", "grid_sample"]
+
+_ALIGN_CORNERS_DEFAULT = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since "
+                          "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
+                          "documentation of grid_sample for details.")
+
+
+def _align(align_corners: Optional[bool]) -> bool:
+    """``align_corners``, False (with PyTorch's warning, pointing at the caller's caller) when None."""
+    if align_corners is None:
+        warnings.warn(_ALIGN_CORNERS_DEFAULT, stacklevel=3)
+        return False
+    return bool(align_corners)
+
+
+# ---------------------------------------------------------------- affine_grid
+def _steps(n: int, like: Tensor, align_corners: bool) -> Tensor:
+    """PyTorch's ``linspace_from_neg_one``: ``n`` points from -1 to 1, pulled in to the pixel
+    centres by (n-1)/n without ``align_corners``; the single point 0 when ``n == 1``."""
+    if n <= 1:
+        return zeros(1, dtype=like.dtype, device=like.device)
+    r = linspace(-1, 1, n, dtype=like.dtype, device=like.device)
+    return r if align_corners else O.div(O.mul(r, n - 1), n)
+
+
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: Optional[bool] = None) -> Tensor:
+    """The sampling grid of the affine maps ``theta`` for an output of ``size``.
+
+    ``theta`` is (N, 2, 3) for a 4-D ``size`` (N, C, H, W), giving an (N, H, W, 2) grid, or
+    (N, 3, 4) for a 5-D ``size`` (N, C, D, H, W), giving (N, D, H, W, 3); each output point's
+    normalized coordinates (x along W first, then y, z; homogeneous 1 last) are mapped by its
+    batch's matrix. ``align_corners`` as in ``grid_sample``.
+    """
+    align_corners = _align(align_corners)
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    k = len(size) - 2
+    if k not in (2, 3):
+        raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    if theta.ndim != 3 or theta.shape[-2] != k or theta.shape[-1] != k + 1:
+        raise ValueError(f"Expected a batch of {k}D affine matrices of shape Nx{k}x{k + 1} for size {size}. "
+                         f"Got {theta.shape}.")
+    spatial = tuple(size[2:])
+    if align_corners and min(spatial) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation "
+                      "of affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    n, points = size[0], math.prod(spatial)
+    axes = O.meshgrid(*[_steps(s, theta, align_corners) for s in spatial], indexing="ij")
+    homogeneous = ones(spatial, dtype=theta.dtype, device=theta.device)
+    base = O.reshape(O.stack([*axes[::-1], homogeneous], -1), (1, points, k + 1))
+    grid = O.bmm(O.expand(base, n, points, k + 1), O.transpose(theta, 1, 2))
+    return named(O.reshape(grid, (n,) + spatial + (k,)), "AffineGridGeneratorBackward0")
+
+
+# ---------------------------------------------------------------- grid_sample
+def _check_sampler(input: Tensor, grid: Tensor, mode: str) -> None:
+    """PyTorch's checks of ``torch.grid_sampler``, in its order and with its messages."""
+    shapes = f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {shapes}")
+    if grid.shape[-1] != input.ndim - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.ndim - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    for i in range(2, input.ndim):
+        if input.shape[i] <= 0:
+            raise RuntimeError("grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {i} being empty")
+    k = 2 if input.ndim == 4 else 3
+    if input.ndim != k + 2 or grid.ndim != k + 2:
+        raise RuntimeError(f"grid_sampler(): expected {k + 2}D input and grid with same number of dimensions, but "
+                           f"got {shapes}")
+    if k == 3:
+        if mode == "bicubic":
+            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+        raise NotImplementedError("grid_sample: volumetric (5-D) input is not supported; only 4-D (N, C, H, W)")
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: mode='bicubic' is not supported; use 'bilinear' or 'nearest'")
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"grid_sampler_2d_cpu_kernel_impl" not implemented for '
+                                  f"'{_type_name(input.dtype)}'")
+    if grid.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(grid.dtype)}")
+
+
+def _clip(coord: Tensor, top: int) -> Tensor:
+    """``coord`` clamped to [0, top]: NaN goes to 0, and the gradient is zero on the borders
+    too (PyTorch counts them as outside)."""
+    return O.where(O.gt(coord, 0), O.where(O.lt(coord, top), coord, top), 0)
+
+
+def _reflect(coord: Tensor, low: float, twice_span: float) -> Tensor:
+    """``coord`` reflected about ``low`` and ``low + twice_span / 2`` until it lies between them."""
+    t = O.sub(coord, low)
+    # a select rather than abs: the gradient at ``low`` itself is +1, as in PyTorch, not abs's 0
+    t = O.where(O.lt(t, 0), O.neg(t), t)
+    extra = O.fmod(t, twice_span)
+    flipped = O.rsub(extra, twice_span)
+    return O.add(O.where(O.gt(extra, flipped), flipped, extra), low)
+
+
+def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """Normalized coordinates along an axis of ``size`` pixels as (fractional) pixel indices,
+    padded by ``padding_mode``."""
+    if align_corners:  # -1 and 1 are the centres of the corner pixels
+        coord = O.mul(O.add(coord, 1), (size - 1) / 2)
+    else:  # -1 and 1 are the outer edges of the corner pixels
+        coord = O.sub(O.mul(O.add(coord, 1), size / 2), 0.5)
+    if padding_mode == "reflection" and not (align_corners and size == 1):
+        # (a single pixel with align_corners reflects everything onto 0, which clipping alone gives)
+        coord = _reflect(coord, 0.0, 2.0 * (size - 1)) if align_corners else _reflect(coord, -0.5, 2.0 * size)
+    return coord if padding_mode == "zeros" else _clip(coord, size - 1)
+
+
+def _tap(flat: Tensor, ix: Tensor, iy: Tensor, h: int, w: int) -> Tensor:
+    """The (N, C, L) values of ``flat`` (N, C, H*W) at the integral-valued float pixel
+    indices ``ix``, ``iy`` (N, L); zero where they lie outside the input."""
+    inside = O.logical_and(O.logical_and(O.ge(ix, 0), O.le(ix, w - 1)), O.logical_and(O.ge(iy, 0), O.le(iy, h - 1)))
+    # outside taps (NaN ones too) read pixel 0 and are zeroed below, so every index is in range;
+    # the row and column are converted separately so that large images index exactly
+    col = O.to(O.where(inside, ix, 0), D.int64)
+    row = O.to(O.where(inside, iy, 0), D.int64)
+    n, c, _ = flat.shape
+    index = O.expand(O.unsqueeze(O.add(O.mul(row, w), col), 1), n, c, ix.shape[1])
+    return O.where(O.unsqueeze(inside, 1), O.gather(flat, 2, index), 0)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: Optional[bool] = None) -> Tensor:
+    """Sample ``input`` (N, C, H, W) at the normalized positions ``grid`` (N, H_out, W_out, 2).
+
+    ``grid[..., 0]`` is x (along W) and ``grid[..., 1]`` is y, both in [-1, 1] across the input:
+    with ``align_corners`` -1 and 1 are the centres of the corner pixels, without it (the
+    default, with PyTorch's warning when not given) their outer edges. ``mode`` is 'bilinear'
+    or 'nearest' (ties to even); ``padding_mode`` says what positions outside the input read:
+    'zeros', the 'border' pixels, or the input's 'reflection' about its edges. Returns
+    (N, C, H_out, W_out). Bicubic mode and 5-D (volumetric) input raise NotImplementedError.
+    """
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    align_corners = _align(align_corners)
+    _check_sampler(input, grid, mode)
+    n, c, h, w = input.shape
+    ho, wo = grid.shape[1], grid.shape[2]
+    points = (n, ho * wo)
+    x = _source_index(O.reshape(O.select(grid, -1, 0), points), w, padding_mode, align_corners)
+    y = _source_index(O.reshape(O.select(grid, -1, 1), points), h, padding_mode, align_corners)
+    flat = O.reshape(input, (n, c, h * w))
+    if mode == "nearest":
+        rx, ry = O.round(x), O.round(y)
+        # PyTorch gives the grid a gradient of zeros here, not none: adding an exact 0 that depends
+        # on the (rounded, so zero-gradient) coordinates keeps the grid in the graph
+        s = O.add(rx, ry)
+        zero = O.where(O.isfinite(s), O.sub(s, s), 0)
+        out = O.add(_tap(flat, rx, ry, h, w), O.unsqueeze(zero, 1))
+    else:
+        x0, y0 = O.floor(x), O.floor(y)
+        x1, y1 = O.add(x0, 1), O.add(y0, 1)
+        fx, fy = O.sub(x, x0), O.sub(y, y0)  # distances to the west and north taps
+        gx, gy = O.rsub(fx, 1), O.rsub(fy, 1)  # ... and to the east and south ones
+        out = None
+        for tx, ty, weight in ((x0, y0, O.mul(gy, gx)), (x1, y0, O.mul(gy, fx)),
+                               (x0, y1, O.mul(fy, gx)), (x1, y1, O.mul(fy, fx))):
+            term = O.mul(_tap(flat, tx, ty, h, w), O.unsqueeze(weight, 1))
+            out = term if out is None else O.add(out, term)
+    return named(O.reshape(out, (n, c, ho, wo)), "GridSampler2DBackward0")
