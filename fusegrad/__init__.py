@@ -28,12 +28,16 @@ _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtim
 from . import (accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, linalg,  # noqa: E402
                nn, optim, serialization, utils, viz)
 from .func import vmap  # noqa: E402  (torch.vmap)
+from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
                                is_deterministic_algorithms_warn_only_enabled, set_default_device,
                                use_deterministic_algorithms)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
+from .runtime.legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
+
+globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 
 double = float64
 float = float32  # noqa: A001

@@ -22,6 +22,29 @@ def test_legacy_tensor_constructor_matches_torch(pt, args):
 
 
 @pytest.mark.torch
+def test_legacy_tensor_types_variable_and_generator_device_match_torch(pt):
+    """torch.LongTensor(...) and the other legacy types (seq2seq and char-RNN tutorials),
+    isinstance checks and x.type(torch.DoubleTensor); autograd.Variable (the spatial
+    transformer tutorial); Generator(device=...) (the name classification tutorial)."""
+    for lib in (fg, pt):
+        ones = lib.ones(2)
+        assert lib.LongTensor([1.7, -2]).tolist() == [1, -2] and lib.LongTensor([1]).dtype == lib.int64
+        assert tuple(lib.FloatTensor(2, 3).shape) == (2, 3) and lib.DoubleTensor([1]).dtype == lib.float64
+        assert lib.BoolTensor([0, 1]).tolist() == [False, True] and lib.ByteTensor([3]).dtype == lib.uint8
+        assert isinstance(ones, lib.FloatTensor) and not isinstance(ones, lib.LongTensor)
+        assert ones.type(lib.LongTensor).dtype == lib.int64 and ones.type(lib.IntTensor).type() == "torch.IntTensor"
+        assert lib.FloatTensor.dtype == lib.float32 and repr(lib.LongTensor) == "<class 'torch.LongTensor'>"
+        with pytest.raises(TypeError):
+            lib.LongTensor(ones)
+        v = lib.autograd.Variable(ones, requires_grad=True)
+        assert v is not ones and v.requires_grad and v.is_leaf and not ones.requires_grad
+        assert v.data_ptr() == ones.data_ptr() and isinstance(ones, lib.autograd.Variable)
+        g = lib.Generator(device="cpu").manual_seed(7)
+        assert str(g.device) == "cpu" and g.initial_seed() == 7
+        assert str(lib.Generator(lib.device("cpu")).device) == "cpu"
+
+
+@pytest.mark.torch
 def test_legacy_tensor_constructor_errors_and_alias(pt):
     for args in [(3.5,), ([1], [2])]:
         with pytest.raises(TypeError):
@@ -226,6 +249,7 @@ def test_no_gpu_namespaces_match_torch(pt):
         assert lib.accelerator.is_available() is False and lib.accelerator.device_count() == 0
         assert lib.accelerator.current_accelerator() is None
         assert lib.backends.mps.is_available() is False and lib.backends.cudnn.is_available() is False
+        assert lib.xpu.is_available() is False and lib.mps.is_available() is False and lib.xpu.device_count() == 0
         lib.backends.cudnn.benchmark = True
         lib.backends.cudnn.deterministic = True
         lib.backends.cudnn.benchmark = False
@@ -432,3 +456,16 @@ def test_bfloat16_scalars_leave_other_dtypes_alone():
     assert E.mul.impl(v, 0.3).dtype == np.float32 and E.add.impl(0.3, v).dtype == np.float32
     b = fg.tensor(v).bfloat16()._data
     assert E.sub.impl(0.3, b).dtype == b.dtype and E.mul.impl(b, b).dtype == b.dtype
+
+
+def test_compiled_module_forward_is_the_compiled_call():
+    """``compiled.forward(x)`` on a compiled module runs the compiled code, as torch.compile's
+    module does (the name classification tutorial calls ``rnn.forward``); it ran the module
+    eagerly."""
+    m = fg.nn.Linear(3, 2)
+    cm = fg.compile(m, backend="eager")
+    x = fg.randn(4, 3)
+    np.testing.assert_allclose(cm.forward(x).detach().numpy(), m(x).detach().numpy())
+    cm.forward(x)
+    info = cm.cache_info()
+    assert info["misses"] == 1 and info["hits"] == 1, info

@@ -5,7 +5,9 @@ from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .functions import backward, grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from ..runtime.legacy_types import Variable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "GradcheckError",
            "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode", "functional", "once_differentiable", "forward_ad", "graph"]
+           "set_grad_enabled", "inference_mode", "functional", "once_differentiable", "forward_ad", "graph",
+           "Variable"]

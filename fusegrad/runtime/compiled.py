@@ -597,6 +597,8 @@ class CompiledFunction:
     def __getattr__(self, name):  # a compiled Module still exposes parameters(), train(), ...
         if name.startswith("__") or "fn" not in self.__dict__:
             raise AttributeError(name)
+        if name == "forward" and self._owner is not None:  # as torch.compile's module: the compiled call
+            return self.__call__
         return getattr(self.__dict__["fn"], name)
 
     def cache_info(self) -> dict:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
@@ -207,10 +207,12 @@ def _no_reseed_while_compiling(what: str) -> None:
 
 
 class Generator:
-    """Counter-based generator state: a seed and how many numbers have been drawn."""
+    """Counter-based generator state: a seed and how many numbers have been drawn.
+    ``Generator(device="cpu")`` as PyTorch's; the numbers do not depend on the device."""
 
-    def __init__(self, seed: int = 0):
-        self.seed = int(seed)
+    def __init__(self, device: Union[str, devices.device, None] = "cpu"):
+        self.device = devices.resolve(device if device is not None else "cpu")
+        self.seed = 0
         self.offset = 0
 
     def manual_seed(self, seed: int) -> "Generator":
@@ -235,7 +237,7 @@ class Generator:
         self.seed, self.offset = (int(v) for v in state.tolist())
 
 
-default_generator = Generator(0)
+default_generator = Generator()
 
 
 def manual_seed(seed: int) -> Generator:

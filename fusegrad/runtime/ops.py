@@ -533,6 +533,8 @@ def _tensor_type(x, dtype=None, non_blocking=False, **kwargs):
     already is."""
     if dtype is None:
         return ("torch.cuda." if x.is_cuda else "torch.") + _TYPE_NAMES[x.dtype]
+    if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), D.dtype):  # torch.LongTensor
+        dtype = dtype.dtype
     if isinstance(dtype, str):
         on_cuda = dtype.startswith("torch.cuda.")
         by_name = {"torch." + n: d for d, n in _TYPE_NAMES.items()}

@@ -38,7 +38,7 @@ def _fresh_generator() -> Generator:
     """A generator seeded from the default one, as PyTorch's samplers make when given none
     (so ``manual_seed`` makes their order repeatable)."""
     seed = int(randint(0, 2 ** 62, ()).item())
-    return Generator(seed)
+    return Generator().manual_seed(seed)
 
 
 class RandomSampler(Sampler[int]):
