@@ -314,3 +314,168 @@ def test_forward_ad_through_a_compiled_function_runs_eagerly():
         t = fwAD.unpack_dual(f(fwAD.make_dual(x, fg.ones(3, dtype=fg.float64)))).tangent
     np.testing.assert_allclose(t.item(), (np.sin(x.numpy()) + x.numpy() * np.cos(x.numpy())).sum(), rtol=1e-12)
     assert any("forward-mode AD" in n for n in f.cache_info()["notes"])
+
+
+def _tutorial_functions(L):
+    """Custom Functions as in the "Double Backward with Custom Functions" and "Forward-mode
+    Automatic Differentiation" tutorials (plus deliberately wrong ones), built on library L."""
+    once = __import__(L.__name__ + ".autograd.function", fromlist=["once_differentiable"]).once_differentiable
+    seen = []
+
+    class SquareOnce(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        @once
+        def backward(ctx, g):
+            seen.append(L.is_grad_enabled())
+            (x,) = ctx.saved_tensors
+            return g * 2 * x
+
+    class Exp(L.autograd.Function):  # jvp of the argument ``jvp_scale``, backward of ``vjp_scale`` (1: right)
+        jvp_scale = vjp_scale = 1.0
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.result = r = L.exp(x)
+            ctx.save_for_backward(r)
+            return r
+
+        @classmethod
+        def backward(cls, ctx, g):
+            (r,) = ctx.saved_tensors
+            return g * r * cls.vjp_scale
+
+        @classmethod
+        def jvp(cls, ctx, t):
+            return t * ctx.result * cls.jvp_scale
+
+    class ExpJvpOnly(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.result = L.exp(x)
+            return ctx.result
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * ctx.result
+
+    noise = [0.0]
+
+    class Noisy(L.autograd.Function):  # each backward differs from the last by ~1e-9
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            noise[0] += 1e-9
+            return g * (2 * x + noise[0])
+
+    class Sticky(L.autograd.Function):  # right Jacobian, but a zero grad_output gives a nonzero grad
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 * x + (g == 0).all() * 1.0
+
+    def with_scales(jvp=1.0, vjp=1.0):
+        return type("Exp", (Exp,), {"jvp_scale": jvp, "vjp_scale": vjp})
+    return SquareOnce, seen, with_scales, ExpJvpOnly, Noisy, Sticky
+
+
+def _outcome(fn, *args, **kwargs):
+    """fn's result, or the type and first line (up to 45 characters) of what it raised."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the exception is the observed behaviour
+        return type(e).__name__, str(e).split("\n")[0][:45]
+
+
+@pytest.mark.torch
+def test_once_differentiable_matches_torch(pt):
+    def run(L):
+        SquareOnce, seen, *_ = _tutorial_functions(L)
+        x = L.tensor(X.astype(np.float64), requires_grad=True)
+        g, = L.autograd.grad(SquareOnce.apply(x).sum(), x, create_graph=True)
+        go = L.ones(3, 4, dtype=L.float64, requires_grad=True)
+        g2, = L.autograd.grad(SquareOnce.apply(x), x, go, create_graph=True)
+        g3, = L.autograd.grad(SquareOnce.apply(x), x, go)
+        return (set(seen), g.requires_grad, g2.requires_grad, type(g2.grad_fn).__name__, g3.requires_grad,
+                _outcome(lambda: g2.sum().backward()),
+                _outcome(L.autograd.gradgradcheck, SquareOnce.apply, (x[:2, :2].detach().requires_grad_(),)),
+                L.autograd.gradgradcheck(SquareOnce.apply, (x[:2, :2].detach().requires_grad_(),),
+                                         raise_exception=False),
+                np_of(g2))
+    got, want = run(fg), run(pt)
+    assert got[:-1] == want[:-1]
+    assert want[5] == ("RuntimeError", "trying to differentiate twice a function that")
+    np.testing.assert_allclose(got[-1], want[-1], rtol=1e-12)
+
+
+@pytest.mark.torch
+def test_gradcheck_forward_ad_matches_torch(pt):
+    def run(L):
+        _, _, exp, ExpJvpOnly, *_ = _tutorial_functions(L)
+        x = L.tensor(X[:2].astype(np.float64), requires_grad=True)
+        check = L.autograd.gradcheck
+        fwd_only = dict(check_forward_ad=True, check_backward_ad=False, check_undefined_grad=False,
+                        check_batched_grad=False)
+        return (_outcome(check, ExpJvpOnly.apply, (x,), **fwd_only),
+                _outcome(check, ExpJvpOnly.apply, (x,)),  # backward mode is checked by default
+                _outcome(check, exp().apply, (x,), check_forward_ad=True, check_batched_forward_grad=True),
+                _outcome(check, exp(jvp=3.0).apply, (x,)),
+                _outcome(check, exp(jvp=3.0).apply, (x,), check_forward_ad=True),
+                _outcome(check, exp(jvp=3.0).apply, (x,), check_forward_ad=True, raise_exception=False),
+                _outcome(check, exp(vjp=3.0).apply, (x,), check_forward_ad=True),
+                _outcome(check, exp(vjp=3.0).apply, (x,), **fwd_only),
+                _outcome(check, exp().apply, (x,), check_backward_ad=False))
+    got, want = run(fg), run(pt)
+    assert got == want
+    assert want[0] is True and want[4][1].startswith("Jacobian computed with forward mode mismatch")
+
+
+@pytest.mark.torch
+def test_gradcheck_options_match_torch(pt):
+    def run(L):
+        _, _, _, _, Noisy, Sticky = _tutorial_functions(L)
+        x = L.tensor(X[:2].astype(np.float64), requires_grad=True)
+        y = L.tensor(P[:2].astype(np.float64), requires_grad=True)
+        check, checkgrad = L.autograd.gradcheck, L.autograd.gradgradcheck
+        return (_outcome(check, Noisy.apply, (x,)),
+                _outcome(check, Noisy.apply, (x,), nondet_tol=1e-6),
+                _outcome(check, Sticky.apply, (x,)),
+                _outcome(check, Sticky.apply, (x,), check_undefined_grad=False),
+                _outcome(check, lambda a: a * 2, (x.detach(),)),
+                _outcome(check, lambda a: a.exp(), (x,), atol=0.0, rtol=0.0, eps=1e-1),
+                _outcome(check, lambda a, b: (a * b.sin(), a.exp()), (x, y), check_batched_grad=True,
+                         check_forward_ad=True, check_batched_forward_grad=True),
+                _outcome(checkgrad, lambda a, b: (a * b.sin()).sum(1), (x, y), check_batched_grad=True,
+                         check_fwd_over_rev=True),
+                _outcome(checkgrad, lambda a: a.exp(), (x,), check_rev_over_rev=False),
+                _outcome(check, lambda a: a.exp(), (x,), check_grad_dtypes=True, fast_mode=True, masked=False),
+                _outcome(check, lambda a: a.exp(), (x,), no_such_option=True),
+                _outcome(checkgrad, lambda a: a.exp(), (x,), check_forward_ad=True))
+    got, want = run(fg), run(pt)
+    assert got == want
+    assert want[-1][0] == want[-2][0] == "TypeError"
+    assert want[0][1].startswith("Backward is not reentrant") and want[1] is True
+
+
+@pytest.mark.torch
+def test_gradcheck_signatures_match_torch(pt):
+    import inspect
+
+    def params(f):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+    assert params(fg.autograd.gradcheck) == params(pt.autograd.gradcheck)
+    assert params(fg.autograd.gradgradcheck) == params(pt.autograd.gradgradcheck)

@@ -1,11 +1,14 @@
 """Custom autograd functions: ``class F(Function)`` with static ``forward(ctx, ...)`` and
-``backward(ctx, ...)``; ``F.apply(...)`` records one node named ``FBackward``."""
+``backward(ctx, ...)``; ``F.apply(...)`` records one node named ``FBackward``. Under forward-mode
+AD the output tangents come from the static ``jvp(ctx, *input_tangents)``, as in PyTorch."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable, Optional
 
 from ..ir.graph import Var
-from ..runtime.grad_mode import STATE
+from ..runtime import forward_state as FW
+from ..runtime.grad_mode import STATE, no_grad
 from ..runtime.nodes import FunctionNode, node_class
 from ..runtime.tensor import Tensor
 from ..tracer.trace import capture_trace, user_frame
@@ -21,6 +24,12 @@ class FunctionCtx:
         self._non_diff = set()
         self.materialize_grads = True
         self._freed = False
+        self._saved_forward = ()
+        self._in_jvp = False  # while jvp runs, saved_tensors are those of save_for_forward
+
+    def save_for_forward(self, *tensors) -> None:
+        """Save tensors for ``jvp``, which reads them back as ``ctx.saved_tensors``."""
+        self._saved_forward = tensors
 
     def save_for_backward(self, *tensors) -> None:
         from ..runtime.saved_hooks import pack
@@ -29,6 +38,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
+        if self._in_jvp:
+            return self._saved_forward
         if self._freed:
             from ..runtime.nodes import _FREED_MSG
             raise RuntimeError(_FREED_MSG)
@@ -77,6 +88,11 @@ class Function(metaclass=_FunctionMeta):
     vjp = backward
 
     @staticmethod
+    def jvp(ctx, *grad_inputs) -> Any:
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it "
+                                  "with forward mode AD.")
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         pass
 
@@ -89,17 +105,37 @@ class Function(metaclass=_FunctionMeta):
                 return cls.apply(*args, **kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._rg for a in args)
-        prev = STATE.enabled
+        tangents = _input_tangents(args)
+        prev, prev_busy = STATE.enabled, FW.STATE.busy
         STATE.enabled = False
+        # forward sees no tangents, as in PyTorch: the outputs' tangents come from jvp alone
+        FW.STATE.busy = prev_busy or tangents is not None
         try:
             out = cls.forward(ctx, *args, **kwargs)
         finally:
-            STATE.enabled = prev
+            STATE.enabled, FW.STATE.busy = prev, prev_busy
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
-        tensor_ins = [a for a in args if isinstance(a, Tensor)]
-        if not (prev and any(t._rg for t in tensor_ins)):
+        record = prev and any(a._rg for a in args if isinstance(a, Tensor))
+        if not record and tangents is None:
             return out
+        node = cls._node(ctx, args, outs) if record else None
+        results, diff_results = [], []
+        for i, o in enumerate(outs):
+            diff = isinstance(o, Tensor) and id(o) not in ctx._non_diff and o._data.dtype.kind == "f"
+            if isinstance(o, Tensor) and any(o is a for a in args):
+                o = o.detach()  # an input returned as is: a fresh alias carries node and tangent
+            if node is not None and diff:
+                o._grad_fn, o._out_nr, o._rg = node, i, True
+            results.append(o)
+            diff_results.append(o if diff else None)
+        if tangents is not None:
+            _set_output_tangents(cls, ctx, tangents, diff_results)
+        return results[0] if single else tuple(results)
+
+    @classmethod
+    def _node(cls, ctx: FunctionCtx, args: tuple, outs: tuple) -> FunctionNode:
+        """The ``FBackward`` node of one ``apply``: its backward is the user's ``backward``."""
         from ..runtime.dispatch import _edge
         node = cls._backward_cls.__new__(cls._backward_cls)
         node._init(tuple(_edge(a) for a in args))
@@ -117,17 +153,80 @@ class Function(metaclass=_FunctionMeta):
                                    f"(expected {nargs}, got {len(res)})")
             return tuple(res[:nargs])
         node.backward_fn = backward_fn
-        results = []
-        for i, o in enumerate(outs):
-            if isinstance(o, Tensor):
-                if any(o is a for a in args):  # an input returned as is: a fresh alias carries the node
-                    o = o.detach()
-                if id(o) not in ctx._non_diff and o._data.dtype.kind == "f":
-                    o._grad_fn, o._out_nr, o._rg = node, i, True
-            results.append(o)
-        return results[0] if single else tuple(results)
+        return node
 
 
-class once_differentiable:  # decorator kept for API compatibility
-    def __new__(cls, fn):
-        return fn
+def _input_tangents(args: tuple) -> Optional[tuple]:
+    """The tangent of each argument for ``jvp`` (zeros for a floating tensor without one, None for
+    the rest, as PyTorch passes them), or None when no argument carries a tangent."""
+    if FW.STATE.level is None or FW.STATE.busy:
+        return None
+    ts = tuple(FW.get_tangent(a) if isinstance(a, Tensor) else None for a in args)
+    if all(t is None for t in ts):
+        return None
+    from ..runtime.factory import zeros_like
+    return tuple(zeros_like(a) if t is None and isinstance(a, Tensor) and a.dtype.is_floating_point else t
+                 for a, t in zip(args, ts))
+
+
+def _set_output_tangents(cls, ctx: FunctionCtx, tangents: tuple, outputs: list) -> None:
+    """Give the differentiable ``outputs`` (None in place of the others) the tangents ``cls.jvp``
+    computes from the inputs' ``tangents``."""
+    # jvp's own ops compute tangents: they carry none (busy was off, or there would be no tangents)
+    FW.STATE.busy = ctx._in_jvp = True
+    try:
+        res = cls.jvp(ctx, *tangents)
+    finally:
+        FW.STATE.busy = ctx._in_jvp = False
+    res = res if isinstance(res, tuple) else (res,)
+    for o, t in zip(outputs, res):
+        if o is None or t is None:
+            continue
+        if tuple(t.shape) != tuple(o.shape):
+            raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the "
+                               f"original Tensor, this is not supported. Tensor is of size {list(o.shape)} while "
+                               f"the given forward gradient is of size {list(t.shape)}.")
+        FW.set_tangent(o, t if t.dtype == o.dtype else t.to(o.dtype))
+
+
+_ONCE_MSG = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
+class _DelayedError(Function):
+    """Aliases of its inputs whose backward raises: marks gradients that must not be differentiated."""
+
+    @staticmethod
+    def forward(ctx, *tensors):
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_ONCE_MSG)
+
+
+# PyTorch names this node ``Error``
+_DelayedError._backward_cls = node_class("Error", FunctionNode)
+
+
+def once_differentiable(fn: Callable) -> Callable:
+    """Decorate a custom Function's ``backward`` that cannot itself be differentiated, as PyTorch's.
+
+    The backward runs under no_grad. When the gradient is being recorded (``create_graph=True``)
+    and an incoming gradient requires grad, the returned gradients require grad through a node
+    that raises ``RuntimeError`` if a second backward reaches it."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not STATE.enabled or not any(isinstance(a, Tensor) and a._rg for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        res = list(outs)
+        float_idx = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.dtype.is_floating_point]
+        # fresh leaves requiring grad, so that the error node records (PyTorch's approximation too)
+        errs = _DelayedError.apply(*[outs[k].detach().requires_grad_(True) for k in float_idx])
+        for k, e in zip(float_idx, errs):
+            res[k] = e
+        return res[0] if single else tuple(res)
+    return wrapper
