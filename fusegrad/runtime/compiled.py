@@ -85,10 +85,12 @@ class _Traced(Captured):
         self.speculation: Optional[tuple] = None
 
 
-def _trace(fn: Callable, leaves: list, spec, speculating: bool = False) -> _Traced:
+def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_name: str = "eager") -> _Traced:
     """Trace ``fn`` on ``leaves``; ``speculating``: ``item()`` and ``bool()`` of traced values
-    are computed and guarded (tracer.speculate) rather than graph breaks."""
+    are computed and guarded (tracer.speculate) rather than graph breaks; for the cpu backend
+    a primitive it cannot lower is a graph break."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
+        tr.unlowered_breaks = backend_name == "cpu"
         args, kwargs = unflatten(spec, tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         if speculating:
@@ -891,7 +893,7 @@ def _symbolic_runs(graph: Graph) -> bool:
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False,
              speculating: bool = False) -> Any:
     """The plan of one signature (a Speculative one when the trace read traced values)."""
-    traced = _trace(fn, leaves, spec, speculating)
+    traced = _trace(fn, leaves, spec, speculating, backend_name)
     rg = [x._rg for x in leaves if isinstance(x, Tensor)]
     if traced.speculation is not None:
         if traced.speculation[2]:  # run for this call only: op by op, nothing compiled

@@ -40,6 +40,9 @@ def _traced_payload(prim, args, params):
         top = _STACK.traces[-1]
     if top is None:
         return None
+    if prim.no_lowering and top.unlowered_breaks:
+        top.graph_break(f"{prim.name} has no kernel lowering: {prim.no_lowering} (cpu backend) at {user_frame()}")
+        return None  # (a segmented trace computed the operands at the break: computed eagerly)
     out = top.emit(prim, args, params)
     if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_floating(out.dtype):
         # computed under no_grad: the graph must not differentiate through it either. Every user trace may be

@@ -45,6 +45,7 @@ class SegmentTrace(CaptureTrace):
     def __init__(self, owner):
         super().__init__()
         self.owner = owner  # the CompiledFunction: segment cache, stats, backend
+        self.unlowered_breaks = owner.backend_name == "cpu"
         self.resumed = False  # whether a break ran on (then the call cannot start over)
         self._reset()
 

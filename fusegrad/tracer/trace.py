@@ -76,6 +76,10 @@ class Trace:
     active = False  # on the stack: its Vars may be used
     breaks_on_print = False  # printing a traced tensor needs its value (compile's traces)
     tracks = False  # told of every tensor it makes (``track``): runtime.segments
+    # compile's traces for the cpu backend: a primitive with no kernel lowering (argsort, a
+    # solver) is a graph break, so it runs eagerly between compiled segments rather than
+    # the whole call running eagerly
+    unlowered_breaks = False
     # compile's traces: requires_grad says which values are differentiated (else, as in a
     # func transform, the IR may differentiate any value, whatever its requires_grad)
     follows_requires_grad = False
