@@ -16,6 +16,12 @@ from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropou
                       HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
                       PReLU, ParameterDict, ParameterList, ReLU6, SELU, SoftMarginLoss, Softmin, Softsign,
                       Tanhshrink, TripletMarginLoss)
+from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d,
+                      ConstantPad2d, ConstantPad3d, CosineSimilarity, GaussianNLLLoss, Hardshrink, LocalResponseNorm,
+                      LogSigmoid, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PairwiseDistance,
+                      PoissonNLLLoss, RReLU, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                      ReplicationPad2d, ReplicationPad3d, Softmax2d, Softshrink, Threshold, UpsamplingBilinear2d,
+                      UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .parameter import Parameter, UninitializedParameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
@@ -38,3 +44,10 @@ __all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout
             "HingeEmbeddingLoss", "Hardsigmoid", "Hardswish", "Hardtanh", "KLDivLoss", "MarginRankingLoss", "Mish",
             "PReLU", "ParameterDict", "ParameterList", "ReLU6", "SELU", "SoftMarginLoss", "Softmin", "Softsign",
             "Tanhshrink", "TripletMarginLoss"]
+# padding, distance, shuffle and more activation, normalization and loss layers
+__all__ += ["Bilinear", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
+            "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "GaussianNLLLoss", "Hardshrink", "LocalResponseNorm",
+            "LogSigmoid", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "PairwiseDistance",
+            "PoissonNLLLoss", "RReLU", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
+            "ReplicationPad2d", "ReplicationPad3d", "Softmax2d", "Softshrink", "Threshold", "UpsamplingBilinear2d",
+            "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"]

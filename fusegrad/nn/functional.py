@@ -95,6 +95,36 @@ def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tens
     return out if bias is not None or input.ndim < 2 else named(out, "UnsafeViewBackward0")
 
 
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``."""
+    if input1.ndim != input2.ndim:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
+    for d in range(input1.ndim - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {d}: got "
+                               f"{input1.shape[d]} and {input2.shape[d]}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-dimensional, got {weight.ndim} dimensions")
+    out_f, in1, in2 = weight.shape
+    for which, x, n in (("input1", input1, in1), ("input2", input2, in2)):
+        if x.shape[-1] != n:
+            raise RuntimeError(f"bilinear(): {which} size does not match weight size: got {x.shape[-1]} but "
+                               f"expected {n}")
+    if bias is not None and tuple(bias.shape) != (out_f,):
+        got = bias.shape[-1] if bias.ndim else 0
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {got} but expected {out_f}")
+    lead = tuple(input1.shape[:-1])
+    x1, x2 = O.reshape(input1, -1, in1), O.reshape(input2, -1, in2)
+    # one GEMM: (B, in1) @ (in1, out * in2), then the in2 contraction as a product and a sum
+    w = O.reshape(O.permute(weight, 1, 0, 2), in1, out_f * in2)
+    t = O.reshape(O.matmul(x1, w), -1, out_f, in2)
+    out = O.sum(O.mul(t, O.unsqueeze(x2, 1)), 2)
+    if bias is not None:
+        out = O.add(out, bias)
+    return O.reshape(out, *lead, out_f)
+
+
 # ---------------------------------------------------------------- activations
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(x, 0)``."""
@@ -542,3 +572,19 @@ __all__ += ["celu", "glu", "hardsigmoid", "hardswish", "hardtanh", "mish", "prel
 from .functional_grid import affine_grid, grid_sample  # noqa: E402
 
 __all__ += ["affine_grid", "grid_sample"]
+
+from .functional_activations import (celu_, elu_, gumbel_softmax, hardshrink, hardtanh_,  # noqa: E402
+                                     leaky_relu_, relu_, rrelu, rrelu_, selu_, softshrink, threshold, threshold_)
+from .functional_norm import local_response_norm  # noqa: E402
+from .functional_pool import (adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices,  # noqa: E402
+                              channel_shuffle, max_pool1d_with_indices, max_pool2d_with_indices, upsample_bilinear,
+                              upsample_nearest)
+from .functional_losses import (gaussian_nll_loss, multi_margin_loss, multilabel_margin_loss,  # noqa: E402
+                                multilabel_soft_margin_loss, pdist, poisson_nll_loss)
+
+__all__ += ["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "bilinear", "celu_",
+            "channel_shuffle", "elu_", "gumbel_softmax", "hardshrink", "hardtanh_", "leaky_relu_",
+            "local_response_norm", "max_pool1d_with_indices", "max_pool2d_with_indices", "relu_", "rrelu", "rrelu_",
+            "selu_", "softshrink", "threshold", "threshold_", "upsample_bilinear", "upsample_nearest",
+            "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+            "pdist", "poisson_nll_loss"]

@@ -134,3 +134,22 @@ def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight:
     if weight is not None:
         out = O.mul(out, weight)
     return out
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """``x / (k + alpha * mean of x^2 over a window of size channels) ** beta``; the window (zero-padded,
+    always divided by ``size``) spans channels ``c - size // 2`` to ``c + (size - 1) // 2``."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.ndim} "
+                         "dimensions)")
+    if input.numel() == 0:
+        return input
+    channels = input.shape[1]
+    sq = O.mul(input, input)
+    # (left, right) pairs from the last dim back to the channel dim
+    padded = O.pad(sq, [0, 0] * (input.ndim - 2) + [size // 2, (size - 1) // 2])
+    window = O.narrow(padded, 1, 0, channels)
+    for offset in range(1, size):
+        window = O.add(window, O.narrow(padded, 1, offset, channels))
+    div = O.pow(O.add(O.mul(O.div(window, size), alpha), k), beta)
+    return O.div(input, div)

@@ -8,6 +8,7 @@ linear ones (adaptive average, bilinear) are matrix products with a constant mat
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -349,3 +350,56 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     x = O.reshape(input, lead + (C, H // r, r, W // r, r))
     x = O.permute(x, tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
     return O.reshape(x, lead + (C * r * r, H // r, W // r))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """(N, C, *) with its channels reordered as (groups, C / groups) transposed."""
+    if input.ndim <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    c = input.shape[1]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    x = O.transpose(O.reshape(input, n, groups, c // groups, *rest), 1, 2)
+    return named(O.reshape(O.contiguous(x), n, c, *rest), "ChannelShuffleBackward0")
+
+
+def _deprecated_upsample(name: str) -> None:
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=3)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="nearest")``."""
+    _deprecated_upsample("upsample_nearest")
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)``."""
+    _deprecated_upsample("upsample_bilinear")
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """``max_pool1d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """``max_pool2d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """``adaptive_max_pool1d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """``adaptive_max_pool2d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return adaptive_max_pool2d(input, output_size, return_indices=True)

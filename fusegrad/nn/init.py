@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
+from ..runtime import ops as O
+from ..runtime.factory import arange, eye as _identity, rand, randn, tensor as _tensor
 from ..runtime.grad_mode import no_grad
+from ..runtime.sorting import argsort
 from ..runtime.tensor import Tensor
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
@@ -106,3 +109,161 @@ def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinea
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix times ``gain``: the Q of the QR factorization of a standard
+    normal (rows, numel / rows) matrix (transposed when wider than tall), its columns' signs those of
+    R's diagonal, as PyTorch's (Saxe et al. 2013); dims after the first are flattened."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    with no_grad():
+        flat = randn(rows, cols, dtype=tensor.dtype, generator=generator)
+        q = _orthonormal_columns(flat.t() if rows < cols else flat)
+        if rows < cols:
+            q = q.t()
+        return tensor.copy_(O.mul(O.reshape(q, tensor.shape), gain))
+
+
+def _orthonormal_columns(a: Tensor) -> Tensor:
+    """The (m, n) Q of ``a = QR`` (m >= n) with R's diagonal made positive (Q's columns multiplied by
+    the signs of R's diagonal, as PyTorch's ``orthogonal_`` does after ``linalg.qr``), by Householder
+    reflections as LAPACK's geqrf computes it."""
+    m, n = a.shape
+    r = O.clone(a)
+    reflectors, signs = [], []
+    for k in range(n):
+        x = r[k:, k]
+        # reflect x onto -sign(x0) ||x|| e1: the sign that avoids cancellation in v = x - alpha e1
+        alpha = O.mul(O.where(O.ge(x[0], 0), -1.0, 1.0), O.norm(x))
+        v = O.clone(x)
+        v[0] = O.sub(x[0], alpha)
+        v = O.div(v, O.clamp_min(O.norm(v), 1e-300))  # (a zero column leaves v = 0: no reflection)
+        block = r[k:, k:]
+        r[k:, k:] = O.sub(block, O.mul(O.outer(v, O.matmul(v, block)), 2.0))
+        reflectors.append(v)
+        signs.append(O.where(O.lt(alpha, 0), -1.0, 1.0))
+    # Q = H_0 ... H_{n-1} I[:, :n], applied from the last reflection back; H_k leaves rows and
+    # columns before k alone
+    q = _identity(m, n, dtype=a.dtype)
+    for k in reversed(range(n)):
+        v, block = reflectors[k], q[k:, k:]
+        q[k:, k:] = O.sub(block, O.mul(O.outer(v, O.matmul(v, block)), 2.0))
+    return O.mul(q, O.to(O.stack(signs), a.dtype))
+
+
+def _norm_cdf(x: float) -> float:
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator=None) -> Tensor:
+    """Fill with draws from N(mean, std**2) truncated to [a, b], by rejection as PyTorch's: normal draws
+    redrawn outside [a, b] when that interval holds over 30% of the mass, otherwise uniform proposals
+    on [a, b] accepted with the normal density's ratio to its peak."""
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    shape, dtype = tuple(tensor.shape), tensor.dtype
+    with no_grad():
+        if _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std) > 0.3:
+            # the bounds in the tensor's dtype, so that a draw rounding onto one is kept
+            lo, hi = (_tensor(v, dtype=dtype).item() for v in (a, b))
+
+            def draw() -> Tensor:
+                return O.add(O.mul(randn(shape, dtype=dtype, generator=generator), std), mean)
+
+            result = draw()
+            while True:
+                redo = O.logical_or(O.lt(result, lo), O.gt(result, hi))
+                if not bool(O.any(redo)):
+                    break
+                result = O.where(redo, draw(), result)
+        else:
+            mode = max(a, min(mean, b))
+            log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+            def propose() -> Tuple[Tensor, Tensor]:
+                """Candidates on [a, b] and whether each is rejected."""
+                cand = O.add(O.mul(rand(shape, dtype=dtype, generator=generator), b - a), a)
+                log_ratio = O.sub(O.mul(O.square(O.div(O.sub(cand, mean), std)), -0.5), log_peak)
+                return cand, O.gt(O.log(rand(shape, dtype=dtype, generator=generator)), log_ratio)
+
+            result, pending = propose()
+            while bool(O.any(pending)):
+                cand, rejected = propose()
+                result = O.where(pending, cand, result)
+                pending = O.logical_and(pending, rejected)
+        return tensor.copy_(result)
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-d convolution weight with the identity: 1 at the kernel's centre for output
+    channel ``g * out_per_group + d`` and input channel ``d`` (each group keeps as many channels as it can)."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out_channels, in_channels, *kernel = tensor.shape
+    if out_channels % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = out_channels // groups
+    # output channel o keeps input channel o % per_group (when there is one: the comparison fails otherwise)
+    mask = O.eq(O.reshape(O.remainder(arange(out_channels), per_group), -1, 1), O.reshape(arange(in_channels), 1, -1))
+    for size in kernel:
+        centre = O.eq(arange(size), size // 2)
+        mask = O.logical_and(O.unsqueeze(mask, -1), O.reshape(centre, *([1] * mask.ndim), size))
+    with no_grad():
+        return tensor.copy_(O.to(mask, tensor.dtype))
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """Fill a 2-d tensor with the identity matrix (ones on the main diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    with no_grad():
+        return tensor.copy_(_identity(*tensor.shape, dtype=tensor.dtype))
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """Fill a 2-d tensor with N(0, std**2) draws, then zero ``ceil(sparsity * rows)`` randomly chosen
+    elements of each column (Martens 2010)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    with no_grad():
+        values = O.mul(randn(rows, cols, dtype=tensor.dtype, generator=generator), std)
+        # each column's rows in a random order (ranks of uniform draws): its first num_zeros are zeroed
+        ranks = argsort(argsort(rand(rows, cols, generator=generator), 0), 0)
+        return tensor.copy_(O.masked_fill(values, O.lt(ranks, num_zeros), 0.0))
+
+
+def _make_deprecate(meth: Callable) -> Callable:
+    """PyTorch's deprecated spelling of ``meth`` without its trailing underscore: warns, then calls it."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning,
+                      stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"Deprecated: use ``nn.init.{new_name}``."
+    deprecated_init.__name__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)

@@ -45,3 +45,22 @@ __all__ += ["CELU", "GLU", "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "PReL
             "Softsign", "Tanhshrink", "AlphaDropout", "Dropout1d", "Dropout2d", "FeatureAlphaDropout",
             "CosineEmbeddingLoss", "HingeEmbeddingLoss", "KLDivLoss", "MarginRankingLoss", "SoftMarginLoss",
             "TripletMarginLoss", "ParameterDict", "ParameterList"]
+
+# padding, distance, shuffle and more activation, normalization and loss layers
+from .activation import Hardshrink, LogSigmoid, RReLU, Softmax2d, Softshrink, Threshold  # noqa: E402
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: E402
+from .linear import Bilinear  # noqa: E402
+from .loss import (GaussianNLLLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss,  # noqa: E402
+                   PoissonNLLLoss)
+from .normalization import LocalResponseNorm  # noqa: E402
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,  # noqa: E402
+                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                      ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .resizing import ChannelShuffle, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: E402
+
+__all__ += ["Hardshrink", "LogSigmoid", "RReLU", "Softmax2d", "Softshrink", "Threshold", "CosineSimilarity",
+            "PairwiseDistance", "Bilinear", "GaussianNLLLoss", "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss",
+            "MultiMarginLoss", "PoissonNLLLoss", "LocalResponseNorm", "CircularPad1d", "CircularPad2d",
+            "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+            "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d",
+            "ZeroPad3d", "ChannelShuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]

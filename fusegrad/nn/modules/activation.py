@@ -282,3 +282,79 @@ class PReLU(Module):
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"
+
+
+class LogSigmoid(_Elementwise):
+    """``log(sigmoid(x))``."""
+
+    fn = staticmethod(F.logsigmoid)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) at each position."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
+
+
+class Threshold(_Elementwise):
+    """``x`` where ``x > threshold``, ``value`` elsewhere."""
+
+    fn = staticmethod(F.threshold)
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def _options(self) -> dict:
+        return {"threshold": self.threshold, "value": self.value, "inplace": self.inplace}
+
+    def extra_repr(self) -> str:
+        return _with_inplace(f"threshold={self.threshold}, value={self.value}", self.inplace)
+
+
+class _Shrink(_Elementwise):
+    """A shrinkage activation with the one option ``lambd``."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def _options(self) -> dict:
+        return {"lambd": self.lambd}
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Hardshrink(_Shrink):
+    """``x`` where ``|x| > lambd``, 0 elsewhere."""
+
+    fn = staticmethod(F.hardshrink)
+
+
+class Softshrink(_Shrink):
+    """``x`` moved ``lambd`` towards 0, 0 within ``lambd`` of it."""
+
+    fn = staticmethod(F.softshrink)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: in training each negative element's slope is drawn from U(lower, upper);
+    in evaluation the slope is their mean."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _with_inplace(f"lower={self.lower}, upper={self.upper}", self.inplace)

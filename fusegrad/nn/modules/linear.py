@@ -1,10 +1,12 @@
-"""Identity, Linear and LazyLinear."""
+"""Identity, Linear, LazyLinear and Bilinear."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...runtime.tensor import Tensor
 from .. import functional as F
+from .. import init
 from ..module import Module
 from ..parameter import UninitializedParameter
 from .default_init import kaiming_reset_, register_weight_and_bias
@@ -82,3 +84,32 @@ class LazyLinear(Linear):
             self.initialize_parameters(input)
             self.__class__ = self.cls_to_become
         return Linear.forward(self, input)
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` per output feature, with weight (out_features, in1_features, in2_features)."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias, dtype)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: weight and bias from U(+-1/sqrt(in1_features))."""
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got (in1_features={self.in1_features})")
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

@@ -1,4 +1,4 @@
-"""LayerNorm, GroupNorm and RMSNorm."""
+"""LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union
@@ -91,3 +91,20 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """Divides each channel by ``(k + alpha * mean of x^2 over size neighbouring channels) ** beta``."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

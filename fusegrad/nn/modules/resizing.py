@@ -1,9 +1,11 @@
-"""Upsample, PixelShuffle and PixelUnshuffle."""
+"""Upsample (and its fixed-mode UpsamplingNearest2d, UpsamplingBilinear2d), PixelShuffle, PixelUnshuffle
+and ChannelShuffle."""
 from __future__ import annotations
 
 from typing import Optional
 
 from ...runtime.tensor import Tensor
+from .. import functional as F
 from .. import functional_pool as FP
 from ..module import Module
 
@@ -28,6 +30,20 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
         return info + f", mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour ``Upsample`` of (N, C, H, W)."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear ``Upsample`` of (N, C, H, W) with ``align_corners=True``."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class PixelShuffle(Module):
@@ -56,3 +72,17 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """Reorders the channels of (N, C, *) as (groups, C / groups) transposed."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
