@@ -36,6 +36,8 @@ from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
 from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
 from .runtime.legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
+from .runtime.type_info import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,  # noqa: E402
+                                memory_format, preserve_format)
 
 globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 

@@ -469,3 +469,38 @@ def test_compiled_module_forward_is_the_compiled_call():
     cm.forward(x)
     info = cm.cache_info()
     assert info["misses"] == 1 and info["hits"] == 1, info
+
+
+@pytest.mark.torch
+def test_finfo_iinfo_memory_formats_sequences_and_always_called_hooks_match_torch(pt):
+    """torch.finfo/iinfo (RL examples' eps), memory formats (PyTorch's prune code asks for
+    contiguous_format), torch.tensor of a deque (REINFORCE's returns) and forward hooks with
+    always_call=True, which also run when forward raises."""
+    from collections import deque
+    attrs = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution")
+    for name in ("float16", "bfloat16", "float32", "float64"):
+        ours, theirs = fg.finfo(getattr(fg, name)), pt.finfo(getattr(pt, name))
+        assert [getattr(ours, a) for a in attrs] == [getattr(theirs, a) for a in attrs], name
+        assert repr(ours) == repr(theirs)
+    assert repr(fg.finfo()) == repr(pt.finfo())
+    for name in ("uint8", "int8", "int16", "int32", "int64"):
+        ours, theirs = fg.iinfo(getattr(fg, name)), pt.iinfo(getattr(pt, name))
+        assert (ours.bits, ours.min, ours.max, repr(ours)) == (theirs.bits, theirs.min, theirs.max, repr(theirs))
+    for lib in (fg, pt):
+        with pytest.raises(TypeError, match="requires a floating point"):
+            lib.finfo(lib.int32)
+        with pytest.raises(TypeError, match="requires an integer"):
+            lib.iinfo(lib.float32)
+        x = lib.ones(2, 3)
+        assert repr(lib.contiguous_format) == "torch.contiguous_format"
+        assert lib.empty_like(x, memory_format=lib.contiguous_format).shape == x.clone(
+            memory_format=lib.preserve_format).shape == x.contiguous(memory_format=lib.contiguous_format).shape
+        assert lib.tensor(deque([1.0, 0.5])).tolist() == [1.0, 0.5] and lib.tensor(range(3)).dtype == lib.int64
+        m, calls = lib.nn.Linear(2, 2), []
+        m.register_forward_hook(lambda mod, args, out: calls.append(("always", out)), always_call=True)
+        m.register_forward_hook(lambda mod, args, kwargs, out: calls.append("kw"), with_kwargs=True)
+        m(lib.ones(1, 2))
+        with pytest.raises(RuntimeError):
+            m(lib.ones(1, 3))
+        assert [c if isinstance(c, str) else c[0] for c in calls] == ["always", "kw", "always"]
+        assert calls[-1][1] is None

@@ -3,6 +3,7 @@ buffers and submodules, state dicts, train/eval modes and forward hooks."""
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
@@ -85,6 +86,7 @@ class Module:
         setattr_(self, "_modules", OrderedDict())
         setattr_(self, "_forward_hooks", OrderedDict())
         setattr_(self, "_forward_hooks_with_kwargs", set())
+        setattr_(self, "_forward_hooks_always_called", set())
         setattr_(self, "_forward_pre_hooks", OrderedDict())
         setattr_(self, "_forward_pre_hooks_with_kwargs", set())
         setattr_(self, "_backward_hooks", OrderedDict())
@@ -512,14 +514,18 @@ class Module:
             self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
-                              with_kwargs: bool = False) -> RemovableHandle:
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
         """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) runs
-        after forward and may return a replacement output."""
-        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs)
+        after forward and may return a replacement output; with ``always_call`` also when
+        forward raises (with output None; its own exception is then a warning)."""
+        always = self.__dict__.setdefault("_forward_hooks_always_called", set())
+        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs, always)
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(handle.id)
+        if always_call:
+            always.add(handle.id)
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
@@ -561,7 +567,11 @@ class Module:
             from .backward_hooks import BackwardHook
             bw = BackwardHook(self, list(self._backward_hooks.values()), list(self._backward_pre_hooks.values()))
             args = bw.setup_input_hook(args)
-        result = self.forward(*args, **kwargs)
+        try:
+            result = self.forward(*args, **kwargs)
+        except Exception:
+            self._call_always_called_hooks(args, kwargs)
+            raise
         for hid, hook in list(self._forward_hooks.items()):
             if hid in self._forward_hooks_with_kwargs:
                 res = hook(self, args, kwargs, result)
@@ -572,6 +582,20 @@ class Module:
         if bw is not None:
             result = bw.setup_output_hook(result)
         return result
+
+    def _call_always_called_hooks(self, args: tuple, kwargs: dict) -> None:
+        """The forward hooks registered with ``always_call``, after forward raised."""
+        always = self.__dict__.get("_forward_hooks_always_called")
+        for hid, hook in list(self._forward_hooks.items()) if always else ():
+            if hid in always:
+                try:
+                    if hid in self._forward_hooks_with_kwargs:
+                        hook(self, args, kwargs, None)
+                    else:
+                        hook(self, args, None)
+                except Exception as e:
+                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
+                                  f"another error was raised in forward: {e}", stacklevel=3)
 
     # ------------------------------------------------------------ printing
     def _get_name(self) -> str:

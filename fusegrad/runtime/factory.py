@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections import abc
 from typing import Optional, Union
 
 import numpy as np
@@ -32,7 +33,7 @@ def _infer_np_dtype(data) -> np.dtype:
         return np.dtype(np.int64)
     if isinstance(data, (float, np.floating)):
         return D.get_default_dtype().np
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, abc.Sequence) and not isinstance(data, (str, bytes)):  # a list, tuple, deque...
         kinds = [_infer_np_dtype(x) for x in data]
         if not kinds:
             return D.get_default_dtype().np
@@ -161,8 +162,9 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
 
 
 def _like(fn):
-    def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, **kw):
-        """``{name}`` shaped like ``t``, in its dtype and on its device unless given."""
+    def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, memory_format=None, **kw):
+        """``{name}`` shaped like ``t``, in its dtype and on its device unless given
+        (``memory_format`` accepted: the layout is always the standard one)."""
         return fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype,
                   device=device if device is not None else t.device, requires_grad=requires_grad, **kw)
     like.__name__ = fn.__name__ + "_like"
@@ -175,7 +177,8 @@ ones_like = _like(ones)
 empty_like = _like(empty)
 
 
-def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False,
+              memory_format=None) -> Tensor:
     return full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype,
                 device=device if device is not None else t.device, requires_grad=requires_grad)
 
