@@ -250,11 +250,14 @@ def test_whole_step_with_gradient_clipping_and_two_param_groups():
 
 
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
-def test_module_buffer_rebound_in_forward(backend):
+def test_module_attributes_assigned_in_forward(backend):
     """A forward that assigns a new value to a buffer (a running mean) updates it on every
     compiled call as in eager (the trace used to leave a traced tensor in the module, and
-    the next call failed); storing a traced tensor under a new attribute breaks the graph
-    and runs eagerly."""
+    the next call failed). A traced tensor stored under a new attribute (``self.last``), or
+    a value that requires grad assigned over an attribute by a forward pre-hook, as pruning
+    and weight norm do (``module.weight = weight_orig * weight_mask``), is assigned the
+    computed value after each compiled call, with no graph break (they broke the graph);
+    gradients reach the original parameter through it."""
     class Running(nn.Module):
         def __init__(self):
             super().__init__()
@@ -269,17 +272,35 @@ def test_module_buffer_rebound_in_forward(backend):
         def forward(self, x):
             self.last = self.lin(x)
             return self.last * 2
+
+    class Pruned(Running):
+        def __init__(self):
+            super().__init__()
+            orig = self.lin.weight
+            del self.lin._parameters["weight"]
+            self.lin.weight_orig = nn.Parameter(orig.detach().clone())
+            self.lin.register_buffer("weight_mask", torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+            self.lin.register_forward_pre_hook(lambda m, a: setattr(m, "weight", m.weight_orig * m.weight_mask))
     x = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
-    for cls, breaks in ((Running, False), (Keeps, True)):
+    for cls in (Running, Keeps, Pruned):
         torch.manual_seed(0)
         ref = cls()
         torch.manual_seed(0)
         mod = cls()
         cm = torch.compile(mod, backend=backend)
         for _ in range(3):
-            np.testing.assert_allclose(cm(x).detach().numpy(), ref(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+            got, want = cm(x), ref(x)
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
             np.testing.assert_allclose(mod.mean.numpy(), ref.mean.numpy(), rtol=1e-6)
-        assert bool(cm.cache_info()["graph_breaks"]) == breaks
+            for name in ("last", "lin.weight"):
+                if cls is not Running and (name == "last") == (cls is Keeps):
+                    a, b = eval(f"mod.{name}"), eval(f"ref.{name}")
+                    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+            got.sum().backward()
+            want.sum().backward()
+        if cls is Pruned:
+            np.testing.assert_allclose(mod.lin.weight_orig.grad.numpy(), ref.lin.weight_orig.grad.numpy(), rtol=1e-5)
+        assert cm.cache_info()["graph_breaks"] == [], cm.cache_info()
 
 
 def test_backward_seed_inside_compiled_code_is_folded_away():

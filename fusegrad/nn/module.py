@@ -55,19 +55,27 @@ class RemovableHandle:
         self.remove()
 
 
-def _stored_traced(old, value, name: str) -> bool:
-    """Inside ``fusegrad.compile``'s trace, a traced tensor assigned over a module's tensor
-    (``self.running = self.running * 0.9 + ...``): the existing tensor takes the new value,
-    written back after every call, and keeps standing for the attribute; a traced tensor
-    stored where no such tensor is would outlive the trace, so that breaks the graph. False
-    (assign as usual) outside compile or for other values."""
+def _stored_traced(module: "Module", store: Optional[dict], old, value, name: str) -> bool:
+    """Inside ``fusegrad.compile``'s trace, a traced tensor assigned to a module's attribute
+    (``store``: its buffers, or None for a plain attribute). Over a tensor of the same shape
+    and dtype that does not require grad (``self.running = self.running * 0.9 + ...``) the
+    existing tensor takes the new value, written back after every call, and keeps standing
+    for the attribute: True. Otherwise (a pruning or weight-norm pre-hook's
+    ``module.weight = orig * mask``) compile's trace records the store, and the compiled call
+    assigns the value it computed after each call; a segmented trace computes it at its next
+    break; other traces (func transforms) break. False: assign as usual (also outside compile
+    and for other values)."""
     if not (isinstance(value, Tensor) and type(value._data) is Var) or not capturing():
         return False
+    tr = capture_trace()
     if isinstance(old, Tensor) and old.shape == value.shape and old.dtype == value.dtype and not value._rg:
-        capture_trace().rebind(old, value._data)
+        tr.rebind(old, value._data)
         return True
-    value._data.trace.graph_break(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
-    return False  # (a segmented trace computed it: assigned as usual)
+    if tr.attribute_stores is not None and value._data.trace is tr:
+        tr.attribute_stores[(id(module), name)] = (module, store, name, value)
+    elif not tr.tracks:
+        value._data.trace.graph_break(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
+    return False
 
 
 class Module:
@@ -188,9 +196,9 @@ class Module:
                     if value is not None and not isinstance(value, Tensor):
                         raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                         "(torch.Tensor or None expected)")
-                    if not _stored_traced(buffers[name], value, name):
+                    if not _stored_traced(self, buffers, buffers[name], value, name):
                         buffers[name] = value
-                elif not _stored_traced(d.get(name), value, name):
+                elif not _stored_traced(self, None, d.get(name), value, name):
                     object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:

@@ -63,7 +63,8 @@ class _Traced(Captured):
     """The result of tracing one call: the graph, where outputs go, what to write back;
     reusable while it ``holds()``."""
 
-    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None, views=()):
+    def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None, views=(),
+                 attrs=()):
         super().__init__(graph, guards, with_grad=bool(writebacks))
         self.out_spec = out_spec
         # per output leaf: ("t", graph output index), ("n", graph output index) for a Python
@@ -74,6 +75,9 @@ class _Traced(Captured):
         # base ("in", argument position; "obj", the tensor; "out", graph output index), so it
         # shares memory with it as eager's does (see _outer_base, _inner_bases)
         self.views = list(views)
+        # (module, its buffers dict or None, name, graph output index) per traced tensor the
+        # function assigned to a module attribute: assigned the computed value after each call
+        self.attrs = list(attrs)
         self.diff_outputs = diff_outputs  # graph output indices that carry grad_fn
         self.writebacks = writebacks  # (kind "data"/"grad", holder) per extra graph output
         # (graph output index, grad_fn class name) of outputs that require grad but whose graph
@@ -91,6 +95,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
     a primitive it cannot lower is a graph break."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
+        tr.attribute_stores = {}
         args, kwargs = unflatten(spec, tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         if speculating:
@@ -153,6 +158,7 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         if id(b) not in index:
             output(b)
     views = [(i, ("out", index[id(b[1])]) if b[0] == "out" else b, chain, rg) for i, b, chain, rg in views]
+    attrs = [(m, store, name, output(t)) for m, store, name, t in (tr.attribute_stores or {}).values()]
     writebacks = []
     final: dict = {}  # id of a written array -> its new value: aliases (detach, .data) share it
     for h, data, grad, *_ in list(tr.snaps):
@@ -172,7 +178,7 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views)
+    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views, attrs)
 
 
 def _inner_bases(leaves: list, position: dict) -> dict:
@@ -401,6 +407,11 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
         src = tensors[base] if kind == "in" else outs[base] if kind == "out" else base
         v = replay_view(src, chain) if chain else src.detach()
         outs[i] = v if v._rg == rg else v.detach()  # (a view of a detached alias is detached too)
+    for m, store, name, i in tr.attrs:
+        if store is None:
+            object.__setattr__(m, name, outs[i])
+        else:
+            store[name] = outs[i]
     if plan.single:
         return outs[0]
     return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else outs[s[1]]._data.item() if s[0] == "n" else s[1]
@@ -953,7 +964,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     plan.forward = tuned(plan.forward)
     plan.run = _guarded_entry(plan.forward)
     plan.plain = plan.single and plan.n_user == plan.n_out and not (
-        plan.spent or plan.holders or plan.backward or traced.views)
+        plan.spent or plan.holders or plan.backward or traced.views or traced.attrs)
     if plan.backward is not None:
         plan.backward = tuned(plan.backward)
     for k in ("joint", "forward", "backward", "fused"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -80,6 +80,9 @@ class Trace:
     # solver) is a graph break, so it runs eagerly between compiled segments rather than
     # the whole call running eagerly
     unlowered_breaks = False
+    # compile's whole-function trace: (id(module), name) -> (module, its buffers dict or None,
+    # name, tensor) of traced tensors the code assigned to module attributes (nn.module)
+    attribute_stores: Optional[dict] = None
     # compile's traces: requires_grad says which values are differentiated (else, as in a
     # func transform, the IR may differentiate any value, whatever its requires_grad)
     follows_requires_grad = False
