@@ -5,6 +5,8 @@ import math
 import warnings
 from typing import Callable, Optional, Tuple
 
+import numpy as np
+
 from ..runtime import ops as O
 from ..runtime.factory import arange, eye as _identity, rand, randn, tensor as _tensor
 from ..runtime.grad_mode import no_grad
@@ -130,30 +132,11 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
 
 
 def _orthonormal_columns(a: Tensor) -> Tensor:
-    """The (m, n) Q of ``a = QR`` (m >= n) with R's diagonal made positive (Q's columns multiplied by
-    the signs of R's diagonal, as PyTorch's ``orthogonal_`` does after ``linalg.qr``), by Householder
-    reflections as LAPACK's geqrf computes it."""
-    m, n = a.shape
-    r = O.clone(a)
-    reflectors, signs = [], []
-    for k in range(n):
-        x = r[k:, k]
-        # reflect x onto -sign(x0) ||x|| e1: the sign that avoids cancellation in v = x - alpha e1
-        alpha = O.mul(O.where(O.ge(x[0], 0), -1.0, 1.0), O.norm(x))
-        v = O.clone(x)
-        v[0] = O.sub(x[0], alpha)
-        v = O.div(v, O.clamp_min(O.norm(v), 1e-300))  # (a zero column leaves v = 0: no reflection)
-        block = r[k:, k:]
-        r[k:, k:] = O.sub(block, O.mul(O.outer(v, O.matmul(v, block)), 2.0))
-        reflectors.append(v)
-        signs.append(O.where(O.lt(alpha, 0), -1.0, 1.0))
-    # Q = H_0 ... H_{n-1} I[:, :n], applied from the last reflection back; H_k leaves rows and
-    # columns before k alone
-    q = _identity(m, n, dtype=a.dtype)
-    for k in reversed(range(n)):
-        v, block = reflectors[k], q[k:, k:]
-        q[k:, k:] = O.sub(block, O.mul(O.outer(v, O.matmul(v, block)), 2.0))
-    return O.mul(q, O.to(O.stack(signs), a.dtype))
+    """The (m, n) Q of ``a = QR`` (m >= n), its columns multiplied by the signs of R's diagonal
+    (as PyTorch's ``orthogonal_`` does after ``linalg.qr``): LAPACK's Householder QR through
+    NumPy, since an initializer needs no gradient."""
+    q, r = np.linalg.qr(a.numpy())
+    return _tensor(q * np.sign(np.diag(r)), dtype=a.dtype)
 
 
 def _norm_cdf(x: float) -> float:
