@@ -233,6 +233,14 @@ for _upper in (False, True):
                              (f"bcast_upper={_upper}", lambda: [rnd((2, 3, 3)) + 4 * np.eye(3), rnd((3, 1))])],
         params=dict(upper=_upper))
 
+# inverse, solve, log-determinant, QR's Q and the matrix exponential of well-conditioned matrices
+_WELL = lambda shape: rnd(shape) + 4 * np.eye(shape[-1])  # noqa: E731
+add("inv", [("3x3", lambda: [_WELL((3, 3))]), ("batched", lambda: [_WELL((2, 3, 3))])])
+add("matrix_exp", [("3x3", lambda: [rnd((3, 3))]), ("batched", lambda: [rnd((2, 3, 3))])])
+add("slogdet", [("batched", lambda: [_WELL((2, 3, 3))])])
+add("solve", [("3x3", lambda: [_WELL((3, 3)), rnd((3, 2))]), ("batched", lambda: [_WELL((2, 3, 3)), rnd((2, 3, 1))])])
+add("qr_q", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 3))])], params=dict(complete=False))
+
 DIFF_PRIMS = sorted(n for n, p in PRIMS.items() if not p.nondiff)
 
 

@@ -1,7 +1,13 @@
 """Matrix ops: ``diagonal`` and ``diag_embed`` (compositions of indexing and products),
-and the ``fusegrad.linalg`` functions ``cholesky`` and ``solve_triangular`` (primitives
-with their own VJP/JVP rules, ``ir/prims/linalg.py``)."""
+the ``fusegrad.linalg`` functions and their top-level aliases (``torch.det``,
+``torch.inverse``, ...). Factorizations, solves, the inverse, ``slogdet``, QR's Q and the
+matrix exponential are primitives with their own VJP/JVP rules (``ir/prims/linalg.py``);
+norms, distances, determinants and the products are compositions of ops."""
 from __future__ import annotations
+
+import math
+import warnings
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -9,11 +15,19 @@ from ..ir import prims as P
 from ..ir.prims.linalg import NOT_POSITIVE_DEFINITE, LinAlgError
 from .dispatch import op_error
 from .exports import op
+from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
-from .ops import _axes, as_t, expand, movedim, named, sum
+from .factory import eye, zeros
+from .keywords import _type_name, write_out
+from .ops import (_axes, _float, abs, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, pow,
+                  roll, sqrt, stack, sum, triu, where)
+from .sorting import _return_type
 from .tensor import Tensor, wrap
 
-__all__ = ["diagonal", "diag_embed", "cholesky", "solve_triangular", "LinAlgError"]
+__all__ = ["diagonal", "diag_embed", "cholesky", "solve_triangular", "LinAlgError", "vector_norm", "matrix_norm",
+           "norm", "dist", "cdist", "inv", "inverse", "det", "slogdet", "logdet", "solve", "matrix_exp",
+           "matrix_power", "multi_dot", "cross", "linalg_cross", "vecdot", "tensordot", "kron", "block_diag",
+           "cartesian_prod", "cov", "corrcoef", "qr", "linalg_qr"]
 
 
 def _diag_positions(m: int, offset: int):
@@ -63,24 +77,44 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 
 def _square(a: Tensor, what: str) -> None:
-    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+    if a.ndim < 2:
+        raise RuntimeError(f"{what}: The input tensor A must have at least 2 dimensions.")
+    if a.shape[-1] != a.shape[-2]:
         raise RuntimeError(f"{what}: A must be batches of square matrices, but they are "
-                           f"{'x'.join(map(str, a.shape[-2:]))} matrices")
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
+
+
+def _floating(a: Tensor, what: str) -> None:
+    """PyTorch's dtype checks of its LAPACK-backed functions."""
+    if not a.dtype.is_floating_point:
+        raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
+                           f"Got {_type_name(a._data.dtype)}")
+    if a._data.dtype.itemsize < 4:
+        raise RuntimeError(f"{what}: Low precision dtypes not supported. Got {_type_name(a._data.dtype)}")
+
+
+def _matrices(A, what: str) -> Tensor:
+    """``A`` as a tensor, checked to be a batch of square floating-point matrices."""
+    a = as_t(A)
+    _square(a, what)
+    _floating(a, what)
+    return a
+
+
+def _out(name: str, result, out):
+    return result if out is None else write_out(name, result, out)
 
 
 def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
     """The Cholesky factor ``L`` (lower; ``upper``: ``L^T``) of symmetric positive-definite ``A``
     (``torch.linalg.cholesky``); raises ``LinAlgError`` when ``A`` is not positive-definite."""
-    a = as_t(A)
-    _square(a, "linalg.cholesky")
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"linalg.cholesky: Expected a floating point tensor as input. Got {a.dtype}")
+    a = _matrices(A, "linalg.cholesky")
     lower = P.cholesky(a)
     # the device kernel leaves NaN from a non-positive pivot on; PyTorch's CUDA cholesky
     # also waits for the factorization to report it
     if lower.is_cuda and bool(lower.isnan().any()):
         raise op_error(P.cholesky, (a,), LinAlgError(NOT_POSITIVE_DEFINITE))
-    return lower.mT if upper else lower
+    return _out("linalg.cholesky", lower.mT if upper else lower, out)
 
 
 def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None) -> Tensor:
@@ -97,4 +131,409 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     shape = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     a = expand(a, tuple(shape) + tuple(a.shape[-2:])) if tuple(a.shape[:-2]) != tuple(shape) else a
     b = expand(b, tuple(shape) + tuple(b.shape[-2:])) if tuple(b.shape[:-2]) != tuple(shape) else b
-    return P.triangular_solve(a, b, upper=bool(upper))
+    return _out("linalg.solve_triangular", P.triangular_solve(a, b, upper=bool(upper)), out)
+
+
+# ---------------------------------------------------------------- norms and distances
+def _root(s: Tensor, p: float) -> Tensor:
+    """``s ** (1/p)`` with a zero gradient where ``s`` is 0: PyTorch's subgradient of a norm
+    at the zero vector (the root's own derivative is infinite there, and times 0 NaN)."""
+    zero = s == 0
+    safe = where(zero, 1.0, s)
+    return where(zero, 0.0, sqrt(safe) if p == 2 else pow(safe, 1.0 / p))
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
+    """The ``ord``-norm of ``x`` over ``dim`` (all dimensions when None), as a vector:
+    ``sum(|x|^ord)^(1/ord)``, ``max|x|`` (inf), ``min|x|`` (-inf), the count of non-zeros
+    (0) (``torch.linalg.vector_norm``)."""
+    x = as_t(x)
+    if isinstance(ord, str):
+        raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
+    if dtype is not None:
+        if not dtype.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
+                               f"{_type_name(dtype.np)}")
+        x = x.to(dtype)
+    elif not x.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_type_name(x._data.dtype)}")
+    axes = _axes(x, dim)
+    p = float(ord)
+    if p < 0 or p == math.inf:  # a max or min: no value for an empty reduction
+        if dim is None and x.numel() == 0:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {ord:g} norm on an empty tensor because "
+                               "the operation does not have an identity")
+        for d in axes:
+            if x.shape[d] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {ord:g} norm on the dimension {d}"
+                                   "because this dimension is empty and the operation does not have an identity")
+    if p == math.inf:
+        r = amax(abs(x), axes, keepdim)
+    elif p == -math.inf:
+        r = amin(abs(x), axes, keepdim)
+    elif p == 0:
+        r = sum((x != 0).to(x.dtype), axes, keepdim)
+    elif p == 1:
+        r = sum(abs(x), axes, keepdim)
+    elif p == 2:
+        r = _root(sum(x * x, axes, keepdim), 2)
+    else:
+        r = _root(sum(pow(abs(x), p), axes, keepdim), p)
+    return _out("linalg.vector_norm", named(r, "LinalgVectorNormBackward0"), out)
+
+
+_SINGULAR_VALUE_ORDS = ("nuc", 2, -2)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
+    """The ``ord``-norm of the matrices spanned by ``dim``: Frobenius ('fro'), max/min
+    absolute column sum (1/-1) or row sum (inf/-inf) (``torch.linalg.matrix_norm``). The
+    singular-value norms ('nuc', 2, -2) raise NotImplementedError."""
+    a = as_t(A)
+    if a.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim}")
+    d0, d1 = _axes(a, dim[0])[0], _axes(a, dim[1])[0]
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, {dim[1]})")
+    if ord == "fro":
+        return vector_norm(a, 2, (d0, d1), keepdim, dtype=dtype, out=out)
+    if ord in _SINGULAR_VALUE_ORDS:
+        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values (linalg.svdvals), "
+                                  "which fusegrad does not compute yet")
+    if ord not in (1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    # 1/-1: the largest/smallest column sum (sum over rows); inf/-inf: row sums
+    inner, outer = (d0, d1) if abs(ord) == 1 else (d1, d0)
+    r = vector_norm(a, 1, inner, True, dtype=dtype)
+    r = amax(r, outer, True) if ord > 0 else amin(r, outer, True)
+    if not keepdim:
+        r = r.reshape(tuple(n for i, n in enumerate(r.shape) if i not in (d0, d1)))
+    return _out("linalg.matrix_norm", r, out)
+
+
+def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
+    """A vector norm (``dim`` an int or 1-tuple, or a 1-D input) or a matrix norm (``dim``
+    a 2-tuple, or a 2-D input) of ``A`` (``torch.linalg.norm``); with neither ``ord`` nor
+    ``dim``, the 2-norm of ``A`` flattened."""
+    a = as_t(A)
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dims)}")
+    elif ord is None:
+        return vector_norm(a, 2, None, keepdim, dtype=dtype, out=out)
+    elif a.ndim not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+                           f"Got {a.ndim}D.")
+    else:
+        dims = tuple(range(a.ndim))
+    if len(dims) == 1:
+        return vector_norm(a, 2 if ord is None else ord, dims, keepdim, dtype=dtype, out=out)
+    return matrix_norm(a, "fro" if ord is None else ord, dims, keepdim, dtype=dtype, out=out)
+
+
+@op
+def dist(input, other, p=2) -> Tensor:  # noqa: A002 - PyTorch's names
+    """The ``p``-norm of ``input - other`` (broadcast), flattened (``torch.dist``)."""
+    return named(vector_norm(as_t(input) - other, p), "DistBackward0")
+
+
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+@op(method=False)
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """The ``p``-norm distance between each row of ``x1`` (..., P, M) and each row of ``x2``
+    (..., R, M), as (..., P, R), batch dimensions broadcast (``torch.cdist``). Computed from
+    the differences for every ``compute_mode`` (accepted for compatibility): exact, and with
+    a zero gradient at zero distance, as PyTorch's."""
+    a, b = as_t(x1), as_t(x2)
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    for name, t in (("X1", a), ("X2", b)):
+        if t.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {t.ndim}D")
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {_type_name(t._data.dtype)}")
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {a.shape[-1]} X2: {b.shape[-1]}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    return named(vector_norm(a.unsqueeze(-2) - b.unsqueeze(-3), p, -1), "CdistBackward0")
+
+
+# ---------------------------------------------------------------- inverse, determinants, solve
+def inv(A, *, out=None) -> Tensor:
+    """The inverse of each square matrix of ``A`` (``torch.linalg.inv``); raises
+    ``LinAlgError`` for a singular one."""
+    return _out("linalg.inv", P.inv(_matrices(A, "linalg.inv")), out)
+
+
+inverse = op(inv, name="inverse")
+
+slogdet_type = _return_type("slogdet", ("sign", "logabsdet"))
+
+
+@op
+def slogdet(A, *, out=None):
+    """The sign and the log of the absolute value of each matrix's determinant
+    (``torch.linalg.slogdet``); a singular matrix has sign 0 and log-magnitude -inf."""
+    both = P.slogdet(_matrices(A, "linalg.slogdet"))
+    return _out("linalg.slogdet", slogdet_type(both[..., 0], both[..., 1]), out)
+
+
+@op
+def det(A, *, out=None) -> Tensor:
+    """The determinant of each square matrix of ``A`` (``torch.linalg.det``), from its
+    sign and log-magnitude (its gradient at a singular matrix is not defined here)."""
+    s = slogdet(_matrices(A, "linalg.det"))
+    return _out("linalg.det", named(s.sign * exp(s.logabsdet), "LinalgDetBackward0"), out)
+
+
+@op
+def logdet(input) -> Tensor:  # noqa: A002
+    """The log of each matrix's determinant: NaN where it is negative, -inf where 0 (``torch.logdet``)."""
+    s = slogdet(_matrices(input, "linalg.logdet"))
+    return named(log(s.sign) + s.logabsdet, "LogdetBackward0")
+
+
+def solve(A, B, *, left: bool = True, out=None) -> Tensor:
+    """``X`` with ``A X = B`` (``left=False``: ``X A = B``), batch dimensions broadcast; ``B``
+    is a batch of vectors when it is 1-D or has ``A``'s shape less its last dimension
+    (``torch.linalg.solve``). Raises ``LinAlgError`` for a singular ``A``."""
+    a, b = _matrices(A, "linalg.solve"), as_t(B)
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                           f"{_type_name(a._data.dtype)} and B of type {_type_name(b._data.dtype)} instead")
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
+    if not left:  # X A = B  <=>  A^T X^T = B^T (a batch of vectors is its own transpose)
+        x = solve(a.mT, b if vector else b.mT)
+        return _out("linalg.solve", x if vector else x.mT, out)
+    bm = b.unsqueeze(-1) if vector else b
+    if bm.ndim < 2 or bm.shape[-2] != a.shape[-1]:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({a.shape[-2]}x{a.shape[-1]} and {'x'.join(map(str, bm.shape[-2:]))})")
+    x = P.solve(a, bm)
+    return _out("linalg.solve", x.squeeze(-1) if vector else x, out)
+
+
+# ---------------------------------------------------------------- matrix functions and products
+@op
+def matrix_exp(A) -> Tensor:
+    """The exponential of each square matrix of ``A`` (``torch.linalg.matrix_exp``)."""
+    return P.matrix_exp(_matrices(A, "linalg.matrix_exp"))
+
+
+@op
+def matrix_power(A, n: int, *, out=None) -> Tensor:
+    """``A`` to the integer power ``n`` by repeated squaring (``n < 0``: of its inverse)
+    (``torch.linalg.matrix_power``)."""
+    a = as_t(A)
+    _square(a, "linalg.matrix_power")
+    if n < 0:
+        a, n = inv(a), -n
+    if n == 0:
+        return _out("linalg.matrix_power", expand(eye(a.shape[-1], dtype=a.dtype), tuple(a.shape)).clone(), out)
+    result = None
+    while n:  # binary powers of a, multiplied in where n has a 1 bit
+        if n & 1:
+            result = a if result is None else matmul(result, a)
+        n >>= 1
+        if n:
+            a = matmul(a, a)
+    return _out("linalg.matrix_power", result, out)
+
+
+def multi_dot(tensors: Sequence, *, out=None) -> Tensor:
+    """The product of a chain of matrices, the first and last of which may be vectors
+    (``torch.linalg.multi_dot``); multiplied left to right."""
+    ts = [as_t(t) for t in tensors]
+    if len(ts) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    for i, t in enumerate(ts):
+        if t.ndim != 2 and not (t.ndim == 1 and i in (0, len(ts) - 1)):
+            where_ = "the first" if i == 0 else "the last" if i == len(ts) - 1 else None
+            raise RuntimeError(f"multi_dot(): {where_} tensor must be 1D or 2D but got {t.ndim}D" if where_
+                               else f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    first, last = ts[0].ndim == 1, ts[-1].ndim == 1
+    r = ts[0].unsqueeze(0) if first else ts[0]
+    for t in ts[1:]:
+        r = matmul(r, t.unsqueeze(-1) if t.ndim == 1 else t)
+    if last:
+        r = r.squeeze(-1)
+    return _out("linalg.multi_dot", r.squeeze(0) if first else r, out)
+
+
+def linalg_cross(input, other, *, dim: int = -1, out=None) -> Tensor:  # noqa: A002
+    """The cross product of the 3-vectors along ``dim`` of ``input`` and ``other``
+    (broadcast) (``torch.linalg.cross``)."""
+    a, b = as_t(input), as_t(other)
+    if a.ndim != b.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    shape = broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    if a.shape[dim] != 3 or b.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. "
+                           f"Got {a.shape[dim]} and {b.shape[dim]}")
+    a, b = expand(a, shape), expand(b, shape)
+    # c_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1}
+    r = roll(a, -1, dim) * roll(b, -2, dim) - roll(a, -2, dim) * roll(b, -1, dim)
+    return _out("linalg.cross", named(r, "LinalgCrossBackward0"), out)
+
+
+@op
+def cross(input, other, dim: Optional[int] = None, *, out=None) -> Tensor:  # noqa: A002
+    """``linalg.cross`` along ``dim``; without it, along the first dimension of length 3,
+    with PyTorch's deprecation warning (``torch.cross``)."""
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                      "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        a = as_t(input)
+        dim = next((i for i, n in enumerate(a.shape) if n == 3), -1)
+    return linalg_cross(input, other, dim=dim, out=out)
+
+
+def vecdot(x, y, *, dim: int = -1, out=None) -> Tensor:
+    """The dot product of the vectors along ``dim`` of ``x`` and ``y`` (broadcast) (``torch.linalg.vecdot``)."""
+    return _out("linalg.vecdot", sum(as_t(x) * y, dim), out)
+
+
+@op(method=False)
+def tensordot(a, b, dims=2, out=None) -> Tensor:
+    """The contraction of ``a``'s and ``b``'s dimensions ``dims`` (a count: ``a``'s last and
+    ``b``'s first; or two lists), as one matrix product (``torch.tensordot``)."""
+    a, b = as_t(a), as_t(b)
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+        da, db = [d % a.ndim for d in da], [d % b.ndim for d in db]
+    if len(da) != len(db):
+        raise RuntimeError("both dimension lists should have same length")
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                               f"and second has size {b.shape[j]} in dim {j}")
+    fa, fb = [d for d in range(a.ndim) if d not in da], [d for d in range(b.ndim) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    am = a.permute(*(fa + da)).reshape(-1 if k else math.prod(a.shape[d] for d in fa), k)
+    bm = b.permute(*(db + fb)).reshape(k, math.prod(b.shape[d] for d in fb))
+    r = matmul(am, bm).reshape(tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+    return _out("tensordot", r, out)
+
+
+@op
+def kron(input, other, *, out=None) -> Tensor:  # noqa: A002
+    """The Kronecker product of ``input`` and ``other`` (the shorter shape padded with
+    leading ones) (``torch.kron``)."""
+    a, b = as_t(input), as_t(other)
+    nd = max(a.ndim, b.ndim)
+    sa, sb = (1,) * (nd - a.ndim) + tuple(a.shape), (1,) * (nd - b.ndim) + tuple(b.shape)
+    r = a.reshape(tuple(x for n in sa for x in (n, 1))) * b.reshape(tuple(x for n in sb for x in (1, n)))
+    return _out("kron", r.reshape(tuple(m * n for m, n in zip(sa, sb))), out)
+
+
+@op(method=False)
+def block_diag(*tensors) -> Tensor:
+    """A block-diagonal matrix of ``tensors`` (0-D: 1x1, 1-D: a row) (``torch.block_diag``)."""
+    ts = []
+    for i, t in enumerate(tensors):
+        t = as_t(t)
+        if t.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. "
+                               f"Input {i} has {t.ndim} dimensions")
+        ts.append(t.reshape(1, -1) if t.ndim == 1 else t.reshape(1, 1) if t.ndim == 0 else t)
+    if not ts:
+        return zeros(1, 0)
+    dtype = from_numpy_dtype(np.result_type(*(t._data.dtype for t in ts)))
+    ts = [t.to(dtype) for t in ts]
+    width = int(np.sum([t.shape[1] for t in ts]))
+    rows, col = [], 0
+    for t in ts:
+        n = t.shape[1]
+        rows.append(cat([zeros(t.shape[0], col, dtype=t.dtype), t, zeros(t.shape[0], width - col - n, dtype=t.dtype)],
+                        1))
+        col += n
+    return cat(rows, 0)
+
+
+@op(method=False)
+def cartesian_prod(*tensors) -> Tensor:
+    """The Cartesian product of 1-D ``tensors``, one row per combination (``torch.cartesian_prod``)."""
+    ts = [as_t(t) for t in tensors]
+    if len(ts) == 1:
+        return ts[0]
+    return stack([g.reshape(-1) for g in meshgrid(*ts, indexing="ij")], 1)
+
+
+@op
+def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:  # noqa: A002
+    """The covariance matrix of the variables in the rows of ``input`` (a 1-D input: one
+    variable), observations in the columns, weighted by ``fweights`` (integer frequencies)
+    and ``aweights`` (importance), less ``correction`` degrees of freedom (``torch.cov``)."""
+    x = _float(as_t(input))
+    if x.ndim > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{x.ndim} dimensions")
+    x = x.reshape(1, -1) if x.ndim < 2 else x
+    w = None
+    for ws in (fweights, aweights):
+        if ws is not None:
+            ws = as_t(ws)
+            w = ws if w is None else w * ws
+    if w is None:
+        avg, w_sum = x.mean(1), x.shape[1]
+        factor = w_sum - correction
+    else:
+        w = w.to(x.dtype)
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+        factor = (w_sum if correction == 0 else w_sum - correction if aweights is None
+                  else w_sum - correction * (w * as_t(aweights)).sum() / w_sum)
+    xm = x - avg.unsqueeze(1)
+    factor = (factor.clamp(min=0) if isinstance(factor, Tensor) else max(factor, 0))
+    c = matmul(xm if w is None else xm * w, xm.mT) / factor
+    return c.squeeze()
+
+
+@op
+def corrcoef(input) -> Tensor:  # noqa: A002
+    """Pearson's correlation coefficients of the variables in the rows of ``input``, clipped
+    to [-1, 1] (``torch.corrcoef``)."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    sd = sqrt(diagonal(c))
+    return (c / sd.unsqueeze(1) / sd.unsqueeze(0)).clamp(-1, 1)
+
+
+# ---------------------------------------------------------------- QR
+qr_type = _return_type("qr", ("Q", "R"))
+_QR_MODES = ("reduced", "complete", "r")
+
+
+def linalg_qr(A, mode: str = "reduced", *, out=None):
+    """``Q`` with orthonormal columns and upper-triangular ``R`` with ``A = Q R``
+    (``torch.linalg.qr``); ``mode="complete"``: square ``Q``; ``"r"``: ``R`` only (``Q``
+    empty). ``R`` is ``triu(Q^T A)``, so its gradient flows through ``Q``'s rule."""
+    if mode not in _QR_MODES:
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
+                           "'r', or 'complete'")
+    a = as_t(A)
+    if a.ndim < 2:
+        raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
+    _floating(a, "linalg.qr")
+    q = P.qr_q(a, complete=mode == "complete")
+    r = triu(matmul(q.mT, a))
+    return _out("linalg.qr", qr_type(zeros(0, dtype=a.dtype) if mode == "r" else q, r), out)
+
+
+@op
+def qr(input, some: bool = True, *, out=None):  # noqa: A002
+    """``linalg.qr`` with ``some=False`` for the complete mode (``torch.qr``)."""
+    return linalg_qr(input, "reduced" if some else "complete", out=out)

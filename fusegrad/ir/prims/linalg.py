@@ -1,15 +1,19 @@
 """Batched matrix multiplication: NumPy's matmul on operands of rank >= 2 (the Tensor
-layer turns vectors into matrices), broadcasting the batch dimensions. Lowers to BLAS."""
+layer turns vectors into matrices), broadcasting the batch dimensions. Lowers to BLAS.
+The matrix functions (Cholesky, solves, inverse, log-determinant, QR, exponential) run in
+NumPy/SciPy (LAPACK) with no kernel lowering; their VJPs and JVPs are written in primitives,
+so they differentiate to any order, trace and batch."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..primitive import Primitive
+from ..primitive import PRIMS, Primitive
 from .batchdims import elementwise_rule, to_front
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
-__all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "LinAlgError"]
+__all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "solve", "inv", "slogdet", "qr_q", "matrix_exp",
+           "LinAlgError"]
 
 
 def swap_last(x):
@@ -111,7 +115,8 @@ class LinAlgError(RuntimeError):
     """A matrix had no factorization (as ``torch.linalg.LinAlgError``, a RuntimeError)."""
 
 
-_NO_LOWERING = "matrix factorizations and solves run in NumPy (LAPACK); they have no loop kernel"
+_NO_LOWERING = ("matrix factorizations, solves and matrix functions run in NumPy/SciPy (LAPACK); they have no "
+                "loop kernel")
 
 
 def _triangle(x, upper: bool):
@@ -180,16 +185,20 @@ def _square_batch(args, bdims, **params):
     return out
 
 
-def _cholesky_batch(args, bdims):
-    return cholesky(to_front(args[0], bdims[0])), 0
+def _front_batch(prim_name: str):
+    """The batching rule of a one-operand matrix primitive: vmap's batch axis moves to the
+    front, where it is one more batch axis of the matrices."""
+    def rule(args, bdims, **params):
+        return PRIMS[prim_name](to_front(args[0], bdims[0]), **params), 0
+    return rule
 
 
 cholesky = Primitive("cholesky", _cholesky_impl, abstract=lambda a, p: a[0], vjp=_cholesky_vjp,
                      jvp=_cholesky_jvp, saves="out", node_name="LinalgCholeskyExBackward0",
-                     no_lowering=_NO_LOWERING, batch=_cholesky_batch)
+                     no_lowering=_NO_LOWERING, batch=_front_batch("cholesky"))
 
 
-def _solve_impl(a, b, upper):
+def _triangular_impl(a, b, upper):
     """Solve ``A X = B`` reading only ``A``'s upper or lower triangle; batch axes broadcast."""
     a = np.triu(a) if upper else np.tril(a)
     try:
@@ -198,38 +207,220 @@ def _solve_impl(a, b, upper):
         raise LinAlgError("linalg.solve_triangular: The diagonal of A has a zero: the system is singular") from None
 
 
-def _solve_abstract(avals, params):
-    (sa, da), (sb, db) = avals
-    if sa[-1] != sa[-2] or sa[-1] != sb[-2]:
-        raise ValueError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
-                         f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
-    return broadcast_shapes(sa[:-2], sb[:-2]) + sb[-2:], np.result_type(da, db)
+def _system_abstract(what: str):
+    """The shape/dtype rule of ``X = A^-1 B`` (B a batch of matrices, batch axes broadcast)."""
+    def abstract(avals, params):
+        (sa, da), (sb, db) = avals
+        if sa[-1] != sa[-2] or sa[-1] != sb[-2]:
+            raise ValueError(f"{what}: Incompatible shapes of A and B for the equation AX = B "
+                             f"({'x'.join(map(str, sa))} and {'x'.join(map(str, sb))})")
+        return broadcast_shapes(sa[:-2], sb[:-2]) + sb[-2:], np.result_type(da, db)
+    return abstract
 
 
-def _solve_vjp(g, ins, out, needs, upper):
-    a, b = ins
-    gb = triangular_solve(swap_last(a), g, upper=not upper)  # A^-T g
-    ga = sum_to(_triangle(-matmul(gb, swap_last(out)), upper), shape_of(a)) if needs[0] else None
-    return ga, (sum_to(gb, shape_of(b)) if needs[1] else None)
+def _system_rules(solve_with, part):
+    """VJP and JVP of ``X = A^-1 B``, shared by the general and the triangular solve:
+    ``solve_with(a, rhs, transposed, **params)`` solves with ``A`` (``transposed``: ``A^T``),
+    ``part(dA, **params)`` is the part of ``A`` the solve reads."""
+    def vjp(g, ins, out, needs, **params):
+        a, b = ins
+        gb = solve_with(a, g, True, **params)  # A^-T g
+        ga = sum_to(part(-matmul(gb, swap_last(out)), **params), shape_of(a)) if needs[0] else None
+        return ga, (sum_to(gb, shape_of(b)) if needs[1] else None)
+
+    def jvp(ts, ins, out, **params):
+        a, _ = ins
+        rhs = ts[1]  # dX = A^-1 (dB - dA X)
+        if ts[0] is not None:
+            t = -matmul(part(ts[0], **params), out)
+            rhs = t if rhs is None else rhs + t
+        if rhs is None:
+            return None
+        x = solve_with(a, rhs, False, **params)
+        if shape_of(x) != shape_of(out):
+            from .layout import broadcast_to
+            x = broadcast_to(x, shape=shape_of(out))
+        return x
+    return vjp, jvp
 
 
-def _solve_jvp(ts, ins, out, upper):
-    a, b = ins
-    rhs = ts[1]
-    if ts[0] is not None:
-        t = -matmul(_triangle(ts[0], upper), out)
-        rhs = t if rhs is None else rhs + t
-    if rhs is None:
+_tri_vjp, _tri_jvp = _system_rules(
+    lambda a, r, transposed, upper: triangular_solve(swap_last(a) if transposed else a, r, upper=upper != transposed),
+    lambda x, upper: _triangle(x, upper))
+
+
+def _pair_batch(prim_name: str):
+    """The batching rule of a two-operand system solve (see ``_square_batch``)."""
+    def rule(args, bdims, **params):
+        return PRIMS[prim_name](*_square_batch(args, bdims), **params), 0
+    return rule
+
+
+triangular_solve = Primitive("triangular_solve", _triangular_impl, abstract=_system_abstract("linalg.solve_triangular"),
+                             vjp=_tri_vjp, jvp=_tri_jvp, saves="in,out", node_name="LinalgSolveTriangularBackward0",
+                             no_lowering=_NO_LOWERING, batch=_pair_batch("triangular_solve"))
+
+
+# ---------------------------------------------------------------- LU-based: solve, inverse, log-determinant
+def _singular(what: str, a: np.ndarray, detail: str) -> LinAlgError:
+    """PyTorch's error for a singular ``a``: which batch element (when batched) failed first."""
+    zeros = [_lu_zero(m) for m in a.reshape((-1,) + a.shape[-2:])]  # the error path only
+    bad = next((i for i, z in enumerate(zeros) if z is not None), 0)
+    where = f"(Batch element {bad}): " if a.ndim > 2 else ""
+    return LinAlgError(f"{what}: {where}{detail.format(zeros[bad] or 1)}")
+
+
+def _lu_zero(m: np.ndarray):
+    """The 1-based index of the first exactly zero pivot of ``m``'s LU factorization (LAPACK's
+    getrf ``info``, which PyTorch reports), or None."""
+    import scipy.linalg
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SciPy warns of the singular matrix we are locating
+        lu, _ = scipy.linalg.lu_factor(m, check_finite=False)
+    zero = np.flatnonzero(np.diagonal(lu) == 0)
+    return int(zero[0]) + 1 if zero.size else None
+
+
+def _lu_solve_impl(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular("torch.linalg.solve", a, "The solver failed because the input matrix is singular.") from None
+
+
+_solve_vjp, _solve_jvp = _system_rules(lambda a, r, transposed: solve(swap_last(a) if transposed else a, r),
+                                       lambda x: x)
+solve = Primitive("solve", _lu_solve_impl, abstract=_system_abstract("linalg.solve"), vjp=_solve_vjp,
+                  jvp=_solve_jvp, saves="in,out", node_name="LinalgSolveExBackward0", no_lowering=_NO_LOWERING,
+                  batch=_pair_batch("solve"))
+
+
+def _inv_impl(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular("linalg.inv", a, "The diagonal element {} is zero, the inversion could not be completed "
+                        "because the input matrix is singular.") from None
+
+
+inv = Primitive("inv", _inv_impl, abstract=lambda a, p: a[0],
+                # d(A^-1) = -A^-1 dA A^-1, so gA = -A^-T g A^-T
+                vjp=lambda g, ins, out, needs: (-matmul(swap_last(out), matmul(g, swap_last(out))),),
+                jvp=lambda ts, ins, out: None if ts[0] is None else -matmul(out, matmul(ts[0], out)),
+                saves="out", node_name="LinalgInvExBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("inv"))
+
+
+def _slogdet_impl(a):
+    sign, logabs = np.linalg.slogdet(a)
+    return np.stack([sign, logabs], -1).astype(a.dtype, copy=False)
+
+
+def _last(x, i: int):
+    """``x[..., i]``, the sign (0) or the log-magnitude (1) of a ``slogdet`` result."""
+    from .layout import slice_
+    return slice_(x, key=tuple((0, s, 1) for s in shape_of(x)[:-1]) + (i,))
+
+
+def _slogdet_vjp(g, ins, out, needs):
+    # d log|det A| = tr(A^-1 dA); the sign is piecewise constant
+    from .layout import reshape
+    gl = _last(g, 1)
+    return (reshape(gl, shape=shape_of(gl) + (1, 1)) * swap_last(inv(ins[0])),)
+
+
+def _slogdet_jvp(ts, ins, out):
+    if ts[0] is None:
         return None
-    x = triangular_solve(a, rhs, upper=upper)
-    if shape_of(x) != shape_of(out):
-        from .layout import broadcast_to
-        x = broadcast_to(x, shape=shape_of(out))
-    return x
+    from .layout import pad, reshape
+    from .reduce import reduce_sum
+    nd = len(shape_of(ins[0]))
+    t = reduce_sum(swap_last(inv(ins[0])) * ts[0], axes=(nd - 2, nd - 1), keepdims=False)
+    return pad(reshape(t, shape=shape_of(t) + (1,)), widths=((0, 0),) * (nd - 2) + ((1, 0),), value=0.0)
 
 
-triangular_solve = Primitive("triangular_solve", _solve_impl, abstract=_solve_abstract, vjp=_solve_vjp,
-                             jvp=_solve_jvp, saves="in,out", node_name="LinalgSolveTriangularBackward0",
-                             no_lowering=_NO_LOWERING,
-                             batch=lambda args, bdims, upper: (triangular_solve(*_square_batch(args, bdims),
-                                                                                upper=upper), 0))
+# sign and log|det| stacked on a last axis of 2 (a primitive has one result)
+slogdet = Primitive("slogdet", _slogdet_impl, abstract=lambda a, p: (a[0][0][:-2] + (2,), a[0][1]),
+                    vjp=_slogdet_vjp, jvp=_slogdet_jvp, saves="in", node_name="LinalgSlogdetBackward0",
+                    no_lowering=_NO_LOWERING, batch=_front_batch("slogdet"))
+
+
+# ---------------------------------------------------------------- QR
+def _qr_abstract(avals, params):
+    (sa, da), = avals
+    m, n = sa[-2:]
+    return sa[:-2] + (m, m if params["complete"] else min(m, n)), da
+
+
+def _qr_q_impl(a, complete):
+    return np.linalg.qr(a, mode="complete" if complete else "reduced")[0]
+
+
+def _qr_square(a, q, complete):
+    """``X``, ``A``'s first k = min(m, n) columns, on which Q alone depends, and ``U`` with
+    ``X = Q U`` (upper triangular); PyTorch's error where Q is not a function of ``A``."""
+    from .layout import slice_
+    m, n = shape_of(a)[-2:]
+    if complete and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    k = min(m, n)
+    x = a if k == n else slice_(a, key=tuple((0, s, 1) for s in shape_of(a)[:-1]) + ((0, k, 1),))
+    return x, _triangle(matmul(swap_last(q), x), True)
+
+
+def _qr_q_vjp(g, ins, out, needs, complete):
+    # The reduced case of PyTorch's linalg_qr_backward with gR = 0 (the Tensor layer makes R
+    # = triu(Q^T A), whose gradient reaches Q and A through that product):
+    # gX = (gQ + Q sym(triu(-Q^T gQ))) U^-T, sym(M) = M + M^T - diag(M); zero for A's other columns
+    from .layout import pad
+    a = ins[0]
+    x, u = _qr_square(a, out, complete)
+    m_ = _triangle(-matmul(swap_last(out), g), True)
+    rhs = g + matmul(out, m_ + swap_last(m_) - _diag_part(m_))
+    gx = swap_last(triangular_solve(u, swap_last(rhs), upper=True))  # rhs U^-T
+    n, k = shape_of(a)[-1], shape_of(x)[-1]
+    return (gx if k == n else pad(gx, widths=((0, 0),) * (len(shape_of(a)) - 1) + ((0, n - k),), value=0.0),)
+
+
+def _qr_q_jvp(ts, ins, out, complete):
+    # PyTorch's linalg_qr_jvp: C = Q^T dX U^-1; Q^T dQ is the skew part tril(C) - tril(C)^T
+    if ts[0] is None:
+        return None
+    from .layout import slice_
+    x, u = _qr_square(ins[0], out, complete)
+    k = shape_of(x)[-1]
+    dx = ts[0] if k == shape_of(ins[0])[-1] else slice_(ts[0], key=tuple((0, s, 1) for s in shape_of(x)[:-1]) + ((0, k, 1),))
+    d = swap_last(triangular_solve(swap_last(u), swap_last(dx), upper=False))  # dX U^-1
+    c = matmul(swap_last(out), d)
+    lo = _triangle(c, False)
+    return d - matmul(out, c - (lo - swap_last(lo)))
+
+
+qr_q = Primitive("qr_q", _qr_q_impl, abstract=_qr_abstract, vjp=_qr_q_vjp, jvp=_qr_q_jvp, saves="in,out",
+                 node_name="LinalgQrBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("qr_q"))
+
+
+# ---------------------------------------------------------------- matrix exponential
+def _expm_impl(a):
+    import scipy.linalg
+    return scipy.linalg.expm(a) if a.size else a.copy()
+
+
+def _expm_block(a, t):
+    """The upper-right block of exp([[A, T], [0, A]]): the derivative of exp at ``A`` in
+    direction ``T`` (Mathias 1996), itself a matrix exponential, so differentiable again."""
+    from .creation import full
+    from .layout import concatenate, slice_
+    s = shape_of(a)
+    nd, n = len(s), s[-1]
+    z = full(shape=s, value=0.0, dtype=a.dtype.np)
+    big = concatenate(concatenate(a, t, axis=nd - 1), concatenate(z, a, axis=nd - 1), axis=nd - 2)
+    return slice_(matrix_exp(big), key=tuple((0, d, 1) for d in s[:-2]) + ((0, n, 1), (n, 2 * n, 1)))
+
+
+matrix_exp = Primitive("matrix_exp", _expm_impl, abstract=lambda a, p: a[0],
+                       # <G, D exp(A)[T]> = <D exp(A^T)[G], T>
+                       vjp=lambda g, ins, out, needs: (_expm_block(swap_last(ins[0]), g),),
+                       jvp=lambda ts, ins, out: None if ts[0] is None else _expm_block(ins[0], ts[0]),
+                       saves="in", node_name="LinalgMatrixExpBackward0", no_lowering=_NO_LOWERING,
+                       batch=_front_batch("matrix_exp"))
