@@ -1,5 +1,5 @@
-"""``fusegrad.optim``: PyTorch's optimizers and learning-rate schedulers."""
-from . import lr_scheduler
+"""``fusegrad.optim``: PyTorch's optimizers, learning-rate schedulers and SWA utilities."""
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
@@ -13,4 +13,4 @@ from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
-           "SGD", "lr_scheduler"]
+           "SGD", "lr_scheduler", "swa_utils"]

@@ -1,6 +1,12 @@
-"""``nn.utils``: gradient clipping, flattening parameters to one vector, and ``rnn.pad_sequence``."""
-from . import rnn
+"""``nn.utils``: gradient clipping, flattening parameters to one vector, ``rnn.pad_sequence``,
+parametrizations (``parametrize``, ``parametrizations``), the hook-based ``weight_norm`` and
+``spectral_norm``, and pruning (``nn.utils.prune``, imported on demand as in PyTorch)."""
+from . import parametrizations, parametrize, rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_
 from .convert_parameters import parameters_to_vector, vector_to_parameters
+from .spectral_norm import remove_spectral_norm, spectral_norm
+from .weight_norm import remove_weight_norm, weight_norm
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrizations", "parametrize",
+           "remove_spectral_norm", "remove_weight_norm", "rnn", "spectral_norm", "vector_to_parameters",
+           "weight_norm"]
