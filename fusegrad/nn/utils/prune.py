@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple, Union
 from ...runtime.factory import ones_like, rand, rand_like, zeros_like
 from ...runtime.tensor import Tensor
 from .convert_parameters import parameters_to_vector
+from .reparametrize_hooks import remove_reparametrization
 
 Amount = Union[int, float]
 
@@ -405,11 +406,8 @@ def custom_from_mask(module, name: str, mask: Tensor):
 
 def remove(module, name: str):
     """Make the pruning of ``module.<name>`` permanent and take off its hook."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
+    if remove_reparametrization(module, BasePruningMethod, name, "_tensor_name"):
+        return module
     raise ValueError(f"Parameter '{name}' of module {module} has to be pruned before pruning can be removed")
 
 

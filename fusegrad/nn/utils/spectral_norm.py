@@ -12,6 +12,7 @@ from ..functional import normalize
 from ..module import Module
 from ..modules.conv import _ConvTranspose
 from ..parameter import Parameter
+from .reparametrize_hooks import remove_reparametrization
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
@@ -105,9 +106,6 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
     """Fold ``spectral_norm`` back into one parameter ``module.<name>``."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
+    if remove_reparametrization(module, SpectralNorm, name):
+        return module
     raise ValueError(f"spectral_norm of '{name}' not found in {module}")

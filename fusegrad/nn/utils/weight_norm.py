@@ -9,6 +9,7 @@ from typing import Optional
 from ...runtime.tensor import Tensor
 from ..module import Module
 from ..parameter import Parameter
+from .reparametrize_hooks import remove_reparametrization
 
 __all__ = ["WeightNorm", "weight_norm", "remove_weight_norm", "norm_except_dim"]
 
@@ -75,9 +76,6 @@ def weight_norm(module: Module, name: str = "weight", dim: Optional[int] = 0) ->
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
     """Fold ``weight_norm`` back into one parameter ``module.<name>``."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
+    if remove_reparametrization(module, WeightNorm, name):
+        return module
     raise ValueError(f"weight_norm of '{name}' not found in {module}")
