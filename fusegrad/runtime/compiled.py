@@ -100,7 +100,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         if speculating:
             speculate.start(tr, leaves)
-            hyper = _hyperparameters(fn)
+            hyper = _hyperparameters(fn, leaves)
         out = None
         try:
             out = fn(*args, **kwargs)
@@ -108,17 +108,17 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
             escaped = speculate.finish(tr, out) if speculating else ""
         traced = _finish_trace(tr, out, inputs)
         if speculating and tr.speculated:
-            if not escaped and _hyperparameters(fn) != hyper:
+            if not escaped and _hyperparameters(fn, leaves) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
             traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
 
 
-def _hyperparameters(fn) -> list:
+def _hyperparameters(fn, leaves: list) -> list:
     """The numbers in the param_groups of the optimizers ``fn`` reaches: a function that
     reads traced values and changes these must run its Python at every call."""
     return [{k: v for k, v in g.items() if isinstance(v, (int, float))}
-            for opt in _reachable_optimizers(fn) for g in opt.param_groups]
+            for opt in _reachable_optimizers(fn, leaves) for g in opt.param_groups]
 
 
 def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
@@ -734,7 +734,7 @@ class CompiledFunction:
             if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
                                        or (seen is not None and key not in seen)):
                 return self._build_sized(key, family, leaves, spec)
-            if key not in self._warmed and _optimizer_state_missing(self.fn):
+            if key not in self._warmed and _optimizer_state_missing(self.fn, leaves):
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
                 # by an eager first call, so the trace only updates existing state in place
                 self._warmed.add(key)
@@ -873,12 +873,13 @@ def _symbols(leaves: list) -> dict:
     return out
 
 
-def _reachable_optimizers(fn) -> list:
+def _reachable_optimizers(fn, leaves: list) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
-    ``self``, and one attribute level of those objects (e.g. ``trainer.opt``)."""
+    ``self``, the call's arguments (``leaves``), and one attribute level of those objects
+    (e.g. ``trainer.opt``)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
-    objs += read_references(fn)
+    objs += read_references(fn) + [x for x in leaves if not isinstance(x, Tensor)]
     found, seen = [], set()
     for o in objs + [v for o in objs if hasattr(o, "__dict__") and not isinstance(o, type)
                      for v in vars(o).values()]:
@@ -888,8 +889,8 @@ def _reachable_optimizers(fn) -> list:
     return found
 
 
-def _optimizer_state_missing(fn) -> bool:
-    return any(not opt.state.get(p) for opt in _reachable_optimizers(fn)
+def _optimizer_state_missing(fn, leaves: list) -> bool:
+    return any(not opt.state.get(p) for opt in _reachable_optimizers(fn, leaves)
                for g in opt.param_groups for p in g["params"])
 
 
