@@ -504,3 +504,33 @@ def test_finfo_iinfo_memory_formats_sequences_and_always_called_hooks_match_torc
             m(lib.ones(1, 3))
         assert [c if isinstance(c, str) else c[0] for c in calls] == ["always", "kw", "always"]
         assert calls[-1][1] is None
+
+
+@pytest.mark.torch
+def test_scatter_std_mean_printed_results_and_data_parallel_match_torch(pt):
+    """scatter/scatter_ (the transforms tutorial's one-hot ``zeros(10).scatter_(0, tensor(y),
+    value=1)``), std_mean, the printed max/min results and load_state_dict's, and
+    nn.DataParallel (the saving recipe): values, gradients, printed forms, state-dict keys."""
+    def run(lib):
+        out = [lib.zeros(10).scatter_(0, lib.tensor(3), value=1)]
+        w = lib.ones(3, 4, dtype=lib.float64, requires_grad=True)
+        s = lib.arange(6.0, dtype=lib.float64).reshape(3, 2).requires_grad_()
+        idx = lib.tensor([[0, 1], [3, 2], [1, 0]])
+        y = w.scatter(1, idx, s)
+        (y * lib.arange(12.0, dtype=lib.float64).reshape(3, 4)).sum().backward()
+        out += [y, w.grad, s.grad, lib.scatter(w.detach(), 1, idx, 7.5), w.detach().scatter(1, idx, s.detach(),
+                                                                                          reduce="add")]
+        x = lib.tensor([[1.0, 5.0], [3.0, 2.0]])
+        out += list(lib.std_mean(x, 0)) + list(lib.std_mean(x, dim=1, keepdim=True, correction=0))
+        texts = [repr(x.max(dim=1)).replace("torch.", "T."), repr(lib.min(x, 0)).replace("fusegrad.", "T.")
+                 .replace("torch.", "T."),
+                 repr(lib.nn.Linear(2, 2).load_state_dict({}, strict=False)),
+                 repr(lib.nn.Linear(2, 2).load_state_dict(lib.nn.Linear(2, 2).state_dict()))]
+        dp = lib.nn.DataParallel(lib.nn.Linear(2, 3))
+        texts += [list(dp.state_dict()), dp.device_ids, tuple(dp(lib.ones(4, 2)).shape)]
+        return [o.detach().numpy() for o in out], texts
+    (got, gt), (want, wt) = run(fg), run(pt)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    gt[0] = gt[0].replace("fusegrad.", "T.")
+    assert gt == wt

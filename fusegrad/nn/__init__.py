@@ -1,5 +1,6 @@
 """``fusegrad.nn``: modules, parameters, layers, losses, ``functional``, ``init`` and ``utils``."""
 from . import functional, init, parallel, utils
+from .parallel import DataParallel
 from .module import Module
 from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU,
                       HuberLoss, Identity, L1Loss, LayerNorm, LazyLinear, LeakyReLU, Linear, LogSoftmax, MSELoss,
@@ -24,7 +25,7 @@ from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, Ci
                       UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .parameter import Parameter, UninitializedParameter
 
-__all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
+__all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
            "LazyLinear", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
            "Sequential", "UninitializedParameter", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]

@@ -1,6 +1,6 @@
 """Indexed updates and counts with PyTorch's signatures, composed from indexing ops so
-their gradients are those ops': ``index_fill``, ``index_add``, ``index_copy`` (each with
-its in-place method), ``repeat_interleave``, ``argwhere`` and ``bincount``."""
+their gradients are those ops': ``index_fill``, ``index_add``, ``index_copy``, ``scatter``
+(each with its in-place method), ``repeat_interleave``, ``argwhere`` and ``bincount``."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +8,7 @@ import numpy as np
 from ..ir import dtypes as D
 from . import ops as O
 from .exports import op
+from .factory import arange
 from .tensor import Tensor, wrap
 
 
@@ -51,6 +52,40 @@ def index_add(x, dim, index, source, *, alpha=1):
 def index_copy(x, dim, index, source):
     """``x`` with its slices along ``dim`` at ``index`` replaced by ``source``'s."""
     return _along(O.as_t(x), dim, index, source, False)
+
+
+@op(inplace="method")
+def scatter(x, dim, index, src=None, *, value=None, reduce=None):
+    """``x`` with ``src[i][j]...`` (or the number ``value``) written at the position that
+    ``index[i][j]...`` names along ``dim`` (the other coordinates its own); ``reduce="add"``
+    adds instead. Where an index repeats, one of the values is kept (PyTorch leaves which
+    unspecified)."""
+    x, index = O.as_t(x), O.as_t(index)
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter() missing required argument 'src' or 'value'")
+    if reduce not in (None, "add"):
+        raise NotImplementedError(f"scatter(reduce={reduce!r}): only reduce='add' is supported (or scatter_reduce)")
+    ax = O._axes(x, dim)[0]
+    if index.ndim == 0:  # (a single position, as PyTorch takes it)
+        index = O.reshape(index, (1,) * x.ndim)
+    if index._data.dtype.kind not in "iu" or index.ndim != x.ndim:
+        raise RuntimeError(f"scatter(): Expected index to be an int64 tensor with as many dimensions as self "
+                           f"({x.ndim}), got {index.dtype} with {index.ndim}")
+    shape = tuple(index.shape)
+    if any(s > (x.shape[a] if a != ax else s) for a, s in enumerate(shape)):
+        raise RuntimeError(f"Expected index {list(shape)} to be smaller than self {list(x.shape)} apart from "
+                           f"dimension {ax}")
+    grids = [index if a == ax else O.reshape(arange(n, device=x.device), (n,) + (1,) * (len(shape) - a - 1))
+             for a, n in enumerate(shape)]
+    grids = [O.expand(g, shape) for g in grids]
+    if isinstance(src, Tensor):
+        if any(s > n for s, n in zip(shape, src.shape)) or src.ndim != x.ndim:
+            raise RuntimeError(f"Expected index {list(shape)} to be smaller than src {list(src.shape)}")
+        src = src[tuple(slice(0, s) for s in shape)]
+    out = O.index_put(x, tuple(grids), src, accumulate=reduce == "add")
+    return O.named(out, "ScatterBackward0" if isinstance(src, Tensor) else "ScatterBackward1")
 
 
 @op

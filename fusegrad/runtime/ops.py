@@ -601,8 +601,16 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
 
 
-_MaxMin = namedtuple("_MaxMin", ["values", "indices"])
-_MaxMin.__name__ = "return_types"
+def _return_type(name: str, fields: tuple) -> type:
+    """A named tuple printed and named as ``torch.return_types.<name>``."""
+    t = namedtuple(name, fields)
+    t.__module__ = "fusegrad.return_types"
+    t.__repr__ = lambda self: (f"fusegrad.return_types.{name}(\n"
+                               + ",\n".join(f"{k}={v!r}" for k, v in zip(fields, self)) + ")")
+    return t
+
+
+_RESULT_TYPES = {"Max": _return_type("max", ("values", "indices")), "Min": _return_type("min", ("values", "indices"))}
 
 
 def _extreme(x, dim, keepdim, red, arg, name):
@@ -617,7 +625,7 @@ def _extreme(x, dim, keepdim, red, arg, name):
     if not keepdim:
         vals = P.reshape(vals, shape=tuple(s for i, s in enumerate(x._data.shape) if i != ax))
         idx = P.reshape(idx, shape=vals._data.shape)
-    return _MaxMin(named(vals, name + "Backward0"), idx)
+    return _RESULT_TYPES[name](named(vals, name + "Backward0"), idx)
 
 
 @op
@@ -684,6 +692,11 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @op(method=False)
 def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
+
+
+@op(method=False)
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(x, dim, unbiased, keepdim, correction=correction), mean(x, dim, keepdim)
 
 
 @op

@@ -5,24 +5,14 @@ are ``gather``s of the input at those indices, so their gradient is gather's (a 
 of the incoming gradient to the positions the values came from)."""
 from __future__ import annotations
 
-from collections import namedtuple
 
 import numpy as np
 
 from ..ir import prims as P
 from .exports import op
-from .ops import _axes, as_t, clamp, cumsum, div, log, named, narrow, neg, reshape, where
+from .ops import _axes, _return_type, as_t, clamp, cumsum, div, log, named, narrow, neg, reshape, where
 from .devices import move
 from .tensor import Tensor, wrap
-
-
-def _return_type(name: str, fields: tuple) -> type:
-    """A named tuple printed and named as ``torch.return_types.<name>``."""
-    t = namedtuple(name, fields)
-    t.__module__ = "fusegrad.return_types"
-    t.__repr__ = lambda self: (f"fusegrad.return_types.{name}(\n"
-                               + ",\n".join(f"{k}={v!r}" for k, v in zip(fields, self)) + ")")
-    return t
 
 
 sort_type = _return_type("sort", ("values", "indices"))
