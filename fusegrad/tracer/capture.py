@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, Optional
 from ..ir.graph import Var
 from .guards import const_guard
 from .live import guard, guards_hold
-from .trace import Trace
+from . import python_random
+from .trace import GraphBreak, Trace
 
 _EMPTY = object()  # an empty closure cell's value
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
@@ -103,9 +104,15 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     tleaves.append(t)
                 else:
                     tleaves.append(x)
+            named = []
             for key, read, identity in referenced_values(fn):
-                guard(key, read, identity)
+                named.append(guard(key, read, identity))
+            generators = python_random.snapshot(named)
             yield tr, tleaves
+            if python_random.drawn_and_restored(generators):
+                raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} draws Python or NumPy random "
+                                 "numbers (random, numpy.random, a generator it names): replaying the traced "
+                                 "graph would repeat the first call's")
     finally:
         tr.restore()
 
