@@ -25,8 +25,8 @@ globals().update(_exports.functions(Tensor))
 from .runtime import keywords as _keywords  # noqa: E402
 
 _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
-from . import (accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, linalg,  # noqa: E402
-               nn, optim, serialization, utils, viz)
+from . import (accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, hub,  # noqa: E402
+               linalg, nn, optim, serialization, utils, viz)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402

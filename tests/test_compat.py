@@ -534,3 +534,25 @@ def test_scatter_std_mean_printed_results_and_data_parallel_match_torch(pt):
         np.testing.assert_allclose(g, w, rtol=1e-12)
     gt[0] = gt[0].replace("fusegrad.", "T.")
     assert gt == wt
+
+
+@pytest.mark.torch
+def test_tensor_unfold_and_hub_tqdm_match_torch(pt):
+    """Tensor.unfold's sliding windows (the vision transformer example's patches): values,
+    gradients and errors against torch; ``from torch.hub import tqdm`` imports."""
+    xa = np.arange(2 * 3 * 10, dtype=np.float64).reshape(2, 3, 10) / 7.0
+    for dim, size, step in ((2, 3, 2), (2, 4, 4), (1, 2, 1), (-1, 10, 1), (0, 1, 3)):
+        x, tx = fg.tensor(xa, requires_grad=True), pt.tensor(xa, requires_grad=True)
+        y, ty = x.unfold(dim, size, step), tx.unfold(dim, size, step)
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        (y.sin() * y).sum().backward()
+        (ty.sin() * ty).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    for args, msg in (((2, 11, 1), "maximum size for tensor at dimension 2 is 10 but size is 11"),
+                      ((2, 3, 0), "step is 0 but must be > 0")):
+        for lib in (fg, pt):
+            with pytest.raises(RuntimeError, match=msg):
+                lib.ones(2, 3, 10).unfold(*args)
+    from fusegrad.hub import tqdm
+    with tqdm(total=2, disable=True) as bar:
+        bar.update(2)

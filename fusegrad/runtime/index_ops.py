@@ -1,6 +1,7 @@
 """Indexed updates and counts with PyTorch's signatures, composed from indexing ops so
 their gradients are those ops': ``index_fill``, ``index_add``, ``index_copy``, ``scatter``
-(each with its in-place method), ``repeat_interleave``, ``argwhere`` and ``bincount``."""
+(each with its in-place method), the sliding windows of ``Tensor.unfold``, ``repeat_interleave``,
+``argwhere`` and ``bincount``."""
 from __future__ import annotations
 
 import numpy as np
@@ -86,6 +87,26 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         src = src[tuple(slice(0, s) for s in shape)]
     out = O.index_put(x, tuple(grids), src, accumulate=reduce == "add")
     return O.named(out, "ScatterBackward0" if isinstance(src, Tensor) else "ScatterBackward1")
+
+
+@op(function=False)
+def unfold(x, dimension, size, step):
+    """The windows of ``size`` elements along ``dimension``, one every ``step``, as a new last
+    dim (that dimension then counts the windows). PyTorch's is a view; this is a gather (a copy
+    of its own, whose updates do not reach ``x``)."""
+    x = O.as_t(x)
+    if x.ndim == 0:
+        return O.reshape(x, (1,))
+    ax = O._axes(x, dimension)[0]
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if size > x.shape[ax] or size < 0:
+        raise RuntimeError(f"maximum size for tensor at dimension {ax} is {x.shape[ax]} but size is {size}")
+    n = (x.shape[ax] - size) // step + 1
+    starts = np.arange(n, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)[None, :]
+    y = O.index_select(x, ax, O._const(starts.reshape(-1), x))
+    y = O.reshape(y, tuple(x.shape[:ax]) + (n, size) + tuple(x.shape[ax + 1:]))
+    return O.named(O.movedim(y, ax + 1, -1), "UnfoldBackward0")
 
 
 @op

@@ -365,6 +365,7 @@ METHODS = {
     'type_as': ('tensor',),
     'unbind': ('dim',),
     'unflatten': ('dim', 'sizes'),
+    'unfold': ('dimension', 'size', 'step'),
     'uniform_': ('from', 'to'),
     'unique': ('sorted', 'return_inverse', 'return_counts', 'dim'),
     'unsqueeze': ('dim',),
