@@ -1608,6 +1608,10 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         # stop_gradient's, cutting the IR's derivative); so does an update of a tensor that
         # retains grad (its .grad is the new value's, whose uses inside a segment would not
         # pass through the value's own node)
+        if (self._retains is False and base is not None and self._view_fn and (self._rg or not base._rg)
+                and type(base._data) is Var and base._data.trace is trs[-1]
+                and not builtins.any(p is P.broadcast_to for p, _ in self._view_fn)):
+            return _traced_inplace_view(self, base, fn, trs[-1])
         if self._retains is not False or (
                 base is not None and (self._view_fn or (not self._rg and base._rg and base._grad_fn is not None))):
             what = ("a tensor that retains grad" if self._retains is not False else
@@ -1707,6 +1711,26 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     base._rg = True
     view._rg = True
     rederive(view)  # the view's grad_fn continues from the base's new node
+    return view
+
+
+def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
+    """An in-place op, in a trace, on a view of a value the trace computed (``out[t] = h``,
+    ``alphas[0][k] = 0``): the base's new value is the old one with the view's elements
+    replaced by the op's result (as ``_inplace_view`` computes it eagerly); the view and the
+    base's other views are derived from it again when next used. (Views that broadcast,
+    whose elements share memory, detached views of a base that requires grad and views of
+    tensors from outside the trace still break.)"""
+    chain = view._view_fn
+    new = fn(view)
+    from .grad_mode import no_grad
+    with no_grad():
+        mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
+    base_new = P.where(mask, _embed_chain(new, chain, base._data.shape), base)
+    trace.rebind(base, base_new._data)
+    base._grad_fn, base._out_nr, base._rg = base_new._grad_fn, base_new._out_nr, base_new._rg
+    view._rg = base._rg
+    trace.updated(base, base)
     return view
 
 
