@@ -209,3 +209,23 @@ def test_forward_mode_tangents_match_torch():
     _, jv = fg.func.jvp(f, (fg.tensor(a),), (fg.tensor(t),))
     _, tjv = torch.func.jvp(tf, (torch.tensor(a),), (torch.tensor(t),))
     np.testing.assert_allclose(jv.numpy(), tjv.numpy(), rtol=1e-12)
+
+
+@pytest.mark.torch
+def test_kthvalue_matches_torch(pt):
+    """kthvalue: values, indices (the index of an equal element among ties: torch's
+    quickselect may name another), keepdim, 0-d, the range error and the gradient."""
+    xa = np.array([[3.0, 1.0, 2.0, 1.0], [0.0, 5.0, 5.0, 4.0], [2.5, -1.0, 7.0, 0.5]])
+    for k, dim, keepdim in ((2, -1, False), (1, 0, True), (3, 1, True), (4, 1, False)):
+        x, tx = fg.tensor(xa, requires_grad=True), pt.tensor(xa, requires_grad=True)
+        (v, i), (tv, ti) = x.kthvalue(k, dim, keepdim), pt.kthvalue(tx, k, dim, keepdim)
+        np.testing.assert_array_equal(v.detach().numpy(), tv.detach().numpy())
+        idx = i.numpy() if keepdim else np.expand_dims(i.numpy(), dim)
+        np.testing.assert_array_equal(np.take_along_axis(xa, idx, dim).reshape(v.shape), v.detach().numpy())
+        (v * v).sum().backward()
+        (tv * tv).sum().backward()
+        np.testing.assert_array_equal(x.grad.sum(dim).numpy(), tx.grad.sum(dim).numpy())
+    assert fg.kthvalue(fg.tensor(3.0), 1).values.item() == 3.0
+    for lib in (fg, pt):
+        with pytest.raises(RuntimeError, match="selected number k out of range"):
+            lib.tensor(xa).kthvalue(5)

@@ -17,6 +17,7 @@ from .tensor import Tensor, wrap
 
 sort_type = _return_type("sort", ("values", "indices"))
 topk_type = _return_type("topk", ("values", "indices"))
+kthvalue_type = _return_type("kthvalue", ("values", "indices"))
 
 
 def _sorted_along(x: Tensor, dim, descending: bool, what: str):
@@ -59,6 +60,23 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     if x._data.ndim:
         v, i = narrow(v, ax, 0, int(k)), narrow(i, ax, 0, int(k))
     return topk_type(named(v, "TopkBackward0"), i)
+
+
+@op
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """The ``k``-th smallest element along ``dim`` and its index (among equal elements, the
+    one a stable sort puts there)."""
+    x = as_t(input)
+    v, i, ax = _sorted_along(x, dim, False, "kthvalue")
+    n = 1 if x._data.ndim == 0 else x._data.shape[ax]
+    if not 1 <= int(k) <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {ax}")
+    if x._data.ndim:
+        v, i = narrow(v, ax, int(k) - 1, 1), narrow(i, ax, int(k) - 1, 1)
+        if not keepdim:
+            shape = tuple(s for a, s in enumerate(v._data.shape) if a != ax)
+            v, i = reshape(v, shape), reshape(i, shape)
+    return kthvalue_type(named(v, "KthvalueBackward0"), i)
 
 
 @op(method=False)
