@@ -730,3 +730,24 @@ def test_array_intrinsics_allocate_zero_and_view_like_numpy():
     assert not b.any() and w.shape == (4,) and np.shares_memory(w, a)
     w[1] = 5.0
     assert a[4] == 5.0
+
+
+def test_loop_groups_reading_slices_at_different_positions_share_one_kernel(rng):
+    """An unrolled recurrence reads ``x[:, t]`` at every step: the loop groups differ only in
+    where their slices start, and share one kernel taking the starts as arguments (each
+    compiled a kernel of its own); every step's result is right."""
+    def steps(x, h, w):
+        outs = []
+        for t in range(5):
+            h = E.tanh(E.add(M.matmul(h, w), L.slice_(x, key=((0, 3, 1), t, (0, 4, 1)))))
+            outs.append(h)
+        return tuple(outs)
+    x, h = rng.standard_normal((3, 5, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    w = (rng.standard_normal((4, 4)) * 0.5).astype(np.float32)
+    exe = CpuBackend().compile(graph_of(steps, [x, h, w], optimize=True))
+    loops = [src for src in exe.kernels if "tanh" in src]
+    assert len(loops) == 1 and "def kernel(b0, b1, b2, n0" in loops[0], loops  # (the starts: arguments)
+    want = h
+    for t, got in enumerate(exe(x, h, w)):
+        want = np.tanh(want @ w + x[:, t])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -267,7 +267,9 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
                if isinstance(g, LoopGroup)}
     facts = dict(nonpositive=frozenset(nonpositive(graph)), bounded_trig=any(e.prim in _INDEXING for e in graph.eqns))
     concats = _Concats(fused, {v.id for v in graph.arguments()})
-    lowered.update(_sized_alike(fused, lowered, concats))
+    sized = _sized_alike(fused, lowered, concats)
+    lowered.update(sized)
+    lowered.update(_offset_alike(fused, {gi: lg for gi, lg in lowered.items() if gi not in sized}, concats))
     modules = _Modules()
     shared = _shared_kernels(lowered, facts, concats, modules)
     # a graph that may rerun exactly writes no argument: the rerun reads the arguments again
@@ -368,6 +370,25 @@ def _sized_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
             members.append((gi, sym))
     return {gi: sym for statics, members in classes.values()
             if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, sym in members}
+
+
+def _offset_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
+    """{group index: its LoweredGroup with slice starts as arguments} for the loop groups that
+    differ from another group of the graph only in where their slices start (an unrolled
+    recurrence reading ``x[:, t]`` at each step): one kernel serves them all, where each
+    compiled a kernel of its own. Groups whose index arithmetic would keep a division, and
+    parts of concatenations, keep their own kernels."""
+    classes: dict = {}  # structure with offsets as symbols -> {static structure}, [(group, LoweredGroup)]
+    for gi, lg in lowered.items():
+        if any(v.id in concats.part for v in lg.binds):
+            continue
+        off = lower_group(fused, gi, by_rows=True, offsets=True)
+        if off.kernel.syms:
+            statics, members = classes.setdefault(structural_hash(off.kernel), (set(), []))
+            statics.add(structural_hash(lg.kernel))
+            members.append((gi, off))
+    return {gi: off for statics, members in classes.values()
+            if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, off in members}
 
 
 def _divides(k) -> bool:

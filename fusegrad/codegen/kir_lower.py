@@ -11,7 +11,10 @@ operand's memory (passes.memory) is read first.
 With ``symbolic=True`` every non-trivial domain axis ``a`` has the extent symbol ``n<a>``
 and strides are products of those symbols, so the kernel serves every size with the same
 rank, dtypes and broadcast pattern (size-1 dims stay literal); views whose index rule needs
-concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsupported."""
+concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsupported. With
+``offsets=True`` sizes stay literal but the positions a slice starts at (``x[:, t]``'s ``t``)
+are symbols ``o<k>``, so the groups of an unrolled loop that read at different positions
+share a kernel."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,7 +50,7 @@ class LoweredGroup:
 
 
 def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[str] = None,
-                by_rows: bool = False) -> LoweredGroup:
+                by_rows: bool = False, offsets: bool = False) -> LoweredGroup:
     """Kernel IR of loop group ``gi`` of ``fused`` (verified under ``FUSEGRAD_VERIFY=1``).
     ``by_rows``: sums over leading axes of a serial group accumulate row by row into temp
     buffers over the kept axes (see ``columns_ok``), for a backend whose threads run whole
@@ -55,10 +58,10 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
     accumulators)."""
     g = fused.groups[gi]
     assert isinstance(g, LoopGroup)
-    lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows)
+    lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows, offsets)
     body = lw.run()
     bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()] + lw.temps
-    sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else {}
+    sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else dict(lw.offsets or {})
     k = Kernel(name or f"k{gi}", bufs, tuple(sizes), body)
     return LoweredGroup(checked(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()}, sizes)
 
@@ -94,8 +97,10 @@ def _loop_var(a: int) -> Sym:
 
 
 class _Lowerer:
-    def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool, by_rows: bool):
+    def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool, by_rows: bool,
+                 offsets: bool = False):
         self.f, self.g, self.outs, self.symbolic, self.by_rows = fused, g, outs, symbolic, by_rows
+        self.offsets: Optional[dict] = {} if offsets else None  # symbol -> a slice's start (``offsets``)
         self.temps: list = []  # temp buffers (by_rows)
         self.dims = [1 if s == 1 else (Sym(f"n{a}") if symbolic else s) for a, s in enumerate(g.domain)]
         self.buffers: dict = {}  # kernel buffer name -> (Var, shape, role)
@@ -172,7 +177,8 @@ class _Lowerer:
             axes = {a % x.ndim for a in p["axes"]}
             return [iadd(xs[d] - 1, imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], xs
         if prim is P.slice_:
-            return slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), start), lambda k: k), xs
+            at = self.offset if self.offsets is not None else (lambda k: k)
+            return slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), at(start)), at), xs
         if prim is P.reshape:
             if 0 in xs:  # an empty source: the loops run no iteration, so nothing is read
                 return [0] * len(xs), xs
@@ -187,6 +193,12 @@ class _Lowerer:
                 res.append(0 if s == 1 else (q if d == 0 else imod(q, s)))  # flat < size: no wrap on dim 0
             return res, xs
         raise Unsupported(f"kernel IR: no index rule for view {prim.name}")
+
+    def offset(self, k: int) -> Sym:
+        """A slice's start as a symbol the caller passes (``offsets``)."""
+        name = f"o{len(self.offsets)}"
+        self.offsets[name] = k
+        return Sym(name)
 
     # -- structure
     def loops(self, axes: list, parallel: bool, body: list) -> list:
