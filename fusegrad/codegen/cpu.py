@@ -380,7 +380,7 @@ def _offset_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
     parts of concatenations, keep their own kernels."""
     classes: dict = {}  # structure with offsets as symbols -> {static structure}, [(group, LoweredGroup)]
     for gi, lg in lowered.items():
-        if any(v.id in concats.part for v in lg.binds):
+        if any(v.id in concats.part for v in lg.binds) or not _reads_slices(fused, fused.groups[gi]):
             continue
         off = lower_group(fused, gi, by_rows=True, offsets=True)
         if off.kernel.syms:
@@ -389,6 +389,18 @@ def _offset_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
             members.append((gi, off))
     return {gi: off for statics, members in classes.values()
             if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, off in members}
+
+
+def _reads_slices(fused: Fused, g: LoopGroup) -> bool:
+    """Whether loop group ``g`` reads a value through a slice (its chain of views has one)."""
+    for e in g.eqns:
+        for v in e.inputs:
+            while isinstance(v, Var) and v.id in fused.aliases:
+                view = fused.aliases[v.id]
+                if view.prim is P.slice_:
+                    return True
+                v = view.inputs[0]
+    return False
 
 
 def _divides(k) -> bool:
