@@ -32,7 +32,7 @@ from .half_boundary import compile_upcast
 from .kir import IBin, structural_hash
 from .kir_fastmath import GUARD
 from .kir_passes import each_index, optimize as optimize_kernel
-from .kir_lower import Listing, lower_group
+from .kir_lower import Listing, LoweredGroup, lower_group
 from .kir_views import onto_parts
 from .value_text import copy_lines as copy_loop
 
@@ -353,42 +353,40 @@ def _sized_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
     """{group index: its shape-symbolic LoweredGroup} for the loop groups that differ from
     another group of the graph only in sizes (an optimizer's update of each parameter, the
     bias and activation of each layer): one kernel taking its sizes as arguments serves them
-    all, so the graph compiles one kernel where it compiled one per size. A group whose
-    symbolic index arithmetic keeps a division or remainder (a view the ranges of concrete
-    sizes simplify, kir_index) keeps its own kernel, as do parts of concatenations."""
-    classes: dict = {}  # symbolic structure -> {static structure}, [(group, symbolic LoweredGroup)]
-    for gi, lg in lowered.items():
-        if any(v.id in concats.part for v in lg.binds):
-            continue
+    all, so the graph compiles one kernel where it compiled one per size (see ``_alike``)."""
+    def symbolic(gi: int) -> Optional[LoweredGroup]:
         try:
-            sym = lower_group(fused, gi, symbolic=True, by_rows=True)
+            return lower_group(fused, gi, symbolic=True, by_rows=True)
         except Unsupported:  # a view needing concrete sizes
-            continue
-        if sym.kernel.syms:
-            statics, members = classes.setdefault(structural_hash(sym.kernel), (set(), []))
-            statics.add(structural_hash(lg.kernel))
-            members.append((gi, sym))
-    return {gi: sym for statics, members in classes.values()
-            if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, sym in members}
+            return None
+    return _alike(lowered, concats, symbolic)
 
 
 def _offset_alike(fused: Fused, lowered: dict, concats: "_Concats") -> dict:
     """{group index: its LoweredGroup with slice starts as arguments} for the loop groups that
     differ from another group of the graph only in where their slices start (an unrolled
     recurrence reading ``x[:, t]`` at each step): one kernel serves them all, where each
-    compiled a kernel of its own. Groups whose index arithmetic would keep a division, and
-    parts of concatenations, keep their own kernels."""
-    classes: dict = {}  # structure with offsets as symbols -> {static structure}, [(group, LoweredGroup)]
+    compiled a kernel of its own (see ``_alike``)."""
+    return _alike(lowered, concats, lambda gi: lower_group(fused, gi, by_rows=True, offsets=True)
+                  if _reads_slices(fused, fused.groups[gi]) else None)
+
+
+def _alike(lowered: dict, concats: "_Concats", relower: Callable[[int], Optional[LoweredGroup]]) -> dict:
+    """{group index: ``relower(group)``} for the groups whose kernels, lowered again with some
+    constants as arguments, are one structure where their own kernels are several. A group
+    whose relowered index arithmetic keeps a division or remainder (a view the ranges of
+    concrete values simplify, kir_index) keeps its own kernel, as do parts of concatenations."""
+    classes: dict = {}  # relowered structure -> {own structure}, [(group, relowered LoweredGroup)]
     for gi, lg in lowered.items():
-        if any(v.id in concats.part for v in lg.binds) or not _reads_slices(fused, fused.groups[gi]):
+        if any(v.id in concats.part for v in lg.binds):
             continue
-        off = lower_group(fused, gi, by_rows=True, offsets=True)
-        if off.kernel.syms:
-            statics, members = classes.setdefault(structural_hash(off.kernel), (set(), []))
+        alt = relower(gi)
+        if alt is not None and alt.kernel.syms:
+            statics, members = classes.setdefault(structural_hash(alt.kernel), (set(), []))
             statics.add(structural_hash(lg.kernel))
-            members.append((gi, off))
-    return {gi: off for statics, members in classes.values()
-            if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, off in members}
+            members.append((gi, alt))
+    return {gi: alt for statics, members in classes.values()
+            if len(statics) > 1 and not _divides(optimize_kernel(members[0][1].kernel)) for gi, alt in members}
 
 
 def _reads_slices(fused: Fused, g: LoopGroup) -> bool:
