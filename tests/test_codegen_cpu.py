@@ -527,7 +527,7 @@ def twice(x, out):
 
 twice(np.ones(64, np.float32), np.empty(64, np.float32))
 asm = twice.inspect_asm(twice.signatures[0])
-print(bool(llvm.get_host_cpu_features().get("avx512f")), os.environ.get("NUMBA_CPU_FEATURES", ""), "zmm" in asm)
+print(bool(llvm.get_host_cpu_features().get("avx512f")), os.environ.get("NUMBA_CPU_FEATURES", ""), "zmm" in asm, sep="|")
 """
 
 
@@ -545,7 +545,7 @@ def test_avx512_hosts_get_full_width_vectors_unless_the_user_chose(preset):
         env["NUMBA_CPU_FEATURES"] = preset
     out = subprocess.run([sys.executable, "-c", _VECTOR_PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    avx512, features, zmm = out.stdout.split()
+    avx512, features, zmm = out.stdout.strip().split("|")
     if preset:
         assert (features, zmm) == (preset, "False")
     elif avx512 == "True":

@@ -34,3 +34,27 @@ def test_a_compile_keeps_freed_blocks_for_the_next_call():
     # mmapped afresh, the block faults ~500 times (2 MiB huge pages where granted, else 4096)
     assert _faults_of_a_fresh_block(n) < 32
     assert keep_freed_blocks()
+
+
+def _huge_pages_on_advice() -> bool:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            mode = f.read()
+    except OSError:
+        return False
+    return "[always]" in mode or "[madvise]" in mode
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or not _huge_pages_on_advice(),
+                    reason="needs Linux transparent huge pages granted on madvise")
+def test_a_large_fresh_result_asks_for_huge_pages():
+    f = fg.compile(lambda x: x * 2 + 1)
+    n = 12 * 2**20  # 48 MiB: above the mmap threshold's ceiling, so fresh pages every call
+    x = fg.ones(n)
+    f(x)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    r = f(x)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    # 4 KiB pages fault 12288 times; 2 MiB pages 24 times (a few more where one is refused)
+    assert faults < 1024, faults
+    np.testing.assert_array_equal(r.numpy()[::4096], np.full(n // 4096, 3.0, np.float32))

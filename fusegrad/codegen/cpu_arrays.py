@@ -6,14 +6,20 @@ functions of their own, again for every set of caller flags (an entry and a kern
 differ), before the caller can be typed, and Numba's own lowering of an allocation compiles
 a helper function for the allocator call: a graph's first compile paid for both. These intrinsics emit the NRT call ``np.empty`` ends in (an aligned meminfo) in place.
 Likewise a slice ``a[k:]`` goes through Numba's general slicing (bounds clamped, steps,
-negative indices) where ``tail`` offsets the data pointer."""
+negative indices) where ``tail`` offsets the data pointer. A large block asks for huge pages
+(``cpu_malloc.huge_page_advice``)."""
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
+
+from .cpu_malloc import HUGE_PAGE_MIN, huge_page_advice
+
+huge_page_advice()  # its symbol known before any cached kernel that calls it is loaded
 
 __all__ = ["IMPORT", "empty", "tail", "zeros"]
 
@@ -34,12 +40,32 @@ def _allocate(context, builder, sig, args, zero: bool):
     nbytes = builder.mul(n, itemsize)
     meminfo = context.nrt.meminfo_alloc_aligned(builder, size=nbytes,
                                                  align=context.get_preferred_array_alignment(arrty.dtype))
-    data = builder.bitcast(context.nrt.meminfo_data(builder, meminfo), datatype.as_pointer())
+    raw = context.nrt.meminfo_data(builder, meminfo)
+    _advise_huge_pages(builder, raw, nbytes)
+    data = builder.bitcast(raw, datatype.as_pointer())
     ary = make_array(arrty)(context, builder)
     populate_array(ary, data=data, shape=[n], strides=[itemsize], itemsize=itemsize, meminfo=meminfo)
     if zero:
         cgutils.memset(builder, data, nbytes, 0)
     return impl_ret_new_ref(context, builder, arrty, ary._getvalue())
+
+
+def _advise_huge_pages(builder, data, nbytes) -> None:
+    """``madvise`` the whole 4 KiB pages of a block of at least ``HUGE_PAGE_MIN`` bytes."""
+    advice = huge_page_advice()
+    if advice is None:
+        return
+    symbol, flag = advice
+    intp = nbytes.type
+    big = builder.icmp_unsigned(">=", nbytes, ir.Constant(intp, HUGE_PAGE_MIN))
+    with builder.if_then(big, likely=False):
+        start = builder.ptrtoint(data, intp)
+        first = builder.and_(builder.add(start, ir.Constant(intp, 4095)), ir.Constant(intp, ~4095))
+        end = builder.and_(builder.add(start, nbytes), ir.Constant(intp, ~4095))
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(8).as_pointer(), intp, ir.IntType(32)])
+        madvise = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+        builder.call(madvise, [builder.inttoptr(first, ir.IntType(8).as_pointer()),
+                               builder.sub(end, first), ir.Constant(ir.IntType(32), flag)])
 
 
 @intrinsic

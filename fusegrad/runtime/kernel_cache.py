@@ -37,12 +37,16 @@ _FALLBACK_DIR: list = []
 @functools.lru_cache(maxsize=1)
 def _environment_tag() -> str:
     """What else, besides the source, decides the machine code Numba caches: Numba does
-    not notice when an inlined callee (fastmath) changes, so its text is part of the key."""
+    not notice when an inlined callee (fastmath, the array intrinsics) changes, so their
+    text is part of the key."""
     import llvmlite.binding as llvm
     import numba
-    from ..codegen import fastmath
-    with open(fastmath.__file__, "rb") as fh:
-        helpers = hashlib.sha256(fh.read()).hexdigest()[:16]
+    from ..codegen import cpu_arrays, cpu_malloc, fastmath
+    h = hashlib.sha256()
+    for mod in (fastmath, cpu_arrays, cpu_malloc):
+        with open(mod.__file__, "rb") as fh:
+            h.update(fh.read())
+    helpers = h.hexdigest()[:16]
     return f"{numba.__version__}|{llvm.get_host_cpu_name()}|{sys.version_info[:2]}|{helpers}"
 
 
