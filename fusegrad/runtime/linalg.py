@@ -1,7 +1,7 @@
 """Matrix ops: ``diagonal`` and ``diag_embed`` (compositions of indexing and products),
 the ``fusegrad.linalg`` functions and their top-level aliases (``torch.det``,
-``torch.inverse``, ...). Factorizations, solves, the inverse, ``slogdet``, QR's Q and the
-matrix exponential are primitives with their own VJP/JVP rules (``ir/prims/linalg.py``);
+``torch.inverse``, ...). Factorizations, solves, the inverse, ``slogdet``, QR's Q, the
+matrix exponential, the SVD and singular values are primitives with their own VJP/JVP rules (``ir/prims/linalg.py``);
 norms, distances, determinants and the products are compositions of ops."""
 from __future__ import annotations
 
@@ -20,14 +20,15 @@ from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
 from .ops import (_axes, _float, abs, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, pow,
-                  roll, sqrt, stack, sum, triu, where)
+                  roll, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
 __all__ = ["diagonal", "diag_embed", "cholesky", "solve_triangular", "LinAlgError", "vector_norm", "matrix_norm",
            "norm", "dist", "cdist", "inv", "inverse", "det", "slogdet", "logdet", "solve", "matrix_exp",
            "matrix_power", "multi_dot", "cross", "linalg_cross", "vecdot", "tensordot", "kron", "block_diag",
-           "cartesian_prod", "cov", "corrcoef", "qr", "linalg_qr"]
+           "cartesian_prod", "cov", "corrcoef", "qr", "linalg_qr", "linalg_svd", "svd", "svdvals", "pinv",
+           "pinverse", "matrix_rank", "cond"]
 
 
 def _diag_positions(m: int, offset: int):
@@ -188,8 +189,8 @@ _SINGULAR_VALUE_ORDS = ("nuc", 2, -2)
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
     """The ``ord``-norm of the matrices spanned by ``dim``: Frobenius ('fro'), max/min
-    absolute column sum (1/-1) or row sum (inf/-inf) (``torch.linalg.matrix_norm``). The
-    singular-value norms ('nuc', 2, -2) raise NotImplementedError."""
+    absolute column sum (1/-1) or row sum (inf/-inf), the sum ('nuc'), largest (2) or
+    smallest (-2) singular value (``torch.linalg.matrix_norm``)."""
     a = as_t(A)
     if a.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
@@ -200,9 +201,18 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, {dim[1]})")
     if ord == "fro":
         return vector_norm(a, 2, (d0, d1), keepdim, dtype=dtype, out=out)
+    if isinstance(ord, str) and ord != "nuc":
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if ord in _SINGULAR_VALUE_ORDS:
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values (linalg.svdvals), "
-                                  "which fusegrad does not compute yet")
+        if dtype is not None:
+            a = a.to(dtype)
+        _floating(a, "linalg.matrix_norm")
+        s = svdvals(movedim(a, (d0, d1), (-2, -1)))
+        r = sum(s, -1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = r.unsqueeze(d)
+        return _out("linalg.matrix_norm", named(r, "LinalgMatrixNormBackward0"), out)
     if ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     # 1/-1: the largest/smallest column sum (sum over rows); inf/-inf: row sums
@@ -537,3 +547,142 @@ def linalg_qr(A, mode: str = "reduced", *, out=None):
 def qr(input, some: bool = True, *, out=None):  # noqa: A002
     """``linalg.qr`` with ``some=False`` for the complete mode (``torch.qr``)."""
     return linalg_qr(input, "reduced" if some else "complete", out=out)
+
+
+# ---------------------------------------------------------------- SVD and what is built on it
+linalg_svd_type = _return_type("linalg_svd", ("U", "S", "Vh"))
+svd_type = _return_type("svd", ("U", "S", "V"))
+
+
+def _svd_input(A, what: str) -> Tensor:
+    a = as_t(A)
+    if a.ndim < 2:
+        raise RuntimeError(f"{what}: The input tensor A must have at least 2 dimensions.")
+    _floating(a, what)
+    return a
+
+
+def _driver(driver) -> None:
+    if driver is not None:  # PyTorch: only CUDA (cuSOLVER) has drivers
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with "
+                           "cuSOLVER backend.")
+
+
+def linalg_svd(A, full_matrices: bool = True, *, driver=None, out=None):
+    """``U``, ``S`` (descending) and ``Vh`` with ``A = U diag(S) Vh`` for each matrix of ``A``
+    (``torch.linalg.svd``); ``full_matrices``: square ``U`` (m x m) and ``Vh`` (n x n), else
+    k = min(m, n) columns and rows. Singular vectors are unique only up to sign; gradients
+    assume distinct singular values, and ignore those of the extra columns of a full ``U``
+    and rows of a full ``Vh``, as PyTorch's."""
+    a = _svd_input(A, "linalg.svd")
+    _driver(driver)
+    full = bool(full_matrices)
+    m, n = a.shape[-2:]
+    packed = P.svd(a, full_matrices=full)
+    k, cu, cv = min(m, n), (m if full else min(m, n)), (n if full else min(m, n))
+    batch = tuple(a.shape[:-2])
+    u = packed[..., :m * cu].reshape(batch + (m, cu))
+    s = packed[..., m * cu:m * cu + k]
+    vh = packed[..., m * cu + k:].reshape(batch + (cv, n))
+    return _out("linalg.svd", linalg_svd_type(u, s, vh), out)
+
+
+def svdvals(A, *, driver=None, out=None) -> Tensor:
+    """The singular values of each matrix of ``A``, descending (``torch.linalg.svdvals``); their
+    gradient is ``U diag(gS) Vh``, defined at repeated singular values too."""
+    a = _svd_input(A, "linalg.svdvals")
+    _driver(driver)
+    return _out("linalg.svdvals", P.svdvals(a), out)
+
+
+@op
+def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):  # noqa: A002
+    """``U``, ``S`` and ``V`` (not ``Vh``) with ``input = U diag(S) V^T`` (``torch.svd``);
+    ``some=False``: square ``U`` and ``V``; ``compute_uv=False``: ``U`` (m x m) and ``V``
+    (n x n) zero-filled, ``S`` alone computed."""
+    a = _svd_input(input, "svd")
+    if not compute_uv:
+        m, n = a.shape[-2:]
+        batch = tuple(a.shape[:-2])
+        r = svd_type(zeros(batch + (m, m), dtype=a.dtype), svdvals(a), zeros(batch + (n, n), dtype=a.dtype))
+    else:
+        u, s, vh = linalg_svd(a, full_matrices=not some)
+        r = svd_type(u, s, vh.mT)
+    return _out("svd", r, out)
+
+
+def _tolerance(s: Tensor, m: int, n: int, atol, rtol) -> Tensor:
+    """PyTorch's cutoff max(atol, rtol * s_max) on singular values ``s`` (..., k), as (..., 1);
+    rtol defaults to eps * max(m, n) when no atol is given (a positive atol alone: rtol 0)."""
+    if rtol is None:
+        atol_given = atol is not None and (isinstance(atol, Tensor) or atol > 0)
+        rtol = 0.0 if atol_given else float(np.finfo(s._data.dtype).eps) * max(m, n)
+    smax = amax(s, -1, True) if s.shape[-1] else zeros(tuple(s.shape[:-1]) + (1,), dtype=s.dtype)
+    tol = smax * (rtol.unsqueeze(-1) if isinstance(rtol, Tensor) else rtol)
+    if atol is not None:
+        at = atol.unsqueeze(-1) if isinstance(atol, Tensor) else atol
+        tol = where(tol > at, tol, at * 1.0) if isinstance(at, Tensor) else tol.clamp(min=float(at))
+    return tol
+
+
+def _hermitian_full(a: Tensor) -> Tensor:
+    """The symmetric matrix that ``a``'s lower triangle defines (what ``hermitian=True`` reads)."""
+    low = tril(a)
+    return low + tril(a, -1).mT
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
+    """The Moore-Penrose pseudoinverse of each matrix of ``A``, ``V diag(1/s) U^T`` over the
+    singular values ``s`` above ``max(atol, rtol * s_max)`` (``torch.linalg.pinv``); its
+    gradient flows through the SVD (``hermitian``: ``A``'s lower triangle, symmetrized, is used)."""
+    a = _svd_input(A, "linalg.pinv")
+    if hermitian:
+        _square(a, "linalg.pinv")
+        a = _hermitian_full(a)
+    m, n = a.shape[-2:]
+    u, s, vh = linalg_svd(a, full_matrices=False)
+    keep = s > _tolerance(s.detach(), m, n, atol, rtol)
+    sinv = where(keep, 1.0 / where(keep, s, 1.0), 0.0)
+    r = matmul(vh.mT * sinv.unsqueeze(-2), u.mT)
+    return _out("linalg.pinv", named(r, "LinalgPinvBackward0"), out)
+
+
+@op
+def pinverse(input, rcond: float = 1e-15) -> Tensor:  # noqa: A002
+    """``linalg.pinv`` with ``rtol=rcond`` (``torch.pinverse``)."""
+    return pinv(input, rtol=rcond)
+
+
+def matrix_rank(A, tol=None, hermitian: bool = False, *, atol=None, rtol=None, out=None) -> Tensor:
+    """The count of singular values of each matrix of ``A`` above ``max(atol, rtol * s_max)``
+    (``torch.linalg.matrix_rank``; ``tol``: PyTorch's older name of ``atol``), as int64."""
+    a = _svd_input(A, "linalg.matrix_rank")
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise RuntimeError("linalg.matrix_rank: tol and atol/rtol cannot both be given")
+        atol = tol
+    if hermitian:
+        _square(a, "linalg.matrix_rank")
+        a = _hermitian_full(a)
+    m, n = a.shape[-2:]
+    s = svdvals(a.detach())
+    r = sum((s > _tolerance(s, m, n, atol, rtol)).to(s.dtype), -1)
+    from ..ir.dtypes import int64
+    return _out("linalg.matrix_rank", r.to(int64), out)
+
+
+def cond(A, p=None, *, out=None) -> Tensor:
+    """The condition number of each matrix of ``A`` in the ``p``-norm (``torch.linalg.cond``):
+    for ``p`` None or 2 (-2) the largest over the smallest (smallest over largest) singular
+    value; for 'fro', 'nuc', 1, -1, inf, -inf, ``norm(A) * norm(inv(A))`` of square matrices."""
+    a = _svd_input(A, "linalg.cond")
+    if p is None or p in (2, -2):
+        s = svdvals(a)
+        if s.shape[-1] == 0:
+            return _out("linalg.cond", zeros(tuple(s.shape[:-1]), dtype=s.dtype), out)
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+        return _out("linalg.cond", r, out)
+    if p not in ("fro", "nuc", 1, -1, math.inf, -math.inf):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    _square(a, "linalg.cond")
+    return _out("linalg.cond", matrix_norm(a, p) * matrix_norm(inv(a), p), out)

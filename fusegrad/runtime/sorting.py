@@ -1,8 +1,10 @@
 """Sorting, selection and counting ops with PyTorch's signatures: ``sort``, ``argsort``,
-``msort``, ``topk``, ``searchsorted``, ``bucketize``, ``unique``, ``unique_consecutive``
-and ``multinomial``. Indices come from the ``argsort``/``searchsorted`` primitives; values
-are ``gather``s of the input at those indices, so their gradient is gather's (a scatter
-of the incoming gradient to the positions the values came from)."""
+``msort``, ``topk``, ``kthvalue``, ``cummax``, ``cummin``, ``mode``, ``nanmedian``,
+``searchsorted``, ``bucketize``, ``unique``, ``unique_consecutive`` and ``multinomial``.
+Indices come from the ``argsort``/``searchsorted`` primitives or from scans composed of
+elementwise ops; values are ``gather``s of the input at those indices, so their gradient
+is gather's (a scatter-add of the incoming gradient to the positions the values came
+from, as PyTorch's ``cummaxmin_backward`` and ``value_selecting_reduction_backward``)."""
 from __future__ import annotations
 
 
@@ -10,7 +12,8 @@ import numpy as np
 
 from ..ir import prims as P
 from .exports import op
-from .ops import _axes, _return_type, as_t, clamp, cumsum, div, log, named, narrow, neg, reshape, where
+from .ops import (_axes, _return_type, as_t, cat, clamp, cumsum, div, eq, isnan, log, logical_and, logical_not,
+                  logical_or, maximum, minimum, named, narrow, neg, reshape, sub, where)
 from .devices import move
 from .tensor import Tensor, wrap
 
@@ -18,6 +21,10 @@ from .tensor import Tensor, wrap
 sort_type = _return_type("sort", ("values", "indices"))
 topk_type = _return_type("topk", ("values", "indices"))
 kthvalue_type = _return_type("kthvalue", ("values", "indices"))
+cummax_type = _return_type("cummax", ("values", "indices"))
+cummin_type = _return_type("cummin", ("values", "indices"))
+mode_type = _return_type("mode", ("values", "indices"))
+nanmedian_type = _return_type("nanmedian", ("values", "indices"))
 
 
 def _sorted_along(x: Tensor, dim, descending: bool, what: str):
@@ -77,6 +84,131 @@ def kthvalue(input, k, dim=-1, keepdim=False):
             shape = tuple(s for a, s in enumerate(v._data.shape) if a != ax)
             v, i = reshape(v, shape), reshape(i, shape)
     return kthvalue_type(named(v, "KthvalueBackward0"), i)
+
+
+# ---------------------------------------------------------------- scans and counting selections
+def _positions(x: Tensor, ax: int) -> Tensor:
+    """0, 1, ..., n-1 along axis ``ax`` of ``x`` (int64, broadcastable against ``x``)."""
+    from .factory import arange
+    shape = tuple(s if a == ax else 1 for a, s in enumerate(x._data.shape))
+    return reshape(arange(x._data.shape[ax], dtype=np.int64, device=x.device), shape)
+
+
+def _scan(a: Tensor, ax: int, combine) -> Tensor:
+    """The inclusive scan of ``a`` along ``ax`` under the idempotent ``combine`` (maximum,
+    minimum): ceil(log2 n) steps each combining every element with the one ``2**k``
+    before it (itself near the start, which idempotence leaves unchanged). Made of
+    slices, a concatenation and elementwise ops, so it batches and compiles as they do."""
+    n, step = a._data.shape[ax], 1
+    while step < n:
+        a = combine(a, cat([narrow(a, ax, 0, step), narrow(a, ax, 0, n - step)], ax))
+        step *= 2
+    return a
+
+
+def _scalar_dim(x: Tensor, dim, name: str):
+    if not -1 <= int(dim) <= 0:
+        raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got {dim}")
+
+
+def _cumextreme(input, dim, largest: bool, name: str, result):
+    x = as_t(input)
+    if x._data.ndim == 0:
+        _scalar_dim(x, dim, name)
+        v, i = _cumextreme(reshape(x, (1,)), 0, largest, name, result)
+        return result(reshape(v, ()), reshape(i, ()))
+    ax = _axes(x, dim)[0]
+    d = x.detach()
+    m = _scan(d, ax, maximum if largest else minimum)  # the running extreme; NaN from the first NaN on
+    # PyTorch moves the index to every element reaching the running extreme (so ties take the
+    # last one) and to every NaN
+    hit = logical_or(eq(d, m), isnan(d))
+    idx = _scan(where(hit, _positions(x, ax), 0), ax, maximum)
+    return result(named(P.gather(x, idx, axis=ax), name.capitalize() + "Backward0"), idx)
+
+
+@op
+def cummax(input, dim):
+    """The running maximum along ``dim`` and the index of the last element that reached it
+    (a NaN, once one is met)."""
+    return _cumextreme(input, dim, True, "cummax", cummax_type)
+
+
+@op
+def cummin(input, dim):
+    """The running minimum along ``dim`` and the index of the last element that reached it
+    (a NaN, once one is met)."""
+    return _cumextreme(input, dim, False, "cummin", cummin_type)
+
+
+def _reduced(v: Tensor, i: Tensor, ax: int, keepdim: bool):
+    if not keepdim:
+        shape = tuple(s for a, s in enumerate(v._data.shape) if a != ax)
+        v, i = reshape(v, shape), reshape(i, shape)
+    return v, i
+
+
+@op
+def mode(input, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
+    index of its last occurrence (PyTorch's CPU kernel names that one for rows up to 16
+    long; for longer rows its choice among the occurrences is unspecified). NaNs count as
+    one value, larger than every number (PyTorch's result is unspecified there)."""
+    x = as_t(input)
+    if x._data.ndim == 0:
+        _scalar_dim(x, dim, "mode")
+        v, i = mode(reshape(x, (1,)), 0, True)
+        return mode_type(reshape(v, ()), reshape(i, ()))
+    ax = _axes(x, dim)[0]
+    n = x._data.shape[ax]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {ax} to have non-zero size.")
+    d = x.detach()
+    order = P.argsort(d, axis=ax, descending=False)  # stable: equal values keep their order
+    s = P.gather(d, order, axis=ax)
+    cur, prev = narrow(s, ax, 1, n - 1), narrow(s, ax, 0, n - 1)
+    same = logical_or(eq(cur, prev), logical_and(isnan(cur), isnan(prev)))
+    first = eq(narrow(_positions(x, ax), ax, 0, 1), 0)  # a True slice, broadcast by cat's where below
+    true = logical_or(eq(narrow(s, ax, 0, 1), narrow(s, ax, 0, 1)), logical_not(eq(narrow(s, ax, 0, 1),
+                                                                                   narrow(s, ax, 0, 1))))
+    start = cat([true, logical_not(same)], ax)  # where a run of equal sorted values begins
+    end = cat([logical_not(same), true], ax)  # where one ends
+    pos = _positions(x, ax)
+    count = sub(pos, _scan(where(start, pos, 0), ax, maximum)) + 1  # position within the run, from 1
+    best = P.argmax(where(end, count, 0), axis=ax, keepdims=True)  # the first longest run: the smallest value
+    idx = P.gather(order, best, axis=ax)
+    del first
+    v, i = _reduced(P.gather(x, idx, axis=ax), idx, ax, keepdim)
+    return mode_type(named(v, "ModeBackward0"), i)
+
+
+@op
+def nanmedian(input, dim=None, keepdim=False):
+    """The lower median of the non-NaN elements (NaN where all are NaN); along ``dim`` also
+    its index (the first NaN's in an all-NaN row)."""
+    x = as_t(input)
+    if dim is None:
+        flat = reshape(x, (-1,))
+        if flat._data.shape[0] == 0:
+            return reshape(div(P.reduce_sum(flat, axes=(0,), keepdims=True), 0), ())  # NaN, as PyTorch
+        return named(reshape(nanmedian(flat, 0, True).values, ()), "NanmedianBackward0")
+    if x._data.ndim == 0:
+        _scalar_dim(x, dim, "nanmedian")
+        v, i = nanmedian(reshape(x, (1,)), 0, True)
+        return nanmedian_type(reshape(v, ()), reshape(i, ()))
+    ax = _axes(x, dim)[0]
+    if x._data.shape[ax] == 0:
+        raise IndexError(f"median(): Expected reduction dim {ax} to have non-zero size.")
+    v, i, _ = _sorted_along(x, ax, False, "nanmedian")  # NaNs sort last
+    if x._data.dtype.kind == "f":
+        c = P.reduce_sum(P.cast(logical_not(isnan(x)), dtype=np.dtype(np.int64)), axes=(ax,), keepdims=True)
+        k = clamp(div(sub(c, 1), 2, rounding_mode="floor"), min=0)
+    else:
+        k = reshape(as_t(np.array((x._data.shape[ax] - 1) // 2, np.int64)).to(x.device),
+                    tuple(1 for _ in x._data.shape))
+        k = P.broadcast_to(k, shape=tuple(1 if a == ax else s for a, s in enumerate(x._data.shape)))
+    v, i = _reduced(P.gather(v, k, axis=ax), P.gather(i, k, axis=ax), ax, keepdim)
+    return nanmedian_type(named(v, "NanmedianBackward1"), i)
 
 
 @op(method=False)

@@ -1,6 +1,6 @@
 """Batched matrix multiplication: NumPy's matmul on operands of rank >= 2 (the Tensor
 layer turns vectors into matrices), broadcasting the batch dimensions. Lowers to BLAS.
-The matrix functions (Cholesky, solves, inverse, log-determinant, QR, exponential) run in
+The matrix functions (Cholesky, solves, inverse, log-determinant, QR, exponential, SVD) run in
 NumPy/SciPy (LAPACK) with no kernel lowering; their VJPs and JVPs are written in primitives,
 so they differentiate to any order, trace and batch."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "solve", "inv", "slogdet", "qr_q", "matrix_exp",
-           "LinAlgError"]
+           "svd", "svdvals", "svd_split", "LinAlgError"]
 
 
 def swap_last(x):
@@ -424,3 +424,219 @@ matrix_exp = Primitive("matrix_exp", _expm_impl, abstract=lambda a, p: a[0],
                        jvp=lambda ts, ins, out: None if ts[0] is None else _expm_block(ins[0], ts[0]),
                        saves="in", node_name="LinalgMatrixExpBackward0", no_lowering=_NO_LOWERING,
                        batch=_front_batch("matrix_exp"))
+
+
+# ---------------------------------------------------------------- singular value decomposition
+def _svd_sizes(m: int, n: int, full: bool):
+    """k = min(m, n) and the column count of U and row count of Vh (m and n when ``full``, else k)."""
+    k = min(m, n)
+    return k, (m if full else k), (n if full else k)
+
+
+def _svd_abstract(avals, params):
+    (sa, da), = avals
+    if len(sa) < 2:
+        raise ValueError("linalg.svd: The input tensor A must have at least 2 dimensions.")
+    m, n = sa[-2:]
+    k, cu, cv = _svd_sizes(m, n, params["full_matrices"])
+    return sa[:-2] + (m * cu + k + cv * n,), da
+
+
+def _svd_impl(a, full_matrices):
+    """U, S and Vh of each matrix of ``a``, packed on one last axis: U's m*cu elements (row
+    major), S's k, Vh's cv*n (a primitive has one result; ``svd_split`` unpacks them)."""
+    *batch, m, n = a.shape
+    batch = tuple(batch)
+    k, cu, cv = _svd_sizes(m, n, full_matrices)
+    if a.size == 0:  # LAPACK has nothing to do; an empty side's full basis is the identity (PyTorch's)
+        u = np.broadcast_to(np.eye(m, cu, dtype=a.dtype), batch + (m, cu))
+        vh = np.broadcast_to(np.eye(cv, n, dtype=a.dtype), batch + (cv, n))
+        s = np.zeros(batch + (k,), a.dtype)
+    else:
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return np.concatenate([u.reshape(batch + (m * cu,)), s.astype(a.dtype, copy=False),
+                           vh.reshape(batch + (cv * n,))], -1).astype(a.dtype, copy=False)
+
+
+def svd_split(x, m: int, n: int, full_matrices: bool):
+    """U (..., m, cu), S (..., k) and Vh (..., cv, n) of an ``svd`` result (or cotangent) ``x``."""
+    from .layout import reshape, slice_
+    k, cu, cv = _svd_sizes(m, n, full_matrices)
+    b = shape_of(x)[:-1]
+    lead = tuple((0, d, 1) for d in b)
+    u = reshape(slice_(x, key=lead + ((0, m * cu, 1),)), shape=b + (m, cu))
+    s = slice_(x, key=lead + ((m * cu, m * cu + k, 1),))
+    vh = reshape(slice_(x, key=lead + ((m * cu + k, m * cu + k + cv * n, 1),)), shape=b + (cv, n))
+    return u, s, vh
+
+
+def _narrow_last(x, k: int, axis: int):
+    """``x`` cut to its first ``k`` entries along ``axis`` (-1 or -2)."""
+    from .layout import slice_
+    s = shape_of(x)
+    if s[axis] == k:
+        return x
+    ax = len(s) + axis
+    return slice_(x, key=tuple((0, d, 1) if i != ax else (0, k, 1) for i, d in enumerate(s)))
+
+
+def _eye_like(k: int, dtype):
+    from .creation import iota
+    from .elementwise import cast, eq
+    from .layout import reshape
+    r = reshape(iota(n=k, dtype=np.dtype(np.int64)), shape=(k, 1))
+    c = reshape(iota(n=k, dtype=np.dtype(np.int64)), shape=(1, k))
+    return cast(eq(r, c), dtype=dtype)
+
+
+def _row(v):
+    """``v`` (..., k) as (..., 1, k)."""
+    from .layout import reshape
+    s = shape_of(v)
+    return reshape(v, shape=s[:-1] + (1, s[-1]))
+
+
+def _col(v):
+    """``v`` (..., k) as (..., k, 1)."""
+    from .layout import reshape
+    return reshape(v, shape=shape_of(v) + (1,))
+
+
+def _gap(s):
+    """E with E_ij = s_j^2 - s_i^2, its (zero) diagonal replaced by 1 (only 0 / E_ii is taken)."""
+    s2 = s * s
+    return _row(s2) - _col(s2) + _eye_like(shape_of(s)[-1], s.dtype.np)
+
+
+def _svd_backward(gu, gs, gvh, u, s, vh):
+    """PyTorch's svd_backward (real case) for the reduced factors: with E_ij = s_j^2 - s_i^2,
+    skew(X) = X - X^T, J = (skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS);
+    gA = U J Vh, plus (I - U U^T) gU S^-1 Vh when m > n, or U S^-1 gVh (I - V Vh) when m < n."""
+    from .elementwise import div
+    m, n = shape_of(u)[-2], shape_of(vh)[-1]
+    uhgu = matmul(swap_last(u), gu)
+    vhgv = matmul(vh, swap_last(gvh))
+    j = div(matmul(uhgu - swap_last(uhgu), _diag_of(s)) + matmul(_diag_of(s), vhgv - swap_last(vhgv)), _gap(s))
+    j = j + _diag_of(gs)
+    if m > n:
+        gusinv = div(gu, _row(s))
+        return matmul(matmul(u, j) + gusinv - matmul(u, matmul(swap_last(u), gusinv)), vh)
+    if m < n:
+        sinvgvh = div(gvh, _col(s))
+        return matmul(u, matmul(j, vh) + sinvgvh - matmul(matmul(sinvgvh, swap_last(vh)), vh))
+    return matmul(u, matmul(j, vh))
+
+
+def _diag_of(v):
+    """The diagonal matrices with ``v`` (..., k) on their diagonals."""
+    return _row(v) * _eye_like(shape_of(v)[-1], v.dtype.np)
+
+
+def _zeros_of(x):
+    from .creation import full
+    return full(shape=shape_of(x), value=0.0, dtype=x.dtype.np)
+
+
+def _svd_vjp(g, ins, out, needs, full_matrices):
+    # With full_matrices, the gradients of U's last m - k columns and Vh's last n - k rows are
+    # ignored (as PyTorch's: those vectors are any basis of a complement)
+    a = ins[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    if k == 0:
+        return (_zeros_of(a),)
+    u, s, vh = svd_split(out, m, n, full_matrices)
+    gu, gs, gvh = svd_split(g, m, n, full_matrices)
+    u, gu = _narrow_last(u, k, -1), _narrow_last(gu, k, -1)
+    vh, gvh = _narrow_last(vh, k, -2), _narrow_last(gvh, k, -2)
+    return (_svd_backward(gu, gs, gvh, u, s, vh),)
+
+
+def _svd_jvp(ts, ins, out, full_matrices):
+    # PyTorch's linalg_svd_jvp (real case): dP = U^T dA V, dS = diag(dP),
+    # dU = U (sym(dP S) / E) [+ (I - U U^T) dA V S^-1], dVh = -(sym(S dP) / E) Vh [+ S^-1 U^T dA (I - V Vh)];
+    # full_matrices: the extra columns of U / rows of Vh get a zero tangent
+    if ts[0] is None:
+        return None
+    from .elementwise import div
+    from .layout import concatenate, pad, reshape
+    a, da = ins[0], ts[0]
+    m, n = shape_of(a)[-2:]
+    k, cu, cv = _svd_sizes(m, n, full_matrices)
+    if k == 0:
+        return _zeros_of(out)
+    u, s, vh = svd_split(out, m, n, full_matrices)
+    u, vh = _narrow_last(u, k, -1), _narrow_last(vh, k, -2)
+    v = swap_last(vh)
+    dp = matmul(swap_last(u), matmul(da, v))
+    eye = _eye_like(k, s.dtype.np)
+    from .reduce import reduce_sum
+    nd = len(shape_of(dp))
+    ds = reduce_sum(dp * eye, axes=(nd - 1,), keepdims=False)
+    e = _gap(s)
+    x = dp * _row(s)
+    du = matmul(u, div(x + swap_last(x), e))
+    y = _col(s) * dp
+    dvh = -matmul(div(y + swap_last(y), e), vh)
+    if m > n:
+        davsinv = matmul(da, div(v, _row(s)))
+        du = du + davsinv - matmul(u, matmul(swap_last(u), davsinv))
+    elif m < n:
+        uhdasinv = matmul(div(swap_last(u), _col(s)), da)
+        dvh = dvh + uhdasinv - matmul(matmul(uhdasinv, v), vh)
+    b = shape_of(out)[:-1]
+    nb = len(b)
+    if cu != k:
+        du = pad(du, widths=((0, 0),) * (nb + 1) + ((0, cu - k),), value=0.0)
+    if cv != k:
+        dvh = pad(dvh, widths=((0, 0),) * nb + ((0, cv - k), (0, 0)), value=0.0)
+    return concatenate(reshape(du, shape=b + (m * cu,)), ds, reshape(dvh, shape=b + (cv * n,)), axis=nb)
+
+
+svd = Primitive("svd", _svd_impl, abstract=_svd_abstract, vjp=_svd_vjp, jvp=_svd_jvp, saves="in,out",
+                node_name="LinalgSvdBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("svd"))
+
+
+def _svdvals_abstract(avals, params):
+    (sa, da), = avals
+    if len(sa) < 2:
+        raise ValueError("linalg.svdvals: The input tensor A must have at least 2 dimensions.")
+    return sa[:-2] + (min(sa[-2:]),), da
+
+
+def _svdvals_impl(a):
+    if a.size == 0:
+        return np.zeros(a.shape[:-2] + (min(a.shape[-2:]),), a.dtype)
+    return np.linalg.svd(a, compute_uv=False).astype(a.dtype, copy=False)
+
+
+def _svdvals_factors(a):
+    m, n = shape_of(a)[-2:]
+    return svd_split(svd(a, full_matrices=False), m, n, False)
+
+
+def _svdvals_vjp(g, ins, out, needs):
+    # gA = U diag(gS) Vh: no division by singular value gaps, so it holds at repeated ones
+    a = ins[0]
+    if min(shape_of(a)[-2:]) == 0:
+        return (_zeros_of(a),)
+    u, _, vh = _svdvals_factors(a)
+    return (matmul(u * _row(g), vh),)
+
+
+def _svdvals_jvp(ts, ins, out):
+    # dS_i = u_i^T dA v_i
+    if ts[0] is None:
+        return None
+    a = ins[0]
+    if min(shape_of(a)[-2:]) == 0:
+        return _zeros_of(out)
+    from .reduce import reduce_sum
+    u, _, vh = _svdvals_factors(a)
+    nd = len(shape_of(vh))
+    return reduce_sum(matmul(swap_last(u), ts[0]) * vh, axes=(nd - 1,), keepdims=False)
+
+
+svdvals = Primitive("svdvals", _svdvals_impl, abstract=_svdvals_abstract, vjp=_svdvals_vjp, jvp=_svdvals_jvp,
+                    saves="in", node_name="LinalgSvdBackward0", no_lowering=_NO_LOWERING,
+                    batch=_front_batch("svdvals"))
