@@ -1,0 +1,97 @@
+"""``torch.jit``, as far as programs written for PyTorch use it to run code.
+
+fusegrad has no TorchScript: ``script`` and ``trace`` return what they are given, which then
+runs as the Python it is (TorchScript is a subset of Python with the same results), and
+the decorators (``ignore``, ``unused``, ``export``) leave functions as they are. To compile
+a function or module, use ``fusegrad.compile``. Saving or loading TorchScript archives
+raises: save a ``state_dict`` with ``fusegrad.save`` instead."""
+from __future__ import annotations
+
+from typing import Any, Callable, Final  # noqa: F401  (torch.jit.Final)
+
+__all__ = ["Final", "Future", "ScriptFunction", "ScriptModule", "annotate", "export", "fork", "ignore",
+           "is_scripting", "is_tracing", "load", "save", "script", "trace", "unused", "wait"]
+
+
+class ScriptModule:
+    """TorchScript's module type; nothing fusegrad returns is one."""
+
+
+class ScriptFunction:
+    """TorchScript's function type; nothing fusegrad returns is one."""
+
+
+def script(obj: Any, optimize=None, _frames_up: int = 0, _rcb=None, example_inputs=None) -> Any:
+    """``obj`` itself (a function, module or class), run as Python."""
+    return obj
+
+
+def trace(func: Any, example_inputs=None, optimize=None, check_trace: bool = True, check_inputs=None,
+          check_tolerance: float = 1e-5, strict: bool = True, _force_outplace: bool = False,
+          _module_class=None, _compilation_unit=None, example_kwarg_inputs=None, _store_inputs: bool = True) -> Any:
+    """``func`` itself: it runs define-by-run, so control flow that depends on the inputs is
+    followed on every call (where a TorchScript trace would replay the example's path)."""
+    return func
+
+
+def ignore(drop: Any = False, **kwargs) -> Any:
+    """Decorator (``@ignore`` or ``@ignore(drop=True)``): the function unchanged."""
+    if callable(drop):
+        return drop
+    return lambda fn: fn
+
+
+def unused(fn: Callable) -> Callable:
+    return fn
+
+
+def export(fn: Callable) -> Callable:
+    return fn
+
+
+def is_scripting() -> bool:
+    """False: fusegrad code always runs as Python."""
+    return False
+
+
+def is_tracing() -> bool:
+    return False
+
+
+def annotate(the_type: Any, the_value: Any) -> Any:
+    return the_value
+
+
+class Future:
+    """The result of ``fork``: computed when forked, returned by ``wait``."""
+
+    def __init__(self, value: Any):
+        self._value = value
+
+    def wait(self) -> Any:
+        return self._value
+
+    def done(self) -> bool:
+        return True
+
+    def value(self) -> Any:
+        return self._value
+
+
+def fork(func: Callable, *args, **kwargs) -> Future:
+    """``func(*args, **kwargs)`` run now (one thread of execution), as a Future."""
+    return Future(func(*args, **kwargs))
+
+
+def wait(future: Future) -> Any:
+    return future.wait()
+
+
+def save(m: Any, f: Any, _extra_files=None) -> None:
+    raise RuntimeError("fusegrad.jit.save: fusegrad has no TorchScript; save the weights with "
+                       "fusegrad.save(model.state_dict(), f) and rebuild the module in Python")
+
+
+def load(f: Any, map_location=None, _extra_files=None, _restore_shapes: bool = False) -> Any:
+    raise RuntimeError("fusegrad.jit.load: fusegrad has no TorchScript; load a state_dict saved with "
+                       "fusegrad.save or torch.save through fusegrad.load and load_state_dict")

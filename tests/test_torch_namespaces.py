@@ -1,0 +1,115 @@
+"""The thin namespaces programs written for PyTorch reach for: ``testing`` (assert_close's
+tolerances and messages, compared with PyTorch's own), ``random`` (fork_rng) and ``jit``
+(code written for TorchScript runs as Python)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+torch = pytest.importorskip("torch")
+
+
+def _cases(T):
+    nan, inf = float("nan"), float("inf")
+    return [
+        (T.tensor([1., 2., 3.]), T.tensor([1., 2.5, 3.]), {}),
+        (T.tensor([1., 2.]), T.tensor([1., 2., 3.]), {}),
+        (T.tensor([1., 2.]), T.tensor([1., 2.], dtype=T.float64), {}),
+        (T.tensor([1., 2.]), T.tensor([1., 2.], dtype=T.float64), {"check_dtype": False}),
+        (1.0, 1.5, {}),
+        (T.tensor([[1, 2], [3, 4]]), T.tensor([[1, 2], [3, 5]]), {}),
+        ([T.tensor(1.), T.tensor(2.)], [T.tensor(1.), T.tensor(3.)], {}),
+        ({"a": T.tensor(1.)}, {"a": T.tensor(2.)}, {}),
+        ({"a": T.tensor(1.)}, {"b": T.tensor(1.)}, {}),
+        (T.tensor([nan]), T.tensor([nan]), {}),
+        (T.tensor([nan, 1.]), T.tensor([nan, 1.]), {"equal_nan": True}),
+        ([1, 2], [1, 2, 3], {}),
+        (T.tensor([1., 2.], requires_grad=True), T.tensor([1., 2.]), {}),
+        (T.tensor([inf, 1.]), T.tensor([inf, 1.]), {}),
+        (T.tensor([inf, 1.]), T.tensor([-inf, 1.]), {}),
+        (T.tensor([1., 2.], dtype=T.float16), T.tensor([1., 2.001], dtype=T.float16), {}),
+        (T.tensor([1., 2.], dtype=T.float16), T.tensor([1., 2.01], dtype=T.float16), {}),
+        (np.array([1., 2.]), np.array([1., 2.1]), {}),
+        ((T.tensor(1), 2), (T.tensor(1), 3), {}),
+        (T.tensor([True, False]), T.tensor([True, True]), {}),
+        (T.tensor(1.), T.tensor(1.1), {"rtol": 0.2, "atol": 0.0}),
+        (T.tensor([1.]), T.tensor([1.1]), {"msg": "custom"}),
+        (T.tensor([1.]), T.tensor([1.1]), {"msg": lambda m: "seen: " + m.splitlines()[0]}),
+        (T.tensor([1.]), T.tensor([1.1]), {"rtol": 0.2}),
+        (T.tensor(1.), 1.0, {}),
+    ]
+
+
+def _outcome(T, name: str, a, e, kw) -> str:
+    try:
+        T.testing.assert_close(a, e, **kw)
+        return "ok"
+    except (AssertionError, ValueError) as exc:
+        return f"{type(exc).__name__}: {str(exc).replace(name + '.', 'T.')}"
+    except TypeError as exc:
+        return "TypeError"
+
+
+@pytest.mark.parametrize("i", range(25))
+def test_assert_close_passes_and_fails_as_pytorch_with_its_message(i):
+    fg_case, t_case = _cases(fg)[i], _cases(torch)[i]
+    assert _outcome(fg, "fusegrad", *fg_case) == _outcome(torch, "torch", *t_case)
+
+
+def test_make_tensor_respects_range_dtype_and_layout():
+    t = fg.testing.make_tensor((200,), dtype=fg.float32, device="cpu", low=-1, high=1)
+    assert t.dtype is fg.float32 and t.shape == (200,) and bool((t >= -1).all()) and bool((t < 1).all())
+    assert float(t.std()) > 0.3  # spread over the range, not a constant
+    t = fg.testing.make_tensor(4, 5, dtype=fg.int64, device="cpu", noncontiguous=True, exclude_zero=True)
+    assert t.shape == (4, 5) and not t.is_contiguous() and bool((t != 0).all())
+    assert bool((t >= -9).all()) and bool((t < 10).all())
+    assert fg.testing.make_tensor(3, dtype=fg.bool, device="cpu").dtype is fg.bool
+    assert fg.testing.make_tensor((2,), dtype=fg.float64, device="cpu", requires_grad=True).requires_grad
+
+
+def test_fork_rng_restores_the_default_generator():
+    fg.manual_seed(3)
+    with fg.random.fork_rng():
+        fg.rand(5)
+        fg.manual_seed(99)
+        fg.randn(2)
+    after = fg.rand(3)
+    fg.manual_seed(3)
+    np.testing.assert_array_equal(after.numpy(), fg.rand(3).numpy())
+    with fg.random.fork_rng(enabled=False):
+        fg.rand(1)
+    assert fg.random.initial_seed() == 3 and fg.random.get_rng_state is fg.get_rng_state
+
+
+def test_torchscript_code_runs_as_python():
+    @fg.jit.script
+    def gelu_ish(x):
+        return x * fg.sigmoid(1.702 * x)
+
+    class Net(fg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = fg.nn.Linear(3, 2)
+
+        @fg.jit.ignore
+        def helper(self, x):
+            return x
+
+        def forward(self, x):
+            if fg.jit.is_scripting() or fg.jit.is_tracing():
+                raise AssertionError("fusegrad never scripts")
+            return self.helper(self.lin(x)).relu()
+
+    net = Net()
+    x = fg.randn(4, 3)
+    assert fg.jit.script(net) is net and fg.jit.trace(net, (x,)) is net
+    np.testing.assert_allclose(gelu_ish(x).numpy(), (x * fg.sigmoid(1.702 * x)).numpy())
+    fut = fg.jit.fork(net, x)
+    np.testing.assert_array_equal(fg.jit.wait(fut).detach().numpy(), net(x).detach().numpy())
+    assert fg.jit.annotate(list, []) == [] and not isinstance(net, fg.jit.ScriptModule)
+    with pytest.raises(RuntimeError, match="state_dict"):
+        fg.jit.save(net, "m.pt")
