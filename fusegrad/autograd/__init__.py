@@ -1,6 +1,6 @@
 """fusegrad.autograd: backward, grad, custom Functions, gradcheck and anomaly detection."""
 from ..runtime.grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
-from . import forward_ad, functional, graph
+from . import forward_ad, functional, graph, profiler
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .functions import backward, grad
