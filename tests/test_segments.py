@@ -406,3 +406,25 @@ def test_ops_without_cpu_kernels_run_eagerly_between_compiled_segments():
     info = cf.cache_info()
     assert info["fallbacks"] == 0 and info["segments"] >= 2, info
     assert any("argsort has no kernel lowering" in r for r in info["graph_breaks"]), info
+
+
+def test_a_number_read_each_call_into_arithmetic_stops_compiling_new_segments():
+    """``.item()`` feeding arithmetic puts a new float constant into the next segment at each
+    call: after two such variants that segment runs op by op instead of compiling per call."""
+    def f(m, x):
+        s = x.sum().item()
+        return (x * (1.0 / (abs(s) + 1.0))).tanh().sum()
+
+    cf = fusegrad.compile(lambda x: f(fusegrad, x))
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        a = rng.standard_normal(7).astype(np.float32)
+        x, xt = fusegrad.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        y, yt = cf(x), f(torch, xt)
+        y.backward()
+        yt.backward()
+        np.testing.assert_allclose(y.item(), yt.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-7)
+    info = cf.cache_info()
+    assert info["segments"] <= 3, info  # the first segment and two variants of the second
+    assert any("float constants" in n for n in info["notes"]), info["notes"]

@@ -39,9 +39,10 @@ def _value(x: Any) -> str:
     raise TypeError(f"no exact fingerprint for a {type(x).__name__}")
 
 
-def fingerprint(graph: Graph) -> str:
+def fingerprint(graph: Graph, float_literals: bool = True) -> str:
     """The hex digest of ``graph`` (see the module docstring); TypeError when a param or
-    literal has no exact spelling (see ``_value``)."""
+    literal has no exact spelling (see ``_value``). With ``float_literals=False``, graphs
+    that differ only in the values of float operands (not params) have one digest."""
     num: dict = {}
     types: dict = {}  # (shape, dtype) -> its spelling, formatted once per graph
 
@@ -49,7 +50,11 @@ def fingerprint(graph: Graph) -> str:
         return f"%{num.setdefault(v.id, len(num))}"
 
     def operand(a: Any) -> str:
-        return f"%{num[a.id]}" if type(a) is Var else _value(a)
+        if type(a) is Var:
+            return f"%{num[a.id]}"
+        if not float_literals and isinstance(a, (float, np.floating)):
+            return f"{type(a).__name__}:?"
+        return _value(a)
 
     def typed(v: Var) -> str:
         key = (v.shape, v.dtype)

@@ -599,6 +599,7 @@ class CompiledFunction:
         self._warmed: set = set()
         self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
+        self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
         self._grad_groups: Optional[tuple] = None  # see _set_gradient_groups
         self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
         self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)

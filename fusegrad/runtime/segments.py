@@ -32,6 +32,9 @@ from .ops import _writable
 from .tensor import Tensor
 
 SEGMENT_LIMIT = 32  # compiled segments per compiled function; further ones run op by op
+#: compiled segments that differ only in float literals (a number from ``.item()`` used in
+#: arithmetic: a new value at every call); further ones run op by op instead of compiling
+LITERAL_VARIANTS = 2
 
 
 class SegmentTrace(CaptureTrace):
@@ -161,6 +164,15 @@ class SegmentTrace(CaptureTrace):
         if plan is None and key is not None and len(owner._segments) >= SEGMENT_LIMIT:
             key = None
             owner._note(f"segment limit ({SEGMENT_LIMIT}) reached for {owner.__name__}: new segments run op by op")
+        if plan is None and key is not None:
+            form = (fingerprint(g, float_literals=False),) + key[1:]
+            variants = owner._segment_forms.setdefault(form, 0)
+            if variants >= LITERAL_VARIANTS:
+                key = None
+                owner._note(f"a segment of {owner.__name__} changes only in its float constants from call to "
+                            "call (a number read with .item() used in arithmetic, say): it runs op by op")
+            else:
+                owner._segment_forms[form] = variants + 1
         if plan is None and key is not None:
             traced = _Traced(g, flatten(list(outs))[1], [("t", i) for i in range(len(outs))], diff, [],
                              [(i, type(outs[i]._grad_fn).__name__) for i in spent])
