@@ -751,3 +751,26 @@ def test_loop_groups_reading_slices_at_different_positions_share_one_kernel(rng)
     for t, got in enumerate(exe(x, h, w)):
         want = np.tanh(want @ w + x[:, t])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_equal_kernel_sources_with_other_dtypes_compile_per_signature():
+    """A library-call or loop kernel whose source is equal for buffers of two dtypes (a
+    gather of floats and one of indices; a concatenate of float32 and of float64) is one
+    module compiled for each signature, never called with the other's."""
+    r = np.random.default_rng(0)
+    x = fg.tensor(r.standard_normal((4, 7)).astype(np.float32))
+    i = fg.tensor(np.argsort(r.standard_normal((4, 7)), 0))
+    k = fg.tensor(r.integers(0, 4, (1, 7)))
+
+    def f(x, i, k):
+        return fg.gather(x, 0, fg.gather(i, 0, k))
+    np.testing.assert_array_equal(fg.compile(f)(x, i, k).numpy(), f(x, i, k).numpy())
+
+    def sh(w):
+        return fg.cat([w[:1], w[:-1]], 0)
+
+    def h(x):
+        return sh((x + sh(x)).double())
+    got = fg.compile(h)(x)
+    assert got.dtype is fg.float64
+    np.testing.assert_array_equal(got.numpy(), h(x).numpy())
