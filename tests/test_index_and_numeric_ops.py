@@ -102,3 +102,23 @@ def test_ops_compiled_match_eager():
     brk, sort = g.cache_info()["graph_breaks"]
     assert brk.startswith("repeat_interleave() (data-dependent output shape)"), brk
     assert sort.startswith("argsort has no kernel lowering"), sort
+
+
+def test_integer_floor_and_trunc_division_stay_integers_as_pytorch():
+    torch = pytest.importorskip("torch")
+    a_np, b_np = np.array([7, -7, 5, -9, 0]), np.array([2, 2, -3, -4, 5], dtype=np.int32)
+    for mode in ("floor", "trunc"):
+        got = fg.div(fg.tensor(a_np), fg.tensor(b_np), rounding_mode=mode)
+        want = torch.div(torch.tensor(a_np), torch.tensor(b_np), rounding_mode=mode)
+        assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    x, xt = fg.tensor(a_np), torch.tensor(a_np)
+    np.testing.assert_array_equal((x // 2).numpy(), (xt // 2).numpy())
+    assert (x // 2).dtype is fg.int64 and (x // 2.0).dtype is fg.float32
+    np.testing.assert_array_equal(fg.floor_divide(7, fg.tensor(b_np)).numpy(),
+                                  torch.floor_divide(7, torch.tensor(b_np)).numpy())
+    assert fg.floor_divide(7, fg.tensor(b_np)).dtype is fg.int32
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        x // 0
+    cf = fg.compile(lambda v: v // 3 + fg.div(v, -2, rounding_mode="trunc"))
+    np.testing.assert_array_equal(cf(x).numpy(), (xt // 3 + torch.div(xt, -2, rounding_mode="trunc")).numpy())

@@ -263,7 +263,15 @@ def div(input, other, *, rounding_mode=None, out=None):  # noqa: A002
     return r if out is None else write_out("div", r, out)
 
 
+def _integral(x) -> bool:
+    if isinstance(x, Tensor):
+        return x._data.dtype.kind in "iu"
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 def _div(a, b, rounding_mode):
+    if rounding_mode is not None and _integral(a) and _integral(b):
+        return _int_div(a, b, rounding_mode)
     a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
     if isinstance(b, Tensor):
         b = _float(b)
@@ -280,6 +288,17 @@ def _div(a, b, rounding_mode):
 
 
 true_divide = alias(div, "true_divide")
+
+
+def _int_div(a, b, rounding_mode):
+    """Integer division rounded as ``rounding_mode`` says, in the operands' promoted integer
+    dtype (through float64: exact while |a| < 2**53); dividing by zero raises, as PyTorch."""
+    a, b = _promote2(as_t(a), b)
+    if type(as_t(b)._data) is np.ndarray and not as_t(b)._data.all():
+        raise RuntimeError("ZeroDivisionError")
+    f64 = np.dtype(np.float64)
+    q = div(P.cast(a, dtype=f64), P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b))
+    return P.cast(floor(q) if rounding_mode == "floor" else trunc(q), dtype=a._data.dtype)
 
 
 def full_as(like: Tensor, value) -> Tensor:
