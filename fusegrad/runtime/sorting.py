@@ -15,6 +15,7 @@ from .exports import op
 from .ops import (_axes, _return_type, as_t, cat, clamp, cumsum, div, eq, isnan, log, logical_and, logical_not,
                   logical_or, maximum, minimum, named, narrow, neg, reshape, sub, where)
 from .devices import move
+from .factory import arange
 from .tensor import Tensor, wrap
 
 
@@ -89,7 +90,6 @@ def kthvalue(input, k, dim=-1, keepdim=False):
 # ---------------------------------------------------------------- scans and counting selections
 def _positions(x: Tensor, ax: int) -> Tensor:
     """0, 1, ..., n-1 along axis ``ax`` of ``x`` (int64, broadcastable against ``x``)."""
-    from .factory import arange
     shape = tuple(s if a == ax else 1 for a, s in enumerate(x._data.shape))
     return reshape(arange(x._data.shape[ax], dtype=np.int64, device=x.device), shape)
 
@@ -106,6 +106,14 @@ def _scan(a: Tensor, ax: int, combine) -> Tensor:
     return a
 
 
+def _wide(x: Tensor) -> Tensor:
+    """``x`` detached, as float64 (a float) or int64 (an integer or bool): the same order,
+    and the scans below then keep one 8-byte dtype."""
+    d = x.detach()
+    work = np.dtype(np.float64 if d._data.dtype.kind == "f" or d.dtype.is_floating_point else np.int64)
+    return d if d._data.dtype == work else P.cast(d, dtype=work)
+
+
 def _scalar_dim(x: Tensor, dim, name: str):
     if not -1 <= int(dim) <= 0:
         raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got {dim}")
@@ -118,7 +126,7 @@ def _cumextreme(input, dim, largest: bool, name: str, result):
         v, i = _cumextreme(reshape(x, (1,)), 0, largest, name, result)
         return result(reshape(v, ()), reshape(i, ()))
     ax = _axes(x, dim)[0]
-    d = x.detach()
+    d = _wide(x)
     m = _scan(d, ax, maximum if largest else minimum)  # the running extreme; NaN from the first NaN on
     # PyTorch moves the index to every element reaching the running extreme (so ties take the
     # last one) and to every NaN
@@ -163,21 +171,19 @@ def mode(input, dim=-1, keepdim=False):
     n = x._data.shape[ax]
     if n == 0:
         raise IndexError(f"mode(): Expected reduction dim {ax} to have non-zero size.")
-    d = x.detach()
+    d = _wide(x)
     order = P.argsort(d, axis=ax, descending=False)  # stable: equal values keep their order
     s = P.gather(d, order, axis=ax)
-    cur, prev = narrow(s, ax, 1, n - 1), narrow(s, ax, 0, n - 1)
-    same = logical_or(eq(cur, prev), logical_and(isnan(cur), isnan(prev)))
-    first = eq(narrow(_positions(x, ax), ax, 0, 1), 0)  # a True slice, broadcast by cat's where below
-    true = logical_or(eq(narrow(s, ax, 0, 1), narrow(s, ax, 0, 1)), logical_not(eq(narrow(s, ax, 0, 1),
-                                                                                   narrow(s, ax, 0, 1))))
-    start = cat([true, logical_not(same)], ax)  # where a run of equal sorted values begins
-    end = cat([logical_not(same), true], ax)  # where one ends
     pos = _positions(x, ax)
-    count = sub(pos, _scan(where(start, pos, 0), ax, maximum)) + 1  # position within the run, from 1
+
+    def differs(other):  # NaNs count as equal
+        return logical_not(logical_or(eq(s, other), logical_and(isnan(s), isnan(other))))
+    # where the runs of equal sorted values start and end
+    start = logical_or(eq(pos, 0), differs(cat([narrow(s, ax, 0, 1), narrow(s, ax, 0, n - 1)], ax)))
+    end = logical_or(eq(pos, n - 1), differs(cat([narrow(s, ax, 1, n - 1), narrow(s, ax, n - 1, 1)], ax)))
+    count = sub(pos, _scan(where(start, pos, 0), ax, maximum)) + 1  # the position within its run, from 1
     best = P.argmax(where(end, count, 0), axis=ax, keepdims=True)  # the first longest run: the smallest value
     idx = P.gather(order, best, axis=ax)
-    del first
     v, i = _reduced(P.gather(x, idx, axis=ax), idx, ax, keepdim)
     return mode_type(named(v, "ModeBackward0"), i)
 
@@ -191,7 +197,17 @@ def nanmedian(input, dim=None, keepdim=False):
         flat = reshape(x, (-1,))
         if flat._data.shape[0] == 0:
             return reshape(div(P.reduce_sum(flat, axes=(0,), keepdims=True), 0), ())  # NaN, as PyTorch
-        return named(reshape(nanmedian(flat, 0, True).values, ()), "NanmedianBackward0")
+        m = reshape(nanmedian(flat.detach(), 0, True).values, ())
+        if flat._data.dtype.kind != "f":
+            return m
+        # the gradient is shared evenly by the elements equal to the median (the NaNs, when it is
+        # NaN), as PyTorch's evenly_distribute_backward: m - sum(m - x over them) / their count,
+        # which is m itself (-0.0 included)
+        d = flat.detach()
+        mask = logical_or(eq(d, m), logical_and(isnan(d), isnan(m)))
+        cnt = P.reduce_sum(P.cast(mask, dtype=flat._data.dtype), axes=(0,), keepdims=False)
+        share = div(P.reduce_sum(where(mask, sub(m, flat), 0), axes=(0,), keepdims=False), cnt)
+        return named(sub(m, share), "NanmedianBackward0")
     if x._data.ndim == 0:
         _scalar_dim(x, dim, "nanmedian")
         v, i = nanmedian(reshape(x, (1,)), 0, True)
@@ -200,14 +216,14 @@ def nanmedian(input, dim=None, keepdim=False):
     if x._data.shape[ax] == 0:
         raise IndexError(f"median(): Expected reduction dim {ax} to have non-zero size.")
     v, i, _ = _sorted_along(x, ax, False, "nanmedian")  # NaNs sort last
-    if x._data.dtype.kind == "f":
-        c = P.reduce_sum(P.cast(logical_not(isnan(x)), dtype=np.dtype(np.int64)), axes=(ax,), keepdims=True)
-        k = clamp(div(sub(c, 1), 2, rounding_mode="floor"), min=0)
-    else:
-        k = reshape(as_t(np.array((x._data.shape[ax] - 1) // 2, np.int64)).to(x.device),
-                    tuple(1 for _ in x._data.shape))
-        k = P.broadcast_to(k, shape=tuple(1 if a == ax else s for a, s in enumerate(x._data.shape)))
-    v, i = _reduced(P.gather(v, k, axis=ax), P.gather(i, k, axis=ax), ax, keepdim)
+    if x._data.dtype.kind != "f":  # no NaN: the median
+        k = (x._data.shape[ax] - 1) // 2
+        v, i = _reduced(narrow(v, ax, k, 1), narrow(i, ax, k, 1), ax, keepdim)
+        return nanmedian_type(named(v, "NanmedianBackward1"), i)
+    c = P.reduce_sum(P.cast(logical_not(isnan(x)), dtype=np.dtype(np.int64)), axes=(ax,), keepdims=True)
+    k = div(clamp(sub(c, 1), min=0), 2, rounding_mode="floor")  # the lower middle of the numbers (0 if none)
+    i = P.gather(i, k, axis=ax)
+    v, i = _reduced(P.gather(x, i, axis=ax), i, ax, keepdim)
     return nanmedian_type(named(v, "NanmedianBackward1"), i)
 
 
