@@ -122,3 +122,15 @@ def test_integer_floor_and_trunc_division_stay_integers_as_pytorch():
         x // 0
     cf = fg.compile(lambda v: v // 3 + fg.div(v, -2, rounding_mode="trunc"))
     np.testing.assert_array_equal(cf(x).numpy(), (xt // 3 + torch.div(xt, -2, rounding_mode="trunc")).numpy())
+
+
+def test_median_without_dim_shares_its_gradient_among_ties_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for vals in ([1., 2., 2., 3., 2.], [1., float("nan"), 2., float("nan")], [4., 1., 3., 2.]):
+        x, xt = fg.tensor(vals, requires_grad=True), torch.tensor(vals, requires_grad=True)
+        y, yt = x.median(), xt.median()
+        (y * 3).backward()
+        (yt * 3).backward()
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+        assert type(y.grad_fn).__name__ == type(yt.grad_fn).__name__

@@ -106,9 +106,17 @@ def median(x, dim=None, keepdim=False):
         flat = O.reshape(x, (-1,))
         if flat.shape[0] == 0:
             raise IndexError("median() input tensor cannot be empty")
-        v = O.getitem(sort(flat).values, (flat.shape[0] - 1) // 2)
-        nan = O.isnan(flat)
-        return O.where(O.gt(O.sum(nan), 0), O.sum(O.where(nan, flat, zeros_like(flat))), v)  # (NaN, there)
+        d = flat.detach()
+        v = O.getitem(sort(d).values, (flat.shape[0] - 1) // 2)
+        nan = O.isnan(d)
+        m = O.where(O.gt(O.sum(nan), 0), O.sum(O.where(nan, d, zeros_like(d))), v)  # (NaN, there)
+        if not flat.dtype.is_floating_point:
+            return m
+        # the gradient is shared evenly by the elements equal to the median (the NaNs, when it
+        # is NaN), as PyTorch's: m - (sum of m - sum of x, over them) / their count, which is m
+        mask = O.logical_or(O.eq(d, m), O.logical_and(nan, O.isnan(m)))
+        gap = O.sub(O.sum(O.where(mask, m, zeros_like(flat))), O.sum(O.where(mask, flat, zeros_like(flat))))
+        return O.named(O.sub(m, O.div(gap, O.sum(O.to(mask, flat.dtype)))), "MedianBackward0")
     ax = O._axes(x, dim)[0]
     n = x.shape[ax]
     if n == 0:
