@@ -15,7 +15,7 @@ from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitiv
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
 from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.factory import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
-                              from_numpy, full, full_like, get_rng_state, initial_seed, linspace, manual_seed,
+                              from_numpy, full, full_like, get_rng_state, initial_seed, linspace, logspace, manual_seed,
                               normal, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm,
                               seed, set_rng_state, tensor, zeros, zeros_like)
 from .runtime import exports as _exports

@@ -809,3 +809,41 @@ def test_matmul_gradient_takes_its_operands_memory_order():
     wt.register_hook(lambda g: seen.append(g._data.flags.f_contiguous and not g._data.flags.c_contiguous))
     (fx.detach() @ wt).sum().backward()
     assert seen == [True]
+
+
+def test_mark_dirty_returns_the_input_itself_with_its_history_continued():
+    """A custom Function that updates its input in place and marks it dirty returns that
+    very tensor, whose history now runs through the Function (the double-backward and
+    extending-autograd tutorials' in-place Functions); a leaf that requires grad refuses."""
+    torch = pytest.importorskip("torch")
+
+    def run(m):
+        class TripleInplace(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(3)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return 3 * g
+        a = m.tensor([1., 2.], requires_grad=True)
+        b = a.clone()
+        c = TripleInplace.apply(b)
+        (b * b).sum().backward()
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad has been used in an in-place"):
+            TripleInplace.apply(m.tensor([1.], requires_grad=True))
+        return c is b, type(b.grad_fn).__name__, b.detach().numpy().tolist(), a.grad.numpy().tolist()
+    assert run(fg) == run(torch)
+
+
+def test_logspace_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    for args, kw in (((0, 2, 3), {}), ((-1, 1, 4), {"base": 2}), ((0, 3, 4), {"dtype": "float64"}),
+                     ((0, 2, 3), {"dtype": "int64"}), ((0, 1, 0), {})):
+        k = {n: (getattr(fg, v) if n == "dtype" else v) for n, v in kw.items()}
+        kt = {n: (getattr(torch, v) if n == "dtype" else v) for n, v in kw.items()}
+        got, want = fg.logspace(*args, **k), torch.logspace(*args, **kt)
+        assert got.dtype.name == str(want.dtype).split(".")[1]
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

@@ -22,6 +22,7 @@ class FunctionCtx:
         self._saved_versions = ()
         self.needs_input_grad = ()
         self._non_diff = set()
+        self._dirty = set()
         self.materialize_grads = True
         self._freed = False
         self._saved_forward = ()
@@ -57,7 +58,9 @@ class FunctionCtx:
         self._non_diff.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors) -> None:
-        pass
+        """``tensors`` (inputs) were modified in place by ``forward``: returned, they are the
+        same objects, their history continued by this function's node."""
+        self._dirty.update(id(t) for t in tensors)
 
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = value
@@ -124,6 +127,15 @@ class Function(metaclass=_FunctionMeta):
         for i, o in enumerate(outs):
             diff = isinstance(o, Tensor) and id(o) not in ctx._non_diff and o._data.dtype.kind == "f"
             if isinstance(o, Tensor) and any(o is a for a in args):
+                if id(o) in ctx._dirty:  # modified in place: the input itself, its history continued
+                    if o._grad_fn is None and o._rg:
+                        raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
+                    if node is not None and diff:
+                        o._regraft(node, i)
+                        o._rg = True
+                    results.append(o)
+                    diff_results.append(o if diff else None)
+                    continue
                 o = o.detach()  # an input returned as is: a fresh alias carries node and tangent
             if node is not None and diff:
                 o._grad_fn, o._out_nr, o._rg = node, i, True

@@ -197,6 +197,13 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: boo
     return _new(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype)), requires_grad, device)
 
 
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` values from ``base ** start`` to ``base ** end``, evenly spaced in exponent."""
+    return _new(np.logspace(float(start), float(end), int(steps), base=base).astype(_np_dtype(dtype)),
+                requires_grad, device)
+
+
 def eye(n: int, m: Optional[int] = None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _new(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad, device)
 
