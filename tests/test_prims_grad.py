@@ -240,6 +240,10 @@ add("matrix_exp", [("3x3", lambda: [rnd((3, 3))]), ("batched", lambda: [rnd((2, 
 add("slogdet", [("batched", lambda: [_WELL((2, 3, 3))])])
 add("solve", [("3x3", lambda: [_WELL((3, 3)), rnd((3, 2))]), ("batched", lambda: [_WELL((2, 3, 3)), rnd((2, 3, 1))])])
 add("qr_q", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 3))])], params=dict(complete=False))
+add("svd", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 3))]), ("batched", lambda: [rnd((2, 3, 3))])],
+    params=dict(full_matrices=False))
+add("svd", [("full_square", lambda: [rnd((3, 3))])], params=dict(full_matrices=True))
+add("svdvals", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 2, 3))])])
 
 DIFF_PRIMS = sorted(n for n, p in PRIMS.items() if not p.nondiff)
 

@@ -19,8 +19,8 @@ from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
-from .ops import (_axes, _float, abs, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, pow,
-                  roll, sqrt, stack, sum, tril, triu, where)
+from .ops import (_axes, _float, abs, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, own,
+                  pow, roll, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -212,7 +212,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         if keepdim:
             for d in sorted((d0, d1)):
                 r = r.unsqueeze(d)
-        return _out("linalg.matrix_norm", named(r, "LinalgMatrixNormBackward0"), out)
+        return _out("linalg.matrix_norm", r, out)
     if ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     # 1/-1: the largest/smallest column sum (sum over rows); inf/-inf: row sums
@@ -554,10 +554,13 @@ linalg_svd_type = _return_type("linalg_svd", ("U", "S", "Vh"))
 svd_type = _return_type("svd", ("U", "S", "V"))
 
 
-def _svd_input(A, what: str) -> Tensor:
+def _svd_input(A, what: str, few_dims: Optional[str] = None) -> Tensor:
+    """``A`` as a tensor, checked to be a batch of floating-point matrices (``few_dims``:
+    PyTorch's message where it has fewer than 2 dimensions, when it is not the usual one)."""
     a = as_t(A)
     if a.ndim < 2:
-        raise RuntimeError(f"{what}: The input tensor A must have at least 2 dimensions.")
+        raise RuntimeError(few_dims.format(a) if few_dims else
+                           f"{what}: The input tensor A must have at least 2 dimensions.")
     _floating(a, what)
     return a
 
@@ -581,16 +584,17 @@ def linalg_svd(A, full_matrices: bool = True, *, driver=None, out=None):
     packed = P.svd(a, full_matrices=full)
     k, cu, cv = min(m, n), (m if full else min(m, n)), (n if full else min(m, n))
     batch = tuple(a.shape[:-2])
-    u = packed[..., :m * cu].reshape(batch + (m, cu))
-    s = packed[..., m * cu:m * cu + k]
-    vh = packed[..., m * cu + k:].reshape(batch + (cv, n))
+    # three tensors of their own (not views of the packed result), each LinalgSvdBackward0 as PyTorch's
+    u, s, vh = (own(named(t, "LinalgSvdBackward0"), a) for t in (packed[..., :m * cu].reshape(batch + (m, cu)),
+                                                                  packed[..., m * cu:m * cu + k],
+                                                                  packed[..., m * cu + k:].reshape(batch + (cv, n))))
     return _out("linalg.svd", linalg_svd_type(u, s, vh), out)
 
 
 def svdvals(A, *, driver=None, out=None) -> Tensor:
     """The singular values of each matrix of ``A``, descending (``torch.linalg.svdvals``); their
     gradient is ``U diag(gS) Vh``, defined at repeated singular values too."""
-    a = _svd_input(A, "linalg.svdvals")
+    a = _svd_input(A, "linalg.svd")
     _driver(driver)
     return _out("linalg.svdvals", P.svdvals(a), out)
 
@@ -600,7 +604,8 @@ def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):  # noqa
     """``U``, ``S`` and ``V`` (not ``Vh``) with ``input = U diag(S) V^T`` (``torch.svd``);
     ``some=False``: square ``U`` and ``V``; ``compute_uv=False``: ``U`` (m x m) and ``V``
     (n x n) zero-filled, ``S`` alone computed."""
-    a = _svd_input(input, "svd")
+    a = _svd_input(input, "linalg.svd",
+                   "linalg.svd: input should have at least 2 dimensions, but has {0.ndim} dimensions instead")
     if not compute_uv:
         m, n = a.shape[-2:]
         batch = tuple(a.shape[:-2])
@@ -615,8 +620,11 @@ def _tolerance(s: Tensor, m: int, n: int, atol, rtol) -> Tensor:
     """PyTorch's cutoff max(atol, rtol * s_max) on singular values ``s`` (..., k), as (..., 1);
     rtol defaults to eps * max(m, n) when no atol is given (a positive atol alone: rtol 0)."""
     if rtol is None:
-        atol_given = atol is not None and (isinstance(atol, Tensor) or atol > 0)
-        rtol = 0.0 if atol_given else float(np.finfo(s._data.dtype).eps) * max(m, n)
+        default = float(np.finfo(s._data.dtype).eps) * max(m, n)
+        if isinstance(atol, Tensor):  # per matrix: 0 where its atol is positive
+            rtol = where(atol > 0, 0.0, default).to(s.dtype)
+        else:
+            rtol = 0.0 if atol is not None and atol > 0 else default
     smax = amax(s, -1, True) if s.shape[-1] else zeros(tuple(s.shape[:-1]) + (1,), dtype=s.dtype)
     tol = smax * (rtol.unsqueeze(-1) if isinstance(rtol, Tensor) else rtol)
     if atol is not None:
@@ -631,19 +639,29 @@ def _hermitian_full(a: Tensor) -> Tensor:
     return low + tril(a, -1).mT
 
 
-def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
-    """The Moore-Penrose pseudoinverse of each matrix of ``A``, ``V diag(1/s) U^T`` over the
-    singular values ``s`` above ``max(atol, rtol * s_max)`` (``torch.linalg.pinv``); its
-    gradient flows through the SVD (``hermitian``: ``A``'s lower triangle, symmetrized, is used)."""
-    a = _svd_input(A, "linalg.pinv")
-    if hermitian:
-        _square(a, "linalg.pinv")
-        a = _hermitian_full(a)
+def _pinv_svd(a: Tensor, atol, rtol) -> Tensor:
     m, n = a.shape[-2:]
     u, s, vh = linalg_svd(a, full_matrices=False)
     keep = s > _tolerance(s.detach(), m, n, atol, rtol)
     sinv = where(keep, 1.0 / where(keep, s, 1.0), 0.0)
-    r = matmul(vh.mT * sinv.unsqueeze(-2), u.mT)
+    return matmul(vh.mT * sinv.unsqueeze(-2), u.mT)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
+    """The Moore-Penrose pseudoinverse of each matrix of ``A``, ``V diag(1/s) U^T`` over the
+    singular values ``s`` above ``max(atol, rtol * s_max)`` (``torch.linalg.pinv``); its
+    gradient flows through the SVD. ``hermitian``: the value is that of the symmetric matrix
+    ``A``'s lower triangle defines, the gradient that of the pseudoinverse at ``A`` itself
+    (as PyTorch's, whose pinv_backward reads ``A``; they agree for a symmetric ``A``)."""
+    a = as_t(A)
+    if a.ndim < 2 or not a.dtype.is_floating_point or a._data.dtype.itemsize < 4:
+        raise RuntimeError(f"linalg.pinv({_type_name(a._data.dtype)}{{{list(a.shape)}}}): expected a tensor with 2 or "
+                           "more dimensions of float, double, cfloat or cdouble types")
+    r = _pinv_svd(a, atol, rtol) if not hermitian or a.requires_grad else None
+    if hermitian:
+        _square(a, "linalg.eigh")
+        sym = _pinv_svd(_hermitian_full(a.detach()), atol, rtol)
+        r = sym if r is None else r + (sym - r.detach())
     return _out("linalg.pinv", named(r, "LinalgPinvBackward0"), out)
 
 
@@ -656,13 +674,14 @@ def pinverse(input, rcond: float = 1e-15) -> Tensor:  # noqa: A002
 def matrix_rank(A, tol=None, hermitian: bool = False, *, atol=None, rtol=None, out=None) -> Tensor:
     """The count of singular values of each matrix of ``A`` above ``max(atol, rtol * s_max)``
     (``torch.linalg.matrix_rank``; ``tol``: PyTorch's older name of ``atol``), as int64."""
-    a = _svd_input(A, "linalg.matrix_rank")
+    a = _svd_input(A, "linalg.matrix_rank",
+                   "torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
     if tol is not None:
         if atol is not None or rtol is not None:
             raise RuntimeError("linalg.matrix_rank: tol and atol/rtol cannot both be given")
         atol = tol
     if hermitian:
-        _square(a, "linalg.matrix_rank")
+        _square(a, "linalg.eigh")
         a = _hermitian_full(a)
     m, n = a.shape[-2:]
     s = svdvals(a.detach())
@@ -684,5 +703,5 @@ def cond(A, p=None, *, out=None) -> Tensor:
         return _out("linalg.cond", r, out)
     if p not in ("fro", "nuc", 1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
-    _square(a, "linalg.cond")
+    _square(a, f"linalg.cond(ord={p})")
     return _out("linalg.cond", matrix_norm(a, p) * matrix_norm(inv(a), p), out)

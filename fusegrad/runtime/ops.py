@@ -721,6 +721,11 @@ def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @op
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     x = _float(as_t(x))
+    if p == "nuc":
+        from .linalg import matrix_norm
+        return matrix_norm(x, "nuc", dim if dim is not None else (-2, -1), keepdim)
+    if p == float("-inf"):
+        return named(amin(abs(x), dim if dim is not None else (), keepdim), "NormBackward1")
     if p == "fro" or p == 2 or p is None:
         r = sqrt(sum(mul(x, x), dim, keepdim))
     elif p == 1:

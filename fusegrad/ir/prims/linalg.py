@@ -553,8 +553,8 @@ def _svd_vjp(g, ins, out, needs, full_matrices):
 
 
 def _svd_jvp(ts, ins, out, full_matrices):
-    # PyTorch's linalg_svd_jvp (real case): dP = U^T dA V, dS = diag(dP),
-    # dU = U (sym(dP S) / E) [+ (I - U U^T) dA V S^-1], dVh = -(sym(S dP) / E) Vh [+ S^-1 U^T dA (I - V Vh)];
+    # PyTorch's linalg_svd_jvp (real case): dP = U^T dA V, dS = diag(dP), X = dP - diag(dS),
+    # dU = U (sym(X S) / E) [+ (I - U U^T) dA V S^-1], dVh = -(sym(S X) / E) Vh [+ S^-1 U^T dA (I - V Vh)];
     # full_matrices: the extra columns of U / rows of Vh get a zero tangent
     if ts[0] is None:
         return None
@@ -573,6 +573,7 @@ def _svd_jvp(ts, ins, out, full_matrices):
     from .reduce import reduce_sum
     nd = len(shape_of(dp))
     ds = reduce_sum(dp * eye, axes=(nd - 1,), keepdims=False)
+    dp = dp - dp * eye  # the rotations of the singular vectors come from dP's off-diagonal part
     e = _gap(s)
     x = dp * _row(s)
     du = matmul(u, div(x + swap_last(x), e))
