@@ -51,6 +51,10 @@ def _cases(rng):
                                    a.index_put((torch.tensor([0, 2]),), torch.tensor(5.0))], (x, idx)),
         "sorting": (lambda a, v: [a.sort(1).values, a.topk(2, 0, largest=False).indices,
                                   torch.searchsorted(torch.arange(-2.0, 2.0, 0.5), a, right=True)], (x, b)),
+        "special": (lambda a, p: [torch.lgamma(p), torch.digamma(p), torch.special.zeta(3.0, p),
+                                  torch.erfinv(a.tanh()), torch.special.erfcx(a), torch.special.ndtri(p.sigmoid()),
+                                  torch.i0(a), torch.special.i0e(a), torch.special.i1(a), torch.special.i1e(a)],
+                    (x, pos)),
     }
 
 
@@ -59,7 +63,7 @@ def _leaves(out):
 
 
 @pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
-                                    "sorting"])
+                                    "sorting", "special"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")

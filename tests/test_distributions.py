@@ -260,6 +260,12 @@ def test_scalar_parameters_and_cdf():
     assert tuple(d.batch_shape) == () and d.loc.dtype == fg.float32
     x = np.linspace(-3, 3, 7).astype(np.float32)
     np.testing.assert_allclose(d.cdf(fg.tensor(x)).numpy(), t.cdf(torch.tensor(x)).numpy(), rtol=1e-6, atol=1e-7)
+    p = fg.tensor([0.01, 0.3, 0.5, 0.97], requires_grad=True)
+    tp = torch.tensor([0.01, 0.3, 0.5, 0.97], requires_grad=True)
+    d.icdf(p).sum().backward()
+    t.icdf(tp).sum().backward()
+    np.testing.assert_allclose(d.icdf(p).detach().numpy(), t.icdf(tp).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5)
     u, tu = FD.Uniform(-1.0, 3.0), TD.Uniform(-1.0, 3.0)
     np.testing.assert_allclose(u.cdf(fg.tensor(x / 4)).numpy(), tu.cdf(torch.tensor(x / 4)).numpy())
     np.testing.assert_allclose(u.icdf(fg.tensor([0.25])).numpy(), tu.icdf(torch.tensor([0.25])).numpy())

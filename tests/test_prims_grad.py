@@ -245,6 +245,14 @@ add("svd", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 3))]), ("
 add("svd", [("full_square", lambda: [rnd((3, 3))])], params=dict(full_matrices=True))
 add("svdvals", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 2, 3))])])
 
+# the special functions (fusegrad/special.py) on their smooth domains; zeta differentiates in q only
+_ARG = lambda lo, hi: lambda shape: _r(shape, lo, hi)  # noqa: E731
+for _p, _dom in [("lgamma", _ARG(0.3, 3.0)), ("digamma", _ARG(0.3, 3.0)), ("erfinv", _ARG(-0.9, 0.9)),
+                 ("erfcx", rnd), ("ndtri", _ARG(0.05, 0.95)), ("i0", rnd), ("i0e", away0), ("i1", rnd),
+                 ("i1e", away0)]:
+    add(_p, [("2x3", lambda _dom=_dom: [_dom((2, 3))]), ("T", lambda _dom=_dom: [T(_dom((3, 2)))])])
+add("zeta", [("q", lambda: [np.full((2, 3), 3.0), _r((2, 3), 0.5, 2.0)])], diff=(1,))
+
 DIFF_PRIMS = sorted(n for n, p in PRIMS.items() if not p.nondiff)
 
 

@@ -8,6 +8,7 @@ from ..runtime import factory
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size
+from ..special import erfinv
 from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_all
@@ -68,6 +69,9 @@ class Normal(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         return 0.5 * (1 + O.erf((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)))
+
+    def icdf(self, value):
+        return self.loc + self.scale * erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + O.log(self.scale)

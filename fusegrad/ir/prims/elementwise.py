@@ -350,3 +350,344 @@ reduce_precision = Primitive(
     vjp=lambda g, ins, out, needs, dtype=None: (reduce_precision(g, dtype=dtype),),
     jvp=lambda ts, ins, out, dtype=None: None if ts[0] is None else reduce_precision(ts[0], dtype=dtype),
     kind="elementwise", scalar="reduce_precision", node_name="ReducePrecisionBackward")
+
+
+# ---------------------------------------------------------------- special functions
+# The primitives behind torch.special (fusegrad/special.py): lgamma, digamma, the Hurwitz
+# zeta (polygamma(n >= 1) is a multiple of zeta(n + 1, x)), erfinv, erfcx, ndtri and the
+# modified Bessel functions i0, i0e, i1, i1e. Their eager implementations are NumPy (and
+# the math module's lgamma/erf/erfc), computed in float64 and rounded to the input's dtype:
+# no SciPy. None is a scalar operation of fusegrad.ir.scalar_ops, so each declares
+# ``no_lowering``: a compiled graph holding one breaks there and runs it eagerly. They are
+# not in ELEMENTWISE_UNARY/BINARY (those lists are the ops every kernel renderer lowers).
+__all__ += ["lgamma", "digamma", "zeta", "erfinv", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e"]
+
+_NO_SPECIAL_LOWERING = ("a special function computed in NumPy (float64): no scalar operation for it in "
+                        "fusegrad.ir.scalar_ops")
+_MACHEP = 1.11022302462515654042e-16  # Cephes' MACHEP (zeta's stopping test, as PyTorch's)
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def _special_impl(f):
+    """``f`` on float64 copies of the array operands (Python scalars as they are), its
+    result rounded to the first array operand's dtype."""
+    def impl(*args):
+        dt = next((a.dtype for a in args if isinstance(a, np.ndarray)), np.dtype(np.float64))
+        with np.errstate(all="ignore"):
+            r = f(*[np.asarray(a, np.float64) for a in args])
+            return np.asarray(r, np.float64).astype(dt, copy=False)
+    impl.__name__ = f.__name__
+    return impl
+
+
+def _scalar_lgamma(v):
+    try:
+        return math.lgamma(v)
+    except (ValueError, OverflowError):  # the poles 0, -1, -2, ...
+        return math.inf
+
+
+_vlgamma = np.frompyfunc(_scalar_lgamma, 1, 1)
+_verf = np.frompyfunc(math.erf, 1, 1)
+_verfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+_EULER_GAMMA = 0.57721566490153286061
+
+
+def _lgamma64(x):
+    """math.lgamma, but near its zeros 1 and 2 (where its error is absolute, not relative)
+    the series lgamma(1 + e) = -gamma e + sum_k (-1)^k zeta(k) e^k / k, and
+    lgamma(2 + e) = log1p(e) + lgamma(1 + e)."""
+    out = np.asarray(_vlgamma(x), np.float64)
+    near2 = np.abs(x - 2.0) < 0.2
+    near = (np.abs(x - 1.0) < 0.2) | near2
+    if near.any():
+        e = np.where(near2, x - 2.0, x - 1.0)[near]
+        s = np.zeros_like(e)
+        for k in range(30, 1, -1):  # Horner, highest power first
+            s = (s + (-1) ** k * _ZETA_INT[k] / k) * e
+        out[near] = (s - _EULER_GAMMA) * e + np.where(near2[near], np.log1p(e), 0.0)
+    return out
+
+
+def _erf64(x):
+    return np.asarray(_verf(x), np.float64)
+
+
+def _erfc64(x):
+    return np.asarray(_verfc(x), np.float64)
+
+
+# digamma: PyTorch's calc_digamma (Cephes psi): reflection below 0, the recurrence up to
+# 10, then the asymptotic series in 1/x^2 (Bernoulli numbers B_2k / 2k)
+_PSI_10 = 2.25175258906672110764
+_PSI_A = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3,
+          -4.16666666666666666667e-3, 3.96825396825396825397e-3, -8.33333333333333333333e-3,
+          8.33333333333333333333e-2)
+
+
+def _polevl(z, coefs):
+    r = np.zeros_like(z) + coefs[0]
+    for c in coefs[1:]:
+        r = r * z + c
+    return r
+
+
+def _digamma64(x):
+    neg = x < 0
+    refl = np.where(neg, -np.pi / np.tan(np.pi * np.fmod(x, 1.0)), 0.0)
+    y = np.where(neg, 1.0 - x, x)
+    res = np.zeros_like(y)
+    for _ in range(10):
+        m = y < 10
+        if not m.any():
+            break
+        res = np.where(m, res - 1.0 / y, res)
+        y = np.where(m, y + 1.0, y)
+    z = 1.0 / (y * y)
+    tail = np.where(y < 1e17, z * _polevl(z, _PSI_A), 0.0)
+    out = np.where(y == 10, res + _PSI_10, res + np.log(y) - 0.5 / y - tail) + refl
+    out = np.where(x == 0, np.copysign(np.inf, -x), out)
+    return np.where(neg & (x == np.trunc(x)), np.nan, out)
+
+
+# Hurwitz zeta(x, q) = sum_k (q + k)^-x: Cephes' zeta (as PyTorch's): direct terms until
+# q + i > 9, then Euler-Maclaurin with (2k)! / B_2k
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def _zeta64(x, q):
+    x, q = np.broadcast_arrays(x, q)
+    shape = x.shape
+    x, q = x.ravel(), q.ravel()
+    out = np.full(x.shape, np.nan)
+    qint = (q <= 0) & (q == np.floor(q))
+    pole = (x == 1) | (~(x < 1) & qint)
+    out[pole] = np.inf
+    ok = ~pole & ~((x < 1) | ((q <= 0) & (x != np.floor(x))))  # (NaN propagates through the sums)
+    xs, qs = x[ok], q[ok]
+    if xs.size:
+        s = qs ** -xs
+        n = np.where(np.isfinite(qs), np.maximum(9.0, np.floor(9.0 - np.nan_to_num(qs)) + 1.0), 9.0)
+        done = np.zeros(xs.shape, bool)
+        b = np.zeros_like(s)
+        for i in range(1, int(n.max()) + 1):
+            act = (i <= n) & ~done
+            bi = (qs + i) ** -xs
+            s = np.where(act, s + bi, s)
+            b = np.where(act, bi, b)
+            done |= act & (np.abs(bi / s) < _MACHEP)
+        w = qs + n
+        s = np.where(done, s, s + b * w / (xs - 1.0) - 0.5 * b)
+        a, k = np.ones_like(s), 0.0
+        for c in _ZETA_A:
+            a = a * (xs + k)
+            b = b / w
+            t = a * b / c
+            s = np.where(done, s, s + t)
+            done |= np.abs(t / s) < _MACHEP
+            k += 1.0
+            a = a * (xs + k)
+            b = b / w
+            k += 1.0
+        out[ok] = s
+    return out.reshape(shape)
+
+
+_ZETA_INT = {k: float(_zeta64(np.float64(k), np.float64(1.0))) for k in range(2, 31)}  # zeta(k)
+
+
+def _exp_sq(x):
+    """exp(x * x) without the error of rounding x * x (for |x| up to ~27)."""
+    xh = np.round(x * 4096.0) / 4096.0
+    xl = x - xh
+    return np.exp(xh * xh) * np.exp(xl * (2.0 * xh + xl))
+
+
+def _erfcx64(x):
+    """exp(x^2) erfc(x)."""
+    big = x >= 26.0
+    out = np.empty_like(x)
+    xm = x[~big]
+    out[~big] = _erfc64(xm) * _exp_sq(np.where(np.isfinite(xm), xm, 0.0)) if xm.size else xm
+    out[~big & (x == -np.inf)] = np.inf
+    xb = x[big]
+    if xb.size:  # the asymptotic series: 1/(x sqrt(pi)) sum_k (-1)^k (2k-1)!! / (2x^2)^k
+        r = 1.0 / (2.0 * xb * xb)
+        t, s = np.ones_like(xb), np.ones_like(xb)
+        for k in range(1, 13):
+            t = t * -(2 * k - 1) * r
+            s = s + t
+        out[big] = s / (xb * _SQRT_PI)
+    return out
+
+
+def _giles(y, w):
+    """Giles' single-precision erfinv(y), w = -log((1 - y)(1 + y)): the starting point of
+    the Newton steps below."""
+    lo = w < 5.0
+    wl = w - 2.5
+    p = _polevl(wl, (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941))
+    wh = np.sqrt(np.where(lo, 5.0, w)) - 3.0
+    q = _polevl(wh, (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
+    return np.where(lo, p, q) * y
+
+
+def _erfcinv64(z):
+    """The t >= 0 with erfc(t) = z, for z in (0, 0.5]: Newton's method on log erfc(t)."""
+    w = -np.log(z * (2.0 - z))
+    t = _giles(1.0 - z, np.minimum(w, 25.0))
+    lz = np.log(z)
+    far = w > 25.0  # beyond Giles' range: t = sqrt(-log(z) - log(t sqrt(pi))), iterated
+    if far.any():
+        tf = np.sqrt(-lz[far])
+        for _ in range(4):
+            tf = np.sqrt(-lz[far] - np.log(tf * _SQRT_PI))
+        t[far] = tf
+    for _ in range(4):
+        e = _erfcx64(t)
+        t = t + (np.log(e) - t * t - lz) * e * (_SQRT_PI / 2)
+    return t
+
+
+def _erfinv64(y):
+    ay = np.abs(y)
+    out = np.full(y.shape, np.nan)
+    c = ay <= 0.5
+    if c.any():
+        yc = y[c]
+        t = _giles(yc, -np.log((1.0 - yc) * (1.0 + yc)))
+        for _ in range(3):
+            t = t - (_erf64(t) - yc) * (_SQRT_PI / 2) * np.exp(t * t)
+        out[c] = t
+    tl = (ay > 0.5) & (ay < 1.0)
+    if tl.any():
+        out[tl] = np.sign(y[tl]) * _erfcinv64(1.0 - ay[tl])
+    out[ay == 1.0] = np.sign(y[ay == 1.0]) * np.inf
+    return out
+
+
+def _ndtri64(p):
+    """The inverse of the standard normal CDF: sqrt(2) erfinv(2p - 1), through erfcinv in
+    the tails (where 2p - 1 would round to -1 or 1)."""
+    out = np.full(p.shape, np.nan)
+    lo = (p > 0) & (p < 0.25)
+    hi = (p > 0.75) & (p < 1)
+    mid = (p >= 0.25) & (p <= 0.75)
+    out[lo] = -math.sqrt(2.0) * _erfcinv64(2.0 * p[lo])
+    out[hi] = math.sqrt(2.0) * _erfcinv64(2.0 * (1.0 - p[hi]))
+    out[mid] = math.sqrt(2.0) * _erfinv64(2.0 * p[mid] - 1.0)
+    out[p == 0] = -np.inf
+    out[p == 1] = np.inf
+    return out
+
+
+def _bessel_ie(x, nu):
+    """exp(-|x|) I_nu(|x|) and I_nu(|x|) (nu = 0 or 1): the power series (all terms
+    positive) up to |x| = 30, the asymptotic expansion beyond."""
+    ax = np.abs(x)
+    scaled, plain = np.empty_like(ax), np.empty_like(ax)
+    sm = ax <= 30.0
+    xs = ax[sm]
+    q = xs * xs / 4.0
+    t = xs / 2.0 if nu else np.ones_like(xs)
+    s = t.copy()
+    for k in range(1, 64):
+        t = t * q / (k * (k + nu))
+        s = s + t
+    plain[sm], scaled[sm] = s, s * np.exp(-xs)
+    xb = ax[~sm]
+    t, s = np.ones_like(xb), np.ones_like(xb)
+    for k in range(1, 31):
+        t = t * -(4.0 * nu * nu - (2 * k - 1) ** 2) / (8.0 * k * xb)
+        s = s + t
+    s = s / np.sqrt(2.0 * np.pi * xb)
+    s[xb == np.inf] = 0.0
+    scaled[~sm] = s
+    with np.errstate(over="ignore", invalid="ignore"):
+        plain[~sm] = np.where(xb == np.inf, np.inf, s * np.exp(xb))
+    return scaled, plain
+
+
+def _i0_64(x):
+    return _bessel_ie(x, 0)[1]
+
+
+def _i0e_64(x):
+    return _bessel_ie(x, 0)[0]
+
+
+def _i1_64(x):
+    return np.sign(x) * _bessel_ie(x, 1)[1]
+
+
+def _i1e_64(x):
+    return np.sign(x) * _bessel_ie(x, 1)[0]
+
+
+def _special_unary(name, f, deriv, node_name, saves="in"):
+    """An elementwise special-function primitive with no kernel lowering; its VJP is
+    ``g * deriv(x, out)``, written in primitives (double backward works)."""
+    def vjp(g, ins, out, needs):
+        return (mul(g, deriv(ins[0], out)),)
+
+    def jvp(ts, ins, out):
+        return None if ts[0] is None else mul(ts[0], deriv(ins[0], out))
+    return Primitive(name, _special_impl(f), abstract=_same, vjp=vjp, jvp=jvp, saves=saves, kind="elementwise",
+                     node_name=node_name, no_lowering=_NO_SPECIAL_LOWERING)
+
+
+def _trigamma(x):
+    """polygamma(1, x) = zeta(2, x), reflected below 1/2: pi^2 / sin^2(pi x) - zeta(2, 1 - x)."""
+    refl = lt(x, 0.5)
+    z = zeta(2.0, where(refl, sub(1.0, x), x))
+    s = sin(mul(x, math.pi))
+    r = where(refl, sub(div(math.pi ** 2, mul(s, s)), z), z)
+    return where(eq(x, math.inf), 0.0, r)
+
+
+def _zeta_vjp(g, ins, out, needs):
+    x, q = ins
+    if needs[0]:
+        raise RuntimeError("the derivative for 'zeta' with respect to its first argument (self) is not implemented.")
+    return _grads(ins, needs, None, mul(g, mul(neg(x) if hasattr(x, "shape") else -x, zeta(add(x, 1.0), q)))
+                  if needs[1] else None)
+
+
+def _safe_nonzero(x):
+    """(|x| > eps, x with eps where it is not): PyTorch's i1/i1e backward at 0."""
+    tiny = gt(abs_(x), float(np.finfo(x.dtype.np).eps))
+    return tiny, where(tiny, x, float(np.finfo(x.dtype.np).eps))
+
+
+def _i1_deriv(x, out):
+    tiny, sx = _safe_nonzero(x)
+    return where(tiny, sub(i0(sx), div(out, sx)), 0.5)
+
+
+def _i1e_deriv(x, out):
+    tiny, sx = _safe_nonzero(x)
+    return where(tiny, sub(i0e(sx), mul(out, add(sign(sx), div(1.0, sx)))), 0.5)
+
+
+lgamma = _special_unary("lgamma", _lgamma64, lambda x, o: digamma(x), "LgammaBackward0")
+digamma = _special_unary("digamma", _digamma64, lambda x, o: _trigamma(x), "DigammaBackward0")
+zeta = Primitive("zeta", _special_impl(_zeta64), abstract=_bin_abstract, vjp=_zeta_vjp,
+                 jvp=_lin_jvp(_zeta_vjp), saves="in", kind="elementwise", node_name="SpecialZetaBackward0",
+                 no_lowering=_NO_SPECIAL_LOWERING)
+erfinv = _special_unary("erfinv", _erfinv64, lambda x, o: mul(exp(mul(o, o)), _SQRT_PI / 2), "ErfinvBackward0",
+                        saves="out")
+erfcx = _special_unary("erfcx", _erfcx64, lambda x, o: sub(mul(mul(x, o), 2.0), 2.0 / _SQRT_PI),
+                       "SpecialErfcxBackward0", saves="in,out")
+ndtri = _special_unary("ndtri", _ndtri64, lambda x, o: mul(exp(mul(mul(o, o), 0.5)), math.sqrt(2 * math.pi)),
+                       "SpecialNdtriBackward0", saves="out")
+i0 = _special_unary("i0", _i0_64, lambda x, o: i1(x), "I0Backward0")
+i0e = _special_unary("i0e", _i0e_64, lambda x, o: sub(i1e(x), mul(sign(x), o)), "SpecialI0EBackward0",
+                     saves="in,out")
+i1 = _special_unary("i1", _i1_64, _i1_deriv, "SpecialI1Backward0", saves="in,out")
+i1e = _special_unary("i1e", _i1e_64, _i1e_deriv, "SpecialI1EBackward0", saves="in,out")

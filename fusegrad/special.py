@@ -1,0 +1,244 @@
+"""``torch.special``: PyTorch's special functions with its names, signatures and semantics.
+
+Most are thin wrappers over fusegrad's ops (their gradients, batching and compilation are
+those ops'); lgamma, digamma, the Hurwitz zeta, erfinv, erfcx, ndtri and the modified
+Bessel functions i0, i0e, i1, i1e are primitives (``fusegrad/ir/prims/elementwise.py``),
+computed eagerly in NumPy and without a kernel lowering: a compiled graph holding one
+breaks there and runs it eagerly.
+
+This module also declares the top-level ops that PyTorch has as ``torch.X`` and
+``Tensor.X``: ``erfinv``, ``lgamma``, ``digamma``, ``polygamma``, ``i0`` and ``sinc``
+(``fusegrad/__init__.py`` imports it before ``runtime.methods`` binds the methods)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ir import dtypes as D
+from .ir.prims import elementwise as E
+from .runtime import ops as O
+from .runtime.exports import op
+from .runtime.keywords import write_out
+from .runtime.tensor import Tensor
+
+__all__ = ["expit", "logit", "erf", "erfc", "erfcx", "erfinv", "exp2", "expm1", "log1p", "log_softmax", "softmax",
+           "logsumexp", "xlogy", "xlog1py", "entr", "sinc", "round", "gammaln", "digamma", "psi", "polygamma",
+           "multigammaln", "i0", "i0e", "i1", "i1e", "ndtr", "ndtri", "log_ndtr", "zeta"]
+
+
+def _out(name, r, out):
+    return r if out is None else write_out(name, r, out)
+
+
+def _ft(x) -> Tensor:
+    """``x`` as a floating tensor (integers and bools become the default float dtype)."""
+    return O._float(O.as_t(x))
+
+
+def _unary(prim, name, node_name):
+    def fn(input, *, out=None):  # noqa: A002 - PyTorch's names
+        return _out(name, O.named(O.bind(prim, (_ft(input),), {}), node_name), out)
+    fn.__name__ = name
+    fn.__qualname__ = name
+    return fn
+
+
+def _pair(input, other):  # noqa: A002
+    """Two operands (tensors or Python scalars) as floating tensors of one dtype: PyTorch's
+    result dtype (a Python scalar takes the tensor's floating dtype)."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        a, b = O._promote2(input, other)
+        return _ft(a), _ft(b)
+    if isinstance(input, Tensor):
+        a = _ft(input)
+        return a, O.as_t(other, dtype=a.dtype)
+    if isinstance(other, Tensor):
+        b = _ft(other)
+        return O.as_t(input, dtype=b.dtype), b
+    return _pair(_ft(input), other)
+
+
+# ---------------------------------------------------------------- top-level ops (torch.X and Tensor.X)
+erfinv = op(_unary(E.erfinv, "erfinv", "ErfinvBackward0"), inplace="method")
+lgamma = op(_unary(E.lgamma, "lgamma", "LgammaBackward0"), inplace="method")
+digamma = op(_unary(E.digamma, "digamma", "DigammaBackward0"), inplace="method")
+i0 = op(_unary(E.i0, "i0", "I0Backward0"), inplace="both")
+
+
+@op(inplace="method")
+def polygamma(n, input, *, out=None):  # noqa: A002
+    """The ``n``-th derivative of digamma. As a method, ``x.polygamma(n)``: the operands
+    come in the other order (``n`` is an int, ``input`` a tensor)."""
+    if isinstance(n, Tensor) and not isinstance(input, Tensor):
+        n, input = input, n
+    n = int(n)
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    x = _ft(input)
+    if n == 0:
+        r = O.bind(E.digamma, (x,), {})
+    elif n == 1:
+        r = E._trigamma(x)
+    else:  # (-1)^(n+1) n! zeta(n + 1, x)
+        r = O.mul(O.bind(E.zeta, (float(n + 1), x), {}), (1.0 if n % 2 else -1.0) * math.exp(math.lgamma(n + 1.0)))
+    return _out("polygamma", O.named(r, "PolygammaBackward0"), out)
+
+
+@op(inplace="both")
+def sinc(input, *, out=None):  # noqa: A002
+    """sin(pi x) / (pi x), 1 at 0 (its gradient 0 there)."""
+    x = _ft(input)
+    zero = O.eq(x, 0)
+    px = O.mul(O.where(zero, 1.0, x), math.pi)
+    return _out("sinc", O.named(O.where(zero, 1.0, O.div(O.sin(px), px)), "SincBackward0"), out)
+
+
+# ---------------------------------------------------------------- torch.special
+gammaln = lgamma
+psi = digamma
+i0e = _unary(E.i0e, "i0e", "SpecialI0EBackward0")
+i1 = _unary(E.i1, "i1", "SpecialI1Backward0")
+i1e = _unary(E.i1e, "i1e", "SpecialI1EBackward0")
+ndtri = _unary(E.ndtri, "ndtri", "SpecialNdtriBackward0")
+erfcx = _unary(E.erfcx, "erfcx", "SpecialErfcxBackward0")
+
+
+def expit(input, *, out=None):  # noqa: A002
+    return _out("expit", O.sigmoid(_ft(input)), out)
+
+
+def logit(input, eps=None, *, out=None):  # noqa: A002
+    return _out("logit", O.logit(_ft(input), eps), out)
+
+
+def erf(input, *, out=None):  # noqa: A002
+    return _out("erf", O.erf(_ft(input)), out)
+
+
+def _in_float64(f):
+    """``f`` of a floating tensor computed in float64 and rounded back to its dtype: the
+    composites below square their argument and exponentiate, which costs float32 ~1e-6."""
+    def g(x: Tensor) -> Tensor:
+        if x._data.dtype == np.float64:
+            return f(x)
+        return O.to(f(O.to(x, D.float64)), x.dtype)
+    return g
+
+
+def _erfc(x: Tensor) -> Tensor:
+    """erfc without 1 - erf(x)'s cancellation for large x: erfcx(x) exp(-x^2) from 0.5 on
+    (each branch evaluated where it is finite, so that neither makes a NaN gradient)."""
+    big = O.ge(x, 0.5)
+    xb = O.where(big, x, 0.5)
+    return O.where(big, O.mul(O.bind(E.erfcx, (xb,), {}), O.exp(O.neg(O.mul(xb, xb)))),
+                   O.sub(1.0, O.erf(O.where(big, 0.0, x))))
+
+
+def erfc(input, *, out=None):  # noqa: A002
+    return _out("erfc", O.named(_in_float64(_erfc)(_ft(input)), "ErfcBackward0"), out)
+
+
+def exp2(input, *, out=None):  # noqa: A002
+    return _out("exp2", O.exp2(_ft(input)), out)
+
+
+def expm1(input, *, out=None):  # noqa: A002
+    return _out("expm1", O.expm1(_ft(input)), out)
+
+
+def log1p(input, *, out=None):  # noqa: A002
+    return _out("log1p", O.log1p(_ft(input)), out)
+
+
+def log_softmax(input, dim, *, dtype=None):  # noqa: A002
+    return O.log_softmax(input, dim, dtype=dtype)
+
+
+def softmax(input, dim, *, dtype=None):  # noqa: A002
+    return O.softmax(input, dim, dtype=dtype)
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):  # noqa: A002
+    return _out("logsumexp", O.logsumexp(input, dim, keepdim), out)
+
+
+def xlogy(input, other, *, out=None):  # noqa: A002
+    from .runtime.numeric import xlogy as _xlogy
+    a, b = _pair(input, other)
+    return _out("xlogy", _xlogy(a, b), out)
+
+
+def xlog1py(input, other, *, out=None):  # noqa: A002
+    """``input * log1p(other)``, 0 where ``input`` is 0 (unless ``other`` is NaN)."""
+    x, y = _pair(input, other)
+    zero = O.eq(x, 0)
+    r = O.mul(x, O.log1p(O.where(zero, 0.0, y)))
+    return _out("xlog1py", O.named(O.where(O.isnan(y), y, r), "SpecialXlog1PyBackward0"), out)
+
+
+def entr(input, *, out=None):  # noqa: A002
+    """-x log(x) for x > 0, 0 at 0, -inf below 0 (NaN stays NaN)."""
+    x = _ft(input)
+    pos = O.gt(x, 0)
+    xp = O.where(pos, x, 1.0)
+    r = O.neg(O.mul(xp, O.log(xp)))
+    r = O.where(pos, r, O.where(O.eq(x, 0), 0.0, O.where(O.isnan(x), math.nan, -math.inf)))
+    return _out("entr", O.named(r, "SpecialEntrBackward0"), out)
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001,A002
+    """Round half to even; ``decimals`` digits after the point (before it when negative)."""
+    x = O.as_t(input)
+    if decimals == 0:
+        return _out("round", O.round(x), out)
+    if decimals > 0:
+        p = 10.0 ** decimals
+        r = O.div(O.round(O.mul(x, p)), p)
+    else:
+        p = 10.0 ** -decimals
+        r = O.mul(O.round(O.div(x, p)), p)
+    return _out("round", O.named(r, "RoundBackward1"), out)
+
+
+def multigammaln(input, p, *, out=None):  # noqa: A002
+    """The multivariate log-gamma of dimension ``p``: p(p-1)/4 log(pi) + sum_j lgamma(x - j/2)."""
+    x = _ft(input)
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if type(x._data) is np.ndarray and bool(np.any(x._data <= (p - 1) / 2)):
+        raise RuntimeError(f"All elements must be greater than (p-1)/2")
+    r = None
+    for j in range(p):
+        t = lgamma(O.sub(x, j / 2.0)) if j else lgamma(x)
+        r = t if r is None else O.add(r, t)
+    r = O.add(r, p * (p - 1) / 4.0 * math.log(math.pi))
+    return _out("multigammaln", O.named(r, "MvlgammaBackward0"), out)
+
+
+def ndtr(input, *, out=None):  # noqa: A002
+    """The standard normal CDF: erfc(-x / sqrt(2)) / 2."""
+    r = _in_float64(lambda x: O.mul(_erfc(O.mul(x, -math.sqrt(0.5))), 0.5))(_ft(input))
+    return _out("ndtr", O.named(r, "SpecialNdtrBackward0"), out)
+
+
+def log_ndtr(input, *, out=None):  # noqa: A002
+    """log(ndtr(x)), accurate in both tails: log(erfcx(-x/sqrt(2)) / 2) - x^2 / 2 below -1,
+    log1p(-erfc(x/sqrt(2)) / 2) above."""
+    return _out("log_ndtr", O.named(_in_float64(_log_ndtr)(_ft(input)), "SpecialLogNdtrBackward0"), out)
+
+
+def _log_ndtr(x: Tensor) -> Tensor:
+    lo = O.lt(x, -1.0)
+    xl = O.where(lo, x, -1.0)
+    xh = O.where(lo, -1.0, x)
+    left = O.sub(O.log(O.mul(O.bind(E.erfcx, (O.mul(xl, -math.sqrt(0.5)),), {}), 0.5)), O.mul(O.mul(xl, xl), 0.5))
+    right = O.log1p(O.mul(_erfc(O.mul(xh, math.sqrt(0.5))), -0.5))
+    return O.where(lo, left, right)
+
+
+def zeta(input, other, *, out=None):  # noqa: A002
+    """The Hurwitz zeta function sum_k (other + k)^-input (its gradient with respect to
+    ``input`` is not implemented, as in PyTorch)."""
+    x, q = _pair(input, other)
+    return _out("zeta", O.bind(E.zeta, (x, q), {}), out)
