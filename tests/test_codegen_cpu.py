@@ -546,8 +546,8 @@ def test_avx512_hosts_get_full_width_vectors_unless_the_user_chose(preset):
     out = subprocess.run([sys.executable, "-c", _VECTOR_PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     avx512, features, zmm = out.stdout.strip().split("|")
-    if preset:
-        assert (features, zmm) == (preset, "False")
+    if preset:  # (the vector width is then LLVM's choice for this CPU: 512 bits on AMD's Zen 4/5)
+        assert features == preset
     elif avx512 == "True":
         assert features.endswith(",-prefer-256-bit") and "+avx512f" in features and zmm == "True"
     else:
