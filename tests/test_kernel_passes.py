@@ -154,6 +154,33 @@ def test_column_sums_that_are_outputs_accumulate_in_their_buffers(rng, monkeypat
     assert acc.dtype == np.float64
 
 
+def test_parallel_column_sums_split_the_first_kept_axis(rng, monkeypatch):
+    """A parallel group's column sums also go row by row: with two kept axes the threads
+    split the first of them (each owns its columns' accumulators), with one the nest is
+    serial; a few long columns (under COLUMNS_MIN) keep a thread per column."""
+    from fusegrad.codegen import kir_lower
+    monkeypatch.setattr(fusion, "PARALLEL_MIN", 0)
+    f = lambda x: R.reduce_sum(E.mul(x, x), axes=(0,), keepdims=False)
+    x3 = rng.standard_normal((5, 8, 16)).astype(np.float32)
+    [(g, lg)] = _lowered(f, [x3], by_rows=True)
+    assert g.parallel
+    zero, rows = [s for s in lg.kernel.body if isinstance(s, Loop)]
+    nest = [s for s in stmts([rows]) if isinstance(s, Loop)]
+    assert [(s.var, s.kind) for s in nest] == [("i1", "parallel"), ("i0", "serial"), ("i2", "vector")]
+    x2 = rng.standard_normal((5, 64)).astype(np.float32)
+    [(g2, lg2)] = _lowered(f, [x2], by_rows=True)
+    assert [(s.var, s.kind) for s in stmts(lg2.kernel.body) if isinstance(s, Loop)] == \
+        [("i1", "vector"), ("i0", "serial"), ("i1", "vector")]  # (the zeroing loop first)
+    for (lg_, x) in ((lg, x3), (lg2, x2)):
+        for kernel in (lg_.kernel, prepare(lg_.kernel)):
+            [out] = [b for b in lg_.kernel.buffers if b.role == "out"]
+            np.testing.assert_allclose(_run(kernel, lg_, [x])[out.name], (x * x).sum(0).ravel(), rtol=1e-5)
+    narrow = rng.standard_normal((5, kir_lower.COLUMNS_MIN - 1)).astype(np.float32)
+    [(_, lg3)] = _lowered(f, [narrow], by_rows=True)
+    assert not any(isinstance(s, Store) and any(isinstance(v, Load) and v.buf == s.buf for v in values(s.value))
+                   for s in stmts(lg3.kernel.body))
+
+
 # ---------------------------------------------------------------- fastmath passes
 def _trig(x):
     u = E.add(E.mul(x, 2.0), 1.0)

@@ -35,6 +35,8 @@ T = TypeVar("T")  # an index form (slice_source)
 # Sums over more elements than this accumulate floats in float64 (NumPy's pairwise sums
 # stay accurate where a float32 running sum would not).
 WIDE = 1 << 14
+# A parallel group sums row by row (_Lowerer._columns) only over at least this many columns.
+COLUMNS_MIN = 64
 
 
 @dataclass
@@ -324,7 +326,10 @@ class _Lowerer:
         zero = self.loops(outer, False, body)
         for name, dt in sums.values():
             zero.append(Store(name, kidx, Const(0, dt)))
-        inner = self.loops(sorted(red + outer), False, body)
+        # threads split the first kept axis, each running the rows of its own columns (with one
+        # kept axis the nest stays serial: contiguous rows beat a thread per strided column)
+        split = g.parallel and len(outer) > 1
+        inner = self.loops(outer[:1] + red + outer[1:] if split else red + outer, split, body)
         for e in g.eqns:
             if not g.is_outer(e.out):
                 self.assign(inner, e)
@@ -380,11 +385,13 @@ class _Lowerer:
 
 def columns_ok(g: LoopGroup, red: list, outer: list, avail: dict) -> bool:
     """True if a reducing group is computed row by row into accumulator arrays over its kept
-    axes (``_Lowerer._columns``): a serial group whose sums all reduce axes ``red`` before
+    axes (``_Lowerer._columns``): a group whose sums all reduce axes ``red`` before
     every kept axis of ``outer``, in one phase (``avail``: see ``phases``), with no full
     value reading an outer one."""
-    if g.parallel or not red or not outer or max(red) > min(outer):
+    if not red or not outer or max(red) > min(outer):
         return False
+    if g.parallel and int(np.prod([g.domain[a] for a in outer], dtype=np.int64)) < COLUMNS_MIN:
+        return False  # a few long columns: a thread each beats rows too short to vectorize
     for e in g.eqns:
         if real_reduction(g, e):
             if e.prim.scalar != "+" or avail[e.out.id] != 1:
