@@ -157,7 +157,8 @@ def test_column_sums_that_are_outputs_accumulate_in_their_buffers(rng, monkeypat
 def test_parallel_column_sums_split_the_first_kept_axis(rng, monkeypatch):
     """A parallel group's column sums also go row by row: with two kept axes the threads
     split the first of them (each owns its columns' accumulators), with one the nest is
-    serial; a few long columns (under COLUMNS_MIN) keep a thread per column."""
+    serial; a sum over a middle axis runs the kept axes before it outside; a few long
+    columns (under COLUMNS_MIN) keep a thread per column."""
     from fusegrad.codegen import kir_lower
     monkeypatch.setattr(fusion, "PARALLEL_MIN", 0)
     f = lambda x: R.reduce_sum(E.mul(x, x), axes=(0,), keepdims=False)
@@ -171,6 +172,14 @@ def test_parallel_column_sums_split_the_first_kept_axis(rng, monkeypatch):
     [(g2, lg2)] = _lowered(f, [x2], by_rows=True)
     assert [(s.var, s.kind) for s in stmts(lg2.kernel.body) if isinstance(s, Loop)] == \
         [("i1", "vector"), ("i0", "serial"), ("i1", "vector")]  # (the zeroing loop first)
+    mid = lambda x: R.reduce_sum(E.mul(x, x), axes=(1,), keepdims=False)  # a mean over time's sum
+    xm = rng.standard_normal((3, 4, 64)).astype(np.float32)
+    [(g4, lg4)] = _lowered(mid, [xm], by_rows=True)
+    assert [(s.var, s.kind) for s in stmts(lg4.kernel.body) if isinstance(s, Loop)][2:] == \
+        [("i0", "parallel"), ("i1", "serial"), ("i2", "vector")]
+    for kernel in (lg4.kernel, prepare(lg4.kernel)):
+        [out] = [b for b in lg4.kernel.buffers if b.role == "out"]
+        np.testing.assert_allclose(_run(kernel, lg4, [xm])[out.name], (xm * xm).sum(1).ravel(), rtol=1e-5)
     for (lg_, x) in ((lg, x3), (lg2, x2)):
         for kernel in (lg_.kernel, prepare(lg_.kernel)):
             [out] = [b for b in lg_.kernel.buffers if b.role == "out"]

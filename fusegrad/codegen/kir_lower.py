@@ -326,10 +326,13 @@ class _Lowerer:
         zero = self.loops(outer, False, body)
         for name, dt in sums.values():
             zero.append(Store(name, kidx, Const(0, dt)))
-        # threads split the first kept axis, each running the rows of its own columns (with one
-        # kept axis the nest stays serial: contiguous rows beat a thread per strided column)
+        # kept axes before the summed ones stay outside them; threads split the first kept
+        # axis, each running the rows of its own columns (a lone kept axis after the sums stays
+        # serial: contiguous rows beat a thread per strided column)
+        before = [a for a in outer if a < min(red)]
         split = g.parallel and len(outer) > 1
-        inner = self.loops(outer[:1] + red + outer[1:] if split else red + outer, split, body)
+        order = outer[:1] + red + outer[1:] if split and not before else before + red + outer[len(before):]
+        inner = self.loops(order, split, body)
         for e in g.eqns:
             if not g.is_outer(e.out):
                 self.assign(inner, e)
@@ -385,13 +388,16 @@ class _Lowerer:
 
 def columns_ok(g: LoopGroup, red: list, outer: list, avail: dict) -> bool:
     """True if a reducing group is computed row by row into accumulator arrays over its kept
-    axes (``_Lowerer._columns``): a group whose sums all reduce axes ``red`` before
-    every kept axis of ``outer``, in one phase (``avail``: see ``phases``), with no full
+    axes (``_Lowerer._columns``): a group whose sums all reduce the axes ``red``, one run of
+    axes followed by kept axes of ``outer`` (a bias gradient's batch axis, a mean over time
+    of [batch, time, features]), in one phase (``avail``: see ``phases``), with no full
     value reading an outer one."""
-    if not red or not outer or max(red) > min(outer):
+    if not red or not outer or max(red) > max(outer) or any(min(red) < a < max(red) for a in outer):
         return False
-    if g.parallel and int(np.prod([g.domain[a] for a in outer], dtype=np.int64)) < COLUMNS_MIN:
-        return False  # a few long columns: a thread each beats rows too short to vectorize
+    before = [a for a in outer if a < min(red)]
+    columns = int(np.prod([g.domain[a] for a in outer if a > max(red)], dtype=np.int64))
+    if (g.parallel or before) and columns < COLUMNS_MIN:
+        return False  # a few long columns: a loop each beats rows too short to vectorize
     for e in g.eqns:
         if real_reduction(g, e):
             if e.prim.scalar != "+" or avail[e.out.id] != 1:
