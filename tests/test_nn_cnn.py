@@ -212,6 +212,55 @@ def test_interpolate(kw):
     same("interpolate", [arr(2, 3, 6, 5)], kw)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "area", "bilinear", "bicubic", "aa-bilinear",
+                                  "aa-bicubic", "linear", "trilinear"])
+def test_interpolate_modes_match_torch(mode):
+    """Every mode over sizes that grow and shrink, both corner conventions, 1-3 spatial dims,
+    values and the input gradient against PyTorch's; zero output sizes raise as PyTorch."""
+    aa = mode.startswith("aa-")
+    mode = mode[3:] if aa else mode
+    n = {"linear": 1, "trilinear": 3}.get(mode, 2)
+    corners = (None,) if mode in ("nearest", "nearest-exact", "area") else (False, True)
+    for sz, kw, ac in itertools.product([(7, 5, 4)[:n], (3, 9, 3)[:n]],
+                                        [dict(scale_factor=2), dict(scale_factor=0.45), dict(size=(4, 11, 5)[:n]),
+                                         dict(scale_factor=1.7)], corners):
+        x = arr(2, 3, *sz)
+        outs = []
+        for lib in (fg, torch):
+            t = lib.tensor(x, requires_grad=True)
+            y = lib.nn.functional.interpolate(t, mode=mode, align_corners=ac, antialias=aa, **kw)
+            (y * lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))).sum().backward()
+            outs.append((y.detach().numpy(), t.grad.numpy()))
+        for a, b in zip(*outs):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=f"{mode} {sz} {kw} {ac} {aa}")
+    with pytest.raises(RuntimeError, match="sizes should be greater than 0"):
+        F.interpolate(fg.zeros((1, 1) + (3,) * n), scale_factor=0.3, mode="nearest")
+    with pytest.raises(NotImplementedError, match="needs 3D input"):
+        F.interpolate(fg.zeros(1, 1, 3, 3), scale_factor=2, mode="linear")
+
+
+def test_composite_outputs_are_laid_out_as_torch():
+    """Convolutions, pools, resizing and attention give their results in PyTorch's memory
+    layout (C order; attention follows the query), so ``view`` works on them as in PyTorch,
+    and so does an input gradient from ``autograd.grad`` (a gradient penalty's view)."""
+    def layouts(lib):
+        F_, nn_ = lib.nn.functional, lib.nn
+        lib.manual_seed(0)
+        x = lib.tensor(arr(2, 4, 8, 8))
+        q = lib.tensor(arr(2, 5, 2, 4)).transpose(1, 2)
+        xr = lib.tensor(arr(3, 3, 8, 8), requires_grad=True)
+        g, = lib.autograd.grad(nn_.Conv2d(3, 4, 4, 2, 1).double()(xr).sum(), xr, create_graph=True)
+        outs = [F_.avg_pool2d(x, 4), F_.avg_pool1d(x[0], 2), nn_.Conv2d(4, 4, 3).double()(x),
+                nn_.Conv2d(4, 4, 3, groups=2).double()(x), nn_.ConvTranspose2d(4, 2, 3, stride=2).double()(x),
+                nn_.Conv1d(4, 3, 3).double()(x[0, :, 0]), F_.interpolate(x, scale_factor=2),
+                F_.interpolate(x, scale_factor=2, mode="bilinear"), F_.adaptive_avg_pool2d(x, (2, 2)),
+                F_.scaled_dot_product_attention(q, q, q), g]
+        outs[-2] = outs[-2].transpose(1, 2).reshape(2, 5, 8)  # (a view when laid out as the query)
+        return [t.stride() for t in outs], [t.reshape(t.shape[0], -1).shape for t in outs[:-2]] + \
+            [outs[-2].view(10, 8).shape, g.view(3, -1).shape]
+    assert layouts(fg) == layouts(torch)
+
+
 def test_interpolate_linear_and_pixel_shuffle():
     same("interpolate", [arr(2, 3, 6)], dict(size=11, mode="linear"))
     same("pixel_shuffle", [arr(2, 8, 3, 4)], dict(upscale_factor=2))

@@ -401,7 +401,8 @@ VIEWS = {
     "T_view": lambda m, a: a[0].T, "mT": lambda m, a: a.mT, "contiguous": lambda m, a: a.transpose(0, 1).contiguous(),
     "reshape_noncontig": lambda m, a: a.transpose(0, 1).reshape(-1), "unflatten": lambda m, a: a.unflatten(2, (2, 2)),
     "movedim": lambda m, a: m.movedim(a, 0, -1), "narrow": lambda m, a: a.narrow(1, 1, 2),
-    "select": lambda m, a: a.select(2, 1), "flip": lambda m, a: m.flip(a, (0, 2)), "repeat": lambda m, a: a.repeat(1, 2, 1),
+    "select": lambda m, a: a.select(2, 1), "flip": lambda m, a: m.flip(a, (0, 2)),
+    "flip_varargs": lambda m, a: a.flip(0, 2) + a.flip(1) + a.flip(dims=[2]), "repeat": lambda m, a: a.repeat(1, 2, 1),
     "expand_as": lambda m, a: a[:1].expand_as(a), "view_as": lambda m, a: a.view_as(a),
 }
 

@@ -83,7 +83,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     elif attn_mask is not None:
         bias = _additive(attn_mask, query.dtype, keep_when_true=True)
     out, _ = _attend(query, key, value, bias, dropout_p, scale, safe=attn_mask is not None)
-    return out
+    return O.laid_out_like(out, query)
 
 
 def _repeat_heads(t: Tensor, groups: int) -> Tensor:

@@ -145,7 +145,7 @@ def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bo
     else:
         div = _avg_divisor(tuple(input.shape[-n:]), ks, st, pad, outs, count_include_pad)
         out = O.div(total, _tensor(div.astype(input._data.dtype)))
-    return named(out, "AvgPool2DBackward0" if n == 2 else "AvgPool1DBackward0")
+    return own(named(out, "AvgPool2DBackward0" if n == 2 else "AvgPool1DBackward0"), input)
 
 
 def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
@@ -290,31 +290,116 @@ def _linear_matrix(size: int, out: int, scale: float, align_corners: bool) -> np
     return m
 
 
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_MODES = ("nearest", "nearest-exact", "area") + tuple(_LINEAR_MODES)
+
+
+def _source(i: int, size: int, out: int, scale: float, align_corners: bool) -> float:
+    """PyTorch's source coordinate of output ``i`` (area_pixel_compute_source_index, unclamped)."""
+    if align_corners:
+        return i * (size - 1) / (out - 1) if out > 1 else 0.0
+    return (i + 0.5) * scale - 0.5
+
+
+def _cubic_weights(t: float, a: float) -> tuple:
+    """The four cubic-convolution weights at fraction ``t`` past the second tap (Keys, ``a``)."""
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _cubic_matrix(size: int, out: int, scale: float, align_corners: bool) -> np.ndarray:
+    """The (out, size) matrix of 1-d bicubic interpolation (a = -0.75, taps clamped at the edges)."""
+    m = np.zeros((out, size))
+    for i in range(out):
+        src = _source(i, size, out, scale, align_corners)
+        f = math.floor(src)
+        for k, w in enumerate(_cubic_weights(src - f, -0.75)):
+            m[i, min(max(f - 1 + k, 0), size - 1)] += w
+    return m
+
+
+def _antialiased_matrix(size: int, out: int, scale: float, align_corners: bool, cubic: bool) -> np.ndarray:
+    """The (out, size) matrix of PyTorch's antialiased resampling: the triangle (bilinear) or
+    cubic (a = -0.5) filter stretched by the downscaling factor, normalized per output."""
+    if align_corners:
+        scale = (size - 1) / (out - 1) if out > 1 else 0.0
+    support = (2.0 if cubic else 1.0) * (scale if scale >= 1.0 else 1.0)
+    inv = 1.0 / scale if scale >= 1.0 else 1.0
+
+    def filt(x):
+        x = abs(x)
+        if cubic:
+            a = -0.5
+            return ((a + 2) * x - (a + 3)) * x * x + 1 if x < 1 else (
+                ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0)
+        return 1.0 - x if x < 1 else 0.0
+    m = np.zeros((out, size))
+    for i in range(out):
+        center = scale * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), size)
+        w = np.array([filt((j - center + 0.5) * inv) for j in range(lo, hi)])
+        total = w.sum()
+        m[i, lo:hi] = w / total if total != 0 else w
+    return m
+
+
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
                 antialias: bool = False) -> Tensor:
-    """Resize the spatial dims of (N, C, *sp): modes nearest, linear (1-d), bilinear (2-d)."""
+    """Resize the spatial dims of (N, C, *sp), one to three of them: modes nearest,
+    nearest-exact, area, linear (1-d), bilinear and bicubic (2-d, with ``antialias``),
+    trilinear (3-d). Each is separable: per spatial dim an index selection or a contraction
+    with a constant (out, in) weight matrix."""
     n = input.ndim - 2
-    if n not in (1, 2):
-        raise NotImplementedError(f"Input Error: Only 3D and 4D input Tensors supported (got {input.ndim}D) for "
-                                  f"the modes: nearest | linear | bilinear (got {mode})")
-    if mode == "nearest" and align_corners is not None:
+    if mode not in _MODES:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) "
+                                  f"for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                          "bicubic | trilinear")
+    if n not in (1, 2, 3) or (mode in _LINEAR_MODES and _LINEAR_MODES[mode] != n):
+        want = {1: "3D", 2: "4D", 3: "5D"}.get(_LINEAR_MODES.get(mode, 0))
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {want} input" if want else
+                                  f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+                                  f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise NotImplementedError("Anti-alias option is restricted to bilinear and bicubic modes and requires a "
+                                  "4-D tensor as input")
     outs, scales = _scales(input, n, size, scale_factor)
     if recompute_scale_factor:
         scales = tuple(s / o for s, o in zip(input.shape[2:], outs))
+    if mode == "area":
+        return _adaptive_avg(input, outs, n, "adaptive_avg_pool")
+    if any(o <= 0 for o in outs) or any(s <= 0 for s in input.shape[2:]):
+        names = ("D", "H", "W")[3 - n:]
+        sizes = [", ".join(f"{d}: {v}" for d, v in zip(names, vs)) for vs in (input.shape[2:], outs)]
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({sizes[0]})"
+                           f"{' and' if n == 1 else ''} output ({sizes[1]})")
     x = input
-    if mode == "nearest":
+    if mode.startswith("nearest"):
+        shift = 0.5 if mode == "nearest-exact" else 0.0
         for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
-            src = np.minimum(np.floor(np.arange(o) * sc).astype(np.int64), s - 1)
+            src = np.minimum(np.floor((np.arange(o) + shift) * sc).astype(np.int64), s - 1)
             x = O.index_select(x, 2 + i, _tensor(src))
-        return named(x, f"UpsampleNearest{n}DBackward0")
-    if mode not in ("linear", "bilinear") or (mode == "linear") != (n == 1):
-        raise NotImplementedError(f"interpolate: mode {mode!r} on {input.ndim}D input is not supported")
+        exact = "Exact" if shift else ""
+        return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input)
     for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
-        x = _along(x, _linear_matrix(s, o, sc, bool(align_corners)), 2 + i)
-    return own(named(x, "UpsampleBilinear2DBackward0" if n == 2 else "UpsampleLinear1DBackward0"), input)
+        if antialias:
+            m = _antialiased_matrix(s, o, sc, bool(align_corners), mode == "bicubic")
+        elif mode == "bicubic":
+            m = _cubic_matrix(s, o, sc, bool(align_corners))
+        else:
+            m = _linear_matrix(s, o, sc, bool(align_corners))
+        x = _along(x, m, 2 + i)
+    kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
+    return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input)
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",

@@ -170,9 +170,16 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     if inputs is None:
         return None
     for i, g in enumerate(captured):
-        if g is None and not allow_unused:
-            raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
-                               "Set allow_unused=True if this is the desired behavior.")
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                                   "Set allow_unused=True if this is the desired behavior.")
+            continue
+        d = g._data
+        if type(d) is np.ndarray and not d.flags.c_contiguous and 0 not in d.strides:
+            # a composite's gradient in a transposed layout (a convolution's input gradient):
+            # PyTorch's backward kernels give C order, and code calls view() on it (a WGAN's penalty)
+            captured[i] = g.contiguous()
     return captured
 
 

@@ -55,10 +55,28 @@ def own(out: Tensor, *inputs: Optional[Tensor]) -> Tensor:
     after a convolution) is then a plain update, as in PyTorch, which compile traces,
     rather than an update through a view, which breaks its graph. It keeps sharing memory
     and the version counter with the temporary, which nothing else holds. A view of one of
-    ``inputs`` stays a view."""
+    ``inputs`` stays a view. An eager host result is laid out in C order, as PyTorch's
+    (``view`` needs it: a transposed GEMM result would refuse ``.view(n, -1)``)."""
     b = out._base
     if b is not None and not builtins.any(x is not None and (b is x or b is x._base) for x in inputs):
         out._base = out._view_fn = None
+    d = out._data
+    if out._base is None and type(d) is np.ndarray and not d.flags.c_contiguous:
+        out._data = np.ascontiguousarray(d)
+    return out
+
+
+def laid_out_like(out: Tensor, ref: Tensor) -> Tensor:
+    """``out``, an eager host tensor of its own, with its dims in memory in the order of
+    ``ref``'s strides: PyTorch's layout for results that follow an input (attention's output
+    follows its query, so ``out.transpose(1, 2).view(b, l, -1)`` works)."""
+    d, r = out._data, ref._data
+    if type(d) is not np.ndarray or type(r) is not np.ndarray or d.ndim != r.ndim or out._base is not None \
+            or r.flags.c_contiguous:
+        return out
+    order = sorted(range(r.ndim), key=lambda a: -r.strides[a])  # outermost first; ties keep their order
+    if order != list(range(r.ndim)):
+        out._data = np.ascontiguousarray(d.transpose(order)).transpose(np.argsort(order))
     return out
 
 
@@ -1039,10 +1057,10 @@ def clone(x, memory_format=None):
 
 
 @op
-def flip(x, dims):
+def flip(x, *dims):
+    """``flip(x, dims)``, and ``x.flip(0, 1)`` with the dims as separate arguments."""
     x = as_t(x)
-    if isinstance(dims, int):
-        dims = (dims,)
+    dims = _size_args(dims)
     return named(P.flip(x, axes=_axes(x, dims)), "FlipBackward0")
 
 
