@@ -479,3 +479,87 @@ def test_gradcheck_signatures_match_torch(pt):
         return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
     assert params(fg.autograd.gradcheck) == params(pt.autograd.gradcheck)
     assert params(fg.autograd.gradgradcheck) == params(pt.autograd.gradgradcheck)
+
+
+# ---------------------------------------------------------------- composites as one node
+def _chain(t, depth=4):
+    """The grad_fn names down the first non-leaf edge, with each node's next_functions."""
+    out, f = [], t.grad_fn
+    while f is not None and depth:
+        out.append((type(f).__name__, [type(n).__name__ for n, _ in f.next_functions]))
+        nxt = [n for n, _ in f.next_functions if n is not None and type(n).__name__ != "AccumulateGrad"]
+        f, depth = (nxt[0] if nxt else None), depth - 1
+    return out
+
+
+def _composites(lib):
+    """Programs whose grad_fn chains tutorials print (the 60-minute blitz walks its MSE loss's
+    next_functions down to AddmmBackward0), and their gradients."""
+    nn, F = lib.nn, lib.nn.functional
+    lin = nn.Linear(3, 2).double()
+    with lib.no_grad():
+        lin.weight.copy_(lib.tensor(W[:3, :2].T.astype(np.float64)))
+        lin.bias.copy_(lib.tensor([0.5, -0.25], dtype=lib.float64))
+    x, y = lib.tensor(X[:2, :3].astype(np.float64)), lib.tensor(T[:2, :2].astype(np.float64))
+    v = lib.tensor(X[0, :3].astype(np.float64), requires_grad=True)
+    m = lib.tensor(W[:3, :2].astype(np.float64), requires_grad=True)
+    outs = [nn.MSELoss()(lin(x), y), lin(x), lin(lib.stack([x, x])), nn.CrossEntropyLoss()(lin(x), lib.tensor([1, 0])),
+            F.relu(lin(x)).sum(), v @ m, m.t() @ v, nn.BCEWithLogitsLoss()(lin(x), y.sigmoid()),
+            nn.L1Loss()(lin(x), y), nn.SmoothL1Loss()(lin(x), y), nn.HuberLoss()(lin(x), y),
+            nn.BCELoss()(lin(x).sigmoid(), y.sigmoid()), lin(x).softmax(1), lin(x).mean(0)]
+    chains = [_chain(o) for o in outs]
+    total = sum((o * o).sum() for o in outs)
+    gs = lib.autograd.grad(total, [lin.weight, lin.bias, v, m], create_graph=True)
+    gg = lib.autograd.grad(sum((g * g).sum() for g in gs), [lin.weight, v])
+    return chains, [g.detach().numpy() for g in gs + gg]
+
+
+def test_composites_are_one_node_as_in_torch(pt):
+    """A loss, a mean, softmax, addmm and mv that fusegrad composes record one node with
+    PyTorch's name and next_functions; gradients and double gradients are unchanged."""
+    ours, theirs = _composites(fg), _composites(pt)
+    assert ours[0] == theirs[0]
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_composite_node_frees_and_sees_in_place_updates():
+    """The merged nodes free their saved values after a backward without retain_graph (a second
+    backward raises), and an in-place change of an input it saved is detected, as in PyTorch."""
+    x = fg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    loss = fg.nn.functional.mse_loss(x * 2, fg.zeros(3))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 8 * np.array([1.0, 2.0, 3.0]) / 3, rtol=1e-6)  # twice
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+    y = (x * 0.1).sigmoid()
+    bce = fg.nn.functional.binary_cross_entropy(y, fg.full((3,), 0.5))
+    y.mul_(0.5)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        bce.backward()
+
+
+def test_function_with_setup_context(pt):
+    """torch.func's style of autograd.Function: forward without ctx, setup_context saving from
+    the inputs and output; under backward and fusegrad.func.grad."""
+    def make(lib):
+        class Cube(lib.autograd.Function):
+            @staticmethod
+            def forward(x):
+                return x ** 3, 3 * x ** 2
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                ctx.save_for_backward(inputs[0], output[1])
+
+            @staticmethod
+            def backward(ctx, g, gdx):
+                x, dx = ctx.saved_tensors
+                return g * dx + gdx * 6 * x
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y, dy = Cube.apply(x)
+        (y.sum() + dy.sum()).backward()
+        return x.grad.numpy(), lib.func.grad(lambda t: Cube.apply(t)[0].sum())(lib.tensor([1.0, 3.0])).numpy()
+    for a, b in zip(make(fg), make(pt)):
+        np.testing.assert_allclose(a, b)

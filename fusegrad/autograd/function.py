@@ -97,7 +97,8 @@ class Function(metaclass=_FunctionMeta):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        """Overridden (as a staticmethod), ``forward`` takes no ctx and this saves what
+        ``backward`` needs from the ``inputs`` tuple and ``forward``'s ``output``."""
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -114,7 +115,11 @@ class Function(metaclass=_FunctionMeta):
         # forward sees no tangents, as in PyTorch: the outputs' tangents come from jvp alone
         FW.STATE.busy = prev_busy or tangents is not None
         try:
-            out = cls.forward(ctx, *args, **kwargs)
+            if cls.setup_context is Function.setup_context:
+                out = cls.forward(ctx, *args, **kwargs)
+            else:  # the torch.func style: forward without ctx, what backward needs saved separately
+                out = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, out)
         finally:
             STATE.enabled, FW.STATE.busy = prev, prev_busy
         single = not isinstance(out, tuple)

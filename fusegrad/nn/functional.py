@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Union
 from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..runtime import ops as O
+from ..runtime.composite import one_node
 from ..runtime.factory import arange, rand, tensor as _tensor
 from ..runtime.autocast_state import float32_policy, lower_precision
 from ..runtime.grad_mode import no_grad
@@ -368,11 +369,14 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     """Mean squared error."""
     _check_same_size(input, target)
     reduction = _reduction(size_average, reduce, reduction)
-    diff = O.sub(input, target)
-    sq = O.mul(diff, diff)
     if weight is not None:
-        return _weighted(sq, weight, input, reduction)
-    return named(_reduce(sq, reduction), "MseLossBackward0")
+        diff = O.sub(input, target)
+        return _weighted(O.mul(diff, diff), weight, input, reduction)
+
+    def squared_error(input, target):
+        diff = O.sub(input, target)
+        return _reduce(O.mul(diff, diff), reduction)
+    return one_node("MseLossBackward0", squared_error, input, target)
 
 
 @float32_policy
@@ -397,9 +401,10 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0.0:
         return l1_loss(input, target, reduction=reduction)
-    d = O.abs(O.sub(input, target))
-    loss = O.where(O.lt(d, beta), O.mul(O.mul(d, d), 0.5 / beta), O.sub(d, 0.5 * beta))
-    return named(_reduce(loss, reduction), "SmoothL1LossBackward0")
+    def smooth_l1(input, target):
+        d = O.abs(O.sub(input, target))
+        return _reduce(O.where(O.lt(d, beta), O.mul(O.mul(d, d), 0.5 / beta), O.sub(d, 0.5 * beta)), reduction)
+    return one_node("SmoothL1LossBackward0", smooth_l1, input, target)
 
 
 @float32_policy
@@ -408,11 +413,11 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
     _check_same_size(input, target)
     reduction = _reduction(None, None, reduction)
-    d = O.abs(O.sub(input, target))
-    loss = O.where(O.lt(d, delta), O.mul(O.mul(d, d), 0.5), O.mul(O.sub(d, 0.5 * delta), delta))
-    if weight is not None:
-        loss = O.mul(loss, weight)
-    return named(_reduce(loss, reduction), "HuberLossBackward0")
+    def huber(input, target):
+        d = O.abs(O.sub(input, target))
+        loss = O.where(O.lt(d, delta), O.mul(O.mul(d, d), 0.5), O.mul(O.sub(d, 0.5 * delta), delta))
+        return _reduce(loss if weight is None else O.mul(loss, weight), reduction)
+    return one_node("HuberLossBackward0", huber, input, target)
 
 
 # ---------------------------------------------------------------- classification losses
@@ -447,13 +452,14 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
         if bool(O.any(bad)):
             raise IndexError(f"Target {int(target[bad][0])} is out of bounds.")
     safe = O.where(ignored, 0, target)
-    picked = O.squeeze(O.gather(input, 1, O.unsqueeze(safe, 1)), 1)
     w = O.to(O.logical_not(ignored), input.dtype)
     if weight is not None:
         w = O.mul(weight[safe], w)
-    loss = O.neg(O.mul(picked, w))
-    loss = O.div(loss.sum(), w.sum()) if reduction == "mean" else _reduce(loss, reduction)
-    return named(loss, "NllLossBackward0")
+
+    def nll(input):
+        loss = O.neg(O.mul(O.squeeze(O.gather(input, 1, O.unsqueeze(safe, 1)), 1), w))
+        return O.div(loss.sum(), w.sum()) if reduction == "mean" else _reduce(loss, reduction)
+    return one_node("NllLossBackward0", nll, input)
 
 
 @float32_policy
@@ -526,11 +532,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor]
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
     if _concrete(input) and input.numel() and (float(O.amin(input)) < 0 or float(O.amax(input)) > 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    loss = O.neg(O.add(O.mul(target, _clamped_log(input)),
-                       O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(input, 1.0)))))
-    if weight is not None:
-        loss = O.mul(loss, weight)
-    return named(_reduce(loss, reduction), "BinaryCrossEntropyBackward0")
+    def bce(input, target):
+        loss = O.neg(O.add(O.mul(target, _clamped_log(input)),
+                           O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(input, 1.0)))))
+        return _reduce(loss if weight is None else O.mul(loss, weight), reduction)
+    return one_node("BinaryCrossEntropyBackward0", bce, input, target)
 
 
 @float32_policy
@@ -542,13 +548,13 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
-    log_sig = logsigmoid(input)
-    if pos_weight is not None:
-        log_sig = O.mul(O.add(O.mul(O.sub(pos_weight, 1.0), target), 1.0), log_sig)
-    loss = O.sub(O.mul(O.rsub(target, 1.0), input), log_sig)
-    if weight is not None:
-        loss = O.mul(loss, weight)
-    return named(_reduce(loss, reduction), "BinaryCrossEntropyWithLogitsBackward0")
+    def bce_logits(input, target):
+        log_sig = logsigmoid(input)
+        if pos_weight is not None:
+            log_sig = O.mul(O.add(O.mul(O.sub(pos_weight, 1.0), target), 1.0), log_sig)
+        loss = O.sub(O.mul(O.rsub(target, 1.0), input), log_sig)
+        return _reduce(loss if weight is None else O.mul(loss, weight), reduction)
+    return one_node("BinaryCrossEntropyWithLogitsBackward0", bce_logits, input, target)
 
 
 # ---------------------------------------------------------------- attention (its own module; re-exported here)

@@ -141,6 +141,8 @@ class PrimNode(Node):
         return sorted(set(super().__dir__()) | set(saved_names(self)))
 
     def release(self):
+        if self.freed is None:  # pinned: a composite's node its gradient's graph also reaches (runtime.composite)
+            return
         self.freed = True
         if self.prim.saves_in or self.prim.saves_out:  # apply() now raises; shape-only rules keep theirs
             self.out_data = self.out_box = self.ins = None

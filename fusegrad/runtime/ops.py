@@ -25,6 +25,7 @@ from .forward_state import carry_tangent
 from .grad_mode import STATE
 from .keywords import write_out
 from .nodes import PrimNode, node_class
+from .composite import CompositeNode, one_node
 from .tensor import Tensor, wrap
 from .transfer import transfer
 
@@ -43,8 +44,11 @@ def as_t(x, dtype=None) -> Tensor:
 def named(out: Tensor, name: str) -> Tensor:
     """Give the node that produced ``out`` PyTorch's grad_fn class name for this op."""
     n = out._grad_fn
-    if n is not None and type(n).__name__ != name and isinstance(n, PrimNode):
-        n.__class__ = node_class(name)
+    if n is not None and type(n).__name__ != name:
+        if isinstance(n, PrimNode):
+            n.__class__ = node_class(name)
+        elif isinstance(n, CompositeNode):
+            n.__class__ = node_class(name, CompositeNode)
     return out
 
 
@@ -621,9 +625,10 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     n = 1
     for a in axes:
         n *= x._data.shape[a]
-    r = P.reduce_sum(x, axes=axes, keepdims=bool(keepdim))
-    r = P.div(r, float(n)) if n else P.mul(r, float("nan"))
-    return named(r, "MeanBackward0" if full else "MeanBackward1")
+    def mean_of(x):
+        r = P.reduce_sum(x, axes=axes, keepdims=bool(keepdim))
+        return P.div(r, float(n)) if n else P.mul(r, float("nan"))
+    return one_node("MeanBackward0" if full else "MeanBackward1", mean_of, x)
 
 
 @op
@@ -822,10 +827,12 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
     if dtype is not None:
         x = to(x, dtype)
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
-    m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
-    e = P.exp(P.sub(x, m))
-    r = P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
-    return named(r, "SoftmaxBackward0")
+
+    def softmax_of(x):
+        m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
+        e = P.exp(P.sub(x, m))
+        return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
+    return one_node("SoftmaxBackward0", softmax_of, x)
 
 
 @op
@@ -834,10 +841,11 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
     if dtype is not None:
         x = to(x, dtype)
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
-    m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
-    s = P.sub(x, m)
-    r = P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
-    return named(r, "LogSoftmaxBackward0")
+
+    def log_softmax_of(x):
+        s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
+        return P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
+    return one_node("LogSoftmaxBackward0", log_softmax_of, x)
 
 
 # ---------------------------------------------------------------- shapes and views
@@ -1292,13 +1300,16 @@ def matmul(a, b):
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
     if na == 1 and nb == 1:
         return dot(a, b)
-    if na == 1:
-        r = P.matmul(P.reshape(a, shape=(1, a._data.shape[0])), b)
-        return named(P.reshape(r, shape=r._data.shape[:-2] + (r._data.shape[-1],)), "SqueezeBackward4" if nb > 2 else "MvBackward0")
+    if na == 1:  # PyTorch's nodes: the vector unsqueezed, a matrix product, squeezed
+        r = P.matmul(named(P.reshape(a, shape=(1, a._data.shape[0])), "UnsqueezeBackward0"), b)
+        r = named(r, "MmBackward0" if nb == 2 else "BmmBackward0")
+        return named(P.reshape(r, shape=r._data.shape[:-2] + (r._data.shape[-1],)), "SqueezeBackward4")
     if nb == 1:
         _mm_check(a, b, "mv")
-        r = P.matmul(a, P.reshape(b, shape=(b._data.shape[0], 1)))
-        return named(P.reshape(r, shape=r._data.shape[:-1]), "MvBackward0")
+
+        def mv_of(a, b):
+            return P.reshape(P.matmul(a, P.reshape(b, shape=(b._data.shape[0], 1))), shape=a._data.shape[:-1])
+        return one_node("MvBackward0", mv_of, a, b)
     _mm_check(a, b, "matmul")
     r = P.matmul(a, b)
     return named(r, "MmBackward0" if na == 2 and nb == 2 else ("BmmBackward0" if na == nb == 3 else "UnsafeViewBackward0"))
@@ -1368,11 +1379,12 @@ ger = alias(outer, "ger")
 @op
 @lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
-    r = matmul(a, b)
-    if alpha != 1:
-        r = mul(r, alpha)
-    bias = mul(bias, beta) if beta != 1 else bias
-    return named(add(bias, r), "AddmmBackward0")
+    def addmm_of(bias, a, b):
+        r = matmul(a, b)
+        if alpha != 1:
+            r = mul(r, alpha)
+        return add(mul(bias, beta) if beta != 1 else bias, r)
+    return one_node("AddmmBackward0", addmm_of, as_t(bias), as_t(a), as_t(b))
 
 
 @op(method=False)
