@@ -26,7 +26,7 @@ globals().update(_exports.functions(Tensor))
 from .runtime import keywords as _keywords  # noqa: E402
 
 _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
-from . import (accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, hub,  # noqa: E402
+from . import (_dynamo, accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, hub,  # noqa: E402
                jit, linalg, nn, optim, profiler, random, serialization, testing, utils, viz)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .absent_devices import mps, xpu  # noqa: E402

@@ -1,11 +1,48 @@
-"""``fusegrad.compiler``: marks on tensors that steer ``compile``'s dynamic shapes, as
-``torch.compiler``'s / ``torch._dynamo``'s ``mark_dynamic`` and ``mark_static``."""
+"""``fusegrad.compiler`` (also ``fusegrad._dynamo``): marks on tensors that steer
+``compile``'s dynamic shapes (``mark_dynamic``, ``mark_static``), ``reset``, ``disable``
+and ``is_compiling``, as ``torch.compiler``'s / ``torch._dynamo``'s."""
 from __future__ import annotations
 
+import functools
 import weakref
-from typing import Union
+from typing import Callable, Optional, Union
 
-__all__ = ["mark_dynamic", "mark_static"]
+__all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling"]
+
+
+def reset() -> None:
+    """Empty every compiled function's cache: their next calls trace and compile again."""
+    from .runtime.compiled import LIVE
+    for cf in list(LIVE):
+        with cf._lock:
+            cf._reset()
+
+
+def is_compiling() -> bool:
+    """True while ``fusegrad.compile`` traces the code calling it."""
+    from .tracer.trace import capture_trace
+    return capture_trace() is not None
+
+
+is_dynamo_compiling = is_compiling
+
+
+def disable(fn: Optional[Callable] = None, recursive: bool = True, *, reason: Optional[str] = None):
+    """``fn`` run eagerly even inside compiled code: a call from a compiled function is a graph
+    break there (its cache_info names ``reason`` or the function). Usable as a decorator."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive, reason=reason)
+
+    @functools.wraps(fn)
+    def eagerly(*args, **kwargs):
+        from .tracer.trace import capture_trace, user_frame
+        tr = capture_trace()
+        if tr is not None:
+            why = reason or f"{getattr(fn, '__qualname__', fn)} is compiler.disable'd"
+            with tr.eagerly(f"{why} at {user_frame()}"):
+                return eagerly(*args, **kwargs)
+        return fn(*args, **kwargs)
+    return eagerly
 
 # id(tensor) -> (dynamic dims, static dims); an entry leaves with its tensor
 _MARKS: dict = {}

@@ -113,3 +113,36 @@ def test_torchscript_code_runs_as_python():
     assert fg.jit.annotate(list, []) == [] and not isinstance(net, fg.jit.ScriptModule)
     with pytest.raises(RuntimeError, match="state_dict"):
         fg.jit.save(net, "m.pt")
+
+
+def test_compiler_disable_reset_and_is_compiling():
+    """``torch.compiler.disable`` (and ``torch._dynamo``'s): the function runs eagerly once per
+    call, a named graph break in compiled code; ``reset`` makes the next call compile again;
+    ``is_compiling`` is True only inside compile's trace."""
+    import fusegrad._dynamo as dynamo
+    calls, seen = [], []
+
+    @fg.compiler.disable
+    def log_it(x):
+        calls.append(float(x.sum()))
+        return x
+
+    def f(x):
+        y = x.sin() * 2
+        log_it(y)
+        seen.append(fg.compiler.is_compiling())
+        return (y + 1).cos()
+    c = fg.compile(f)
+    x = fg.tensor([0.5, -1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_allclose(c(x).numpy(), np.cos(np.sin(x.numpy()) * 2 + 1), rtol=1e-6)
+    assert len(calls) == 3 and calls[0] == calls[-1]
+    assert any("log_it is compiler.disable'd" in b for b in c.cache_info()["graph_breaks"])
+    assert True in seen and not fg.compiler.is_compiling()
+    g = fg.compile(lambda t: t * 3)
+    g(x)
+    g(x)
+    assert g.cache_info()["misses"] == 1 and g.cache_info()["hits"] == 1
+    dynamo.reset()
+    g(x)
+    assert g.cache_info()["misses"] == 1 and g.cache_info()["hits"] == 0 and g.cache_info()["entries"] == 1

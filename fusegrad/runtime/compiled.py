@@ -13,6 +13,7 @@ import functools
 import gc
 import itertools
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
 
@@ -578,6 +579,10 @@ class _FastPath:
 _MISS = object()
 
 
+#: the compiled functions alive, whose caches ``fusegrad.compiler.reset`` empties
+LIVE: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
 class CompiledFunction:
     """The object ``fusegrad.compile`` returns: call it like the original function."""
 
@@ -590,6 +595,16 @@ class CompiledFunction:
         self.remat = remat
         self.dynamic = dynamic
         self._owner = fn if hasattr(fn, "named_parameters") else None
+        self._lock = threading.Lock()
+        self._grad_groups: Optional[tuple] = None  # see _set_gradient_groups
+        self._reset()
+        functools.update_wrapper(self, fn, updated=())
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        LIVE.add(self)
+
+    def _reset(self) -> None:
+        """Forget every compiled entry and count (``fusegrad.compiler.reset``): the next call
+        traces and compiles again (kernels come back from the kernel caches)."""
         # dynamic shapes: size-free signature -> the signatures compiled with static sizes, or
         # True once compiled symbolically; the per-size plans of symbolic families (LRU)
         self._families: dict = {}
@@ -597,16 +612,12 @@ class CompiledFunction:
         # per signature, one variant per set of guard values; an eager decision always applies
         self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
         self._warmed: set = set()
-        self._lock = threading.Lock()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
-        self._grad_groups: Optional[tuple] = None  # see _set_gradient_groups
         self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
         self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
                        "warmups": 0, "segments": 0, "symbolic_sizes": 0, "graph_breaks": [], "notes": []}
-        functools.update_wrapper(self, fn, updated=())
-        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __getattr__(self, name):  # a compiled Module still exposes parameters(), train(), ...
         if name.startswith("__") or "fn" not in self.__dict__:
