@@ -3,6 +3,10 @@
 Parameter names, shapes, gate order and initialization (``U(-1/sqrt(hidden), 1/sqrt(hidden))``) are
 PyTorch's, so a PyTorch ``state_dict`` loads. The time loop is Python over primitive ops, so compiling
 a recurrent model unrolls it into one graph.
+
+The layers also take a ``nn.utils.rnn.PackedSequence`` (and return one): step ``t`` then updates only the
+``batch_sizes[t]`` sequences still running, so each sequence's final state is taken at its own last step
+and the reverse direction starts at its own last element, as PyTorch's.
 """
 from __future__ import annotations
 
@@ -233,7 +237,7 @@ class RNNBase(Module):
     def _check_input(self, input: Tensor) -> bool:
         """Check the input's rank and features; returns whether it is batched."""
         if not isinstance(input, Tensor):
-            raise TypeError(f"{type(self).__name__}: expected a Tensor input (PackedSequence is not supported), "
+            raise TypeError(f"{type(self).__name__}: expected a Tensor or PackedSequence input, "
                             f"got {type(input).__name__}")
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
@@ -276,7 +280,102 @@ class RNNBase(Module):
             return (F.linear(h, w_hr) if w_hr is not None else h), c
         return (_STEPS[self.mode](gates_x, state[0], w_hh, b_hh),)
 
+    def _run_packed(self, x: Tensor, batch_sizes: List[int], states: List[Tuple[Tensor, ...]]
+                    ) -> Tuple[Tensor, List[Tuple[Tensor, ...]]]:
+        """``_run`` over packed ``x`` ``(sum(batch_sizes), F)``: step ``t`` updates only the first
+        ``batch_sizes[t]`` rows (the sequences sorted by decreasing length), so each sequence's final state
+        is the one at its own last step, and the reverse direction starts at its own last element from its
+        initial state. Returns the last layer's packed output and the final states."""
+        offsets = [0]
+        for bs in batch_sizes:
+            offsets.append(offsets[-1] + bs)
+        steps = len(batch_sizes)
+        finals: List[Tuple[Tensor, ...]] = []
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(self.num_directions):
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
+                gates = F.linear(x, w_ih, b_ih)
+                state0 = states[layer * self.num_directions + direction]
+                hs: List[Optional[Tensor]] = [None] * steps
+                if direction == 0:
+                    done: List[Tuple[Tensor, ...]] = []  # rows of sequences that have ended, bottom first
+                    state = state0
+                    for t in range(steps):
+                        bs, rows = batch_sizes[t], state[0].shape[0]
+                        if bs < rows:
+                            done.append(tuple(O.narrow(s, 0, bs, rows - bs) for s in state))
+                            state = tuple(O.narrow(s, 0, 0, bs) for s in state)
+                        state = self._step(O.narrow(gates, 0, offsets[t], bs), state, w_hh, b_hh, w_hr)
+                        hs[t] = state[0]
+                    done.append(state)
+                    done.reverse()
+                    finals.append(state if len(done) == 1 else
+                                  tuple(O.cat([d[j] for d in done], 0) for j in range(len(state))))
+                else:
+                    state = None
+                    for t in range(steps - 1, -1, -1):
+                        bs = batch_sizes[t]
+                        if state is None:
+                            state = tuple(O.narrow(s, 0, 0, bs) for s in state0)
+                        elif bs > state[0].shape[0]:
+                            rows = state[0].shape[0]
+                            state = tuple(O.cat([s, O.narrow(s0, 0, rows, bs - rows)], 0)
+                                          for s, s0 in zip(state, state0))
+                        state = self._step(O.narrow(gates, 0, offsets[t], bs), state, w_hh, b_hh, w_hr)
+                        hs[t] = state[0]
+                    finals.append(state)
+                outs.append(hs[0] if steps == 1 else O.cat(hs, 0))
+            x = outs[0] if len(outs) == 1 else O.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, training=True)
+        return x, finals
+
+    def _forward_packed(self, packed, hx: Optional[Tuple[Tensor, ...]]):
+        """``_forward`` for a ``PackedSequence``: ``hx`` is in the caller's batch order (permuted by
+        ``sorted_indices`` here, the final states back by ``unsorted_indices``)."""
+        from ..utils.rnn import PackedSequence, _batch_sizes_list
+        data, sorted_indices, unsorted_indices = packed.data, packed.sorted_indices, packed.unsorted_indices
+        if not isinstance(data, Tensor):
+            raise TypeError(f"{type(self).__name__}: expected PackedSequence data to be a Tensor, got "
+                            f"{type(data).__name__}")
+        if data.ndim != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.ndim}")
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{data.shape[-1]}")
+        batch_sizes = _batch_sizes_list(packed.batch_sizes)
+        if not batch_sizes:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+        if any(a < b for a, b in zip(batch_sizes, batch_sizes[1:])) or batch_sizes[-1] <= 0 \
+                or sum(batch_sizes) != data.shape[0]:
+            raise RuntimeError(f"{type(self).__name__}: invalid PackedSequence (batch_sizes {batch_sizes} for "
+                               f"{data.shape[0]} packed rows)")
+        n = batch_sizes[0]
+        layers = self.num_layers * self.num_directions
+        out_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+        sizes = (out_size, self.hidden_size) if self.mode == "LSTM" else (out_size,)
+        if hx is None:
+            hx = tuple(zeros((layers, n, s), dtype=data.dtype, device=data.device) for s in sizes)
+        else:
+            if any(h.ndim != 3 for h in hx):
+                raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got "
+                                   f"{[h.ndim for h in hx]}-D tensor")
+            for h, s, what in zip(hx, sizes, ("hidden", "cell")):
+                self._check_hidden(h, (layers, n, s), what if self.mode == "LSTM" else "hidden")
+            if sorted_indices is not None:
+                hx = tuple(O.index_select(h, 1, sorted_indices) for h in hx)
+        per_layer = [tuple(h[i] for h in hx) for i in range(layers)]
+        out, finals = self._run_packed(data, batch_sizes, per_layer)
+        final = tuple(O.stack([f[j] for f in finals], 0) for j in range(len(sizes)))
+        if unsorted_indices is not None:
+            final = tuple(O.index_select(f, 1, unsorted_indices) for f in final)
+        return PackedSequence(out, packed.batch_sizes, sorted_indices, unsorted_indices), final
+
     def _forward(self, input: Tensor, hx: Optional[Tuple[Tensor, ...]]) -> Tuple[Tensor, Tuple[Tensor, ...]]:
+        from ..utils.rnn import PackedSequence
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         batched = self._check_input(input)
         x = input if batched else O.unsqueeze(input, 1)
         if batched and self.batch_first:

@@ -1,4 +1,5 @@
-"""``nn.utils``: gradient clipping, flattening parameters to one vector, ``rnn.pad_sequence``,
+"""``nn.utils``: gradient clipping, flattening parameters to one vector, ``rnn`` (``pad_sequence``,
+``PackedSequence``, ``pack_padded_sequence``, ``pad_packed_sequence``, ``pack_sequence`` and the rest),
 parametrizations (``parametrize``, ``parametrizations``), the hook-based ``weight_norm`` and
 ``spectral_norm``, and pruning (``nn.utils.prune``, imported on demand as in PyTorch)."""
 from . import parametrizations, parametrize, rnn
