@@ -1,8 +1,8 @@
 """``fusegrad.linalg``: the parts of ``torch.linalg`` that fusegrad has."""
-from .runtime.linalg import (LinAlgError, cholesky, cond, det, inv, linalg_cross as cross, linalg_qr as qr,
-                             linalg_svd as svd, matrix_exp, matrix_norm, matrix_power, matrix_rank, multi_dot, norm,
-                             pinv, slogdet, solve, solve_triangular, svdvals, vecdot, vector_norm)
+from .runtime.linalg import (LinAlgError, cholesky, cond, det, eigh, eigvalsh, inv, linalg_cross as cross,
+                             linalg_qr as qr, linalg_svd as svd, matrix_exp, matrix_norm, matrix_power, matrix_rank,
+                             multi_dot, norm, pinv, slogdet, solve, solve_triangular, svdvals, vecdot, vector_norm)
 
-__all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "inv", "matrix_exp", "matrix_norm", "matrix_power",
-           "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals",
-           "vecdot", "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "eigh", "eigvalsh", "inv", "matrix_exp", "matrix_norm",
+           "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular",
+           "svd", "svdvals", "vecdot", "vector_norm"]

@@ -244,6 +244,14 @@ add("svd", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 3))]), ("
     params=dict(full_matrices=False))
 add("svd", [("full_square", lambda: [rnd((3, 3))])], params=dict(full_matrices=True))
 add("svdvals", [("tall", lambda: [rnd((4, 3))]), ("wide", lambda: [rnd((2, 2, 3))])])
+# eigh (packed eigenvalues and eigenvectors) and eigvalsh of the symmetric matrix the input
+# defines: the primitives read one triangle, their gradients are symmetric (as PyTorch's)
+_SYM = lambda a: (a + a.mT) * 0.5  # noqa: E731
+for _upper in (False, True):
+    add("eigh", [(f"upper={_upper}", lambda: [rnd((3, 3))]), (f"batched_upper={_upper}", lambda: [rnd((2, 3, 3))])],
+        fn=lambda a, _u=_upper: PRIMS["eigh"](_SYM(a), upper=_u))
+    add("eigvalsh", [(f"upper={_upper}", lambda: [rnd((2, 3, 3))])],
+        fn=lambda a, _u=_upper: PRIMS["eigvalsh"](_SYM(a), upper=_u))
 
 # the special functions (fusegrad/special.py) on their smooth domains; zeta differentiates in q only
 _ARG = lambda lo, hi: lambda shape: _r(shape, lo, hi)  # noqa: E731

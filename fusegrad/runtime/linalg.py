@@ -1,7 +1,8 @@
 """Matrix ops: ``diagonal`` and ``diag_embed`` (compositions of indexing and products),
 the ``fusegrad.linalg`` functions and their top-level aliases (``torch.det``,
 ``torch.inverse``, ...). Factorizations, solves, the inverse, ``slogdet``, QR's Q, the
-matrix exponential, the SVD and singular values are primitives with their own VJP/JVP rules (``ir/prims/linalg.py``);
+matrix exponential, the SVD and singular values, the symmetric eigendecomposition and eigenvalues are primitives
+with their own VJP/JVP rules (``ir/prims/linalg.py``);
 norms, distances, determinants and the products are compositions of ops."""
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ __all__ = ["diagonal", "diag_embed", "cholesky", "solve_triangular", "LinAlgErro
            "norm", "dist", "cdist", "inv", "inverse", "det", "slogdet", "logdet", "solve", "matrix_exp",
            "matrix_power", "multi_dot", "cross", "linalg_cross", "vecdot", "tensordot", "kron", "block_diag",
            "cartesian_prod", "cov", "corrcoef", "qr", "linalg_qr", "linalg_svd", "svd", "svdvals", "pinv",
-           "pinverse", "matrix_rank", "cond"]
+           "pinverse", "matrix_rank", "cond", "eigh", "eigvalsh"]
 
 
 def _diag_positions(m: int, offset: int):
@@ -680,11 +681,9 @@ def matrix_rank(A, tol=None, hermitian: bool = False, *, atol=None, rtol=None, o
         if atol is not None or rtol is not None:
             raise RuntimeError("linalg.matrix_rank: tol and atol/rtol cannot both be given")
         atol = tol
-    if hermitian:
-        _square(a, "linalg.eigh")
-        a = _hermitian_full(a)
     m, n = a.shape[-2:]
-    s = svdvals(a.detach())
+    # hermitian: the magnitudes of the eigenvalues of the matrix A's lower triangle defines, as PyTorch's
+    s = abs(eigvalsh(a.detach())) if hermitian else svdvals(a.detach())
     r = sum((s > _tolerance(s, m, n, atol, rtol)).to(s.dtype), -1)
     from ..ir.dtypes import int64
     return _out("linalg.matrix_rank", r.to(int64), out)
@@ -705,3 +704,53 @@ def cond(A, p=None, *, out=None) -> Tensor:
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     _square(a, f"linalg.cond(ord={p})")
     return _out("linalg.cond", matrix_norm(a, p) * matrix_norm(inv(a), p), out)
+
+
+# ---------------------------------------------------------------- symmetric eigendecomposition
+linalg_eigh_type = _return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
+
+
+def _uplo(UPLO, what: str) -> bool:  # noqa: N803 - PyTorch's name
+    """Whether ``UPLO`` ('L' or 'U', either case, as PyTorch) names the upper triangle."""
+    if not isinstance(UPLO, str):
+        raise TypeError(f"{what}(): argument 'UPLO' must be str, not {type(UPLO).__name__}")
+    if UPLO.upper() not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return UPLO.upper() == "U"
+
+
+def _eigh_input(A) -> Tensor:  # noqa: N803
+    """``A`` as a tensor, checked as PyTorch's eigh checks it: a batch of square matrices of
+    float32 or float64 (its kernel is not implemented for other dtypes)."""
+    a = as_t(A)
+    _square(a, "linalg.eigh")
+    if not a.dtype.is_floating_point or a._data.dtype.itemsize < 4:
+        raise NotImplementedError(f'"linalg_eigh_{"cuda" if a.is_cuda else "cpu"}" not implemented for '
+                                  f"'{_type_name(a._data.dtype)}'")
+    return a
+
+
+def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803
+    """The eigenvalues (ascending) and eigenvectors (as columns, orthonormal) of each symmetric
+    matrix of ``A``, reading only its lower (``UPLO='U'``: upper) triangle
+    (``torch.linalg.eigh``). Eigenvectors are unique only up to sign; gradients assume
+    distinct eigenvalues (where only the eigenvalues are used, they need not be), and are
+    symmetric, as PyTorch's (not restricted to the triangle read)."""
+    upper = _uplo(UPLO, "linalg_eigh")
+    a = _eigh_input(A)
+    n = a.shape[-1]
+    packed = P.eigh(a, upper=upper)
+    batch = tuple(a.shape[:-2])
+    # two tensors of their own (not views of the packed result), each LinalgEighBackward0 as PyTorch's
+    w, v = (own(named(t, "LinalgEighBackward0"), a) for t in (packed[..., :n],
+                                                               packed[..., n:].reshape(batch + (n, n))))
+    return _out("_linalg_eigh", linalg_eigh_type(w, v), out)
+
+
+def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
+    """The eigenvalues (ascending) of each symmetric matrix of ``A``, reading only its lower
+    (``UPLO='U'``: upper) triangle (``torch.linalg.eigvalsh``); their gradient is
+    ``V diag(gL) V^T``, defined at repeated eigenvalues too."""
+    upper = _uplo(UPLO, "linalg_eigvalsh")
+    a = _eigh_input(A)
+    return _out("_linalg_eigh", P.eigvalsh(a, upper=upper), out)

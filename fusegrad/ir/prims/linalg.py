@@ -1,6 +1,7 @@
 """Batched matrix multiplication: NumPy's matmul on operands of rank >= 2 (the Tensor
 layer turns vectors into matrices), broadcasting the batch dimensions. Lowers to BLAS.
-The matrix functions (Cholesky, solves, inverse, log-determinant, QR, exponential, SVD) run in
+The matrix functions (Cholesky, solves, inverse, log-determinant, QR, exponential, SVD, symmetric
+eigendecomposition) run in
 NumPy/SciPy (LAPACK) with no kernel lowering; their VJPs and JVPs are written in primitives,
 so they differentiate to any order, trace and batch."""
 from __future__ import annotations
@@ -13,7 +14,7 @@ from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "solve", "inv", "slogdet", "qr_q", "matrix_exp",
-           "svd", "svdvals", "svd_split", "LinAlgError"]
+           "svd", "svdvals", "svd_split", "eigh", "eigvalsh", "eigh_split", "LinAlgError"]
 
 
 def swap_last(x):
@@ -641,3 +642,150 @@ def _svdvals_jvp(ts, ins, out):
 svdvals = Primitive("svdvals", _svdvals_impl, abstract=_svdvals_abstract, vjp=_svdvals_vjp, jvp=_svdvals_jvp,
                     saves="in", node_name="LinalgSvdBackward0", no_lowering=_NO_LOWERING,
                     batch=_front_batch("svdvals"))
+
+
+# ---------------------------------------------------------------- symmetric eigendecomposition
+def _eigh_abstract(vectors: bool):
+    """The shape rule of ``eigh`` (``vectors``: eigenvalues (n) and eigenvectors (n*n) packed on
+    one last axis) and of ``eigvalsh`` (the n eigenvalues)."""
+    def abstract(avals, params):
+        (sa, da), = avals
+        if len(sa) < 2:
+            raise ValueError("linalg.eigh: The input tensor A must have at least 2 dimensions.")
+        if sa[-1] != sa[-2]:
+            raise ValueError(f"linalg.eigh: A must be batches of square matrices, but they are {sa[-2]} by {sa[-1]} "
+                             "matrices")
+        n = sa[-1]
+        return sa[:-2] + ((n + n * n) if vectors else n,), da
+    return abstract
+
+
+def _eigh_failed(a: np.ndarray, upper: bool, vectors: bool) -> LinAlgError:
+    """PyTorch's error where LAPACK's syevd did not converge: which batch element failed
+    first, and its ``info`` (recomputed per matrix, on the error path only)."""
+    import scipy.linalg.lapack as lapack
+    flat = a.reshape((-1,) + a.shape[-2:])
+    syevd = lapack.get_lapack_funcs("syevd", (flat,))
+    infos = [int(syevd(m, compute_v=int(vectors), lower=int(not upper))[-1]) for m in flat]
+    bad = next((i for i, x in enumerate(infos) if x != 0), 0)
+    where = f"(Batch element {bad}): " if a.ndim > 2 else ""
+    return LinAlgError(f"linalg.eigh: {where}The algorithm failed to converge because the input matrix is "
+                       f"ill-conditioned or has too many repeated eigenvalues (error code: {infos[bad] or 1}).")
+
+
+def _eigh_impl(a, upper):
+    """The eigenvalues (ascending) and eigenvectors (as columns) of each symmetric matrix of
+    ``a``, reading only its lower (``upper``: upper) triangle, packed on one last axis: the n
+    eigenvalues, then V's n*n elements (row major); ``eigh_split`` unpacks them."""
+    *batch, n, _ = a.shape
+    batch = tuple(batch)
+    if a.size == 0:
+        return np.zeros(batch + (n + n * n,), a.dtype)
+    try:
+        w, v = np.linalg.eigh(a, UPLO="U" if upper else "L")
+    except np.linalg.LinAlgError:
+        raise _eigh_failed(a, upper, True) from None
+    return np.concatenate([w.astype(a.dtype, copy=False), v.reshape(batch + (n * n,)).astype(a.dtype, copy=False)],
+                          -1)
+
+
+def eigh_split(x, n: int):
+    """The eigenvalues (..., n) and eigenvectors (..., n, n) of an ``eigh`` result (or cotangent) ``x``."""
+    from .layout import reshape, slice_
+    b = shape_of(x)[:-1]
+    lead = tuple((0, d, 1) for d in b)
+    w = slice_(x, key=lead + ((0, n, 1),))
+    v = reshape(slice_(x, key=lead + ((n, n + n * n, 1),)), shape=b + (n, n))
+    return w, v
+
+
+def _eig_gap(w):
+    """E with E_ij = w_j - w_i, its (zero) diagonal replaced by 1 (PyTorch's Econj, real case)."""
+    return _row(w) - _col(w) + _eye_like(shape_of(w)[-1], w.dtype.np)
+
+
+def _eigh_vjp(g, ins, out, needs, upper):
+    # PyTorch's linalg_eig_backward, Hermitian real case: with E_ij = w_j - w_i,
+    # gA = V (skew(V^T gV) / 2 / E + diag(gw)) V^T, symmetric (not restricted to the triangle
+    # read, as PyTorch's). Where V^T gV's skew part is exactly 0 (no gradient reaches V:
+    # eigh(A).eigenvalues alone) its quotient is 0, not 0/0 at repeated eigenvalues, as
+    # PyTorch's, which skips that term when gV is undefined (the divisor is 1 there, so
+    # neither the quotient nor its derivatives make a NaN).
+    from .elementwise import div, eq, where
+    a = ins[0]
+    n = shape_of(a)[-1]
+    if n == 0:
+        return (_zeros_of(a),)
+    w, v = eigh_split(out, n)
+    gw, gv = eigh_split(g, n)
+    x = matmul(swap_last(v), gv)
+    x = (x - swap_last(x)) * 0.5
+    x = div(x, where(eq(x, 0.0), 1.0, _eig_gap(w)))
+    return (matmul(v, matmul(x + _diag_of(gw), swap_last(v))),)
+
+
+def _eigh_jvp(ts, ins, out, upper):
+    # PyTorch's linalg_eig_jvp, Hermitian real case: dP = V^T dA V, dw = diag(dP),
+    # dV = V ((dP - diag(dP)) / E)
+    if ts[0] is None:
+        return None
+    from .elementwise import div
+    from .layout import concatenate, reshape
+    from .reduce import reduce_sum
+    a, da = ins[0], ts[0]
+    n = shape_of(a)[-1]
+    if n == 0:
+        return _zeros_of(out)
+    w, v = eigh_split(out, n)
+    dp = matmul(swap_last(v), matmul(da, v))
+    eye = _eye_like(n, w.dtype.np)
+    nd = len(shape_of(dp))
+    dw = reduce_sum(dp * eye, axes=(nd - 1,), keepdims=False)
+    dv = matmul(v, div(dp - dp * eye, _eig_gap(w)))
+    b = shape_of(out)[:-1]
+    return concatenate(dw, reshape(dv, shape=b + (n * n,)), axis=len(b))
+
+
+eigh = Primitive("eigh", _eigh_impl, abstract=_eigh_abstract(True), vjp=_eigh_vjp, jvp=_eigh_jvp, saves="out",
+                 node_name="LinalgEighBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("eigh"))
+
+
+def _eigvalsh_impl(a, upper):
+    *batch, n, _ = a.shape
+    if a.size == 0:
+        return np.zeros(tuple(batch) + (n,), a.dtype)
+    try:
+        return np.linalg.eigvalsh(a, UPLO="U" if upper else "L").astype(a.dtype, copy=False)
+    except np.linalg.LinAlgError:
+        raise _eigh_failed(a, upper, False) from None
+
+
+def _eigvalsh_vectors(a, upper):
+    return eigh_split(eigh(a, upper=upper), shape_of(a)[-1])[1]
+
+
+def _eigvalsh_vjp(g, ins, out, needs, upper):
+    # gA = V diag(gw) V^T: no division by eigenvalue gaps, so it holds at repeated ones
+    a = ins[0]
+    if shape_of(a)[-1] == 0:
+        return (_zeros_of(a),)
+    v = _eigvalsh_vectors(a, upper)
+    return (matmul(v * _row(g), swap_last(v)),)
+
+
+def _eigvalsh_jvp(ts, ins, out, upper):
+    # dw_i = v_i^T dA v_i
+    if ts[0] is None:
+        return None
+    a = ins[0]
+    if shape_of(a)[-1] == 0:
+        return _zeros_of(out)
+    from .reduce import reduce_sum
+    v = _eigvalsh_vectors(a, upper)
+    nd = len(shape_of(v))
+    return reduce_sum(v * matmul(ts[0], v), axes=(nd - 2,), keepdims=False)
+
+
+eigvalsh = Primitive("eigvalsh", _eigvalsh_impl, abstract=_eigh_abstract(False), vjp=_eigvalsh_vjp,
+                     jvp=_eigvalsh_jvp, saves="in", node_name="LinalgEighBackward0", no_lowering=_NO_LOWERING,
+                     batch=_front_batch("eigvalsh"))
