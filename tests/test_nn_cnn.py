@@ -427,3 +427,38 @@ def test_index_put_accumulate_along_one_axis_matches_numpy_add_at():
     want = x.copy()
     np.add.at(want, (slice(None), mask, slice(None)), 1.0)
     np.testing.assert_array_equal(_index_put_impl(x, 1.0, mask, key=key, accumulate=True), want)
+
+
+def test_channels_last_layouts_match_torch():
+    """The channels-last tutorial's layouts: ``to``/``contiguous``/``clone``/``empty``/``*_like``
+    with ``memory_format``, ``is_contiguous(memory_format=...)``, a convolution following a
+    channels-last input, elementwise ops keeping it, gradients back in C order."""
+    w, b, xs, zs = arr(5, 3, 3, 3), arr(5), arr(4, 3, 8, 8), arr(4, 3, 8, 8)
+
+    def run(lib):
+        seen = []
+        x = lib.empty(4, 3, 8, 8).to(memory_format=lib.channels_last)
+        seen += [x.stride(), x.is_contiguous(), x.is_contiguous(memory_format=lib.channels_last)]
+        x = lib.empty(4, 3, 8, 8, memory_format=lib.channels_last)
+        seen += [x.stride(), x.contiguous(memory_format=lib.channels_last) is x]
+        y = lib.tensor(xs).contiguous(memory_format=lib.channels_last)
+        seen += [y.clone().stride(), y.clone(memory_format=lib.contiguous_format).stride(),
+                 lib.empty_like(y).stride(), lib.zeros_like(y).stride()]
+        conv = lib.nn.Conv2d(3, 5, 3).double()
+        with lib.no_grad():
+            conv.weight.copy_(lib.tensor(w))
+            conv.bias.copy_(lib.tensor(b))
+        out = conv(y)
+        seen += [out.stride(), lib.relu(out).stride(), (out * 2).stride()]
+        z = lib.tensor(zs, requires_grad=True)
+        zc = z.to(memory_format=lib.channels_last)
+        (conv(zc) ** 2).sum().backward()
+        seen += [z.grad.stride(), type(zc.grad_fn).__name__, lib.ones(1, 3, 1, 1).is_contiguous(
+            memory_format=lib.channels_last)]
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+            lib.ones(2, 3).to(memory_format=lib.channels_last)
+        return seen, conv(y).detach().numpy(), z.grad.numpy()
+    ours, theirs = run(fg), run(torch)
+    assert ours[0] == theirs[0]
+    for a, b_ in zip(ours[1:], theirs[1:]):
+        np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)

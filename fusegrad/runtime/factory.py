@@ -14,6 +14,7 @@ from ..tracer.trace import capture_trace, capturing, user_frame
 from ..tracer.speculate import Speculated
 from ..tracer.trace import current_traces as _tracing
 from . import devices
+from .type_info import channels_last_order, laid_out, preserve_format
 from .tensor import Tensor, wrap
 
 
@@ -152,8 +153,17 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _filled(_shape(size), 1, _np_dtype(dtype), requires_grad, device)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
+    t = zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _in_format(t, memory_format)
+
+
+def _in_format(t: Tensor, memory_format) -> Tensor:
+    """A new tensor ``t`` laid out in ``memory_format`` (C order as it is made)."""
+    order = None if memory_format is None else memory_format.order(t.ndim)
+    if order is not None and type(t._data) is np.ndarray:
+        t._data = laid_out(t._data, order)
+    return t
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -163,10 +173,16 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
 
 def _like(fn):
     def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, memory_format=None, **kw):
-        """``{name}`` shaped like ``t``, in its dtype and on its device unless given
-        (``memory_format`` accepted: the layout is always the standard one)."""
-        return fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype,
-                  device=device if device is not None else t.device, requires_grad=requires_grad, **kw)
+        """``{name}`` shaped like ``t``, in its dtype and on its device unless given, laid out
+        in ``memory_format`` (default: as ``t`` when ``t`` is channels last, else C order)."""
+        out = fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype,
+                 device=device if device is not None else t.device, requires_grad=requires_grad, **kw)
+        if memory_format is None or memory_format is preserve_format:
+            order = channels_last_order(t._data)
+            if order is not None:
+                out._data = laid_out(out._data, order)
+            return out
+        return _in_format(out, memory_format)
     like.__name__ = fn.__name__ + "_like"
     like.__doc__ = like.__doc__.format(name=fn.__name__)
     return like

@@ -26,6 +26,7 @@ from .grad_mode import STATE
 from .keywords import write_out
 from .nodes import PrimNode, node_class
 from .composite import CompositeNode, one_node
+from .type_info import contiguous_format, is_laid_out, laid_out, preserve_format
 from .tensor import Tensor, wrap
 from .transfer import transfer
 
@@ -531,6 +532,10 @@ def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False, memory
         else:
             device = a
     dev = devices.resolve(device) if device is not None else None
+    if memory_format is not None and memory_format is not preserve_format:
+        x = to(x, *args, dtype=dtype, device=device, copy=copy)
+        y = contiguous(x, memory_format)
+        return y if y is x else named(y, "ToCopyBackward0")
     if dev is not None and dev != x.device:
         if dtype is not None and dev.type != "cpu":  # cast where x is, then move
             x = to(x, dtype)
@@ -1041,27 +1046,40 @@ def broadcast_tensors(*xs):
     return tuple(expand(as_t(x), shp) for x in xs)
 
 
+def _order(x: Tensor, memory_format):
+    return None if memory_format is None else memory_format.order(x._data.ndim)
+
+
 @op(function=False)
 def contiguous(x, memory_format=None):
+    """``x`` if laid out in ``memory_format`` (C order by default), else a copy that is."""
     x = as_t(x)
     d = x._data
-    if type(d) is Var or devices.is_contiguous(d):
+    order = _order(x, memory_format)
+    if type(d) is Var or (devices.is_contiguous(d) if order is None or type(d) is not np.ndarray
+                          else is_laid_out(d, order)):
         return x
     out = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
     if type(out._data) is np.ndarray:  # NumPy's ufuncs keep a transposed operand's layout; view() needs C order
-        out._data = np.ascontiguousarray(out._data)
+        out._data = laid_out(out._data, order)
     return out
 
 
 @op
 def clone(x, memory_format=None):
     x = as_t(x)
+    order = _order(x, memory_format)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
-        out = wrap(devices.copy(x._data, keep_layout=True))
+        d = x._data
+        out = wrap(laid_out(d, order) if order is not None or (memory_format is contiguous_format
+                                                              and type(d) is np.ndarray)
+                   else devices.copy(d, keep_layout=True))
         carry_tangent(x, out)
         return out
-    r = P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False)
-    return named(r, "CloneBackward0")
+    r = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
+    if order is not None and type(r._data) is np.ndarray:
+        r._data = laid_out(r._data, order)
+    return r
 
 
 @op

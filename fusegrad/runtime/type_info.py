@@ -1,6 +1,5 @@
-"""``torch.finfo`` / ``torch.iinfo`` (the numeric limits of a dtype) and the memory-format
-constants (``torch.contiguous_format``, ...), which fusegrad's layouts accept and ignore:
-its tensors are always strided NumPy-style arrays."""
+"""``torch.finfo`` / ``torch.iinfo`` (the numeric limits of a dtype) and the memory formats
+(``torch.contiguous_format``, ``channels_last``, ...) with the layouts they stand for."""
 from __future__ import annotations
 
 from typing import Optional
@@ -49,14 +48,52 @@ class iinfo:  # noqa: N801 - PyTorch's name
 
 
 class memory_format:  # noqa: N801 - PyTorch's name
-    """A memory layout PyTorch lets a program ask for; accepted by ``contiguous``, ``clone``,
-    ``to`` and the ``*_like`` factories, which lay out tensors as they always do."""
+    """A memory layout a program asks for (``contiguous``, ``clone``, ``to``, ``empty`` and the
+    ``*_like`` factories, ``is_contiguous``): C order, or channels last (N, H, W, C in memory)."""
 
     def __init__(self, name: str):
         self._name = name
 
     def __repr__(self) -> str:
         return f"torch.{self._name}"
+
+    def order(self, ndim: int):
+        """The dims of an ``ndim``-d tensor in memory order, outermost first (None: C order or
+        the layout kept, for ``preserve_format``)."""
+        rank = {"channels_last": 4, "channels_last_3d": 5}.get(self._name)
+        if rank is None:
+            return None
+        if ndim != rank:
+            raise RuntimeError(f"required rank {rank} tensor to use {self._name} format")
+        return (0,) + tuple(range(2, ndim)) + (1,)
+
+
+def laid_out(data, order):
+    """Host array ``data`` copied so that its dims lie in memory in ``order`` (None: C order)."""
+    if order is None:
+        return np.ascontiguousarray(data)
+    return np.ascontiguousarray(data.transpose(order)).transpose(np.argsort(order))
+
+
+def is_laid_out(data, order) -> bool:
+    """Whether array ``data`` is dense with its dims in memory in ``order`` (None: C order);
+    dims of size 1 may have any stride, as in PyTorch."""
+    expected = data.itemsize
+    for d in reversed(order if order is not None else range(data.ndim)):
+        if data.shape[d] != 1:
+            if data.strides[d] != expected:
+                return False
+            expected *= data.shape[d]
+    return True
+
+
+def channels_last_order(data):
+    """The channels-last order of a 4-d or 5-d host array laid out so (and not also in C
+    order), else None: the layout a convolution's result follows, as PyTorch's."""
+    if type(data) is not np.ndarray or data.ndim not in (4, 5) or data.flags.c_contiguous:
+        return None
+    order = (0,) + tuple(range(2, data.ndim)) + (1,)
+    return order if is_laid_out(data, order) else None
 
 
 contiguous_format = memory_format("contiguous_format")
