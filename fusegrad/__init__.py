@@ -13,6 +13,7 @@ from .ir.dtypes import bool_ as bool  # noqa: A001  (torch.bool)
 from .runtime.tensor import Size, Tensor, device
 from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitive dispatcher)
 from . import special  # noqa: E402  (declares erfinv, lgamma, ...: before methods binds Tensor methods)
+from .runtime import extra_ops as _extra_ops  # noqa: F401,E402  (declares asin, cumprod, quantile, ...: before methods binds)
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
 from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.factory import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
