@@ -66,7 +66,7 @@ class CpuExecutable:
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
         fused_of = _FusedOnce(graph, fused)
         # printed on demand (Lowered.ir)
-        self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of()))}
+        self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of(), by_rows=True))}
 
     def __call__(self, *arrays) -> tuple:
         if len(arrays) != len(self._in):

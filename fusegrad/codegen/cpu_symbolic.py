@@ -40,7 +40,7 @@ class SymbolicExecutable:
         # its first call and serves every graph that uses the kernel
         self.kernels = {gi: compiled(lg.kernel) for gi, lg in self.lowered.items()}
         self._seq = Sequence(fused, self.lowered, self._run)
-        self.stages = {"fused": fused, "kernel": Listing(fused, symbolic=True)}
+        self.stages = {"fused": fused, "kernel": Listing(fused, symbolic=True, by_rows=True)}
 
     def _run(self, gi: int, lg: LoweredGroup, bufs: dict, syms: dict) -> None:
         self.kernels[gi](*[bufs[b.name] for b in lg.kernel.buffers], *[syms[s] for s in lg.kernel.syms])

@@ -70,10 +70,11 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
 
 class Listing:
     """The "kernel" stage: every group of a fused graph as kernel IR (loop groups, shape-
-    symbolic ones when ``symbolic``) or a library call, printed on demand."""
+    symbolic ones when ``symbolic``, column sums row by row when ``by_rows``: as the
+    backend lowers them) or a library call, printed on demand."""
 
-    def __init__(self, fused: Fused, symbolic: bool = False):
-        self.fused, self.symbolic = fused, symbolic
+    def __init__(self, fused: Fused, symbolic: bool = False, by_rows: bool = False):
+        self.fused, self.symbolic, self.by_rows = fused, symbolic, by_rows
 
     def __str__(self) -> str:
         with numbering(self.fused.graph.defined()):  # values numbered from %0 as in the fused listing
@@ -86,9 +87,9 @@ class Listing:
                 parts.append(f"call {g.eqn!r}")
             else:
                 try:
-                    lg = lower_group(self.fused, gi, symbolic=self.symbolic)
+                    lg = lower_group(self.fused, gi, symbolic=self.symbolic, by_rows=self.by_rows)
                 except Unsupported:  # a view needing concrete sizes: so is this kernel
-                    lg = lower_group(self.fused, gi)
+                    lg = lower_group(self.fused, gi, by_rows=self.by_rows)
                 binds = ", ".join(f"{b.name}={v!r}" for b, v in zip(lg.kernel.buffers, lg.binds))
                 parts.append(f"{lg.kernel}\n  # buffers: {binds}")
         return "\n\n".join(parts)
