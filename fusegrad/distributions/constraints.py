@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..runtime import ops as O
 
-__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "half_open_interval",
-           "independent", "integer_interval", "interval", "is_dependent", "lower_cholesky", "nonnegative_integer",
-           "positive", "positive_definite", "real", "real_vector", "simplex", "unit_interval"]
+__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
+           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "lower_cholesky",
+           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite", "real", "real_vector",
+           "simplex", "unit_interval"]
 
 
 class Constraint:
@@ -122,6 +123,26 @@ class _GreaterThan(Constraint):
         return f"GreaterThan(lower_bound={self.lower_bound})"
 
 
+class _GreaterThanEq(Constraint):
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return self.lower_bound <= value
+
+    def __repr__(self):
+        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        is_boolean = (value == 0) | (value == 1)
+        return O.all(is_boolean, -1) & (O.sum(value, -1) == 1)
+
+
 class _Interval(Constraint):
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
@@ -178,6 +199,9 @@ integer_interval = _IntegerInterval
 real = _Real()
 real_vector = _Independent(real, 1)
 positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+greater_than_eq = _GreaterThanEq
+one_hot = _OneHot()
 greater_than = _GreaterThan
 unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
