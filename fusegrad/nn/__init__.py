@@ -23,6 +23,8 @@ from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, Ci
                       PoissonNLLLoss, RReLU, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
                       ReplicationPad2d, ReplicationPad3d, Softmax2d, Softshrink, Threshold, UpsamplingBilinear2d,
                       UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d, ConvTranspose3d, EmbeddingBag,
+                      LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .parameter import Parameter, UninitializedParameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
@@ -52,3 +54,6 @@ __all__ += ["Bilinear", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "Cir
             "PoissonNLLLoss", "RReLU", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
             "ReplicationPad2d", "ReplicationPad3d", "Softmax2d", "Softshrink", "Threshold", "UpsamplingBilinear2d",
             "UpsamplingNearest2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"]
+# 3-d convolution and pooling, power-average pooling, max unpooling and embedding bags
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "ConvTranspose3d", "EmbeddingBag",
+            "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]

@@ -594,3 +594,12 @@ __all__ += ["adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indice
             "selu_", "softshrink", "threshold", "threshold_", "upsample_bilinear", "upsample_nearest",
             "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
             "pdist", "poisson_nll_loss"]
+
+from .functional_conv import conv3d, conv_transpose3d  # noqa: E402
+from .functional_pool import (adaptive_avg_pool3d, adaptive_max_pool3d, adaptive_max_pool3d_with_indices,  # noqa: E402
+                              avg_pool3d, embedding_bag, lp_pool1d, lp_pool2d, lp_pool3d, max_pool3d,
+                              max_pool3d_with_indices, max_unpool1d, max_unpool2d, max_unpool3d)
+
+__all__ += ["conv3d", "conv_transpose3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
+            "adaptive_max_pool3d_with_indices", "avg_pool3d", "embedding_bag", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+            "max_pool3d", "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d"]

@@ -22,7 +22,7 @@ from ..runtime.ops import named, own
 from ..runtime.type_info import channels_last_order, laid_out
 from ..runtime.tensor import Tensor
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "unfold", "fold"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold", "fold"]
 
 IntOrTuple = Union[int, Sequence[int]]
 
@@ -181,6 +181,13 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     return convolution(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
+@lower_precision
+def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
+           padding: Union[IntOrTuple, str] = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """3-d convolution of ``input`` (N, C, D, H, W) with ``weight`` (O, C // groups, kd, kh, kw)."""
+    return convolution(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
 def dilate(x: Tensor, stride: tuple) -> Tensor:
     """``x`` with ``stride - 1`` zeros between neighbours along its trailing dims."""
     if all(s == 1 for s in stride):
@@ -251,6 +258,15 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     """2-d transposed convolution; ``weight`` is (C, O // groups, kh, kw)."""
     return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
                           "conv_transpose2d")
+
+
+@lower_precision
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrTuple = 1,
+                     padding: IntOrTuple = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """3-d transposed convolution; ``weight`` is (C, O // groups, kd, kh, kw)."""
+    return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                          "conv_transpose3d")
 
 
 def unfold(input: Tensor, kernel_size: IntOrTuple, dilation: IntOrTuple = 1, padding: IntOrTuple = 0,

@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.factory import tensor as _tensor
@@ -20,8 +21,10 @@ from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 from .functional_conv import ntuple, windows
 
-__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle",
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
+           "max_unpool3d", "embedding_bag", "interpolate", "upsample", "pixel_shuffle",
            "pixel_unshuffle"]
 
 IntOrTuple = Union[int, Sequence[int]]
@@ -80,7 +83,7 @@ def _max_pool(input: Tensor, n: int, kernel_size, stride, padding, dilation, cei
     win = P.reshape(win, shape=tuple(input.shape[:axis]) + outs + (math.prod(ks),))
     which = P.argmax(win, axis=input.ndim, keepdims=True)
     vals = P.reshape(P.gather(win, which, axis=input.ndim), shape=tuple(input.shape[:axis]) + outs)
-    vals = own(named(vals, "MaxPool2DWithIndicesBackward0" if n == 2 else "MaxPool1DWithIndicesBackward0"), input)
+    vals = own(named(vals, f"MaxPool{n}DWithIndicesBackward0"), input)
     if not return_indices:
         return vals
     return vals, _flat_indices(P.reshape(which, shape=vals._data.shape), ks, st, pad, dil, input.shape[-n:])
@@ -118,6 +121,14 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTup
     return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
 
 
+def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """Maximum over sliding windows of (N, C, D, H, W) or (C, D, H, W); with
+    ``return_indices`` also the flat position (d * H * W + h * W + w) of each maximum."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+
+
 def _avg_divisor(sp: tuple, ks: tuple, st: tuple, pad: tuple, outs: tuple, count_include_pad: bool) -> np.ndarray:
     """How many elements each window averages: PyTorch clips windows at the padded edge, and
     without ``count_include_pad`` at the input's edge."""
@@ -145,7 +156,7 @@ def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bo
     else:
         div = _avg_divisor(tuple(input.shape[-n:]), ks, st, pad, outs, count_include_pad)
         out = O.div(total, _tensor(div.astype(input._data.dtype)))
-    return own(named(out, "AvgPool2DBackward0" if n == 2 else "AvgPool1DBackward0"), input)
+    return own(named(out, f"AvgPool{n}DBackward0"), input)
 
 
 def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
@@ -160,6 +171,136 @@ def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTup
     """Mean over sliding windows of (N, C, H, W) or (C, H, W)."""
     return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
                      "avg_pool2d")
+
+
+def avg_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> Tensor:
+    """Mean over sliding windows of (N, C, D, H, W) or (C, D, H, W)."""
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool3d")
+
+
+# ---------------------------------------------------------------- power-average pooling
+def _lp_pool(input: Tensor, n: int, norm_type: float, kernel_size, stride, ceil_mode: bool) -> Tensor:
+    """PyTorch's ``lp_pool``: ``(sum over the window of x^p)^(1/p)``, computed as the
+    window mean times the window size; ``p = +-inf`` is max pooling of ``|x|`` (of ``-|x|``,
+    negated)."""
+    from .functional import relu
+    max_pool, avg_pool = {1: (max_pool1d, avg_pool1d), 2: (max_pool2d, avg_pool2d),
+                          3: (max_pool3d, avg_pool3d)}[n]
+    if isinstance(norm_type, (int, float)):
+        if norm_type == math.inf:
+            return max_pool(O.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+        if norm_type == -math.inf:
+            return O.neg(max_pool(O.neg(O.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
+    ks = ntuple(kernel_size, n, "kernel_size")
+    out = avg_pool(O.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    out = O.mul(O.mul(O.sign(out), relu(O.abs(out))), math.prod(ks))
+    return O.pow(out, 1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: Union[int, float], kernel_size: int, stride: Optional[IntOrTuple] = None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, L) or (C, L): ``(sum of x^p over the window)^(1/p)``."""
+    return _lp_pool(input, 1, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input: Tensor, norm_type: Union[int, float], kernel_size: IntOrTuple,
+              stride: Optional[IntOrTuple] = None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, H, W) or (C, H, W)."""
+    return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input: Tensor, norm_type: Union[int, float], kernel_size: IntOrTuple,
+              stride: Optional[IntOrTuple] = None, ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, D, H, W) or (C, D, H, W)."""
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode)
+
+
+# ---------------------------------------------------------------- max unpooling
+def _unpool_output_size(input: Tensor, kernel_size: tuple, stride: tuple, padding: tuple, output_size) -> list:
+    """PyTorch's unpooled spatial sizes: the default, or ``output_size`` (with or without
+    N, C) checked to lie within a stride of it."""
+    n = len(kernel_size)
+    default = [(input.shape[input.ndim - n + d] - 1) * stride[d] + kernel_size[d] - 2 * padding[d]
+               for d in range(n)]
+    if output_size is None:
+        ret = default
+    else:
+        if len(output_size) == n + 2:
+            output_size = output_size[2:]
+        if len(output_size) != n:
+            raise ValueError(f"output_size should be a sequence containing {n} or {n + 2} elements, but it has a "
+                             f"length of '{len(output_size)}'")
+        for d in range(n):
+            lo, hi = default[d] - stride[d], default[d] + stride[d]
+            if not lo < output_size[d] < hi:
+                raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {lo} and {hi})')
+        ret = output_size
+    for d in range(n):
+        if ret[d] < 0:
+            raise ValueError("max_unpooling: output_size must contain non-negative spatial dimensions, but got "
+                             f"output_size[{d}]={ret[d]}")
+    return [int(v) for v in ret]
+
+
+def _max_unpool(input: Tensor, indices: Tensor, n: int, kernel_size, stride, padding, output_size) -> Tensor:
+    from .functional import _concrete
+    ks = ntuple(kernel_size, n, "kernel_size")
+    st = ks if stride is None else ntuple(stride, n, "stride")
+    pad = ntuple(padding, n, "padding")
+    nd = max(n, 2)  # PyTorch unpools 1-d as 2-d
+    if input.ndim not in (nd + 1, nd + 2) and n != 1:
+        raise RuntimeError(f"Input to max_unpooling{nd}d should be a {nd + 1}d or {nd + 2}d Tensor, but got a tensor "
+                           f"with {input.ndim} dimensions.")
+    if n == 1 and input.ndim not in (2, 3):
+        raise RuntimeError(f"Input to max_unpooling2d should be a 3d or 4d Tensor, but got a tensor with "
+                           f"{input.ndim + 1} dimensions.")
+    size = _unpool_output_size(input, ks, st, pad, output_size)
+    if tuple(indices.shape) != tuple(input.shape):
+        extra = [1] if n == 1 else []
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
+                           f"({list(input.shape) + extra}) but got indices tensor with shape: "
+                           f"{list(indices.shape) + extra}")
+    if indices.dtype != D.int64:
+        raise RuntimeError(f"elements in indices should be type int64 but got: {indices.dtype}")
+    total = math.prod(size)
+    if _concrete(indices) and indices.numel():
+        lo, hi = int(O.amin(indices)), int(O.amax(indices))
+        if lo < 0 or hi >= total:
+            bad = lo if lo < 0 else hi
+            dims = "x".join(map(str, size + [1] * (2 - n) if n == 1 else size))
+            raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {dims})")
+    lead = tuple(input.shape[:input.ndim - n])
+    rows = math.prod(lead)
+    x = O.reshape(input, (rows, -1))
+    idx = O.reshape(indices, (rows, -1))
+    from ..runtime.factory import arange
+    row = O.expand(O.unsqueeze(arange(rows), 1), tuple(idx.shape))
+    zeros = P.full(shape=(rows, total), value=0.0, dtype=input._data.dtype)
+    out = O.index_put(zeros, (row, idx), x)
+    return own(named(O.reshape(out, lead + tuple(size)), f"MaxUnpool{nd}DBackward0"), input)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+                 padding: IntOrTuple = 0, output_size: Optional[Sequence[int]] = None) -> Tensor:
+    """The partial inverse of ``max_pool1d``: ``input`` (N, C, L) placed at the flat
+    positions ``indices`` of a zero (N, C, L_out)."""
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+                 padding: IntOrTuple = 0, output_size: Optional[Sequence[int]] = None) -> Tensor:
+    """The partial inverse of ``max_pool2d``: ``input`` (N, C, H, W) placed at the flat
+    positions ``indices`` of a zero (N, C, H_out, W_out)."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
+                 padding: IntOrTuple = 0, output_size: Optional[Sequence[int]] = None) -> Tensor:
+    """The partial inverse of ``max_pool3d``."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size)
 
 
 # ---------------------------------------------------------------- adaptive pooling
@@ -252,6 +393,16 @@ def adaptive_max_pool1d(input: Tensor, output_size: IntOrTuple, return_indices: 
 def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
     """Max pooling of (N, C, H, W) or (C, H, W) to ``output_size``."""
     return _adaptive_max(input, output_size, 2, return_indices, "adaptive_max_pool2d")
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size`` (None keeps a dim)."""
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
+    """Max pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size``."""
+    return _adaptive_max(input, output_size, 3, return_indices, "adaptive_max_pool3d")
 
 
 # ---------------------------------------------------------------- resizing
@@ -480,6 +631,17 @@ def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, 
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
 
 
+def max_pool3d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+                            return_indices: bool = False):
+    """``max_pool3d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = False):
+    """``adaptive_max_pool3d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
+    return adaptive_max_pool3d(input, output_size, return_indices=True)
+
+
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = False):
     """``adaptive_max_pool1d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
     return adaptive_max_pool1d(input, output_size, return_indices=True)
@@ -488,3 +650,126 @@ def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices:
 def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = False):
     """``adaptive_max_pool2d`` returning ``(values, indices)`` whatever ``return_indices`` says."""
     return adaptive_max_pool2d(input, output_size, return_indices=True)
+
+
+# ---------------------------------------------------------------- embedding bags
+def _bag_table(offsets: Tensor, n: int, include_last_offset: bool):
+    """(positions (B, L) into the flat input, valid (B, L)) for the bags that ``offsets``
+    start: from concrete offsets a table as wide as the longest bag; from traced ones every
+    position, kept where it falls in the bag."""
+    from .functional import _concrete
+    num_bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    if _concrete(offsets):
+        off = np.asarray(offsets.detach().numpy(), dtype=np.int64)
+        if off.size and off[0] != 0:
+            raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                               f"position 0. However, got {off[0]}")
+        if off.size and off[-1] > n:
+            raise RuntimeError(f"offsets[-1] can not be greater than input's length {n} but got offsets[-1] of "
+                               f"{off[-1]}")
+        ends = np.append(off[1:], n)[:num_bags] if not include_last_offset else off[1:]
+        starts = off[:num_bags]
+        lengths = np.maximum(ends - starts, 0)
+        width = max(int(lengths.max()) if lengths.size else 0, 1)
+        j = np.arange(width)[None, :]
+        pos = np.minimum(starts[:, None] + j, max(n - 1, 0))
+        return _tensor(pos), _tensor(j < lengths[:, None])
+    from ..runtime.factory import arange
+    idx = arange(n, dtype=offsets.dtype)
+    bag = O.sub(O.sum(O.le(O.unsqueeze(offsets, 0), O.unsqueeze(idx, 1)), 1), 1)  # bag of each position
+    valid = O.eq(O.unsqueeze(bag, 0), O.unsqueeze(arange(num_bags, dtype=bag.dtype), 1))
+    return O.expand(O.unsqueeze(idx, 0), (num_bags, n)), valid
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = None, max_norm: Optional[float] = None,
+                  norm_type: float = 2, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Optional[Tensor] = None, include_last_offset: bool = False,
+                  padding_idx: Optional[int] = None) -> Tensor:
+    """Sums, means or maxima of bags of ``weight`` rows: the rows of a 2-D ``input`` (B, N),
+    or the runs of a 1-D ``input`` that ``offsets`` start. Empty bags give zeros; the
+    ``padding_idx`` entries are left out of every bag; ``per_sample_weights`` (mode "sum")
+    scales each row."""
+    from .functional import _check_indices, _concrete, _embedding_renorm_, one_hot
+    if weight.dtype == D.int64 and input.is_floating_point():
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
+                      "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
+                      stacklevel=2)
+        weight, input = input, weight
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                         f"must have the same shape as the input ({input.shape})")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError("max mode does not support sparse weights")
+    _check_indices(input, "embedding_bag")
+    num, dim = weight.shape
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise RuntimeError("padding_idx must be within the number of embeddings, -" + str(num) + " through "
+                               + str(num - 1) + ", but got " + str(padding_idx))
+        padding_idx = padding_idx % num
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  "GitHub.")
+    if _concrete(input) and input.numel() and (int(O.amin(input)) < 0 or int(O.amax(input)) >= num):
+        raise IndexError("index out of range in self")
+    flat = O.reshape(input, (-1,))
+    if input.ndim == 2:
+        idx, psw = input, per_sample_weights
+        valid = None
+    else:
+        pos, valid = _bag_table(offsets, input.shape[0], include_last_offset)
+        if input.shape[0] == 0:
+            total = O.sum(weight[0:0], 0, keepdim=True)
+            return named(O.expand(total, (pos.shape[0], dim)), "EmbeddingBagBackward0")
+        idx = flat[pos]
+        psw = None if per_sample_weights is None else per_sample_weights[pos]
+    if padding_idx is not None:
+        keep = O.ne(idx, padding_idx)
+        valid = keep if valid is None else O.logical_and(valid, keep)
+    rows = weight[idx]  # (B, L, D)
+    if scale_grad_by_freq:
+        counts = O.sum(one_hot(O.to(flat, D.int64), num), 0)
+        freq = O.unsqueeze(O.to(counts[idx], rows.dtype), -1)
+        frozen = rows.detach()
+        rows = O.add(frozen, O.div(O.sub(rows, frozen), freq))
+    if psw is not None:
+        rows = O.mul(rows, O.unsqueeze(psw, -1))
+    mask = None if valid is None else O.unsqueeze(valid, -1)
+    if mode == "max":
+        if mask is not None:
+            rows = O.where(mask, rows, -math.inf)
+        which = P.argmax(rows, axis=1, keepdims=True)
+        out = O.squeeze(P.gather(rows, which, axis=1), 1)
+        if valid is not None:
+            out = O.where(O.any(valid, 1, keepdim=True), out, 0.0)
+        return named(out, "EmbeddingBagBackward0")
+    if mask is not None:
+        rows = O.where(mask, rows, 0.0)
+    out = O.sum(rows, 1)
+    if mode == "mean":
+        if valid is None:
+            out = O.div(out, float(idx.shape[1]))
+        else:
+            count = O.clamp_min(O.sum(O.to(valid, out.dtype), 1, keepdim=True), 1.0)
+            out = O.div(out, count)
+    return named(out, "EmbeddingBagBackward0")

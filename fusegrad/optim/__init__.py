@@ -5,12 +5,14 @@ from .adagrad import Adagrad
 from .adam import Adam
 from .adamax import Adamax
 from .adamw import AdamW
+from .asgd import ASGD
 from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
 from .rmsprop import RMSprop
+from .rprop import Rprop
 from .sgd import SGD
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
-           "SGD", "lr_scheduler", "swa_utils"]
+           "Rprop", "ASGD", "SGD", "lr_scheduler", "swa_utils"]

@@ -8,12 +8,13 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Lo
                    SmoothL1Loss)
 from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .batchnorm import BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
-from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
-                      AvgPool2d, MaxPool1d, MaxPool2d)
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d,
+                      MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .fold import Fold, Unfold
 from .resizing import PixelShuffle, PixelUnshuffle, Upsample
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .attention import MultiheadAttention
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .activation import (CELU, GLU, Hardsigmoid, Hardswish, Hardtanh, Mish, PReLU, ReLU6, SELU, Softmin, Softsign,
@@ -64,3 +65,13 @@ __all__ += ["Hardshrink", "LogSigmoid", "RReLU", "Softmax2d", "Softshrink", "Thr
             "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
             "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d",
             "ZeroPad3d", "ChannelShuffle", "UpsamplingBilinear2d", "UpsamplingNearest2d"]
+
+# ``nn.modules.module`` (the Module class and the global module hooks), as torch names it
+import sys as _sys  # noqa: E402
+from .. import module  # noqa: E402
+_sys.modules.setdefault(__name__ + ".module", module)
+del _sys
+
+# 3-d convolution and pooling, power-average pooling, max unpooling and embedding bags
+__all__ += ["Conv3d", "ConvTranspose3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "MaxPool3d",
+            "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "EmbeddingBag"]

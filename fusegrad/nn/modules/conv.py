@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Union
@@ -95,6 +95,11 @@ class Conv2d(_Conv):
     _n = 2
 
 
+class Conv3d(_Conv):
+    """3-d convolution over (N, C, D, H, W) with weight (out, in // groups, kd, kh, kw)."""
+    _n = 3
+
+
 class _ConvTranspose(_ConvNd):
     transposed = True
 
@@ -136,3 +141,8 @@ class ConvTranspose1d(_ConvTranspose):
 class ConvTranspose2d(_ConvTranspose):
     """2-d transposed convolution with weight (in, out // groups, kh, kw)."""
     _n = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """3-d transposed convolution with weight (in, out // groups, kd, kh, kw)."""
+    _n = 3
