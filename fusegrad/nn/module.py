@@ -2,8 +2,10 @@
 buffers and submodules, state dicts, train/eval modes and forward hooks."""
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
@@ -14,7 +16,7 @@ from ..runtime.tensor import Tensor
 from ..ir.graph import Var
 from ..tracer.live import guard
 from ..tracer.trace import capture_trace, capturing, user_frame
-from .parameter import Parameter
+from .parameter import Parameter, UninitializedParameter
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """``load_state_dict``'s result, printed as PyTorch's."""
@@ -85,10 +87,116 @@ def _stored_traced(module: "Module", store: Optional[dict], old, value, name: st
     return False
 
 
+class _WrappedHook:
+    """A hook called with its module (held weakly) prepended to the arguments when
+    ``module`` is given, as PyTorch's ``torch.nn.modules.module._WrappedHook``."""
+
+    def __init__(self, hook: Callable, module: Optional["Module"] = None) -> None:
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = False
+        if module is not None:
+            self.module = weakref.ref(module)
+            self.with_module = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self) -> dict:
+        result = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            result["module"] = self.module()
+        return result
+
+    def __setstate__(self, state: dict) -> None:
+        self.hook = state["hook"]
+        self.with_module = state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
+
+
+# ------------------------------------------------------------ global module hooks (every module's call)
+_global_backward_pre_hooks: "OrderedDict[int, Callable]" = OrderedDict()
+_global_backward_hooks: "OrderedDict[int, Callable]" = OrderedDict()
+_global_is_full_backward_hook: Optional[bool] = None
+_global_forward_pre_hooks: "OrderedDict[int, Callable]" = OrderedDict()
+_global_forward_hooks: "OrderedDict[int, Callable]" = OrderedDict()
+_global_forward_hooks_always_called: Set[int] = set()
+_global_forward_hooks_with_kwargs: Set[int] = set()
+
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
+#: the per-module hook dictionaries, filled in by ``__setstate__`` for modules pickled without them
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+               "_load_state_dict_post_hooks")
+_NO_HOOKS: "OrderedDict[int, Callable]" = OrderedDict()  # read-only stand-in for an absent dictionary
+
+
+def register_module_forward_pre_hook(hook: Callable[..., None]) -> RemovableHandle:
+    """A forward pre-hook run before every module's own ones (``hook(module, args)``)."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook: Callable[..., None], *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """A forward hook run before every module's own ones (``hook(module, args, output)``)."""
+    handle = RemovableHandle(_global_forward_hooks, _global_forward_hooks_always_called,
+                             _global_forward_hooks_with_kwargs)
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs.add(handle.id)
+    if always_call:
+        _global_forward_hooks_always_called.add(handle.id)
+    return handle
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """The global form of the deprecated ``Module.register_backward_hook``."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is True:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _global_is_full_backward_hook = False
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """A backward pre-hook (``hook(module, grad_output)``) for every module call."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """A full backward hook (``hook(module, grad_input, grad_output)``) for every module
+    call, run before the module's own ones."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is False:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _global_is_full_backward_hook = True
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
 class Module:
     """Base class for all neural network modules."""
 
     training: bool
+    _version: int = 1  # saved in ``state_dict()._metadata``, as PyTorch's
 
     def __init__(self, *args, **kwargs) -> None:
         if args or kwargs:
@@ -106,6 +214,29 @@ class Module:
         setattr_(self, "_forward_pre_hooks_with_kwargs", set())
         setattr_(self, "_backward_hooks", OrderedDict())
         setattr_(self, "_backward_pre_hooks", OrderedDict())
+        setattr_(self, "_is_full_backward_hook", None)
+        setattr_(self, "_state_dict_hooks", OrderedDict())
+        setattr_(self, "_state_dict_pre_hooks", OrderedDict())
+        setattr_(self, "_load_state_dict_pre_hooks", OrderedDict())
+        setattr_(self, "_load_state_dict_post_hooks", OrderedDict())
+        setattr_(self, "_compiled_call_impl", None)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        d = self.__dict__
+        for name in _HOOK_DICTS:
+            d.setdefault(name, OrderedDict())
+        for name in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs"):
+            d.setdefault(name, set())
+        d.setdefault("_is_full_backward_hook", None)
+        d.setdefault("_compiled_call_impl", None)
+
+    def _hook_dict(self, name: str) -> "OrderedDict[int, Callable]":
+        """The hook dictionary ``name``, made when this module lacks it (built without it)."""
+        d = self.__dict__.get(name)
+        if d is None:
+            d = self.__dict__[name] = OrderedDict()
+        return d
 
     def forward(self, *args, **kwargs) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -245,6 +376,23 @@ class Module:
                 raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Set the submodule at dotted path ``target`` (its parent must exist; with
+        ``strict`` the submodule itself too)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError("`" + "module" + f"` is not an nn.Module, found {type(module)}")
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]):
+            mod = getattr(parent, atoms[-1])
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
     def get_parameter(self, target: str) -> Parameter:
         mod, name = self._locate(target)
         if name not in mod._parameters:
@@ -371,9 +519,10 @@ class Module:
         return self
 
     # ------------------------------------------------------------ dtype conversion
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
-        for m in self.children():
-            m._apply(fn)
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
         with no_grad():
             for p in self._parameters.values():
                 if p is None:
@@ -388,9 +537,11 @@ class Module:
 
     def to(self, *args, **kwargs) -> "Module":
         """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``
-        (floating-point ones only), ``to(device, dtype)``, ``to(tensor)``."""
+        (floating-point ones only), ``to(device, dtype)``, ``to(tensor)``, and lay the 4-d and
+        5-d ones out in ``memory_format`` (``to(memory_format=torch.channels_last)``)."""
         from ..runtime.devices import resolve
         dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        fmt = kwargs.get("memory_format")
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -404,9 +555,19 @@ class Module:
             if not dtype.is_floating_point:
                 raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                                 f"dtype={dtype}")
+        if fmt is not None:
+            self._apply(lambda t: t.to(memory_format=fmt) if t.ndim in (4, 5) else t)
         if dtype is None and dev is None:
             return self
         return self._apply(lambda t: t.to(device=dev, dtype=dtype if t.is_floating_point() else None))
+
+    def to_empty(self, *, device=None, recurse: bool = True) -> "Module":
+        """Replace parameters and buffers by uninitialized tensors of the same shapes (and
+        dtypes) on ``device`` (where they are when None), in place."""
+        from ..runtime.devices import resolve
+        from .. import empty_like
+        dev = resolve(device) if device is not None else None
+        return self._apply(lambda t: empty_like(t, device=dev), recurse=recurse)
 
     def cpu(self) -> "Module":
         return self.to("cpu")
@@ -436,24 +597,68 @@ class Module:
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
+        if getattr(type(self), "get_extra_state", Module.get_extra_state) is not Module.get_extra_state:
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
-    def state_dict(self, *, destination: Optional[Dict[str, Tensor]] = None, prefix: str = "",
+    def state_dict(self, *args, destination: Optional[Dict[str, Tensor]] = None, prefix: str = "",
                    keep_vars: bool = False) -> Dict[str, Tensor]:
-        """Parameters and persistent buffers by dotted name (detached, sharing memory)."""
+        """Parameters and persistent buffers by dotted name (detached, sharing memory), and
+        ``_extra_state`` of modules that define ``get_extra_state``; ``_metadata`` holds
+        each module's version. Runs the state-dict pre- and post-hooks, as PyTorch does."""
+        if len(args) > 0:
+            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
+                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict"
+                          " for details.", FutureWarning, stacklevel=2)
+            if destination is None:
+                destination = args[0]
+            if len(args) > 1 and prefix == "":
+                prefix = args[1]
+            if len(args) > 2 and keep_vars is False:
+                keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self.__dict__.get("_state_dict_pre_hooks", _NO_HOOKS).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        for hook in self.__dict__.get("_state_dict_hooks", _NO_HOOKS).values():
+            hook_result = hook(self, destination, prefix, local_metadata)
+            if not getattr(hook, "_from_public_api", False):
+                if hook_result is not None:
+                    destination = hook_result
+            elif hook_result is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return destination
+
+    def get_extra_state(self) -> Any:
+        """Extra state for ``state_dict`` (saved as ``_extra_state``) when a subclass defines it."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug.")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restore what ``get_extra_state`` returned (``load_state_dict``), when a subclass defines it."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called. "
+            "Please file an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml "
+            "to report this bug.")
 
     def _load_from_state_dict(self, state_dict: Mapping, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list,
                               assign: bool = False) -> None:
+        for hook in self.__dict__.get("_load_state_dict_pre_hooks", _NO_HOOKS).values():
+            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
         persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
         local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
                        if v is not None}
+        assign = assign or local_metadata.get("assign_to_params_buffers", False)
         for name, param in local_state.items():
             key = prefix + name
             if key not in state_dict:
@@ -465,15 +670,21 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
                                   f"Tensor-like object from checkpoint but received {type(value)}")
                 continue
-            if tuple(value.shape) != tuple(param.shape):
+            lazy = isinstance(param, UninitializedParameter)
+            if not lazy and len(param.shape) == 0 and len(value.shape) == 1 and value.shape[0] == 1:
+                value = value[0]  # PyTorch's compatibility with 0.3's one-element tensors
+            if not lazy and tuple(value.shape) != tuple(param.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape {value.shape} from "
                                   f"checkpoint, the shape in current model is {param.shape}.")
                 continue
             try:
                 with no_grad():
                     if assign:
-                        if isinstance(param, Parameter) and not isinstance(value, Parameter):
-                            value = Parameter(value, requires_grad=param.requires_grad)
+                        if isinstance(param, Parameter):
+                            if not isinstance(value, Parameter):
+                                value = Parameter(value, requires_grad=param.requires_grad)
+                            else:
+                                value.requires_grad_(param.requires_grad)
                         setattr(self, name, value)
                     else:
                         param.copy_(value)
@@ -481,9 +692,17 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{param.shape} and whose dimensions in the checkpoint are {value.shape}, an "
                                   f"exception occurred : {ex.args}.")
+        extra_state_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if getattr(type(self), "set_extra_state", Module.set_extra_state) is not Module.set_extra_state:
+            if extra_state_key in state_dict:
+                self.set_extra_state(state_dict[extra_state_key])
+            elif strict:
+                missing_keys.append(extra_state_key)
+        elif strict and extra_state_key in state_dict:
+            unexpected_keys.append(extra_state_key)
         if strict:
             for key in state_dict:
-                if not key.startswith(prefix):
+                if not key.startswith(prefix) or key == extra_state_key:
                     continue
                 head, dot, _ = key[len(prefix):].partition(".")
                 if (dot and head not in self._modules) or (not dot and head not in local_state):
@@ -492,19 +711,39 @@ class Module:
     def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True,
                         assign: bool = False) -> _IncompatibleKeys:
         """Copy parameters and buffers from ``state_dict``; returns the missing and
-        unexpected keys (and raises RuntimeError on any with ``strict``)."""
+        unexpected keys (and raises RuntimeError on any with ``strict``). Runs the
+        load-state-dict pre-hooks (in ``_load_from_state_dict``) and, after each module's
+        subtree, its post-hooks, which may edit the key lists in place."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
         state_dict = OrderedDict(state_dict)
+        if metadata is not None:
+            state_dict._metadata = metadata
 
-        def load(module: Module, prefix: str) -> None:
-            module._load_from_state_dict(state_dict, prefix, {}, True, missing, unexpected, errors, assign)
+        def load(module: Module, local_state_dict: Mapping, prefix: str = "") -> None:
+            local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
+            module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing, unexpected,
+                                         errors)
             for name, child in module._modules.items():
                 if child is not None:
-                    load(child, prefix + name + ".")
+                    child_prefix = prefix + name + "."
+                    child_state_dict = {k: v for k, v in local_state_dict.items() if k.startswith(child_prefix)}
+                    load(child, child_state_dict, child_prefix)
+            incompatible_keys = _IncompatibleKeys(missing, unexpected)
+            for hook in module.__dict__.get("_load_state_dict_post_hooks", _NO_HOOKS).values():
+                out = hook(module, incompatible_keys)
+                if out is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be modified, "
+                        "it should be done inplace.")
 
-        load(self, "")
+        load(self, state_dict)
+        del load
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
@@ -515,6 +754,54 @@ class Module:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
                 type(self).__name__, "\n\t".join(errors)))
         return _IncompatibleKeys(missing, unexpected)
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` runs before ``state_dict`` saves this module."""
+        hooks = self._hook_dict("_state_dict_pre_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` runs after ``state_dict``
+        saved this module's subtree; a state dict it returns replaces the root's result."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError("Cannot register the same function as the state dict post hook that was "
+                               "previously registered via register_state_dict_post_hook")
+        hooks = self._hook_dict("_state_dict_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata) -> None`` runs after
+        ``state_dict`` saved this module's subtree; it may edit ``state_dict`` in place."""
+        hook._from_public_api = True
+        hooks = self._hook_dict("_state_dict_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> RemovableHandle:
+        """``hook([module,] state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` runs before this module loads its part of a state dict."""
+        hooks = self._hook_dict("_load_state_dict_pre_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = _WrappedHook(hook, self if with_module else None)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` runs before this module loads its part of a state dict."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, incompatible_keys) -> None`` runs after ``load_state_dict`` loaded
+        this module's subtree; it may edit the missing/unexpected key lists in place."""
+        hooks = self._hook_dict("_load_state_dict_post_hooks")
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
 
     # ------------------------------------------------------------ calling and hooks
     def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
@@ -548,12 +835,27 @@ class Module:
     def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """``hook(module, grad_output)`` runs when the gradients w.r.t. the module's outputs
         are computed and may return replacement ``grad_output``."""
-        return self._add_backward_hook(self._backward_pre_hooks, hook, prepend)
+        return self._add_backward_hook(self._hook_dict("_backward_pre_hooks"), hook, prepend)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """``hook(module, grad_input, grad_output)`` runs when the gradients w.r.t. the
         module's inputs are computed and may return replacement ``grad_input``."""
-        return self._add_backward_hook(self._backward_hooks, hook, prepend)
+        if self.__dict__.get("_is_full_backward_hook") is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
+                               "single Module. Please use only one of them.")
+        self.__dict__["_is_full_backward_hook"] = True
+        return self._add_backward_hook(self._hook_dict("_backward_hooks"), hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Deprecated (use ``register_full_backward_hook``): ``hook(module, grad_input,
+        grad_output)`` is registered on the autograd node of the module's output, so that
+        ``grad_input`` are that node's input gradients, as in PyTorch; a value the hook
+        returns is ignored here."""
+        if self.__dict__.get("_is_full_backward_hook") is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a "
+                               "single Module. Please use only one of them.")
+        self.__dict__["_is_full_backward_hook"] = False
+        return self._add_backward_hook(self._hook_dict("_backward_hooks"), hook, False)
 
     def _add_backward_hook(self, hooks: OrderedDict, hook: Callable, prepend: bool) -> RemovableHandle:
         handle = RemovableHandle(hooks)
@@ -562,55 +864,190 @@ class Module:
             hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def __call__(self, *args, **kwargs) -> Any:
+    def _get_backward_hooks(self) -> Tuple[list, list]:
+        """(full backward hooks, non-full ones), the global ones first."""
+        full, non_full = [], []
+        own = self.__dict__.get("_backward_hooks", _NO_HOOKS)
+        is_full = self.__dict__.get("_is_full_backward_hook")
+        if _global_is_full_backward_hook is True:
+            full += _global_backward_hooks.values()
+        if is_full is True or (is_full is None and own):  # (a module pickled before the flag: full)
+            full += own.values()
+        if _global_is_full_backward_hook is False:
+            non_full += _global_backward_hooks.values()
+        if is_full is False:
+            non_full += own.values()
+        return full, non_full
+
+    def _maybe_warn_non_full_backward_hook(self, inputs, result, grad_fn) -> None:
+        if not isinstance(result, Tensor):
+            if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+                warnings.warn("Using non-full backward hooks on a Module that does not return a "
+                              "single Tensor or a tuple of Tensors is deprecated and will be removed "
+                              "in future versions. This hook will be missing some of the grad_output. "
+                              "Please use register_full_backward_hook to get the documented behavior.",
+                              FutureWarning, stacklevel=2)
+                return
+        else:
+            result = (result,)
+        if not isinstance(inputs, Tensor):
+            if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
+                warnings.warn("Using non-full backward hooks on a Module that does not take as input a "
+                              "single Tensor or a tuple of Tensors is deprecated and will be removed "
+                              "in future versions. This hook will be missing some of the grad_input. "
+                              "Please use register_full_backward_hook to get the documented behavior.",
+                              FutureWarning, stacklevel=2)
+                return
+        else:
+            inputs = (inputs,)
+        out_grad_fn = {r.grad_fn for r in result if r.grad_fn is not None}
+        if len(out_grad_fn) == 0 or (len(out_grad_fn) == 1 and grad_fn not in out_grad_fn):
+            warnings.warn("Using a non-full backward hook when outputs are nested in python data structure "
+                          "is deprecated and will be removed in future versions. This hook will be missing "
+                          "some grad_output.", FutureWarning, stacklevel=2)
+        elif len(out_grad_fn) > 1:
+            warnings.warn("Using a non-full backward hook when outputs are generated by different autograd Nodes "
+                          "is deprecated and will be removed in future versions. This hook will be missing "
+                          "some grad_output. Please use register_full_backward_hook to get the documented "
+                          "behavior.", FutureWarning, stacklevel=2)
+        else:
+            inputs_grad_fn = {i.grad_fn for i in inputs if i.grad_fn is not None}
+            next_functions = {n[0] for n in grad_fn.next_functions}
+            if inputs_grad_fn != next_functions:
+                warnings.warn("Using a non-full backward hook when the forward contains multiple autograd Nodes "
+                              "is deprecated and will be removed in future versions. This hook will be missing "
+                              "some grad_input. Please use register_full_backward_hook to get the documented "
+                              "behavior.", FutureWarning, stacklevel=2)
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's calls with ``fusegrad.compile`` (arguments passed as they
+        are), in place: later calls run the compiled ``_call_impl``, hooks included."""
+        from ..runtime.compiled import compile as compile_
+        # (a partial, not the bound method: compile guards on what a partial's arguments hold, here
+        # this module's parameters and buffers, and not on what fusegrad's own functions name)
+        self.__dict__["_compiled_call_impl"] = compile_(functools.partial(type(self)._call_impl, self),
+                                                        *args, **kwargs)
+
+    def _hook_ids(self) -> tuple:
+        """The handles of the forward and backward hooks a call of this module runs (its own
+        and the global ones): compiled code that traced a call is guarded on them."""
+        d = self.__dict__
+        return tuple(tuple(d.get(name) or ()) for name in _HOOK_DICTS[:4]) + (
+            tuple(_global_forward_pre_hooks), tuple(_global_forward_hooks), tuple(_global_backward_hooks),
+            tuple(_global_backward_pre_hooks))
+
+    def _wrapped_call_impl(self, *args, **kwargs) -> Any:
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    __call__ = _wrapped_call_impl
+
+    def _call_impl(self, *args, **kwargs) -> Any:
         if capturing():  # compiled code that calls a module holds for its mode (dropout, batch norm)
             guard((id(self), "training"), lambda: self.training)
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                res = hook(self, args, kwargs)
-                if res is not None:
-                    if not (isinstance(res, tuple) and len(res) == 2):
-                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
-                                           f"but got {res}.")
-                    args, kwargs = res
-            else:
-                res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
-        bw = None
-        if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks"):
-            from .backward_hooks import BackwardHook
-            bw = BackwardHook(self, list(self._backward_hooks.values()), list(self._backward_pre_hooks.values()))
-            args = bw.setup_input_hook(args)
-        try:
-            result = self.forward(*args, **kwargs)
-        except Exception:
-            self._call_always_called_hooks(args, kwargs)
-            raise
-        for hid, hook in list(self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
-                res = hook(self, args, kwargs, result)
-            else:
-                res = hook(self, args, result)
-            if res is not None:
-                result = res
-        if bw is not None:
-            result = bw.setup_output_hook(result)
-        return result
+            guard((id(self), "hooks"), self._hook_ids)  # and for its hooks (one added later runs)
+        d = self.__dict__
+        forward_pre_hooks = d.get("_forward_pre_hooks")
+        forward_hooks = d.get("_forward_hooks")
+        backward_hooks = d.get("_backward_hooks")
+        backward_pre_hooks = d.get("_backward_pre_hooks")
+        if not (forward_pre_hooks or forward_hooks or backward_hooks or backward_pre_hooks
+                or _global_forward_pre_hooks or _global_forward_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        forward_pre_hooks = forward_pre_hooks or _NO_HOOKS
+        forward_hooks = forward_hooks or _NO_HOOKS
+        pre_with_kwargs = d.get("_forward_pre_hooks_with_kwargs", ())
+        with_kwargs = d.get("_forward_hooks_with_kwargs", ())
+        always = d.get("_forward_hooks_always_called", ())
+        result = None
+        called_always = set()
 
-    def _call_always_called_hooks(self, args: tuple, kwargs: dict) -> None:
-        """The forward hooks registered with ``always_call``, after forward raised."""
-        always = self.__dict__.get("_forward_hooks_always_called")
-        for hid, hook in list(self._forward_hooks.items()) if always else ():
-            if hid in always:
-                try:
-                    if hid in self._forward_hooks_with_kwargs:
-                        hook(self, args, kwargs, None)
+        def inner():
+            nonlocal result, args, kwargs
+            full_backward_hooks, non_full_backward_hooks = [], []
+            bw_pre_hooks = []
+            if backward_pre_hooks or _global_backward_pre_hooks:
+                bw_pre_hooks = [*_global_backward_pre_hooks.values(), *(backward_pre_hooks or _NO_HOOKS).values()]
+            if backward_hooks or _global_backward_hooks:
+                full_backward_hooks, non_full_backward_hooks = self._get_backward_hooks()
+            for hid, hook in (*_global_forward_pre_hooks.items(), *forward_pre_hooks.items()):
+                if hid in pre_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if not (isinstance(res, tuple) and len(res) == 2):
+                            raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, "
+                                               f"new_kwargs), but got {res}.")
+                        args, kwargs = res
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+            bw = None
+            if full_backward_hooks or bw_pre_hooks:
+                from .backward_hooks import BackwardHook
+                bw = BackwardHook(self, full_backward_hooks, bw_pre_hooks)
+                args = bw.setup_input_hook(args)
+            result = self.forward(*args, **kwargs)
+            for hid, hook in (*_global_forward_hooks.items(), *forward_hooks.items()):
+                if hid in always or hid in _global_forward_hooks_always_called:
+                    called_always.add(hid)
+                if hid in with_kwargs or hid in _global_forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, result)
+                else:
+                    res = hook(self, args, result)
+                if res is not None:
+                    result = res
+            if bw is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple "
+                                  f"of Tensors but received {type(result)}", stacklevel=2)
+                result = bw.setup_output_hook(result)
+            if non_full_backward_hooks:
+                var = result
+                while not isinstance(var, Tensor):
+                    if isinstance(var, dict):
+                        var = next(v for v in var.values() if isinstance(v, Tensor))
                     else:
-                        hook(self, args, None)
-                except Exception as e:
-                    warnings.warn("forward hook with ``always_call=True`` raised an exception that was silenced as "
-                                  f"another error was raised in forward: {e}", stacklevel=3)
+                        var = var[0]
+                grad_fn = var.grad_fn
+                if grad_fn is not None:
+                    for hook in non_full_backward_hooks:
+                        grad_fn.register_hook(_WrappedHook(hook, self))
+                    self._maybe_warn_non_full_backward_hook(args, result, grad_fn)
+            return result
+
+        if capturing():
+            return inner()
+        try:
+            return inner()
+        except Exception:
+            # the forward hooks registered with ``always_call`` that have not run yet
+            for hid, hook in list(_global_forward_hooks.items()):
+                if hid in _global_forward_hooks_always_called and hid not in called_always:
+                    try:
+                        res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:
+                        warnings.warn("global module forward hook with ``always_call=True`` raised an exception "
+                                      f"that was silenced as another error was raised in forward: {str(e)}",
+                                      stacklevel=2)
+            for hid, hook in list(forward_hooks.items()):
+                if hid in always and hid not in called_always:
+                    try:
+                        if hid in with_kwargs:
+                            res = hook(self, args, kwargs, result)
+                        else:
+                            res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:
+                        warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
+                                      f"silenced as another error was raised in forward: {str(e)}", stacklevel=2)
+            raise
 
     # ------------------------------------------------------------ printing
     def _get_name(self) -> str:
