@@ -578,3 +578,43 @@ def test_step_taking_the_model_and_optimizer_as_arguments(opt_name):
     np.testing.assert_allclose(net.weight.detach().numpy(), ref.weight.detach().numpy(), rtol=1e-5, atol=1e-7)
     info = fn.cache_info()
     assert info["warmups"] == 1 and info["compiles"] == 1 and info["graph_breaks"] == [], info
+
+
+def test_backward_inside_compiled_code_reaches_leaves_behind_a_non_leaf_argument():
+    """A compiled step whose argument carries autograd history from outside (a GAN's fake
+    batch, a producer's output): its backward() / autograd.grad() continues into that
+    history (the call runs the backward eagerly, a named graph break), as eager does."""
+    import fusegrad as F
+    w = F.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+    @F.compile
+    def step(y):
+        loss = (y * y).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(2):
+        w.grad = None
+        step(w * 2.0)
+        np.testing.assert_allclose(w.grad.numpy(), 8 * np.array([1.0, 2.0, 3.0]))
+    assert any("not a leaf" in b for b in step.cache_info()["graph_breaks"])
+    g = F.compile(lambda y: F.autograd.grad((y * y).sum(), w))
+    np.testing.assert_allclose(g(w * 2.0)[0].numpy(), 8 * np.array([1.0, 2.0, 3.0]))
+
+
+def test_compiled_code_follows_module_hooks_added_and_removed():
+    """Compiled code that called a module is guarded on its hooks: one registered (or
+    removed) after the first call changes the result as in eager."""
+    import fusegrad as F
+    F.manual_seed(0)
+    m = F.nn.Sequential(F.nn.Linear(3, 3), F.nn.Tanh())
+    cm, cf = F.compile(m), F.compile(lambda t: m(t) * 2)
+    x = F.ones(2, 3)
+    plain = m(x).detach().numpy()
+    np.testing.assert_allclose(cm(x).detach().numpy(), plain, rtol=1e-6)
+    cf(x)
+    h = m[1].register_forward_hook(lambda mod, i, o: o * 0)
+    assert not cm(x).detach().numpy().any() and not cf(x).detach().numpy().any()
+    h.remove()
+    np.testing.assert_allclose(cm(x).detach().numpy(), plain, rtol=1e-6)
+    np.testing.assert_allclose(cf(x).detach().numpy(), 2 * plain, rtol=1e-6)

@@ -462,3 +462,18 @@ def test_channels_last_layouts_match_torch():
     assert ours[0] == theirs[0]
     for a, b_ in zip(ours[1:], theirs[1:]):
         np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)
+
+
+def test_module_to_channels_last_and_grad_layouts_match_torch():
+    """``model.to(memory_format=channels_last)`` lays out its 4-d parameters so; gradients
+    accumulate in their leaf's layout (PyTorch's layout contract), channels-last or transposed."""
+    def run(lib):
+        m = lib.nn.Sequential(lib.nn.Conv2d(3, 4, 3), lib.nn.ReLU(), lib.nn.Conv2d(4, 2, 3)).double()
+        m = m.to(memory_format=lib.channels_last)
+        y = m(lib.tensor(arr(2, 3, 7, 7)).to(memory_format=lib.channels_last))
+        y.sum().backward()
+        a = lib.tensor(arr(3, 4)).t().requires_grad_()
+        (a * 2).sum().backward()
+        return [m[0].weight.stride(), m[0].bias.stride(), y.stride(), m[0].weight.grad.stride(),
+                m[2].weight.grad.stride(), a.grad.stride()]
+    assert run(fg) == run(torch)

@@ -10,6 +10,7 @@ from ..passes.autodiff import filled
 from ..runtime.devices import move
 from ..runtime.engine import run_backward
 from ..runtime.tensor import Tensor, wrap
+from ..tracer.trace import capture_trace, user_frame
 
 
 def _seq(x) -> list:
@@ -51,7 +52,22 @@ def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None, cr
     ins = _seq(inputs) if inputs is not None else None
     if ins is not None and not ins:
         raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    outside = _outside_graph(outs, "backward()")
+    if outside is not None:
+        with outside:
+            return backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=True, allow_unused=True)
+
+
+def _outside_graph(outs: list, what: str):
+    """Inside compile's trace, a backward from traced values when some argument requires grad
+    but is not a leaf: its graph lies outside the traced function, which would stop the
+    gradient at it, so the backward runs eagerly (the trace's graph break context); else None."""
+    tr = capture_trace()
+    if tr is None or not tr.nonleaf_inputs or not any(isinstance(t, Tensor) and type(t._data) is Var for t in outs):
+        return None
+    return tr.eagerly(f"{what} in compiled code with an argument that requires grad and is not a leaf (its "
+                      f"graph is outside the function) at {user_frame()}")
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
@@ -66,6 +82,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
         retain_graph = create_graph
     if allow_unused is None:
         allow_unused = materialize_grads
+    outside = _outside_graph(outs, "autograd.grad()")
+    if outside is not None:
+        with outside:
+            return grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
+                        is_grads_batched, materialize_grads)
     res = run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=False,
                        allow_unused=allow_unused)
     if materialize_grads:
