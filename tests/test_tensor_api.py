@@ -348,8 +348,19 @@ def test_setitem_scalar_and_tensor_value_broadcast():
         b[0] = 0.0
         b[:, 1] = v
         b[b > 0.5] = -1.0
+        b[b[:, 0] < 0] = v.sum()  # a mask over the leading dims, a 0-d tensor value (its gradient: a sum)
         return b
     run_both(f, rn(3, 4), rn(3))
+
+    def topk_mask(m, a):  # nanoGPT's sampling: a select, also in compiled code (no nonzero)
+        logits = a * 1.0
+        v, _ = m.topk(logits, 2)
+        logits[logits < v[:, [-1]]] = -float("inf")
+        return m.softmax(logits, -1)
+    run_both(topk_mask, rn(3, 4))
+    b = fg.arange(6).reshape(2, 3)
+    b[b > 2] = 7.9
+    assert b.dtype == fg.int64 and b.tolist() == [[0, 1, 2], [7, 7, 7]]
 
 
 def test_gather_scatter_index_select():

@@ -1635,6 +1635,17 @@ def getitem(x: Tensor, key):
 
 
 def setitem(x: Tensor, key, value) -> None:
+    if isinstance(key, Tensor) and key._data.dtype.kind == "b" and 0 < key._data.ndim <= x._data.ndim \
+            and tuple(key.shape) == tuple(x.shape[:key._data.ndim]) and (
+            not isinstance(value, Tensor) or value._data.ndim == 0):
+        # x[mask] = v: a select, no data-dependent shape (compiled code traces it: nanoGPT's top-k)
+        mask = key if key._data.ndim == x._data.ndim else reshape(key, *key.shape, *[1] * (x._data.ndim - key.ndim))
+        v = value if isinstance(value, Tensor) else _scalar(value)
+        if isinstance(v, Tensor) and v._data.dtype != x._data.dtype:
+            v = P.cast(v, dtype=x._data.dtype)
+        fill = v if isinstance(v, Tensor) else as_t(v, dtype=x.dtype)
+        inplace(x, lambda old: named(P.where(mask, fill, old), "IndexPutBackward0"), *([v] if v is fill else []))
+        return
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         template, idx = basic, ()
