@@ -30,6 +30,7 @@ _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtim
 from . import (_dynamo, accelerator, amp, autograd, backends, compiler, cuda, distributed, distributions, func, hub,  # noqa: E402
                jit, linalg, nn, optim, profiler, random, serialization, testing, utils, viz)
 from .func import vmap  # noqa: E402  (torch.vmap)
+from .runtime.foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_ and the rest)
 from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
                                is_deterministic_algorithms_warn_only_enabled, set_default_device,

@@ -146,3 +146,25 @@ def test_compiler_disable_reset_and_is_compiling():
     dynamo.reset()
     g(x)
     assert g.cache_info()["misses"] == 1 and g.cache_info()["hits"] == 0 and g.cache_info()["entries"] == 1
+
+
+def test_foreach_ops_match_torch():
+    """torch._foreach_*: list ops for hand-written optimizers and EMAs, out of place (tuples)
+    and in place, with scalars, lists of scalars and tensor lists."""
+    def run(lib):
+        ps = [lib.tensor([1.0, 2.0]), lib.tensor([3.0, -4.0, 5.0])]
+        gs = [lib.tensor([0.5, 0.25]), lib.tensor([1.0, 2.0, -3.0])]
+        lib._foreach_mul_(ps, 0.9)
+        lib._foreach_add_(ps, gs, alpha=-0.1)
+        lib._foreach_div_(ps, [2.0, 4.0])
+        ema = [lib.zeros(2), lib.zeros(3)]
+        lib._foreach_lerp_(ema, ps, 0.25)
+        lib._foreach_addcmul_(ema, gs, gs, value=0.5)
+        outs = list(lib._foreach_sqrt(lib._foreach_abs(ps))) + list(lib._foreach_norm(gs))
+        outs += list(lib._foreach_sub(ps, 1.0)) + list(lib._foreach_maximum(ps, gs))
+        lib._foreach_zero_(gs)
+        return [t.numpy().copy() for t in ps + ema + outs + gs], type(lib._foreach_exp(ps)).__name__
+    ours, theirs = run(fg), run(torch)
+    assert ours[1] == theirs[1]
+    for a, b in zip(ours[0], theirs[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
