@@ -407,3 +407,30 @@ def test_global_forward_hook_always_call():
         return seen
     ours, theirs = _both(prog)
     assert ours == theirs
+
+
+def test_backward_hook_return_values_replace_gradients_and_norm_versions():
+    """A value a node's hook (or a module's register_backward_hook) returns replaces the
+    gradients it saw, as in PyTorch; batch and instance norm save _metadata version 2."""
+    import warnings
+
+    def run(lib):
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+            lin.bias.fill_(0.5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lin.register_backward_hook(lambda m, gi, go: tuple(None if g is None else g * 2 for g in gi))
+            x = lib.ones(4, 3, requires_grad=True)
+            lin(x).sum().backward()
+        y = lib.ones(3, requires_grad=True)
+        z = (y * y).sum()
+        z.grad_fn.register_hook(lambda gi, go: (gi[0] * 10,))
+        z.backward()
+        return ([t.numpy() for t in (lin.weight.grad, lin.bias.grad, x.grad, y.grad)],
+                dict(lib.nn.BatchNorm2d(3).state_dict()._metadata), dict(lib.nn.InstanceNorm1d(3).state_dict()._metadata))
+    ours, theirs = run(fusegrad), run(torch)
+    for a, b in zip(ours[0], theirs[0]):
+        np.testing.assert_allclose(a, b)
+    assert ours[1:] == theirs[1:]

@@ -134,8 +134,10 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
             outs = node.apply(gs) if run else ()
             if run:
                 if node.post_hooks:
-                    for h in node.post_hooks:
-                        h(tuple(outs), tuple(gs))
+                    for h in node.post_hooks:  # a hook may return gradients to use instead, as PyTorch's
+                        r = h(tuple(outs), tuple(gs))
+                        if r is not None:
+                            outs = r if isinstance(r, (tuple, list)) else (r,)
                 if anomaly:
                     _check_nan(node, outs)
             if not retain_graph:

@@ -16,6 +16,7 @@ from .affine import register_affine, reset_affine
 
 class _NormBase(Module):
     """Parameters, buffers, their reset and the printed form shared by batch and instance norm."""
+    _version = 2  # PyTorch's (num_batches_tracked); state_dict's _metadata carries it
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
