@@ -10,12 +10,12 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryProbs, broadcast_all
 
 __all__ = ["Bernoulli"]
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryProbs, Distribution):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -58,14 +58,6 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

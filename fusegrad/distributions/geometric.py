@@ -12,12 +12,12 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryProbs, broadcast_all
 
 __all__ = ["Geometric"]
 
 
-class Geometric(Distribution):
+class Geometric(BinaryProbs, Distribution):
     """``P(k) = (1 - p)^k p`` for ``k = 0, 1, ...``."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.nonnegative_integer
@@ -45,14 +45,6 @@ class Geometric(Distribution):
         if "logits" in self.__dict__:
             new.logits = self.logits.expand(batch_shape)
         return self._expanded(new, batch_shape)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self):

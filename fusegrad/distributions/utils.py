@@ -42,6 +42,19 @@ class lazy_property:
         return value
 
 
+class BinaryProbs:
+    """``probs`` and ``logits`` of a distribution over the outcomes of 0/1 trials (Bernoulli,
+    Binomial, Geometric): whichever it was built with, the other computed from it."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+
 def clamp_probs(probs: Tensor) -> Tensor:
     """``probs`` kept at least machine epsilon away from 0 and 1 (finite logits)."""
     eps = float(np.finfo(probs._data.dtype).eps)
