@@ -609,6 +609,7 @@ def test_compiled_code_follows_module_hooks_added_and_removed():
     F.manual_seed(0)
     m = F.nn.Sequential(F.nn.Linear(3, 3), F.nn.Tanh())
     cm, cf = F.compile(m), F.compile(lambda t: m(t) * 2)
+    assert cm._orig_mod is m  # (torch.compile's OptimizedModule attribute, read by nanoGPT)
     x = F.ones(2, 3)
     plain = m(x).detach().numpy()
     np.testing.assert_allclose(cm(x).detach().numpy(), plain, rtol=1e-6)

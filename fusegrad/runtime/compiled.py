@@ -624,6 +624,8 @@ class CompiledFunction:
             raise AttributeError(name)
         if name == "forward" and self._owner is not None:  # as torch.compile's module: the compiled call
             return self.__call__
+        if name == "_orig_mod" and self._owner is not None:  # torch.compile's OptimizedModule's
+            return self._owner
         return getattr(self.__dict__["fn"], name)
 
     def cache_info(self) -> dict:
