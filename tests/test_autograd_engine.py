@@ -296,10 +296,14 @@ def test_grad_fn_node_hooks():
     x = t(1.0, 2.0)
     y = x.exp()
     got = {}
-    y.grad_fn.register_hook(lambda gin, gout: got.setdefault("h", (gin, gout)))
+    y.grad_fn.register_hook(lambda gin, gout: got.update(h=(gin, gout)))
     y.sum().backward()
     gin, gout = got["h"]
     np.testing.assert_allclose(gin[0].numpy(), np.exp([1.0, 2.0]))
+    z = t(1.0, 2.0).exp()
+    z.grad_fn.register_hook(lambda gin, gout: (gin[0], gin[0]))  # PyTorch checks the count it returns
+    with pytest.raises(RuntimeError, match="incorrect number of values"):
+        z.sum().backward()
 
 
 # ---------------------------------------------------------------- version counters and views

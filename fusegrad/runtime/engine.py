@@ -137,7 +137,11 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                     for h in node.post_hooks:  # a hook may return gradients to use instead, as PyTorch's
                         r = h(tuple(outs), tuple(gs))
                         if r is not None:
-                            outs = r if isinstance(r, (tuple, list)) else (r,)
+                            r = tuple(r) if isinstance(r, (tuple, list)) else (r,)
+                            if len(r) != len(outs):
+                                raise RuntimeError(f"hook '{getattr(h, '__name__', h)}' has returned an incorrect "
+                                                   f"number of values (got {len(r)}, but expected {len(outs)})")
+                            outs = r
                 if anomaly:
                     _check_nan(node, outs)
             if not retain_graph:
