@@ -92,3 +92,23 @@ def mse_step(model, opt):
         opt.step()
         return loss
     return step
+
+
+def np_of(t) -> np.ndarray:
+    """A tensor's (fusegrad's or torch's) values as a NumPy array, detached."""
+    return np.asarray(t.detach().numpy())
+
+
+def copy_weights(fg_module, pt_module) -> None:
+    """Load the torch module's state_dict into the fusegrad one (same names and shapes)."""
+    import fusegrad as fg
+    sd = pt_module.state_dict()
+    assert list(sd) == list(fg_module.state_dict())
+    fg_module.load_state_dict({k: fg.tensor(v.numpy()) for k, v in sd.items()})
+
+
+def both(array, requires_grad=True):
+    """``array`` as a fusegrad tensor and as a torch tensor."""
+    import fusegrad as fg
+    import torch
+    return fg.tensor(array, requires_grad=requires_grad), torch.tensor(array, requires_grad=requires_grad)

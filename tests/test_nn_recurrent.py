@@ -10,21 +10,7 @@ from fusegrad.autograd import gradcheck, gradgradcheck
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
-
-
-def np_of(t) -> np.ndarray:
-    return np.asarray(t.detach().numpy())
-
-
-def copy_weights(fg_module, pt_module) -> None:
-    """Load the torch module's state_dict into the fusegrad one (same names and shapes)."""
-    sd = pt_module.state_dict()
-    assert list(sd) == list(fg_module.state_dict())
-    fg_module.load_state_dict({k: fg.tensor(v.numpy()) for k, v in sd.items()})
-
-
-def both(array, requires_grad=True):
-    return fg.tensor(array, requires_grad=requires_grad), torch.tensor(array, requires_grad=requires_grad)
+from helpers import both, copy_weights, np_of  # noqa: E402
 
 
 def flat(out):

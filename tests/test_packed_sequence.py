@@ -11,22 +11,9 @@ from fusegrad.nn.utils.rnn import (PackedSequence, invert_permutation, pack_padd
                                    pad_packed_sequence, pad_sequence, unpack_sequence, unpad_sequence)
 
 torch = pytest.importorskip("torch")
+from helpers import both, copy_weights, np_of  # noqa: E402
 pytestmark = pytest.mark.torch
 prnn = torch.nn.utils.rnn
-
-
-def np_of(t) -> np.ndarray:
-    return np.asarray(t.detach().numpy())
-
-
-def copy_weights(fg_module, pt_module) -> None:
-    sd = pt_module.state_dict()
-    assert list(sd) == list(fg_module.state_dict())
-    fg_module.load_state_dict({k: fg.tensor(v.numpy()) for k, v in sd.items()})
-
-
-def both(array, requires_grad=True):
-    return fg.tensor(array, requires_grad=requires_grad), torch.tensor(array, requires_grad=requires_grad)
 
 
 def flat(out):

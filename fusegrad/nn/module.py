@@ -162,14 +162,7 @@ def register_module_forward_hook(hook: Callable[..., None], *, with_kwargs: bool
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     """The global form of the deprecated ``Module.register_backward_hook``."""
-    global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is True:
-        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
-                           "global Module hook. Please use only one of them.")
-    _global_is_full_backward_hook = False
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return _register_global_backward_hook(hook, full=False)
 
 
 def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
@@ -182,11 +175,16 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """A full backward hook (``hook(module, grad_input, grad_output)``) for every module
     call, run before the module's own ones."""
+    return _register_global_backward_hook(hook, full=True)
+
+
+def _register_global_backward_hook(hook: Callable, full: bool) -> RemovableHandle:
+    """Add a global backward hook, full or not: the two kinds cannot be mixed, as in PyTorch."""
     global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is False:
+    if _global_is_full_backward_hook is (not full):
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
                            "global Module hook. Please use only one of them.")
-    _global_is_full_backward_hook = True
+    _global_is_full_backward_hook = full
     handle = RemovableHandle(_global_backward_hooks)
     _global_backward_hooks[handle.id] = hook
     return handle

@@ -2,27 +2,14 @@
 in-place variants), plus the operators and the Tensor-only helpers bound here."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..ir import dtypes as D
-from ..ir.graph import Var
 from . import ops as O
 # (declaring their ops before _bind)
 from . import index_ops as _index_ops, linalg as _linalg, numeric as _numeric, restride as _restride  # noqa: F401
 from . import sorting as _sorting  # noqa: F401
-from .devices import data_pointer, is_contiguous
+from .devices import data_pointer
 from .exports import EXPORTS
 from .tensor import Tensor
-from .type_info import is_laid_out
-
-
-def _is_contiguous(self, memory_format=None) -> bool:
-    """Whether ``self`` is laid out densely in ``memory_format`` (C order by default)."""
-    d = self._data
-    if type(d) is Var:
-        return True
-    order = None if memory_format is None else memory_format.order(d.ndim)
-    return is_contiguous(d) if order is None or type(d) is not np.ndarray else is_laid_out(d, order)
 
 def _r(fn):
     """Reflected operator: ``scalar op tensor``."""
@@ -41,7 +28,7 @@ def _bind() -> None:
                     ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8)]:
         setattr(T, name, O._caster(d))
     T.is_floating_point = lambda self: self.dtype.is_floating_point
-    T.is_contiguous = _is_contiguous
+    T.is_contiguous = O.is_contiguous
     T.new_zeros = lambda self, *size, dtype=None, device=None, **k: __import__("fusegrad").zeros(
         *size, dtype=dtype or self.dtype, device=device or self.device, **k)
     T.new_ones = lambda self, *size, dtype=None, device=None, **k: __import__("fusegrad").ones(

@@ -81,7 +81,7 @@ def laid_out_like(out: Tensor, ref: Tensor) -> Tensor:
         return out
     order = sorted(range(r.ndim), key=lambda a: -r.strides[a])  # outermost first; ties keep their order
     if order != list(range(r.ndim)):
-        out._data = np.ascontiguousarray(d.transpose(order)).transpose(np.argsort(order))
+        out._data = laid_out(d, order)
     return out
 
 
@@ -533,7 +533,7 @@ def to(x, *args, dtype=None, device=None, copy=False, non_blocking=False, memory
             device = a
     dev = devices.resolve(device) if device is not None else None
     if memory_format is not None and memory_format is not preserve_format:
-        x = to(x, *args, dtype=dtype, device=device, copy=copy)
+        x = to(x, dtype=dtype, device=device, copy=copy)
         y = contiguous(x, memory_format)
         return y if y is x else named(y, "ToCopyBackward0")
     if dev is not None and dev != x.device:
@@ -1050,14 +1050,22 @@ def _order(x: Tensor, memory_format):
     return None if memory_format is None else memory_format.order(x._data.ndim)
 
 
+def is_contiguous(x: Tensor, memory_format=None) -> bool:
+    """Whether ``x`` is laid out densely in ``memory_format`` (C order by default); a traced
+    value always is (layouts are the compiler's)."""
+    d = x._data
+    if type(d) is Var:
+        return True
+    order = _order(x, memory_format)
+    return devices.is_contiguous(d) if order is None or type(d) is not np.ndarray else is_laid_out(d, order)
+
+
 @op(function=False)
 def contiguous(x, memory_format=None):
     """``x`` if laid out in ``memory_format`` (C order by default), else a copy that is."""
     x = as_t(x)
-    d = x._data
     order = _order(x, memory_format)
-    if type(d) is Var or (devices.is_contiguous(d) if order is None or type(d) is not np.ndarray
-                          else is_laid_out(d, order)):
+    if is_contiguous(x, memory_format):
         return x
     out = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")
     if type(out._data) is np.ndarray:  # NumPy's ufuncs keep a transposed operand's layout; view() needs C order
