@@ -19,7 +19,7 @@ from ..runtime import ops as O
 from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
-from ..runtime.type_info import channels_last_order, laid_out
+from ..runtime.type_info import channels_last_order
 from ..runtime.tensor import Tensor
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "unfold", "fold"]
@@ -160,11 +160,9 @@ def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, p
     out = P.reshape(out, shape=(O_,) + outs + (N,))
     if bias is not None:
         out = P.add(out, P.reshape(bias, shape=(O_,) + (1,) * (n + 1)))
-    out = own(named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0"), input)
-    order = channels_last_order(input._data)  # PyTorch's result follows a channels-last input
-    if order is not None:
-        out._data = laid_out(out._data, order)
-    return out
+    # (PyTorch's result follows a channels-last input's layout)
+    return own(named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0"), input,
+               order=channels_last_order(input._data))
 
 
 @lower_precision

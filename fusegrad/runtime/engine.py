@@ -228,17 +228,15 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
         g._data.trace.touch(leaf)  # compiled code writes this .grad back
     if leaf._grad is None:
         dest = into(leaf, g._data) if into is not None and not keep and type(g._data) is np.ndarray else None
+        ld = leaf._data
+        if dest is None and not keep and type(ld) is np.ndarray and not ld.flags.c_contiguous \
+                and 0 not in ld.strides:
+            dest = np.empty_like(ld)  # PyTorch's layout contract: .grad strided as its (dense) leaf
         if dest is not None:
             np.copyto(dest, g._data)
             g = wrap(dest)
         elif not keep:
-            ld = leaf._data
-            if type(ld) is np.ndarray and not ld.flags.c_contiguous and 0 not in ld.strides:
-                dest = np.empty_like(ld)  # PyTorch's layout contract: .grad strided as its (dense) leaf
-                np.copyto(dest, g._data)
-                g = wrap(dest)
-            else:
-                g = wrap(devices.copy(g._data))
+            g = wrap(devices.copy(g._data))
         elif g._base is not None and not g._rg:
             # a traced view of a backward temporary: .grad is a tensor of its own, so that an
             # in-place update of it (clip_grad_norm_) does not write through a view

@@ -53,7 +53,7 @@ def named(out: Tensor, name: str) -> Tensor:
     return out
 
 
-def own(out: Tensor, *inputs: Optional[Tensor]) -> Tensor:
+def own(out: Tensor, *inputs: Optional[Tensor], order=None) -> Tensor:
     """``out``, the result of a composite op that PyTorch computes as a tensor of its own
     (a convolution, a pool), made one when it is a view of a temporary the composite made
     (reshaped from a GEMM's result): an in-place update of it (``nn.ReLU(inplace=True)``
@@ -61,13 +61,15 @@ def own(out: Tensor, *inputs: Optional[Tensor]) -> Tensor:
     rather than an update through a view, which breaks its graph. It keeps sharing memory
     and the version counter with the temporary, which nothing else holds. A view of one of
     ``inputs`` stays a view. An eager host result is laid out in C order, as PyTorch's
-    (``view`` needs it: a transposed GEMM result would refuse ``.view(n, -1)``)."""
+    (``view`` needs it: a transposed GEMM result would refuse ``.view(n, -1)``), or with its
+    dims in memory in ``order`` when given (a convolution of a channels-last input)."""
     b = out._base
     if b is not None and not builtins.any(x is not None and (b is x or b is x._base) for x in inputs):
         out._base = out._view_fn = None
     d = out._data
-    if out._base is None and type(d) is np.ndarray and not d.flags.c_contiguous:
-        out._data = np.ascontiguousarray(d)
+    if out._base is None and type(d) is np.ndarray and not (
+            d.flags.c_contiguous if order is None else is_laid_out(d, order)):
+        out._data = laid_out(d, order)
     return out
 
 
