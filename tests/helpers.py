@@ -112,3 +112,17 @@ def both(array, requires_grad=True):
     import fusegrad as fg
     import torch
     return fg.tensor(array, requires_grad=requires_grad), torch.tensor(array, requires_grad=requires_grad)
+
+
+def compiled_matches_eager(step, array, rtol=1e-10, atol=1e-12) -> None:
+    """``step`` on a leaf made from ``array``, eagerly and compiled with the cpu backend: the
+    same value and the same gradient from ``backward()``."""
+    import fusegrad as fg
+    results = []
+    for f in (step, fg.compile(step, backend="cpu")):
+        x = fg.tensor(array, requires_grad=True)
+        out = f(x)
+        out.backward()
+        results.append((out.detach().numpy(), x.grad.numpy()))
+    for e, c in zip(*results):
+        np.testing.assert_allclose(c, e, rtol=rtol, atol=atol)

@@ -13,6 +13,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.autograd import gradcheck, gradgradcheck
+from helpers import compiled_matches_eager
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -266,14 +267,7 @@ def test_compiled_matches_eager():
         w, v = fg.linalg.eigh(s * 2.0)
         return ((v * w.unsqueeze(-2)) @ v.mT).sum() + fg.linalg.eigvalsh(s, UPLO="U").max()
 
-    results = []
-    for f in (step, fg.compile(step, backend="cpu")):
-        x = fg.tensor(a, requires_grad=True)
-        out = f(x)
-        out.backward()
-        results.append((out.detach().numpy(), x.grad.numpy()))
-    for e, c in zip(*results):
-        np.testing.assert_allclose(c, e, rtol=1e-10, atol=1e-12)
+    compiled_matches_eager(step, a)
 
 
 def test_out_and_return_types():

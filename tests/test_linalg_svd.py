@@ -13,6 +13,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.autograd import gradcheck, gradgradcheck
+from helpers import compiled_matches_eager
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -316,14 +317,7 @@ def test_compiled_matches_eager():
         u, s, vh = fg.linalg.svd(x * 2.0, full_matrices=False)
         return ((u * s.unsqueeze(-2)) @ vh).sum() + fg.linalg.matrix_norm(x, "nuc").sum()
 
-    results = []
-    for f in (step, fg.compile(step, backend="cpu")):
-        x = fg.tensor(a, requires_grad=True)
-        out = f(x)
-        out.backward()
-        results.append((out.detach().numpy(), x.grad.numpy()))
-    for e, c in zip(*results):
-        np.testing.assert_allclose(c, e, rtol=1e-10, atol=1e-12)
+    compiled_matches_eager(step, a)
 
 
 def test_out_and_return_types():
