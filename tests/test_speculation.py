@@ -283,3 +283,18 @@ def test_a_graph_with_a_backward_runs_whole_and_writes_nothing_for_another_outco
         np.testing.assert_allclose(cg(x).detach().numpy(), g(fusegrad.tensor(xa)).detach().numpy(), rtol=1e-12)
         assert cg.lower(x).check is None  # run whole, checked after
     assert cg.cache_info()["compiles"] == 2
+
+
+def test_number_used_as_an_operand_is_a_python_number():
+    """The call that found item()'s number used in arithmetic computes with that number as a
+    Python float (a weak scalar): it was a float32 tensor, rounding a float64 result."""
+    xa = np.array([1.0 / 3, 2.0 / 7, 5.0 / 11])
+
+    def f(x):
+        return x * (x * 2).sum().item()
+
+    cf = fusegrad.compile(f)
+    for _ in range(2):
+        got = cf(fusegrad.tensor(xa))
+        assert got.dtype == fusegrad.float64
+        np.testing.assert_allclose(got.numpy(), f(torch.tensor(xa)).numpy(), rtol=1e-15)

@@ -17,6 +17,7 @@ from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
+from ..tracer.speculate import Speculated
 from . import devices
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import bind, rederive
@@ -114,6 +115,9 @@ def _promote2(a, b):
     dk = t._data.dtype.kind  # "V": bfloat16 (ml_dtypes), a float dtype
     if (ts is float and dk in "fV") or (ts is int and dk in "iufV"):
         return a, b  # a weak Python scalar keeps the tensor's dtype
+    if ts is Speculated:
+        s = s.number("an operand of a tensor op")
+        return _promote2(t, s) if t_first else _promote2(s, t)
     if isinstance(s, _SCALARS):
         s = _scalar(s)
         rt = D.result_type(t, s).np

@@ -76,6 +76,12 @@ class Speculated:
         self._used(f"'.{name}'")
         return getattr(self.value, name)
 
+    def number(self, use: str):
+        """The number itself, for ``use`` (an operand of a tensor op: a weak Python scalar,
+        as the value would be, not a tensor of the default dtype)."""
+        self._used(use)
+        return self.value
+
     def _used(self, use: str) -> None:
         """The traced code needs the number itself (``use``): this trace is for this call only."""
         tr = self._trace
