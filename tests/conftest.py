@@ -7,6 +7,11 @@ os.environ.setdefault("FUSEGRAD_CACHE_DIR", os.path.join(os.path.dirname(__file_
 # the graph and kernel IR verified after every pass (ir.verify, codegen.kir.checked)
 os.environ.setdefault("FUSEGRAD_VERIFY", "1")
 
+from fusegrad.runtime import segments  # noqa: E402
+
+# the tests' small examples run in compiled segments (test_segments checks the default policy)
+segments.SEGMENT_MIN_WORK = 0
+
 
 @pytest.fixture(autouse=True)
 def _seed():

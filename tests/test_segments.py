@@ -428,3 +428,32 @@ def test_a_number_read_each_call_into_arithmetic_stops_compiling_new_segments():
     info = cf.cache_info()
     assert info["segments"] <= 3, info  # the first segment and two variants of the second
     assert any("float constants" in n for n in info["notes"]), info["notes"]
+
+
+def test_small_segments_run_eagerly_and_large_ones_compiled(monkeypatch):
+    """The default policy (SEGMENT_MIN_WORK; the other tests set it to 0): a function whose
+    segments make few elements per operation runs eagerly after a first call op by op, one
+    with large operands in compiled segments; both give eager's values and gradients."""
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+
+    def f(x):
+        y = x.sin() * 2
+        s = y.sum().item()  # used as a number: a break
+        return (y * s).sum()
+
+    for shape, compiled in (((4, 3), False), ((512, 256), True)):
+        cf = fusegrad.compile(f)
+        xa = np.abs(np.random.default_rng(0).standard_normal(shape)) / 100
+        for _ in range(3):
+            x = fusegrad.tensor(xa, requires_grad=True)
+            tx = torch.tensor(xa, requires_grad=True)
+            got, want = cf(x), f(tx)
+            got.backward()
+            want.backward()
+            np.testing.assert_allclose(got.item(), want.item(), rtol=1e-9)
+            np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+        info = cf.cache_info()
+        assert (info["segments"] > 0) is compiled, info
+        assert (info["fallbacks"] > 0) is not compiled, info
+        assert any("too few to pay" in n for n in info["notes"]) is not compiled, info

@@ -44,7 +44,8 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False) -> Executable: ...
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False,
+                blas_nearby: bool = False) -> Executable: ...
 
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}

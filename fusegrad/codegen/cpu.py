@@ -47,7 +47,7 @@ _SUPPORTED_KINDS = "biuf"
 class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
-    def __init__(self, graph: Graph, fused: Optional[Fused], source: str, fn, kaddr: np.ndarray, exact=None,
+    def __init__(self, graph: Graph, fused_of: "_FusedOnce", source: str, fn, kaddr: np.ndarray, exact=None,
                  written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = tuple(a for _, a in written)  # positions of arguments the kernel overwrites
@@ -64,7 +64,6 @@ class CpuExecutable:
         self._graph = graph
         self._source = source  # the entry's module, then those of the kernels it calls
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
-        fused_of = _FusedOnce(graph, fused)
         # printed on demand (Lowered.ir)
         self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of(), by_rows=True))}
 
@@ -117,13 +116,17 @@ class _FusedOnce:
     """The fused graph of an executable, fused again (once) only when asked for if the
     kernel's source came from the cache (see CpuBackend.compile)."""
 
-    def __init__(self, graph: Graph, fused: Optional[Fused]):
-        self._graph, self._fused = graph, fused
+    def __init__(self, graph: Graph, fused: Optional[Fused], blas_nearby: bool):
+        self._graph, self._fused, self._blas_nearby = graph, fused, blas_nearby
 
     def __call__(self) -> Fused:
         if self._fused is None:
-            self._fused = fuse(self._graph, read_reshapes=True, read_strided=True, fill_bases=True)
+            self._fused = _fuse(self._graph, self._blas_nearby)
         return self._fused
+
+
+def _fuse(graph: Graph, blas_nearby: bool) -> Fused:
+    return fuse(graph, read_reshapes=True, read_strided=True, fill_bases=True, blas_nearby=blas_nearby)
 
 
 class _Printed:
@@ -140,15 +143,17 @@ class CpuBackend:
     """Numba CPU code generation (see module docstring)."""
     name = "cpu"
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False):
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False,
+                blas_nearby: bool = False):
         """``graph`` compiled: by default one Numba entry with sizes baked in (a
         CpuExecutable); with ``symbolic=True`` shape-symbolic kernels that graphs of other
         sizes share (a cpu_symbolic.SymbolicExecutable; ``donate`` is then unused).
+        ``blas_nearby``: BLAS runs between calls of it (see passes.fusion.fuse).
         bfloat16/float16 values are computed in float32 (passes.upcast)."""
         keep_freed_blocks()
-        return compile_upcast(lambda g, d: self._compile(g, d, symbolic), graph, donate)
+        return compile_upcast(lambda g, d: self._compile(g, d, symbolic, blas_nearby), graph, donate)
 
-    def _compile(self, graph: Graph, donate: Optional[dict], symbolic: bool):
+    def _compile(self, graph: Graph, donate: Optional[dict], symbolic: bool, blas_nearby: bool):
         if symbolic:
             _check_types(graph)
             return compile_symbolic(graph)
@@ -156,13 +161,14 @@ class CpuBackend:
         # the kernels link against; a process that traces the same graph again reads the
         # source back instead of fusing and generating it anew (W3's gradient: ~0.1 s).
         try:
-            key = generated_key(self.name, fingerprint(graph), f"{sorted((donate or {}).items())}|{blas_kind()}")
+            key = generated_key(self.name, fingerprint(graph),
+                                f"{sorted((donate or {}).items())}|{blas_kind()}|{blas_nearby}")
         except TypeError:  # a param the fingerprint cannot spell exactly: no caching
             key = None
         record = _valid(load_generated(key), graph) if key else None
         fused = None
         if record is None:
-            fused = fuse(graph, read_reshapes=True, read_strided=True, fill_bases=True)
+            fused = _fuse(graph, blas_nearby)
             donated = donations(fused, donate) if donate else {}
             source, donated, kernels, links = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
@@ -189,8 +195,9 @@ class CpuBackend:
             compile_kernels(list(new), lambda k: address(by_source[k[0]].kernel, k[1], k[2]),
                             lambda: _compile_now(mod.kernel, graph))
         exact = functools.cache(lambda: linked("kernel_exact")) if hasattr(mod, "kernel_exact") else None
-        exe = CpuExecutable(graph, fused, "\n\n".join([record["source"]] + record["kernels"]), *linked("kernel"),
-                            exact, tuple(record["written"]))
+        exe = CpuExecutable(graph, _FusedOnce(graph, fused, blas_nearby),
+                            "\n\n".join([record["source"]] + record["kernels"]), *linked("kernel"), exact,
+                            tuple(record["written"]))
         exe.kernels = tuple(record["kernels"])
         return exe
 

@@ -248,9 +248,11 @@ class CudaBackend:
     """Numba-CUDA code generation (see the module docstring)."""
     name = "cuda"
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False) -> CudaExecutable:
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False,
+                blas_nearby: bool = False) -> CudaExecutable:
         """``graph`` as a CudaExecutable; ``donate`` as in backend.py; ``symbolic``: loop
-        kernels with runtime extents (shared by graphs that differ only in sizes)."""
+        kernels with runtime extents (shared by graphs that differ only in sizes);
+        ``blas_nearby`` concerns host threads only (see passes.fusion.fuse)."""
         try:
             available = numba_cuda().is_available()
         except ImportError as exc:

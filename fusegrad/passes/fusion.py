@@ -631,15 +631,17 @@ def _without_stop_gradients(graph: Graph) -> Graph:
 
 
 def fuse(graph: Graph, read_reshapes: bool = False, read_strided: bool = False,
-         fill_bases: bool = False) -> Fused:
+         fill_bases: bool = False, blas_nearby: bool = False) -> Fused:
     """Partition ``graph`` into loop groups, library calls and aliases (in execution order).
     With ``read_reshapes`` a library call's operand that reshapes stored memory stays that
     alias (the backend reads its base's buffer, see ``reshaped_base``) instead of a copy;
     with ``read_strided`` a matmul reads strided views of stored values in place (see
     ``_Fuser._strided_operands``); with ``fill_bases`` an index_put or scatter_add into a
-    constant fill takes the value as its base operand (``_filled_bases``)."""
+    constant fill takes the value as its base operand (``_filled_bases``). Loop groups up to
+    BLAS_SERIAL_MAX run on one thread when the graph calls BLAS or ``blas_nearby`` says that
+    BLAS runs between its calls."""
     fused = _Fuser(_without_stop_gradients(graph), read_reshapes, read_strided, fill_bases).run()
-    if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
+    if blas_nearby or any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups):
         for g in fused.groups:
             if isinstance(g, LoopGroup) and g.size <= BLAS_SERIAL_MAX:
                 g.serial = True

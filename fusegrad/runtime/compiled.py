@@ -499,7 +499,8 @@ class _Segmented:
 
     def __init__(self, reason: str, first: Optional[Speculative] = None):
         self.reason = reason
-        self.eager = False  # set when code raised GraphBreak before any break ran on
+        self.eager = False  # set when code raised GraphBreak before any break ran on, or when small
+        self.small: Optional[bool] = None  # whether its segments are too small to pay (runtime.segments)
         # the compiled trace that ran the Python of the call that made this decision: that
         # call runs it (running the Python again would repeat its side effects)
         self.first = first
@@ -614,6 +615,7 @@ class CompiledFunction:
         self._warmed: set = set()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
+        self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
         self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
         self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
@@ -930,12 +932,13 @@ def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symboli
 
 
 def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name: str,
-            symbolic: bool = False, donate: Optional[dict] = None) -> _Plan:
+            symbolic: bool = False, donate: Optional[dict] = None, blas_nearby: bool = False) -> _Plan:
     """Optimize and compile a traced graph whose inputs require grad as ``input_rg`` says;
     ``symbolic``: with the backend's shape-symbolic kernels, which graphs of other sizes
     share (dynamic shapes). ``donate`` (output position -> input position) names outputs
     the backend may compute into an input's array, for a graph without a backward; by
-    default those of ``traced.writebacks``."""
+    default those of ``traced.writebacks``. ``blas_nearby``: BLAS runs between the
+    plan's calls (see passes.fusion.fuse)."""
     dump = Dumper(name)
     g = traced.graph
     dump("traced", g)
@@ -949,7 +952,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     def build(graph: Graph, donate: Optional[dict] = None):
         if symbolic and not _symbolic_runs(graph):
             raise Unsupported("the shape-symbolic kernels do not run GEMM epilogues (X + c * A @ B) yet")
-        return backend.compile(graph, donate, symbolic=symbolic)
+        return backend.compile(graph, donate, symbolic=symbolic, blas_nearby=blas_nearby)
     rg = list(input_rg) + [h._rg for _, h in opt.consts]
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     plan.reaches = _reaching(opt, plan.wrt, traced.diff_outputs)

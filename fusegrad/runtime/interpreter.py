@@ -121,5 +121,6 @@ class EagerBackend:
     """Backend ``"eager"``: runs the optimized IR op by op (for debugging and reference)."""
     name = "eager"
 
-    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False) -> EagerExecutable:
+    def compile(self, graph: Graph, donate: Optional[dict] = None, symbolic: bool = False,
+                blas_nearby: bool = False) -> EagerExecutable:
         return EagerExecutable(graph)  # a reference: never writes its arguments; any size is symbolic

@@ -21,6 +21,7 @@ import numpy as np
 from ..codegen.backend import Unsupported
 from ..func.pytree import flatten
 from ..ir.fingerprint import fingerprint
+from ..ir import prims as P
 from ..ir.graph import Var
 from ..tracer.capture import CaptureTrace
 from ..tracer.live import CallTimeConst, LiveNumber
@@ -35,6 +36,12 @@ SEGMENT_LIMIT = 32  # compiled segments per compiled function; further ones run 
 #: compiled segments that differ only in float literals (a number from ``.item()`` used in
 #: arithmetic: a new value at every call); further ones run op by op instead of compiling
 LITERAL_VARIANTS = 2
+#: Recording every call's operations costs several times eager dispatch per operation, plus
+#: a lookup per segment; fused loops win that back only on large operands. A signature whose
+#: first call's segments average fewer elements per operation than this (BLAS calls, the same
+#: either way, not counted) runs eagerly from then on; that call runs op by op. 0: always
+#: segments (the tests' setting, so small examples exercise them).
+SEGMENT_MIN_WORK = 1 << 16
 
 
 class SegmentTrace(CaptureTrace):
@@ -45,9 +52,12 @@ class SegmentTrace(CaptureTrace):
     follows_requires_grad = True
     records_compiled_backward = True
 
-    def __init__(self, owner):
+    def __init__(self, owner, probe: bool = False):
         super().__init__()
         self.owner = owner  # the CompiledFunction: segment cache, stats, backend
+        # a probing call runs its segments op by op, counting their operations and the
+        # elements those make (see SEGMENT_MIN_WORK)
+        self.probe, self.ops, self.work = probe, 0, 0
         self.unlowered_breaks = owner.backend_name == "cpu"
         self.resumed = False  # whether a break ran on (then the call cannot start over)
         self._reset()
@@ -139,7 +149,6 @@ class SegmentTrace(CaptureTrace):
             n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
 
     def _run(self, outs: list, n_live: int, updated: list) -> None:
-        from .compiled import _call_plan, _same_array, _Traced, plan_of
         g = self.graph
         g.outputs = [t._data for t in outs]
         diff, spent = [], []
@@ -154,6 +163,19 @@ class SegmentTrace(CaptureTrace):
         # an in-place update of a segment input may be computed straight into its array
         pos = {id(t): k for k, t in enumerate(operands)}
         donate = {n_live + j: pos[id(u[0])] for j, u in enumerate(updated) if id(u[0]) in pos}
+        if self.probe:
+            self.ops += len(g.eqns)
+            self.work += sum(e.out.size for e in g.eqns if e.prim is not P.matmul)
+            values = _op_by_op(g, operands)
+        else:
+            values = self._compiled(outs, operands, diff, spent, donate)
+        self._give(values, outs, n_live, updated)
+
+    def _compiled(self, outs: list, operands: list, diff: list, spent: list, donate: dict) -> list:
+        """The segment's values, from its compiled plan (compiled on first use, cached by its
+        IR) or op by op where it cannot compile."""
+        from .compiled import _call_plan, _Traced, plan_of
+        g = self.graph
         try:
             key = (fingerprint(g), tuple(o._rg for o in operands), tuple(diff),
                    tuple(_const_key(h) for _, h in g.consts), tuple(donate.items()))
@@ -177,8 +199,11 @@ class SegmentTrace(CaptureTrace):
             traced = _Traced(g, flatten(list(outs))[1], [("t", i) for i in range(len(outs))], diff, [],
                              [(i, type(outs[i]._grad_fn).__name__) for i in spent])
             try:
+                # segments alternate with eager code and with each other: once one of them
+                # calls BLAS, the others keep to one thread beside it (see passes.fusion)
+                owner._segments_blas = owner._segments_blas or any(e.prim is P.matmul for e in g.eqns)
                 plan = plan_of(traced, [o._rg for o in operands], owner.backend_name, owner.remat,
-                               f"{owner.__name__}:segment", donate=donate)
+                               f"{owner.__name__}:segment", donate=donate, blas_nearby=owner._segments_blas)
             except Unsupported as e:
                 owner._note(f"a segment of {owner.__name__} runs op by op: {e.reason}")
                 plan = None
@@ -186,10 +211,12 @@ class SegmentTrace(CaptureTrace):
                 owner._segments[key] = plan
                 with owner._lock:
                     owner._stats["segments"] += 1
-        if plan is None:
-            values = _op_by_op(g, operands)
-        else:
-            values = _call_plan(plan, operands)
+        return _op_by_op(g, operands) if plan is None else _call_plan(plan, operands)
+
+    def _give(self, values: list, outs: list, n_live: int, updated: list) -> None:
+        """The segment's tensors take its results: values, autograd nodes, in-place updates."""
+        from .compiled import _same_array
+        g = self.graph
         for t, v in zip(outs[:n_live], values):
             t._data = v._data
             if t._grad_fn is not None or not t._rg:  # (a leaf made here keeps requiring grad)
@@ -262,7 +289,8 @@ def run_segmented(owner, args: tuple, kwargs: dict, entry):
     """One call of ``owner.fn`` run as compiled segments around its graph breaks. Code that
     raises GraphBreak itself (a collective, DDP) before any break ran on makes the call, and
     the signature's later calls (``entry.eager``), run eagerly."""
-    tr = SegmentTrace(owner)
+    probe = entry.small is None and SEGMENT_MIN_WORK > 0
+    tr = SegmentTrace(owner, probe)
     try:
         with tr:
             try:
@@ -277,4 +305,10 @@ def run_segmented(owner, args: tuple, kwargs: dict, entry):
         owner._note_break(e.reason)
         entry.eager = True
         return owner._run_eagerly(args, kwargs)
+    if probe:
+        entry.small = entry.eager = tr.work < SEGMENT_MIN_WORK * max(tr.ops, 1)
+        if entry.small:
+            owner._note(f"{owner.__name__} runs eagerly: its segments average {tr.work // max(tr.ops, 1)} "
+                        f"elements per operation, too few to pay for recording each call "
+                        f"(segments.SEGMENT_MIN_WORK = {SEGMENT_MIN_WORK})")
     return out
