@@ -14,6 +14,7 @@ import os
 import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by libgomp when torch or Numba loads it
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")  # as importing fusegrad sets it (runtime/thread_waits.py)
 
 _SLOW_BLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 

@@ -3,7 +3,10 @@
 ``import fusegrad as torch`` runs autograd code written for PyTorch."""
 from __future__ import annotations
 
-from .codegen import cpu_target as _cpu_target
+from .runtime import thread_waits as _thread_waits
+
+_thread_waits.wait_passively()  # before NumPy and Numba load their thread pools (runtime/thread_waits.py)
+from .codegen import cpu_target as _cpu_target  # noqa: E402
 
 _cpu_target.prefer_full_width_vectors()  # before anything imports Numba (codegen/cpu_target.py)
 from .ir import dtypes as _D
