@@ -887,7 +887,7 @@ def _infer_shape(shape, numel: int) -> tuple:
 @op
 def reshape(x, *shape):
     x = as_t(x)
-    shape = _infer_shape(_size_args(shape), x.numel())
+    shape = _infer_shape(_size_args(shape), math.prod(x._data.shape))
     return named(P.reshape(x, shape=shape), "ViewBackward0")
 
 
@@ -897,8 +897,8 @@ def view(x, *shape):
         d = D.to_dtype(shape[0])
         return wrap((x._data if _on_cuda(x) else x._concrete("view(dtype)")).view(d.np))
     d = x._data
-    if type(d) is np.ndarray:
-        target = _infer_shape(_size_args(shape), d.size)
+    target = _infer_shape(_size_args(shape), math.prod(d.shape))
+    if type(d) is np.ndarray and not d.flags.c_contiguous:
         probe = d.view()
         try:  # NumPy refuses an in-place shape change exactly when a view is impossible
             probe.shape = target
@@ -906,7 +906,7 @@ def view(x, *shape):
             raise RuntimeError(f"view size is not compatible with input tensor's size and stride (shape "
                                f"{list(d.shape)} to {list(target)}: at least one dimension spans across "
                                f"two contiguous subspaces). Use .reshape(...) instead.") from None
-    return reshape(x, *shape)
+    return named(P.reshape(x, shape=target), "ViewBackward0")
 
 
 @op(function=False)
