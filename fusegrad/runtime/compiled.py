@@ -12,6 +12,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from ..passes.fusion import Fused, fuse
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_references
+from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
 from ..tracer.guards import flatten_call, signature
 from ..tracer.live import CallTimeConst
 from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
@@ -90,14 +92,16 @@ class _Traced(Captured):
         self.speculation: Optional[tuple] = None
 
 
-def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_name: str = "eager") -> _Traced:
+def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_name: str = "eager",
+           floats: Optional[_Floats] = None) -> _Traced:
     """Trace ``fn`` on ``leaves``; ``speculating``: ``item()`` and ``bool()`` of traced values
     are computed and guarded (tracer.speculate) rather than graph breaks; for the cpu backend
-    a primitive it cannot lower is a graph break."""
+    a primitive it cannot lower is a graph break. ``floats``: the leaves that are float
+    arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
         tr.attribute_stores = {}
-        args, kwargs = unflatten(spec, tleaves)
+        args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         if speculating:
             speculate.start(tr, leaves)
@@ -493,6 +497,50 @@ class _Eager:
         self.reason = reason
 
 
+_STATIC = "static"  # a float-free signature whose floats compile per value (CompiledFunction._dynamic_floats)
+
+
+class _FloatPlan:
+    """A plan whose float arguments (at leaf ``positions``) are 0-d float64 inputs."""
+    __slots__ = ("plan", "positions")
+
+    def __init__(self, plan: "_Plan", positions: tuple):
+        self.plan, self.positions = plan, positions
+
+
+class _Floats:
+    """The float arguments of a trace that reads them at each call (tracer.dynamic_float):
+    0-d float64 tensors among the leaves, DynamicFloats for the traced function."""
+
+    def __init__(self, positions: tuple, leaves: list, box: ArgBox):
+        self.positions = positions
+        self.proxies = {i: DynamicFloat(leaves[i], box, i) for i in positions}
+
+    @staticmethod
+    def as_tensors(positions: tuple, leaves: list) -> list:
+        out = list(leaves)
+        for i in positions:
+            out[i] = wrap(np.asarray(leaves[i], np.float64))
+        return out
+
+    def tensors(self, leaves: list) -> list:
+        return self.as_tensors(self.positions, leaves)
+
+    def traced(self, tleaves: list) -> list:
+        """The traced leaves with each float's traced tensor handed to its DynamicFloat."""
+        out = list(tleaves)
+        for i, proxy in self.proxies.items():
+            proxy.tensor = tleaves[i]
+            out[i] = proxy
+        return out
+
+    def kept(self) -> bool:
+        """Whether the traced code kept a DynamicFloat after returning (in its result, a list,
+        an attribute): it would stand for that call's value. (References: the dict, the loop
+        and getrefcount's argument.)"""
+        return any(sys.getrefcount(p) > 3 for p in self.proxies.values())
+
+
 class _Segmented:
     """A cached decision to run a signature as compiled segments around its graph breaks
     (runtime.segments); ``reason`` is the first break."""
@@ -616,6 +664,8 @@ class CompiledFunction:
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
         self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
+        self._float_plans: dict = {}  # float-free signature -> [_FloatPlan] or _STATIC (see _dynamic_floats)
+        self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
         self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
         self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
@@ -676,6 +726,8 @@ class CompiledFunction:
                 with self._lock:
                     self._stats["fallbacks"] += 1
             return self.fn(*args, **kwargs)
+        if type(entry) is _FloatPlan:
+            leaves, entry = _Floats.as_tensors(entry.positions, leaves), entry.plan
         if entry.written_args and _aliased(entry.written_args, leaves):
             with self._lock:
                 self._stats["fallbacks"] += 1
@@ -744,6 +796,11 @@ class CompiledFunction:
             if entry is not None:
                 self._stats["hits"] += 1
                 return entry
+            floats = self._float_family(key)
+            if floats is not None:
+                entry = self._dynamic_floats(floats, leaves, spec)
+                if entry is not None:
+                    return entry
             self._stats["misses"] += 1
             family = self._family(key, leaves)
             seen = self._families.get(family)
@@ -775,6 +832,53 @@ class CompiledFunction:
             if family is not None and self._families.get(family) is not True:
                 self._families.setdefault(family, set()).add(key)  # another size of it goes symbolic
             return entry
+
+    def _float_family(self, key) -> Any:
+        """The signature with the values of its float arguments left out, when it has some
+        and this function may read them at each call (tracer.dynamic_float), else None."""
+        if self.dynamic is False:
+            return None
+        spec_key, parts, *rest = key
+        if not any(p[0] == "V" and p[1] == "float" for p in parts):
+            return None
+        return (spec_key, tuple(("V", "float") if p[0] == "V" and p[1] == "float" else p for p in parts), *rest)
+
+    def _dynamic_floats(self, family, leaves: list, spec) -> Optional["_FloatPlan"]:
+        """The plan of ``family`` that reads its float arguments at each call. None while
+        only one set of values was seen (compiled as constants, as torch.compile first
+        does) and where the traced code needs a number itself: then each value compiles."""
+        state = self._float_plans.get(family)
+        if state is None:
+            self._float_plans[family] = []
+            return None
+        if state is _STATIC:
+            return None
+        positions = tuple(i for i, x in enumerate(leaves) if type(x) is float)
+        self._float_box.values = {i: leaves[i] for i in positions}
+        for entry in state:
+            if entry.plan.traced.holds():
+                self._stats["hits"] += 1
+                return entry
+        if len(state) >= RECOMPILE_LIMIT:
+            return None
+        self._stats["misses"] += 1
+        self._stats["recompiles"] += 1
+        log("recompiles", f"{self.__name__}: float arguments changed; compiling them as values read at each call")
+        floats = _Floats(positions, leaves, self._float_box)
+        try:
+            plan = self._build(floats.tensors(leaves), spec, floats=floats)
+        except FloatUsed as e:
+            plan = e
+        if type(plan) is not _Plan:
+            self._float_plans[family] = _STATIC
+            why = plan if isinstance(plan, FloatUsed) else "its graph is not compiled whole"
+            note = f"{self.__name__}: a float argument is used as a number ({why}): each value compiles"
+            if note not in self._stats["notes"]:
+                self._stats["notes"].append(note)
+            return None
+        entry = _FloatPlan(plan, positions)
+        state.insert(0, entry)
+        return entry
 
     def _family(self, key, leaves) -> Any:
         """The size-free signature (each tensor dimension's size as 0, 1 or "more", except
@@ -820,14 +924,14 @@ class CompiledFunction:
                 self._stats["notes"].append(note)
                 log("recompiles", note)
 
-    def _build(self, leaves, spec, symbolic: bool = False, counted: bool = True):
+    def _build(self, leaves, spec, symbolic: bool = False, counted: bool = True, floats: Optional[_Floats] = None):
         """Trace and compile; a graph break gives a cached decision to run in segments
         around the breaks, a backend's refusal one to run eagerly; any other exception
         propagates with nothing cached."""
         try:
             with _collector_paused():
                 plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic,
-                                not self.fullgraph)
+                                not self.fullgraph, floats)
         except (GraphBreak, Unsupported) as e:
             if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
                 return self._build(leaves, spec, False, counted)
@@ -919,9 +1023,11 @@ def _symbolic_runs(graph: Graph) -> bool:
 
 
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False,
-             speculating: bool = False) -> Any:
+             speculating: bool = False, floats: Optional[_Floats] = None) -> Any:
     """The plan of one signature (a Speculative one when the trace read traced values)."""
-    traced = _trace(fn, leaves, spec, speculating, backend_name)
+    traced = _trace(fn, leaves, spec, speculating, backend_name, floats)
+    if floats is not None and (floats.kept() or traced.speculation is not None):
+        raise FloatUsed("kept after the call" if floats.kept() else "beside a guarded read of a tensor's value")
     rg = [x._rg for x in leaves if isinstance(x, Tensor)]
     if traced.speculation is not None:
         if traced.speculation[2]:  # run for this call only: op by op, nothing compiled

@@ -17,6 +17,7 @@ from ..ir.graph import Var
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
+from ..tracer.dynamic_float import DynamicFloat, FloatUsed
 from ..tracer.speculate import Speculated
 from . import devices
 from .autocast_state import float32_policy, lower_precision
@@ -39,6 +40,8 @@ def as_t(x, dtype=None) -> Tensor:
     """``x`` as a Tensor (scalars and array-likes are converted)."""
     if isinstance(x, Tensor):
         return x
+    if type(x) is DynamicFloat:  # (tensor ops with a Python float operand take it in _promote2)
+        raise FloatUsed("made into a tensor")
     from .factory import tensor
     return tensor(x, dtype=dtype)
 
@@ -117,6 +120,9 @@ def _promote2(a, b):
         return a, b  # a weak Python scalar keeps the tensor's dtype
     if ts is Speculated:
         s = s.number("an operand of a tensor op")
+        return _promote2(t, s) if t_first else _promote2(s, t)
+    if ts is DynamicFloat:
+        s = s.operand(t)
         return _promote2(t, s) if t_first else _promote2(s, t)
     if isinstance(s, _SCALARS):
         s = _scalar(s)
@@ -301,10 +307,11 @@ def _integral(x) -> bool:
 def _div(a, b, rounding_mode):
     if rounding_mode is not None and _integral(a) and _integral(b):
         return _int_div(a, b, rounding_mode)
-    a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
+    if type(a) is not DynamicFloat:  # (a Python float read at each call: _promote2 takes it)
+        a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
     if isinstance(b, Tensor):
         b = _float(b)
-    elif not isinstance(b, _SCALARS):
+    elif not isinstance(b, _SCALARS) and type(b) is not DynamicFloat:
         b = _float(as_t(b))
     if isinstance(a, _SCALARS):
         a = full_as(b, a)
@@ -1649,6 +1656,8 @@ def getitem(x: Tensor, key):
 
 
 def setitem(x: Tensor, key, value) -> None:
+    if type(value) is DynamicFloat:  # a float argument read at each call: a 0-d tensor of x's dtype
+        value = value.operand(x)
     if isinstance(key, Tensor) and key._data.dtype.kind == "b" and 0 < key._data.ndim <= x._data.ndim \
             and tuple(key.shape) == tuple(x.shape[:key._data.ndim]) and (
             not isinstance(value, Tensor) or value._data.ndim == 0):

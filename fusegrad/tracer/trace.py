@@ -218,6 +218,9 @@ class Trace:
         if type(x) is Speculated:
             x._used("an operand of a tensor op")
             return x.value
+        from .dynamic_float import DynamicFloat, FloatUsed
+        if type(x) is DynamicFloat:
+            raise FloatUsed("a primitive's operand")
         raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
 
     def _lift_broadcast(self, x, d):

@@ -1,0 +1,96 @@
+"""Float arguments that change between calls are read at each call (tracer.dynamic_float):
+one compile for the first values, one for every later value, with PyTorch's results,
+dtypes and gradients; a comparison guards the graph, any other use compiles each value."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import fusegrad
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+XA = np.linspace(0.1, 1.0, 8)
+
+
+def test_float_arguments_compile_twice_and_match_torch():
+    def f(x, s):
+        return (x * s).sin().sum() + (s * x).mean() + (x - s).exp().sum() / 3 + (x / s).sum()
+
+    cf = fusegrad.compile(f)
+    x = fusegrad.tensor(XA.astype(np.float32))
+    for i in range(10):
+        s = 0.1 * i + 0.05
+        got = cf(x, s)
+        assert got.dtype == fusegrad.float32
+        np.testing.assert_allclose(got.item(), f(torch.tensor(XA.astype(np.float32)), s).item(), rtol=2e-6)
+    info = cf.cache_info()
+    assert info["compiles"] == 2 and info["hits"] == 8, info
+
+
+def test_weak_promotion_and_gradients_read_each_calls_value():
+    """An integer tensor times a float is of the default dtype; a gradient computed after
+    later calls uses its own call's value (the float is a saved input, not a shared holder)."""
+    m = fusegrad.compile(lambda x, s: x * s)
+    for s in (0.5, 1.5, 2.5):
+        got = m(fusegrad.tensor([1, 2, 3]), s)
+        assert got.dtype == fusegrad.float32
+        np.testing.assert_allclose(got.numpy(), torch.tensor([1, 2, 3]) * s)
+    k = fusegrad.compile(lambda x, s: (x * s).sin())
+    x = fusegrad.tensor(XA, requires_grad=True)
+    tx = torch.tensor(XA, requires_grad=True)
+    scales = (0.5, 1.5, 2.5, 3.5)
+    sum(k(x, s).sum() for s in scales).backward()
+    sum((tx * s).sin().sum() for s in scales).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-13)
+    assert k.cache_info()["compiles"] == 2
+
+
+def test_a_comparison_guards_and_other_uses_compile_each_value():
+    def g(x, s):
+        return x * s if s > 0.5 else x - s
+
+    cg = fusegrad.compile(g)
+    x = fusegrad.tensor(XA)
+    for s in (0.1, 0.2, 0.7, 0.9, 0.3, 0.8, 0.4):
+        np.testing.assert_allclose(cg(x, s).numpy(), g(torch.tensor(XA), s).numpy(), rtol=1e-15)
+    assert cg.cache_info()["compiles"] == 3  # the first value, then one graph per outcome
+    h = fusegrad.compile(lambda x, s: x * math.sqrt(s))
+    for s in (0.1, 0.2, 0.7):
+        np.testing.assert_allclose(h(x, s).numpy(), XA * math.sqrt(s), rtol=1e-15)
+    info = h.cache_info()
+    assert info["compiles"] == 3 and any("used as a number" in n for n in info["notes"]), info
+    kept = []
+    keep = fusegrad.compile(lambda x, s: (kept.append(s), x * s)[1])
+    for s in (0.1, 0.2, 0.7):
+        np.testing.assert_allclose(keep(x, s).numpy(), XA * s, rtol=1e-15)
+    assert keep.cache_info()["compiles"] == 3
+    static = fusegrad.compile(lambda x, s: x * s, dynamic=False)
+    for s in (0.1, 0.2, 0.7):
+        np.testing.assert_allclose(static(x, s).numpy(), XA * s, rtol=1e-15)
+    assert static.cache_info()["compiles"] == 3
+
+
+def test_a_training_step_taking_its_learning_rate():
+    def make(T, seed):
+        g = np.random.default_rng(seed)
+        w = T.tensor(g.standard_normal((4, 3)), requires_grad=True)
+        return w, T.tensor(g.standard_normal((16, 4))), T.tensor(g.standard_normal((16, 3)))
+
+    def step(w, x, y, lr):
+        loss = ((x @ w - y) ** 2).mean()
+        loss.backward()
+        with w.__class__.__module__.startswith("torch") and torch.no_grad() or fusegrad.no_grad():
+            w -= lr * w.grad
+        w.grad = None
+        return loss
+
+    cstep = fusegrad.compile(step)
+    (w, x, y), (tw, tx, ty) = make(fusegrad, 0), make(torch, 0)
+    for i in range(6):
+        lr = 0.1 / (i + 1)
+        np.testing.assert_allclose(cstep(w, x, y, lr).item(), step(tw, tx, ty, lr).item(), rtol=1e-13)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-13)
+    assert cstep.cache_info()["compiles"] <= 3, cstep.cache_info()
