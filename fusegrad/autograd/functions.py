@@ -21,7 +21,9 @@ def _seq(x) -> list:
     return list(x)
 
 
-def _make_grads(outputs: list, grads: list, create_graph: bool) -> list:
+def _make_grads(outputs: list, grads: list, create_graph: bool, batched: bool = False) -> list:
+    """One gradient per output (implicit ones for scalars); with ``batched`` each given
+    gradient has a leading batch dimension before the output's shape."""
     out = []
     for i, t in enumerate(outputs):
         g = grads[i] if i < len(grads) else None
@@ -34,7 +36,14 @@ def _make_grads(outputs: list, grads: list, create_graph: bool) -> list:
             g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(move(np.ones(d.shape, dtype=d.dtype), t.device))
         elif not isinstance(g, Tensor):
             g = wrap(move(np.full(t._data.shape, g, dtype=t._data.dtype), t.device))
-        elif tuple(g.shape) != tuple(t.shape):
+        elif batched and (g.ndim == 0 or tuple(g.shape[1:]) != tuple(t.shape)):
+            raise RuntimeError(f"If `is_grads_batched=True`, we interpret the first dimension of each grad_output "
+                               f"as the batch dimension. The sizes of the remaining dimensions are expected to "
+                               f"match the shape of corresponding output, but a mismatch was detected: "
+                               f"grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] has a shape of "
+                               f"{list(t.shape)}. If you only want some tensors in `grad_output` to be considered "
+                               f"batched, consider using vmap.")
+        elif not batched and tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] "
                                f"has a shape of {list(t.shape)}.")
         out.append(g)
@@ -77,7 +86,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     outs = _seq(outputs)
     ins = _seq(inputs)
     go = _seq(grad_outputs) if not isinstance(grad_outputs, Tensor) else [grad_outputs]
-    grads = _make_grads(outs, go, create_graph)
+    grads = _make_grads(outs, go, create_graph, is_grads_batched)
     if retain_graph is None:
         retain_graph = create_graph
     if allow_unused is None:
@@ -87,9 +96,29 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
         with outside:
             return grad(outputs, inputs, grad_outputs, retain_graph, create_graph, only_inputs, allow_unused,
                         is_grads_batched, materialize_grads)
-    res = run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=False,
-                       allow_unused=allow_unused)
+    if is_grads_batched:
+        res = _batched_grads(outs, ins, grads, create_graph, allow_unused)
+    else:
+        res = run_backward(outs, grads, retain_graph, create_graph, inputs=ins, accumulate=False,
+                           allow_unused=allow_unused)
     if materialize_grads:
         from ..runtime.factory import zeros_like
         res = [r if r is not None else zeros_like(i) for r, i in zip(res, ins)]
     return tuple(res)
+
+
+def _batched_grads(outs: list, ins: list, grads: list, create_graph: bool, allow_unused: bool) -> list:
+    """``grad`` with ``is_grads_batched``: the backward mapped by vmap over the leading
+    dimension of the gradients (as PyTorch does). The graph is always retained: vmap runs
+    the backward once to trace it, or once per row where it cannot be traced."""
+    from ..func.vmap import vmap
+    from ..runtime.factory import zeros_like
+    unused: list = []  # which inputs got no gradient (the same for every row)
+
+    def one(*gs):
+        res = run_backward(outs, list(gs), True, create_graph, inputs=ins, accumulate=False,
+                           allow_unused=allow_unused)
+        unused[:] = [r is None for r in res]
+        return tuple(zeros_like(i) if r is None else r for r, i in zip(res, ins))
+    res = vmap(one)(*grads)
+    return [None if u else r for r, u in zip(res, unused)]

@@ -11,11 +11,13 @@ and compiled by the cpu backend from the third (fusegrad.func.fused)."""
 from __future__ import annotations
 
 from . import eager
+from .functionalize import functionalize
+from .linearize import linearize
 from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 from .vmap import vmap
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
-           "stack_module_state"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
+           "functionalize", "functional_call", "stack_module_state"]
 
 
 def stack_module_state(models):

@@ -480,14 +480,17 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
 
 
 def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
-           chunk_size=None) -> Callable:
+           chunk_size=None, _preallocate_and_copy: bool = False) -> Callable:
     """The Jacobian by reverse mode: the VJP graph evaluated once with its cotangent
-    batched over the rows of an identity. ``chunk_size`` is accepted for compatibility."""
+    batched over the rows of an identity. ``chunk_size`` and ``_preallocate_and_copy`` are
+    accepted for compatibility (all rows run at once)."""
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     return _closed(_jac_call(func, argnums, has_aux, "jacrev", "same"), func,
                    ("jacrev", _argnums_tuple(argnums), has_aux))
 
 
-def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
+def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False, *,
            randomness: str = "error") -> Callable:
     """The Jacobian by forward mode: the JVP graph evaluated once with its tangent batched
     over the rows of an identity."""

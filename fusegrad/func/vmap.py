@@ -87,11 +87,12 @@ def _evaluate(graph, inputs: list, randomness: str) -> list:
     batching rules; returns (tensor, bdim) per graph output."""
     from .transforms import _const_values
     env: dict[int, tuple] = {v.id: tb for v, tb in zip(graph.inputs, inputs)}
+    size = next((int(t._data.shape[d]) for t, d in inputs if d is not None), None)
     for (v, _), c in zip(graph.consts, _const_values(graph)):
         env[v.id] = (c, None)
     for e in graph.eqns:
         vals = [env[a.id] if isinstance(a, Var) else (a, None) for a in e.inputs]
-        env[e.out.id] = batch_eqn(e.prim, [v for v, _ in vals], [d for _, d in vals], e.params, randomness)
+        env[e.out.id] = batch_eqn(e.prim, [v for v, _ in vals], [d for _, d in vals], e.params, randomness, size)
     return [env[o.id] for o in graph.outputs]
 
 
@@ -106,6 +107,17 @@ def _place(t: Tensor, bdim: Optional[int], size: int, out_dim: Optional[int]) ->
         shape = t._data.shape
         t, bdim = P.broadcast_to(P.reshape(t, shape=(1,) + shape), shape=(size,) + shape), 0
     return move_bdim(t, bdim, out_dim)
+
+
+def _write_back(x: Tensor, in_dim: Optional[int], t: Tensor, bdim: Optional[int], size: int) -> None:
+    """The in-place update of argument ``x`` that the mapped function made (new value ``t``
+    batched at ``bdim``)."""
+    if in_dim is None and bdim is not None:
+        raise RuntimeError("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a "
+                           "Tensor `other` in extra_args that has more elements than `self`. This happened due to "
+                           "`other` being vmapped over but `self` not being vmapped over in a vmap. Please try to "
+                           "use out-of-place operators instead of inplace arithmetic.")
+    x.copy_(t if in_dim is None else _place(t, bdim, size, in_dim))
 
 
 def _flat_out_dims(out_dims, ospec, n: int) -> list:
@@ -138,12 +150,16 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
 
     ``in_dims``: int, None or a tuple (one entry per positional argument, nested to match
     pytrees); ``out_dims`` likewise per output. ``randomness``: "error" raises on random
-    ops, "same" draws one sample shared by the batch ("different" is not supported yet). ``chunk_size`` is accepted for
-    compatibility; the whole batch runs at once. Outside any trace the batched computation is
-    one closed graph per signature, compiled once warm (fusegrad.func.fused)."""
+    ops, "same" draws one sample shared by the batch, "different" independent samples per
+    example. ``chunk_size`` is accepted for compatibility; the whole batch runs at once.
+    Arguments that ``func`` updates in place are updated in place. Outside any trace the
+    batched computation is one closed graph per signature, compiled once warm
+    (fusegrad.func.fused)."""
     if randomness not in ("error", "same", "different"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. "
                            f"Got {randomness}")
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
     def impl(*args, **kwargs):
         leaves, spec = flatten(list(args))
@@ -151,13 +167,16 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         examples = [_example(x, d) for x, d in zip(leaves, dims)]
         try:
             with capture(func, examples) as (trace, targs):
+                before = [t._data if isinstance(t, Tensor) else None for t in targs]
                 out = func(*unflatten(spec, targs), **kwargs)
                 outs, ospec = flatten(out)
                 for o in outs:
                     if not isinstance(o, Tensor):
                         raise ValueError(f"vmap(f, ...): `f` must only return Tensors, got type {type(o)}. Did "
                                          f"you mean to set out_dims= to None for output?")
-                trace.graph.outputs = [trace.lift(o) for o in outs]
+                # arguments updated in place: their final values are extra outputs, copied back
+                updated = [i for i, (t, v) in enumerate(zip(targs, before)) if v is not None and t._data is not v]
+                trace.graph.outputs = [trace.lift(o) for o in outs] + [trace.lift(targs[i]) for i in updated]
                 if trace.mutated():
                     raise GraphBreak("vmap: the function updates a captured tensor in place")
         except GraphBreak:
@@ -167,6 +186,9 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         else:
             batched = [(x, d) for x, d in zip(leaves, dims) if isinstance(x, Tensor)]
             results = _evaluate(trace.graph, batched, randomness)
+            for i, (t, d) in zip(updated, results[len(outs):]):
+                _write_back(leaves[i], dims[i], t, d, size)
+            results = results[:len(outs)]
         ods = _flat_out_dims(out_dims, ospec, len(results))
         return unflatten(ospec, [_place(t, d, size, od) for (t, d), od in zip(results, ods)])
 
