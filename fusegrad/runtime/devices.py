@@ -2,7 +2,8 @@
 default device of the factories, and moving payloads between host and device.
 
 A CPU tensor's payload is a NumPy array; a CUDA tensor's is a device array
-(``fusegrad.cuda.driver``). Nothing here imports numba-cuda until a CUDA device is used."""
+(``fusegrad.cuda.driver``); a meta tensor's a ``meta.MetaArray`` (a shape and dtype, no
+data). Nothing here imports numba-cuda until a CUDA device is used."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..cuda import driver
+from .meta import NO_DATA, MetaArray
 
 _KNOWN = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, xla, lazy, vulkan, mps, "
           "meta, hpu, mtia, privateuseone")
@@ -73,6 +75,7 @@ class device:
 
 
 CPU = device("cpu")
+META = device("meta")
 
 #: the factories' default device (``set_default_device``) at the bottom, ``with device:`` blocks
 #: above it: the last is in force. Primitives with no tensor operand (fills in VJP rules) run
@@ -83,7 +86,8 @@ DEFAULT: list = [CPU]
 def resolve(dev: Any) -> device:
     """The concrete device ``dev`` (a string, int, ``device``; None: the default) names: a
     CUDA device gets its index (the current one when none is given). CUDA without a device
-    raises PyTorch's AssertionError; devices other than the CPU and CUDA are not supported."""
+    raises PyTorch's AssertionError; devices other than the CPU, CUDA and meta are not
+    supported."""
     if dev is None:
         d = DEFAULT[-1]
         return d if d.type == "cpu" else resolve(d)
@@ -92,7 +96,9 @@ def resolve(dev: Any) -> device:
         return CPU
     if d.type == "cuda":
         return device("cuda", driver.check_index(d.index))
-    raise RuntimeError(f"fusegrad runs on the CPU and CUDA devices only: device {str(d)!r} is not supported")
+    if d.type == "meta":
+        return META
+    raise RuntimeError(f"fusegrad runs on the CPU, CUDA and meta devices only: device {str(d)!r} is not supported")
 
 
 def set_default(dev: Any) -> None:
@@ -117,22 +123,33 @@ class creating_on:
 
 
 def write(dst: Any, src: Any) -> None:
-    """Write device array ``src`` (broadcast, cast) into device array ``dst`` in place."""
-    driver.write(dst, src)
+    """Write device array ``src`` (broadcast, cast) into device array ``dst`` in place (on
+    the meta device: nothing to write)."""
+    if type(dst) is not MetaArray:
+        driver.write(dst, src)
 
 
 def of(data: Any) -> device:
     """The device holding payload ``data``."""
-    if type(data) is np.ndarray or not driver.is_device_array(data):
+    if type(data) is np.ndarray:
+        return CPU
+    if type(data) is MetaArray:
+        return META
+    if not driver.is_device_array(data):
         return CPU
     return device("cuda", driver.array_device(data))
 
 
 def move(data: Any, dev: device) -> Any:
-    """``data`` (a NumPy or device array) on ``dev``: itself when already there, else a copy."""
+    """``data`` (a NumPy, device or meta array) on ``dev``: itself when already there, else
+    a copy (to the meta device: its shape and dtype; from there PyTorch's error)."""
     src = of(data)
     if src == dev:
         return data
+    if dev.type == "meta":
+        return MetaArray(data.shape, data.dtype)
+    if src.type == "meta":
+        raise NotImplementedError(NO_DATA)
     if dev.type == "cpu":
         return driver.to_host(data)
     host = data if src.type == "cpu" else driver.to_host(data)
@@ -140,22 +157,27 @@ def move(data: Any, dev: device) -> Any:
 
 
 def is_contiguous(data: Any) -> bool:
-    """Whether payload ``data`` (NumPy or device array) is C-contiguous."""
+    """Whether payload ``data`` (NumPy, device or meta array) is C-contiguous."""
     return data.flags.c_contiguous if type(data) is np.ndarray else data.is_c_contiguous()
 
 
 def copy(data: Any, keep_layout: bool = False) -> Any:
     """A new copy of payload ``data`` on its device: C-contiguous, or with ``keep_layout``
     a host array's dims in the order of its strides (PyTorch's ``preserve_format``)."""
+    if type(data) is MetaArray:
+        return MetaArray(data.shape, data.dtype, data.strides if keep_layout else None)
     if type(data) is np.ndarray or not driver.is_device_array(data):
         return np.array(data, copy=True, order="K" if keep_layout else "C")
     return driver.copy(data)
 
 
 def data_pointer(data: Any) -> int:
-    """The address of payload ``data``'s first element, host or device."""
+    """The address of payload ``data``'s first element, host or device (0 on the meta
+    device, as in PyTorch)."""
     if type(data) is np.ndarray:
         return data.__array_interface__["data"][0]
+    if type(data) is MetaArray:
+        return 0
     return driver.data_pointer(data)
 
 

@@ -2,7 +2,9 @@
 
 1. If an operand is traced (its payload is an IR Var), the innermost such trace records an
    equation; so does the innermost trace for a random op, or for any op inside compile's
-   trace (``capturing``); otherwise the eager NumPy impl runs.
+   trace (``capturing``); otherwise, for an operand on a CUDA device the CUDA runtime
+   runs it, for one on the meta device its shape rule does (``runtime.meta``), else the
+   eager NumPy impl runs.
 2. If grad mode is on and an operand requires grad, a grad_fn node records the op.
 Errors from the impl come back naming the op, the operands' shapes and the user's line."""
 from __future__ import annotations
@@ -18,8 +20,9 @@ from ..ir.graph import Var
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
-from . import device_views, devices, forward_state, saved_hooks
+from . import device_views, devices, forward_state, meta, saved_hooks
 from .grad_mode import STATE
+from .meta import STATE as _META
 from .nodes import node_class
 from .tensor import Tensor, wrap
 
@@ -61,7 +64,7 @@ def bind(prim, args, params):
             raise op_error(prim, args, e) from None
         if data is not None and data.trace.tracks:
             tracker = data.trace
-    if data is None and _CUDA.initialized:  # a CUDA tensor may be among the operands
+    if data is None and (_CUDA.initialized or _META.in_use):  # a CUDA or meta tensor may be an operand
         data = _on_device(prim, args, params)
     if data is None:
         try:  # unrolled for the common arities: this is the per-op hot path
@@ -107,10 +110,11 @@ def bind(prim, args, params):
 
 
 def _on_device(prim, args, params):
-    """``prim`` run by the CUDA runtime when an operand is a CUDA tensor (None when all are on
-    the host). A CPU tensor beside it is PyTorch's mixed-device error, except a 0-d one,
-    which PyTorch passes as a scalar. A primitive without tensor operands (a fill) runs on
-    the default device (``devices.creating_on``: a VJP rule's fills during a CUDA backward)."""
+    """``prim`` run by the CUDA runtime when an operand is a CUDA tensor, by its shape rule
+    when one is a meta tensor (None when all are on the host). A CPU tensor beside it is
+    PyTorch's mixed-device error, except a 0-d one, which PyTorch passes as a scalar. A
+    primitive without tensor operands (a fill) runs on the default device
+    (``devices.creating_on``: a VJP rule's fills during a CUDA or meta backward)."""
     dev = host = None
     tensors = False
     for a in args:
@@ -120,6 +124,8 @@ def _on_device(prim, args, params):
             if type(d) is np.ndarray:
                 if d.ndim:
                     host = a
+            elif type(d) is meta.MetaArray:
+                return _on_meta(prim, args, params)
             elif is_device_array(d):
                 ad = devices.of(d)
                 if dev is None:
@@ -130,6 +136,8 @@ def _on_device(prim, args, params):
         if tensors or devices.DEFAULT[-1].type == "cpu":
             return None
         dev = devices.DEFAULT[-1]
+        if dev.type == "meta":
+            return _on_meta(prim, args, params)
     if host is not None:
         raise devices.mixed_error(dev, devices.CPU)
     if prim.kind == "view":
@@ -145,6 +153,15 @@ def _on_device(prim, args, params):
     except (ValueError, IndexError, TypeError, RuntimeError, MemoryError, NotImplementedError) as e:
         raise op_error(prim, args, e) from None
     return out if prim.kind == "view" else track(out, dev.index)
+
+
+def _on_meta(prim, args, params) -> meta.MetaArray:
+    """``prim``'s meta result (see ``meta.evaluate``); a shape rule's complaint is reported
+    as an eager impl's."""
+    try:
+        return meta.evaluate(prim, args, params)
+    except (ValueError, IndexError, TypeError) as e:
+        raise op_error(prim, args, e) from None
 
 
 def _check_escaped(args) -> None:

@@ -1,4 +1,5 @@
-"""Tensor creation: from data, constant fills, ranges and the seeded random generator."""
+"""Tensor creation: from data, constant fills, ranges and the seeded random generator.
+Fills and random draws on the meta device allocate and draw nothing."""
 from __future__ import annotations
 
 import math
@@ -14,6 +15,7 @@ from ..tracer.trace import capture_trace, capturing, user_frame
 from ..tracer.speculate import Speculated
 from ..tracer.trace import current_traces as _tracing
 from . import devices
+from .meta import MetaArray
 from .type_info import channels_last_order, laid_out, preserve_format
 from .tensor import Tensor, wrap
 
@@ -135,7 +137,18 @@ def _shape(size) -> tuple:
     return out
 
 
+def _on_meta(shape, npdt, requires_grad: bool, device) -> Optional[Tensor]:
+    """A new meta tensor of ``shape`` when ``device`` (None: the default) is the meta
+    device, else None."""
+    if devices.resolve(device).type != "meta":
+        return None
+    return _finish(wrap(MetaArray(shape, npdt)), requires_grad, device)
+
+
 def _filled(shape, fill, npdt, requires_grad: bool, device=None) -> Tensor:
+    meta = _on_meta(shape, npdt, requires_grad, device)
+    if meta is not None:
+        return meta
     if capturing():  # a fill in compile's graph: a fresh value each call, computed in the kernel
         return _finish(P.full(shape=shape, value=fill, dtype=npdt), requires_grad)
     try:
@@ -292,6 +305,9 @@ def set_rng_state(state: Tensor) -> None:
 
 def _random(prim, size, dtype, generator, requires_grad, draws=1, device=None):
     shape = _shape(size)
+    meta = _on_meta(shape, _np_dtype(dtype), requires_grad, device)
+    if meta is not None:  # (draws nothing: the generator does not advance, as in PyTorch)
+        return meta
     gen = generator or default_generator
     n = math.prod(shape)
     if _tracing():  # compiled code draws a fresh key per call instead of baking this one in

@@ -194,3 +194,16 @@ def tensor_repr(a: np.ndarray, dtype: D.dtype, grad_fn: Any, requires_grad: bool
     elif requires_grad:
         suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent)
+
+
+def meta_repr(shape: tuple, dtype: D.dtype, grad_fn: Any, requires_grad: bool) -> str:
+    """A meta tensor as PyTorch prints it: ``tensor(..., device='meta', size=(3, 4))``,
+    the dtype when not the default, then the autograd suffix."""
+    suffixes = ["device='meta'", f"size={tuple(shape)}"]
+    if dtype is not D.get_default_dtype():
+        suffixes.append(f"dtype={dtype}")
+    if grad_fn is not None:
+        suffixes.append(f"grad_fn=<{type(grad_fn).__name__}>")
+    elif requires_grad:
+        suffixes.append("requires_grad=True")
+    return _add_suffixes("tensor(...", suffixes, len("tensor("))

@@ -1,4 +1,5 @@
-"""The Tensor: a NumPy array (or, while tracing, an IR Var) plus autograd state.
+"""The Tensor: a NumPy array (a CUDA device array, a meta array; while tracing, an IR Var)
+plus autograd state.
 
 Math methods are attached by ``runtime.ops`` (one function per op, shared by the
 ``fusegrad.*`` namespace); this module holds the object itself: attributes, autograd
@@ -16,6 +17,7 @@ from ..cuda import driver
 from ..ir.graph import Var
 from ..tracer import speculate
 from . import devices
+from .meta import NO_DATA, MetaArray
 from .devices import CPU, device  # noqa: F401  (fusegrad.runtime.tensor.device: the public name's home)
 from . import nodes as _nodes  # module import: tolerates the tensor <-> nodes cycle
 from .grad_mode import STATE
@@ -78,6 +80,11 @@ class Tensor:
     @property
     def is_cpu(self) -> bool:
         return self.device.type == "cpu"
+
+    @property
+    def is_meta(self) -> bool:
+        """Whether this tensor is on the meta device (a shape and dtype, no data)."""
+        return type(self._data) is MetaArray
 
     def get_device(self) -> int:
         """The CUDA device's index, -1 for a CPU tensor."""
@@ -241,6 +248,8 @@ class Tensor:
                 raise RuntimeError(f"{what}: a tensor the compiled code made was not computed at the graph "
                                    f"break at {user_frame()}")
             return self._concrete(what, host)
+        if type(d) is MetaArray:
+            raise NotImplementedError(NO_DATA)
         if driver.is_device_array(d):
             if host:
                 if speculate.STACK.traces:
@@ -251,8 +260,9 @@ class Tensor:
         return d
 
     def _check_host(self) -> None:
-        """PyTorch's TypeError for a CUDA tensor where only host memory will do."""
-        if type(self._data) is not np.ndarray and driver.is_device_array(self._data):
+        """PyTorch's TypeError for a CUDA or meta tensor where only host memory will do."""
+        d = self._data
+        if type(d) is not np.ndarray and (type(d) is MetaArray or driver.is_device_array(d)):
             raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
                             "tensor to host memory first.")
 
@@ -281,15 +291,19 @@ class Tensor:
     def _scalar(self, what: str):
         """The Python number of a one-element tensor, for ``what`` (never speculated: the
         caller needs the number itself)."""
-        a = self._concrete(what, host=True)
+        a = self._data if type(self._data) is MetaArray else self._concrete(what, host=True)
         if a.size != 1:
             raise RuntimeError(f"a Tensor with {a.size} elements cannot be converted to Scalar")
+        if type(a) is MetaArray:
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
         return a.reshape(()).item()
 
     def __bool__(self) -> bool:
         v = speculate.traced(self)
         if v is not None:
             return speculate.truth(v)
+        if type(self._data) is MetaArray:
+            return bool(self._scalar("converting a Tensor to a Python bool"))
         a = self._concrete("converting a Tensor to a Python bool (data-dependent control flow)", host=True)
         if a.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
@@ -317,12 +331,13 @@ class Tensor:
     def __reduce_ex__(self, proto):
         dev = self.device
         extra = (str(dev),) if dev.type != "cpu" else ()
-        return (_rebuild, (np.array(self._concrete("pickling", host=True)), self._rg) + extra)
+        data = self._data if dev.type == "meta" else np.array(self._concrete("pickling", host=True))
+        return (_rebuild, (data, self._rg) + extra)
 
     def __deepcopy__(self, memo):
         d = self._data
-        t = wrap(driver.copy(d) if type(d) is not np.ndarray and driver.is_device_array(d)
-                 else np.array(self._concrete("deepcopy"), copy=True))
+        t = wrap(np.array(self._concrete("deepcopy"), copy=True) if type(d) is np.ndarray or type(d) is Var
+                 else devices.copy(d))  # (a CUDA or meta payload: copied on its device)
         t._rg = self._rg
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
@@ -435,6 +450,9 @@ class Tensor:
         d = self._data
         if type(d) is Var and d.trace.breaks_on_print:  # print(t) in compiled code: a graph break
             d = self._concrete("printing a Tensor")
+        if type(d) is MetaArray:
+            from .printing import meta_repr
+            return meta_repr(d.shape, self.dtype, self._grad_fn, self._rg)
         if type(d) is not Var:
             from .printing import tensor_repr
             return tensor_repr(self._concrete("printing", host=True), self.dtype, self._grad_fn, self._rg,
@@ -449,7 +467,8 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if type(self._data) is not Var and self._data.ndim == 0:
+        d = self._data
+        if type(d) is not Var and type(d) is not MetaArray and d.ndim == 0:
             return format(self.item(), spec)
         return repr(self)
 
@@ -532,5 +551,7 @@ def zeros_like_meta(m) -> Tensor:
     """Zeros shaped like a (shape, numpy dtype) pair, on the default device (during a
     backward: the device its gradients flow on)."""
     dev = devices.resolve(None)
+    if dev.type == "meta":
+        return wrap(MetaArray(m[0], m[1]))
     z = np.zeros(m[0], dtype=m[1])
     return wrap(z if dev.type == "cpu" else devices.move(z, dev))
