@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..runtime import ops as O
 
-__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
-           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "lower_cholesky",
-           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite", "real", "real_vector",
-           "simplex", "unit_interval"]
+__all__ = ["Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than", "greater_than_eq",
+           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
+           "lower_cholesky", "multinomial", "nonnegative", "nonnegative_integer", "one_hot", "positive",
+           "positive_definite", "real", "real_vector", "simplex", "stack", "unit_interval"]
 
 
 class Constraint:
@@ -134,6 +134,17 @@ class _GreaterThanEq(Constraint):
         return f"GreaterThanEq(lower_bound={self.lower_bound})"
 
 
+class _LessThan(Constraint):
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return value < self.upper_bound
+
+    def __repr__(self):
+        return f"LessThan(upper_bound={self.upper_bound})"
+
+
 class _OneHot(Constraint):
     is_discrete = True
     event_dim = 1
@@ -141,6 +152,18 @@ class _OneHot(Constraint):
     def check(self, value):
         is_boolean = (value == 0) | (value == 1)
         return O.all(is_boolean, -1) & (O.sum(value, -1) == 1)
+
+
+class _Multinomial(Constraint):
+    """Nonnegative count vectors summing to at most ``upper_bound``."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return O.all(x >= 0, -1) & (O.sum(x, -1) <= self.upper_bound)
 
 
 class _Interval(Constraint):
@@ -190,6 +213,51 @@ class _PositiveDefinite(Constraint):
         return O.as_t(sym & pd)
 
 
+class _Cat(Constraint):
+    """Each constraint of ``cseq`` on its slice (of ``lengths``) of dimension ``dim``."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError("lengths must have the same length as cseq")
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        checks, start = [], 0
+        for constr, length in zip(self.cseq, self.lengths):
+            checks.append(constr.check(value.narrow(self.dim, start, length)))
+            start += length
+        return O.cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """Each constraint of ``cseq`` on its index of dimension ``dim``."""
+
+    def __init__(self, cseq, dim=0):
+        self.cseq, self.dim = list(cseq), dim
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        return O.stack([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _Independent
@@ -203,9 +271,13 @@ nonnegative = _GreaterThanEq(0.0)
 greater_than_eq = _GreaterThanEq
 one_hot = _OneHot()
 greater_than = _GreaterThan
+less_than = _LessThan
 unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
 lower_cholesky = _LowerCholesky()
 positive_definite = _PositiveDefinite()
+cat = _Cat
+multinomial = _Multinomial
+stack = _Stack

@@ -6,16 +6,20 @@ import math
 from functools import total_ordering
 
 from ..ir.prims.shapes import broadcast_shapes
+from ..autograd import grad
 from ..nn import functional as F
 from ..runtime import factory
 from ..runtime import ops as O
-from ..runtime.linalg import solve_triangular
+from ..runtime.linalg import diag_embed, solve_triangular
+from ..special import xlogy
 from ._sampling import EULER
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
 from .cauchy import Cauchy
+from .continuous_bernoulli import ContinuousBernoulli
 from .dirichlet import Dirichlet
+from .exp_family import ExponentialFamily
 from .exponential import Exponential
 from .gamma import Gamma
 from .geometric import Geometric
@@ -23,6 +27,8 @@ from .gumbel import Gumbel
 from .half_normal import HalfNormal
 from .laplace import Laplace
 from .log_normal import LogNormal
+from .lowrank_multivariate_normal import (LowRankMultivariateNormal, _batch_lowrank_logdet,
+                                          _batch_lowrank_mahalanobis)
 from .one_hot_categorical import OneHotCategorical
 from .poisson import Poisson
 from .categorical import Categorical
@@ -30,6 +36,8 @@ from .distribution import Distribution
 from .independent import Independent
 from .multivariate_normal import MultivariateNormal, batch_mahalanobis, half_log_det
 from .normal import Normal
+from .pareto import Pareto
+from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
 from .utils import sum_rightmost
 
@@ -265,3 +273,197 @@ def _kl_cauchy_cauchy(p, q):
     t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
     t2 = (4 * p.scale * q.scale).log()
     return t1 - t2
+
+
+def _kl_infinite(param: str):
+    """KL of a distribution with support beyond the other's: infinite."""
+    return lambda p, q: factory.full_like(getattr(p, param), math.inf)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1
+    return O.where(p.support.lower_bound < q.support.lower_bound, math.inf, result)
+
+
+for _type_p, _param in ((Beta, "concentration1"), (Exponential, "rate"), (Gamma, "concentration"), (Gumbel, "loc"),
+                        (Laplace, "loc"), (Normal, "loc")):
+    register_kl(_type_p, Pareto)(_kl_infinite(_param))
+register_kl(Pareto, Beta)(_kl_infinite("scale"))
+register_kl(Pareto, Uniform)(_kl_infinite("scale"))
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p, q):
+    scale_rate_prod = p.scale * q.rate
+    result = ((p.alpha / scale_rate_prod).log() - p.alpha.reciprocal()
+              + p.alpha * scale_rate_prod / (p.alpha - 1) - 1)
+    return O.where(p.alpha <= 1, math.inf, result)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p, q):
+    common_term = p.scale.log() + p.alpha.reciprocal()
+    t1 = p.alpha.log() - common_term
+    t2 = q.concentration.lgamma() - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * common_term
+    t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
+    return O.where(p.alpha <= 1, math.inf, t1 + t2 + t3 + t4 - 1)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p, q):
+    var_normal = 2 * q.scale.pow(2)
+    common_term = p.scale / (p.alpha - 1)
+    t1 = (math.sqrt(2 * math.pi) * q.scale * p.alpha / p.scale).log()
+    t3 = p.alpha * common_term.pow(2) / (p.alpha - 2)
+    t4 = (p.alpha * common_term - q.loc).pow(2)
+    return O.where(p.alpha <= 2, math.inf, t1 - p.alpha.reciprocal() + (t3 + t4) / var_normal - 1)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p, q):
+    support_uniform = p.high - p.low
+    t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
+    t2 = (xlogy(p.high, p.high) - xlogy(p.low, p.low) - support_uniform) / support_uniform
+    return O.where(p.low < q.support.lower_bound, math.inf, t2 * (q.alpha + 1) - t1)
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """The Bregman divergence of the log normalizer between the natural parameters."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be "
+                                  "computed using Bregman divergences")
+    p_nparams = [nparam.detach().requires_grad_() for nparam in p._natural_params]
+    q_nparams = q._natural_params
+    lg_normal = p._log_normalizer(*p_nparams)
+    gradients = grad(lg_normal.sum(), p_nparams, create_graph=True)
+    result = q._log_normalizer(*q_nparams) - lg_normal
+    for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
+        result = result - sum_rightmost((qnp - pnp) * g, len(q.event_shape))
+    return result
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + (-p.probs).log1p()
+    t3 = -q._cont_bern_log_norm() - (-q.probs).log1p()
+    return t1 + t2 + t3
+
+
+def _batch_trace_xxt(bmat):
+    """``trace(X X^T)`` of a batch of matrices: the sum of their squared entries."""
+    return bmat.pow(2).sum((-2, -1))
+
+
+def _check_same_event_shape(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals with different event shapes "
+                         "cannot be computed")
+
+
+def _lowrank_logdet(d):
+    return _batch_lowrank_logdet(d._unbroadcasted_cov_factor, d._unbroadcasted_cov_diag, d._capacitance_tril)
+
+
+def _lowrank_mahalanobis(q, diff):
+    return _batch_lowrank_mahalanobis(q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag, diff,
+                                      q._capacitance_tril)
+
+
+def _lowrank_precision_factor(q):
+    """``A`` with ``inv(cov_q) = inv(D_q) - A^T A`` (Woodbury)."""
+    qwt_qdinv = q._unbroadcasted_cov_factor.mT / q._unbroadcasted_cov_diag.unsqueeze(-2)
+    return solve_triangular(q._capacitance_tril, qwt_qdinv, upper=False)
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    _check_same_event_shape(p, q)
+    term1 = _lowrank_logdet(q) - _lowrank_logdet(p)
+    term3 = _lowrank_mahalanobis(q, q.loc - p.loc)
+    a = _lowrank_precision_factor(q)
+    term2 = ((p._unbroadcasted_cov_diag / q._unbroadcasted_cov_diag).sum(-1)
+             + _batch_trace_xxt(p._unbroadcasted_cov_factor * q._unbroadcasted_cov_diag.rsqrt().unsqueeze(-1))
+             - _batch_trace_xxt(a * p._unbroadcasted_cov_diag.sqrt().unsqueeze(-2))
+             - _batch_trace_xxt(a @ p._unbroadcasted_cov_factor))
+    return 0.5 * (term1 + term2 + term3 - p.event_shape[0])
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_multivariatenormal_lowrank(p, q):
+    _check_same_event_shape(p, q)
+    term1 = _lowrank_logdet(q) - 2 * half_log_det(p._unbroadcasted_scale_tril)
+    term3 = _lowrank_mahalanobis(q, q.loc - p.loc)
+    a = _lowrank_precision_factor(q)
+    term2 = (_batch_trace_xxt(p._unbroadcasted_scale_tril * q._unbroadcasted_cov_diag.rsqrt().unsqueeze(-1))
+             - _batch_trace_xxt(a @ p._unbroadcasted_scale_tril))
+    return 0.5 * (term1 + term2 + term3 - p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrank_multivariatenormal(p, q):
+    _check_same_event_shape(p, q)
+    term1 = 2 * half_log_det(q._unbroadcasted_scale_tril) - _lowrank_logdet(p)
+    term3 = batch_mahalanobis(q._unbroadcasted_scale_tril, q.loc - p.loc)
+    n = p.event_shape[0]
+    batch = tuple(broadcast_shapes(tuple(q._unbroadcasted_scale_tril.shape[:-2]),
+                                   tuple(p._unbroadcasted_cov_factor.shape[:-2])))
+    q_tril = q._unbroadcasted_scale_tril.expand(batch + (n, n))
+    p_factor = p._unbroadcasted_cov_factor.expand(batch + (n, p.cov_factor.size(-1)))
+    p_diag = diag_embed(p._unbroadcasted_cov_diag.sqrt()).expand(batch + (n, n))
+    term2 = (_batch_trace_xxt(solve_triangular(q_tril, p_factor, upper=False))
+             + _batch_trace_xxt(solve_triangular(q_tril, p_diag, upper=False)))
+    return 0.5 * (term1 + term2 + term3 - n)
+
+
+def _cross_entropy_to_continuous_bernoulli(p, q):
+    """``-E_p[log q]`` for a continuous Bernoulli ``q`` and ``p`` on ``[0, 1]``."""
+    return -p.mean * q.logits - (-q.probs).log1p() - q._cont_bern_log_norm()
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p, q):
+    return -p.entropy() + _cross_entropy_to_continuous_bernoulli(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p, q):
+    result = -p.entropy() + _cross_entropy_to_continuous_bernoulli(p, q)
+    outside = (p.high >= q.support.upper_bound) | (p.low <= q.support.lower_bound)
+    return O.where(outside, math.inf, result)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + q.scale.log()
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * q.scale.pow(2))
+    return -p.entropy() + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    outside = (q.low >= p.support.lower_bound) | (q.high <= p.support.upper_bound)
+    return O.where(outside, math.inf, result)
+
+
+for _type_p, _param in ((Exponential, "rate"), (Gamma, "concentration"), (Gumbel, "loc"), (Laplace, "loc"),
+                        (Normal, "loc"), (Pareto, "scale")):
+    register_kl(_type_p, ContinuousBernoulli)(_kl_infinite(_param))
+register_kl(ContinuousBernoulli, Pareto)(_kl_infinite("probs"))

@@ -25,6 +25,11 @@ def broadcast_all(*values) -> tuple:
     return tuple(O.broadcast_tensors(*ts))
 
 
+def tensor_like(value, like: Tensor) -> Tensor:
+    """``value`` as a tensor: itself if it is one, else a scalar of ``like``'s dtype."""
+    return value if isinstance(value, Tensor) else O.as_t(float(value), dtype=like.dtype)
+
+
 class lazy_property:
     """A property computed on first access and then stored on the instance (so ``probs``
     and ``logits`` each come from whichever one a distribution was built with)."""

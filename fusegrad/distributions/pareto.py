@@ -1,0 +1,54 @@
+"""The Pareto type-1 distribution ``Pareto(scale, alpha)``: ``scale * exp(E)`` for
+``E ~ Exponential(alpha)``."""
+from __future__ import annotations
+
+from ..runtime.tensor import Size
+from . import constraints
+from .exponential import Exponential
+from .transformed_distribution import TransformedDistribution
+from .transforms import AffineTransform, ExpTransform
+from .utils import broadcast_all
+
+__all__ = ["Pareto"]
+
+
+class Pareto(TransformedDistribution):
+    """Density ``alpha * scale ** alpha / x ** (alpha + 1)`` on ``x >= scale``."""
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        base = Exponential(self.alpha, validate_args=validate_args)
+        super().__init__(base, [ExpTransform(), AffineTransform(loc=0, scale=self.scale)],
+                         validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Pareto, _instance)
+        batch_shape = Size(batch_shape)
+        new.scale, new.alpha = self.scale.expand(batch_shape), self.alpha.expand(batch_shape)
+        TransformedDistribution.__init__(new, self.base_dist.expand(batch_shape),
+                                         [ExpTransform(), AffineTransform(loc=0, scale=new.scale)],
+                                         validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)  # infinite for alpha <= 1
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)  # infinite for alpha <= 2
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
