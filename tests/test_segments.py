@@ -457,3 +457,31 @@ def test_small_segments_run_eagerly_and_large_ones_compiled(monkeypatch):
         assert (info["segments"] > 0) is compiled, info
         assert (info["fallbacks"] > 0) is not compiled, info
         assert any("too few to pay" in n for n in info["notes"]) is not compiled, info
+
+
+def test_composite_ops_and_nll_loss_after_a_break():
+    """mean, softmax, log_softmax, mse_loss and cross_entropy (one autograd node each in
+    eager) on a value computed before a break, in later segments: they crashed on the
+    second call (their node held a value the segment never computed); nll_loss's target
+    check is no break of its own."""
+    def make(m):
+        def f(x, w, y):
+            h = (x @ w).tanh()
+            s = h.sum().item()  # a number used as such: segments
+            out = h.mean() * s + h.softmax(1).sum() + h.log_softmax(1).mean()
+            out = out + m.nn.functional.mse_loss(h, x[:, :2]) + m.nn.functional.cross_entropy(h, y)
+            return out
+        return f
+    cf = fusegrad.compile(make(fusegrad))
+    rng = np.random.default_rng(0)
+    xa, wa, ya = rng.standard_normal((5, 3)), rng.standard_normal((3, 2)), rng.integers(0, 2, 5)
+    for _ in range(3):
+        w, tw = fusegrad.tensor(wa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+        got = cf(fusegrad.tensor(xa), w, fusegrad.tensor(ya))
+        want = make(torch)(torch.tensor(xa), tw, torch.tensor(ya))
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)
+    info = cf.cache_info()
+    assert info["segments"] > 0 and len(info["graph_breaks"]) == 1, info

@@ -47,7 +47,7 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
             rederive(x)  # a view whose base changed in place: its grad_fn made again (dispatch.record)
         edges.append(((x._grad_fn, x._out_nr) if x._grad_fn is not None else (x._accumulator(), 0)) if g else None)
     inner = fn(*inputs)
-    if inner._grad_fn is None:
+    if inner._grad_fn is None or type(inner._data) is Var:  # (recorded by a trace: a segment's own inputs)
         return inner
     plan = _plan(inner._grad_fn, {(id(e[0]), e[1]): k for k, e in enumerate(edges) if e is not None})
     if plan is None:

@@ -46,6 +46,14 @@ def _traced_payload(prim, args, params):
     if prim.no_lowering and top.unlowered_breaks:
         top.graph_break(f"{prim.name} has no kernel lowering: {prim.no_lowering} (cpu backend) at {user_frame()}")
         return None  # (a segmented trace computed the operands at the break: computed eagerly)
+    if top.rebound_leaves and STATE.enabled and not prim.nondiff and any(
+            isinstance(a, Tensor) and id(a) in top.rebound_leaves and type(a._data) is Var and a._data.trace is top
+            for a in args):
+        # its gradient belongs to the leaf, but the graph would differentiate its new value
+        # through the update, which carries none: the use runs on the leaf itself, after a break
+        top.graph_break(f"a leaf that requires grad, updated in place without gradient (under no_grad or "
+                        f"through .data), is used again at {user_frame()}")
+        return None
     out = top.emit(prim, args, params)
     if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_floating(out.dtype):
         # computed under no_grad: the graph must not differentiate through it either. Every user trace may be

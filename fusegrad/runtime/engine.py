@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.graph import Var
+from ..tracer.live import live_grad
 from . import devices
 from .grad_mode import STATE
 from .nodes import AccumulateGrad, Node
@@ -243,7 +244,13 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
             g = wrap(g._data)
         leaf._grad = g
     elif keep or leaf._grad._rg or type(leaf._grad._data) is Var:
-        leaf._grad = leaf._grad + g
+        held = leaf._grad
+        tr = g._data.trace if type(g._data) is Var else None
+        # compiled code replays this on later calls, whose .grad may be another tensor (a
+        # segmented trace records every call afresh: it reads the one there now)
+        if tr is not None and tr.captures_state and not tr.tracks and type(held._data) is not Var and not held._rg:
+            held = live_grad(leaf, tr)
+        leaf._grad = held + g
     elif type(leaf._grad._data) is not np.ndarray:  # a CUDA gradient: summed on its device, in place
         devices.write(leaf._grad._data, (leaf._grad + g)._data)
         leaf._grad._bump()

@@ -1728,9 +1728,14 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
             self._data = trs[-1].lift(self)
         new = fn(self)
         self._data = new._data
-        self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
+        if self._rg and self._grad_fn is None and not new._rg:  # a leaf stays one (see rebound_leaves)
+            trs[-1].rebound_leaves.add(id(self))
+        else:
+            self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         if base is not None:  # a full alias (detach(), .data): its base holds the same values
             trs[-1].rebind(base, _through_alias(base, new, trs[-1]))
+            if base._rg and base._grad_fn is None:
+                trs[-1].rebound_leaves.add(id(base))
         trs[-1].updated(base if base is not None else self, self)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))

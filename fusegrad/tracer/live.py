@@ -41,6 +41,23 @@ class LiveNumber(CallTimeConst):
         return np.asarray(_read_path(self.source, self.path), dtype=self._data.dtype)
 
 
+class LiveGrad(CallTimeConst):
+    """``leaf.grad`` as it is when the compiled code runs."""
+    __slots__ = ("leaf",)
+
+    def draw(self) -> np.ndarray:
+        return self.leaf._grad._data
+
+
+def live_grad(leaf: Tensor, trace) -> Tensor:
+    """``leaf.grad`` in ``trace`` (compile's), for a gradient accumulated onto it: read from
+    the leaf at every call, since the tensor there may be another one each time
+    (``zero_grad(set_to_none=True)``, then a first backward that makes a new one)."""
+    holder = wrap(leaf._grad._data, LiveGrad)
+    holder.leaf = leaf
+    return wrap(trace.lift(holder))
+
+
 def guard(key: Any, read: Callable[[], Any], identity: bool = False) -> Any:
     """``read()``; inside a capturing trace (compile's, a transform's) the graph is also
     guarded on the value (on the object itself with ``identity``; ``key`` names the read, so

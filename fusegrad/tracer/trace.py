@@ -100,6 +100,9 @@ class Trace:
         self.level = len(_STACK.traces)
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
+        # ids of leaves that require grad whose value an update without gradient (no_grad,
+        # .data) replaced here: a differentiable use of one is a graph break (runtime.dispatch)
+        self.rebound_leaves: set = set()
         self.forget_updates()
 
     def __enter__(self) -> "Trace":

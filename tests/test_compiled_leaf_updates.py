@@ -1,0 +1,77 @@
+"""Compiled code that updates leaves and their gradients as training loops do, against
+PyTorch: gradient accumulation across windows whose .grad is set to None (the compiled
+code reads the leaf's current .grad at each call), and a leaf updated in place without
+gradient (under no_grad, through .data, an optimizer step) then used again (a graph
+break: its gradient is the leaf's)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def test_accumulation_windows_with_grads_set_to_none():
+    def run(T, compiled):
+        w = T.tensor(np.linspace(-1, 1, 3), requires_grad=True)
+
+        def micro(x):
+            (w * x).sum().backward()
+        f = fusegrad.compile(micro) if compiled else micro
+        out = []
+        for _ in range(3):
+            w.grad = None
+            for k in range(2):
+                f(T.full((3,), float(k + 1), dtype=T.float64))
+            out.append(w.grad.numpy().copy())
+        return out
+    np.testing.assert_array_equal(run(fusegrad, True), run(torch, False))
+
+
+@pytest.mark.parametrize("how", ["data", "no_grad"])
+def test_a_leaf_updated_without_gradient_then_used(how):
+    def f(T, x, p):
+        with T.no_grad():
+            if how == "data":
+                p.data.copy_(p.data * 0.5 + 1)
+            else:
+                p.copy_(p * 0.5 + 1)
+        return (x * p).sum()
+    x = np.arange(3.0)
+    p, tp = fusegrad.ones(3, dtype=fusegrad.float64, requires_grad=True), torch.ones(3, dtype=torch.float64,
+                                                                                   requires_grad=True)
+    cf = fusegrad.compile(lambda x, p: f(fusegrad, x, p))
+    for _ in range(3):
+        got, want = cf(fusegrad.tensor(x), p), f(torch, torch.tensor(x), tp)
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-15)
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-15)
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-15)
+    assert any("updated in place without gradient" in b for b in cf.cache_info()["graph_breaks"])
+
+
+def test_two_optimizer_steps_in_one_call():
+    def run(T, compiled):
+        w = T.tensor(np.linspace(-1, 1, 6).reshape(3, 2), requires_grad=True)
+        opt = T.optim.SGD([w], lr=0.1)
+        x = T.tensor(np.arange(6.0).reshape(2, 3) / 6)
+
+        def two_steps(x):
+            losses = []
+            for _ in range(2):
+                opt.zero_grad()
+                loss = (x @ w).pow(2).sum()
+                loss.backward()
+                opt.step()
+                losses.append(loss.detach())
+            return losses[0], losses[1]
+        f = fusegrad.compile(two_steps) if compiled else two_steps
+        losses = [float(v) for _ in range(3) for v in f(x)]
+        return losses, w.detach().numpy()
+    (lc, wc), (lt, wt) = run(fusegrad, True), run(torch, False)
+    np.testing.assert_allclose(lc, lt, rtol=1e-13)
+    np.testing.assert_allclose(wc, wt, rtol=1e-13)
