@@ -34,6 +34,10 @@ from . import (_dynamo, accelerator, amp, autograd, backends, compiler, cuda, di
                jit, linalg, nn, optim, profiler, random, serialization, testing, utils, viz)
 from . import multiprocessing  # noqa: E402  (torch.multiprocessing: after nn, whose Module it extends)
 from .func import vmap  # noqa: E402  (torch.vmap)
+from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)
+from .runtime.layouts import layout, sparse_coo, strided  # noqa: E402
+from .runtime.sparse_coo import sparse_coo_tensor  # noqa: E402
+from .runtime.sparse_ops import spmm  # noqa: E402
 from .runtime.foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_ and the rest)
 from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402

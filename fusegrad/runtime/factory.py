@@ -44,6 +44,9 @@ def _infer_np_dtype(data) -> np.dtype:
         for k in kinds[1:]:
             out = D.promote_types(D.from_numpy_dtype(out), D.from_numpy_dtype(k)).np
         return out
+    if getattr(data, "is_sparse", False):  # a sparse COO tensor given to a dense op
+        from .sparse_coo import dense_op_error
+        raise dense_op_error()
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 

@@ -26,6 +26,7 @@ from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
 from .keywords import write_out
+from .layouts import sparse_coo
 from .nodes import PrimNode, node_class
 from .composite import CompositeNode, one_node
 from .type_info import contiguous_format, is_laid_out, laid_out, preserve_format
@@ -1332,6 +1333,9 @@ def trace(x):
 @op
 @lower_precision
 def matmul(a, b):
+    if _sparse_operand(a, b):
+        from .sparse_ops import matmul as sparse_matmul  # (imports this module)
+        return sparse_matmul(a, b)
     a, b = as_t(a), as_t(b)
     a, b = _promote2(a, b)
     na, nb = a._data.ndim, b._data.ndim
@@ -1354,6 +1358,13 @@ def matmul(a, b):
     return named(r, "MmBackward0" if na == 2 and nb == 2 else ("BmmBackward0" if na == nb == 3 else "UnsafeViewBackward0"))
 
 
+def _sparse_operand(a, b) -> bool:
+    """Whether an operand of a matrix product is a sparse COO tensor (runtime/sparse_coo.py),
+    whose product runtime/sparse_ops.py computes (checked past the dense operands at once)."""
+    return not (isinstance(a, Tensor) and isinstance(b, Tensor)) and (
+        getattr(a, "layout", None) is sparse_coo or getattr(b, "layout", None) is sparse_coo)
+
+
 def _mm_check(a, b, what):
     sa, sb = a._data.shape, b._data.shape
     kb = sb[-2] if len(sb) > 1 else sb[0]
@@ -1367,6 +1378,9 @@ def _mm_check(a, b, what):
 @op
 @lower_precision
 def mm(a, b):
+    if _sparse_operand(a, b):
+        from .sparse_ops import spmm
+        return spmm(a, b)
     a, b = as_t(a), as_t(b)
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2D tensors, got {a.ndim}D and {b.ndim}D")

@@ -1,0 +1,28 @@
+"""Where sparse COO tensors meet the rest of fusegrad: the top-level names
+(``sparse_coo_tensor``, ``spmm``, ``layout``, ``strided``, ``sparse_coo``) and the Tensor
+members ``to_sparse``, ``to_sparse_coo``, ``to_dense``, ``is_sparse`` and ``layout``. (The
+dense products route a sparse operand to ``runtime.sparse_ops`` themselves: ``ops.mm`` and
+``ops.matmul``.)"""
+from __future__ import annotations
+
+from . import sparse_ops
+from .layouts import layout, sparse_coo, strided
+from .sparse_coo import sparse_coo_tensor, to_sparse, to_sparse_coo
+
+
+def _dense_to_dense(self, dtype=None, *, masked_grad=None):
+    """Tensor.to_dense of a dense tensor: itself (converted to ``dtype``)."""
+    return self if dtype is None else self.to(dtype)
+
+
+def install(namespace: dict, tensor_cls: type) -> None:
+    """Bind the names above in ``namespace`` (the ``fusegrad`` module's) and on
+    ``tensor_cls``."""
+    namespace.update(sparse_coo_tensor=sparse_coo_tensor, spmm=sparse_ops.spmm, layout=layout,
+                     strided=strided, sparse_coo=sparse_coo)
+    T = tensor_cls
+    T.is_sparse = False
+    T.layout = strided
+    T.to_sparse = to_sparse
+    T.to_sparse_coo = to_sparse_coo
+    T.to_dense = _dense_to_dense
