@@ -17,6 +17,12 @@ from .runtime.tensor import Size, Tensor, device
 from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitive dispatcher)
 from . import special  # noqa: E402  (declares erfinv, lgamma, ...: before methods binds Tensor methods)
 from .runtime import extra_ops as _extra_ops  # noqa: F401,E402  (declares asin, cumprod, quantile, ...: before methods binds)
+from .runtime import inplace_variants as _inplace_variants  # noqa: F401,E402  (eq_, erf_, multiply, ...)
+from .runtime import bitwise_ops as _bitwise_ops, elementwise_extras as _elementwise_extras  # noqa: F401,E402
+from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extras  # noqa: F401,E402
+from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa: F401,E402
+from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402
+from .runtime import legacy_methods as _legacy_methods  # noqa: F401,E402
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
 from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.factory import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
@@ -38,6 +44,9 @@ from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sp
 from .runtime.layouts import layout, sparse_coo, strided  # noqa: E402
 from .runtime.sparse_coo import sparse_coo_tensor  # noqa: E402
 from .runtime.sparse_ops import spmm  # noqa: E402
+from .nn.functional_torch_level import FUNCTIONS as _NN_FUNCTIONS  # noqa: E402
+
+globals().update({n: f for n, f in _NN_FUNCTIONS.items() if n not in globals()})  # torch.conv2d, torch.dropout, ...
 from .runtime.foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_ and the rest)
 from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
@@ -45,6 +54,10 @@ from .runtime.settings import (are_deterministic_algorithms_enabled, get_default
                                use_deterministic_algorithms)
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
 from .serialization import load, save  # noqa: E402
+from .autograd.anomaly import is_anomaly_enabled  # noqa: E402
+from .runtime.torch_switches import (get_float32_matmul_precision, set_anomaly_enabled,  # noqa: E402
+                                     set_float32_matmul_precision)
+from math import e, inf, nan, pi  # noqa: E402  (torch.pi, ...)
 from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
 from .runtime.legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
 from .runtime.type_info import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,  # noqa: E402
@@ -58,6 +71,7 @@ half = float16
 long = int64
 int = int32  # noqa: A001
 short = int16
+newaxis = None
 
 
 def is_tensor(obj) -> bool:

@@ -59,7 +59,7 @@ def test_default_device_and_format():
         _same_meta(fg.ones(2, 3), torch.ones(2, 3))
     finally:
         fg.set_default_device("cpu")
-        torch.set_default_device("cpu")
+        torch.set_default_device(None)  # ("cpu" would leave a device mode: torch's l1_loss(weight=) drops it)
     assert not fg.ones(2).is_meta
     assert f"{fg.ones((), device='meta')}" == f"{torch.ones((), device='meta')}"
 
@@ -259,3 +259,15 @@ def test_model_ensembling_tutorial():
         got = ensemble(fg, fmodels, fg_stack, fg_functional_call, fg_vmap, data, same)
         want = ensemble(torch, tmodels, stack_module_state, functional_call, vmap, data, same)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_layers_made_on_the_meta_device_and_dropout_of_meta_input():
+    """The ``device=`` of Linear, Bilinear, Conv2d and Embedding, and dropout's mask on its
+    input's device, as torch's."""
+    for make in (lambda T: T.nn.Linear(3, 4, device="meta"), lambda T: T.nn.Bilinear(2, 3, 4, device="meta"),
+                 lambda T: T.nn.Conv2d(3, 4, 3, device="meta"), lambda T: T.nn.Embedding(5, 2, device="meta")):
+        got, want = make(fg), make(torch)
+        for (n, p), (tn, tp) in zip(got.named_parameters(), want.named_parameters()):
+            assert n == tn and p.is_meta and tp.is_meta and tuple(p.shape) == tuple(tp.shape)
+    out = fg.nn.functional.dropout(fg.empty(2, 3, device="meta"), 0.5)
+    assert out.is_meta and tuple(out.shape) == (2, 3)

@@ -13,10 +13,10 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, A
                       AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
                       Upsample, Fold, Unfold)
-from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropout2d, FeatureAlphaDropout, GLU,
-                      HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
+from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
+                      GLU, HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
                       PReLU, ParameterDict, ParameterList, ReLU6, SELU, SoftMarginLoss, Softmin, Softsign,
-                      Tanhshrink, TripletMarginLoss)
+                      Tanhshrink, TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d,
                       ConstantPad2d, ConstantPad3d, CosineSimilarity, GaussianNLLLoss, Hardshrink, LocalResponseNorm,
                       LogSigmoid, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PairwiseDistance,
@@ -25,6 +25,7 @@ from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, Ci
                       UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d, ConvTranspose3d, EmbeddingBag,
                       LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
+from .modules import AdaptiveLogSoftmaxWithLoss, CTCLoss
 from .parameter import Parameter, UninitializedParameter
 
 __all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
@@ -43,10 +44,11 @@ __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "Adap
             "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
             "PixelUnshuffle", "RMSNorm", "Upsample", "Fold", "Unfold"]
 # more activations, dropouts, losses and parameter containers
-__all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout2d", "FeatureAlphaDropout", "GLU",
+__all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
+            "GLU",
             "HingeEmbeddingLoss", "Hardsigmoid", "Hardswish", "Hardtanh", "KLDivLoss", "MarginRankingLoss", "Mish",
             "PReLU", "ParameterDict", "ParameterList", "ReLU6", "SELU", "SoftMarginLoss", "Softmin", "Softsign",
-            "Tanhshrink", "TripletMarginLoss"]
+            "Tanhshrink", "TripletMarginLoss", "TripletMarginWithDistanceLoss"]
 # padding, distance, shuffle and more activation, normalization and loss layers
 __all__ += ["Bilinear", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d",
             "ConstantPad2d", "ConstantPad3d", "CosineSimilarity", "GaussianNLLLoss", "Hardshrink", "LocalResponseNorm",
@@ -57,3 +59,5 @@ __all__ += ["Bilinear", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "Cir
 # 3-d convolution and pooling, power-average pooling, max unpooling and embedding bags
 __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "ConvTranspose3d", "EmbeddingBag",
             "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+# sequence losses and the adaptive softmax
+__all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]

@@ -20,6 +20,7 @@ from ..runtime.ops import named
 from ..runtime.tensor import Tensor
 from .functional_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .functional_norm import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
+from .opmath import downcast, upcast
 from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: F401
                               adaptive_max_pool2d, avg_pool1d, avg_pool2d, interpolate, max_pool1d, max_pool2d,
                               pixel_shuffle, pixel_unshuffle, upsample)
@@ -145,42 +146,47 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
     if inplace:
         return _in_place(input, lambda x: elu(x, alpha))
+    x = upcast(input)
     # expm1 of the clamped input: the unused branch must not overflow (0 * inf in backward)
-    neg = O.mul(O.expm1(O.clamp(input, max=0.0)), alpha)
-    return named(O.where(O.gt(input, 0), input, neg), "EluBackward0")
+    neg = O.mul(O.expm1(O.clamp(x, max=0.0)), alpha)
+    return downcast(named(O.where(O.gt(x, 0), x, neg), "EluBackward0"), input)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit, exact (erf) or with the tanh approximation."""
+    x = upcast(input)
     if approximate == "none":
-        cdf = O.add(O.erf(O.mul(input, 1.0 / math.sqrt(2.0))), 1.0)
+        cdf = O.add(O.erf(O.mul(x, 1.0 / math.sqrt(2.0))), 1.0)
     elif approximate == "tanh":
-        inner = O.mul(O.add(input, O.mul(O.mul(O.mul(input, input), input), 0.044715)), math.sqrt(2.0 / math.pi))
+        inner = O.mul(O.add(x, O.mul(O.mul(O.mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
         cdf = O.add(O.tanh(inner), 1.0)
     else:
         raise RuntimeError("approximate argument must be either none or tanh.")
-    return named(O.mul(O.mul(input, 0.5), cdf), "GeluBackward0")
+    return downcast(named(O.mul(O.mul(x, 0.5), cdf), "GeluBackward0"), input)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * sigmoid(x)``."""
     if inplace:
         return _in_place(input, silu)
-    return named(O.mul(input, O.sigmoid(input)), "SiluBackward0")
+    x = upcast(input)
+    return downcast(named(O.mul(x, O.sigmoid(x)), "SiluBackward0"), input)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
-    bx = O.mul(input, beta)
+    x = upcast(input)
+    bx = O.mul(x, beta)
     # (bx + |bx|) / 2 is relu(bx) with slope 1/2 at 0: the gradient there is sigmoid(0), as in torch
     soft = O.div(O.add(O.log1p(O.exp(O.neg(O.abs(bx)))), O.mul(O.add(bx, O.abs(bx)), 0.5)), beta)
-    return named(O.where(O.gt(bx, threshold), input, soft), "SoftplusBackward0")
+    return downcast(named(O.where(O.gt(bx, threshold), x, soft), "SoftplusBackward0"), input)
 
 
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x))``, computed without overflow."""
-    out = O.sub(O.clamp(input, max=0.0), O.log1p(O.exp(O.neg(O.abs(input)))))
-    return named(out, "LogSigmoidBackward0")
+    x = upcast(input)
+    out = O.sub(O.clamp(x, max=0.0), O.log1p(O.exp(O.neg(O.abs(x)))))
+    return downcast(named(out, "LogSigmoidBackward0"), input)
 
 
 def tanh(input: Tensor) -> Tensor:
@@ -215,7 +221,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         scale = O.mul(O.ones_of(input), 0.0)
     else:
-        keep = O.lt(rand(input.shape, dtype=input.dtype), 1.0 - p)
+        keep = O.lt(rand(input.shape, dtype=input.dtype, device=input.device), 1.0 - p)
         scale = O.mul(O.to(keep, input.dtype), 1.0 / (1.0 - p))
     if inplace:
         return input.mul_(scale)
@@ -231,6 +237,7 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
     dims = tuple(range(input.ndim - n, input.ndim))
+    low, input = input, upcast(input)
     centered = O.sub(input, O.mean(input, dims, keepdim=True))
     var = O.mean(O.mul(centered, centered), dims, keepdim=True)
     out = O.mul(centered, O.rsqrt(O.add(var, eps)))
@@ -238,7 +245,7 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
         out = O.mul(out, weight)
     if bias is not None:
         out = O.add(out, bias)
-    return named(out, "NativeLayerNormBackward0")
+    return downcast(named(out, "NativeLayerNormBackward0"), low)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
@@ -566,15 +573,15 @@ __all__ += ["multi_head_attention_forward", "scaled_dot_product_attention"]
 # ---------------------------------------------------------------- more activations, losses and dropouts
 from .functional_activations import (celu, glu, hardsigmoid, hardswish, hardtanh, mish, prelu,  # noqa: E402
                                      relu6, selu, softmin, softsign, tanhshrink)
-from .functional_dropout import alpha_dropout, dropout1d, dropout2d, feature_alpha_dropout  # noqa: E402
+from .functional_dropout import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout  # noqa: E402
 from .functional_losses import (cosine_embedding_loss, cosine_similarity, hinge_embedding_loss,  # noqa: E402
                                 kl_div, margin_ranking_loss, pairwise_distance, soft_margin_loss,
-                                triplet_margin_loss)
+                                triplet_margin_loss, triplet_margin_with_distance_loss)
 
 __all__ += ["celu", "glu", "hardsigmoid", "hardswish", "hardtanh", "mish", "prelu", "relu6", "selu", "softmin",
-            "softsign", "tanhshrink", "alpha_dropout", "dropout1d", "dropout2d", "feature_alpha_dropout",
+            "softsign", "tanhshrink", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
             "cosine_embedding_loss", "cosine_similarity", "hinge_embedding_loss", "kl_div", "margin_ranking_loss",
-            "pairwise_distance", "soft_margin_loss", "triplet_margin_loss"]
+            "pairwise_distance", "soft_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss"]
 
 from .functional_grid import affine_grid, grid_sample  # noqa: E402
 
@@ -604,3 +611,7 @@ from .functional_pool import (adaptive_avg_pool3d, adaptive_max_pool3d, adaptive
 __all__ += ["conv3d", "conv_transpose3d", "adaptive_avg_pool3d", "adaptive_max_pool3d",
             "adaptive_max_pool3d_with_indices", "avg_pool3d", "embedding_bag", "lp_pool1d", "lp_pool2d", "lp_pool3d",
             "max_pool3d", "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d"]
+
+from .functional_ctc import ctc_loss  # noqa: E402
+
+__all__ += ["ctc_loss"]

@@ -14,6 +14,7 @@ from ..runtime.ops import named
 from ..runtime.tensor import Tensor
 from . import functional as F
 from .functional_losses import SCALAR_TYPE_NAMES
+from .opmath import downcast, upcast
 
 __all__ = ["selu", "celu", "mish", "hardtanh", "relu6", "hardswish", "hardsigmoid", "prelu", "glu", "softsign",
            "tanhshrink", "softmin",
@@ -63,7 +64,8 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
     if inplace:
         return O.inplace(input, mish)
-    return named(O.mul(input, O.tanh(F.softplus(input))), "MishBackward0")
+    x = upcast(input)
+    return downcast(named(O.mul(x, O.tanh(F.softplus(x))), "MishBackward0"), input)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
@@ -90,14 +92,16 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6``."""
     if inplace:
         return O.inplace(input, hardsigmoid)
-    return named(O.div(relu6(O.add(input, 3.0)), 6.0), "HardsigmoidBackward0")
+    x = upcast(input)
+    return downcast(named(O.div(relu6(O.add(x, 3.0)), 6.0), "HardsigmoidBackward0"), input)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
     if inplace:
         return O.inplace(input, hardswish)
-    return named(O.mul(input, hardsigmoid(input)), "HardswishBackward0")
+    x = upcast(input)
+    return downcast(named(O.mul(x, hardsigmoid(x)), "HardswishBackward0"), input)
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:

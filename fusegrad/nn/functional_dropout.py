@@ -7,7 +7,7 @@ from ..runtime import ops as O
 from ..runtime.factory import rand
 from ..runtime.tensor import Tensor
 
-__all__ = ["dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout"]
+__all__ = ["dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
 _SELU_NEG = -1.7580993408473766  # -selu's scale * alpha: where SELU saturates
 
@@ -57,6 +57,17 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                       "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
                       "please switch to using dropout1d instead.", stacklevel=2)
     return _channel_dropout(input, p, training, inplace, True)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this warning, "
+                      "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
+                      "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    return _channel_dropout(input, p, training, inplace, input.ndim != 4)
 
 
 def _alpha(input: Tensor, p: float, training: bool, shape) -> Tensor:

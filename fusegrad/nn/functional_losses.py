@@ -16,8 +16,9 @@ from ..runtime.tensor import Tensor
 from . import functional as F
 
 __all__ = ["kl_div", "cosine_similarity", "pairwise_distance", "cosine_embedding_loss", "margin_ranking_loss",
-           "triplet_margin_loss", "hinge_embedding_loss", "soft_margin_loss", "pdist", "gaussian_nll_loss",
-           "poisson_nll_loss", "multi_margin_loss", "multilabel_soft_margin_loss", "multilabel_margin_loss"]
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "hinge_embedding_loss", "soft_margin_loss",
+           "pdist", "gaussian_nll_loss", "poisson_nll_loss", "multi_margin_loss", "multilabel_soft_margin_loss",
+           "multilabel_margin_loss"]
 
 # PyTorch's scalar type names, as its dtype errors print them
 SCALAR_TYPE_NAMES = {D.bool_: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: "Short", D.int32: "Int",
@@ -127,6 +128,24 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = O.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return F._reduce(O.clamp_min(O.add(O.sub(d_pos, d_neg), margin), 0.0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function=None, margin: float = 1.0, swap: bool = False,
+                                      reduction: str = "mean") -> Tensor:
+    """``max(0, margin + d(a, p) - d(a, n))`` for any distance ``d`` (``pairwise_distance`` by default)."""
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got {margin} "
+                         "instead")
+    if not (anchor.ndim == positive.ndim == negative.ndim):
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and "
+                           f"negative {negative.ndim}D inputs")
+    d = distance_function if distance_function is not None else pairwise_distance
+    d_pos, d_neg = d(anchor, positive), d(anchor, negative)
+    if swap:
+        d_neg = O.minimum(d_neg, d(positive, negative))
     return F._reduce(O.clamp_min(O.add(O.sub(d_pos, d_neg), margin), 0.0), reduction)
 
 

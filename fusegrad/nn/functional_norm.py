@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
-import numpy as np
-
 from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
+from ..runtime.type_info import finfo
+from .opmath import downcast, upcast
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm"]
 
@@ -64,6 +64,7 @@ def batch_norm(input: Tensor, running_mean: Optional[Tensor], running_var: Optio
             raise RuntimeError(f"{what} should contain {C} elements not {t.numel()}")
     shape = _channel_shape(input)
     axes = (0,) + tuple(range(2, input.ndim))
+    low, input = input, upcast(input)
     if training:
         if math.prod(input.shape[a] for a in axes) == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
@@ -74,7 +75,7 @@ def batch_norm(input: Tensor, running_mean: Optional[Tensor], running_var: Optio
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
         scale = O.rsqrt(O.add(O.reshape(running_var, shape), eps))
         out = O.mul(O.sub(input, O.reshape(running_mean, shape)), scale)
-    return named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0")
+    return downcast(named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0"), low)
 
 
 def instance_norm(input: Tensor, running_mean: Optional[Tensor] = None, running_var: Optional[Tensor] = None,
@@ -89,6 +90,7 @@ def instance_norm(input: Tensor, running_mean: Optional[Tensor] = None, running_
     n = math.prod(input.shape[2:])
     if n == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size {input.shape}")
+    low, input = input, upcast(input)
     mean = O.mean(input, axes, keepdim=True)
     centered = O.sub(input, mean)
     var = O.mean(O.mul(centered, centered), axes, keepdim=True)
@@ -97,7 +99,7 @@ def instance_norm(input: Tensor, running_mean: Optional[Tensor] = None, running_
     if running_var is not None:
         _update_running(running_var, O.mean(O.mul(var, n / max(n - 1, 1)), 0), momentum)
     out = O.mul(centered, O.rsqrt(O.add(var, eps)))
-    return named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0")
+    return downcast(named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0"), low)
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
@@ -110,30 +112,33 @@ def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, 
     if C % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {input.shape} and num_groups={num_groups}")
+    low, input = input, upcast(input)
     x = O.reshape(input, (N, num_groups, -1))
     mean = O.mean(x, (2,), keepdim=True)
     centered = O.sub(x, mean)
     var = O.mean(O.mul(centered, centered), (2,), keepdim=True)
     out = O.reshape(O.mul(centered, O.rsqrt(O.add(var, eps))), tuple(input.shape))
-    return own(named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0"), input)
+    out = own(named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0"), input)
+    return downcast(out, low)
 
 
 def rms_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weight: Optional[Tensor] = None,
              eps: Optional[float] = None) -> Tensor:
     """``x / sqrt(mean(x^2) + eps)`` over the trailing ``normalized_shape`` dims, times
-    ``weight``; ``eps`` defaults to the dtype's machine epsilon."""
+    ``weight``; ``eps`` defaults to the machine epsilon of the dtype it is computed in."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     n = len(shape)
     if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
-    if eps is None:
-        eps = float(np.finfo(input._data.dtype).eps)
+    low, input = input, upcast(input)
+    if eps is None:  # the machine epsilon of the dtype computed in (float32 for a bfloat16 input)
+        eps = finfo(input.dtype).eps
     dims = tuple(range(input.ndim - n, input.ndim))
     out = O.mul(input, O.rsqrt(O.add(O.mean(O.mul(input, input), dims, keepdim=True), eps)))
     if weight is not None:
         out = O.mul(out, weight)
-    return out
+    return downcast(out, low)
 
 
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:

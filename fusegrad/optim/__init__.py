@@ -1,6 +1,7 @@
 """``fusegrad.optim``: PyTorch's optimizers, learning-rate schedulers and SWA utilities."""
 from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
+from .adafactor import Adafactor
 from .adagrad import Adagrad
 from .adam import Adam
 from .adamax import Adamax
@@ -14,5 +15,5 @@ from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
 
-__all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
+__all__ = ["Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
            "Rprop", "ASGD", "SGD", "lr_scheduler", "swa_utils"]

@@ -7,6 +7,9 @@ from . import ops as O
 # (declaring their ops before _bind)
 from . import index_ops as _index_ops, linalg as _linalg, numeric as _numeric, restride as _restride  # noqa: F401
 from . import sorting as _sorting  # noqa: F401
+from . import bitwise_ops as B
+from . import tensor_queries as Q
+from .linalg_extras import adjoint, matrix_h
 from .devices import data_pointer
 from .exports import EXPORTS
 from .tensor import Tensor
@@ -14,6 +17,12 @@ from .tensor import Tensor
 def _r(fn):
     """Reflected operator: ``scalar op tensor``."""
     return lambda self, other: fn(other, self)
+
+
+def _functional():
+    """``nn.functional`` (imported on first use: it imports this package's ops)."""
+    from ..nn import functional
+    return functional
 
 
 def _bind() -> None:
@@ -25,7 +34,8 @@ def _bind() -> None:
             setattr(T, name + "_", O._inplace_of(ex.fn))
     T.where = lambda self, cond, other: O.where(cond, self, other)
     for name, d in [("float", D.float32), ("double", D.float64), ("half", D.float16), ("bfloat16", D.bfloat16),
-                    ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8)]:
+                    ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8),
+                    ("char", D.int8)]:
         setattr(T, name, O._caster(d))
     T.is_floating_point = lambda self: self.dtype.is_floating_point
     T.is_contiguous = O.is_contiguous
@@ -41,6 +51,13 @@ def _bind() -> None:
     T.stride = lambda self, dim=None: (tuple(s // self._data.dtype.itemsize for s in self._data.strides)
                                        if dim is None else self._data.strides[dim] // self._data.dtype.itemsize)
     T.data_ptr = lambda self: data_pointer(self._data)
+    T.hardshrink = lambda self, lambd=0.5: _functional().hardshrink(self, lambd)
+    T.prelu = lambda self, weight: _functional().prelu(self, weight)
+    T.H = property(matrix_h)
+    T.mH = property(adjoint)
+    T.nbytes = property(Q.nbytes)
+    T.itemsize = property(Q.itemsize)
+    T.storage_offset = Q.storage_offset
     T.untyped_storage = lambda self: self._data.base if self._data.base is not None else self._data
 
     # operators
@@ -63,10 +80,17 @@ def _bind() -> None:
     T.__neg__ = O.neg
     T.__pos__ = lambda self: self
     T.__abs__ = O.abs
-    T.__invert__ = O.logical_not
-    T.__and__ = O.logical_and
-    T.__or__ = O.logical_or
-    T.__xor__ = O.logical_xor
+    T.__invert__ = B.bitwise_not
+    T.__and__ = B.bitwise_and
+    T.__rand__ = _r(B.bitwise_and)
+    T.__or__ = B.bitwise_or
+    T.__ror__ = _r(B.bitwise_or)
+    T.__xor__ = B.bitwise_xor
+    T.__rxor__ = _r(B.bitwise_xor)
+    T.__lshift__ = B.bitwise_left_shift
+    T.__rlshift__ = _r(B.bitwise_left_shift)
+    T.__rshift__ = B.bitwise_right_shift
+    T.__rrshift__ = _r(B.bitwise_right_shift)
     T.__eq__ = O.eq
     T.__ne__ = O.ne
     T.__lt__ = O.lt
@@ -81,6 +105,11 @@ def _bind() -> None:
     T.__isub__ = T.sub_
     T.__imul__ = T.mul_
     T.__itruediv__ = T.div_
+    T.__iand__ = T.bitwise_and_
+    T.__ior__ = T.bitwise_or_
+    T.__ixor__ = T.bitwise_xor_
+    T.__ilshift__ = T.bitwise_left_shift_
+    T.__irshift__ = T.bitwise_right_shift_
 
 
 _bind()

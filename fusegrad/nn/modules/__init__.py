@@ -19,9 +19,9 @@ from .attention import MultiheadAttention
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .activation import (CELU, GLU, Hardsigmoid, Hardswish, Hardtanh, Mish, PReLU, ReLU6, SELU, Softmin, Softsign,
                          Tanhshrink)
-from .dropout import AlphaDropout, Dropout1d, Dropout2d, FeatureAlphaDropout
+from .dropout import AlphaDropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .loss import (CosineEmbeddingLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss, SoftMarginLoss,
-                   TripletMarginLoss)
+                   TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .parameter_containers import ParameterDict, ParameterList
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
@@ -43,9 +43,9 @@ __all__ += ["GroupNorm", "RMSNorm", "BatchNorm1d", "BatchNorm2d", "InstanceNorm1
             "PixelShuffle", "PixelUnshuffle", "Upsample", "Fold", "Unfold"]
 # more activations, dropouts, losses and parameter containers
 __all__ += ["CELU", "GLU", "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "PReLU", "ReLU6", "SELU", "Softmin",
-            "Softsign", "Tanhshrink", "AlphaDropout", "Dropout1d", "Dropout2d", "FeatureAlphaDropout",
+            "Softsign", "Tanhshrink", "AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",
             "CosineEmbeddingLoss", "HingeEmbeddingLoss", "KLDivLoss", "MarginRankingLoss", "SoftMarginLoss",
-            "TripletMarginLoss", "ParameterDict", "ParameterList"]
+            "TripletMarginLoss", "TripletMarginWithDistanceLoss", "ParameterDict", "ParameterList"]
 
 # padding, distance, shuffle and more activation, normalization and loss layers
 from .activation import Hardshrink, LogSigmoid, RReLU, Softmax2d, Softshrink, Threshold  # noqa: E402
@@ -75,3 +75,9 @@ del _sys
 # 3-d convolution and pooling, power-average pooling, max unpooling and embedding bags
 __all__ += ["Conv3d", "ConvTranspose3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "MaxPool3d",
             "LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "EmbeddingBag"]
+
+# sequence losses and the adaptive softmax
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402
+from .loss import CTCLoss  # noqa: E402
+
+__all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]

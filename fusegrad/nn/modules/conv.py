@@ -49,7 +49,7 @@ class _ConvNd(Module):
             wshape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             wshape = (out_channels, in_channels // groups) + self.kernel_size
-        register_weight_and_bias(self, wshape, out_channels, bias, dtype)
+        register_weight_and_bias(self, wshape, out_channels, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

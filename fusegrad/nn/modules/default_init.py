@@ -13,12 +13,12 @@ from ..parameter import Parameter
 
 
 def register_weight_and_bias(module: Module, weight_shape: Sequence[int], out_features: int, bias: bool,
-                             dtype=None) -> None:
+                             dtype=None, device=None) -> None:
     """Registers an uninitialized ``weight`` of ``weight_shape`` and a ``bias`` of ``(out_features,)``,
-    or ``bias=None`` when ``bias`` is off."""
-    module.weight = Parameter(empty(weight_shape, dtype=dtype))
+    or ``bias=None`` when ``bias`` is off, on ``device``."""
+    module.weight = Parameter(empty(weight_shape, dtype=dtype, device=device))
     if bias:
-        module.bias = Parameter(empty(out_features, dtype=dtype))
+        module.bias = Parameter(empty(out_features, dtype=dtype, device=device))
     else:
         module.register_parameter("bias", None)
 

@@ -44,6 +44,12 @@ class Dropout2d(_ChannelDropout):
     fn = staticmethod(F.dropout2d)
 
 
+class Dropout3d(_ChannelDropout):
+    """Zeroes whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs in training mode."""
+
+    fn = staticmethod(F.dropout3d)
+
+
 class AlphaDropout(_ChannelDropout):
     """Dropout that keeps SELU's self-normalizing mean and variance."""
 

@@ -29,7 +29,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        register_weight_and_bias(self, (out_features, in_features), out_features, bias, dtype)
+        register_weight_and_bias(self, (out_features, in_features), out_features, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -95,7 +95,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias, dtype)
+        register_weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias, dtype,
+                                 device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

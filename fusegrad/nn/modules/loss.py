@@ -172,6 +172,26 @@ class TripletMarginLoss(_MarginLoss):
                                      swap=self.swap, reduction=self.reduction)
 
 
+class TripletMarginWithDistanceLoss(_Loss):
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` with the distance
+    ``distance_function`` (default: pairwise distance)."""
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__(None, None, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function = distance_function
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function, margin=self.margin,
+                                                   swap=self.swap, reduction=self.reduction)
+
+
 class GaussianNLLLoss(_Loss):
     """Gaussian negative log likelihood of ``target`` under mean ``input`` and variance ``var``."""
 
@@ -229,3 +249,15 @@ class MultiLabelMarginLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """Connectionist Temporal Classification loss over unsegmented label sequences."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> None:
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths, target_lengths) -> Tensor:
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)

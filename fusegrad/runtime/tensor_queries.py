@@ -1,0 +1,92 @@
+"""Questions about tensors and small factories of the ``torch`` namespace: ``is_nonzero``,
+``is_same_size``, ``is_signed``, ``is_complex`` (never: no complex dtypes), ``typename``,
+``scalar_tensor`` and ``randint_like``; the Tensor's ``nbytes``, ``itemsize`` and
+``storage_offset`` (bound in ``runtime.methods``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import dtypes as D
+from .exports import op
+from .tensor import Tensor
+
+
+@op
+def is_nonzero(input: Tensor) -> bool:  # noqa: A002
+    """Whether the one-element ``input`` is not zero."""
+    n = input.numel()
+    if n == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if n > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input.item() != 0)
+
+
+@op
+def is_same_size(input: Tensor, other: Tensor) -> bool:  # noqa: A002
+    """Whether the two tensors have the same shape."""
+    return tuple(input.shape) == tuple(other.shape)
+
+
+@op
+def is_signed(input: Tensor) -> bool:  # noqa: A002
+    """Whether ``input``'s dtype is signed (floats and signed integers)."""
+    return input.dtype.np.kind in "if" or input.dtype == D.bfloat16
+
+
+@op
+def is_complex(input: Tensor) -> bool:  # noqa: A002
+    """Whether ``input`` is complex: never (fusegrad has no complex dtypes)."""
+    return False
+
+
+@op(method=False)
+def typename(obj) -> str:
+    """The type name PyTorch gives ``obj``: a tensor's legacy type (``torch.FloatTensor``), else its class's."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    cls = obj if isinstance(obj, type) else type(obj)
+    module = cls.__module__
+    return cls.__qualname__ if module in ("builtins", "__builtin__", None) else f"{module}.{cls.__qualname__}"
+
+
+@op(method=False)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory: bool = False,
+                  requires_grad: bool = False) -> Tensor:
+    """A 0-d tensor of the number ``s`` (the default float dtype unless ``dtype``)."""
+    from .factory import tensor
+    return tensor(float(s) if dtype is None else s, dtype=dtype or D.get_default_dtype(), device=device,
+                  requires_grad=requires_grad)
+
+
+@op(method=False)
+def randint_like(input: Tensor, low: int = 0, high=None, *, dtype=None, layout=None, device=None,  # noqa: A002
+                 requires_grad: bool = False, memory_format=None, generator=None) -> Tensor:
+    """Random integers in ``[low, high)`` (``randint_like(input, high)``: from 0) of ``input``'s shape and dtype."""
+    if high is None:
+        low, high = 0, low
+    from .factory import randint
+    r = randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, generator=generator,
+                device=device or input.device)
+    return r.requires_grad_(requires_grad) if requires_grad else r
+
+
+def nbytes(self: Tensor) -> int:
+    """The bytes the tensor's elements take."""
+    return self.numel() * self.element_size()
+
+
+def itemsize(self: Tensor) -> int:
+    """The bytes one element takes."""
+    return self.element_size()
+
+
+def storage_offset(self: Tensor) -> int:
+    """The offset, in elements, of the first element in its storage (its base array's memory)."""
+    d = self._data
+    if type(d) is not np.ndarray:
+        return 0
+    root = d
+    while root.base is not None and isinstance(root.base, np.ndarray):
+        root = root.base
+    return (d.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // d.dtype.itemsize
