@@ -281,3 +281,20 @@ def test_grad_scaler_inside_a_compiled_step_trains_as_eagerly():
     # (the poison, a float argument, compiles per value beside the guarded read: a note says so)
     assert info["segments"] == 0 and not info["graph_breaks"], info
     assert all("float argument" in n for n in info["notes"]), info
+
+
+def test_low_precision_addmm_and_linear_round_once_as_torch():
+    """addmm (and linear, which calls it) on bfloat16/float16 compute in float32 and round
+    once, as PyTorch's CPU kernel: the product rounded before adding the bias differed in
+    one ulp on a third of the elements."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (12, 16), (12,)))
+    for dt in ("bfloat16", "float16"):
+        outs = []
+        for m in (torch, fg):
+            cast = lambda a: m.tensor(a).to(getattr(m, dt))  # noqa: E731
+            outs.append([m.addmm(cast(b), cast(x), cast(w).t(), beta=0.5, alpha=2.0).float().numpy(),
+                         m.nn.functional.linear(cast(x), cast(w), cast(b)).float().numpy()])
+        for got, want in zip(outs[1], outs[0]):
+            np.testing.assert_array_equal(got, want)

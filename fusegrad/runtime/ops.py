@@ -1433,10 +1433,15 @@ ger = alias(outer, "ger")
 @lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
     def addmm_of(bias, a, b):
+        dt = D.promote_types(D.promote_types(bias.dtype, a.dtype), b.dtype)
+        low = dt in (D.float16, D.bfloat16)  # computed in float32 and rounded once, as PyTorch's kernel
+        if low:
+            bias, a, b = (to(x, D.float32) for x in (bias, a, b))
         r = matmul(a, b)
         if alpha != 1:
             r = mul(r, alpha)
-        return add(mul(bias, beta) if beta != 1 else bias, r)
+        r = add(mul(bias, beta) if beta != 1 else bias, r)
+        return to(r, dt) if low else r
     return one_node("AddmmBackward0", addmm_of, as_t(bias), as_t(a), as_t(b))
 
 
