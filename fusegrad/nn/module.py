@@ -490,6 +490,8 @@ class Module:
         """Set training mode (dropout active) on this module and all below it."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
+        if capturing():  # compiled code holds for the mode it found, not the one it sets (eval() ... train())
+            guard((id(self), "training"), lambda: self.training)
         self.training = mode
         for m in self.children():
             m.train(mode)

@@ -11,6 +11,7 @@ from ..ir.graph import Var
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
+from ..tracer.live import guard
 from ..nn.module import _typename, _zero_grad
 from ..tracer.live import live_number
 from ..tracer.trace import capturing
@@ -37,6 +38,9 @@ class Optimizer:
         self.defaults = defaults
         self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
         self.param_groups: List[Dict[str, Any]] = []
+        # counts the changes of which tensors it updates and holds (add_param_group,
+        # load_state_dict): compiled code that ran step() is guarded on it
+        self._structure = 0
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
                             "got " + _typename(params))
@@ -85,6 +89,7 @@ class Optimizer:
         if taken.intersection(ids):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
+        self._structure += 1
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized tensors (to None, or to zeros in place)."""
@@ -99,6 +104,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        guard(("optimizer structure", id(self)), lambda: self._structure)  # (inside compile: retraces on a change)
         self._update()
         return loss
 
@@ -219,6 +225,7 @@ class Optimizer:
                 s["param_names"] = g["param_names"]
         self.state = state
         self.param_groups = saved_groups
+        self._structure += 1
 
     def __repr__(self) -> str:
         s = type(self).__name__ + " ("

@@ -28,7 +28,7 @@ from ..passes.autodiff import vjp_graph
 from ..passes.fusion import Fused, fuse
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
-from ..tracer.capture import Captured, CaptureTrace, Variants, capture, read_references
+from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
 from ..tracer.guards import flatten_call, signature
 from ..tracer.live import CallTimeConst
@@ -807,10 +807,11 @@ class CompiledFunction:
             if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
                                        or (seen is not None and key not in seen)):
                 return self._build_sized(key, family, leaves, spec)
-            if key not in self._warmed and _optimizer_state_missing(self.fn, leaves):
+            warm = (key, tuple(getattr(o, "_structure", 0) for o in _reachable_optimizers(self.fn, leaves)))
+            if warm not in self._warmed and _optimizer_state_missing(self.fn, leaves):
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
                 # by an eager first call, so the trace only updates existing state in place
-                self._warmed.add(key)
+                self._warmed.add(warm)
                 self._stats["warmups"] += 1
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
@@ -995,14 +996,13 @@ def _symbols(leaves: list) -> dict:
 
 def _reachable_optimizers(fn, leaves: list) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
-    ``self``, the call's arguments (``leaves``), and one attribute level of those objects
-    (e.g. ``trainer.opt``)."""
+    ``self``, the call's arguments (``leaves``), and one level of those objects' attributes
+    or items (``trainer.opt``, ``parts["opt"]``)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
     objs += read_references(fn) + [x for x in leaves if not isinstance(x, Tensor)]
     found, seen = [], set()
-    for o in objs + [v for o in objs if hasattr(o, "__dict__") and not isinstance(o, type)
-                     for v in vars(o).values()]:
+    for o in objs + [v for o in objs for v in members(o)]:
         if isinstance(o, Optimizer) and id(o) not in seen:
             seen.add(id(o))
             found.append(o)

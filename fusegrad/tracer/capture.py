@@ -107,7 +107,10 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             named = []
             for key, read, identity in referenced_values(fn):
                 named.append(guard(key, read, identity))
-            generators = python_random.snapshot(named)
+            # (the generators it names, is given or holds: ``self.rng``, ``gens["noise"]``)
+            around = named + [x for x in leaves if not isinstance(x, Tensor)] + (
+                [fn] if hasattr(fn, "named_parameters") else [])
+            generators = python_random.snapshot(around + [v for o in around for v in members(o)])
             yield tr, tleaves
             if python_random.drawn_and_restored(generators):
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} draws Python or NumPy random "
@@ -296,6 +299,15 @@ def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
     if isinstance(v, dict) and len(v) <= _MAX_CONTAINER and any(isinstance(x, Tensor) for x in v.values()):
         return lambda: tuple((k, id(x)) for k, x in v.items())
     return None
+
+
+def members(o) -> list:
+    """The attribute values, dict values or items of ``o`` (one level down)."""
+    if isinstance(o, dict):
+        return list(o.values())
+    if isinstance(o, (list, tuple)):
+        return list(o)
+    return list(vars(o).values()) if hasattr(o, "__dict__") and not isinstance(o, type) else []
 
 
 def referenced_values(fn, depth: int = 1) -> list:

@@ -26,7 +26,7 @@ from ..runtime.factory import get_rng_state, set_rng_state
 from ..runtime.grad_mode import STATE, enable_grad, no_grad
 from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
 from ..runtime.tensor import Tensor, wrap
-from ..tracer.trace import current_traces
+from ..tracer.trace import capturing, current_traces
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -206,11 +206,18 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
         use_reentrant = True
     if use_reentrant and kwargs:  # checked before tracing too: traced and eager calls accept the same
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
-    if current_traces():  # tracing (compile, a transform), whichever arguments are traced
+    tracing = bool(current_traces())
+    # (a transform's trace differentiates its own inputs, whatever their requires_grad)
+    no_inputs_grad = use_reentrant and STATE.enabled and (not tracing or capturing()) and not any(
+        isinstance(a, Tensor) and a._rg for a in args)
+    if no_inputs_grad:
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
+    if tracing:  # (compile, a transform), whichever arguments are traced
+        if no_inputs_grad:  # the reentrant form's output has no gradient then: its forward runs without
+            with no_grad():
+                return _checkpoint_traced(function, args, kwargs)
         return _checkpoint_traced(function, args, kwargs)
     if use_reentrant:
-        if STATE.enabled and not any(isinstance(a, Tensor) and a._rg for a in args):
-            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
         return CheckpointFunction.apply(function, preserve_rng_state, *args)
     if not STATE.enabled:
         return function(*args, **kwargs)

@@ -1,0 +1,120 @@
+"""Compiled training code following what programs change around it, against PyTorch:
+an optimizer's load_state_dict (resuming) and add_param_group (unfreezing) between compiled
+steps, an optimizer reached through a dict, a model switched to eval() and back inside the
+function, random generators passed in or held as attributes, and a reentrant checkpoint of
+inputs without gradient."""
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _models(T):
+    g = np.random.default_rng(0)
+    a, b = T.nn.Linear(3, 4).double(), T.nn.Linear(4, 1).double()
+    with T.no_grad():
+        for p in list(a.parameters()) + list(b.parameters()):
+            p.copy_(T.tensor(g.standard_normal(tuple(p.shape))))
+    return a, b
+
+
+def _losses(T, compiled, edit):
+    a, b = _models(T)
+    b.requires_grad_(False)
+    opt = T.optim.Adam(a.parameters(), lr=0.05)
+    parts = {"opt": opt}
+    x, y = T.tensor(np.linspace(-1, 1, 12).reshape(4, 3)), T.tensor(np.ones((4, 1)))
+
+    def step(x, y):
+        parts["opt"].zero_grad()
+        loss = ((b(a(x).relu()) - y) ** 2).mean()
+        loss.backward()
+        parts["opt"].step()
+        return loss.detach()
+    f = fusegrad.compile(step) if compiled else step
+    out = []
+    for i in range(6):
+        if i == 3:
+            edit(T, opt, a, b)
+        out.append(float(f(x, y)))
+    return out
+
+
+def _resume(T, opt, a, b):
+    opt.load_state_dict(T.optim.Adam(a.parameters(), lr=0.01).state_dict())
+
+
+def _unfreeze(T, opt, a, b):
+    b.requires_grad_(True)
+    opt.add_param_group({"params": b.parameters(), "lr": 0.1})
+
+
+@pytest.mark.parametrize("edit", [_resume, _unfreeze])
+def test_optimizer_changes_between_compiled_steps(edit):
+    np.testing.assert_allclose(_losses(fusegrad, True, edit), _losses(torch, False, edit), rtol=1e-12)
+
+
+def test_eval_and_back_inside_compiles_once():
+    m = fusegrad.nn.Sequential(fusegrad.nn.Linear(4, 8), fusegrad.nn.Dropout(0.5), fusegrad.nn.Linear(8, 2))
+
+    def evaluate(x):
+        m.eval()
+        with fusegrad.no_grad():
+            out = m(x).sum()
+        m.train()
+        return out
+    ce = fusegrad.compile(evaluate)
+    x = fusegrad.ones(3, 4)
+    want = evaluate(x).item()
+    for _ in range(4):
+        assert ce(x).item() == pytest.approx(want, rel=1e-6)
+    assert m.training and ce.cache_info()["compiles"] == 1
+
+
+def test_random_generators_given_or_held_draw_as_eagerly():
+    class Noisy(fusegrad.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rng = random.Random(3)
+
+        def forward(self, x):
+            return x * self.rng.random()
+
+    def f(x, gen):
+        return x * gen.standard_normal()
+    x = fusegrad.ones(2)
+    for make, call in ((lambda: np.random.default_rng(5), lambda fn, g: fn(x, g)),
+                       (Noisy, lambda fn, m: fn(x))):
+        eager_obj, comp_obj = make(), make()
+        cf = fusegrad.compile(f if make is not Noisy else comp_obj)
+        eager_fn = f if make is not Noisy else eager_obj
+        for _ in range(4):
+            np.testing.assert_array_equal(call(cf, comp_obj).numpy(), call(eager_fn, eager_obj).numpy())
+
+
+def test_reentrant_checkpoint_of_inputs_without_grad():
+    def run(T, compiled):
+        lin, head = T.nn.Linear(3, 3).double(), T.nn.Linear(3, 1).double()
+
+        def f(x):
+            h = T.utils.checkpoint.checkpoint(lin, x, use_reentrant=True)
+            loss = head(h).sum()
+            loss.backward()
+            return loss.detach()
+        g = fusegrad.compile(f) if compiled else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                g(T.ones(2, 3, dtype=T.float64))
+        return lin.weight.grad, head.weight.grad
+    (gw, gh), (tw, th) = run(fusegrad, True), run(torch, False)
+    assert gw is None and tw is None
+    assert gh is not None and th is not None
