@@ -118,3 +118,29 @@ def test_reentrant_checkpoint_of_inputs_without_grad():
     (gw, gh), (tw, th) = run(fusegrad, True), run(torch, False)
     assert gw is None and tw is None
     assert gh is not None and th is not None
+
+
+def test_a_tensor_learning_rate_a_scheduler_changes():
+    """A scheduler fills a tensor learning rate in place, as PyTorch's; one replaced by
+    another tensor is a new guard value (both were ignored by the compiled step)."""
+    def run(T, compiled, replace):
+        w = T.zeros(1, requires_grad=True)
+        opt = T.optim.SGD([w], lr=T.tensor(0.1))
+        sched = T.optim.lr_scheduler.ExponentialLR(opt, 0.5)
+
+        def step():
+            opt.zero_grad()
+            w.sum().backward()
+            opt.step()
+        f = fusegrad.compile(step) if compiled else step
+        out = []
+        for i in range(5):
+            f()
+            if replace and i == 2:
+                opt.param_groups[0]["lr"] = T.tensor(0.3)
+            else:
+                sched.step()
+            out.append(float(w))
+        return out
+    for replace in (False, True):
+        np.testing.assert_allclose(run(fusegrad, True, replace), run(torch, False, replace), rtol=1e-6)

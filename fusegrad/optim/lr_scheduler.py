@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
+from ..runtime.tensor import Tensor
 from .optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -24,6 +25,15 @@ EPOCH_DEPRECATION_WARNING = (
 
 def _lrs(optimizer: Optimizer) -> List[float]:
     return [group["lr"] for group in optimizer.param_groups]
+
+
+def _set_lr(group: Dict[str, Any], lr: Any) -> None:
+    """``group["lr"] = lr``; a tensor learning rate is filled in place, as PyTorch's schedulers
+    do (compiled steps read that tensor)."""
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(lr)
+    else:
+        group["lr"] = lr
 
 
 class LRScheduler:
@@ -95,7 +105,7 @@ class LRScheduler:
                 closed = getattr(self, "_get_closed_form_lr", None)
                 values = closed() if closed is not None else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _lrs(self.optimizer)
 
     def state_dict(self) -> Dict[str, Any]:
@@ -369,7 +379,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         with self._within_step():
             values = self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _lrs(self.optimizer)
 
 
@@ -418,7 +428,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_lr(group, lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
@@ -651,7 +661,7 @@ class SequentialLR(_Composite, LRScheduler):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:  # undo what the inner schedulers' constructors did
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         for s in schedulers:
             self._undo(s)
         idx = bisect_right(milestones, 0)
@@ -763,7 +773,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, self.min_lrs[i])
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _set_lr(group, new_lr)
 
     @property
     def in_cooldown(self) -> bool:

@@ -89,6 +89,8 @@ def live_number(source, *path, dtype: np.dtype = np.dtype(np.float32)):
     tensor of ``dtype`` that the compiled code reads from ``source`` at every call (guarded
     on its zero-ness, which updates branch on: no weight decay at 0)."""
     v = _read_path(source, path)
+    if isinstance(v, Tensor) and capturing():  # read as a captured tensor: guarded on being that one
+        guard((id(source), path, "tensor"), lambda: _read_path(source, path), identity=True)
     if not capturing() or isinstance(v, Tensor):
         return v
     guard((id(source), path, "nonzero"), lambda: _read_path(source, path) != 0)
