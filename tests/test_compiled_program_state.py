@@ -144,3 +144,21 @@ def test_a_tensor_learning_rate_a_scheduler_changes():
         return out
     for replace in (False, True):
         np.testing.assert_allclose(run(fusegrad, True, replace), run(torch, False, replace), rtol=1e-6)
+
+
+def test_returned_arguments_and_captured_tensors_are_themselves():
+    """A returned argument (updated in place or not) or captured tensor is that tensor, as
+    in eager and torch.compile: an in-place update of the result reaches it (it was a copy)."""
+    lin = fusegrad.nn.Linear(2, 2)
+    buf = fusegrad.zeros(2)
+
+    def upd(b, x):
+        b.mul_(0.5).add_(x)
+        return b, x, lin.weight, buf
+    cf = fusegrad.compile(upd)
+    b, x = fusegrad.ones(2), fusegrad.full((2,), 2.0)
+    for _ in range(3):
+        rb, rx, rw, rbuf = cf(b, x)
+        assert rb is b and rx is x and rw is lin.weight and rbuf is buf
+    rb.add_(1)
+    np.testing.assert_allclose(b.numpy(), [0.5 * (0.5 * (0.5 + 2) + 2) + 2 + 1] * 2)

@@ -71,7 +71,7 @@ class _Traced(Captured):
         super().__init__(graph, guards, with_grad=bool(writebacks))
         self.out_spec = out_spec
         # per output leaf: ("t", graph output index), ("n", graph output index) for a Python
-        # number (a returned item()), or ("v", value)
+        # number (a returned item()), ("a", k) the k-th tensor argument itself, or ("v", value)
         self.out_slots = out_slots
         # (graph output index, base, view chain, requires grad) per output that views a tensor
         # argument, a captured tensor or another output: made again at each call from its
@@ -144,11 +144,16 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         g.outputs.append(tr.lift(x))
         return k
 
+    captured = {id(h) for h, *_ in tr.snaps}
     for x in out_leaves:
         number = speculate.returned(tr, x) if tr.speculates else None
         if number is not None:  # a number item() gave: the graph's value, a Python number at each call
             slots.append(("n", len(g.outputs)))
             g.outputs.append(number)
+        elif isinstance(x, Tensor) and id(x) in position:  # an argument itself: the caller's tensor, as
+            slots.append(("a", position[id(x)]))  # eager returns it (after its in-place updates)
+        elif isinstance(x, Tensor) and (type(x._data) is not Var or id(x) in captured):
+            slots.append(("v", x))  # a captured tensor itself (a parameter, a buffer updated in place)
         elif isinstance(x, Tensor):
             base = _outer_base(x, position) or (("out", x._base) if id(x._base) in inner else None)
             if base is not None:  # made again from its base at each call, its gradient flowing through that view
@@ -419,8 +424,8 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
             store[name] = outs[i]
     if plan.single:
         return outs[0]
-    return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else outs[s[1]]._data.item() if s[0] == "n" else s[1]
-                                   for s in tr.out_slots])
+    return unflatten(tr.out_spec, [outs[s[1]] if s[0] == "t" else outs[s[1]]._data.item() if s[0] == "n"
+                                   else tensors[s[1]] if s[0] == "a" else s[1] for s in tr.out_slots])
 
 
 def _residuals(plan: _Plan, res: tuple, tensors: list, arrays: list, primals: list) -> _Ctx:
