@@ -162,3 +162,31 @@ def test_returned_arguments_and_captured_tensors_are_themselves():
         assert rb is b and rx is x and rw is lin.weight and rbuf is buf
     rb.add_(1)
     np.testing.assert_allclose(b.numpy(), [0.5 * (0.5 * (0.5 + 2) + 2) + 2 + 1] * 2)
+
+
+def test_module_attributes_set_between_calls():
+    """A plain attribute a module's forward reads (a temperature, a flag), set between
+    compiled calls, retraces, as torch.compile's guards do (it was frozen at trace time);
+    attributes forward itself sets do not."""
+    def make(T):
+        class Net(T.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = T.nn.Linear(2, 2).double()
+                self.temperature, self.use_residual = 1.0, False
+
+            def forward(self, x):
+                y = self.lin(x) / self.temperature
+                self.last = y.detach()  # set by forward itself each call
+                return y + x if self.use_residual else y
+        return Net()
+    tn, fn = make(torch), make(fusegrad)
+    fn.load_state_dict({k: fusegrad.tensor(v.detach().numpy()) for k, v in tn.state_dict().items()})
+    cf = fusegrad.compile(fn)
+    x = np.array([[1.0, 2.0]])
+    for temp, res in [(1.0, False), (1.0, False), (0.5, False), (0.25, True), (0.25, True)]:
+        tn.temperature = fn.temperature = temp
+        tn.use_residual = fn.use_residual = res
+        np.testing.assert_allclose(cf(fusegrad.tensor(x)).detach().numpy(), tn(torch.tensor(x)).detach().numpy(),
+                                   rtol=1e-13)
+    assert cf.cache_info()["compiles"] == 3

@@ -132,6 +132,8 @@ _global_forward_hooks_always_called: Set[int] = set()
 _global_forward_hooks_with_kwargs: Set[int] = set()
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+_ABSENT = object()  # an attribute not set before (Module.__setattr__)
+_PLAIN = (bool, int, float, str, type(None))  # attribute values compared by value there
 
 #: the per-module hook dictionaries, filled in by ``__setstate__`` for modules pickled without them
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -335,7 +337,13 @@ class Module:
                     if not _stored_traced(self, buffers, buffers[name], value, name):
                         buffers[name] = value
                 elif not _stored_traced(self, None, d.get(name), value, name):
+                    old = d.get(name, _ABSENT)
                     object.__setattr__(self, name, value)
+                    # compiled code that called this module retraces (_call_impl) once a plain
+                    # attribute is set to another value from outside (training: guarded by value)
+                    if name != "training" and old is not value and not capturing() and not (
+                            type(old) in _PLAIN and type(value) is type(old) and old == value):
+                        d["_attr_version"] = d.get("_attr_version", 0) + 1
 
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__
@@ -945,8 +953,10 @@ class Module:
     __call__ = _wrapped_call_impl
 
     def _call_impl(self, *args, **kwargs) -> Any:
-        if capturing():  # compiled code that calls a module holds for its mode (dropout, batch norm)
+        if capturing():  # compiled code that calls a module holds for its mode (dropout, batch norm),
             guard((id(self), "training"), lambda: self.training)
+            d = self.__dict__  # its plain attributes (a temperature, a flag: set from outside since)
+            guard((id(self), "attributes"), lambda: d.get("_attr_version", 0))
             guard((id(self), "hooks"), self._hook_ids)  # and for its hooks (one added later runs)
         d = self.__dict__
         forward_pre_hooks = d.get("_forward_pre_hooks")
