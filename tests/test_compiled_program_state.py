@@ -190,3 +190,29 @@ def test_module_attributes_set_between_calls():
         np.testing.assert_allclose(cf(fusegrad.tensor(x)).detach().numpy(), tn(torch.tensor(x)).detach().numpy(),
                                    rtol=1e-13)
     assert cf.cache_info()["compiles"] == 3
+
+
+def test_a_dict_and_list_argument_filled_by_the_function():
+    """A metrics dict and a list of losses given to the compiled step are filled at every
+    call, as eagerly (they stayed empty: the trace filled its own copies)."""
+    def make(T):
+        lin = T.nn.Linear(3, 1).double()
+        with T.no_grad():
+            lin.weight.fill_(0.5)
+            lin.bias.fill_(0.1)
+
+        def step(x, metrics, history):
+            loss = lin(x).pow(2).mean()
+            metrics["loss"] = float(loss)
+            metrics["n"] = metrics.get("n", 0) + 1
+            history.append(loss.detach() * 1)
+            return loss
+        return step
+    results = []
+    for T, compiled in ((fusegrad, True), (torch, False)):
+        step = fusegrad.compile(make(T)) if compiled else make(T)
+        metrics, history = {}, []
+        for _ in range(3):
+            step(T.ones(2, 3, dtype=T.float64), metrics, history)
+        results.append((metrics, [float(h) for h in history]))
+    assert results[0] == results[1]

@@ -107,16 +107,40 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
             speculate.start(tr, leaves)
             hyper = _hyperparameters(fn, leaves)
         out = None
+        before = _shallow(args, kwargs)
         try:
             out = fn(*args, **kwargs)
         finally:
             escaped = speculate.finish(tr, out) if speculating else ""
+        if _shallow(args, kwargs) != before:  # (the trace's copies of them: a replay would not fill the caller's)
+            tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
+                           "(filling a metrics dict, appending to a list)")
         traced = _finish_trace(tr, out, inputs)
         if speculating and tr.speculated:
             if not escaped and _hyperparameters(fn, leaves) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
             traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
+
+
+def _shallow(args: tuple, kwargs: dict) -> list:
+    """What the lists and dicts among the arguments hold, by identity, down their nesting."""
+    out: list = []
+
+    def visit(x) -> None:
+        if isinstance(x, dict):
+            out.append((id(x), tuple((k, id(v)) for k, v in x.items())))
+            for v in x.values():
+                visit(v)
+        elif isinstance(x, list):
+            out.append((id(x), tuple(map(id, x))))
+            for v in x:
+                visit(v)
+        elif isinstance(x, tuple):
+            for v in x:
+                visit(v)
+    visit(tuple(args) + tuple(kwargs.values()))
+    return out
 
 
 def _hyperparameters(fn, leaves: list) -> list:
