@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import sysconfig
 import threading
 from typing import Callable, Optional, Sequence
 
@@ -60,11 +61,20 @@ def capturing() -> bool:
     return capture_trace() is not None
 
 
+_PACKAGE = __file__.rsplit("/tracer/", 1)[0]
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_SITE = (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+
+
+def _not_users(filename: str) -> bool:
+    """fusegrad's own code or Python's standard library (a contextlib wrapper, functools)."""
+    return filename.startswith(_PACKAGE) or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
+
+
 def user_frame() -> str:
-    """'file:line' of the innermost frame outside the fusegrad package."""
+    """'file:line' of the innermost frame outside the fusegrad package and the standard library."""
     f = sys._getframe(1)
-    pkg = __file__.rsplit("/tracer/", 1)[0]
-    while f is not None and f.f_code.co_filename.startswith(pkg):
+    while f is not None and _not_users(f.f_code.co_filename):
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
 
