@@ -104,9 +104,11 @@ class _Closed:
         from ..tracer.live import CallTimeConst
         g = self.traced.graph
         consts = [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in g.consts]
-        res = run_tensors(g, [x for x in leaves if isinstance(x, Tensor)] + consts)
+        tensors = [x for x in leaves if isinstance(x, Tensor)]
+        res = run_tensors(g, tensors + consts)
         tr = self.traced
-        return unflatten(tr.out_spec, [res[s[1]] if s[0] == "t" else s[1] for s in tr.out_slots])
+        return unflatten(tr.out_spec, [res[s[1]] if s[0] == "t" else tensors[s[1]] if s[0] == "a" else s[1]
+                                       for s in tr.out_slots])
 
 
 class _Family:
