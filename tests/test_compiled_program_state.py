@@ -216,3 +216,21 @@ def test_a_dict_and_list_argument_filled_by_the_function():
             step(T.ones(2, 3, dtype=T.float64), metrics, history)
         results.append((metrics, [float(h) for h in history]))
     assert results[0] == results[1]
+
+
+def test_a_list_of_numbers_read_by_index_and_one_filled_as_a_log():
+    """A closure or global list of numbers the function reads (cnt[0]) is guarded by value
+    (it was frozen at trace time); one the function appends to (a log) is not an input."""
+    scales, log = [2.0], []
+    w = fusegrad.ones(3)
+
+    def f(x):
+        log.append(1.0)
+        return (w * x * scales[0]).sum()
+    cf = fusegrad.compile(f)
+    got = []
+    for i in range(6):
+        if i == 3:
+            scales[0] = 3.0
+        got.append(cf(fusegrad.ones(3)).item())
+    assert got == [6.0] * 3 + [9.0] * 3 and cf.cache_info()["compiles"] == 2

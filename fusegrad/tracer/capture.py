@@ -134,7 +134,9 @@ class Captured:
 
     def __init__(self, graph, guards: Optional[dict] = None, with_grad: bool = False):
         self.graph = graph
-        self.guard_map = dict(guards or {})
+        # (a list of numbers the traced code itself changed, a log it appends to, is no input)
+        self.guard_map = {k: g for k, g in (guards or {}).items()
+                          if not (type(k) is tuple and k[-1:] == (_CONTENTS,) and g[0]() != g[1])}
         self.guards = list(self.guard_map.values())  # (read, value, identity)
         self.with_grad = with_grad
         self.const_key = None
@@ -301,6 +303,22 @@ def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
     return None
 
 
+_CONTENTS = "contents"  # the guard key's tag of a container guarded by value (see capture)
+
+
+def _numbers(v) -> bool:
+    """A short list or dict of Python numbers, strings, None (guarded by value)."""
+    if isinstance(v, list):
+        return len(v) <= _MAX_CONTAINER and all(map(_constant, v))
+    if isinstance(v, dict):
+        return len(v) <= _MAX_CONTAINER and all(_constant(k) and _constant(x) for k, x in v.items())
+    return False
+
+
+def _contents(v) -> tuple:
+    return tuple(v.items()) if isinstance(v, dict) else tuple(v)
+
+
 def members(o) -> list:
     """The attribute values, dict values or items of ``o`` (one level down)."""
     if isinstance(o, dict):
@@ -331,6 +349,8 @@ def referenced_values(fn, depth: int = 1) -> list:
             ids = _tensor_ids(v)
             if ids is not None:
                 out.append((key + ("tensors",), ids, False))
+            elif _numbers(v):  # (a list of counts or scales read by index: cnt[0])
+                out.append((key + (_CONTENTS,), lambda v=v: _contents(v), False))
             elif level > 0 and callable(v) and getattr(getattr(v, "__func__", v), "__code__", None) is not None:
                 visit(v, level - 1)
     visit(fn, depth)
