@@ -234,3 +234,16 @@ def test_a_list_of_numbers_read_by_index_and_one_filled_as_a_log():
             scales[0] = 3.0
         got.append(cf(fusegrad.ones(3)).item())
     assert got == [6.0] * 3 + [9.0] * 3 and cf.cache_info()["compiles"] == 2
+
+
+def test_a_tensor_returned_twice_is_one_tensor():
+    cf = fusegrad.compile(lambda x: (lambda y: (y, y, y * 2))(x.sin()))
+    x, tx = fusegrad.ones(3, dtype=fusegrad.float64, requires_grad=True), torch.ones(3, dtype=torch.float64,
+                                                                                   requires_grad=True)
+    for _ in range(3):
+        a, b, c = cf(x)
+        assert a is b and a is not c
+    (a.sum() + b.sum()).backward()
+    ty = tx.sin()
+    (ty.sum() + ty.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15)

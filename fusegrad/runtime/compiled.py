@@ -184,8 +184,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
                 views.append((len(g.outputs), base, tuple(x._view_fn or ()), bool(x._rg)))
                 slots.append(("t", len(g.outputs)))
                 g.outputs.append(tr.lift(x))
-            else:
-                slots.append(("t", output(x)))
+            else:  # (the same tensor returned twice is one tensor, as eagerly)
+                slots.append(("t", index[id(x)] if id(x) in index else output(x)))
         else:
             slots.append(("v", x))
     for b in inner.values():  # a base only its views return: an output no slot names
