@@ -42,14 +42,20 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     return _channel_dropout(input, p, training, inplace, input.ndim == 3)
 
 
+def _warn_rank(input: Tensor, spatial: int) -> None:
+    """PyTorch's deprecation warning for ``dropout{spatial}d`` given an input of another rank."""
+    if input.ndim not in (spatial + 1, spatial + 2):
+        name = f"dropout{spatial}d"
+        warnings.warn(f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated and will result in "
+                      "an error in a future release. To retain the behavior and silence this warning, please use "
+                      f"dropout instead. Note that {name} exists to provide channel-wise dropout on inputs with "
+                      f"{spatial} spatial dimensions, a channel dimension, and an optional batch dimension (i.e. "
+                      f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+
+
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of an ``(N, C, H, W)`` or ``(C, H, W)`` input."""
-    if input.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      "please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
-                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+    _warn_rank(input, 2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
@@ -61,12 +67,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of an ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
-    if input.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
-                      "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    _warn_rank(input, 3)
     return _channel_dropout(input, p, training, inplace, input.ndim != 4)
 
 
