@@ -22,7 +22,8 @@ from . import constraints
 from .utils import broadcast_all, sum_rightmost
 
 __all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CumulativeDistributionTransform",
-           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform", "PowerTransform", "ReshapeTransform",
+           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "PowerTransform", "ReshapeTransform",
            "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform", "StickBreakingTransform",
            "TanhTransform", "Transform", "identity_transform"]
 
