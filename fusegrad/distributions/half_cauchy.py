@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 from ..runtime import factory
-from ..runtime import ops as O
 from . import constraints
+from .folded import Folded
 from .cauchy import Cauchy
 from .transformed_distribution import TransformedDistribution
 from .transforms import AbsTransform
@@ -13,7 +13,7 @@ from .transforms import AbsTransform
 __all__ = ["HalfCauchy"]
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(Folded, TransformedDistribution):
     """Density ``2 / (pi * scale * (1 + (x / scale) ** 2))`` on ``x >= 0``."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
@@ -41,20 +41,3 @@ class HalfCauchy(TransformedDistribution):
     @property
     def variance(self):
         return self.base_dist.variance
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return O.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)

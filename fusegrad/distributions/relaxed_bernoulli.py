@@ -63,7 +63,23 @@ class LogitRelaxedBernoulli(BinaryProbs, Distribution):
         return temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class RelaxedParams:
+    """``temperature``, ``logits`` and ``probs`` of a relaxed distribution: its base's."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class RelaxedBernoulli(RelaxedParams, TransformedDistribution):
     """``sigmoid`` of a ``LogitRelaxedBernoulli`` sample: a differentiable stand-in for
     Bernoulli draws, sharper as ``temperature`` falls."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -77,15 +93,3 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs

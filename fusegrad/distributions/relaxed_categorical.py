@@ -8,6 +8,7 @@ from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
+from .relaxed_bernoulli import RelaxedParams
 from .transforms import ExpTransform
 from .utils import broadcast_all, clamp_probs, tensor_like
 
@@ -66,7 +67,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(RelaxedParams, TransformedDistribution):
     """``exp`` of an ``ExpRelaxedCategorical`` sample: a differentiable stand-in for one-hot
     categorical draws, sharper as ``temperature`` falls."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -80,15 +81,3 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
