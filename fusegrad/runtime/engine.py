@@ -3,6 +3,7 @@ every consumer of its outputs has contributed), summing gradients of shared valu
 from __future__ import annotations
 
 from collections import deque
+import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -264,7 +265,7 @@ def _check_nan(node: Node, outs) -> None:
         if g is not None and not isinstance(g._data, np.ndarray):
             continue
         if g is not None and D.np_floating(g._data.dtype) and np.isnan(g._data).any():
-            where = ""
-            if node.stack:
-                where = "\nTraceback of forward call that caused the error:\n" + "".join(node.stack[-4:])
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.{where}")
+            if node.stack:  # as PyTorch: the forward's traceback is a warning, the error names the node
+                warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the "
+                              "error:\n" + "".join(node.stack[-4:]), UserWarning, stacklevel=2)
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")

@@ -182,8 +182,9 @@ class FunctionNode(Node):
         return self.n_out
 
     def apply(self, grads):
-        zeros_like_meta = _tensor.zeros_like_meta
-        grads = [g if g is not None else zeros_like_meta(m) for g, m in zip(grads, self.out_meta)]
+        if getattr(self.ctx, "materialize_grads", True):  # (ctx.set_materialize_grads(False): None stays)
+            zeros_like_meta = _tensor.zeros_like_meta
+            grads = [g if g is not None else zeros_like_meta(m) for g, m in zip(grads, self.out_meta)]
         res = self.backward_fn(*grads)
         if not isinstance(res, tuple):
             res = (res,)
