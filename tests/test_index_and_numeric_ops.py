@@ -134,3 +134,60 @@ def test_median_without_dim_shares_its_gradient_among_ties_as_pytorch():
         np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
         np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
         assert type(y.grad_fn).__name__ == type(yt.grad_fn).__name__
+
+
+EINSUMS = [  # (equation, operand shapes): repeated letters, ellipses, implicit outputs, broadcasting
+    ("ii", [(3, 3)]), ("ii->i", [(3, 3)]), ("iij->j", [(3, 3, 2)]), ("...ij->...ji", [(2, 3, 4)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("b...,b...->b", [(2, 3, 4), (2, 3, 4)]),
+    ("...i,...i", [(1, 3, 4), (2, 1, 4)]), ("ij,jk", [(3, 4), (4, 2)]), ("ij,ij->", [(3, 4), (3, 4)]),
+    ("ijk,ik->j", [(2, 3, 4), (2, 4)]), ("i,i,i->", [(3,), (3,), (3,)]), ("ii,i->i", [(3, 3), (3,)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUMS)
+def test_einsum_forms_match_torch(eq, shapes):
+    """einsum's equation forms against PyTorch: values and float64 gradients."""
+    arrays = [np.random.default_rng(k).standard_normal(s) for k, s in enumerate(shapes)]
+
+    def run(lib):
+        ops = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = lib.einsum(eq, *ops)
+        (out * lib.arange(out.numel(), dtype=lib.float64).reshape(out.shape)).sum().backward()
+        return [out.detach().numpy()] + [o.grad.numpy() for o in ops]
+
+    for g, w in zip(run(fg), run(torch), strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_einsum_sublist_form_and_errors():
+    c = np.arange(24.0).reshape(2, 3, 4)
+    d = np.arange(12.0).reshape(4, 3)
+    got = [fg.einsum(fg.tensor(c), [0, 1, 2], [0, 2]).numpy(),
+           fg.einsum(fg.tensor(c), [Ellipsis, 2], fg.tensor(d), [2, 1], [Ellipsis, 1]).numpy()]
+    want = [torch.einsum(torch.tensor(c), [0, 1, 2], [0, 2]).numpy(),
+            torch.einsum(torch.tensor(c), [Ellipsis, 2], torch.tensor(d), [2, 1], [Ellipsis, 1]).numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w)
+    with pytest.raises(RuntimeError, match="subscripts"):
+        fg.einsum("ij->i", fg.zeros(2, 3, 4))
+
+
+def test_scatter_multiply_round_decimals_and_int_pow_match_torch():
+    def run(lib):
+        base = lib.full((2, 4), 2.0)
+        idx = lib.tensor([[2], [3]])
+        x = lib.tensor([1.2345, -2.5551, 1234.5, 0.125], dtype=lib.float64)
+        out = [base.clone().scatter_(1, idx, 1.5, reduce="multiply"),
+               base.clone().scatter_(1, idx, lib.full((2, 1), 3.0), reduce="multiply"),
+               lib.scatter(base, 1, idx, lib.full((2, 1), -1.0), reduce="multiply"),
+               lib.round(x, decimals=2), x.round(decimals=-2), lib.round(x, decimals=1),
+               2 ** lib.tensor([2, 3]), lib.pow(3, lib.tensor([0, 4])), 2.0 ** lib.tensor([2, 3]),
+               2 ** lib.tensor([0.5])]
+        return [(str(o.dtype), o.numpy()) for o in out]
+
+    for (gd, g), (wd, w) in zip(run(fg), run(torch), strict=True):
+        assert gd.split(".")[-1] == wd.split(".")[-1]
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(RuntimeError, match="add or multiply"):
+        fg.zeros(3).scatter_(0, fg.tensor([1]), 1.0, reduce="max")

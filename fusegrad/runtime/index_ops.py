@@ -66,11 +66,16 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         src = value
     if src is None:
         raise TypeError("scatter() missing required argument 'src' or 'value'")
-    if reduce not in (None, "add"):
-        raise NotImplementedError(f"scatter(reduce={reduce!r}): only reduce='add' is supported (or scatter_reduce)")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
     ax = O._axes(x, dim)[0]
     if index.ndim == 0:  # (a single position, as PyTorch takes it)
         index = O.reshape(index, (1,) * x.ndim)
+    if reduce == "multiply":  # (PyTorch's older spelling of scatter_reduce(..., "prod"))
+        from .scatter_ops import scatter_reduce
+        from .factory import full
+        src = src if isinstance(src, Tensor) else full(tuple(index.shape), src, dtype=x.dtype, device=x.device)
+        return scatter_reduce(x, ax, index, src, "prod")
     if index._data.dtype.kind not in "iu" or index.ndim != x.ndim:
         raise RuntimeError(f"scatter(): Expected index to be an int64 tensor with as many dimensions as self "
                            f"({x.ndim}), got {index.dtype} with {index.ndim}")

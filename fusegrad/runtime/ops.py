@@ -174,7 +174,22 @@ rsqrt = op(_unary(P.rsqrt))
 erf = op(_unary(P.erf))
 floor = op(_unary(P.floor, "FloorBackward0", to_float=False), inplace="both")
 ceil = op(_unary(P.ceil, "CeilBackward0", to_float=False))
-round = op(_unary(P.round_, "RoundBackward0", to_float=False), inplace="both")
+_round = _unary(P.round_, "RoundBackward0", to_float=False)
+
+
+@op(inplace="both")
+def round(x, *, decimals=0):  # noqa: A001
+    """Round half to even; with ``decimals``, at that decimal place (as PyTorch: scaled by a
+    power of ten, rounded, scaled back)."""
+    if not decimals:
+        return _round(x)
+    x = as_t(x)
+    if decimals > 0:
+        return div(_round(mul(x, 10.0 ** decimals)), 10.0 ** decimals)
+    return mul(_round(div(x, 10.0 ** -decimals)), 10.0 ** -decimals)
+
+
+
 trunc = op(_unary(P.trunc, "TruncBackward0", to_float=False))
 _neg = _unary(P.neg, "NegBackward0", to_float=False)
 
@@ -381,7 +396,9 @@ def pow(a, b):
             a = _float(a)
         return _binary(P.pow_, a, b, "PowBackward0")
     if isinstance(a, _SCALARS):
-        b = _float(as_t(b))
+        b = as_t(b)
+        if not isinstance(a, int) or b._data.dtype.kind not in "iu":  # (int ** int tensor stays integral)
+            b = _float(b)
         return _binary(P.pow_, full_as(b, a), b, "PowBackward1")
     return _binary(P.pow_, a, b, "PowBackward1")
 
@@ -1448,16 +1465,74 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
 @op(method=False)
 @lower_precision
 def einsum(spec, *ops):
-    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+    if not isinstance(spec, str):  # the sublist form: einsum(op0, [0, 1], op1, [1, 2], [0, 2])
+        spec, ops = _sublists(spec, *ops)
+    elif len(ops) == 1 and isinstance(ops[0], (list, tuple)):
         ops = ops[0]
     return _einsum(spec, [as_t(o) for o in ops])
+
+
+_SUBSCRIPTS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublists(*args) -> tuple:
+    """``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])`` as (spec, operands):
+    subscripts 0-51 are letters, ``...`` (Ellipsis) the ellipsis, as in PyTorch."""
+    def letters(sub) -> str:
+        out = ""
+        for k in sub:
+            if k is Ellipsis:
+                out += "..."
+            elif isinstance(k, int) and 0 <= k < len(_SUBSCRIPTS):
+                out += _SUBSCRIPTS[k]
+            else:
+                raise ValueError(f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {k}")
+        return out
+    ops, subs = list(args[0:len(args) - len(args) % 2:2]), [letters(s) for s in args[1::2]]
+    out = "->" + letters(args[-1]) if len(args) % 2 else ""
+    return ",".join(subs) + out, ops
+
+
+def _einsum_letters(spec: str, ops: list) -> tuple:
+    """``spec`` without ellipses or repeated letters within an operand: each ``...`` becomes
+    letters of its own (the operands' ellipsis dimensions aligned from the right), and an
+    operand whose letter repeats is replaced by its diagonal. Returns (spec, operands)."""
+    lhs, rhs = spec.split("->") if "->" in spec else (spec, None)
+    ins = lhs.split(",")
+    if len(ins) != len(ops):
+        raise ValueError(f"einsum(): {len(ins)} operands in the equation, but {len(ops)} given")
+    free = [c for c in _SUBSCRIPTS if c not in spec]
+    n_ell = builtins.max([o.dim() - len(s.replace("...", "")) for s, o in zip(ins, ops) if "..." in s], default=0)
+    ell = "".join(free[:n_ell])
+    ins = [s.replace("...", ell[len(ell) - (o.dim() - len(s) + 3):] if o.dim() - len(s) + 3 else "") for s, o in zip(ins, ops)]
+    if rhs is None:
+        rhs = ell + "".join(sorted(c for c in set("".join(ins)) if c not in ell and "".join(ins).count(c) == 1))
+    else:
+        rhs = rhs.replace("...", ell)
+    from .linalg import diagonal
+    for k, (s, o) in enumerate(zip(ins, ops)):
+        while len(set(s)) < len(s):  # the diagonal moves to the last axis
+            c = next(c for c in s if s.count(c) > 1)
+            i = s.index(c)
+            j = s.index(c, i + 1)
+            o = diagonal(o, 0, i, j)
+            s = s[:i] + s[i + 1:j] + s[j + 1:] + c
+        ins[k], ops[k] = s, o
+    return ",".join(ins) + "->" + rhs, ops
 
 
 def _einsum(spec, ops):
     """Einsum by broadcasting products and sums (primitives only)."""
     spec = spec.replace(" ", "")
+    ops = list(ops)
+    if "." in spec or builtins.any(len(set(s)) < len(s) for s in spec.split("->")[0].split(",")):
+        spec, ops = _einsum_letters(spec, ops)
     lhs, rhs = spec.split("->") if "->" in spec else (spec, None)
     ins = lhs.split(",")
+    for k, (s, o) in enumerate(zip(ins, ops)):
+        if len(s) != o.dim():
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(s)}) does not match "
+                               f"the number of dimensions ({o.dim()}) for operand {k} and no ellipsis was given")
     letters = []
     for s in ins:
         for c in s:
@@ -1465,7 +1540,11 @@ def _einsum(spec, ops):
                 letters.append(c)
     if rhs is None:
         rhs = "".join(sorted(c for c in letters if lhs.count(c) == 1))
-    if len(ins) == 2 and builtins.all(len(set(s)) == len(s) for s in ins) and len(set(rhs)) == len(rhs):
+    sizes = {}
+    for s, o in zip(ins, ops):
+        for c, n in zip(s, o.shape):
+            sizes.setdefault(c, set()).add(n)
+    if len(ins) == 2 and len(set(rhs)) == len(rhs) and builtins.all(len(v) == 1 for v in sizes.values()):
         return _einsum_matmul(ins[0], ins[1], rhs, ops[0], ops[1])
     acc = None
     for s, o in zip(ins, ops):
