@@ -877,3 +877,29 @@ def test_logspace_matches_pytorch():
         got, want = fg.logspace(*args, **k), torch.logspace(*args, **kt)
         assert got.dtype.name == str(want.dtype).split(".")[1]
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_node_prehook_and_multi_grad_hooks_match_torch():
+    """grad_fn.register_prehook gets the tuple of output gradients and may replace it;
+    autograd.graph.register_multi_grad_hook in modes "all" and "any", over backwards that
+    reach all, some or none of its tensors, and after its handle is removed."""
+    import torch
+
+    def run(lib):
+        seen = []
+        a = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        b = lib.tensor([3.0, 4.0], dtype=lib.float64, requires_grad=True)
+        y = a * a
+        y.grad_fn.register_prehook(lambda go: seen.append(("pre", type(go).__name__, len(go))) or (go[0] * 2,))
+        (y * 3).sum().backward()
+        seen.append(("a.grad", a.grad.tolist()))
+        h = lib.autograd.graph.register_multi_grad_hook(
+            (a, b), lambda gs: seen.append(("all", [None if g is None else g.tolist() for g in gs])))
+        lib.autograd.graph.register_multi_grad_hook((a, b), lambda g: seen.append(("any", g.tolist())), mode="any")
+        (a * b).sum().backward()
+        (a * 5).sum().backward()
+        h.remove()
+        (a * b).sum().backward()
+        return seen
+
+    assert run(fg) == run(torch)

@@ -6,7 +6,7 @@ from typing import Callable
 from ..runtime.nodes import Node
 from ..runtime.saved_hooks import STATE
 
-__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks", "Node"]
+__all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks", "Node", "register_multi_grad_hook"]
 
 
 class saved_tensors_hooks:
@@ -58,3 +58,45 @@ class disable_saved_tensors_hooks:
     def __exit__(self, *exc) -> bool:
         STATE.disabled = self._prev
         return False
+
+
+class _Handles:
+    """Removes every tensor hook of one ``register_multi_grad_hook``."""
+
+    def __init__(self, handles: list):
+        self._handles = handles
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def register_multi_grad_hook(tensors, fn: Callable, *, mode: str = "all"):
+    """``fn`` runs once per backward over ``tensors``: with mode "all", after the gradients of
+    all of them that this backward computes, as ``fn(grads)`` (None for the others); with
+    mode "any", ``fn(grad)`` with the first gradient computed. Returns a handle whose
+    ``remove()`` unregisters it."""
+    from ..runtime.dispatch import _edge
+    from ..runtime.engine import RUNNING, will_run
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    state = {"graph": None}
+
+    def hook_of(i: int) -> Callable:
+        def hook(grad):
+            graph = RUNNING.graph
+            if state["graph"] is not graph:  # the first of this backward's gradients
+                state["graph"] = graph
+                state["grads"] = [None] * len(tensors)
+                state["left"] = 1 if mode == "any" else \
+                    sum(1 for t in tensors if t.requires_grad and will_run(graph, _edge(t)[0]))
+            if state["left"] <= 0:
+                return None
+            state["grads"][i] = grad
+            state["left"] -= 1
+            if state["left"] == 0:
+                fn(grad) if mode == "any" else fn(tuple(state["grads"]))
+            return None
+        return hook
+    return _Handles([t.register_hook(hook_of(i)) for i, t in enumerate(tensors) if t.requires_grad])

@@ -2,8 +2,9 @@
 every consumer of its outputs has contributed), summing gradients of shared values."""
 from __future__ import annotations
 
-from collections import deque
+import threading
 import warnings
+from collections import deque
 from typing import Optional, Sequence
 
 import numpy as np
@@ -42,6 +43,20 @@ def _run_pre_hooks(hooks, gs):
             if r is not None:
                 gs = [r] + list(gs[1:])
     return gs
+
+
+class _Running(threading.local):
+    """The backward running in this thread: ``graph`` is (the nodes it reaches, those it
+    runs or None for all of them), or None; a new tuple per backward (multi-grad hooks)."""
+    graph: Optional[tuple] = None
+
+
+RUNNING = _Running()
+
+
+def will_run(graph: tuple, node) -> bool:
+    """Whether the backward of ``graph`` (``RUNNING.graph``) runs ``node``."""
+    return node in graph[0] and (graph[1] is None or node in graph[1])
 
 
 def _sum(a, b, node, k):
@@ -105,8 +120,9 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     target_nodes = {e[0] for e in targets} if targets is not None else ()
     anomaly = STATE.anomaly
     owned: dict = {}  # gradient sums this backward allocated itself (safe to update in place)
-    prev_enabled = STATE.enabled
+    prev_enabled, prev_graph = STATE.enabled, RUNNING.graph
     STATE.enabled = create_graph
+    RUNNING.graph = (seen, needed)
     # fills in VJP rules (primitives without tensor operands) are made where the gradients flow
     devices.DEFAULT.append(roots[0].device if roots else devices.DEFAULT[-1])
     try:
@@ -173,7 +189,7 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                 if d == 0:
                     ready.append(c)
     finally:
-        STATE.enabled = prev_enabled
+        STATE.enabled, RUNNING.graph = prev_enabled, prev_graph
         devices.DEFAULT.pop()
     if inputs is None:
         return None

@@ -65,7 +65,17 @@ class Node:
         return RemovableHandle(self.post_hooks, fn)
 
     def register_prehook(self, fn) -> RemovableHandle:
-        """``fn(grad_outputs)`` runs before this node's backward and may replace them."""
+        """``fn(grad_outputs) -> tuple or None`` runs before this node's backward, with the
+        tuple of its outputs' gradients, and may replace them."""
+        def pre(gs):
+            r = fn(tuple(gs))
+            return gs if r is None else list(r)
+        pre._per_output = True
+        return self._add_prehook(pre)
+
+    def _add_prehook(self, fn) -> RemovableHandle:
+        """A pre-hook as the engine runs it: ``fn(grad)`` on a one-output node's gradient
+        (a tensor hook), or ``fn(grads) -> grads`` where ``fn._per_output`` is set."""
         if self.pre_hooks is None:
             self.pre_hooks = []
         self.pre_hooks.append(fn)

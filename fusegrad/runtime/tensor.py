@@ -394,7 +394,7 @@ class Tensor:
                     t._grad = t._grad + g
         store._retain = True
         self._retains = _for_output(store, self._out_nr, self._grad_fn)
-        self._grad_fn.register_prehook(self._retains)
+        self._grad_fn._add_prehook(self._retains)
 
     def _regraft(self, node, nr: int) -> None:
         """Make ``(node, nr)`` this tensor's grad_fn (an in-place update or a view's
@@ -408,7 +408,7 @@ class Tensor:
         if old is not None and old.pre_hooks and h in old.pre_hooks:
             old.pre_hooks.remove(h)
         self._retains = _for_output(getattr(h, "_hook", h), nr, node)
-        node.register_prehook(self._retains)
+        node._add_prehook(self._retains)
 
     def register_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
@@ -419,7 +419,7 @@ class Tensor:
         if not self._rg:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is None:
-            return self._accumulator().register_prehook(hook)
+            return self._accumulator()._add_prehook(hook)
         node = self._grad_fn
         h = _for_output(hook, self._out_nr, node)
         if node.pre_hooks is None:
