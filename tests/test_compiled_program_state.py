@@ -218,14 +218,13 @@ def test_a_dict_and_list_argument_filled_by_the_function():
     assert results[0] == results[1]
 
 
-def test_a_list_of_numbers_read_by_index_and_one_filled_as_a_log():
+def test_a_list_of_numbers_read_by_index():
     """A closure or global list of numbers the function reads (cnt[0]) is guarded by value
-    (it was frozen at trace time); one the function appends to (a log) is not an input."""
-    scales, log = [2.0], []
+    (it was frozen at trace time)."""
+    scales = [2.0]
     w = fusegrad.ones(3)
 
     def f(x):
-        log.append(1.0)
         return (w * x * scales[0]).sum()
     cf = fusegrad.compile(f)
     got = []
@@ -234,6 +233,62 @@ def test_a_list_of_numbers_read_by_index_and_one_filled_as_a_log():
             scales[0] = 3.0
         got.append(cf(fusegrad.ones(3)).item())
     assert got == [6.0] * 3 + [9.0] * 3 and cf.cache_info()["compiles"] == 2
+
+
+class _Trainer:
+    """A user object whose step counts itself."""
+
+    def __init__(self):
+        self.global_step = 0
+
+
+def _side_effect_program(lib, compiled: bool):
+    """A training step with Python side effects: a loss log (list of tensors), a counter in
+    a dict, a user module's step counter read back as a warm-up factor, a user object's
+    attribute; returns what each held after five steps, and the losses."""
+    lib.manual_seed(0)
+
+    class Warm(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 1).double()
+            self.steps = 0
+
+        def forward(self, x):
+            self.steps += 1
+            return self.lin(x).sum() * min(1.0, self.steps / 4)
+
+    m, history, counts, trainer = Warm(), [], {"n": 0}, _Trainer()
+    with lib.no_grad():
+        m.lin.weight.copy_(lib.tensor([[0.1, -0.2, 0.3]], dtype=lib.float64))
+        m.lin.bias.fill_(0.05)
+    opt = lib.optim.SGD(m.parameters(), lr=0.01)
+
+    def step(x):
+        counts["n"] += 1
+        trainer.global_step += 2
+        opt.zero_grad()
+        loss = m(x) ** 2
+        loss.backward()
+        opt.step()
+        history.append(loss.detach())
+        return loss
+    run = lib.compile(step) if compiled else step
+    losses = [run(lib.ones(2, 3, dtype=lib.float64) * (1 + i / 4)).item() for i in range(5)]
+    return ([h.item() for h in history], counts["n"], trainer.global_step, m.steps, losses,
+            run.cache_info()["graph_breaks"] if compiled else None)
+
+
+def test_python_side_effects_run_at_every_call():
+    """Python state the compiled function changes (a list it logs to, a dict counter, a
+    user module's or object's attribute) changes at every call as in torch (it changed at
+    trace time only, and cached calls replayed the traced counter's value); the trace's
+    own changes are undone, so the first call counts once."""
+    got, want = _side_effect_program(fusegrad, True), _side_effect_program(torch, False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert got[1:4] == want[1:4] == (5, 10, 5)
+    np.testing.assert_allclose(got[4], want[4], rtol=1e-12)
+    assert any("Warm.steps set at" in r for r in got[5])
 
 
 def test_a_tensor_returned_twice_is_one_tensor():

@@ -66,7 +66,7 @@ def test_a_comparison_guards_and_other_uses_compile_each_value():
     keep = fusegrad.compile(lambda x, s: (kept.append(s), x * s)[1])
     for s in (0.1, 0.2, 0.7):
         np.testing.assert_allclose(keep(x, s).numpy(), XA * s, rtol=1e-15)
-    assert keep.cache_info()["compiles"] == 3
+    assert kept == [0.1, 0.2, 0.7]  # (a side effect: the Python runs at every call)
     static = fusegrad.compile(lambda x, s: x * s, dynamic=False)
     for s in (0.1, 0.2, 0.7):
         np.testing.assert_allclose(static(x, s).numpy(), XA * s, rtol=1e-15)

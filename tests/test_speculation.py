@@ -83,8 +83,8 @@ def test_numbers_used_as_numbers_or_kept_run_the_python_at_every_call():
     assert [float(h) for h in hist_got] == hist_want  # once per call, the first call's too
     used, kept = cu.cache_info(), ck.cache_info()
     assert "used as a number ('__str__')" in " ".join(used["notes"]) and used["segments"] >= 2, used
-    assert any("kept after the function returns" in r for r in kept["notes"]), kept
-    assert kept["segments"] >= 1 and kept["compiles"] == 0 and "item()" in kept["graph_breaks"][0], kept
+    assert any("changes a list it names" in r for r in kept["graph_breaks"]), kept  # (a side effect)
+    assert kept["segments"] >= 1 and kept["compiles"] == 0 and any("item()" in r for r in kept["graph_breaks"]), kept
 
 
 def test_random_numbers_before_the_read_and_fullgraph_break():

@@ -64,6 +64,16 @@ class RemovableHandle:
         self.remove()
 
 
+def _side_effect(module: "Module", old, value) -> bool:
+    """Whether setting a plain attribute of ``module`` from ``old`` to ``value`` inside
+    compile's trace is state the compiled graph would not replay (a step counter on a
+    module of the user's); fusegrad's own layers set none that matter."""
+    if old is value or isinstance(value, Tensor) or isinstance(old, Tensor) or \
+            type(module).__module__.startswith("fusegrad."):
+        return False
+    return not (type(old) in _PLAIN and type(value) is type(old) and old == value)
+
+
 def _stored_traced(module: "Module", store: Optional[dict], old, value, name: str) -> bool:
     """Inside ``fusegrad.compile``'s trace, a traced tensor assigned to a module's attribute
     (``store``: its buffers, or None for a plain attribute). Over a tensor of the same shape
@@ -338,6 +348,9 @@ class Module:
                         buffers[name] = value
                 elif not _stored_traced(self, None, d.get(name), value, name):
                     old = d.get(name, _ABSENT)
+                    if capturing() and _side_effect(self, old, value):
+                        capture_trace().graph_break(f"{type(self).__name__}.{name} set at {user_frame()} "
+                                                    "(a Python side effect, which a replayed graph would not have)")
                     object.__setattr__(self, name, value)
                     # compiled code that called this module retraces (_call_impl) once a plain
                     # attribute is set to another value from outside (training: guarded by value)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional
 from ..ir.graph import Var
 from .guards import const_guard
 from .live import guard, guards_hold
-from . import python_random
+from . import python_random, side_effects
 from .trace import GraphBreak, Trace
 
 _EMPTY = object()  # an empty closure cell's value
@@ -91,6 +91,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
     tr.breaks_on_print = breaks_on_print
     tr.follows_requires_grad = keep_requires_grad
     tr.strict = strict
+    held: list = []
     try:
         with tr:
             tleaves = []
@@ -111,12 +112,21 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             around = named + [x for x in leaves if not isinstance(x, Tensor)] + (
                 [fn] if hasattr(fn, "named_parameters") else [])
             generators = python_random.snapshot(around + [v for o in around for v in members(o)])
+            held = side_effects.snapshot(around)
             yield tr, tleaves
             if python_random.drawn_and_restored(generators):
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} draws Python or NumPy random "
                                  "numbers (random, numpy.random, a generator it names): replaying the traced "
                                  "graph would repeat the first call's")
+            changed = side_effects.restore_changed(held)
+            held = ()
+            if changed:
+                raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} changes {changed} it names "
+                                 "(a Python side effect: logging to a list, counting steps), which a replayed "
+                                 "graph would not")
     finally:
+        if held:  # (a trace that stopped early: its Python side effects are undone too)
+            side_effects.restore_changed(held)
         tr.restore()
 
 
