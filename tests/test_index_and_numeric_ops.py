@@ -191,3 +191,18 @@ def test_scatter_multiply_round_decimals_and_int_pow_match_torch():
         np.testing.assert_array_equal(g, w)
     with pytest.raises(RuntimeError, match="add or multiply"):
         fg.zeros(3).scatter_(0, fg.tensor([1]), 1.0, reduce="max")
+
+
+def test_python_bool_index_matches_torch():
+    """A Python bool in an index is a new dimension of size 1 (True) or 0 (False); it was
+    read as the integer 1 or 0."""
+    keys = [(True,), (False,), (0, True), (slice(None), False, 1), (Ellipsis, True), (None, True, 1), True, False]
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for key in keys:
+        x, tx = fg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        got, want = x[key], tx[key]
+        assert tuple(got.shape) == tuple(want.shape), key
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        got.sum().backward()
+        want.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

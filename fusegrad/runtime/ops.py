@@ -1742,6 +1742,9 @@ def getitem(x: Tensor, key):
             r._grad_fn.__class__ = _SELECT
         return r
     parts = key if isinstance(key, tuple) else (key,)
+    if builtins.any(type(k) is bool for k in parts) and not builtins.any(
+            isinstance(k, (Tensor, list, np.ndarray, range)) for k in parts):
+        return _bool_indexed(x, parts)
     if parts and isinstance(parts[0], Tensor) and parts[0].ndim == 0 and parts[0]._data.dtype.kind == "b":
         # a 0-d mask first: a new leading dimension, of size 1 where it holds (as NumPy's)
         return getitem(unsqueeze(x, 0), (reshape(parts[0], (1,)),) + parts[1:])
@@ -1751,6 +1754,21 @@ def getitem(x: Tensor, key):
         return named(r, "SelectBackward0" if builtins.any(isinstance(k, int) for k in basic) else
                      ("UnsqueezeBackward0" if builtins.any(k is None for k in basic) else "SliceBackward0"))
     return named(P.index(x, *idx, key=template), "IndexBackward0")
+
+
+def _bool_indexed(x: Tensor, parts: tuple) -> Tensor:
+    """``x[parts]`` where some parts are Python bools, as NumPy and PyTorch read them: a new
+    dimension there, of size 1 (True) or 0 (False)."""
+    if builtins.sum(1 for k in parts if type(k) is bool) > 1:
+        raise IndexError("indexing with more than one Python bool is not supported")
+    n_ell = x._data.ndim - builtins.sum(1 for k in parts if k is not None and k is not Ellipsis and type(k) is not bool)
+    r = getitem(x, tuple(None if type(k) is bool else k for k in parts))
+    pos = 0
+    for k in parts:
+        if k is False:
+            r = getitem(r, (slice(None),) * pos + (slice(0, 0),))
+        pos += n_ell if k is Ellipsis else 0 if isinstance(k, (int, np.integer)) and type(k) is not bool else 1
+    return r
 
 
 def setitem(x: Tensor, key, value) -> None:
