@@ -298,3 +298,34 @@ def test_linearize_untraceable_function_runs_eagerly():
     for k in range(2):
         tn = _arr(4, seed=k + 1)
         _close(fn(fusegrad.tensor(tn)), 2 * np.cos(xn) * tn)
+
+
+def test_functional_call_ties_weights_and_checks_keys_as_torch():
+    """functional_call replaces a tied weight under all its names (tie_weights=True, the
+    default), not with tie_weights=False, and strict=True names unexpected and missing keys."""
+
+    def run(lib):
+        class Tied(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = lib.nn.Linear(2, 2, bias=False)
+                self.b = lib.nn.Linear(2, 2, bias=False)
+                self.b.weight = self.a.weight
+
+            def forward(self, x):
+                return self.b(self.a(x))
+        m = Tied()
+        with lib.no_grad():
+            m.a.weight.copy_(lib.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        x, fc = lib.tensor([[1.0, 1.0]]), lib.func.functional_call
+        out = [fc(m, {"a.weight": lib.eye(2) * 2}, (x,)).tolist(),
+               fc(m, {"a.weight": lib.eye(2) * 2}, (x,), tie_weights=False).tolist()]
+        for bad in ({"a.weight": lib.eye(2), "zzz": lib.ones(1)}, {}):
+            with pytest.raises(RuntimeError) as e:
+                fc(m, bad, (x,), strict=True)
+            out.append(str(e.value))
+        with pytest.raises(ValueError, match="tied"):
+            fc(m, {"a.weight": lib.eye(2), "b.weight": lib.eye(2) * 3}, (x,))
+        return out
+
+    assert run(fusegrad) == run(torch)

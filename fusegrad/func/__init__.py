@@ -44,6 +44,37 @@ def stack_module_state(models):
     return (stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers()))
 
 
+def _tied_and_checked(module, values: dict, tie_weights: bool, strict: bool) -> dict:
+    """``values`` with each tensor also under the names it is tied to in ``module`` (a
+    weight two layers share), and checked against the module's names when ``strict``, as
+    PyTorch's functional_call does."""
+    names: dict = {}  # id of a parameter or buffer -> every name it has
+    for name, t in list(module.named_parameters(remove_duplicate=False)) + \
+            list(module.named_buffers(remove_duplicate=False)):
+        names.setdefault(id(t), []).append(name)
+    if tie_weights:
+        for tied in names.values():
+            given = [n for n in tied if n in values]
+            if len(tied) < 2 or not given:
+                continue
+            if any(values[n] is not values[given[0]] for n in given[1:]):
+                raise ValueError(f"functional_call got multiple values for keys {sorted(given)}, which are tied. "
+                                 "Consider using tie_weights=False")
+            values.update({n: values[given[0]] for n in tied})
+    if strict:
+        known = {n for tied in names.values() for n in tied}
+        missing = [n for tied in names.values() for n in tied if n not in values]
+        unexpected = [n for n in values if n not in known]
+        if missing or unexpected:
+            parts = []
+            if unexpected:
+                parts.append("Unexpected key(s): " + ", ".join(repr(n) for n in unexpected) + ".")
+            if missing:
+                parts.append("Missing key(s): " + ", ".join(repr(n) for n in missing) + ".")
+            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" + "\n\t".join(parts))
+    return values
+
+
 def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *, tie_weights=True, strict=False):
     """Call ``module`` with some parameters and buffers replaced by the given tensors."""
     dicts = parameter_and_buffer_dicts
@@ -54,6 +85,8 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
         dicts = merged
     if not isinstance(args, tuple):
         args = (args,)
+    if tie_weights or strict:
+        dicts = _tied_and_checked(module, dict(dicts), tie_weights, strict)
     saved = {}
     try:
         for name, value in dicts.items():
