@@ -371,3 +371,40 @@ def test_scheduler_state_dict_resumes():
         rest.append(s2.get_last_lr())
     np.testing.assert_allclose(np.array(rest), full[9:], rtol=1e-12)
     assert math.isclose(full[0][0], 0.1)
+
+
+def test_optimizer_hooks_match_torch():
+    """Step pre/post hooks (per optimizer and global; a pre-hook may replace the arguments),
+    state-dict and load-state-dict hooks, prepend, and removal, in torch's order."""
+    import torch
+
+    def run(lib):
+        seen = []
+        import importlib
+        glob = importlib.import_module(lib.__name__ + ".optim.optimizer")
+        p = lib.nn.Parameter(lib.tensor([1.0, 2.0], dtype=lib.float64))
+        opt = lib.optim.SGD([p], lr=0.1)
+        hs = [opt.register_step_pre_hook(lambda o, a, k: seen.append(("pre", len(a), sorted(k)))),
+              opt.register_step_post_hook(lambda o, a, k: seen.append(("post", type(o).__name__))),
+              glob.register_optimizer_step_pre_hook(lambda o, a, k: seen.append("global pre")),
+              glob.register_optimizer_step_post_hook(lambda o, a, k: seen.append("global post"))]
+        opt.register_state_dict_pre_hook(lambda o: seen.append("sd pre"))
+        opt.register_state_dict_pre_hook(lambda o: seen.append("sd pre first"), prepend=True)
+        opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+        opt.register_load_state_dict_pre_hook(lambda o, sd: seen.append(("load pre", sorted(sd))))
+        opt.register_load_state_dict_post_hook(lambda o: seen.append("load post"))
+        try:
+            p.grad = lib.tensor([1.0, 1.0], dtype=lib.float64)
+            opt.step()
+            sd = opt.state_dict()
+            seen.append(sorted(sd))
+            opt.load_state_dict(sd)
+            for h in hs:
+                h.remove()
+            opt.step()
+        finally:
+            for h in hs:
+                h.remove()
+        return seen, p.detach().tolist()
+
+    assert run(fg) == run(torch)

@@ -1,6 +1,7 @@
 """The Optimizer base class: parameter groups, per-parameter state and state dicts."""
 from __future__ import annotations
 
+import functools
 import warnings
 from collections import defaultdict
 from copy import deepcopy
@@ -10,6 +11,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from ..ir.graph import Var
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad
+from ..runtime.nodes import RemovableHandle
 from ..runtime.tensor import Tensor
 from ..tracer.live import guard
 from ..nn.module import _typename, _zero_grad
@@ -27,6 +29,50 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 ParamsT = Union[Iterable[Tensor], Iterable[Dict[str, Any]], Iterable[tuple]]
+
+#: hooks every optimizer's step runs (``register_optimizer_step_pre_hook``/``_post_hook``)
+_GLOBAL_HOOKS: Dict[str, list] = {"step_pre": [], "step_post": []}
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs) -> None or (args, kwargs)`` before every optimizer's step."""
+    _GLOBAL_HOOKS["step_pre"].append(hook)
+    return RemovableHandle(_GLOBAL_HOOKS["step_pre"], hook)
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` after every optimizer's step."""
+    _GLOBAL_HOOKS["step_post"].append(hook)
+    return RemovableHandle(_GLOBAL_HOOKS["step_post"], hook)
+
+
+def _with_step_hooks(step: Callable) -> Callable:
+    """``step`` running the global and the optimizer's step hooks around it (once, also when
+    a subclass's step calls its base's)."""
+    @functools.wraps(step)
+    def hooked(self, *args, **kwargs):
+        own = self.__dict__.get("_hooks")
+        if (own is None and not _GLOBAL_HOOKS["step_pre"] and not _GLOBAL_HOOKS["step_post"]) or \
+                self.__dict__.get("_in_step"):
+            return step(self, *args, **kwargs)
+        own = own or {}
+        args = (self,) + args  # (as PyTorch's hooks see them)
+        for hook in _GLOBAL_HOOKS["step_pre"] + own.get("step_pre", []):
+            r = hook(self, args, kwargs)
+            if r is not None:
+                if not (isinstance(r, tuple) and len(r) == 2):
+                    raise RuntimeError(f"{hook} must return None or a tuple of (new_args, new_kwargs), but got {r}.")
+                args, kwargs = r
+        self._in_step = True
+        try:
+            out = step(*args, **kwargs)
+        finally:
+            self._in_step = False
+        for hook in own.get("step_post", []) + _GLOBAL_HOOKS["step_post"]:
+            hook(self, args, kwargs)
+        return out
+    hooked._with_hooks = True
+    return hooked
 
 
 class Optimizer:
@@ -51,6 +97,44 @@ class Optimizer:
             groups = [{"params": groups}]
         for g in groups:
             self.add_param_group(g)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_with_hooks", False):
+            cls.step = _with_step_hooks(step)
+
+    def _hook(self, kind: str, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        hooks = self.__dict__.setdefault("_hooks", {}).setdefault(kind, [])
+        hooks.insert(0 if prepend else len(hooks), hook)
+        return RemovableHandle(hooks, hook)
+
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None or (args, kwargs)`` before each ``step``."""
+        return self._hook("step_pre", hook)
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` after each ``step``."""
+        return self._hook("step_post", hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)`` before ``state_dict`` builds its dict."""
+        return self._hook("state_dict_pre", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> None or a dict to return instead``, after ``state_dict``."""
+        return self._hook("state_dict_post", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> None or a dict to load instead``, before ``load_state_dict``."""
+        return self._hook("load_state_dict_pre", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)`` after ``load_state_dict``."""
+        return self._hook("load_state_dict_post", hook, prepend)
+
+    def _hooks_of(self, kind: str) -> list:
+        return list(self.__dict__.get("_hooks", {}).get(kind, ()))
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         """Add a group of parameters with its own hyperparameters (defaults fill the rest)."""
@@ -107,6 +191,8 @@ class Optimizer:
         guard(("optimizer structure", id(self)), lambda: self._structure)  # (inside compile: retraces on a change)
         self._update()
         return loss
+
+    step = _with_step_hooks(step)
 
     def _update(self) -> None:
         raise NotImplementedError
@@ -178,6 +264,8 @@ class Optimizer:
     def state_dict(self) -> Dict[str, Any]:
         """``{"state": {index: state}, "param_groups": [group with "params" as indices]}``,
         parameters numbered in group order; state tensors are shared, not copied."""
+        for hook in self._hooks_of("state_dict_pre"):
+            hook(self)
         index: Dict[int, int] = {}
         groups = []
         for g in self.param_groups:
@@ -187,11 +275,18 @@ class Optimizer:
             packed["params"] = [index[id(p)] for p in g["params"]]
             groups.append(packed)
         state = {(index[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in self._hooks_of("state_dict_post"):
+            r = hook(self, out)
+            out = out if r is None else r
+        return out
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restore state and hyperparameters saved by ``state_dict`` (floating state is cast
         to its parameter's dtype; the step count is kept as saved)."""
+        for hook in self._hooks_of("load_state_dict_pre"):
+            r = hook(self, state_dict)
+            state_dict = state_dict if r is None else r
         saved_groups = deepcopy(state_dict["param_groups"])
         groups = self.param_groups
         if len(groups) != len(saved_groups):
@@ -226,6 +321,8 @@ class Optimizer:
         self.state = state
         self.param_groups = saved_groups
         self._structure += 1
+        for hook in self._hooks_of("load_state_dict_post"):
+            hook(self)
 
     def __repr__(self) -> str:
         s = type(self).__name__ + " ("
