@@ -721,15 +721,16 @@ def test_tracing_and_compiling_run_with_the_processs_objects_frozen():
     """The collector skips what the process held before a compile (gc.freeze) while it
     traces and compiles, and unfreezes after; a freeze the process made itself stays."""
     import gc
-    seen = {"in": {"trace": []}}  # (two levels down: the trace's record is not a side effect it undoes)
+    class Seen:  # (a class's own list: not state a trace undoes, so the trace's record stays)
+        counts: list = []
 
     def fn(x):
-        seen["in"]["trace"].append(gc.get_freeze_count())
+        Seen.counts.append(gc.get_freeze_count())
         return x.sin() + 1
     x = torch.ones(3)
     assert gc.get_freeze_count() == 0
     np.testing.assert_allclose(torch.compile(fn)(x).numpy(), np.sin(1.0) + np.ones(3), rtol=1e-6)
-    assert seen["in"]["trace"][0] > 0 and gc.get_freeze_count() == 0
+    assert Seen.counts[0] > 0 and gc.get_freeze_count() == 0
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()

@@ -302,3 +302,53 @@ def test_a_tensor_returned_twice_is_one_tensor():
     ty = tx.sin()
     (ty.sum() + ty.sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15)
+
+
+def _stateful_python_program(lib, compiled: bool):
+    """Steps whose Python state lives in objects: a scheduler stepped inside the step, an
+    optimizer of the user's counting steps in a Python int (bias correction from it), and a
+    data loader's iterator consumed inside the step."""
+    class CountingAdam(lib.optim.Optimizer):
+        def __init__(self, params, lr=0.05):
+            super().__init__(params, {"lr": lr})
+
+        @lib.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    st = self.state[p]
+                    if not st:
+                        st["step"], st["m"] = 0, lib.zeros_like(p)
+                    st["step"] += 1
+                    st["m"].mul_(0.9).add_(p.grad, alpha=0.1)
+                    p.sub_(group["lr"] * st["m"] / (1 - 0.9 ** st["step"]))
+
+    w = lib.nn.Parameter(lib.tensor([0.5, -0.25, 1.0], dtype=lib.float64))
+    v = lib.nn.Parameter(lib.tensor([0.1, 0.2, 0.3], dtype=lib.float64))
+    opt, custom = lib.optim.SGD([w], lr=0.2), CountingAdam([v])
+    sch = lib.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    data = lib.arange(24, dtype=lib.float64).reshape(8, 3) / 10
+    batches = iter(lib.utils.data.DataLoader(lib.utils.data.TensorDataset(data), batch_size=2))
+
+    def step():
+        (x,) = next(batches)
+        opt.zero_grad()
+        custom.zero_grad()
+        loss = (((x * w).sum(1) - 1.0) ** 2).mean() + ((x * v).sum() - 0.5) ** 2
+        loss.backward()
+        opt.step()
+        custom.step()
+        sch.step()
+        return loss
+    run = lib.compile(step) if compiled else step
+    losses = [run().item() for _ in range(4)]
+    return losses, w.tolist(), v.tolist(), sch.last_epoch, custom.state[v]["step"]
+
+
+def test_objects_python_state_changes_at_every_call():
+    """lr_scheduler.step() inside the compiled step, a user optimizer's Python step count,
+    and next() on a data loader's iterator: as torch (the scheduler advanced at trace time
+    only, the step count stayed at 2, and every call replayed the first batch)."""
+    got, want = _stateful_python_program(fusegrad, True), _stateful_python_program(torch, False)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

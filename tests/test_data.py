@@ -238,3 +238,13 @@ def test_iterable_with_workers_matches_torch(pt):
     theirs = [b.tolist() for b in pt.utils.data.DataLoader(TorchStream(), batch_size=2, num_workers=2)]
     ours = [b.tolist() for b in fd.DataLoader(Stream(10), batch_size=2, num_workers=2)]
     assert ours == theirs
+
+
+def test_an_epoch_iterator_has_the_loaders_length():
+    torch = pytest.importorskip("torch")
+    for lib in (fg, torch):
+        ds = lib.utils.data.TensorDataset(lib.arange(10.0))
+        for kw in ({"batch_size": 4}, {"batch_size": 4, "drop_last": True}, {"batch_size": None}):
+            it = iter(lib.utils.data.DataLoader(ds, **kw))
+            assert len(it) == {4: 3, None: 10}[kw["batch_size"]] - kw.get("drop_last", 0)
+            assert len(list(it)) == len(lib.utils.data.DataLoader(ds, **kw))

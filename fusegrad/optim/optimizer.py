@@ -63,11 +63,11 @@ def _with_step_hooks(step: Callable) -> Callable:
                 if not (isinstance(r, tuple) and len(r) == 2):
                     raise RuntimeError(f"{hook} must return None or a tuple of (new_args, new_kwargs), but got {r}.")
                 args, kwargs = r
-        self._in_step = True
+        self.__dict__["_in_step"] = True
         try:
             out = step(*args, **kwargs)
         finally:
-            self._in_step = False
+            del self.__dict__["_in_step"]
         for hook in own.get("step_post", []) + _GLOBAL_HOOKS["step_post"]:
             hook(self, args, kwargs)
         return out

@@ -51,6 +51,9 @@ class SegmentTrace(CaptureTrace):
     tracks = True
     follows_requires_grad = True
     records_compiled_backward = True
+    # a segment runs at the next break of the same call: a number read from Python (an
+    # optimizer's learning rate) is its input as read then, not at the segment's run
+    runs_in_call = True
 
     def __init__(self, owner, probe: bool = False):
         super().__init__()

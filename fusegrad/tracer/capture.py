@@ -112,6 +112,10 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             around = named + [x for x in leaves if not isinstance(x, Tensor)] + (
                 [fn] if hasattr(fn, "named_parameters") else [])
             generators = python_random.snapshot(around + [v for o in around for v in members(o)])
+            stuck = side_effects.unrestorable(around)
+            if stuck:
+                raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} names an iterator ({stuck}): "
+                                 "its next() must run at every call")
             held = side_effects.snapshot(around)
             yield tr, tleaves
             if python_random.drawn_and_restored(generators):

@@ -1,26 +1,27 @@
 """Python state a traced function changes: the lists and dicts it names or is given (a
 metrics log, a counter in a dict), the lists and dicts its modules hold, and the plain
-attributes of other objects of the user's it names. A compiled graph replays tensor work
+attributes of other objects it names (a data loader's iterator, a scheduler, an optimizer
+of the user's counting steps in Python). A compiled graph replays tensor work
 only, so a trace that changed such state is undone and becomes a graph break: the
 function's Python then runs at every call (compile's segments), as it does eagerly. (A
 user module's own plain attributes break where they are set: ``nn.Module.__setattr__``.)"""
 from __future__ import annotations
 
-import os
 import types
 from typing import Iterable, Optional
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
 _NOT_STATE = (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
 
 
-def _users(o) -> bool:
-    """An object of a class defined outside fusegrad, with attributes of its own."""
+def _holds_state(o) -> bool:
+    """An object whose attributes are Python state (a data loader's iterator, a learning
+    rate scheduler, the user's own); not tensors and random generators, which compiled
+    graphs read and advance themselves."""
     if isinstance(o, _NOT_STATE) or not hasattr(o, "__dict__"):
         return False
-    module = __import__("sys").modules.get(type(o).__module__)
-    where = getattr(module, "__file__", None) or ""
-    return not os.path.abspath(where).startswith(_PACKAGE)
+    from ..runtime.factory import Generator
+    from ..runtime.tensor import Tensor
+    return not isinstance(o, (Tensor, Generator))
 
 
 def _plain(d: dict) -> dict:
@@ -30,9 +31,19 @@ def _plain(d: dict) -> dict:
             if k not in ("_parameters", "_buffers", "_modules") and not isinstance(v, Tensor)}
 
 
+def unrestorable(objects: Iterable) -> Optional[str]:
+    """The type of an iterator among ``objects`` (a generator, a data loader's iterator,
+    ``iter(list)``), whose position a trace could not put back, or None: a function that
+    names one runs in segments from the start, so each ``next()`` runs once per call."""
+    for o in objects:
+        if hasattr(type(o), "__next__"):
+            return type(o).__name__
+    return None
+
+
 def snapshot(objects: Iterable) -> list:
-    """(kind, container, its shallow copy) for the state reachable from ``objects``, one
-    level down: lists, dicts, and the plain attributes of user objects (not modules)."""
+    """(kind, container, its shallow copy) for the state reachable from ``objects``, two
+    levels down: lists, dicts, and the plain attributes of user objects (not modules)."""
     held, seen = [], set()
 
     def hold(o, depth: int) -> None:
@@ -47,7 +58,7 @@ def snapshot(objects: Iterable) -> list:
             inner = list(o.values())
         elif hasattr(o, "named_parameters") and hasattr(o, "__dict__"):  # a module: its attributes set break
             inner = list(_plain(o.__dict__).values())
-        elif _users(o):
+        elif _holds_state(o):
             held.append((f"an attribute of a {type(o).__name__}", o.__dict__, _plain(o.__dict__)))
             inner = list(o.__dict__.values())
         else:
@@ -57,21 +68,47 @@ def snapshot(objects: Iterable) -> list:
                 hold(v, depth - 1)
 
     for o in objects:
-        hold(o, 1)
+        hold(o, 2)  # (an optimizer of the user's, its state dict, a parameter's entry: a step count)
     return held
+
+
+_VALUES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _same(a, b, empty: set) -> bool:
+    """Whether ``b`` in place of ``a`` changes nothing a program could see: the same object,
+    an equal number or string, or a fresh empty container of ``a``'s type where ``a`` was
+    empty before (``empty``: their ids; a scaler's per-step bookkeeping, made anew at each
+    step)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t in _VALUES:
+        return a == b
+    return id(a) in empty and isinstance(b, (dict, list, set)) and not b
 
 
 def restore_changed(held: list) -> Optional[str]:
     """Put back every container of ``held`` that changed; what changed first, or None."""
+    empty = {id(c) for kind, c, before in held if kind in ("a list", "a dict") and not before}
+    replaced = set()  # empty containers swapped for fresh ones: what happens to them is not seen
+    for kind, c, before in held:
+        if kind not in ("a list", "a dict"):
+            now = _plain(c)
+            replaced.update(id(v) for k, v in before.items() if k in now and now[k] is not v and _same(v, now[k], empty))
     changed = None
     for kind, c, before in held:
+        if id(c) in replaced:
+            continue
         if kind == "a list":
-            if len(c) != len(before) or any(a is not b for a, b in zip(c, before)):
+            if len(c) != len(before) or not all(_same(a, b, empty) for a, b in zip(before, c)):
                 c[:] = before
                 changed = changed or kind
             continue
         now = c if kind == "a dict" else _plain(c)
-        if now.keys() != before.keys() or any(now[k] is not v for k, v in before.items()):
+        if now.keys() != before.keys() or not all(_same(v, now[k], empty) for k, v in before.items()):
             for k in [k for k in now if k not in before]:
                 del c[k]
             c.update(before)

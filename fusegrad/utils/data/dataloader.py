@@ -22,6 +22,22 @@ class _Forever(Sampler):
             yield None
 
 
+class _Epoch:
+    """One pass over a loader (``iter(loader)``): its batches, and ``len()`` as the loader's."""
+
+    def __init__(self, batches, loader):
+        self._batches, self._loader = batches, loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+
 class DataLoader:
     """PyTorch's ``DataLoader``: iterates over ``dataset`` in batches of ``batch_size``
     (``None``: samples one by one, converted by ``default_convert``), in order or shuffled
@@ -121,14 +137,14 @@ class DataLoader:
         # every epoch draws a base seed for the workers, advancing the loader's generator
         base_seed = int(randint(0, 2 ** 62, (), generator=self.generator).item())
         if self.num_workers == 0:
-            return self._single_process(base_seed)
+            return _Epoch(self._single_process(base_seed), self)
         if self.persistent_workers and self._workers is not None and self._workers.alive():
             pool = self._workers
         else:
             pool = _WorkerPool(self, base_seed)
             if self.persistent_workers:
                 self._workers = pool
-        return pool.epoch(iter(self._index_sampler), owns_pool=not self.persistent_workers)
+        return _Epoch(pool.epoch(iter(self._index_sampler), owns_pool=not self.persistent_workers), self)
 
     def _single_process(self, base_seed: int):
         fetcher = Fetcher(self.dataset, self._iterable, self._auto_collation, self.collate_fn, self.drop_last,
