@@ -269,12 +269,13 @@ def test_view_of_non_contiguous_raises_like_torch():
 def test_traced_tensor_stored_outside_a_compiled_function_fails_clearly():
     """A tensor traced inside a compiled (or transformed) function and kept in a list
     outside it names the mistake when used later, instead of a NumPy error about a Var."""
-    outer = {"inner": {"kept": []}}  # (a list the function names is a side effect: it runs at every call)
-    kept = outer["inner"]["kept"]
+    class Outside:  # (a class's own list: a list the function names is a side effect, run at every call)
+        kept: list = []
+    kept = Outside.kept
 
     def f(x):
         y = x * 2
-        outer["inner"]["kept"].append(y)
+        Outside.kept.append(y)
         return y + 1
     for wrapped in (fg.compile(f), fg.func.grad(lambda x: f(x).sum())):
         kept.clear()
@@ -282,3 +283,24 @@ def test_traced_tensor_stored_outside_a_compiled_function_fails_clearly():
         for use in (lambda: kept[0] + 1, lambda: fg.exp(kept[0]), lambda: kept[0].detach().numpy()):
             with pytest.raises(RuntimeError, match="used after the trace ended .* return it instead"):
                 use()
+
+
+def test_empty_reductions_raise_torchs_exception_types_and_grad_fn_names():
+    """The exception types torch raises for empty reductions (code catches them by type), and
+    torch's grad_fn names of split, chunk, unbind, repeat, norm and 1/x."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        out = []
+        for f in (lambda: lib.zeros(0).max(), lambda: lib.zeros(0).argmax(), lambda: lib.zeros(0, 3).amax(1),
+                  lambda: lib.zeros(0, 3).max(0)):
+            try:
+                out.append(tuple(f().shape) if not isinstance(f(), tuple) else "tuple")
+            except (RuntimeError, IndexError) as e:
+                out.append(type(e).__name__)
+        x = lib.ones(4, 3, requires_grad=True)
+        out += [type(y.grad_fn).__name__ for y in (x.split(2)[0], x.chunk(2)[1], x.unbind(0)[0], x.repeat(2, 1),
+                                                    x.norm(), x.norm(dim=0), 1 / x)]
+        return out
+
+    assert run(fg) == run(torch)

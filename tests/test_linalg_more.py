@@ -266,3 +266,26 @@ def test_compiled_matches_eager():
         results.append((out.detach().numpy(), x.grad.numpy(), w.grad.numpy()))
     for e, c in zip(*results):
         np.testing.assert_allclose(c, e, rtol=1e-10, atol=1e-12)
+
+
+def test_norm_gradient_at_a_zero_vector_matches_torch():
+    """Tensor.norm's gradient at an all-zero vector is 0, as torch's (it was NaN: the
+    derivative of sqrt at 0 times 0), for every p; F.normalize's follows its eps clamp."""
+
+    def run(lib):
+        out = []
+        fs = [lambda x: x.norm(dim=0), lambda x: x.norm(), lambda x: x.norm(p=3, dim=0), lambda x: x.norm(p=1),
+              lambda x: x.norm(p=float("inf"), dim=0), lambda x: lib.nn.functional.normalize(x, dim=0),
+              lambda x: x.norm(p="fro", dim=(0, 1), keepdim=True)]
+        for f in fs:
+            x = lib.zeros(3, 2, dtype=lib.float64)
+            x[:, 1] = lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64)
+            x.requires_grad_()
+            y = f(x)
+            y.sum().backward()
+            out.append((y.detach().numpy(), x.grad.numpy()))
+        return out
+
+    for (gy, gg), (wy, wg) in zip(run(fg), run(torch), strict=True):
+        np.testing.assert_allclose(gy, wy, rtol=1e-12)
+        np.testing.assert_allclose(gg, wg, rtol=1e-12)

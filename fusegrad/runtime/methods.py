@@ -68,7 +68,7 @@ def _bind() -> None:
     T.__mul__ = O.mul
     T.__rmul__ = _r(O.mul)
     T.__truediv__ = O.div
-    T.__rtruediv__ = _r(O.div)
+    T.__rtruediv__ = lambda self, other: O.named(O.div(other, self), "MulBackward0")  # (torch: reciprocal * other)
     T.__floordiv__ = O.floor_divide
     T.__rfloordiv__ = _r(O.floor_divide)
     T.__mod__ = O.remainder

@@ -783,19 +783,8 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     if p == "nuc":
         from .linalg import matrix_norm
         return matrix_norm(x, "nuc", dim if dim is not None else (-2, -1), keepdim)
-    if p == float("-inf"):
-        return named(amin(abs(x), dim if dim is not None else (), keepdim), "NormBackward1")
-    if p == "fro" or p == 2 or p is None:
-        r = sqrt(sum(mul(x, x), dim, keepdim))
-    elif p == 1:
-        r = sum(abs(x), dim, keepdim)
-    elif p == float("inf"):
-        r = amax(abs(x), dim if dim is not None else (), keepdim)
-    elif p == 0:
-        r = sum(to(ne(x, 0), x.dtype), dim, keepdim)
-    else:
-        r = pow(sum(pow(abs(x), p), dim, keepdim), 1.0 / p)
-    return named(r, "NormBackward1")
+    from .linalg import vector_norm  # (its gradient at a zero vector is 0, as PyTorch's)
+    return vector_norm(x, 2 if p == "fro" or p is None else p, dim, keepdim, dtype=dtype)
 
 
 @op
@@ -1229,7 +1218,7 @@ def split(x, split_size_or_sections, dim=0):
                                f"dimension {ax}), but got split_sizes={sizes}")
     out, start = [], 0
     for s in sizes:
-        out.append(narrow(x, ax, start, s))
+        out.append(named(narrow(x, ax, start, s), "SplitBackward0"))
         start += s
     return tuple(out)
 
@@ -1243,7 +1232,7 @@ def chunk(x, chunks, dim=0):
 
 @op
 def unbind(x, dim=0):
-    return tuple(select(x, dim, i) for i in range(x.shape[dim]))
+    return tuple(named(select(x, dim, i), "UnbindBackward0") for i in range(x.shape[dim]))
 
 
 @op
@@ -1277,7 +1266,8 @@ def repeat(x, *sizes):
     for s, r in zip(shp, sizes):
         big += [r, s]
     out = reshape(expand(reshape(x, inter), big), tuple(s * r for s, r in zip(shp, sizes)))
-    return clone(out) if out._base is not None else out  # (new memory, as PyTorch's, even when traced)
+    out = clone(out) if out._base is not None else out  # (new memory, as PyTorch's, even when traced)
+    return named(out, "RepeatBackward0")
 
 
 @op
@@ -1486,7 +1476,8 @@ def _sublists(*args) -> tuple:
             elif isinstance(k, int) and 0 <= k < len(_SUBSCRIPTS):
                 out += _SUBSCRIPTS[k]
             else:
-                raise ValueError(f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {k}")
+                raise ValueError("einsum(): subscript in subscript list is not within the valid range [0, 52), "
+                                 f"got {k}")
         return out
     ops, subs = list(args[0:len(args) - len(args) % 2:2]), [letters(s) for s in args[1::2]]
     out = "->" + letters(args[-1]) if len(args) % 2 else ""
@@ -1504,7 +1495,8 @@ def _einsum_letters(spec: str, ops: list) -> tuple:
     free = [c for c in _SUBSCRIPTS if c not in spec]
     n_ell = builtins.max([o.dim() - len(s.replace("...", "")) for s, o in zip(ins, ops) if "..." in s], default=0)
     ell = "".join(free[:n_ell])
-    ins = [s.replace("...", ell[len(ell) - (o.dim() - len(s) + 3):] if o.dim() - len(s) + 3 else "") for s, o in zip(ins, ops)]
+    own = [o.dim() - len(s) + 3 for s, o in zip(ins, ops)]  # each operand's ellipsis dimensions (the last ones)
+    ins = [s.replace("...", ell[len(ell) - k:] if k else "") for s, k in zip(ins, own)]
     if rhs is None:
         rhs = ell + "".join(sorted(c for c in set("".join(ins)) if c not in ell and "".join(ins).count(c) == 1))
     else:

@@ -74,9 +74,12 @@ def _extreme_jvp(ts, ins, out, axes, keepdims):
 
 def _nonempty(f, what):
     def impl(x, axes, keepdims):
-        if x.size == 0 and any(x.shape[a] == 0 for a in axes) or (x.size == 0 and not axes):
-            raise IndexError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0, "
-                             f"cannot reduce an empty dimension of a tensor of shape {tuple(x.shape)}")
+        if x.size == 0 and (not axes or len(axes) == x.ndim):  # (a reduction of everything: PyTorch's text and type)
+            raise RuntimeError(f"{what}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                               "the reduction dim with the 'dim' argument.")
+        if x.size == 0 and any(x.shape[a] == 0 for a in axes):
+            raise IndexError(f"{what}(): Expected reduction dim {axes[0] if len(axes) == 1 else list(axes)} to have "
+                             "non-zero size.")
         return f(x, axis=axes, keepdims=keepdims)
     return impl
 
