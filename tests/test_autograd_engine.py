@@ -903,3 +903,27 @@ def test_node_prehook_and_multi_grad_hooks_match_torch():
         return seen
 
     assert run(fg) == run(torch)
+
+
+def test_numpy_of_a_tensor_requiring_grad_under_no_grad():
+    """As in torch: allowed with grad mode off (a custom Function's forward calls it on its
+    inputs: the docs' NumpySort), refused with it on."""
+    class NumpyExp(Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = fg.tensor(np.exp(x.numpy()))
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    x = fg.tensor([0.5, -1.0], dtype=fg.float64, requires_grad=True)
+    NumpyExp.apply(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([0.5, -1.0]), rtol=1e-15)
+    with fg.no_grad():
+        np.testing.assert_array_equal(x.numpy(), [0.5, -1.0])
+    with pytest.raises(RuntimeError, match="requires grad"):
+        x.numpy()

@@ -52,7 +52,7 @@ class Adam(Optimizer):
                 lr, beta1, beta2, eps = h["lr"], h["beta1"], h["beta2"], h["eps"]
                 state = self.state[p]
                 if not state:
-                    state["step"] = tensor(0.0, dtype=D.float32)
+                    state["step"] = tensor(0.0, dtype=D.float64 if D.get_default_dtype() == D.float64 else D.float32)
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                     if amsgrad:
