@@ -456,3 +456,34 @@ def test_parametrizations_orthogonal_matches_torch(shape, omap):
     (f(fg.tensor(x)) ** 2).sum().backward()
     (pt(torch.tensor(x)) ** 2).sum().backward()
     close(f.parametrizations.weight.original.grad, pt.parametrizations.weight.original.grad, atol=2e-5)
+
+
+def test_transfer_parametrizations_skip_init_stateless_and_batch_norm_replacement():
+    """nn.utils.parametrize.transfer_parametrizations_and_params, nn.utils.skip_init,
+    nn.utils.stateless.functional_call and func.replace_all_batch_norm_modules_, as torch's."""
+    import importlib
+
+    def run(lib):
+        lnn = lib.nn
+        stateless = importlib.import_module(lib.__name__ + ".nn.utils.stateless")
+        par = importlib.import_module(lib.__name__ + ".nn.utils.parametrize")
+
+        class Sym(lnn.Module):
+            def forward(self, w):
+                return w.triu() + w.triu(1).transpose(0, 1)
+
+        a, b = lnn.Linear(3, 3, bias=False).double(), lnn.Linear(3, 3, bias=False).double()
+        with lib.no_grad():
+            a.weight.copy_(lib.arange(9, dtype=lib.float64).reshape(3, 3))
+        par.register_parametrization(a, "weight", Sym())
+        par.transfer_parametrizations_and_params(a, b)
+        x = lib.tensor([[1.0, -1.0, 2.0]], dtype=lib.float64)
+        m = lnn.Sequential(lnn.Linear(3, 2), lnn.BatchNorm1d(2))
+        lib.func.replace_all_batch_norm_modules_(m)
+        skipped = lnn.utils.skip_init(lnn.Linear, 4, 2)
+        return [b.weight.tolist(), b(x).tolist(), par.is_parametrized(b, "weight"),
+                stateless.functional_call(a, {"parametrizations.weight.original": lib.eye(3, dtype=lib.float64)},
+                                          (x,)).tolist(),
+                m[1].running_mean is None, m[1].track_running_stats, tuple(skipped.weight.shape)]
+
+    assert run(fg) == run(torch)

@@ -17,6 +17,7 @@ from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
+           "replace_all_batch_norm_modules_",
            "functionalize", "functional_call", "stack_module_state"]
 
 
@@ -42,6 +43,18 @@ def stack_module_state(models):
             out[name] = s.requires_grad_(t.requires_grad) if t.is_floating_point() else s
         return out
     return (stacked(lambda m: m.named_parameters()), stacked(lambda m: m.named_buffers()))
+
+
+def replace_all_batch_norm_modules_(root):
+    """Make every batch norm under ``root`` use the batch's statistics only (no running
+    statistics to update), in place, as ``torch.func.replace_all_batch_norm_modules_``, so
+    that ``vmap`` over samples or models never writes shared buffers. Returns ``root``."""
+    from ..nn.modules.batchnorm import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm):
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root
 
 
 def _tied_and_checked(module, values: dict, tie_weights: bool, strict: bool) -> dict:

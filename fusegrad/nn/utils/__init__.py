@@ -9,8 +9,18 @@ from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 
+
+def skip_init(module_cls, *args, **kwargs):
+    """``module_cls(*args, **kwargs)`` whose parameters and buffers need not be initialized
+    (the caller overwrites them), as ``torch.nn.utils.skip_init``; here they are, at little cost.
+    The class must take a ``device`` argument, as PyTorch requires."""
+    import inspect
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    return module_cls(*args, **kwargs)
+
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "get_total_norm", "parameters_to_vector",
            "parametrizations", "parametrize",
-           "remove_spectral_norm", "remove_weight_norm", "rnn", "spectral_norm", "vector_to_parameters",
+           "remove_spectral_norm", "remove_weight_norm", "rnn", "skip_init", "spectral_norm", "vector_to_parameters",
            "weight_norm"]

@@ -22,7 +22,7 @@ from ..modules import ModuleDict, ModuleList
 from ..parameter import Parameter
 
 __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_parametrized",
-           "remove_parametrizations", "type_before_parametrizations"]
+           "remove_parametrizations", "type_before_parametrizations", "transfer_parametrizations_and_params"]
 
 _cache_enabled = 0
 _cache: Dict[Tuple[int, str], Tensor] = {}
@@ -296,3 +296,29 @@ def type_before_parametrizations(module: Module) -> type:
     if is_parametrized(module):
         return module.__class__.__bases__[0]
     return type(module)
+
+
+def transfer_parametrizations_and_params(from_module: Module, to_module: Module,
+                                         tensor_name: Optional[str] = None) -> Module:
+    """Register ``from_module``'s parametrizations (of ``tensor_name``, or all of them) on
+    ``to_module`` too, with its original tensors' values (a parameter ``to_module`` lacks
+    is created first), as ``torch.nn.utils.parametrize.transfer_parametrizations_and_params``."""
+    if not is_parametrized(from_module):
+        return to_module
+    names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
+    for name in names:
+        plist = from_module.parametrizations[name]
+        if not hasattr(to_module, name):
+            setattr(to_module, name, Parameter(getattr(from_module, name).detach().clone()))
+        for p in plist:
+            register_parametrization(to_module, name, p)
+        target = to_module.parametrizations[name]
+        with no_grad():
+            if hasattr(plist, "original"):
+                target.original.copy_(plist.original)
+            else:
+                k = 0
+                while hasattr(plist, f"original{k}"):
+                    getattr(target, f"original{k}").copy_(getattr(plist, f"original{k}"))
+                    k += 1
+    return to_module
