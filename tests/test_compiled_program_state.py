@@ -352,3 +352,64 @@ def test_objects_python_state_changes_at_every_call():
     got, want = _stateful_python_program(fusegrad, True), _stateful_python_program(torch, False)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def _mode_and_method_program(lib, compiled: bool):
+    """An evaluate() under @no_grad that switches the model to eval mode, a method compiled
+    with the decorator, a fusegrad module's counter attribute set in the function, a NumPy
+    draw before a graph break, and LazyLinear initialized inside the first compiled call."""
+    comp = (lambda f: lib.compile(f)) if compiled else (lambda f: f)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.Linear(4, 1)).double()
+    with lib.no_grad():
+        for k, p in enumerate(model.parameters()):
+            p.copy_(lib.linspace(-0.5, 0.5, p.numel(), dtype=lib.float64).reshape(p.shape) * (k + 1))
+
+    @comp
+    @lib.no_grad()
+    def evaluate(x):
+        model.eval()
+        return model(x).sum()
+
+    class Scaled(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 1).double()
+            with lib.no_grad():
+                self.lin.weight.fill_(0.5)
+                self.lin.bias.fill_(0.1)
+
+        @comp
+        def forward(self, x):
+            self.lin.calls = getattr(self.lin, "calls", 0) + 1  # (on fusegrad's Linear, set from here)
+            return self.lin(x).sum() * min(1.0, self.lin.calls / 3)
+
+    rng = np.random.default_rng(7)
+
+    @comp
+    def mix(x):
+        lam = float(rng.beta(0.4, 0.4))
+        lib.manual_seed(3)  # (a graph break)
+        return (x * lam).sum()
+
+    lazy = comp(lib.nn.Sequential(lib.nn.LazyLinear(2), lib.nn.ReLU()))
+    x = lib.tensor(np.linspace(-1, 2, 6).reshape(2, 3))
+    scaled, out = Scaled(), []
+    for _ in range(4):
+        model.train()
+        out += [evaluate(x).item(), model.training, scaled(x).item(), mix(x).item()]
+    out.append(tuple(lazy(x).shape))
+    with lib.no_grad():
+        out.append(model(x).sum().item())  # (in eval mode, as evaluate() left it)
+    return out
+
+
+def test_mode_switches_methods_counters_and_host_draws_as_eagerly():
+    """model.eval() in a compiled @no_grad function leaves the model in eval mode (it stayed
+    in train mode on replays); @compile on a method binds self (it crashed); a counter set on
+    a fusegrad module counts every call; a NumPy draw before a graph break is drawn once per
+    call (the aborted trace drew one more); LazyLinear initializes in the first compiled call
+    (the break escaped). Compared with fusegrad eager."""
+    got, want = _mode_and_method_program(fusegrad, True), _mode_and_method_program(fusegrad, False)
+    assert got[-2] == want[-2]
+    np.testing.assert_allclose([v for v in got if not isinstance(v, tuple)],
+                               [v for v in want if not isinstance(v, tuple)], rtol=1e-12)

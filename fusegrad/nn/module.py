@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+import sys
 import warnings
 import weakref
 from collections import OrderedDict, namedtuple
@@ -64,12 +66,13 @@ class RemovableHandle:
         self.remove()
 
 
-def _side_effect(module: "Module", old, value) -> bool:
-    """Whether setting a plain attribute of ``module`` from ``old`` to ``value`` inside
-    compile's trace is state the compiled graph would not replay (a step counter on a
-    module of the user's); fusegrad's own layers set none that matter."""
-    if old is value or isinstance(value, Tensor) or isinstance(old, Tensor) or \
-            type(module).__module__.startswith("fusegrad."):
+def _side_effect(name: str, old, value) -> bool:
+    """Whether the user's code setting a module's plain attribute ``name`` from ``old`` to
+    ``value`` inside compile's trace is state the compiled graph would not replay (a step
+    counter); fusegrad's own code sets none that matter, and the training mode is compared
+    when the trace ends (tracer.side_effects)."""
+    if old is value or name == "training" or isinstance(value, Tensor) or isinstance(old, Tensor) or \
+            sys._getframe(2).f_code.co_filename.startswith(_PACKAGE):
         return False
     return not (type(old) in _PLAIN and type(value) is type(old) and old == value)
 
@@ -144,6 +147,7 @@ _global_forward_hooks_with_kwargs: Set[int] = set()
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 _ABSENT = object()  # an attribute not set before (Module.__setattr__)
 _PLAIN = (bool, int, float, str, type(None))  # attribute values compared by value there
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
 
 #: the per-module hook dictionaries, filled in by ``__setstate__`` for modules pickled without them
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -348,7 +352,7 @@ class Module:
                         buffers[name] = value
                 elif not _stored_traced(self, None, d.get(name), value, name):
                     old = d.get(name, _ABSENT)
-                    if capturing() and _side_effect(self, old, value):
+                    if capturing() and _side_effect(name, old, value):
                         capture_trace().graph_break(f"{type(self).__name__}.{name} set at {user_frame()} "
                                                     "(a Python side effect, which a replayed graph would not have)")
                     object.__setattr__(self, name, value)

@@ -14,6 +14,7 @@ import gc
 import itertools
 import sys
 import threading
+import types
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
@@ -719,6 +720,10 @@ class CompiledFunction:
             info["hits"] += int(repr(self._fast_hits)[len("count("):-1])  # count(N): N taken so far
             info["entries"] = len(self._cache)
             return info
+
+    def __get__(self, obj, objtype=None):
+        """As a decorator on a method (``@compile def forward(self, x)``): bound to ``obj``."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
         fast = self._fast

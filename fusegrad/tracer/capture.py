@@ -92,6 +92,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
     tr.follows_requires_grad = keep_requires_grad
     tr.strict = strict
     held: list = []
+    generators: list = []
     try:
         with tr:
             tleaves = []
@@ -118,7 +119,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                                  "its next() must run at every call")
             held = side_effects.snapshot(around)
             yield tr, tleaves
-            if python_random.drawn_and_restored(generators):
+            drawn, generators = python_random.drawn_and_restored(generators), ()
+            if drawn:
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} draws Python or NumPy random "
                                  "numbers (random, numpy.random, a generator it names): replaying the traced "
                                  "graph would repeat the first call's")
@@ -129,8 +131,10 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                                  "(a Python side effect: logging to a list, counting steps), which a replayed "
                                  "graph would not")
     finally:
-        if held:  # (a trace that stopped early: its Python side effects are undone too)
+        if held:  # (a trace that stopped early: its Python side effects and random draws are undone too)
             side_effects.restore_changed(held)
+        if generators:
+            python_random.drawn_and_restored(generators)
         tr.restore()
 
 
@@ -349,6 +353,8 @@ def referenced_values(fn, depth: int = 1) -> list:
     module, a helper function) is guarded on identity, so rebinding the name retraces; the
     tensors of a named module, list or dict on identity; and, ``depth`` levels down, what a
     named helper function names in turn."""
+    while _library(getattr(fn, "__func__", fn)) and hasattr(fn, "__wrapped__"):  # (no_grad's wrapper: its function)
+        fn = fn.__wrapped__
     if _library(getattr(fn, "__func__", fn)):  # a transform's wrapper: its guards come from its own capture
         return []
     out, seen = [], set()

@@ -57,6 +57,8 @@ def snapshot(objects: Iterable) -> list:
             held.append(("a dict", o, dict(o)))
             inner = list(o.values())
         elif hasattr(o, "named_parameters") and hasattr(o, "__dict__"):  # a module: its attributes set break
+            modules = list(o.modules())
+            held.append(("a module's training mode", modules, [m.training for m in modules]))
             inner = list(_plain(o.__dict__).values())
         elif _holds_state(o):
             held.append((f"an attribute of a {type(o).__name__}", o.__dict__, _plain(o.__dict__)))
@@ -95,12 +97,18 @@ def restore_changed(held: list) -> Optional[str]:
     empty = {id(c) for kind, c, before in held if kind in ("a list", "a dict") and not before}
     replaced = set()  # empty containers swapped for fresh ones: what happens to them is not seen
     for kind, c, before in held:
-        if kind not in ("a list", "a dict"):
+        if kind.startswith("an attribute"):
             now = _plain(c)
             replaced.update(id(v) for k, v in before.items() if k in now and now[k] is not v and _same(v, now[k], empty))
     changed = None
     for kind, c, before in held:
         if id(c) in replaced:
+            continue
+        if kind == "a module's training mode":  # (model.eval() inside, not undone by its end)
+            if [m.training for m in c] != before:
+                for m, mode in zip(c, before):
+                    m.__dict__["training"] = mode
+                changed = changed or kind
             continue
         if kind == "a list":
             if len(c) != len(before) or not all(_same(a, b, empty) for a, b in zip(before, c)):

@@ -69,11 +69,16 @@ class LazyLinear(Linear):
     def initialize_parameters(self, input: Tensor) -> None:
         """Materialize the parameters for ``input``'s last dimension and initialize them."""
         from ...ir.graph import Var
-        from ...tracer.trace import GraphBreak, user_frame
-        if type(input._data) is Var:
-            raise GraphBreak(f"LazyLinear at {user_frame()} initializes its parameters on its first call, "
-                             "which runs eagerly")
-        self.in_features = int(input.shape[-1])
+        from ...tracer.trace import user_frame
+        if type(input._data) is Var:  # (compile's segments run it outside the trace; other traces break)
+            with input._data.trace.eagerly(f"LazyLinear at {user_frame()} initializes its parameters on its first "
+                                           "call, which runs eagerly"):
+                self._materialize(int(input.shape[-1]))
+        else:
+            self._materialize(int(input.shape[-1]))
+
+    def _materialize(self, in_features: int) -> None:
+        self.in_features = in_features
         self.weight.materialize((self.out_features, self.in_features))
         if self.bias is not None:
             self.bias.materialize((self.out_features,))
