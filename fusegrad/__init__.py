@@ -24,7 +24,8 @@ from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa:
 from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402
 from .runtime import legacy_methods as _legacy_methods  # noqa: F401,E402
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
-from .runtime.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                                 set_grad_enabled)
 from .runtime.factory import (Generator, arange, as_tensor, default_generator, empty, empty_like, eye,
                               from_numpy, full, full_like, get_rng_state, initial_seed, linspace, logspace, manual_seed,
                               normal, ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm,

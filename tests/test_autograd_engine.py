@@ -927,3 +927,49 @@ def test_numpy_of_a_tensor_requiring_grad_under_no_grad():
         np.testing.assert_array_equal(x.numpy(), [0.5, -1.0])
     with pytest.raises(RuntimeError, match="requires grad"):
         x.numpy()
+
+
+def test_grad_modes_on_generators_inference_flag_and_custom_gradient_shapes_match_torch():
+    """@no_grad()/@inference_mode() on a generator hold inside its body (between yields
+    too); is_inference_mode_enabled and autograd.grad_mode; a custom Function's gradient
+    that broadcasts to its input is summed to it, one that does not is an error naming the
+    Function (as torch's validate_outputs)."""
+    import torch
+
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+
+        @lib.no_grad()
+        def gen():
+            for _ in range(2):
+                yield [lib.is_grad_enabled(), (x * 2).requires_grad]
+
+        @lib.inference_mode()
+        def gen2():
+            yield [lib.is_grad_enabled(), lib.is_inference_mode_enabled()]
+
+        out = list(gen()) + list(gen2()) + [lib.is_grad_enabled(), lib.is_inference_mode_enabled()]
+        with lib.autograd.grad_mode.inference_mode():
+            out.append(lib.is_inference_mode_enabled())
+
+        class Bcast(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.sum()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * lib.ones(3, 1, 2)
+
+        class Wrong(Bcast):
+            @staticmethod
+            def backward(ctx, g):
+                return g * lib.ones(3)
+
+        Bcast.apply(x).backward()
+        out.append(x.grad.tolist())
+        with pytest.raises(RuntimeError) as e:
+            Wrong.apply(x).backward()
+        return out + [str(e.value)]
+
+    assert run(fg) == run(torch)

@@ -206,3 +206,15 @@ def test_python_bool_index_matches_torch():
         got.sum().backward()
         want.sum().backward()
         np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_masked_fill_keeps_the_tensors_dtype():
+    def run(lib):
+        t, m = lib.tensor([1, 2]), lib.tensor([True, False])
+        u = lib.tensor([1, 2])
+        u.masked_fill_(~m, 2.9)
+        out = [t.masked_fill(m, 3.7), u, lib.tensor([True, False]).masked_fill(~m, 1),
+               lib.tensor([1.5, 2.5]).masked_fill(m, 3), t.masked_fill(m, lib.tensor(-4.2))]
+        return [(str(o.dtype).split(".")[-1], o.tolist()) for o in out]
+
+    assert run(fg) == run(torch)

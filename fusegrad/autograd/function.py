@@ -160,6 +160,7 @@ class Function(metaclass=_FunctionMeta):
         node.n_out = len(outs)
         node.out_meta = tuple((o._data.shape, o._data.dtype) if isinstance(o, Tensor) else ((), None) for o in outs)
         nargs = len(args)
+        shapes = [tuple(a._data.shape) if isinstance(a, Tensor) else None for a in args]
 
         def backward_fn(*grads):
             res = cls.backward(ctx, *grads)
@@ -168,9 +169,26 @@ class Function(metaclass=_FunctionMeta):
             if len(res) < nargs:
                 raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of gradients "
                                    f"(expected {nargs}, got {len(res)})")
-            return tuple(res[:nargs])
+            return tuple(_validated(cls, g, shape, i) for i, (g, shape) in enumerate(zip(res[:nargs], shapes)))
         node.backward_fn = backward_fn
         return node
+
+
+def _validated(cls, g, shape: Optional[tuple], i: int):
+    """Gradient ``i`` as PyTorch's ``validate_outputs`` takes it: summed down to its input's
+    ``shape`` when it broadcasts to it (a backward that kept a size-1 dimension), an error
+    naming the Function when it does not."""
+    if not isinstance(g, Tensor) or shape is None or tuple(g._data.shape) == shape:
+        return g
+    from ..ir.prims.shapes import broadcast_shapes
+    try:
+        fits = broadcast_shapes(shape, tuple(g._data.shape)) == tuple(g._data.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"Function {cls.__name__}Backward returned an invalid gradient at index {i} - got "
+                           f"{list(g._data.shape)} but expected shape compatible with {list(shape)}")
+    return g.sum_to_size(shape)
 
 
 def _input_tangents(args: tuple) -> Optional[tuple]:

@@ -5,6 +5,7 @@ decorator."""
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 
@@ -12,6 +13,7 @@ class _State(threading.local):
     def __init__(self):
         self.enabled = True
         self.anomaly = False
+        self.inference = False  # inside inference_mode (is_inference_mode_enabled)
 
 
 STATE = _State()
@@ -24,32 +26,56 @@ def is_grad_enabled() -> bool:
 
 class _GradMode:
     _mode = True
+    _inference = None  # inference_mode's flag to set as well
 
     def __init__(self, mode=None):
         if mode is not None:
             self._mode = bool(mode)
         self._prev = []
 
-    def __enter__(self):
-        self._prev.append(STATE.enabled)
+    def _set(self) -> tuple:
+        prev = (STATE.enabled, STATE.inference)
         STATE.enabled = self._mode
+        if self._inference is not None:
+            STATE.inference = self._inference
+        return prev
+
+    @staticmethod
+    def _reset(prev: tuple) -> None:
+        STATE.enabled, STATE.inference = prev
+
+    def __enter__(self):
+        self._prev.append(self._set())
         return self
 
     def __exit__(self, *exc):
-        STATE.enabled = self._prev.pop()
+        self._reset(self._prev.pop())
         return False
 
     def __call__(self, fn):
-        mode = self._mode
+        if inspect.isgeneratorfunction(fn):  # the mode holds while the body runs, between yields too
+            @functools.wraps(fn)
+            def generator(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                response = None
+                while True:
+                    prev = self._set()
+                    try:
+                        request = gen.send(response)
+                    except StopIteration as stop:
+                        return stop.value
+                    finally:
+                        self._reset(prev)
+                    response = yield request
+            return generator
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            prev = STATE.enabled
-            STATE.enabled = mode
+            prev = self._set()
             try:
                 return fn(*args, **kwargs)
             finally:
-                STATE.enabled = prev
+                self._reset(prev)
         return wrapper
 
 
@@ -74,24 +100,26 @@ class set_grad_enabled(_GradMode):
 
     def __init__(self, mode: bool):
         super().__init__(mode)
-        self._prev.append(STATE.enabled)
-        STATE.enabled = self._mode  # torch.set_grad_enabled(False) works without `with`
+        self._prev.append(self._set())  # torch.set_grad_enabled(False) works without `with`
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        STATE.enabled = self._prev.pop()
-        return False
-
     def __call__(self, fn):  # as a decorator: undo the constructor's switch, apply per call
         if self._prev:
-            STATE.enabled = self._prev.pop()
+            self._reset(self._prev.pop())
         return super().__call__(fn)
 
 
 class inference_mode(_GradMode):
-    """Like no_grad (fusegrad keeps no separate inference tensors)."""
+    """Like no_grad, and ``is_inference_mode_enabled()`` says so (fusegrad keeps no separate
+    inference tensors)."""
 
     def __init__(self, mode: bool = True):
         super().__init__(not mode)
+        self._inference = bool(mode)
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside ``inference_mode``."""
+    return STATE.inference

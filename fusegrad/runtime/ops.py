@@ -490,7 +490,12 @@ def clamp_max(x, m):
 def masked_fill(x, mask, value):
     x = as_t(x)
     if isinstance(value, Tensor):
-        value = value.item() if value._data.ndim == 0 and type(value._data) is not Var else value
+        if value._data.ndim == 0 and type(value._data) is not Var and not value._rg:
+            value = value.item()
+        elif value._data.dtype != x._data.dtype:
+            value = to(value, x.dtype)
+    if not isinstance(value, Tensor) and x._data.dtype.kind in "biu":  # the value takes x's dtype, as PyTorch's
+        value = bool(value) if x._data.dtype.kind == "b" else int(value)
     return named(where(mask, value, x), "MaskedFillBackward0")
 
 
