@@ -973,3 +973,17 @@ def test_grad_modes_on_generators_inference_flag_and_custom_gradient_shapes_matc
         return out + [str(e.value)]
 
     assert run(fg) == run(torch)
+
+
+def test_backward_inputs_accumulate_into_a_non_leaf():
+    import torch
+
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+        y = x * 2
+        z = (y * y).sum()
+        z.backward(inputs=[y], retain_graph=True)
+        z.backward(inputs=[y, x])
+        return [y.grad.tolist(), x.grad.tolist()]
+
+    assert run(fg) == run(torch)

@@ -193,6 +193,11 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
         devices.DEFAULT.pop()
     if inputs is None:
         return None
+    if accumulate:  # backward(inputs=...): a non-leaf among them accumulates its gradient too, as PyTorch's
+        for t, g in zip(inputs, captured):
+            if g is not None and t._grad_fn is not None:
+                t._grad = g if t._grad is None else t._grad + g
+        return None
     for i, g in enumerate(captured):
         if g is None:
             if not allow_unused:
