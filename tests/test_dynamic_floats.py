@@ -94,3 +94,42 @@ def test_a_training_step_taking_its_learning_rate():
         np.testing.assert_allclose(cstep(w, x, y, lr).item(), step(tw, tx, ty, lr).item(), rtol=1e-13)
     np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-13)
     assert cstep.cache_info()["compiles"] <= 3, cstep.cache_info()
+
+
+def test_int_arguments_and_arithmetic_on_number_arguments():
+    """A step taking a learning rate and a step index that change every call (a warm-up
+    factor computed from both in Python): a few compiles, not one per value, with torch's
+    results; an int argument keeps an integer tensor's dtype; an int used as an index
+    compiles per value."""
+    def make(T):
+        w = T.tensor(np.linspace(-1.0, 1.0, 12).reshape(4, 3), requires_grad=True)
+
+        def step(x, lr, t):
+            warm = min(1.0, (t + 1) / 3) * (2 - lr) ** 2 / (1 + t % 2) + t // 4 - abs(-lr)
+            loss = ((x @ w) ** 2).mean() * warm
+            (g,) = T.autograd.grad(loss, w)
+            with T.no_grad():
+                w.sub_(lr * g)
+            return loss.detach()
+        return w, step
+
+    (w, step), (tw, tstep) = make(fusegrad), make(torch)
+    cstep = fusegrad.compile(step)
+    x = np.linspace(0.5, 1.5, 8).reshape(2, 4)
+    for t in range(12):
+        got = cstep(fusegrad.tensor(x), 0.5 / (1 + t), t)
+        want = tstep(torch.tensor(x), 0.5 / (1 + t), t)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-12)
+    info = cstep.cache_info()
+    assert info["compiles"] <= 3 and info["fallbacks"] == 0, info
+
+    ints = fusegrad.compile(lambda a, k: a * k + k)
+    for k in (2, 3, 4):
+        got = ints(fusegrad.tensor([1, 2], dtype=fusegrad.int32), k)
+        assert got.dtype == fusegrad.int32 and got.tolist() == [k + k, 2 * k + k]
+    assert ints.cache_info()["compiles"] == 2
+    index = fusegrad.compile(lambda a, k: a[k] * 2)
+    for k in (0, 1, 2):
+        assert index(fusegrad.tensor([1.0, 2.0, 3.0]), k).item() == 2.0 * (k + 1)
+    assert any("used as a number" in n for n in index.cache_info()["notes"])

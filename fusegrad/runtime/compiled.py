@@ -544,7 +544,8 @@ class _Floats:
 
     def __init__(self, positions: tuple, leaves: list, box: ArgBox):
         self.positions = positions
-        self.proxies = {i: DynamicFloat(leaves[i], box, i) for i in positions}
+        self.made: list = []  # the trace's DynamicFloats: these, and arithmetic on them
+        self.proxies = {i: DynamicFloat.argument(leaves[i], box, i, self.made) for i in positions}
 
     @staticmethod
     def as_tensors(positions: tuple, leaves: list) -> list:
@@ -566,9 +567,10 @@ class _Floats:
 
     def kept(self) -> bool:
         """Whether the traced code kept a DynamicFloat after returning (in its result, a list,
-        an attribute): it would stand for that call's value. (References: the dict, the loop
-        and getrefcount's argument.)"""
-        return any(sys.getrefcount(p) > 3 for p in self.proxies.values())
+        an attribute): it would stand for that call's value. (References: ``made``, the loop
+        and getrefcount's argument; an argument's also the dict.)"""
+        roots = {id(p) for p in self.proxies.values()}
+        return any(sys.getrefcount(p) > 3 + (id(p) in roots) for p in self.made)
 
 
 class _Segmented:
@@ -874,9 +876,9 @@ class CompiledFunction:
         if self.dynamic is False:
             return None
         spec_key, parts, *rest = key
-        if not any(p[0] == "V" and p[1] == "float" for p in parts):
+        if not any(p[0] == "V" and p[1] in ("float", "int") for p in parts):
             return None
-        return (spec_key, tuple(("V", "float") if p[0] == "V" and p[1] == "float" else p for p in parts), *rest)
+        return (spec_key, tuple(p[:2] if p[0] == "V" and p[1] in ("float", "int") else p for p in parts), *rest)
 
     def _dynamic_floats(self, family, leaves: list, spec) -> Optional["_FloatPlan"]:
         """The plan of ``family`` that reads its float arguments at each call. None while
@@ -888,7 +890,7 @@ class CompiledFunction:
             return None
         if state is _STATIC:
             return None
-        positions = tuple(i for i, x in enumerate(leaves) if type(x) is float)
+        positions = tuple(i for i, x in enumerate(leaves) if type(x) in (float, int))
         self._float_box.values = {i: leaves[i] for i in positions}
         for entry in state:
             if entry.plan.traced.holds():
@@ -904,10 +906,12 @@ class CompiledFunction:
             plan = self._build(floats.tensors(leaves), spec, floats=floats)
         except FloatUsed as e:
             plan = e
+        except Exception as e:  # (code that checks for an int or float itself: a size, a factory's argument)
+            plan = FloatUsed(f"{type(e).__name__}: {e}")
         if type(plan) is not _Plan:
             self._float_plans[family] = _STATIC
             why = plan if isinstance(plan, FloatUsed) else "its graph is not compiled whole"
-            note = f"{self.__name__}: a float argument is used as a number ({why}): each value compiles"
+            note = f"{self.__name__}: an int or float argument is used as a number ({why}): each value compiles"
             if note not in self._stats["notes"]:
                 self._stats["notes"].append(note)
             return None

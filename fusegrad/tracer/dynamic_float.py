@@ -1,15 +1,17 @@
-"""Float arguments that change from call to call, traced as values the compiled code reads
-at every call (torch.compile's unspecialized floats) instead of compiling anew per value.
+"""Number arguments that change from call to call, traced as values the compiled code reads
+at every call (torch.compile's unspecialized floats and dynamic ints) instead of compiling
+anew per value.
 
-When a compiled function is called again with only its float arguments changed, its trace
-gets a ``DynamicFloat`` in place of each float argument, standing for a 0-d float64 input
-of the graph that each call passes. As an operand of a tensor op it is that input cast to
-the other operand's floating dtype (a Python float's weak promotion); compared with a
-number, or tested for truth, it gives the result and guards the graph on it, read from the
-call's arguments in the function's ``ArgBox`` (a call with the other outcome traces
-again). Any other use needs
-the number itself (arithmetic in Python, ``float()``, a math function, printing): the trace
-stops with ``FloatUsed`` and the function compiles such signatures per value, as before."""
+When a compiled function is called again with only its float or int arguments changed, its
+trace gets a ``DynamicFloat`` in place of each such argument, standing for a 0-d float64
+input of the graph that each call passes. As an operand of a tensor op it is that input
+cast to the op's dtype (a Python number's weak promotion); arithmetic with numbers or other
+DynamicFloats gives a DynamicFloat computed in the graph (``min(1.0, (t + 1) / 3)``, a
+warm-up factor); compared with a number, or tested for truth, it gives the result and
+guards the graph on it, recomputed from the call's arguments in the function's ``ArgBox``
+(a call with the other outcome traces again). Any other use needs the number itself (a
+size, an index, ``float()``, a math function, printing): the trace stops with ``FloatUsed``
+and the function compiles such signatures per value, as before."""
 from __future__ import annotations
 
 import operator
@@ -41,27 +43,76 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operato
 
 
 class DynamicFloat:
-    """A float argument in compile's trace (see the module docstring)."""
-    __slots__ = ("value", "box", "index", "tensor")
+    """A number argument in compile's trace, or arithmetic on one (see the module docstring)."""
+    __slots__ = ("value", "read", "tensor", "made")
 
-    def __init__(self, value: float, box: ArgBox, index: int):
-        self.value, self.box, self.index = value, box, index
-        self.tensor = None  # the traced 0-d float64 input (set when the trace starts)
+    def __init__(self, value, read, made: list, tensor=None):
+        self.value = value  # this trace's value (an int or a float, as Python computes it)
+        self.read = read  # () -> the value at a call, from that call's arguments
+        self.tensor = tensor  # the traced 0-d float64 value (for an argument: set when the trace starts)
+        self.made = made  # every DynamicFloat of this trace (the arguments' and their arithmetic's)
+        made.append(self)
+
+    @classmethod
+    def argument(cls, value, box: ArgBox, index: int, made: list) -> "DynamicFloat":
+        return cls(value, lambda: box[index], made)
 
     def operand(self, like):
         """The number as a traced 0-d tensor beside the tensor ``like``: of its dtype when
-        floating, else of the default dtype (as a Python float promotes)."""
-        dtype = like._data.dtype if D.np_floating(like._data.dtype) else D.get_default_dtype().np
+        floating (or when both are integral), else of the default dtype (as a Python number
+        promotes)."""
+        kind = like._data.dtype.kind
+        if D.np_floating(like._data.dtype) or (type(self.value) is int and kind in "iu"):
+            dtype = like._data.dtype
+        else:
+            dtype = D.get_default_dtype().np if type(self.value) is float else np.dtype(np.int64)
         return P.cast(self.tensor, dtype=np.dtype(dtype))
 
     def _compare(self, op: str, other) -> bool:
-        if op != "truth" and (type(other) not in (int, float, bool)):
+        if type(other) is DynamicFloat:
+            read_other, key = other.read, ("dynamic", id(other))
+        elif op == "truth" or type(other) in (int, float, bool):
+            read_other, key = (lambda: other), other
+        else:
             raise FloatUsed(f"a comparison with {type(other).__name__}")
-        box, index = self.box, self.index
-        return guard(("dynamic float", index, op, other), lambda: _COMPARE[op](box[index], other))
+        read, compare = self.read, _COMPARE[op]
+        return guard(("dynamic float", id(self), op, key), lambda: compare(read(), read_other()))
 
     def __bool__(self) -> bool:
         return self._compare("truth", None)
+
+
+def _arithmetic(name: str, fn, op_name: str, reflected: bool = False):
+    """``self <name> other`` for a number or DynamicFloat ``other``: a DynamicFloat whose
+    value, read and traced tensor follow ``fn`` (ops.``op_name`` in the graph)."""
+    def method(self, other):
+        if type(other) is DynamicFloat:
+            value, read, tensor = other.value, other.read, other.tensor
+        elif type(other) in (int, float, bool):
+            value, read, tensor = other, (lambda: other), other
+        else:
+            from ..runtime.tensor import Tensor
+            if isinstance(other, Tensor):
+                return NotImplemented  # the tensor's reflected operator: an operand of a tensor op
+            raise FloatUsed(f"'{name}' with {type(other).__name__}")
+        from ..runtime import ops as O
+        own = self.read
+        if reflected:
+            return DynamicFloat(fn(value, self.value), lambda: fn(read(), own()), self.made,
+                                getattr(O, op_name)(tensor, self.tensor))
+        return DynamicFloat(fn(self.value, value), lambda: fn(own(), read()), self.made,
+                            getattr(O, op_name)(self.tensor, tensor))
+    method.__name__ = name
+    return method
+
+
+def _unary(name: str, fn, op_name: str):
+    def method(self):
+        from ..runtime import ops as O
+        own = self.read
+        return DynamicFloat(fn(self.value), lambda: fn(own()), self.made, getattr(O, op_name)(self.tensor))
+    method.__name__ = name
+    return method
 
 
 def _comparison(op: str):
@@ -81,7 +132,14 @@ def _unusable(name: str):
 for _name, _op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">="), ("__eq__", "=="),
                    ("__ne__", "!=")):
     setattr(DynamicFloat, _name, _comparison(_op))
-for _name in ("float", "int", "index", "complex", "round", "trunc", "floor", "ceil", "abs", "neg", "pos", "hash",
-              "str", "repr", "format", "array", "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod",
-              "pow", "radd", "rsub", "rmul", "rtruediv", "rfloordiv", "rmod", "rdivmod", "rpow", "getattr"):
+for _name in ("float", "int", "index", "complex", "round", "trunc", "floor", "ceil", "hash", "str", "repr",
+              "format", "array", "divmod", "rdivmod", "getattr"):
     setattr(DynamicFloat, f"__{_name}__", _unusable(f"__{_name}__"))
+for _name, _fn, _op in (("add", operator.add, "add"), ("sub", operator.sub, "sub"), ("mul", operator.mul, "mul"),
+                        ("truediv", operator.truediv, "div"), ("floordiv", operator.floordiv, "floor_divide"),
+                        ("mod", operator.mod, "remainder"), ("pow", operator.pow, "pow")):
+    setattr(DynamicFloat, f"__{_name}__", _arithmetic(f"__{_name}__", _fn, _op))
+    setattr(DynamicFloat, f"__r{_name}__", _arithmetic(f"__r{_name}__", _fn, _op, reflected=True))
+for _name, _fn, _op in (("neg", operator.neg, "neg"), ("abs", abs, "abs")):
+    setattr(DynamicFloat, f"__{_name}__", _unary(f"__{_name}__", _fn, _op))
+DynamicFloat.__pos__ = lambda self: self
