@@ -3,6 +3,8 @@ argwhere, bincount, hypot, xlogy, frac, sgn, float_power, nansum, nanmean, diff,
 median, rot90, fliplr, flipud and fill_diagonal_ against PyTorch: values and float64
 gradients, edge cases (repeated indices, zero repeats, NaNs, empty differences, wrapped
 diagonals), and the same ops compiled."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -218,3 +220,22 @@ def test_masked_fill_keeps_the_tensors_dtype():
         return [(str(o.dtype).split(".")[-1], o.tolist()) for o in out]
 
     assert run(fg) == run(torch)
+
+
+def test_storages_and_inner_match_torch():
+    """untyped_storage()/storage() shared by views (the Tensor Views docs' check), is_set_to,
+    and inner over the last dimensions of n-d inputs."""
+    def run(lib):
+        t = lib.arange(16.0).reshape(4, 4)
+        v, c = t.view(2, 8), t.clone()
+        a = lib.arange(6.0).reshape(3, 2)
+        b = lib.arange(8.0).reshape(2, 2, 2)
+        return [t.untyped_storage().data_ptr() == v.untyped_storage().data_ptr(),
+                t.untyped_storage().data_ptr() == c.untyped_storage().data_ptr(),
+                t[1:].untyped_storage().nbytes(), len(t.storage()), t.storage().size(), t.is_set_to(t),
+                t.is_set_to(v), t.is_set_to(t.view(4, 4)), lib.inner(a, b).tolist(), lib.inner(a, lib.tensor(2.0)).tolist(),
+                lib.inner(a[0], a[1]).item()]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's TypedStorage deprecation)
+        assert run(fg) == run(torch)

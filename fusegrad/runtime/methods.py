@@ -58,7 +58,9 @@ def _bind() -> None:
     T.nbytes = property(Q.nbytes)
     T.itemsize = property(Q.itemsize)
     T.storage_offset = Q.storage_offset
-    T.untyped_storage = lambda self: self._data.base if self._data.base is not None else self._data
+    T.untyped_storage = Q.untyped_storage
+    T.storage = Q.storage
+    T.is_set_to = Q.is_set_to
 
     # operators
     T.__add__ = O.add

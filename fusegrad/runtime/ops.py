@@ -1429,7 +1429,20 @@ def dot(a, b):
     return named(r, "DotBackward0")
 
 
-inner = alias(dot, "inner")
+@op
+def inner(a, b):
+    """The sum of products over the last dimension of each (``a * b`` when one is 0-d)."""
+    a, b = _promote2(as_t(a), as_t(b))
+    if a.ndim == 0 or b.ndim == 0:
+        return mul(a, b)
+    if a.ndim == 1 and b.ndim == 1:
+        return dot(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(a.shape)} and {list(b.shape)}")
+    k = a.shape[-1]
+    r = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k)), 0, 1))
+    return reshape(r, tuple(a.shape[:-1]) + tuple(b.shape[:-1]))
 
 
 @op

@@ -81,12 +81,79 @@ def itemsize(self: Tensor) -> int:
     return self.element_size()
 
 
+def _root(d: np.ndarray) -> np.ndarray:
+    """The array that owns ``d``'s memory (its storage)."""
+    while d.base is not None and isinstance(d.base, np.ndarray):
+        d = d.base
+    return d
+
+
 def storage_offset(self: Tensor) -> int:
     """The offset, in elements, of the first element in its storage (its base array's memory)."""
     d = self._data
     if type(d) is not np.ndarray:
         return 0
-    root = d
-    while root.base is not None and isinstance(root.base, np.ndarray):
-        root = root.base
-    return (d.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // d.dtype.itemsize
+    return (d.__array_interface__["data"][0] - _root(d).__array_interface__["data"][0]) // d.dtype.itemsize
+
+
+class UntypedStorage:
+    """A tensor's memory as ``Tensor.untyped_storage()`` shows it: the bytes of the array
+    that owns it (views of one tensor share it, as PyTorch's do)."""
+
+    def __init__(self, root: np.ndarray):
+        self._root = root
+
+    def data_ptr(self) -> int:
+        return self._root.__array_interface__["data"][0]
+
+    def nbytes(self) -> int:
+        return self._root.nbytes
+
+    def size(self) -> int:
+        return self._root.nbytes
+
+    def __len__(self) -> int:
+        return self._root.nbytes
+
+    def element_size(self) -> int:
+        return 1
+
+    def tolist(self) -> list:
+        return np.ascontiguousarray(self._root).view(np.uint8).reshape(-1).tolist()
+
+
+class TypedStorage(UntypedStorage):
+    """``Tensor.storage()``: the same memory counted in elements of the tensor's dtype."""
+
+    def __init__(self, root: np.ndarray, dtype):
+        super().__init__(root)
+        self.dtype = dtype
+
+    def size(self) -> int:
+        return self._root.size
+
+    def __len__(self) -> int:
+        return self._root.size
+
+    def element_size(self) -> int:
+        return self._root.dtype.itemsize
+
+    def tolist(self) -> list:
+        return self._root.reshape(-1).tolist()
+
+
+def untyped_storage(self: Tensor) -> UntypedStorage:
+    """The tensor's memory, shared by its views."""
+    return UntypedStorage(_root(self._concrete("untyped_storage()", host=True)))
+
+
+def storage(self: Tensor) -> TypedStorage:
+    """The tensor's memory in elements of its dtype (PyTorch's deprecated typed storage)."""
+    return TypedStorage(_root(self._concrete("storage()", host=True)), self.dtype)
+
+
+def is_set_to(self: Tensor, tensor: Tensor) -> bool:
+    """Whether both tensors view the same memory with the same offset, sizes and strides."""
+    a, b = self._data, tensor._data
+    return (type(a) is np.ndarray and type(b) is np.ndarray and _root(a) is _root(b)
+            and storage_offset(self) == storage_offset(tensor) and a.shape == b.shape and a.strides == b.strides)
