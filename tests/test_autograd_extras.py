@@ -563,3 +563,25 @@ def test_function_with_setup_context(pt):
         return x.grad.numpy(), lib.func.grad(lambda t: Cube.apply(t)[0].sum())(lib.tensor([1.0, 3.0])).numpy()
     for a, b in zip(make(fg), make(pt)):
         np.testing.assert_allclose(a, b)
+
+
+def test_full_backward_hook_sees_none_for_an_output_without_gradient():
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        class TwoIO(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lib.nn.Linear(2, 2)
+
+            def forward(self, a, b):
+                return self.lin(a) * b, a + b
+
+        m, log = TwoIO(), []
+        m.register_full_backward_hook(lambda mod, gi, go: log.append(([g is None for g in gi], [g is None for g in go])))
+        a = lib.ones(1, 2, requires_grad=True)
+        o1, _ = m(a, lib.ones(1, 2))
+        o1.sum().backward()
+        return log
+
+    assert run(fg) == run(torch)

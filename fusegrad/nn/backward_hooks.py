@@ -18,8 +18,9 @@ class BackwardHookFunction(Function):
     """Identity on tensors whose backward calls ``on_grads(grads) -> grads``."""
 
     @staticmethod
-    def forward(ctx, on_grads, *tensors):
+    def forward(ctx, on_grads, materialize, *tensors):
         ctx.on_grads = on_grads
+        ctx.set_materialize_grads(materialize)
         for t in tensors:
             if not t.requires_grad:
                 ctx.mark_non_differentiable(t)
@@ -27,7 +28,7 @@ class BackwardHookFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None,) + tuple(ctx.on_grads(grads))
+        return (None, None) + tuple(ctx.on_grads(grads))
 
 
 def _pack_with_none(indices, values, size) -> tuple:
@@ -48,12 +49,12 @@ class BackwardHook:
         self.n_inputs = self.n_outputs = 0
         self.input_index = self.output_index = None
 
-    def _apply(self, on_grads, args: tuple):
+    def _apply(self, on_grads, args: tuple, materialize: bool = True):
         idx = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         tensors = [args[i] for i in idx]
         if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return args, None
-        new = BackwardHookFunction.apply(on_grads, *tensors)
+        new = BackwardHookFunction.apply(on_grads, materialize, *tensors)
         new = new if isinstance(new, tuple) else (new,)
         out = list(args)
         for i, t in zip(idx, new):
@@ -108,6 +109,7 @@ class BackwardHook:
             return tuple(local[i] for i in self.output_index)
         single = not isinstance(result, tuple)
         outs = (result,) if single else result
-        res, self.output_index = self._apply(on_grads, outs)
+        # (an output no gradient reaches shows as None to the hooks, as in PyTorch)
+        res, self.output_index = self._apply(on_grads, outs, materialize=False)
         self.n_outputs = len(outs)
         return res[0] if single else res
