@@ -74,7 +74,8 @@ def _side_effect(name: str, old, value) -> bool:
     if old is value or name == "training" or isinstance(value, Tensor) or isinstance(old, Tensor) or \
             sys._getframe(2).f_code.co_filename.startswith(_PACKAGE):
         return False
-    return not (type(old) in _PLAIN and type(value) is type(old) and old == value)
+    return not (type(value) is type(old) and (type(old) in _PLAIN or (
+        isinstance(old, tuple) and all(type(v) in _PLAIN for v in old + value))) and old == value)
 
 
 def _stored_traced(module: "Module", store: Optional[dict], old, value, name: str) -> bool:

@@ -87,7 +87,7 @@ def _same(a, b, empty: set) -> bool:
     t = type(a)
     if t is not type(b):
         return False
-    if t in _VALUES:
+    if t in _VALUES or (isinstance(a, tuple) and all(type(v) in _VALUES for v in a + b)):  # (a torch.Size too)
         return a == b
     return id(a) in empty and isinstance(b, (dict, list, set)) and not b
 
