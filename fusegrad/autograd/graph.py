@@ -1,10 +1,11 @@
 """``torch.autograd.graph``: hooks on the tensors autograd saves for backward."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple, Optional
 
 from ..runtime.nodes import Node
 from ..runtime.saved_hooks import STATE
+from ..runtime.tensor import Tensor
 
 __all__ = ["saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks", "Node", "register_multi_grad_hook"]
 
@@ -100,3 +101,31 @@ def register_multi_grad_hook(tensors, fn: Callable, *, mode: str = "all"):
             return None
         return hook
     return _Handles([t.register_hook(hook_of(i)) for i, t in enumerate(tensors) if t.requires_grad])
+
+
+# ---------------------------------------------------------------- gradient edges and version counters
+
+class GradientEdge(NamedTuple):
+    """An edge of the autograd graph: the node a tensor's gradient flows into and which of its
+    inputs it is (``fusegrad.autograd.grad`` does not take one in place of a tensor)."""
+    node: Node
+    output_nr: int
+    ownership_token: Optional[Node] = None
+
+
+def get_gradient_edge(tensor) -> GradientEdge:
+    """The edge of ``tensor``: its ``grad_fn`` and output number, or its gradient accumulator for a leaf."""
+    from ..runtime.dispatch import _edge
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require gradients")
+    return GradientEdge(*_edge(tensor))
+
+
+def increment_version(tensor) -> None:
+    """Bump the version counter of ``tensor`` (or of each of an iterable of tensors), as an
+    in-place write does, so that a saved copy of it is detected as modified in backward."""
+    for t in ((tensor,) if isinstance(tensor, Tensor) else tensor):
+        t._bump()
+
+
+__all__ += ["GradientEdge", "get_gradient_edge", "increment_version"]

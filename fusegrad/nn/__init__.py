@@ -10,8 +10,8 @@ from .modules import (GRU, GRUCell, LSTM, LSTMCell, MultiheadAttention, RNN, RNN
                       Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                       TransformerEncoderLayer)
 from .modules import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
-                      AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
-                      InstanceNorm1d, InstanceNorm2d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
+                      AvgPool2d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, GroupNorm,
+                      InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, MaxPool1d, MaxPool2d, PixelShuffle, PixelUnshuffle, RMSNorm,
                       Upsample, Fold, Unfold)
 from .modules import (AlphaDropout, CELU, CosineEmbeddingLoss, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
                       GLU, HingeEmbeddingLoss, Hardsigmoid, Hardswish, Hardtanh, KLDivLoss, MarginRankingLoss, Mish,
@@ -26,9 +26,10 @@ from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, Ci
 from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d, ConvTranspose3d, EmbeddingBag,
                       LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .modules import AdaptiveLogSoftmaxWithLoss, CTCLoss
+from .buffer import Buffer
 from .parameter import Parameter, UninitializedParameter
 
-__all__ = ["Module", "Parameter", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
+__all__ = ["Module", "Parameter", "Buffer", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
            "LazyLinear", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "ModuleDict", "ModuleList", "NLLLoss", "ReLU",
            "Sequential", "UninitializedParameter", "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
@@ -40,8 +41,8 @@ __all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "MultiheadAttention", "RNN", "
 
 # convolution, pooling, resizing and normalization layers
 __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d",
-            "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
-            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
+            "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+            "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "MaxPool1d", "MaxPool2d", "PixelShuffle",
             "PixelUnshuffle", "RMSNorm", "Upsample", "Fold", "Unfold"]
 # more activations, dropouts, losses and parameter containers
 __all__ += ["AlphaDropout", "CELU", "CosineEmbeddingLoss", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout",

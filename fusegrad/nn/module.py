@@ -18,6 +18,7 @@ from ..runtime.tensor import Tensor
 from ..ir.graph import Var
 from ..tracer.live import guard
 from ..tracer.trace import capture_trace, capturing, user_frame
+from .buffer import Buffer
 from .parameter import Parameter, UninitializedParameter
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -331,6 +332,11 @@ class Module:
                 raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
                                 "(torch.nn.Parameter or None expected)")
             self.register_parameter(name, value)
+        elif isinstance(value, Buffer):  # (nn.Buffer: registered, unless the name is a parameter's)
+            if d.get("_buffers") is None:
+                raise AttributeError("cannot assign buffer before Module.__init__() call")
+            remove_from(d, self._modules)
+            self.register_buffer(name, value, value.persistent)
         else:
             modules = d.get("_modules")
             if isinstance(value, Module):

@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d and InstanceNorm1d/2d: per-channel normalization with optional affine
+"""BatchNorm1d/2d/3d and InstanceNorm1d/2d/3d: per-channel normalization with optional affine
 parameters and running statistics (buffers ``running_mean``, ``running_var``,
 ``num_batches_tracked``)."""
 from __future__ import annotations
@@ -84,6 +84,11 @@ class BatchNorm2d(_BatchNorm):
     _dims = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of (N, C, D, H, W) over N, D, H and W."""
+    _dims = (5,)
+
+
 class _InstanceNorm(_NormBase):
     _n = 0
 
@@ -113,3 +118,8 @@ class InstanceNorm1d(_InstanceNorm):
 class InstanceNorm2d(_InstanceNorm):
     """Normalizes each (sample, channel) of (N, C, H, W) over H and W."""
     _n = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalizes each (sample, channel) of (N, C, D, H, W) over D, H and W."""
+    _n = 3

@@ -1,0 +1,31 @@
+"""``nn.Buffer``: a tensor marked to be registered as a module buffer when assigned to a
+Module attribute (``persistent``: whether ``state_dict`` holds it)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..runtime.tensor import Tensor, wrap
+
+
+class Buffer(Tensor):
+    """A Tensor that a Module registers as a buffer on assignment. Shares memory with ``data``
+    (detached, keeping its ``requires_grad``), as PyTorch's; unlike PyTorch's, whose instances
+    are plain Tensors tagged as buffers, its type is ``Buffer`` (fusegrad's Tensor takes no tags)."""
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Optional[Tensor] = None, *, persistent: bool = True) -> "Buffer":
+        array = np.empty((0,), dtype=np.float32) if data is None else data._data
+        b = wrap(array, cls=cls)
+        if data is not None:  # an alias of ``data``: in-place writes show in both
+            if data._vbox is None:
+                data._vbox = [0]
+            b._vbox = data._vbox
+            b.requires_grad_(data.requires_grad)
+        b.persistent = persistent
+        return b
+
+    def __init__(self, data: Optional[Tensor] = None, *, persistent: bool = True):
+        # Tensor.__init__ would rebuild the payload that __new__ already set
+        pass

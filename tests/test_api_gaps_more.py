@@ -1,0 +1,353 @@
+"""More torch-namespace, Tensor, ``linalg``, ``nn`` and ``autograd.graph`` API gaps
+(``runtime/api_gaps_top.py``, ``runtime/linalg_more.py``, BatchNorm3d/InstanceNorm3d,
+``nn.Buffer``): values, dtypes and float64 gradients against PyTorch, the oracle."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import fusegrad as fg
+
+RNG = np.random.default_rng(0)
+
+
+def _close(f, t, atol=1e-8):
+    """A fusegrad result equal to PyTorch's: shape, dtype and values (NaN where PyTorch's is)."""
+    assert tuple(f.shape) == tuple(t.shape)
+    assert str(f.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+    np.testing.assert_allclose(f.detach().numpy(), t.detach().numpy(), atol=atol, rtol=1e-7)
+
+
+def _grads(fg_fn, torch_fn, arrays, atol=1e-7):
+    """Values and gradients (for a random cotangent) of each float64 array, fusegrad against PyTorch;
+    ``fg_fn``/``torch_fn`` return a tensor or a tuple whose first element is differentiated."""
+    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+    fs = [fg.tensor(a, requires_grad=True) for a in arrays]
+    rt, rf = torch_fn(*ts), fg_fn(*fs)
+    rt, rf = (rt[0], rf[0]) if isinstance(rt, tuple) else (rt, rf)
+    _close(rf, rt, atol)
+    g = RNG.standard_normal(tuple(rt.shape))
+    gt = torch.autograd.grad(rt, ts, torch.tensor(g), allow_unused=True)
+    gf = fg.autograd.grad(rf, fs, fg.tensor(g), allow_unused=True)
+    for a, b in zip(gf, gt):
+        if a is None or b is None:
+            assert all(v is None or np.allclose(v.numpy(), 0) for v in (a, b))
+        else:
+            np.testing.assert_allclose(a.numpy(), b.numpy(), atol=atol, rtol=1e-6)
+
+
+def _errors_alike(fg_fn, torch_fn):
+    """Both raise, with the same built-in exception type (PyTorch's LinAlgError is its own RuntimeError)."""
+    with pytest.raises(Exception) as et:
+        torch_fn()
+    with pytest.raises(next(c for c in type(et.value).__mro__ if c.__module__ == "builtins")):
+        fg_fn()
+
+
+# ---------------------------------------------------------------- factories
+def test_asarray_shares_or_copies_as_torch():
+    a = np.arange(3.0)
+    t = fg.asarray(a)
+    a[0] = 7.0  # an ndarray is shared
+    assert t.tolist() == [7.0, 1.0, 2.0]
+    for args, kw in [(([1, 2],), {}), (([1.0, 2.0],), {}), ((3,), {}), (([1, 2],), {"dtype": "float64"})]:
+        kw_t = {k: getattr(torch, v) for k, v in kw.items()}
+        kw_f = {k: getattr(fg, v) for k, v in kw.items()}
+        _close(fg.asarray(*args, **kw_f), torch.asarray(*args, **kw_t))
+    x = fg.ones(2)
+    assert fg.asarray(x) is x and fg.asarray(x, copy=True) is not x
+    _errors_alike(lambda: fg.asarray(np.ones(2), dtype=fg.float32, copy=False),
+                  lambda: torch.asarray(np.ones(2), dtype=torch.float32, copy=False))
+
+
+def test_empty_strided_and_new_empty_strided():
+    for size, stride in [((2, 3), (1, 2)), ((2, 3), (3, 1)), ((0, 4), (4, 1))]:
+        f, t = fg.empty_strided(size, stride), torch.empty_strided(size, stride)
+        assert (tuple(f.shape), f.stride()) == (tuple(t.shape), t.stride())
+        assert str(f.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]  # (values: uninitialized in PyTorch)
+    f = fg.ones(2, dtype=fg.float64).new_empty_strided((3, 2), (1, 3))
+    assert f.stride() == (1, 3) and f.dtype == fg.float64
+
+
+def test_frombuffer_shares_memory():
+    b = bytearray(np.array([1, 2, 3], dtype=np.int32).tobytes())
+    for kw in [{}, {"count": 1, "offset": 4}]:
+        _close(fg.frombuffer(b, dtype=fg.int32, **kw), torch.frombuffer(b, dtype=torch.int32, **kw))
+    f = fg.frombuffer(b, dtype=fg.int32)
+    b[0] = 9
+    assert f[0].item() == 9
+    _errors_alike(lambda: fg.frombuffer(b, dtype=fg.int64), lambda: torch.frombuffer(b, dtype=torch.int64))
+
+
+def test_range_is_inclusive_and_deprecated():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args, kw in [((0, 3), {}), ((1, 2, 0.3), {}), ((5, 1, -2), {}), ((0, 3), {"dtype": "int64"})]:
+            _close(fg.range(*args, **{k: getattr(fg, v) for k, v in kw.items()}),
+                   torch.range(*args, **{k: getattr(torch, v) for k, v in kw.items()}))
+        _errors_alike(lambda: fg.range(0, 3, -1), lambda: torch.range(0, 3, -1))
+    with pytest.warns(UserWarning, match="deprecated"):
+        fg.range(0, 1)
+
+
+# ---------------------------------------------------------------- element writes and reads
+def test_fill_values_and_gradients():
+    _close(fg.fill(fg.ones(2, dtype=fg.int64), 3.7), torch.fill(torch.ones(2, dtype=torch.int64), 3.7))
+    _grads(lambda x, v: fg.fill(x, v), lambda x, v: torch.fill(x, v), [RNG.standard_normal(3), np.array(2.5)])
+    _errors_alike(lambda: fg.fill(fg.ones(2), fg.ones(2)), lambda: torch.fill(torch.ones(2), torch.ones(2)))
+
+
+def test_put_and_put_():
+    idx = np.array([[0, -1], [4, 2]])
+    _grads(lambda x, s: fg.put(x, fg.tensor(idx), s), lambda x, s: torch.put(x, torch.tensor(idx), s),
+           [RNG.standard_normal((2, 3)), RNG.standard_normal((2, 2))])
+    _grads(lambda x, s: fg.put(x, fg.tensor([1, 1]), s, accumulate=True),
+           lambda x, s: torch.put(x, torch.tensor([1, 1]), s, accumulate=True),
+           [RNG.standard_normal(3), RNG.standard_normal(2)])
+    f, t = fg.zeros(2, 2), torch.zeros(2, 2)
+    assert f.put_(fg.tensor([3]), fg.tensor([5.0])) is f
+    t.put_(torch.tensor([3]), torch.tensor([5.0]))
+    _close(f, t)
+    _errors_alike(lambda: fg.put(fg.zeros(2), fg.tensor([2]), fg.ones(1)),
+                  lambda: torch.put(torch.zeros(2), torch.tensor([2]), torch.ones(1)))
+
+
+@pytest.mark.parametrize("view", ["plain", "transposed", "sliced"])
+def test_as_strided_gathers_as_torch(view):
+    pick = {"plain": lambda a: a, "transposed": lambda a: a.t(), "sliced": lambda a: a[1:]}[view]
+    for size, stride, off in [((2, 2), (1, 2), None), ((3,), (2,), 5), ((2, 3), (1, 1), None)]:
+        _grads(lambda x: pick(x).as_strided(size, stride, off), lambda x: pick(x).as_strided(size, stride, off),
+               [RNG.standard_normal((3, 4))])
+    # storage before a slice's first element is not the slice's: fusegrad's copy cannot reach it
+    with pytest.raises(RuntimeError):
+        fg.arange(6.0)[2:].as_strided((2,), (1,), 0)
+
+
+# ---------------------------------------------------------------- numerical gradient
+@pytest.mark.parametrize("kw", [{}, {"edge_order": 2}, {"spacing": 2.0, "dim": 1}, {"spacing": [0.5, 3]},
+                                {"dim": [1]}, {"spacing": "coords"}, {"spacing": "coords", "edge_order": 2}])
+def test_gradient(kw):
+    def call(T, x):
+        k = dict(kw)
+        if k.get("spacing") == "coords":
+            k["spacing"] = (T.tensor([0.0, 0.5, 2.0], dtype=T.float64), T.tensor([0.0, 1.0, 1.5, 3.5, 4.0],
+                                                                               dtype=T.float64))
+        return T.gradient(x, **k)
+    a = RNG.standard_normal((3, 5))
+    ft, tt = call(fg, fg.tensor(a)), call(torch, torch.tensor(a))
+    assert len(ft) == len(tt)
+    for f, t in zip(ft, tt):
+        _close(f, t)
+    _grads(lambda x: call(fg, x), lambda x: call(torch, x), [a])
+
+
+def test_gradient_integer_input_and_errors():
+    _close(fg.gradient(fg.tensor([1, 2, 4]))[0], torch.gradient(torch.tensor([1, 2, 4]))[0])
+    _errors_alike(lambda: fg.gradient(fg.ones(1)), lambda: torch.gradient(torch.ones(1)))
+    _errors_alike(lambda: fg.gradient(fg.ones(3, 4), dim=[0, 0]), lambda: torch.gradient(torch.ones(3, 4), dim=[0, 0]))
+    _errors_alike(lambda: fg.gradient(fg.ones(3, 4), spacing=[1.0, 2.0, 3.0]),
+                  lambda: torch.gradient(torch.ones(3, 4), spacing=[1.0, 2.0, 3.0]))
+
+
+# ---------------------------------------------------------------- deprecated linear algebra
+def test_cholesky_and_nuclear_norm():
+    m = RNG.standard_normal((2, 3, 3))
+    spd = m @ m.transpose(0, 2, 1) + np.eye(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for upper in (False, True):
+            _grads(lambda x: fg.cholesky(x, upper), lambda x: torch.cholesky(x, upper), [spd])
+        _grads(lambda x: fg.nuclear_norm(x), lambda x: torch.nuclear_norm(x), [m[0, :, :2]])
+        _grads(lambda x: fg.nuclear_norm(x, (1, 2), True), lambda x: torch.nuclear_norm(x, (1, 2), True), [m])
+        _close(fg.nuclear_norm(fg.tensor(m[0]), True), torch.nuclear_norm(torch.tensor(m[0]), True))
+
+
+# ---------------------------------------------------------------- settings and Tensor extras
+def test_settings():
+    assert fg.get_num_interop_threads() >= 1
+    assert fg.set_flush_denormal(False) is False  # (fusegrad's kernels keep denormals: unsupported)
+    fg.set_warn_always(True)
+    assert fg.is_warn_always_enabled()
+    fg.set_warn_always(False)
+    assert not fg.is_warn_always_enabled()
+    with pytest.raises(RuntimeError):
+        fg.set_num_interop_threads(0)
+    x = fg.ones(2)
+    assert fg.is_storage(x.untyped_storage()) and fg.is_storage(x.storage()) and not fg.is_storage(x)
+
+
+def test_set_default_tensor_type():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fg.set_default_tensor_type("torch.DoubleTensor")
+            assert fg.get_default_dtype() == fg.float64
+            fg.set_default_tensor_type(fg.FloatTensor)
+            assert fg.get_default_dtype() == fg.float32
+            with pytest.raises(TypeError):
+                fg.set_default_tensor_type(fg.LongTensor)
+    finally:
+        fg.set_default_dtype(fg.float32)
+
+
+def test_tensor_extras():
+    x = fg.tensor([1.0, 2.0], requires_grad=True)
+    p = x.pin_memory()
+    assert p.tolist() == [1.0, 2.0] and not x.is_pinned() and not p.is_pinned()
+    assert x.output_nr == 0 and x.name is None
+    with pytest.warns(UserWarning):
+        r = x.resize_as(fg.ones(2, 1))
+    assert tuple(r.shape) == (2, 1)
+
+
+# ---------------------------------------------------------------- linalg
+def test_linalg_matmul_diagonal_vander():
+    a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((4, 2))
+    _grads(fg.linalg.matmul, torch.linalg.matmul, [a, b])
+    _grads(lambda x: fg.linalg.diagonal(x, offset=1), lambda x: torch.linalg.diagonal(x, offset=1), [a])
+    v = np.array([0.0, 1.5, -2.0])
+    _grads(fg.linalg.vander, torch.linalg.vander, [v])
+    _grads(lambda x: fg.linalg.vander(x, N=5), lambda x: torch.linalg.vander(x, N=5), [v])
+    _close(fg.linalg.vander(fg.tensor([1, 2, 3])), torch.linalg.vander(torch.tensor([1, 2, 3])))
+    _errors_alike(lambda: fg.linalg.vander(fg.tensor([True])), lambda: torch.linalg.vander(torch.tensor([True])))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3), (4, 3), (3, 5)])
+def test_lu_factor_and_lu(shape):
+    a = RNG.standard_normal(shape)
+    fl, tl = fg.linalg.lu_factor(fg.tensor(a)), torch.linalg.lu_factor(torch.tensor(a))
+    _close(fl.LU, tl.LU)
+    _close(fl.pivots, tl.pivots)
+    _grads(lambda x: fg.linalg.lu_factor(x).LU, lambda x: torch.linalg.lu_factor(x).LU, [a])
+    _close(fg.linalg.lu(fg.tensor(a)).P, torch.linalg.lu(torch.tensor(a)).P)
+    for i in (1, 2):  # (L and U; P is constant)
+        _grads(lambda x: fg.linalg.lu(x)[i], lambda x: torch.linalg.lu(x)[i], [a])
+
+
+def test_lu_singular():
+    s = np.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    fx, tx = fg.linalg.lu_factor_ex(fg.tensor(s)), torch.linalg.lu_factor_ex(torch.tensor(s))
+    for f, t in zip(fx, tx):
+        _close(f, t)
+    _errors_alike(lambda: fg.linalg.lu_factor(fg.tensor(s)), lambda: torch.linalg.lu_factor(torch.tensor(s)))
+    for f, t in zip(fg.linalg.lu(fg.tensor(s)), torch.linalg.lu(torch.tensor(s))):
+        _close(f, t)
+
+
+@pytest.mark.parametrize("left,adjoint", [(True, False), (True, True), (False, False), (False, True)])
+def test_lu_solve(left, adjoint):
+    a, b = RNG.standard_normal((2, 4, 4)), RNG.standard_normal((2, 4, 3) if left else (2, 3, 4))
+
+    def run(T, x, y):
+        lu_, piv = T.linalg.lu_factor(x)
+        return T.linalg.lu_solve(lu_, piv, y, left=left, adjoint=adjoint)
+    _grads(lambda x, y: run(fg, x, y), lambda x, y: run(torch, x, y), [a, b])
+
+
+def test_ex_variants():
+    a, b = RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 3))
+    _grads(lambda x, y: fg.linalg.solve_ex(x, y), lambda x, y: torch.linalg.solve_ex(x, y), [a, b])
+    _grads(lambda x: fg.linalg.inv_ex(x), lambda x: torch.linalg.inv_ex(x), [a])
+    spd = a @ a.transpose(0, 2, 1) + np.eye(3)
+    _grads(lambda x: fg.linalg.cholesky_ex(x, upper=True), lambda x: torch.linalg.cholesky_ex(x, upper=True), [spd])
+    s = np.array([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]], [[2.0, 1.0], [1.0, 3.0]]])
+    fs, ts = fg.tensor(s), torch.tensor(s)
+    _close(fg.linalg.inv_ex(fs).info, torch.linalg.inv_ex(ts).info)
+    _close(fg.linalg.inv_ex(fs).inverse[2], torch.linalg.inv_ex(ts).inverse[2])
+    _close(fg.linalg.solve_ex(fs, fg.ones(3, 2, dtype=fg.float64)).info,
+           torch.linalg.solve_ex(ts, torch.ones(3, 2, dtype=torch.float64)).info)
+    nd = np.array([[[4.0, 2.0], [2.0, -3.0]], [[1.0, 0.0], [0.0, 1.0]], [[-1.0, 0.0], [0.0, 1.0]]])
+    _close(fg.linalg.cholesky_ex(fg.tensor(nd)).info, torch.linalg.cholesky_ex(torch.tensor(nd)).info)
+    for name in ("inv_ex", "cholesky_ex"):
+        _errors_alike(lambda: getattr(fg.linalg, name)(fg.tensor(nd * 0), check_errors=True),
+                      lambda: getattr(torch.linalg, name)(torch.tensor(nd * 0), check_errors=True))
+
+
+@pytest.mark.parametrize("driver", [None, "gelsy", "gelsd", "gelss", "gels"])
+def test_lstsq_fields(driver):
+    a, b = RNG.standard_normal((5, 3)), RNG.standard_normal((5, 2))
+    fr = fg.linalg.lstsq(fg.tensor(a), fg.tensor(b), driver=driver)
+    tr = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+    for name in ("solution", "residuals", "rank", "singular_values"):
+        _close(getattr(fr, name), getattr(tr, name))
+
+
+@pytest.mark.parametrize("shapes", [((2, 5, 3), (2, 5, 2)), ((3, 5), (3, 2)), ((4, 4), (4,))])
+def test_lstsq_gradients(shapes):
+    _grads(lambda x, y: fg.linalg.lstsq(x, y), lambda x, y: torch.linalg.lstsq(x, y),
+           [RNG.standard_normal(s) for s in shapes], atol=1e-6)
+
+
+def test_lstsq_rank_deficient():
+    a = RNG.standard_normal((4, 4))
+    a[:, 3] = a[:, 0] + a[:, 1]
+    b = RNG.standard_normal((4, 2))
+    fr = fg.linalg.lstsq(fg.tensor(a), fg.tensor(b), driver="gelsd")
+    tr = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver="gelsd")
+    for f, t in zip(fr, tr):
+        _close(f, t, atol=1e-7)
+
+
+def test_tensorinv_and_tensorsolve():
+    _grads(fg.linalg.tensorinv, torch.linalg.tensorinv, [RNG.standard_normal((4, 6, 8, 3))], atol=1e-6)
+    _grads(lambda x: fg.linalg.tensorinv(x, ind=1), lambda x: torch.linalg.tensorinv(x, ind=1),
+           [RNG.standard_normal((4, 2, 2))])
+    _grads(fg.linalg.tensorsolve, torch.linalg.tensorsolve, [RNG.standard_normal((2, 3, 6)),
+                                                             RNG.standard_normal((2, 3))])
+    _grads(lambda x, y: fg.linalg.tensorsolve(x, y, dims=(0,)), lambda x, y: torch.linalg.tensorsolve(x, y, dims=(0,)),
+           [RNG.standard_normal((6, 2, 3)), RNG.standard_normal((2, 3))])
+    _errors_alike(lambda: fg.linalg.tensorinv(fg.ones(2, 3)), lambda: torch.linalg.tensorinv(torch.ones(2, 3)))
+
+
+# ---------------------------------------------------------------- nn and autograd.graph
+@pytest.mark.parametrize("name", ["BatchNorm3d", "InstanceNorm3d"])
+def test_norm3d_modules(name):
+    kw = {"affine": True, "track_running_stats": True}
+    mf, mt = getattr(fg.nn, name)(3, **kw).double(), getattr(torch.nn, name)(3, **kw).double()
+    x = RNG.standard_normal((2, 3, 2, 3, 2))
+    for train in (True, False):
+        mf.train(train)
+        mt.train(train)
+        _grads(mf, mt, [x], atol=1e-6)
+    _close(mf.running_mean, mt.running_mean)
+    _close(mf.running_var, mt.running_var)
+    assert sorted(mf.state_dict()) == sorted(mt.state_dict())
+    with pytest.raises(ValueError):
+        mf(fg.ones(2, 3, 4))
+
+
+def test_instancenorm3d_unbatched():
+    x = RNG.standard_normal((3, 2, 2, 3))
+    _close(fg.nn.InstanceNorm3d(3)(fg.tensor(x)), torch.nn.InstanceNorm3d(3)(torch.tensor(x)))
+
+
+def test_buffer_registers_on_assignment():
+    for T in (fg, torch):
+        m = T.nn.Module()
+        m.a = T.nn.Buffer(T.ones(2))
+        m.b = T.nn.Buffer(T.zeros(1), persistent=False)
+        m.a = T.ones(3)  # (a plain tensor assigned to a buffer's name stays a buffer)
+        assert sorted(n for n, _ in m.named_buffers()) == ["a", "b"]
+        assert list(m.state_dict()) == ["a"] and tuple(m.a.shape) == (3,)
+        m.p = T.nn.Parameter(T.ones(1))
+        with pytest.raises(TypeError):  # (a parameter's name takes no Buffer)
+            m.p = T.nn.Buffer(T.ones(1))
+    x = fg.ones(2)
+    b = fg.nn.Buffer(x)
+    x.add_(1)  # shares memory
+    assert b.tolist() == [2.0, 2.0] and isinstance(b, fg.Tensor) and b.persistent
+
+
+def test_gradient_edge_and_increment_version():
+    x = fg.ones(2, requires_grad=True)
+    y = x * 2
+    e = fg.autograd.graph.get_gradient_edge(y)
+    assert e.node is y.grad_fn and e.output_nr == 0 and e == (e.node, 0, None)
+    assert fg.autograd.graph.get_gradient_edge(x).node is not None
+    with pytest.raises(RuntimeError):
+        fg.autograd.graph.get_gradient_edge(fg.ones(1))
+    v = y._version
+    fg.autograd.graph.increment_version(y)
+    fg.autograd.graph.increment_version([y])
+    assert y._version == v + 2
