@@ -286,9 +286,9 @@ SCALE = 2.0
 
 
 def test_python_values_the_trace_read_guard_it():
-    """A global or closure number the function reads is a literal of its graph, so a
-    change retraces (torch.compile's guards); each value's graph is kept, up to the
-    recompile limit, after which calls run eagerly, still right."""
+    """A global or closure number the function reads is a literal of its first graph, so a
+    change traces again, now with the number read from the name at each call (as
+    torch.compile's automatic dynamic numbers): every later value reuses that graph."""
     global SCALE
     offset = [1.0]
 
@@ -300,12 +300,12 @@ def test_python_values_the_trace_read_guard_it():
         for s in (2.0, 3.0, 2.0, 5.0):
             SCALE = s
             np.testing.assert_array_equal(cf(a).numpy(), [s + 1.0, 2 * s + 1.0])
-        assert cf.cache_info()["compiles"] == 3 and cf.cache_info()["hits"] == 1
+        assert cf.cache_info()["compiles"] == 2 and cf.cache_info()["hits"] == 2
         for s in range(10):
             SCALE = float(s)
             np.testing.assert_array_equal(cf(a).numpy(), [s + 1.0, 2 * s + 1.0])
         info = cf.cache_info()
-        assert info["entries"] == 8 and info["fallbacks"] > 0 and any("recompile limit" in n for n in info["notes"])
+        assert info["compiles"] == 2 and not info["fallbacks"], info
     finally:
         SCALE = 2.0
 
@@ -315,7 +315,9 @@ WEIGHT = torch.ones(3)
 
 def test_rebinding_a_global_tensor_or_a_closure_module_retraces():
     """The function names WEIGHT and ``model``: binding either name to another tensor or
-    module makes the next call use the new one (guarded on identity), as in eager."""
+    module makes the next call use the new one, as in eager: the module is guarded on its
+    identity (a new one traces again), the tensor, which the graph only reads, is read from
+    the name at each call."""
     global WEIGHT
     model = torch.nn.Linear(3, 1)
     cf = torch.compile(lambda a: model(a * WEIGHT), backend="eager")
@@ -326,7 +328,7 @@ def test_rebinding_a_global_tensor_or_a_closure_module_retraces():
             WEIGHT = torch.full((3,), float(np.random.default_rng(1).integers(2, 9)))
             np.testing.assert_allclose(cf(a).detach().numpy(), model(a * WEIGHT).detach().numpy(), rtol=1e-6)
             model = torch.nn.Linear(3, 1)
-        assert cf.cache_info()["compiles"] == 4 and not cf.cache_info()["fallbacks"]
+        assert cf.cache_info()["compiles"] == 2 and not cf.cache_info()["fallbacks"]
     finally:
         WEIGHT = torch.ones(3)
 

@@ -413,3 +413,68 @@ def test_mode_switches_methods_counters_and_host_draws_as_eagerly():
     assert got[-2] == want[-2]
     np.testing.assert_allclose([v for v in got if not isinstance(v, tuple)],
                                [v for v in want if not isinstance(v, tuple)], rtol=1e-12)
+
+
+_MASK = fusegrad.ones(3)
+
+
+def _masked(x):
+    return (x * _MASK).sum()
+
+
+def test_a_global_tensor_rebound_between_calls_is_read_not_retraced():
+    """A global or closure tensor the function only reads, rebound to a new tensor of the
+    same shape and dtype before each call (a mask made anew), is read at every call (it
+    traced again at each call, then ran eagerly past 8); a new shape traces again; one the
+    function updates in place or that requires grad stays guarded on its identity."""
+    global _MASK
+    f = fusegrad.compile(_masked)
+    got = []
+    for i in range(10):
+        _MASK = fusegrad.full((3,), float(i))
+        got.append(f(fusegrad.ones(3)).item())
+    assert got == [3.0 * i for i in range(10)] and f.cache_info()["compiles"] == 1, f.cache_info()
+    _MASK = fusegrad.ones(4)
+    assert f(fusegrad.ones(4)).item() == 4.0 and f.cache_info()["compiles"] == 2
+
+    counter = fusegrad.zeros(())
+    w = fusegrad.ones(3, requires_grad=True)
+
+    def g(x):
+        counter.add_(1)
+        return (x * w).sum()
+    cg = fusegrad.compile(g)
+    for _ in range(3):
+        cg(fusegrad.ones(3)).backward()
+    assert counter.item() == 3 and w.grad.tolist() == [3.0, 3.0, 3.0]
+    w = fusegrad.full((3,), 2.0, requires_grad=True)  # (a new parameter: traced again, its own gradient)
+    cg(fusegrad.ones(3)).backward()
+    assert w.grad.tolist() == [1.0, 1.0, 1.0] and counter.item() == 4
+
+
+def test_optimizers_two_levels_down_get_their_state_first():
+    """Optimizers held in a dict of a config dict, or in (model, optimizer) pairs, and stepped
+    inside the compiled step get their state from an eager first call, as one level down
+    does (the compiled step then trained differently, or crashed)."""
+    def run(compiled):
+        nets = {k: fusegrad.nn.Linear(3, 1).double() for k in "ab"}
+        for m in nets.values():
+            fusegrad.nn.init.constant_(m.weight, 0.5)
+            fusegrad.nn.init.zeros_(m.bias)
+        pairs = [(m, fusegrad.optim.Adam(m.parameters(), lr=0.1)) for m in nets.values()]
+        cfg = {"opts": {"a": pairs[0][1], "b": pairs[1][1]}}
+
+        def step(x):
+            losses = []
+            for (net, _), k in zip(pairs, "ab"):
+                opt = cfg["opts"][k]
+                opt.zero_grad()
+                loss = net(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+                losses.append(loss.detach())
+            return fusegrad.stack(losses)
+        f = fusegrad.compile(step) if compiled else step
+        return [f(fusegrad.ones(2, 3, dtype=fusegrad.float64) * (i + 1)).tolist() for i in range(4)]
+
+    np.testing.assert_allclose(run(True), run(False), rtol=1e-12)

@@ -133,3 +133,37 @@ def test_int_arguments_and_arithmetic_on_number_arguments():
     for k in (0, 1, 2):
         assert index(fusegrad.tensor([1.0, 2.0, 3.0]), k).item() == 2.0 * (k + 1)
     assert any("used as a number" in n for n in index.cache_info()["notes"])
+
+
+BETA = 0.0
+
+
+def _annealed(x, w):
+    return (x * w).pow(2).mean() + BETA * (x * w).abs().mean() * min(1.0, 2 * BETA)
+
+
+def test_a_global_number_changed_every_call_is_read_at_each_call():
+    """A global float changed before every call (a KL-annealing weight) is read at each call
+    after its first change: 2 compiles with torch's results (it compiled at every call, then
+    ran eagerly); a closure variable too; one used as an index compiles per value."""
+    global BETA
+    f = fusegrad.compile(_annealed)
+    x, w = fusegrad.tensor(XA), fusegrad.tensor(XA[::-1].copy())
+    for it in range(10):
+        BETA = it / 12
+        np.testing.assert_allclose(f(x, w).item(), _annealed(torch.tensor(XA), torch.tensor(XA[::-1].copy())).item(),
+                                   rtol=1e-12)
+    assert f.cache_info()["compiles"] <= 3 and f.cache_info()["fallbacks"] == 0, f.cache_info()
+
+    def make():
+        k = 0
+        g = fusegrad.compile(lambda t: t[k] * 2)
+
+        def call(value):
+            nonlocal k
+            k = value
+            return g(x).item()
+        return call, g
+    call, g = make()
+    assert [call(i) for i in range(4)] == [2 * XA[i] for i in range(4)]
+    assert any("used as a number" in n for n in g.cache_info()["notes"]), g.cache_info()

@@ -32,7 +32,7 @@ from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
 from ..tracer.guards import flatten_call, signature
-from ..tracer.live import CallTimeConst
+from ..tracer.live import CallTimeConst, LiveTensor
 from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
@@ -94,12 +94,12 @@ class _Traced(Captured):
 
 
 def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_name: str = "eager",
-           floats: Optional[_Floats] = None) -> _Traced:
+           floats: Optional[_Floats] = None, live_names: frozenset = frozenset()) -> _Traced:
     """Trace ``fn`` on ``leaves``; ``speculating``: ``item()`` and ``bool()`` of traced values
     are computed and guarded (tracer.speculate) rather than graph breaks; for the cpu backend
     a primitive it cannot lower is a graph break. ``floats``: the leaves that are float
     arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
-    with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True) as (tr, tleaves):
+    with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
         tr.attribute_stores = {}
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
@@ -117,6 +117,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
             tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
                            "(filling a metrics dict, appending to a list)")
         traced = _finish_trace(tr, out, inputs)
+        _read_names_live(traced)
         if speculating and tr.speculated:
             if not escaped and _hyperparameters(fn, leaves) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
@@ -214,6 +215,48 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
     return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views, attrs)
+
+
+def _tensor_meta(t) -> Optional[tuple]:
+    return (type(t._data), t._data.shape, t._data.dtype, t._rg) if type(t) is Tensor else None
+
+
+def _changed_numbers(variants: list) -> set:
+    """The keys of the globals and closure cells holding an int or float whose value a
+    guard of ``variants`` recorded and which now hold another."""
+    out = set()
+    for entry in variants:
+        traced = getattr(entry, "traced", None)
+        for key, (read, value, identity) in getattr(traced, "guard_map", {}).items():
+            if not identity and type(key) is tuple and key[0] in ("global", "cell") and len(key) <= 3 \
+                    and type(value) in (int, float) and read() != value:
+                out.add(key)
+    return out
+
+
+def _read_names_live(traced: _Traced) -> None:
+    """A tensor the function names (a global, a closure cell) that the graph only reads and
+    that does not require grad is read from the name at every call, guarded on its shape,
+    dtype and requires_grad rather than on its identity, as torch.compile lifts such
+    tensors: rebinding the name (a mask made anew for each batch) does not trace again."""
+    kept = {id(h) for _, h in traced.writebacks if not isinstance(h, int)}
+    kept |= {id(s[1]) for s in traced.out_slots if s[0] == "v"} | {id(b[1]) for _, b, *_ in traced.views}
+    names = {}
+    for key, (read, value, identity) in traced.guard_map.items():
+        if identity and type(key) is tuple and key[0] in ("global", "cell") and type(value) is Tensor \
+                and not value._rg and value._base is None and type(value._data) is np.ndarray and id(value) not in kept:
+            names[id(value)] = (key, read)
+    if not names:
+        return
+    consts = traced.graph.consts
+    for k, (v, h) in enumerate(consts):
+        if id(h) in names:
+            key, read = names.pop(id(h))
+            live = wrap(h._data, LiveTensor)
+            live.read = read
+            consts[k] = (v, live)
+            traced.guard_map[key] = (lambda read=read: _tensor_meta(read()), _tensor_meta(h), False)
+    traced.guards = list(traced.guard_map.values())
 
 
 def _inner_bases(leaves: list, position: dict) -> dict:
@@ -698,6 +741,10 @@ class CompiledFunction:
         self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
         self._float_plans: dict = {}  # float-free signature -> [_FloatPlan] or _STATIC (see _dynamic_floats)
         self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
+        # the globals and closure cells holding numbers that changed between calls: traced as
+        # values read at each call (live), or per value where the code needs the number (static)
+        self._live_names: set = set()
+        self._static_names: set = set()
         self._fast: Optional[_FastPath] = None  # the last plan run on positional tensors
         self._fast_hits = itertools.count()  # its hits (next() is atomic: no lock on that path)
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "fallbacks": 0, "recompiles": 0,
@@ -864,6 +911,8 @@ class CompiledFunction:
                 log("recompiles", f"{self.__name__}: " + (
                     "a captured tensor's shape, dtype or requires_grad, or a Python value the trace "
                     "depended on, changed" if self._cache.has(key) else f"new signature {key[1]}"))
+            if self.dynamic is not False and self._cache.has(key):
+                self._live_names |= _changed_numbers(self._cache.variants(key)) - self._static_names
             entry = self._build(leaves, spec)
             self._cache.add(key, entry)
             if family is not None and self._families.get(family) is not True:
@@ -970,7 +1019,17 @@ class CompiledFunction:
         try:
             with _collector_paused():
                 plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic,
-                                not self.fullgraph, floats)
+                                not self.fullgraph, floats, frozenset(self._live_names))
+        except FloatUsed as e:
+            if floats is not None or not self._live_names:
+                raise
+            self._static_names |= self._live_names  # (a global's number used as a number: per value)
+            self._live_names.clear()
+            note = f"{self.__name__}: a number a global or closure variable holds is used as a number ({e}): " \
+                   "each value compiles"
+            if note not in self._stats["notes"]:  # (the caller holds the lock)
+                self._stats["notes"].append(note)
+            return self._build(leaves, spec, symbolic, counted)
         except (GraphBreak, Unsupported) as e:
             if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
                 return self._build(leaves, spec, False, counted)
@@ -1034,13 +1093,14 @@ def _symbols(leaves: list) -> dict:
 
 def _reachable_optimizers(fn, leaves: list) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
-    ``self``, the call's arguments (``leaves``), and one level of those objects' attributes
-    or items (``trainer.opt``, ``parts["opt"]``)."""
+    ``self``, the call's arguments (``leaves``), and two levels of those objects' attributes
+    or items (``trainer.opt``, ``cfg["opts"]["g"]``, a list of (model, optimizer) pairs)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
     objs += read_references(fn) + [x for x in leaves if not isinstance(x, Tensor)]
+    inner = [v for o in objs if not isinstance(o, Tensor) for v in members(o)]
     found, seen = [], set()
-    for o in objs + [v for o in objs for v in members(o)]:
+    for o in objs + inner + [v for o in inner if isinstance(o, (dict, list, tuple)) for v in members(o)]:
         if isinstance(o, Optimizer) and id(o) not in seen:
             seen.add(id(o))
             found.append(o)
@@ -1061,9 +1121,9 @@ def _symbolic_runs(graph: Graph) -> bool:
 
 
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False,
-             speculating: bool = False, floats: Optional[_Floats] = None) -> Any:
+             speculating: bool = False, floats: Optional[_Floats] = None, live_names: frozenset = frozenset()) -> Any:
     """The plan of one signature (a Speculative one when the trace read traced values)."""
-    traced = _trace(fn, leaves, spec, speculating, backend_name, floats)
+    traced = _trace(fn, leaves, spec, speculating, backend_name, floats, live_names)
     if floats is not None and (floats.kept() or traced.speculation is not None):
         raise FloatUsed("kept after the call" if floats.kept() else "beside a guarded read of a tensor's value")
     rg = [x._rg for x in leaves if isinstance(x, Tensor)]

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional
 from ..ir.graph import Var
 from .guards import const_guard
 from .live import guard, guards_hold
-from . import python_random, side_effects
+from . import dynamic_float, python_random, side_effects
 from .trace import GraphBreak, Trace
 
 _EMPTY = object()  # an empty closure cell's value
@@ -79,20 +79,25 @@ class CaptureTrace(Trace):
 
 @contextlib.contextmanager
 def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
-            breaks_on_print: bool = False, strict: bool = False) -> Iterator[tuple]:
+            breaks_on_print: bool = False, strict: bool = False, live_names: frozenset = frozenset()) -> Iterator[tuple]:
     """Trace a call of ``fn``: yields (trace, stand-in leaves) inside the open trace, with
     a traced input per tensor leaf (requiring grad as the leaf does when
     ``keep_requires_grad``) and ``fn``'s referenced values guarded. Every snapshot is
     restored on exit. ``breaks_on_print``: printing a traced tensor is a graph break
     (compile's trace) rather than a listing of its Var (the transforms'). ``strict``: see
-    ``CaptureTrace.strict``."""
+    ``CaptureTrace.strict``. ``live_names``: the keys of globals and closure cells holding
+    numbers that the graph reads at each call (compile's, once their values changed): the
+    function sees DynamicFloats there while traced (tracer.dynamic_float), and the trace's
+    ``numbers`` lists them."""
     from ..runtime.tensor import Tensor, wrap
     tr = CaptureTrace()
     tr.breaks_on_print = breaks_on_print
     tr.follows_requires_grad = keep_requires_grad
     tr.strict = strict
+    tr.numbers = []
     held: list = []
     generators: list = []
+    bound: list = []  # (write, value) of each name bound to a DynamicFloat while traced
     try:
         with tr:
             tleaves = []
@@ -106,8 +111,14 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     tleaves.append(t)
                 else:
                     tleaves.append(x)
-            named = []
-            for key, read, identity in referenced_values(fn):
+            named, writers = [], {}
+            for key, read, identity in referenced_values(fn, writers=writers):
+                if key in live_names and key in writers:
+                    value = read()
+                    guard(key + ("type",), lambda read=read: type(read()))
+                    bound.append((writers[key], value))
+                    writers[key](dynamic_float.name_proxy(tr, value, read))
+                    continue
                 named.append(guard(key, read, identity))
             # (the generators it names, is given or holds: ``self.rng``, ``gens["noise"]``)
             around = named + [x for x in leaves if not isinstance(x, Tensor)] + (
@@ -119,6 +130,11 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                                  "its next() must run at every call")
             held = side_effects.snapshot(around)
             yield tr, tleaves
+            for write, value in bound:
+                write(value)
+            bound = []
+            if dynamic_float.kept(tr.numbers):
+                raise dynamic_float.FloatUsed("a number a global holds, kept after the call")
             drawn, generators = python_random.drawn_and_restored(generators), ()
             if drawn:
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} draws Python or NumPy random "
@@ -131,6 +147,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                                  "(a Python side effect: logging to a list, counting steps), which a replayed "
                                  "graph would not")
     finally:
+        for write, value in bound:
+            write(value)
         if held:  # (a trace that stopped early: its Python side effects and random draws are undone too)
             side_effects.restore_changed(held)
         if generators:
@@ -196,6 +214,9 @@ class Variants:
     def has(self, key) -> bool:
         return key in self._by_key
 
+    def variants(self, key) -> list:
+        return list(self._by_key.get(key, ()))
+
     def find(self, key):
         """The first valid variant for ``key`` or None."""
         variants = self._by_key.get(key)
@@ -258,33 +279,35 @@ def _code_names(code) -> tuple:
 
 
 def _references(fn) -> list:
-    """(key, read) per value ``fn`` takes from outside: its closure cells, the globals its
-    code names, its defaults, a partial's arguments and a bound method's ``self``;
-    ``read()`` gives the current value, so a guard sees a rebinding."""
+    """(key, read, write) per value ``fn`` takes from outside: its closure cells, the globals
+    its code names, its defaults, a partial's arguments and a bound method's ``self``;
+    ``read()`` gives the current value, so a guard sees a rebinding; ``write(v)`` rebinds a
+    global or a cell (None for the others)."""
     refs = []
     self_ = getattr(fn, "__self__", None)
     if self_ is not None and not isinstance(self_, types.ModuleType):
-        refs.append((("self", id(fn)), lambda s=self_: s))
+        refs.append((("self", id(fn)), lambda s=self_: s, None))
     f = getattr(fn, "__func__", fn)
     if isinstance(f, functools.partial):
         for i, a in enumerate(list(f.args) + list(f.keywords.values())):
-            refs.append((("partial", id(f), i), lambda a=a: a))
+            refs.append((("partial", id(f), i), lambda a=a: a, None))
         f = f.func
     if getattr(f, "__code__", None) is None and hasattr(f, "named_parameters"):  # a Module: its forward
         f = type(f).forward
     for c in getattr(f, "__closure__", None) or ():
-        refs.append((("cell", id(c)), lambda c=c: c.cell_contents))
+        refs.append((("cell", id(c)), lambda c=c: c.cell_contents, lambda v, c=c: setattr(c, "cell_contents", v)))
     for i, d in enumerate(getattr(f, "__defaults__", None) or ()):
-        refs.append((("default", id(f), i), lambda f=f, i=i: f.__defaults__[i]))
+        refs.append((("default", id(f), i), lambda f=f, i=i: f.__defaults__[i], None))
     code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
     if code is not None:
-        refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY)) for n in _code_names(code) if n in glb]
+        refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY), lambda v, n=n: glb.__setitem__(n, v))
+                 for n in _code_names(code) if n in glb]
     return refs
 
 
 def read_references(fn) -> list:
     """The current values of what ``fn`` names outside itself (see ``_references``)."""
-    return [v for v in (_read_or_empty(read) for _, read in _references(fn)) if v is not _EMPTY]
+    return [v for v in (_read_or_empty(read) for _, read, _ in _references(fn)) if v is not _EMPTY]
 
 
 def _module_tensor_ids(m) -> tuple:
@@ -346,13 +369,14 @@ def members(o) -> list:
     return list(vars(o).values()) if hasattr(o, "__dict__") and not isinstance(o, type) else []
 
 
-def referenced_values(fn, depth: int = 1) -> list:
+def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> list:
     """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
     guards: Python numbers, strings, None and tuples of them are traced as literals, so a
     global ``scale = 3.0`` set between calls retraces; anything else (a global tensor or
     module, a helper function) is guarded on identity, so rebinding the name retraces; the
     tensors of a named module, list or dict on identity; and, ``depth`` levels down, what a
-    named helper function names in turn."""
+    named helper function names in turn. ``writers`` (when given) gets key -> write for
+    each global or cell holding an int or float."""
     while _library(getattr(fn, "__func__", fn)) and hasattr(fn, "__wrapped__"):  # (no_grad's wrapper: its function)
         fn = fn.__wrapped__
     if _library(getattr(fn, "__func__", fn)):  # a transform's wrapper: its guards come from its own capture
@@ -360,11 +384,13 @@ def referenced_values(fn, depth: int = 1) -> list:
     out, seen = [], set()
 
     def visit(f, level: int) -> None:
-        for key, read in _references(f):
+        for key, read, write in _references(f):
             v = _read_or_empty(read)
             if v is _EMPTY or _library(v) or key in seen:
                 continue
             seen.add(key)
+            if writers is not None and write is not None and type(v) in (int, float):
+                writers[key] = write
             out.append((key, lambda read=read: _read_or_empty(read), not _constant(v)))
             ids = _tensor_ids(v)
             if ids is not None:

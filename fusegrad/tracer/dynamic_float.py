@@ -15,13 +15,14 @@ and the function compiles such signatures per value, as before."""
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 
 import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
-from .live import guard
+from .live import NamedNumber, guard
 
 
 class FloatUsed(Exception):
@@ -133,8 +134,19 @@ for _name, _op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__"
                    ("__ne__", "!=")):
     setattr(DynamicFloat, _name, _comparison(_op))
 for _name in ("float", "int", "index", "complex", "round", "trunc", "floor", "ceil", "hash", "str", "repr",
-              "format", "array", "divmod", "rdivmod", "getattr"):
+              "format", "array", "divmod", "rdivmod"):
     setattr(DynamicFloat, f"__{_name}__", _unusable(f"__{_name}__"))
+
+
+def _attribute(self, name: str):
+    """A float's own attributes (``.real``, ``.is_integer()``) need the number; probes for
+    private ones (``hasattr(x, "__dict__")``) find none, as on a float."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    raise FloatUsed(f"'.{name}'")
+
+
+DynamicFloat.__getattr__ = _attribute
 for _name, _fn, _op in (("add", operator.add, "add"), ("sub", operator.sub, "sub"), ("mul", operator.mul, "mul"),
                         ("truediv", operator.truediv, "div"), ("floordiv", operator.floordiv, "floor_divide"),
                         ("mod", operator.mod, "remainder"), ("pow", operator.pow, "pow")):
@@ -143,3 +155,23 @@ for _name, _fn, _op in (("add", operator.add, "add"), ("sub", operator.sub, "sub
 for _name, _fn, _op in (("neg", operator.neg, "neg"), ("abs", abs, "abs")):
     setattr(DynamicFloat, f"__{_name}__", _unary(f"__{_name}__", _fn, _op))
 DynamicFloat.__pos__ = lambda self: self
+
+
+def name_proxy(trace, value, read) -> DynamicFloat:
+    """A global's or closure cell's number as a DynamicFloat in ``trace`` (compile's): its
+    traced tensor is a constant the compiled code reads from the name at each call."""
+    from ..runtime.tensor import wrap
+
+    def number():  # (while traced the name holds the proxy: its value then)
+        v = read()
+        return v.value if type(v) is DynamicFloat else v
+    holder = wrap(np.asarray(value, dtype=np.float64), NamedNumber)
+    holder.read = number
+    return DynamicFloat(value, number, trace.numbers, wrap(trace.lift(holder)))
+
+
+def kept(made: list) -> bool:
+    """Whether traced code kept one of the DynamicFloats ``made`` after it returned (in a
+    list, an attribute): it would stand for that call's value. (References: ``made``, the
+    loop, getrefcount's argument.)"""
+    return any(sys.getrefcount(p) > 3 for p in made)

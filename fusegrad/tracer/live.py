@@ -41,6 +41,23 @@ class LiveNumber(CallTimeConst):
         return np.asarray(_read_path(self.source, self.path), dtype=self._data.dtype)
 
 
+class NamedNumber(CallTimeConst):
+    """A number a global or closure cell holds (``read()``), as a 0-d float64 array."""
+    __slots__ = ("read",)
+
+    def draw(self) -> np.ndarray:
+        return np.asarray(self.read(), dtype=np.float64)
+
+
+class LiveTensor(CallTimeConst):
+    """A tensor the function names (a global, a closure cell): the one the name holds when
+    the compiled code runs (``read()``)."""
+    __slots__ = ("read",)
+
+    def draw(self) -> np.ndarray:
+        return self.read()._data
+
+
 class LiveGrad(CallTimeConst):
     """``leaf.grad`` as it is when the compiled code runs."""
     __slots__ = ("leaf",)
