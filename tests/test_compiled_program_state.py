@@ -478,3 +478,17 @@ def test_optimizers_two_levels_down_get_their_state_first():
         return [f(fusegrad.ones(2, 3, dtype=fusegrad.float64) * (i + 1)).tolist() for i in range(4)]
 
     np.testing.assert_allclose(run(True), run(False), rtol=1e-12)
+
+
+def test_the_default_dtype_is_part_of_the_signature():
+    """A graph that makes tensors of the default dtype (zeros(3)) is not reused after
+    set_default_dtype changes it (it returned the old dtype)."""
+    f = fusegrad.compile(lambda x: fusegrad.zeros(3) + x.sum())
+    x = fusegrad.ones(2, dtype=fusegrad.float16)
+    try:
+        for dt in (fusegrad.float64, fusegrad.float32, fusegrad.float64):
+            fusegrad.set_default_dtype(dt)
+            assert f(x).dtype == dt and f(x).dtype == dt
+    finally:
+        fusegrad.set_default_dtype(fusegrad.float32)
+    assert f.cache_info()["compiles"] == 2

@@ -239,3 +239,12 @@ def test_storages_and_inner_match_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (torch's TypedStorage deprecation)
         assert run(fg) == run(torch)
+
+
+def test_integer_remainder_by_zero_raises_as_torch():
+    for lib in (fg, torch):
+        for f in (lambda: lib.tensor([5]) % lib.tensor([0]), lambda: lib.remainder(lib.tensor([5, 3]), 0),
+                  lambda: lib.fmod(lib.tensor([5]), lib.tensor([0]))):
+            with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+                f()
+    np.testing.assert_array_equal(fg.remainder(fg.tensor([5, -3]), 2).numpy(), [1, 1])

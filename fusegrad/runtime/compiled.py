@@ -24,6 +24,7 @@ import numpy as np
 from ..codegen.backend import Unsupported, get_backend
 from ..codegen.cpu import CpuExecutable
 from ..func.pytree import flatten, unflatten
+from ..ir.dtypes import get_default_dtype
 from ..ir.graph import Graph, Var, symbolic_sizes
 from ..passes.autodiff import vjp_graph
 from ..passes.fusion import Fused, fuse
@@ -647,12 +648,12 @@ class _FastPath:
     """The plan the last call of positional tensors (or lists of them) ran, and what a call
     must match to run it without the signature lookup: as many tensors, in the same layout
     of arguments, of the same shapes, dtypes and requires_grad, the same grad mode and
-    autocast dtype, outside any trace and forward-mode AD, while the plan's guards hold and
+    autocast dtype and default dtype, outside any trace and forward-mode AD, while the plan's guards hold and
     no written argument aliases another. Anything else takes the full lookup, which makes
     the plan it finds the next fast path. (A compiled Module's calls always look up: its key
     holds its parameters' identities.)"""
 
-    __slots__ = ("metas", "layout", "nested", "grad", "autocast", "plan", "holds", "hits")
+    __slots__ = ("metas", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits")
 
     def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
         self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
@@ -660,6 +661,7 @@ class _FastPath:
         self.nested = any(layout)  # some argument is a list or tuple of tensors
         self.grad = STATE.enabled
         self.autocast = AUTOCAST.dtype
+        self.default = get_default_dtype()
         self.plan = plan
         tr = plan.traced
         self.holds = tr.holds if tr.graph.consts or tr.guards else None
@@ -669,7 +671,7 @@ class _FastPath:
         """The plan's result for ``args``, or ``_MISS`` when they do not match."""
         layout = self.layout
         if len(args) != len(layout) or STATE.enabled is not self.grad or AUTOCAST.dtype is not self.autocast \
-                or FORWARD.level is not None or _STACK.traces:
+                or FORWARD.level is not None or _STACK.traces or get_default_dtype() is not self.default:
             return _MISS
         if self.nested:
             leaves = []

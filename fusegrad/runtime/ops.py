@@ -370,6 +370,9 @@ def _modulo(a, b, rounding, name):
     a, b = _promote2(as_t(a), b)
     if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
+    if (isinstance(b, Tensor) and type(b._data) is np.ndarray and not b._data.all()) or (
+            isinstance(b, _SCALARS) and b == 0):  # (an integer remainder by zero raises, as PyTorch)
+        raise RuntimeError("ZeroDivisionError")
     f64 = np.dtype(np.float64)
     af = P.cast(a, dtype=f64)
     bf = P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b)

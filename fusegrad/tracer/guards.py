@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from ..func.pytree import flatten
+from ..ir.dtypes import get_default_dtype
 from ..runtime import autocast_state
 from ..runtime.grad_mode import STATE
 from ..runtime.tensor import Tensor
@@ -31,7 +32,8 @@ def signature(leaves: list, spec_key: Any, owner=None) -> tuple:
     """The cache key of a call: per argument leaf, a tensor's (shape, dtype,
     requires_grad) or a non-tensor's type and value; the argument structure (``spec_key``,
     from ``flatten_call``); grad mode; and, for a compiled Module, its training flag and
-    the identity of its parameters; autocast's dtype (ops trace cast to it)."""
+    the identity of its parameters; autocast's dtype (ops trace cast to it); the default
+    dtype (factories and Python floats trace with it)."""
     parts = []
     for x in leaves:
         if isinstance(x, Tensor):
@@ -39,7 +41,8 @@ def signature(leaves: list, spec_key: Any, owner=None) -> tuple:
             parts.append(("T", d.shape, d.dtype, x._rg))
         else:
             parts.append(("V", type(x).__qualname__, _hashable(x)))
-    return (spec_key, tuple(parts), STATE.enabled, autocast_state.STATE.dtype, module_key(owner))
+    return (spec_key, tuple(parts), STATE.enabled, autocast_state.STATE.dtype, module_key(owner),
+            get_default_dtype())
 
 
 def module_key(owner) -> Any:
