@@ -115,8 +115,10 @@ def test_weighted_random_sampler_frequencies():
     first = [next(iter(fd.WeightedRandomSampler([1.0, 100.0], 1, replacement=False,
                                                 generator=fg.Generator().manual_seed(s)))) for s in range(200)]
     assert 0.9 < np.mean(first) < 1.0  # the heavy index usually comes first
+    # as torch: beyond the positive weights, zero-weight indices are drawn; beyond len(weights) it raises
+    assert sorted(fd.WeightedRandomSampler(w, 4, replacement=False)) == [0, 1, 2, 3]
     with pytest.raises(RuntimeError, match="without replacement"):
-        list(fd.WeightedRandomSampler(w, 4, replacement=False))
+        list(fd.WeightedRandomSampler(w, 5, replacement=False))
     with pytest.raises(ValueError, match="num_samples"):
         fd.WeightedRandomSampler(w, 0)
 

@@ -248,3 +248,10 @@ def test_integer_remainder_by_zero_raises_as_torch():
             with pytest.raises(RuntimeError, match="ZeroDivisionError"):
                 f()
     np.testing.assert_array_equal(fg.remainder(fg.tensor([5, -3]), 2).numpy(), [1, 1])
+
+
+def test_size_arithmetic_stays_a_size():
+    for lib in (fg, torch):
+        s = lib.zeros(2, 3).shape
+        for r, want in ((s + (5,), [2, 3, 5]), ((1,) + s, [1, 2, 3]), (s * 2, [2, 3, 2, 3]), (2 * s, [2, 3, 2, 3])):
+            assert type(r) is type(s) and list(r) == want

@@ -35,6 +35,17 @@ class Size(tuple):
     def __repr__(self) -> str:
         return f"fusegrad.Size({list(self)})"
 
+    def __add__(self, other):  # (a Size extended is a Size, as torch.Size)
+        return Size(tuple(self) + tuple(other)) if isinstance(other, tuple) else NotImplemented
+
+    def __radd__(self, other):
+        return Size(tuple(other) + tuple(self)) if isinstance(other, tuple) else NotImplemented
+
+    def __mul__(self, n):
+        return Size(tuple(self) * n)
+
+    __rmul__ = __mul__
+
 
 class Tensor:
     """An n-dimensional array with PyTorch's autograd semantics."""

@@ -105,7 +105,7 @@ class WeightedRandomSampler(Sampler[int]):
         if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0, or a negative or "
                                "non-finite weight)")
-        if not replacement and num_samples > int((w > 0).sum()):
+        if not replacement and num_samples > len(w):  # (past the positive weights, zero-weight indices follow)
             raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
         self.weights = w
         self.num_samples = num_samples
