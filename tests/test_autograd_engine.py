@@ -987,3 +987,23 @@ def test_backward_inputs_accumulate_into_a_non_leaf():
         return [y.grad.tolist(), x.grad.tolist()]
 
     assert run(fg) == run(torch)
+
+
+def test_hook_order_tensor_hooks_then_retain_grad_then_node_prehooks():
+    """As PyTorch's autograd notes: a tensor's hooks run before its grad_fn's pre-hooks,
+    whatever the registration order, and retain_grad stores the gradient between them."""
+    import torch
+
+    def run(lib):
+        log = []
+        x = lib.ones(2, requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda g: log.append("tensor 1"))
+        y.grad_fn.register_prehook(lambda go: (log.append("node pre"), (go[0] * 10,))[1])
+        y.grad_fn.register_hook(lambda gi, go: log.append("node post"))
+        y.retain_grad()
+        y.register_hook(lambda g: (log.append("tensor 2"), g * 3)[1])
+        y.sum().backward()
+        return log, y.grad.tolist(), x.grad.tolist()
+
+    assert run(fg) == run(torch)

@@ -71,14 +71,19 @@ class Node:
             r = fn(tuple(gs))
             return gs if r is None else list(r)
         pre._per_output = True
+        pre._node_hook = True  # (tensor hooks run before it, whenever registered, as in PyTorch)
         return self._add_prehook(pre)
 
-    def _add_prehook(self, fn) -> RemovableHandle:
+    def _add_prehook(self, fn, before: tuple = ()) -> RemovableHandle:
         """A pre-hook as the engine runs it: ``fn(grad)`` on a one-output node's gradient
-        (a tensor hook), or ``fn(grads) -> grads`` where ``fn._per_output`` is set."""
+        (a tensor hook), or ``fn(grads) -> grads`` where ``fn._per_output`` is set; placed
+        before the first hook that has one of the flags ``before`` (PyTorch's order: tensor
+        hooks, then retain_grad's store, then the node's own pre-hooks)."""
         if self.pre_hooks is None:
             self.pre_hooks = []
-        self.pre_hooks.append(fn)
+        pos = next((i for i, h in enumerate(self.pre_hooks) if any(getattr(h, f, False) for f in before)),
+                   len(self.pre_hooks))
+        self.pre_hooks.insert(pos, fn)
         return RemovableHandle(self.pre_hooks, fn)
 
     def release(self) -> None:

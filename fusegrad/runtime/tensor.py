@@ -405,7 +405,7 @@ class Tensor:
                     t._grad = t._grad + g
         store._retain = True
         self._retains = _for_output(store, self._out_nr, self._grad_fn)
-        self._grad_fn._add_prehook(self._retains)
+        self._grad_fn._add_prehook(self._retains, before=("_node_hook",))
 
     def _regraft(self, node, nr: int) -> None:
         """Make ``(node, nr)`` this tensor's grad_fn (an in-place update or a view's
@@ -419,7 +419,7 @@ class Tensor:
         if old is not None and old.pre_hooks and h in old.pre_hooks:
             old.pre_hooks.remove(h)
         self._retains = _for_output(getattr(h, "_hook", h), nr, node)
-        node._add_prehook(self._retains)
+        node._add_prehook(self._retains, before=("_node_hook",))
 
     def register_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
@@ -433,12 +433,7 @@ class Tensor:
             return self._accumulator()._add_prehook(hook)
         node = self._grad_fn
         h = _for_output(hook, self._out_nr, node)
-        if node.pre_hooks is None:
-            node.pre_hooks = []
-        # tensor hooks run before retain_grad's store, as in PyTorch
-        pos = next((i for i, x in enumerate(node.pre_hooks) if getattr(x, "_retain", False)), len(node.pre_hooks))
-        node.pre_hooks.insert(pos, h)
-        return _nodes.RemovableHandle(node.pre_hooks, h)
+        return node._add_prehook(h, before=("_retain", "_node_hook"))
 
     def register_post_accumulate_grad_hook(self, hook) -> "_nodes.RemovableHandle":
         """``hook(tensor) -> None`` runs after a backward has accumulated into this leaf's ``.grad``."""
