@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import numpy as np
-
-from ..runtime.tensor import Tensor, wrap
+from ..runtime.tensor import Tensor
+from .parameter import alias_as
 
 
 class Buffer(Tensor):
@@ -16,12 +15,8 @@ class Buffer(Tensor):
     __slots__ = ("persistent",)
 
     def __new__(cls, data: Optional[Tensor] = None, *, persistent: bool = True) -> "Buffer":
-        array = np.empty((0,), dtype=np.float32) if data is None else data._data
-        b = wrap(array, cls=cls)
-        if data is not None:  # an alias of ``data``: in-place writes show in both
-            if data._vbox is None:
-                data._vbox = [0]
-            b._vbox = data._vbox
+        b = alias_as(cls, data)
+        if data is not None:
             b.requires_grad_(data.requires_grad)
         b.persistent = persistent
         return b

@@ -8,18 +8,25 @@ import numpy as np
 from ..runtime.tensor import Tensor, wrap
 
 
+def alias_as(cls, data: Optional[Tensor]) -> Tensor:
+    """A ``cls`` tensor over ``data``'s memory, sharing its version counter so that in-place
+    writes show in both (an empty float32 tensor when ``data`` is None)."""
+    array = np.empty((0,), dtype=np.float32) if data is None else data._data
+    t = wrap(array, cls=cls)
+    if data is not None:
+        if data._vbox is None:
+            data._vbox = [0]
+        t._vbox = data._vbox
+    return t
+
+
 class Parameter(Tensor):
     """A Tensor that is a module parameter: assigning one to a Module attribute registers
     it. Shares memory with ``data``; requires grad unless told otherwise."""
     __slots__ = ()
 
     def __new__(cls, data: Optional[Tensor] = None, requires_grad: bool = True) -> "Parameter":
-        array = np.empty((0,), dtype=np.float32) if data is None else data._data
-        p = wrap(array, cls=cls)
-        if data is not None:  # an alias of ``data``: in-place writes show in both
-            if data._vbox is None:
-                data._vbox = [0]
-            p._vbox = data._vbox
+        p = alias_as(cls, data)
         p.requires_grad_(requires_grad)
         return p
 
