@@ -1,10 +1,11 @@
 """Python state a traced function changes: the lists and dicts it names or is given (a
 metrics log, a counter in a dict), the lists and dicts its modules hold, and the plain
 attributes of other objects it names (a data loader's iterator, a scheduler, an optimizer
-of the user's counting steps in Python). A compiled graph replays tensor work
-only, so a trace that changed such state is undone and becomes a graph break: the
-function's Python then runs at every call (compile's segments), as it does eagerly. (A
-user module's own plain attributes break where they are set: ``nn.Module.__setattr__``.)"""
+of the user's counting steps in Python), and the training mode of the modules it names. A
+compiled graph replays tensor work only, so a trace that changed such state is undone and
+becomes a graph break: the function's Python then runs at every call (compile's segments),
+as it does eagerly. (A module attribute the user's code sets breaks where it is set:
+``nn.Module.__setattr__``.)"""
 from __future__ import annotations
 
 import types
@@ -43,7 +44,8 @@ def unrestorable(objects: Iterable) -> Optional[str]:
 
 def snapshot(objects: Iterable) -> list:
     """(kind, container, its shallow copy) for the state reachable from ``objects``, two
-    levels down: lists, dicts, and the plain attributes of user objects (not modules)."""
+    levels down: lists, dicts, the plain attributes of objects other than modules, and the
+    training mode of modules and their submodules."""
     held, seen = [], set()
 
     def hold(o, depth: int) -> None:
