@@ -96,8 +96,8 @@ index_put = Primitive("index_put", _index_put_impl, abstract=lambda a, p: a[0], 
 
 
 def _check_idx(x, idx, axis, what):
-    if idx.size and (idx.min() < -x.shape[axis] or idx.max() >= x.shape[axis]):
-        raise IndexError(f"{what}(): index {int(idx.max() if idx.max() >= x.shape[axis] else idx.min())} "
+    if idx.size and (idx.min() < -x.shape[axis] or idx.max() >= x.shape[axis]):  # (PyTorch: a RuntimeError)
+        raise RuntimeError(f"{what}(): index {int(idx.max() if idx.max() >= x.shape[axis] else idx.min())} "
                          f"is out of bounds for dimension {axis} with size {x.shape[axis]}")
 
 
