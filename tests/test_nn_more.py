@@ -552,3 +552,15 @@ def test_new_ops_in_one_compiled_graph():
     for a, b in zip(gc, ge):
         np.testing.assert_allclose(np_of(a), np_of(b), rtol=1e-9, atol=1e-12)
     assert compiled.cache_info()["graph_breaks"] == []
+
+
+def test_parameter_container_reprs_match_torch():
+    import torch
+
+    def run(lib):
+        nn = lib.nn
+        plist = nn.ParameterList([nn.Parameter(lib.zeros(2)), lib.zeros(2, 3, dtype=lib.float64), 5])
+        pdict = nn.ParameterDict({"a": nn.Parameter(lib.zeros(2)), "b": nn.Parameter(lib.zeros(2, 3, dtype=lib.float64))})
+        return [repr(plist).replace("fusegrad.", "torch."), repr(pdict)]
+
+    assert run(fg) == run(torch)

@@ -54,15 +54,23 @@ class ParameterList(Module):
             self.append(v)
         return self
 
-    def extra_repr(self) -> str:
+    def extra_repr(self) -> str:  # (PyTorch's lines: indented once more, by dtype)
         lines = []
         for k, p in enumerate(self):
             if isinstance(p, Tensor):
-                size = "x".join(str(s) for s in p.shape)
-                lines.append(f"({k}): Parameter containing: [{type(p).__name__} of size {size}]")
+                kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+                lines.append(f"  ({k}): {kind} containing: [{p.dtype} of size {_size(p)}{_on_device(p)}]")
             else:
-                lines.append(f"({k}): Object of type: {type(p).__name__}")
+                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
         return "\n".join(lines)
+
+
+def _size(p: Tensor) -> str:
+    return "x".join(str(s) for s in p.shape)
+
+
+def _on_device(p: Tensor) -> str:
+    return f" (GPU {p.get_device()})" if p.is_cuda else ""
 
 
 class ParameterDict(Module):
@@ -120,6 +128,6 @@ class ParameterDict(Module):
         for key, value in pairs:
             self[key] = value
 
-    def extra_repr(self) -> str:
-        return "\n".join(f"({k}): Parameter containing: [{type(p).__name__} of size "
-                         f"{'x'.join(str(s) for s in p.shape)}]" for k, p in self.items())
+    def extra_repr(self) -> str:  # (PyTorch's lines: indented once more, by legacy type name)
+        return "\n".join(f"  ({k}): Parameter containing: [{p.type()} of size {_size(p)}{_on_device(p)}]"
+                         for k, p in self.items())
