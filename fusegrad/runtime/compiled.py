@@ -31,6 +31,7 @@ from ..passes.fusion import Fused, fuse
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
+from ..tracer import dynamic_float
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
 from ..tracer.guards import flatten_call, signature
 from ..tracer.live import CallTimeConst, LiveTensor
@@ -611,10 +612,9 @@ class _Floats:
 
     def kept(self) -> bool:
         """Whether the traced code kept a DynamicFloat after returning (in its result, a list,
-        an attribute): it would stand for that call's value. (References: ``made``, the loop
-        and getrefcount's argument; an argument's also the dict.)"""
-        roots = {id(p) for p in self.proxies.values()}
-        return any(sys.getrefcount(p) > 3 + (id(p) in roots) for p in self.made)
+        an attribute): it would stand for that call's value. (An argument's proxy is also
+        held by ``proxies``.)"""
+        return dynamic_float.kept(self.made, frozenset(id(p) for p in self.proxies.values()))
 
 
 class _Segmented:

@@ -63,36 +63,19 @@ def _bind() -> None:
     T.is_set_to = Q.is_set_to
 
     # operators
-    T.__add__ = O.add
-    T.__radd__ = _r(O.add)
+    for name, fn in (("add", O.add), ("mul", O.mul), ("floordiv", O.floor_divide), ("mod", O.remainder),
+                     ("pow", O.pow), ("matmul", O.matmul), ("and", B.bitwise_and), ("or", B.bitwise_or),
+                     ("xor", B.bitwise_xor), ("lshift", B.bitwise_left_shift), ("rshift", B.bitwise_right_shift)):
+        setattr(T, f"__{name}__", fn)
+        setattr(T, f"__r{name}__", _r(fn))
     T.__sub__ = O.sub
     T.__rsub__ = lambda self, other: O.rsub(self, other)
-    T.__mul__ = O.mul
-    T.__rmul__ = _r(O.mul)
     T.__truediv__ = O.div
     T.__rtruediv__ = lambda self, other: O.named(O.div(other, self), "MulBackward0")  # (torch: reciprocal * other)
-    T.__floordiv__ = O.floor_divide
-    T.__rfloordiv__ = _r(O.floor_divide)
-    T.__mod__ = O.remainder
-    T.__rmod__ = _r(O.remainder)
-    T.__pow__ = O.pow
-    T.__rpow__ = _r(O.pow)
-    T.__matmul__ = O.matmul
-    T.__rmatmul__ = _r(O.matmul)
     T.__neg__ = O.neg
     T.__pos__ = lambda self: self
     T.__abs__ = O.abs
     T.__invert__ = B.bitwise_not
-    T.__and__ = B.bitwise_and
-    T.__rand__ = _r(B.bitwise_and)
-    T.__or__ = B.bitwise_or
-    T.__ror__ = _r(B.bitwise_or)
-    T.__xor__ = B.bitwise_xor
-    T.__rxor__ = _r(B.bitwise_xor)
-    T.__lshift__ = B.bitwise_left_shift
-    T.__rlshift__ = _r(B.bitwise_left_shift)
-    T.__rshift__ = B.bitwise_right_shift
-    T.__rrshift__ = _r(B.bitwise_right_shift)
     T.__eq__ = O.eq
     T.__ne__ = O.ne
     T.__lt__ = O.lt

@@ -170,8 +170,8 @@ def name_proxy(trace, value, read) -> DynamicFloat:
     return DynamicFloat(value, number, trace.numbers, wrap(trace.lift(holder)))
 
 
-def kept(made: list) -> bool:
+def kept(made: list, held: frozenset = frozenset()) -> bool:
     """Whether traced code kept one of the DynamicFloats ``made`` after it returned (in a
     list, an attribute): it would stand for that call's value. (References: ``made``, the
-    loop, getrefcount's argument.)"""
-    return any(sys.getrefcount(p) > 3 for p in made)
+    loop, getrefcount's argument, and one more for those whose ids are ``held``.)"""
+    return any(sys.getrefcount(p) > 3 + (id(p) in held) for p in made)
