@@ -12,7 +12,6 @@ import contextlib
 import functools
 import gc
 import itertools
-import sys
 import threading
 import types
 import weakref
