@@ -79,17 +79,19 @@ _WORKER = textwrap.dedent("""
         "fallbacks": cf.cache_info()["fallbacks"],
         "modules": len(mods),
         "files": sorted(m.__file__ for m in mods),
-        "numba_hits": sum(sum(m.kernel.stats.cache_hits.values()) for m in mods),
-        "numba_misses": sum(sum(m.kernel.stats.cache_misses.values()) for m in mods),
+        "numba_hits": sum(sum(getattr(m, "kernel", getattr(m, "run", None)).stats.cache_hits.values()) for m in mods),
+        "numba_misses": sum(sum(getattr(m, "kernel", getattr(m, "run", None)).stats.cache_misses.values())
+                            for m in mods),
         "warnings": [str(w.message) for w in caught if "fusegrad" in str(w.message)],
     }))
 """)
 
 
-# Kernel modules the worker loads: the forward and backward entries and the kernel each
-# calls (the forward's sum, the backward's elementwise gradient). The entries call the
-# kernels through their addresses, so from a warm disk cache Numba loads all four.
-MODULES = 4
+# Kernel modules the worker loads: the forward and backward entries, the kernel each
+# calls (the forward's sum, the backward's elementwise gradient) and the interpreter of
+# their programs (codegen.cpu_program). The entries call the interpreter and it the kernels
+# through their addresses, so from a warm disk cache Numba loads all five.
+MODULES = 5
 
 
 def _start(cache, tmpdir=None, **cfg):

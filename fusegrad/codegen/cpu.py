@@ -1,7 +1,8 @@
-"""The "cpu" backend: fuse a Graph into loop groups and generate ONE Numba module whose
-``@njit`` entry function runs every loop kernel (through its address, cpu_link) and BLAS
-call in order (no Python between kernels). Arrays cross the boundary as flat contiguous 1-d arrays whose shapes and dtypes
-are checked first, so generated index arithmetic can never leave a buffer."""
+"""The "cpu" backend: fuse a Graph into loop groups, render each as a kernel module, and
+write the graph's steps (kernel calls, BLAS gemms, copies) as a program that one native
+entry runs in order, with no Python between kernels (cpu_program). Arrays cross the
+boundary as flat contiguous 1-d arrays whose shapes and dtypes are checked first, so
+generated index arithmetic can never leave a buffer."""
 from __future__ import annotations
 
 import contextlib
@@ -20,11 +21,11 @@ from ..passes.signs import nonpositive
 from ..runtime.kernel_cache import generated_key, load_generated, load_module, on_disk, store_generated
 from ..runtime.overlap import overlapping
 from .backend import Unsupported, register_backend
-from .cpu_arrays import IMPORT as ARRAYS
-from .cpu_blas import kind as blas_kind, prelude as blas_prelude
-from .cpu_calls import emit_call
+from .cpu_blas import kind as blas_kind
+from .cpu_calls import Gemm, emit_call, matmul_plan
 from .cpu_helpers import compile_kernels
 from .cpu_link import address, signature as link_signature
+from .cpu_program import Program, entry_source, run_address
 from .cpu_malloc import keep_freed_blocks
 from .cpu_render import kernel_head, prepare, render
 from .cpu_symbolic import compile_symbolic
@@ -34,7 +35,6 @@ from .kir_fastmath import GUARD
 from .kir_passes import each_index, optimize as optimize_kernel
 from .kir_lower import Listing, LoweredGroup, lower_group
 from .kir_views import onto_parts
-from .value_text import copy_lines as copy_loop
 
 # reassoc lets LLVM vectorize reductions, contract allows FMA. No nnan/ninf: NaN and inf
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
@@ -47,8 +47,8 @@ _SUPPORTED_KINDS = "biuf"
 class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
-    def __init__(self, graph: Graph, fused_of: "_FusedOnce", source: str, fn, kaddr: np.ndarray, exact=None,
-                 written=()):
+    def __init__(self, graph: Graph, fused_of: "_FusedOnce", source: str, fn, prog: np.ndarray, kaddr: np.ndarray,
+                 exact=None, written=()):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = tuple(a for _, a in written)  # positions of arguments the kernel overwrites
         self._out_shapes = [v.shape for v in graph.outputs]
@@ -57,12 +57,13 @@ class CpuExecutable:
         donated = dict(written)
         self._from = [donated.get(i) for i in range(len(graph.outputs))] if donated else None
         self._fn = fn  # the compiled entry point (see _compile_now)
-        self._kaddr = kaddr  # the addresses of the kernels it calls (cpu_link), its last argument
-        # () -> (entry point, kernel addresses) for sin/cos arguments past fastmath's range
+        self._prog = prog  # the program it runs (cpu_program)
+        self._kaddr = kaddr  # the addresses of the interpreter and the kernels (cpu_link), its last argument
+        # () -> (entry point, program, addresses) for sin/cos arguments past fastmath's range
         # (see cpu._entry), compiled on first use
         self._exact = exact
         self._graph = graph
-        self._source = source  # the entry's module, then those of the kernels it calls
+        self._source = source  # the entry's module, its program, then the kernels' modules
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
         # printed on demand (Lowered.ir)
         self.stages = {"fused": _Printed(fused_of), "kernel": _Printed(lambda: Listing(fused_of(), by_rows=True))}
@@ -92,13 +93,12 @@ class CpuExecutable:
             copied.update([k for k in self._written if not flat[k].flags.writeable])
             for k in copied:
                 flat[k] = flat[k].copy()
-        res = self._fn(*flat, self._kaddr)
+        res = self._fn(*flat, self._prog, self._kaddr)
         if self._exact is not None:
             if res[-1]:
-                exact, kaddr = self._exact()
-                res = exact(*flat, kaddr)
-            else:
-                res = res[:-1]
+                exact, prog, kaddr = self._exact()
+                res = exact(*flat, prog, kaddr)
+            res = res[:-1]
         if self._from is not None:  # a donated output: its argument's array, the caller's own if written there
             rest = iter(res)
             res = [next(rest) if a is None else flat[a] if a in copied or not arrays[a].flags.c_contiguous
@@ -170,34 +170,32 @@ class CpuBackend:
         if record is None:
             fused = _fuse(graph, blas_nearby)
             donated = donations(fused, donate) if donate else {}
-            source, donated, kernels, links = generate(graph, fused, donated)
+            record = generate(graph, fused, donated)
             args = [v.id for v in graph.arguments()]
-            written = [[i, args.index(donated[v.id])] for i, v in enumerate(fused.outputs) if v.id in donated]
-            record = {"source": source, "written": written, "kernels": kernels, "links": links}
+            donated = record.pop("donated")
+            record["written"] = [[i, args.index(donated[v.id])] for i, v in enumerate(fused.outputs)
+                                 if v.id in donated]
             if key:
                 store_generated(key, record)
         fresh = {m for m, src in enumerate(record["kernels"]) if not on_disk(src)}
         mods = [load_module(src) for src in record["kernels"]]
-        mod = load_module(record["source"])
+        entry = load_module(record["entry"]).kernel
 
         def linked(name: str) -> tuple:
-            """Entry ``name``'s entry point and the addresses of the kernels it calls."""
+            """Program ``name``'s entry point, program and the addresses it calls."""
             with _kernel_errors():
-                kaddr = np.array([address(mods[m].kernel, dtypes, n) for m, dtypes, n in record["links"][name]],
-                                 np.uint64)
-            return _compile_now(getattr(mod, name), graph), kaddr
+                kaddr = np.array([run_address()] + [address(mods[m].kernel) for m in record["links"][name]], np.uint64)
+            return _compile_now(entry, graph), np.array(record["progs"][name], np.int64), kaddr
 
         # the kernels no process compiled before, in helpers while this one compiles the entry
+        new = [record["kernels"][m] for m in dict.fromkeys(record["links"]["kernel"]) if m in fresh]
         by_source = dict(zip(record["kernels"], mods))
-        new = dict.fromkeys((record["kernels"][m], tuple(dtypes), n) for m, dtypes, n in record["links"]["kernel"]
-                            if m in fresh)
         with _kernel_errors():
-            compile_kernels(list(new), lambda k: address(by_source[k[0]].kernel, k[1], k[2]),
-                            lambda: _compile_now(mod.kernel, graph))
-        exact = functools.cache(lambda: linked("kernel_exact")) if hasattr(mod, "kernel_exact") else None
+            compile_kernels(new, lambda src: address(by_source[src].kernel), lambda: _compile_now(entry, graph))
+        exact = functools.cache(lambda: linked("kernel_exact")) if "kernel_exact" in record["progs"] else None
         exe = CpuExecutable(graph, _FusedOnce(graph, fused, blas_nearby),
-                            "\n\n".join([record["source"]] + record["kernels"]), *linked("kernel"), exact,
-                            tuple(record["written"]))
+                            "\n\n".join([record["entry"], record["listing"]] + record["kernels"]), *linked("kernel"),
+                            exact, tuple(record["written"]))
         exe.kernels = tuple(record["kernels"])
         return exe
 
@@ -219,16 +217,17 @@ def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
         return None
     written = record.get("written")
     n, n_out = len(graph.arguments()), len(graph.outputs)
-    kernels = record.get("kernels")
-    links = record.get("links")
-    if isinstance(record.get("source"), str) and isinstance(written, list) \
+    kernels, links, progs = record.get("kernels"), record.get("links"), record.get("progs")
+    if isinstance(record.get("entry"), str) and isinstance(record.get("listing"), str) \
+            and isinstance(written, list) \
             and all(isinstance(w, list) and len(w) == 2 and type(w[0]) is int and 0 <= w[0] < n_out
                     and type(w[1]) is int and 0 <= w[1] < n for w in written) \
             and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels) \
-            and isinstance(links, dict) and "kernel" in links \
-            and all(isinstance(calls, list) and all(isinstance(c, list) and len(c) == 3 and type(c[0]) is int
-                                                    and 0 <= c[0] < len(kernels) and type(c[2]) is int for c in calls)
-                    for calls in links.values()):
+            and isinstance(links, dict) and isinstance(progs, dict) and "kernel" in links \
+            and set(links) == set(progs) \
+            and all(isinstance(ms, list) and all(type(m) is int and 0 <= m < len(kernels) for m in ms)
+                    for ms in links.values()) \
+            and all(isinstance(p, list) and all(type(w) is int for w in p) for p in progs.values()):
         return record
     warnings.warn("fusegrad: malformed generated-code cache entry; rebuilding it")
     return None
@@ -240,9 +239,9 @@ def _compile_now(fn, graph: Graph) -> Callable:
 
     Returns that signature's entry point, which skips the dispatcher's typing of the
     arguments: the caller passes only arrays of exactly that type (1-d, C-contiguous,
-    writable, aligned, of the graph's dtypes, then the kernels' uint64 addresses)."""
+    writable, aligned, of the graph's dtypes, then the program and the uint64 addresses)."""
     from numba.core.errors import NumbaError
-    sig = link_signature([v.dtype for v in graph.arguments()] + [np.uint64])
+    sig = link_signature([v.dtype for v in graph.arguments()] + [np.int64, np.uint64])
     try:
         fn.compile(sig)
     except NumbaError as exc:
@@ -260,14 +259,16 @@ def _check_types(graph: Graph) -> None:
             raise Unsupported("cpu backend: graph output is not a tensor value")
 
 
-def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tuple:
-    """(source, donations used, kernel module sources, links): the entry module's source
-    for ``graph`` as fused into ``fused``: ``kernel`` and, when a kernel calls fastmath's
-    sin/cos, ``kernel_exact`` (see ``_entry``); ``links`` maps each entry's name to the
-    kernels it calls, in the order of its address argument: [module index, [buffer dtype
-    names], number of int64 size arguments] (cpu_link). ``donated`` maps output var ids to the
-    argument var ids whose arrays they are computed into (see passes.memory.donations); a
-    graph that may rerun (the exact entry) writes no argument."""
+def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> dict:
+    """What the cpu backend generates for ``graph`` as fused into ``fused``, as stored in the
+    generated-code cache: ``entry``, the source of its entry module (cpu_program.entry_source);
+    ``progs``, its programs: ``kernel`` and, when a kernel calls fastmath's sin/cos,
+    ``kernel_exact`` (see ``_entry``); ``listing``, the programs as text; ``kernels``, the
+    sources of the kernel modules; ``links``, per program the module index of each kernel
+    it calls, in the order of their addresses after the interpreter's; ``donated``, the
+    donations used. ``donated`` maps output var ids to the argument var ids whose arrays they
+    are computed into (see passes.memory.donations); a graph that may rerun (the exact
+    program) writes no argument."""
     _check_types(graph)
     # every loop group has a kernel (else Unsupported, with the reason)
     lowered = {gi: lower_group(fused, gi, by_rows=True) for gi, g in enumerate(fused.groups)
@@ -281,54 +282,50 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> tupl
     shared = _shared_kernels(lowered, facts, concats, modules)
     # a graph that may rerun exactly writes no argument: the rerun reads the arguments again
     guarded = any(exact for _, _, exact in shared.values())
-    donated = {} if guarded else dict(donated or {})
-    names = ["kernel", "kernel_exact"] if guarded else ["kernel"]
-    parts, calls = [], {}
-    for name in names:
-        lines, calls[name] = _entry(graph, fused, name, donated, shared, concats, modules,
-                                    guarded and name == "kernel")
-        parts.append(lines)
-    links = {name: [list(modules.params[sym]) for sym in syms] for name, syms in calls.items()}
-    body = [ln for lines in parts for ln in lines + [""]]
-    gemm = [blas_prelude()] if any(isinstance(g, CallGroup) and g.eqn.prim is P.matmul for g in fused.groups) else []
-    link = ["from fusegrad.codegen.cpu_link import call_at"] if modules.sources else []
-    head = ["# generated by fusegrad's cpu backend", "import math", "", "import numpy as np",
-            "from numba import njit, prange", ARRAYS, *gemm, *link, ""]
-    return "\n".join(head + body), donated, list(modules.sources), links
+    donated = {} if guarded else {o: a for o, a in (donated or {}).items()
+                                  if o not in concats.part and o not in concats.wholes}
+    progs, links, listing = {}, {}, []
+    for name in ["kernel", "kernel_exact"] if guarded else ["kernel"]:
+        prog, calls, outs, returns = _entry(graph, fused, donated, shared, concats, modules, guarded,
+                                            name == "kernel_exact")
+        progs[name] = prog.encode()
+        links[name] = [modules.module[sym] for sym in calls]
+        listing.append(f"# {name}\n" + prog.listing())
+    entry = entry_source([v.dtype.name for v in graph.arguments()], [v.dtype.name for v in outs], returns, guarded)
+    return {"entry": entry, "progs": progs, "listing": "\n".join(listing), "kernels": list(modules.sources),
+            "links": links, "donated": donated}
 
 
 class _Modules:
     """The kernel modules an entry calls: ``sources`` (module source -> its index; equal
     sources are one module, compiled once per process and cached once on disk) and
-    ``params`` (symbol -> (module index, its buffers' dtype names, its number of size
-    arguments)): one symbol per signature, since one source may serve buffers of several
-    dtypes (a gather of floats and one of indices), each compiled for its own."""
+    ``module`` (symbol -> module index)."""
 
     def __init__(self):
         self.sources: dict = {}
-        self.params: dict = {}
-        self._symbol: dict = {}  # (source, dtypes, number of sizes) -> symbol
+        self.module: dict = {}
 
-    def add(self, source: str, dtypes: list, n_sizes: int = 0) -> str:
-        """The symbol of the module ``source`` called with buffers of ``dtypes``."""
-        key = (source, tuple(dtypes), n_sizes)
-        sym = self._symbol.get(key)
-        if sym is None:
-            sym = self._symbol[key] = f"_kr{len(self._symbol)}"
-            self.params[sym] = (self.sources.setdefault(source, len(self.sources)), list(dtypes), n_sizes)
+    def add(self, source: str) -> str:
+        """The symbol of the module ``source``."""
+        m = self.sources.setdefault(source, len(self.sources))
+        sym = f"_kr{m}"
+        self.module[sym] = m
         return sym
 
-    def call(self, e, buf: Callable[[Var], str]) -> tuple:
-        """(symbol, operand names) of library-call equation ``e`` as a kernel of its own:
-        the entry stays small (Numba's compile time grows faster than a function's length)."""
-        names: dict = {}  # the entry's buffer name -> (parameter name, dtype name)
+    def call(self, e, ref: Callable[[Var], tuple]) -> tuple:
+        """(symbol, operands as (reference, length)) of library-call equation ``e`` as a
+        kernel of its own."""
+        names: dict = {}  # reference -> [parameter name, dtype name, length]
 
         def param(v: Var) -> str:
-            return names.setdefault(buf(v), (f"p{len(names)}", v.dtype.name))[0]
+            p = names.setdefault(ref(v), [f"p{len(names)}", v.dtype.name, v.size])
+            p[2] = max(p[2], v.size)  # a view at the start of a larger buffer shares its parameter
+            return p[0]
         lines = emit_call(e, param)
-        head = kernel_head(f"backend: {e.prim.name}", [p for p, _ in names.values()])
+        head = kernel_head(f"backend: {e.prim.name}", [p for p, _, _ in names.values()],
+                           table=[dt for _, dt, _ in names.values()])
         source = "\n".join(head + ["    " + ln for ln in lines or ["pass"]]) + "\n"
-        return self.add(source, [dt for _, dt in names.values()]), list(names)
+        return self.add(source), [(r, n) for r, (_, _, n) in names.items()]
 
 
 def _shared_kernels(lowered: dict, facts: dict, concats: "_Concats", modules: _Modules) -> dict:
@@ -345,7 +342,7 @@ def _shared_kernels(lowered: dict, facts: dict, concats: "_Concats", modules: _M
     shared = {}
 
     def symbol(k) -> str:
-        return modules.add(render(k), [np.dtype(b.dtype).name for b in k.params()], len(k.syms))
+        return modules.add(render(k, table=True))
 
     known = facts["nonpositive"]
     for gi, lg in lowered.items():
@@ -425,137 +422,125 @@ def _has_divmod(e) -> bool:
 class _Concats:
     """Concatenates along axis 0 whose parts the kernels before them write in place.
 
-    A concatenated buffer ``bk<group>`` is allocated fresh (never a planned slot, which
-    earlier values may occupy) and each part computed by an earlier loop group is written
-    into its rows by that group's kernel, which addresses the buffer at the part's offset
+    A concatenated buffer is a region of its own (never a planned slot, which earlier values
+    may occupy) and each part computed by an earlier loop group is written into its rows by
+    that group's kernel, which addresses the buffer at the part's offset
     (kir_views.onto_parts), so W3's gradient (hundreds of rows, see passes.embeds) costs no
-    copies and no view per part (each costs Numba's array analysis milliseconds). Other
-    parts are copied in (``copy_lines``); code that reads a part by name (a library call)
-    gets a view of its rows, declared only then (``declared``).
+    copies. Other parts are copied in.
 
-    ``views``: var id -> buffer name (concatenations and parts); ``part``: var id ->
-    (concatenation Var, offset); ``allocs``: the entry's lines allocating the buffers;
-    ``copies``: group index -> [(offset, part)] to copy."""
+    ``wholes``: the var ids of those concatenations; ``part``: var id -> (concatenation Var,
+    element offset); ``copies``: group index -> [(element offset, part)] to copy."""
 
     def __init__(self, fused: Fused, args: set):
-        self.views: dict = {}
+        self.wholes: set = set()
         self.part: dict = {}
-        self.allocs: list = []
         self.copies: dict = {}
-        self._size: dict = {}  # part var id -> its number of elements
         outs = {v.id for v in fused.outputs if isinstance(v, Var)}
         for gi, g in enumerate(fused.groups):
             if not (isinstance(g, CallGroup) and g.eqn.prim is P.concatenate
-                    and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in self.views):
+                    and g.eqn.params["axis"] % g.eqn.out.ndim == 0 and g.eqn.out.id not in self.wholes):
                 continue
-            e, name, off, copies = g.eqn, f"bk{gi}", 0, []
-            self.allocs.append(f"    {name} = empty({e.out.size}, np.{e.out.dtype.name})")
-            self.views[e.out.id] = name
+            e, off, copies = g.eqn, 0, []
+            self.wholes.add(e.out.id)
             for x in e.inputs:
                 own = fused.owner.get(x.id)
                 if (own is not None and own < gi and isinstance(fused.groups[own], LoopGroup) and x.id not in args
-                        and x.id not in self.views and x.id not in fused.aliases
+                        and x.id not in self.wholes and x.id not in self.part and x.id not in fused.aliases
                         and x.id not in outs and x.size):
                     self.part[x.id] = (e.out, off)
-                    self.views[x.id] = f"{name}_{len(self.views)}"
-                    self._size[x.id] = x.size
                 elif x.size:
                     copies.append((off, x))
                 off += x.size
             self.copies[gi] = copies
 
-    def declared(self, used: set) -> list:
-        """The entry's lines declaring the views of the parts (var ids) ``used`` by name."""
-        return [f"    {self.views[vid]} = {self.views[whole.id]}[{off}:{off + self._size[vid]}]"
-                for vid, (whole, off) in self.part.items() if vid in used]
 
-    def copy_lines(self, gi: int, whole: Var, buf: Callable[[Var], str]) -> list:
-        """The entry's lines copying the parts of concatenation ``whole`` (group ``gi``)
-        that no kernel wrote in place (a one-element part as an element)."""
-        name = self.views[whole.id]
-        return ["    " + ln for off, x in self.copies[gi]
-                for ln in ([f"{name}[{off}] = {buf(x)}[0]"] if x.size == 1
-                           else copy_loop(name, str(off), buf(x), "0", x.size))]
-
-
-def _entry(graph: Graph, fused: Fused, name: str, donated: dict, shared: dict, concats: _Concats,
-           modules: _Modules, counted: bool) -> tuple:
-    """(source lines, symbols of the kernels it calls in the order of its address
-    argument ``kaddr``) of one entry function. With ``counted`` the function also returns
-    a count that is non-zero when some sin/cos argument lies beyond fastmath's exact range
-    (its kernels add to the count buffer ``GUARD``); then the caller reruns the graph with
-    the "exact" entry, whose kernels select libm for them (a graph that may rerun writes no
-    argument: see ``generate``). The common path keeps vectorizable trig; the exact one
-    compiles on demand. ``donated`` outputs are computed into their argument's array; loop
-    groups are calls of their ``shared`` kernels (see ``_shared_kernels``), library calls
-    other than BLAS's kernels of their own (``modules.call``); ``concats`` places the parts
-    of concatenations."""
+def _entry(graph: Graph, fused: Fused, donated: dict, shared: dict, concats: _Concats, modules: _Modules,
+           counted: bool, exact: bool) -> tuple:
+    """(Program, symbols of the kernels it calls in the order of their addresses after the
+    interpreter's, the distinct output vars it returns, the position among those of each
+    output returned) of one entry (cpu_program). With ``counted`` the entry also returns a
+    count that is non-zero when some sin/cos argument lies beyond fastmath's exact range
+    (the fast kernels add to the count buffer ``GUARD``); then the caller reruns the graph
+    with the ``exact`` program, whose kernels select libm for them (a graph that may rerun
+    writes no argument: see ``generate``). The common path keeps vectorizable trig; the
+    exact one compiles on demand. ``donated`` outputs are computed into their argument's
+    array; loop groups are calls of their ``shared`` kernels (see ``_shared_kernels``),
+    library calls other than BLAS's kernels of their own (``modules.call``); ``concats``
+    places the parts of concatenations."""
     args = graph.arguments()
-    arg_name = {v.id: f"x{k}" for k, v in enumerate(args)}
+    arg_slot = {v.id: k for k, v in enumerate(args)}
+    ret = [v for v in fused.outputs if v.id not in donated]  # the caller has the others: its arguments
+    outs = list({v.id: v for v in ret}.values())
+    prog = Program(len(args), [v.size for v in outs], counted)
+    out_slot = {v.id: len(args) + j for j, v in enumerate(outs)}
     slot = plan(fused)
-    numbers: dict = {}
+    regions: dict = {}  # buffer id -> its slot
 
-    def num(v) -> int:
-        """Stable numbering of a var (or buffer) id in order of first use."""
-        key = v if isinstance(v, int) else v.id
-        return numbers.setdefault(key, len(numbers))
-
-    views, body, calls = concats.views, [], []
-    for o in [o for o in donated if o in views]:  # a part of a concatenation has its buffer
-        del donated[o]
-    named: set = set()  # parts whose view some code names
-
-    def buf(v: Var) -> str:
+    def ref(v: Var) -> tuple:
+        """(slot, byte offset) of var ``v``'s memory."""
         base = reshaped_base(fused.aliases, v)
         if base is not None:  # a call operand reshaping stored memory (fuse with read_reshapes)
-            return buf(base)
+            return ref(base)
         if v.id in donated:
-            return arg_name[donated[v.id]]
+            return arg_slot[donated[v.id]], 0
         if v.id in concats.part:
-            named.add(v.id)
-        return views.get(v.id) or arg_name.get(v.id) or f"b{num(slot.get(v.id, v.id))}"
+            whole, off = concats.part[v.id]
+            s, at = ref(whole)
+            return s, at + off * v.dtype.itemsize
+        if v.id in arg_slot:
+            return arg_slot[v.id], 0
+        if v.id in out_slot:
+            return out_slot[v.id], 0
+        b = v.id if v.id in concats.wholes else slot.get(v.id, v.id)
+        if b not in regions:
+            regions[b] = prog.region(v.size * v.dtype.itemsize)
+        return regions[b], 0
 
-    def call(sym: str, operands: list) -> str:
-        """The line calling kernel module ``sym`` through its address."""
+    calls: list = []
+
+    def kernel(sym: str) -> int:
+        """The index in ``kaddr`` of kernel module ``sym``."""
         if sym not in calls:
             calls.append(sym)
-        return f"    call_at(kaddr[{calls.index(sym)}], ({''.join(o + ', ' for o in operands)}))"
+        return calls.index(sym) + 1
 
-    allocated = set(arg_name)
     for gi, g in enumerate(fused.groups):
-        for v in fused.outputs_of(gi):
-            b = slot.get(v.id, v.id)
-            if v.id not in views and v.id not in donated and b not in allocated:
-                allocated.add(b)
-                body.append(f"    {buf(v)} = empty({v.size}, np.{v.dtype.name})")
         if gi in concats.copies:
-            body.append(f"    # concatenate into {views[g.eqn.out.id]}")
-            body.extend(concats.copy_lines(gi, g.eqn.out, buf))
+            whole = ref(g.eqn.out)
+            for off, x in concats.copies[gi]:
+                size = x.dtype.itemsize
+                prog.copy((whole[0], whole[1] + off * size), ref(x), x.size * size)
         elif isinstance(g, CallGroup) and g.eqn.prim is P.matmul:
-            body.append("    # call matmul")
-            body.extend("    " + ln for ln in emit_call(g.eqn, buf, str(gi)))
+            _gemm(prog, matmul_plan(g.eqn), ref)
         elif isinstance(g, CallGroup):
-            body.append(call(*modules.call(g.eqn, buf)) + f"  # {g.eqn.prim.name}")
+            sym, operands = modules.call(g.eqn, ref)
+            prog.call(kernel(sym), operands, [], f"{sym} {g.eqn.prim.name}")
         else:
-            lg, sym, exact = shared[gi]
-            operands = [buf(v) for v in lg.binds]
-            if exact and name == "kernel_exact":
-                sym = exact
-            elif exact:
-                operands.append(GUARD)
-            body.append(call(sym, operands + [f"np.int64({lg.sizes[n]})" for n in lg.kernel.syms]))
-    rets = []
-    for v in fused.outputs:
-        if v.id not in donated:  # the caller has those: its arguments (CpuExecutable._from)
-            rets.append(f"{buf(v)}.copy()" if v.id in arg_name else buf(v))
-    if counted:
-        body.insert(0, f"    {GUARD} = zeros(1, np.float32)")
-        rets.append(f"{GUARD}[0]")
-    body = concats.allocs + concats.declared(named) + body
-    ret = "(" + "".join(r + ", " for r in rets) + ")"
-    head = [f"@njit(cache=True, fastmath={_FASTMATH}, error_model=\"numpy\", parallel=False)",
-            f"def {name}({''.join(arg_name[v.id] + ', ' for v in args)}kaddr):"]
-    return head + body + [f"    return {ret}"], calls
+            lg, sym, exact_sym = shared[gi]
+            operands = [(ref(v), v.size) for v in lg.binds]
+            if exact_sym and exact:
+                sym = exact_sym
+            elif exact_sym:
+                operands.append(((prog.guard, 0), 1))
+            prog.call(kernel(sym), operands, [lg.sizes[n] for n in lg.kernel.syms], sym)
+    for v in outs:  # an output that is an argument or a view of another value: a copy of its own
+        if ref(v) != (out_slot[v.id], 0):
+            prog.copy((out_slot[v.id], 0), ref(v), v.size * v.dtype.itemsize)
+    return prog, calls, outs, [outs.index(next(o for o in outs if o.id == v.id)) for v in ret]
+
+
+def _gemm(prog: Program, g: Optional[Gemm], ref: Callable[[Var], tuple]) -> None:
+    """Program ``prog`` runs matmul plan ``g`` (cpu_calls.matmul_plan) on the memory ``ref`` gives."""
+    if g is None:
+        return
+    c, size = ref(g.c), g.c.dtype.itemsize
+    if g.epilogue is not None and ref(g.epilogue) != c:
+        prog.copy(c, ref(g.epilogue), g.c.size * size)
+    if not g.batches:
+        prog.zero(c, g.c.size * size)
+        return
+    prog.gemm(g.dtype, g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.n, g.alpha, g.beta, ref(g.a), ref(g.b), c,
+              g.batches)
 
 
 register_backend("cpu", CpuBackend)

@@ -21,7 +21,7 @@ from .cpu_malloc import HUGE_PAGE_MIN, huge_page_advice
 
 huge_page_advice()  # its symbol known before any cached kernel that calls it is loaded
 
-__all__ = ["IMPORT", "empty", "tail", "zeros"]
+__all__ = ["IMPORT", "allocate", "empty", "release", "tail", "zeros"]
 
 IMPORT = "from fusegrad.codegen.cpu_arrays import empty, tail, zeros"  # a generated module's line
 
@@ -99,3 +99,27 @@ def tail(typingctx, a, k):
                            meminfo=ary.meminfo, parent=ary.parent)
             return impl_ret_borrowed(context, builder, arrty, view._getvalue())
         return a(a, k), codegen
+
+
+@intrinsic
+def allocate(typingctx, nbytes):
+    """A new block of ``nbytes`` from Numba's allocator, as its address (int64), advised to
+    use huge pages when large; ``release`` frees it (no reference counting: for blocks
+    reached only through addresses, cpu_program)."""
+    if isinstance(nbytes, types.Integer):
+        def codegen(context, builder, sig, args):
+            n = context.cast(builder, args[0], sig.args[0], types.intp)
+            raw = context.nrt.allocate(builder, n)
+            _advise_huge_pages(builder, raw, n)
+            return builder.ptrtoint(raw, ir.IntType(64))
+        return types.int64(nbytes), codegen
+
+
+@intrinsic
+def release(typingctx, addr):
+    """Free the block at ``addr`` that ``allocate`` returned."""
+    if isinstance(addr, types.Integer):
+        def codegen(context, builder, sig, args):
+            context.nrt.free(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
+            return context.get_dummy_value()
+        return types.none(addr), codegen

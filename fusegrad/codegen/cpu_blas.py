@@ -149,15 +149,3 @@ def prelude() -> str:
     if w == "none":
         raise Unsupported("cpu backend: matmul needs BLAS; found no OpenBLAS bundled with NumPy or SciPy, and no SciPy")
     return f"from fusegrad.codegen.cpu_blas import sgemm_{w} as _fg_sgemm, dgemm_{w} as _fg_dgemm"
-
-
-def gemm_call(dtype: str, ta: bool, tb: bool, m: int, n: int, k: int, alpha: float, a: str, b: str,
-              beta: float, c: str, lda: Optional[int] = None, ldb: Optional[int] = None) -> str:
-    """Source of one row-major ``c = alpha * op(a) @ op(b) + beta * c`` on flat buffers named
-    ``a``, ``b``, ``c`` (``op`` transposes a buffer holding the operand's transpose); the
-    leading dimensions default to the operands' contiguous ones."""
-    fn = {"float32": "_fg_sgemm", "float64": "_fg_dgemm"}[dtype]
-    lda = lda if lda is not None else (m if ta else k)
-    ldb = ldb if ldb is not None else (k if tb else n)
-    return (f"{fn}({ROW_MAJOR}, {TRANS if ta else NO_TRANS}, {TRANS if tb else NO_TRANS}, {m}, {n}, {k}, "
-            f"{alpha!r}, {a}.ctypes, {lda}, {b}.ctypes, {ldb}, {beta!r}, {c}.ctypes, {n})")

@@ -1,16 +1,16 @@
-"""Emit the equations that are not loop groups: matmul as CBLAS ``gemm`` calls into the
-output (see cpu_blas), batch by batch, and the layout ops concatenate and pad as slice copies.
+"""The equations that are not loop groups: matmul as a plan of CBLAS ``gemm`` calls into the
+output (see cpu_blas), batch by batch, which the entry's program runs (cpu_program), and the
+layout ops concatenate and pad as the lines of a kernel of their own, slice copies.
 Operands are flat buffers; ``.reshape`` of a contiguous 1-d array is free in Numba."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from .backend import Unsupported
-from .cpu_blas import gemm_call
 from .cpu_scalar import literal
 from .value_text import copy_lines
 
@@ -33,59 +33,62 @@ def _blas_dtype(e: Eqn) -> str:
     return e.out.dtype.name
 
 
-def _gemm(e: Eqn, buf: Callable[[Var], str]) -> list:
-    """``out = alpha * op(A) @ op(B) + beta * X`` as one GEMM into ``out`` after copying X
-    there (fusion's matmul epilogue)."""
-    dt = _blas_dtype(e)
-    ta, tb, m, n, k = _dims(e)
-    x, out = e.inputs[2], e.out
-    lines = copy_lines(buf(out), "0", buf(x), "0", out.size) if buf(x) != buf(out) else []
-    return lines + [gemm_call(dt, ta, tb, m, n, k, float(e.params["alpha"]), buf(e.inputs[0]), buf(e.inputs[1]),
-                              float(e.params["beta"]), buf(out))]
+class Gemm(NamedTuple):
+    """How the cpu backend's entry runs a matmul equation: ``c = alpha * op(a) @ op(b) +
+    beta * c`` (row-major, ``op`` transposing where ``ta``/``tb``) once per batch, at the
+    batch's element offsets ``(a, b, c)`` in ``batches``; ``epilogue``, where set, is the
+    value X copied into ``c`` first (fusion's matmul epilogue, ``beta * X``); with ``k == 0``
+    there are no batches and ``c`` is zeroed."""
+    dtype: str
+    ta: bool
+    tb: bool
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    alpha: float
+    beta: float
+    a: Var
+    b: Var
+    c: Var
+    epilogue: Optional[Var]
+    batches: list
 
 
-def _matmul(e: Eqn, buf: Callable[[Var], str]) -> list:
-    if len(e.inputs) == 3:
-        return _gemm(e, buf)
+def matmul_plan(e: Eqn) -> Optional[Gemm]:
+    """The Gemm of matmul equation ``e``; None when its output is empty."""
     dt = _blas_dtype(e)
     ta, tb, m, n, k = _dims(e)
-    out = e.out
-    O = buf(out)
+    a, b, out = e.inputs[0], e.inputs[1], e.out
     if out.size == 0:
-        return []
+        return None
+    if len(e.inputs) == 3:
+        return Gemm(dt, ta, tb, m, n, k, m if ta else k, k if tb else n, float(e.params["alpha"]),
+                    float(e.params["beta"]), a, b, out, e.inputs[2], [(0, 0, 0)])
     if k == 0:
-        return [f"{O}[:] = 0"]
+        return Gemm(dt, ta, tb, m, n, k, 1, 1, 1.0, 0.0, a, b, out, None, [])
     batch = out.shape[:-2]
-    shapes = e.params.get("shapes", (e.inputs[0].shape, e.inputs[1].shape))
-    strided = e.params.get("strided", (None, None))
-    if not batch and strided == (None, None):
-        return [gemm_call(dt, ta, tb, m, n, k, 1.0, buf(e.inputs[0]), buf(e.inputs[1]), 0.0, O)]
     if (ta or tb) and batch:
         raise AssertionError("fusion marks only 2-d matmul operands transposed")
-    lines = [f"for bi in range({int(np.prod(batch))}):"] if batch else []
-    ops, trans, lds = [], [ta, tb], [None, None]
-    for j, (x, shape, mat) in enumerate(zip(e.inputs[:2], shapes, (m * k, k * n))):
-        layout = strided[j]
+    shapes = e.params.get("shapes", (a.shape, b.shape))
+    strided = e.params.get("strided", (None, None))
+    trans, lds, at = [ta, tb], [None, None], []
+    for j, (shape, mat) in enumerate(zip(shapes, (m * k, k * n))):
         xb = shape[:-2]
-        if layout is None:  # a contiguous operand: its matrices one after another
+        if strided[j] is None:  # a contiguous operand: its matrices one after another
             strides, off = [mat * int(np.prod(xb[d + 1:])) for d in range(len(xb))], 0
         else:
-            off, strides, lds[j], trans[j] = layout
-        at = [str(off)] if off else []  # the operand's offset in batch bi
-        for d in range(len(xb)):  # right-aligned batch broadcasting
-            od = len(batch) - len(xb) + d
-            if xb[d] != 1 and strides[d]:
-                inner = int(np.prod(batch[od + 1:]))
-                at.append(f"((bi // {inner}) % {batch[od]}) * {strides[d]}")
-        name = f"{'ab'[j]}o"
-        if at:
-            lines.append(f"{_INDENT if batch else ''}{name} = {' + '.join(at)}")
-            ops.append(f"{buf(x)}[{name}:]")
-        else:
-            ops.append(buf(x))
-    lines.append((_INDENT if batch else "") + gemm_call(dt, trans[0], trans[1], m, n, k, 1.0, ops[0], ops[1], 0.0,
-                                                        f"{O}[bi * {m * n}:]" if batch else O, lds[0], lds[1]))
-    return lines
+            off, strides, lds[j], trans[j] = strided[j]
+        # right-aligned batch broadcasting: (inner batch size, batch dim, stride) per dim that moves
+        terms = [(int(np.prod(batch[len(batch) - len(xb) + d + 1:])), batch[len(batch) - len(xb) + d], strides[d])
+                 for d in range(len(xb)) if xb[d] != 1 and strides[d]]
+        at.append((off, terms))
+    batches = [tuple(off + sum((bi // inner) % dim * st for inner, dim, st in terms) for off, terms in at)
+               + (bi * m * n,) for bi in range(int(np.prod(batch)))]
+    lda = lds[0] if lds[0] is not None else (m if trans[0] else k)
+    ldb = lds[1] if lds[1] is not None else (k if trans[1] else n)
+    return Gemm(dt, trans[0], trans[1], m, n, k, lda, ldb, 1.0, 0.0, a, b, out, None, batches)
 
 
 def _box(out: str, out_shape: tuple, x: str, x_shape: tuple, offsets: tuple) -> list:
@@ -136,7 +139,7 @@ def _pad(e: Eqn, buf: Callable[[Var], str]) -> list:
     return lines
 
 
-_CALLS = {P.matmul: _matmul, P.concatenate: _concatenate, P.pad: _pad}
+_CALLS = {P.concatenate: _concatenate, P.pad: _pad}
 
 
 def emit_call(e: Eqn, buf: Callable[[Var], str], tag: str = "0") -> list:

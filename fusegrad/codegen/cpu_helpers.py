@@ -41,12 +41,11 @@ class _Helper:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def compile(self, source: str, dtypes: list, sizes: int) -> bool:
+    def compile(self, source: str) -> bool:
         """Have the helper compile one kernel; False if it could not (or has died)."""
         try:
             with self._lock:
-                self.proc.stdin.write(json.dumps({"cache": cache_base(), "path": module_path(source),
-                                                  "dtypes": list(dtypes), "sizes": sizes}) + "\n")
+                self.proc.stdin.write(json.dumps({"cache": cache_base(), "path": module_path(source)}) + "\n")
                 self.proc.stdin.flush()
                 ok = json.loads(self.proc.stdout.readline() or "{}").get("ok") is True
         except (OSError, ValueError):  # a broken pipe (the helper is gone), or not its answer
@@ -98,7 +97,7 @@ def compiled_by_helpers() -> int:
 
 
 def compile_kernels(kernels: list, here: Callable[[tuple], None], first: Optional[Callable[[], None]] = None) -> None:
-    """Compile ``kernels`` ((source, dtypes, number of sizes) each) here with ``here`` or in
+    """Compile ``kernels`` (module sources) here with ``here`` or in
     helpers (see the module docstring), after running ``first`` here (the entry); returns
     once all are compiled, each in this process or in Numba's disk cache for it to load."""
     helpers = _helpers() if len(kernels) >= MIN_KERNELS else []
@@ -112,7 +111,7 @@ def compile_kernels(kernels: list, here: Callable[[tuple], None], first: Optiona
                 if not todo:
                     return
                 k = todo.popleft()
-            if not h.compile(*k):
+            if not h.compile(k):
                 with lock:
                     left.append(k)
 

@@ -39,12 +39,16 @@ def signature(dtypes, n_sizes: int = 0) -> tuple:
     return tuple(types.Array(numba.from_dtype(np.dtype(d)), 1, "C") for d in dtypes) + (types.int64,) * n_sizes
 
 
-def address(dispatcher, dtypes, n_sizes: int = 0) -> int:
+# A kernel an entry calls takes the entry's table (cpu_program): the pointer slots, the
+# program and where in it the kernel's operands start.
+TABLE = (types.Array(types.int64, 1, "C"), types.Array(types.int64, 1, "C"), types.int64)
+
+
+def address(dispatcher, sig: tuple = TABLE) -> int:
     """The native entry of ``dispatcher`` compiled (or loaded from Numba's disk cache) for
-    flat C-contiguous arrays of ``dtypes`` and ``n_sizes`` int64 sizes: what ``call_at``
-    calls."""
+    ``sig``, by default a kernel's table (``TABLE``): what ``call_at`` calls."""
     link_chunks(dispatcher)
-    return _native(dispatcher, signature(dtypes, n_sizes))
+    return _native(dispatcher, sig)
 
 
 def _native(dispatcher, sig: tuple) -> int:
@@ -109,16 +113,28 @@ def thread_count(typingctx):
 
 
 @intrinsic
-def _voidptr(typingctx, addr):
-    def codegen(context, builder, sig, args):
-        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
-    return types.voidptr(types.uint64), codegen
+def pointer(typingctx, addr):
+    """The integer ``addr`` as a ``void*`` (for ``carray``)."""
+    if isinstance(addr, types.Integer):
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        return types.voidptr(addr), codegen
+
+
+@intrinsic
+def address_of(typingctx, a):
+    """The address of 1-d array ``a``'s first element, as an int64."""
+    if isinstance(a, types.Array):
+        def codegen(context, builder, sig, args):
+            from numba.np.arrayobj import make_array
+            return builder.ptrtoint(make_array(sig.args[0])(context, builder, args[0]).data, ir.IntType(64))
+        return types.int64(a), codegen
 
 
 @njit(cache=True)
 def raw_array(addr, size, dtype):
     """The 1-d array of ``size`` ``dtype`` elements at address ``addr`` (owned elsewhere)."""
-    return carray(_voidptr(addr), size, dtype)
+    return carray(pointer(addr), size, dtype)
 
 
 @njit(parallel=True, cache=True)

@@ -1,8 +1,8 @@
 """A helper process that compiles loop-kernel modules for its parent (codegen.cpu_helpers).
 
 ``python -m fusegrad.codegen.cpu_worker`` reads one JSON task per line from stdin: the kernel
-cache directory, the path of a kernel module's source in it, and the signature to compile
-(buffer dtypes, number of size arguments). It compiles that kernel as the parent would
+cache directory and the path of a kernel module's source in it. It compiles that kernel for
+an entry's table as the parent would
 (kernel_cache.load_module, cpu_link.address), which leaves the machine code in Numba's disk
 cache beside the module, and answers one JSON line: ``{"ok": true}`` or the error. End of
 input (the parent closed the pipe or exited) ends the process."""
@@ -23,7 +23,7 @@ def main() -> None:
             os.environ["FUSEGRAD_CACHE_DIR"] = task["cache"]
             with open(task["path"]) as fh:
                 source = fh.read()
-            address(load_module(source).kernel, task["dtypes"], task["sizes"])
+            address(load_module(source).kernel)
             reply = {"ok": True}
         except Exception as exc:  # noqa: BLE001 - reported; the parent compiles the kernel itself
             reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}

@@ -44,6 +44,14 @@ MERGE_CANDIDATES = 8  # earlier loop groups over the same domain that a loop gro
 # A loop group reading more arrays than this is split into its independent parts (see
 # _Fuser._independent_parts); an Adam update of one parameter reads a dozen.
 WIDE_READS = 16
+# Members of one loop group at most, unless it reads no more than FEW_READS stored arrays:
+# Numba's compile time grows faster than a kernel's length, and a chain of steps each
+# reading and writing arrays of its own (an unrolled LSTM's cell states recomputed for its
+# backward from each step's gates) would otherwise become one kernel of hundreds of buffers
+# that no other graph shares. A chain over a few arrays read at offsets (W3's) rerolls into
+# a short loop instead (kir_reroll).
+MAX_MEMBERS = 64
+FEW_READS = 8
 
 
 @dataclass
@@ -54,6 +62,7 @@ class LoopGroup:
     eqns: list = field(default_factory=list)
     maps: dict = field(default_factory=dict)
     serial: bool = False  # forced onto one thread (see BLAS_SERIAL_MAX)
+    reads: set = field(default_factory=set)  # ids of the stored vars its members read (kept while fusing)
 
     @property
     def size(self) -> int:
@@ -318,6 +327,9 @@ class _Fuser:
     def _join(self, g: LoopGroup, e: Eqn) -> bool:
         if self._reads_current(g, e):
             return False
+        reads = {a.id for a in map(self._stored_base, e.inputs) if isinstance(a, Var) and a.id not in g.maps}
+        if len(g.eqns) >= MAX_MEMBERS and len(g.reads | reads) > FEW_READS:
+            return False
         red_axes = g.red_axes
         if is_reduction(e):
             r = reduce_map(g, e)
@@ -335,6 +347,7 @@ class _Fuser:
         g.red_axes = red_axes
         g.maps[e.out.id] = m
         g.eqns.append(e)
+        g.reads |= reads
         return True
 
     def _view(self, e: Eqn) -> None:
@@ -490,7 +503,7 @@ class _Fuser:
         """One loop group computing ``c``'s members then ``g``'s, or None when some member
         of ``g`` cannot join (its dims map differently, other reduction axes, or it reads
         through a view memory the group itself writes)."""
-        m = LoopGroup(c.domain, c.red_axes, list(c.eqns), dict(c.maps), c.serial)
+        m = LoopGroup(c.domain, c.red_axes, list(c.eqns), dict(c.maps), c.serial, set(c.reads))
         for e in g.eqns:
             if not (self._join_view(m, e) if e.prim.kind == "view" else self._join(m, e)):
                 return None
