@@ -174,6 +174,22 @@ def test_vmap_of_grad_in_dims_none():
     assert_close(got, want)
 
 
+def test_transforms_of_grad_and_of_grad_and_value_keep_their_own_graphs():
+    """vmap of grad(f) and vmap of grad_and_value(f) return their own structures, whichever
+    ran first (the per-sample-gradient tutorial runs both on one f)."""
+    x = _arr(2, 3)
+    pairs = {ff.grad: tf.grad, ff.grad_and_value: tf.grad_and_value}
+    for order in ((ff.grad, ff.grad_and_value), (ff.grad_and_value, ff.grad)):
+        def f(x):  # a function of its own per order: its caches start empty
+            return (x ** 3).sum()
+        for tr in order:
+            got = ff.vmap(tr(f))(fusegrad.tensor(x))
+            want = tf.vmap(pairs[tr](f))(torch.tensor(x))
+            assert isinstance(got, tuple) == isinstance(want, tuple)
+            for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert_close(a, b)
+
+
 def test_results_differentiable_by_eager_engine():
     x = _arr(4)
     fx = fusegrad.tensor(x, requires_grad=True)

@@ -335,7 +335,10 @@ def grad(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_aux: bool =
     def wrapper(*args, **kwargs):
         g, v = gv(*args, **kwargs)
         return (g, v[1]) if has_aux else g
-    wrapper._fg_chain, wrapper.cache_info = gv._fg_chain, gv.cache_info
+    # its own chain: a transform of grad(f) (vmap, jacrev, grad) must not find the graphs
+    # captured for the same transform of grad_and_value(f), whose outputs differ
+    base, chain = gv._fg_chain
+    wrapper._fg_chain, wrapper.cache_info = (base, chain + (("gradient only",),)), gv.cache_info
     return wrapper
 
 
