@@ -398,3 +398,22 @@ def test_gradcheck_on_noncontiguous_leaf():
     """gradcheck perturbs the input itself, also when the input is a strided view."""
     x = fusegrad.from_numpy(T(rnd((3, 2)))).requires_grad_(True)
     assert fusegrad.autograd.gradcheck(lambda a: (a * a).sum(1), (x,))
+
+
+def test_gradients_at_degenerate_points_match_torch():
+    """std where the std is 0 (a constant column: makemore's batch statistics of a dead unit)
+    and atan2 at the origin have PyTorch's zero gradients, not NaN (the root's derivative or
+    the reciprocal is infinite there, times 0)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 2.0], [1.0, 3.0], [1.0, 4.0]])
+    y, z = np.array([0.0, 1.0, 0.0]), np.array([0.0, 0.0, 2.0])
+    cases = [(lambda m, a: a.std(0).sum(), [x]), (lambda m, a: m.std_mean(a, 0, correction=0)[0].sum(), [x]),
+             (lambda m, a: ((a - a.mean(0)) / (a.std(0) + 1e-5)).pow(2).sum(), [x]),
+             (lambda m, a, b: m.atan2(a, b).sum(), [y, z])]
+    for fn, args in cases:
+        ours = [fusegrad.tensor(a, requires_grad=True) for a in args]
+        theirs = [torch.tensor(a, requires_grad=True) for a in args]
+        got = fusegrad.autograd.grad(fn(fusegrad, *ours), ours)
+        want = torch.autograd.grad(fn(torch, *theirs), theirs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-9)

@@ -772,7 +772,8 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 @op
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return named(sqrt(var(x, dim, unbiased, keepdim, correction=correction)), "StdBackward0")
+    from .linalg import _root  # (its gradient where the std is 0 is 0, as PyTorch's)
+    return named(_root(var(x, dim, unbiased, keepdim, correction=correction), 2), "StdBackward0")
 
 
 @op(method=False)

@@ -176,7 +176,9 @@ def _minmax_vjp(cmp):
 
 def _atan2_vjp(g, ins, out, needs):
     y, x = ins
-    r = g / (x * x + y * y)
+    d = x * x + y * y
+    zero = eq(d, 0.0)  # at the origin the gradient is 0, as PyTorch's (not 0 * inf)
+    r = where(zero, 0.0, g / where(zero, 1.0, d))
     return _grads(ins, needs, r * x if needs[0] else None, -r * y if needs[1] else None)
 
 
