@@ -484,3 +484,13 @@ def test_dropout3d_and_triplet_margin_with_distance_modules():
     per_channel = y.reshape(24, 8)
     assert set(np.unique(y)) <= {0.0, 2.0} and all(len(set(row)) == 1 for row in per_channel)
     assert fg.nn.Dropout3d(0.5).eval()(fg.ones(2, 2, 2, 2)).numpy().min() == 1.0
+
+
+def test_python_types_as_dtypes_mean_what_torch_says():
+    """``dtype=float`` is float64 (not the default float dtype), ``int`` int64, ``bool`` bool,
+    in factories, ``tensor`` and ``.to``: ported NumPy code keeps double precision."""
+    for typ in (float, int, bool):
+        for make in (lambda m: m.zeros(2, dtype=typ), lambda m: m.tensor([1], dtype=typ),
+                     lambda m: m.ones(1).to(typ), lambda m: m.arange(3, dtype=typ if typ is not bool else None)):
+            assert str(make(fg)).replace("fusegrad", "torch") == str(make(torch))
+            assert make(fg).dtype.itemsize == make(torch).dtype.itemsize

@@ -77,11 +77,12 @@ def from_numpy_dtype(npdt) -> dtype:
 
 
 def to_dtype(d) -> dtype:
-    """Accept a fusegrad dtype, a NumPy dtype, a Python type or a name."""
+    """Accept a fusegrad dtype, a NumPy dtype, a Python type (``float`` is float64, as in
+    PyTorch) or a name."""
     if isinstance(d, dtype):
         return d
     if d is float:
-        return get_default_dtype()
+        return float64
     if d is int:
         return int64
     if d is bool:
