@@ -464,6 +464,11 @@ def test_grad_modes_as_decorators():
     with fg.no_grad():
         assert g(x).requires_grad
     assert fg.is_grad_enabled()
+    # bare, without parentheses, as PyTorch allows
+    bare = [fg.no_grad(lambda a: a * 2), fg.enable_grad(lambda a: a * 2), fg.inference_mode(lambda a: a * 2)]
+    with fg.no_grad():
+        assert [m(x).requires_grad for m in bare] == [False, True, False]
+    assert fg.is_grad_enabled() and not fg.is_inference_mode_enabled()
 
 
 def test_no_grad_exception_restores_mode():

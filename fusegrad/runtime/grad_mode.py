@@ -79,20 +79,26 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
+class _NoParams(_GradMode):
+    """A mode without parameters: ``@mode()`` and, as in PyTorch, the bare ``@mode``."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+    def __init__(self, orig_func=None):
+        super().__init__()
+
+
+class no_grad(_NoParams):
     """Disable graph recording (context manager or decorator)."""
     _mode = False
 
-    def __init__(self):
-        super().__init__()
 
-
-class enable_grad(_GradMode):
+class enable_grad(_NoParams):
     """Enable graph recording inside a no_grad region."""
     _mode = True
-
-    def __init__(self):
-        super().__init__()
 
 
 class set_grad_enabled(_GradMode):
@@ -114,6 +120,11 @@ class set_grad_enabled(_GradMode):
 class inference_mode(_GradMode):
     """Like no_grad, and ``is_inference_mode_enabled()`` says so (fusegrad keeps no separate
     inference tensors)."""
+
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # the bare decorator, @inference_mode
 
     def __init__(self, mode: bool = True):
         super().__init__(not mode)
