@@ -4,6 +4,9 @@ rebound tensors, a tensor read as a number and updated in place, a module's trai
 transform; against torch.func on the same values (float64)."""
 from __future__ import annotations
 
+import argparse
+import types
+
 import numpy as np
 import pytest
 
@@ -98,6 +101,66 @@ def test_changed_python_values_give_fresh_results(name):
                     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"{name} after {st}")
     finally:
         _set()
+
+
+class Knobs:
+    K = 1.0  # a class attribute the function reads
+
+
+class Schedule:
+    """A plain object: a tensor attribute and a method whose value depends on its state."""
+
+    def __init__(self):
+        self.t = 0
+        self.w = fusegrad.tensor(np.linspace(0.5, 1.5, 3))
+
+    def beta(self):
+        return min(1.0, 0.5 + self.t)
+
+
+class Scaled(fusegrad.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cfg = types.SimpleNamespace(k=1.0)  # hyperparameters of the module, in a plain object
+        self.ws = [1.0, 2.0]
+
+    def forward(self, x):
+        return x * self.cfg.k * self.ws[1]
+
+
+CFG = argparse.Namespace(temp=1.0, sub=types.SimpleNamespace(beta=2.0))
+HOLD, SMOD = Schedule(), Scaled()
+
+
+def h(x):
+    return (SMOD(x) * CFG.temp * CFG.sub.beta * Knobs.K * HOLD.beta() * HOLD.w).sin().sum()
+
+
+def href(x):
+    return (x * SMOD.cfg.k * SMOD.ws[1] * CFG.temp * CFG.sub.beta * Knobs.K * HOLD.beta()
+            * torch.tensor(HOLD.w.numpy())).sin().sum()
+
+
+@pytest.mark.parametrize("name", ["grad", "vjp", "jvp", "jacrev", "vmap", "compile"])
+def test_changed_attributes_of_objects_give_fresh_results(name):
+    """What the function reads of objects (argparse's Namespace and nested settings, a class
+    attribute, a schedule's method, a tensor attribute rebound, a module's settings object
+    and list of numbers) is guarded as torch.compile guards it: a change gives the new result."""
+    _COMPILED.update(f=fusegrad.compile(h, backend="eager"), g=fusegrad.compile(ff.grad(h), backend="eager"))
+    changes = [lambda: None, lambda: setattr(CFG, "temp", 2.0), lambda: setattr(CFG.sub, "beta", 0.5),
+               lambda: setattr(Knobs, "K", 3.0), lambda: setattr(HOLD, "t", 1),
+               lambda: setattr(HOLD, "w", fusegrad.tensor(np.array([2.0, -1.0, 0.25]))),
+               lambda: setattr(SMOD.cfg, "k", 4.0), lambda: SMOD.ws.__setitem__(1, 5.0)]
+    try:
+        for k, change in enumerate(changes):
+            change()
+            for _ in range(2):
+                got, want = _np(_apply(fusegrad, h, name)), _np(_apply(torch, href, name))
+                for a, b in (zip(got, want) if name == "compile" else [(got, want)]):
+                    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"{name} after change {k}")
+    finally:
+        CFG.temp, CFG.sub.beta, Knobs.K, HOLD.t, SMOD.cfg.k, SMOD.ws[1] = 1.0, 2.0, 1.0, 0, 1.0, 2.0
+        HOLD.w = fusegrad.tensor(np.linspace(0.5, 1.5, 3))
 
 
 def test_unchanged_values_reuse_the_trace_and_every_change_is_one_retrace():

@@ -31,6 +31,7 @@ from .trace import GraphBreak, Trace
 _EMPTY = object()  # an empty closure cell's value
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
 _CONSTANT_TYPES = (bool, int, float, complex, str, type(None))
+_NOT_USER = ("builtins", __name__.split(".")[0], "numpy")  # whose classes hold no user settings
 _MAX_CONTAINER = 64  # containers of tensors up to this length are guarded element by element
 
 
@@ -111,8 +112,10 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     tleaves.append(t)
                 else:
                     tleaves.append(x)
-            named, writers = [], {}
+            named, writers, numbers = [], {}, []
             for key, read, identity in referenced_values(fn, writers=writers):
+                if key in writers and key not in live_names:
+                    numbers.append((read, writers[key]))
                 if key in live_names and key in writers:
                     value = read()
                     guard(key + ("type",), lambda read=read: type(read()))
@@ -128,7 +131,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             if stuck:
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} names an iterator ({stuck}): "
                                  "its next() must run at every call")
-            held = side_effects.snapshot(around)
+            held = side_effects.snapshot(around) + side_effects.hold_names(numbers)
             yield tr, tleaves
             for write, value in bound:
                 write(value)
@@ -369,6 +372,59 @@ def members(o) -> list:
     return list(vars(o).values()) if hasattr(o, "__dict__") and not isinstance(o, type) else []
 
 
+def _code_of(f):
+    """The code object behind function, method, partial or module ``f`` (None if none)."""
+    f = getattr(f, "__func__", f)
+    if isinstance(f, functools.partial):
+        f = f.func
+    if getattr(f, "__code__", None) is None and hasattr(f, "named_parameters"):
+        f = type(f).forward
+    return getattr(getattr(f, "__func__", f), "__code__", None)
+
+
+def _plain(v) -> bool:
+    """A user object whose attributes are settings or state (a config, argparse's
+    Namespace, a trainer): not a module, tensor, function, class or container."""
+    return (hasattr(v, "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                                          types.MethodType, functools.partial))
+            and not hasattr(v, "named_parameters") and _user_class(type(v)))
+
+
+def _user_class(cls: type) -> bool:
+    """Whether no class behind ``cls`` comes from a library (fusegrad's optimizers,
+    schedulers, loaders and tensors keep their state under guards of their own)."""
+    return all(c is object or c.__module__.split(".")[0] not in _NOT_USER for c in cls.__mro__)
+
+
+def _attributes(o, names: frozenset, depth: int = 1, plain_only: bool = False) -> tuple:
+    """The attributes of ``o`` the code reads (whose names are among ``names``), guarded by
+    value as torch.compile guards them: numbers, strings and the like as they are, short
+    lists and dicts of them by their contents, a plain object's own such attributes
+    ``depth`` levels down (``args.cfg.beta``); with ``plain_only``, no number itself (a
+    module's are guarded apart)."""
+    d = o.__dict__
+    out = []
+    for n in names & d.keys():
+        x = d[n]
+        if _constant(x) and not plain_only:
+            out.append((n, x))
+        elif _numbers(x):  # a short list or dict of numbers read by index (m.w[1], cfg.d["t"])
+            out.append((n, _CONTENTS, _contents(x)))
+        elif depth and _plain(x):
+            out.append((n, id(x), _attributes(x, names, depth - 1)))
+        elif not plain_only:  # a tensor, a module, a function: rebound?
+            out.append((n, "identity", id(x)))
+    return tuple(sorted(out, key=lambda a: a[0]))
+
+
+def _with_methods(o, names: frozenset) -> frozenset:
+    """``names`` and the names the methods of ``o``'s class that ``names`` mentions read in
+    turn (a schedule's ``self.beta()``)."""
+    more = [m for n in names for code in [_code_of(getattr(type(o), n, None))] if code is not None
+            for m in _code_names(code)]
+    return names | frozenset(more)
+
+
 def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> list:
     """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
     guards: Python numbers, strings, None and tuples of them are traced as literals, so a
@@ -384,8 +440,16 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
     out, seen = [], set()
 
     def visit(f, level: int) -> None:
+        code = _code_of(f)
+        names = frozenset(_code_names(code)) if code is not None else frozenset()
+        if hasattr(f, "named_parameters") and names:  # a module's own objects its forward reads (self.cfg.beta)
+            out.append((("attributes", id(f)), lambda f=f: _attributes(f, names, plain_only=True), False))
         for key, read, write in _references(f):
             v = _read_or_empty(read)
+            if isinstance(v, type) and names and key not in seen and _user_class(v):
+                seen.add(key)  # a class's constants the code reads (Config.temperature)
+                out.append((key + ("attributes",), lambda v=v: _attributes(v, names), False))
+                continue
             if v is _EMPTY or _library(v) or key in seen:
                 continue
             seen.add(key)
@@ -395,9 +459,33 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
             ids = _tensor_ids(v)
             if ids is not None:
                 out.append((key + ("tensors",), ids, False))
+                code = _code_of(v) if hasattr(v, "named_parameters") else None
+                if code is not None:  # a module: the settings objects its forward reads (self.cfg.k)
+                    out.append((key + ("attributes",),
+                                lambda v=v, n=frozenset(_code_names(code)): _attributes(v, n, plain_only=True), False))
             elif _numbers(v):  # (a list of counts or scales read by index: cnt[0])
                 out.append((key + (_CONTENTS,), lambda v=v: _contents(v), False))
+            elif _plain(v) and names:  # a config, argparse's Namespace, a trainer: what the code reads of it
+                out.append((key + ("attributes",), lambda v=v, n=_with_methods(v, names): _attributes(v, n), False))
             elif level > 0 and callable(v) and getattr(getattr(v, "__func__", v), "__code__", None) is not None:
                 visit(v, level - 1)
+            if level > 0 and hasattr(v, "named_parameters") and hasattr(v, "modules"):
+                inside(v)
+
+    def inside(module) -> None:
+        """What the forwards of ``module``'s submodules and their hooks name (a log a layer
+        appends to, a dict a hook stores activations in), as one level down."""
+        for m in module.modules():
+            if id(m) in modules_seen:
+                continue
+            modules_seen.add(id(m))
+            for hook in [*m._forward_pre_hooks.values(), *m._forward_hooks.values()]:
+                visit(hook, 0)
+            if m is not module:
+                visit(m, 0)
+
+    modules_seen: set = set()
     visit(fn, depth)
+    if hasattr(fn, "named_parameters") and hasattr(fn, "modules"):
+        inside(fn)
     return out
