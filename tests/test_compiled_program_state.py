@@ -492,3 +492,66 @@ def test_the_default_dtype_is_part_of_the_signature():
     finally:
         fusegrad.set_default_dtype(fusegrad.float32)
     assert f.cache_info()["compiles"] == 2
+
+
+STEP = 0
+LOG: list = []
+
+
+def _next_step():
+    global STEP
+    STEP += 1
+    return STEP
+
+
+def _callee_state_program(lib, compiled: bool):
+    """State changed by what the compiled function calls: a helper's global step counter
+    (a warm-up factor), a submodule's forward logging to a list, a forward hook storing an
+    activation in a dict, a metric object's running tensor count rebound."""
+    global STEP
+    STEP = 0
+    LOG.clear()
+
+    class Logged(lib.nn.Module):
+        def forward(self, x):
+            LOG.append(tuple(x.shape))
+            return x.tanh()
+
+    class Metric:
+        def __init__(self):
+            self.correct = lib.tensor(0)
+
+        def update(self, out, y):
+            self.correct = self.correct + ((out > 0) == (y > 0)).sum()
+
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4), Logged(), lib.nn.Linear(4, 1)).double()
+    with lib.no_grad():
+        for k, p in enumerate(model.parameters()):
+            p.copy_(lib.linspace(-0.5, 0.5, p.numel(), dtype=lib.float64).reshape(p.shape) * (k + 1))
+    feats: dict = {}
+    model[1].register_forward_hook(lambda m, i, o: feats.__setitem__("act", o))
+    opt, metric = lib.optim.SGD(model.parameters(), lr=0.1), Metric()
+
+    def step(x, y):
+        warm = min(1.0, _next_step() / 4)
+        out = model(x)
+        metric.update(out, y)
+        loss = ((out - y) ** 2).mean() * warm
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    f = lib.compile(step) if compiled else step
+    x, y = lib.tensor(np.linspace(-1, 2, 6).reshape(2, 3)), lib.tensor([[0.5], [-0.25]], dtype=lib.float64)
+    losses = [float(f(x, y)) for _ in range(6)]
+    return losses, STEP, len(LOG), float(feats["act"].sum()), int(metric.correct)
+
+
+def test_state_changed_by_callees_changes_at_every_call():
+    """A helper's global counter, a submodule's log, a hook's stored activation and a
+    metric's rebound tensor change at every call as in torch (the replayed graph kept the
+    traced counter and the hook's traced tensor escaped)."""
+    got, want = _callee_state_program(fusegrad, True), _callee_state_program(torch, False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert got[1:3] == want[1:3] == (6, 6) and got[4] == want[4]
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-12)

@@ -25,11 +25,18 @@ def _holds_state(o) -> bool:
     return not isinstance(o, (Tensor, Generator))
 
 
-def _plain(d: dict) -> dict:
-    """A module's or object's attributes other than tensors and its modules' own stores."""
+def _plain(d: dict, tensors: bool = False) -> dict:
+    """A module's or object's attributes other than its modules' own stores, and other than
+    tensors unless ``tensors`` (a user's object: a metric's running count rebound)."""
     from ..runtime.tensor import Tensor
     return {k: v for k, v in d.items()
-            if k not in ("_parameters", "_buffers", "_modules") and not isinstance(v, Tensor)}
+            if k not in ("_parameters", "_buffers", "_modules") and (tensors or not isinstance(v, Tensor))}
+
+
+def _users(o) -> bool:
+    """Whether ``o``'s class and its bases are the user's (not fusegrad's: an optimizer or a
+    scheduler replaces its own tensors under guards of its own)."""
+    return all(c is object or not c.__module__.startswith(__name__.split(".")[0]) for c in type(o).__mro__)
 
 
 def unrestorable(objects: Iterable) -> Optional[str]:
@@ -63,7 +70,7 @@ def snapshot(objects: Iterable) -> list:
             held.append(("a module's training mode", modules, [m.training for m in modules]))
             inner = list(_plain(o.__dict__).values())
         elif _holds_state(o):
-            held.append((f"an attribute of a {type(o).__name__}", o.__dict__, _plain(o.__dict__)))
+            held.append((f"an attribute of a {type(o).__name__}", o.__dict__, _plain(o.__dict__, _users(o))))
             inner = list(o.__dict__.values())
         else:
             return
@@ -74,6 +81,12 @@ def snapshot(objects: Iterable) -> list:
     for o in objects:
         hold(o, 2)  # (an optimizer of the user's, its state dict, a parameter's entry: a step count)
     return held
+
+
+def hold_names(names: Iterable) -> list:
+    """Held records (see ``snapshot``) of the global and closure names ``names`` gives as
+    (read, write) pairs: a helper's ``global step; step += 1`` rebinds one."""
+    return [("a global or closure number", (read, write), read()) for read, write in names]
 
 
 _VALUES = (bool, int, float, complex, str, bytes, type(None))
@@ -100,11 +113,17 @@ def restore_changed(held: list) -> Optional[str]:
     replaced = set()  # empty containers swapped for fresh ones: what happens to them is not seen
     for kind, c, before in held:
         if kind.startswith("an attribute"):
-            now = _plain(c)
+            now = {**_plain(c), **{k: c[k] for k in before if k in c}}
             replaced.update(id(v) for k, v in before.items() if k in now and now[k] is not v and _same(v, now[k], empty))
     changed = None
     for kind, c, before in held:
         if id(c) in replaced:
+            continue
+        if kind == "a global or closure number":
+            read, write = c
+            if not _same(before, read(), empty):
+                write(before)
+                changed = changed or kind
             continue
         if kind == "a module's training mode":  # (model.eval() inside, not undone by its end)
             if [m.training for m in c] != before:
@@ -117,7 +136,7 @@ def restore_changed(held: list) -> Optional[str]:
                 c[:] = before
                 changed = changed or kind
             continue
-        now = c if kind == "a dict" else _plain(c)
+        now = c if kind == "a dict" else {**_plain(c), **{k: c[k] for k in before if k in c}}
         if now.keys() != before.keys() or not all(_same(v, now[k], empty) for k, v in before.items()):
             for k in [k for k in now if k not in before]:
                 del c[k]
