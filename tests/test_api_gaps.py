@@ -494,3 +494,16 @@ def test_python_types_as_dtypes_mean_what_torch_says():
                      lambda m: m.ones(1).to(typ), lambda m: m.arange(3, dtype=typ if typ is not bool else None)):
             assert str(make(fg)).replace("fusegrad", "torch") == str(make(torch))
             assert make(fg).dtype.itemsize == make(torch).dtype.itemsize
+
+
+def test_results_of_reductions_gathers_and_joins_of_permuted_inputs_are_contiguous():
+    """As PyTorch's: a reduction, softmax, index_select, cat, cumsum, layer_norm or topk of a
+    permuted tensor is contiguous, so the common ``.view(-1)`` after it works (it raised)."""
+    def ops(m):
+        a = m.arange(60.).reshape(4, 3, 5).permute(1, 0, 2)
+        return [a.sum(-1), a.amax(-1), a.std(-1), a.softmax(-1), a.index_select(1, m.tensor([2, 0, 1, 3])),
+                a[:, [2, 0, 1, 3]], a.cumsum(-1), a.norm(dim=-1), a.logsumexp(-1),
+                m.nn.functional.layer_norm(a, (5,)), a.topk(2, -1)[0], m.cat([a, a], -1), m.stack([a, a])]
+    for ours, theirs in zip(ops(fg), ops(torch), strict=True):
+        assert ours.is_contiguous() and theirs.is_contiguous()
+        np.testing.assert_allclose(ours.view(-1).numpy(), theirs.view(-1).numpy(), rtol=1e-6)

@@ -32,7 +32,8 @@ PRIMS: dict[str, "Primitive"] = {}
 
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
-                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch", "aliases")
+                 "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch", "aliases",
+                 "contiguous")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
@@ -61,6 +62,11 @@ class Primitive:
         # whether its eager result shares its input's memory (a view to autograd): True,
         # "maybe" (NumPy copies where it cannot view: reshape) or False
         self.aliases = False
+        # whether its eager result is C-contiguous whatever its operands' layout, as PyTorch's
+        # reductions, scans, gathers and concatenations are (an elementwise result keeps its
+        # operands' layout, a view theirs; a matmul's follows its operands' memory order, as
+        # the gradient layout contract wants): x.transpose(0, 1).sum(-1).view(-1) works
+        self.contiguous = kind in ("reduce", "scan", "gather", "layout")
         if name in PRIMS:
             raise ValueError(f"primitive {name!r} is defined twice")
         PRIMS[name] = self

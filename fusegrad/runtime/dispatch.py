@@ -93,6 +93,9 @@ def bind(prim, args, params):
             if type(data) is Var:  # an identity impl passed an escaped traced value through
                 _check_escaped(args)
             data = np.asarray(data)
+        elif prim.contiguous and data.ndim > 1 and not data.flags.c_contiguous and not (
+                prim.aliases and np.may_share_memory(data, args[0]._data)):  # (basic indexing: a view)
+            data = np.ascontiguousarray(data)
     out = wrap(data)
     if tracker is not None:  # a segmented trace computes the tensors still alive at a break
         tracker.track(out)

@@ -65,8 +65,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
         raise RuntimeError(f"topk(): selected index k={k} out of range for dimension {dim} of size {n} "
                            f"(input shape {list(x.shape)})")
     v, i, ax = _sorted_along(x, dim, largest, "topk")
-    if x._data.ndim:
-        v, i = narrow(v, ax, 0, int(k)), narrow(i, ax, 0, int(k))
+    if x._data.ndim:  # (new tensors, contiguous as PyTorch's, not views of the sorted ones)
+        v, i = narrow(v, ax, 0, int(k)).contiguous(), narrow(i, ax, 0, int(k)).contiguous()
     return topk_type(named(v, "TopkBackward0"), i)
 
 
