@@ -555,3 +555,59 @@ def test_state_changed_by_callees_changes_at_every_call():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     assert got[1:3] == want[1:3] == (6, 6) and got[4] == want[4]
     np.testing.assert_allclose(got[3], want[3], rtol=1e-12)
+
+
+EMA = None
+
+
+def _rebinding_program(lib, compiled: bool):
+    """A running average kept in a global tensor rebound by the step, a set and a deque the
+    model fills, a class constant read as self.SCALE changed on the class, and an
+    activation swapped for another between calls."""
+    import collections
+    global EMA
+    EMA, seen, window = None, set(), collections.deque(maxlen=3)
+
+    class Net(lib.nn.Module):
+        SCALE = 1.0
+
+        def __init__(self):
+            super().__init__()
+            self.inp, self.act, self.out = lib.nn.Linear(3, 4), lib.nn.ReLU(), lib.nn.Linear(4, 1)
+
+        def forward(self, x):
+            seen.add(len(seen))
+            window.append(len(seen))
+            return self.out(self.act(self.inp(x))) * self.SCALE
+
+    model = Net().double()
+    with lib.no_grad():
+        for k, p in enumerate(model.parameters()):
+            p.copy_(lib.linspace(-0.5, 0.5, p.numel(), dtype=lib.float64).reshape(p.shape) * (k + 1))
+
+    def step(x):
+        global EMA
+        loss = (model(x) ** 2).mean()
+        EMA = loss.detach() if EMA is None else 0.9 * EMA + 0.1 * loss.detach()
+        return loss
+    f = lib.compile(model) if compiled else model
+    g = lib.compile(step) if compiled else step
+    x = lib.tensor(np.linspace(-1, 2, 6).reshape(2, 3))
+    out = []
+    for i in range(6):
+        if i == 2:
+            Net.SCALE = 3.0
+        if i == 4:
+            model.act = lib.nn.Tanh()
+        out += [float(f(x).sum()), float(g(x))]
+    return out, float(EMA), len(seen), list(window)
+
+
+def test_rebound_names_sets_deques_class_constants_and_swapped_layers():
+    """As torch: the global running average is the eager one (a traced tensor escaped, a
+    RuntimeError), the set and deque fill at every call, and the compiled model follows its
+    class constant and its swapped activation (both kept their traced values)."""
+    got, want = _rebinding_program(fusegrad, True), _rebinding_program(torch, False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert got[2:] == want[2:]

@@ -112,10 +112,10 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     tleaves.append(t)
                 else:
                     tleaves.append(x)
-            named, writers, numbers = [], {}, []
+            named, writers, names = [], {}, []
             for key, read, identity in referenced_values(fn, writers=writers):
                 if key in writers and key not in live_names:
-                    numbers.append((read, writers[key]))
+                    names.append((read, writers[key]))
                 if key in live_names and key in writers:
                     value = read()
                     guard(key + ("type",), lambda read=read: type(read()))
@@ -131,7 +131,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             if stuck:
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} names an iterator ({stuck}): "
                                  "its next() must run at every call")
-            held = side_effects.snapshot(around) + side_effects.hold_names(numbers)
+            held = side_effects.snapshot(around) + side_effects.hold_names(names)
             yield tr, tleaves
             for write, value in bound:
                 write(value)
@@ -331,6 +331,16 @@ def _module_tensor_ids(m) -> tuple:
     return tuple(ids)
 
 
+def _submodule_ids(m) -> tuple:
+    """The identities of the modules under module ``m`` (see ``_module_tensor_ids``)."""
+    ids, stack = [], [m]
+    while stack:
+        subs = [s for s in stack.pop()._modules.values() if s is not None]
+        ids += map(id, subs)
+        stack += subs
+    return tuple(ids)
+
+
 def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
     """For a module or a container of tensors, a read of the identities of its tensors
     (a parameter replaced, a list element rebound); None for anything else."""
@@ -417,6 +427,17 @@ def _attributes(o, names: frozenset, depth: int = 1, plain_only: bool = False) -
     return tuple(sorted(out, key=lambda a: a[0]))
 
 
+def _module_guards(key: tuple, m, names: frozenset) -> list:
+    """Guards on what module ``m``'s forward (whose code mentions ``names``) reads beyond its
+    own numbers (guarded apart): its settings objects (``self.cfg.k``) and lists of numbers,
+    and the constants of its class when the class is the user's (``Net.SCALE`` read as
+    ``self.SCALE``)."""
+    out = [(key + ("attributes",), lambda: _attributes(m, names, plain_only=True), False)]
+    if type(m).__module__.split(".")[0] not in _NOT_USER:
+        out.append((key + ("class attributes",), lambda c=type(m): _attributes(c, names), False))
+    return out
+
+
 def _with_methods(o, names: frozenset) -> frozenset:
     """``names`` and the names the methods of ``o``'s class that ``names`` mentions read in
     turn (a schedule's ``self.beta()``)."""
@@ -432,7 +453,7 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
     module, a helper function) is guarded on identity, so rebinding the name retraces; the
     tensors of a named module, list or dict on identity; and, ``depth`` levels down, what a
     named helper function names in turn. ``writers`` (when given) gets key -> write for
-    each global or cell holding an int or float."""
+    each global or cell."""
     while _library(getattr(fn, "__func__", fn)) and hasattr(fn, "__wrapped__"):  # (no_grad's wrapper: its function)
         fn = fn.__wrapped__
     if _library(getattr(fn, "__func__", fn)):  # a transform's wrapper: its guards come from its own capture
@@ -442,8 +463,8 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
     def visit(f, level: int) -> None:
         code = _code_of(f)
         names = frozenset(_code_names(code)) if code is not None else frozenset()
-        if hasattr(f, "named_parameters") and names:  # a module's own objects its forward reads (self.cfg.beta)
-            out.append((("attributes", id(f)), lambda f=f: _attributes(f, names, plain_only=True), False))
+        if hasattr(f, "named_parameters") and names:
+            out.extend(_module_guards(("module", id(f)), f, names))
         for key, read, write in _references(f):
             v = _read_or_empty(read)
             if isinstance(v, type) and names and key not in seen and _user_class(v):
@@ -453,16 +474,15 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
             if v is _EMPTY or _library(v) or key in seen:
                 continue
             seen.add(key)
-            if writers is not None and write is not None and type(v) in (int, float):
+            if writers is not None and write is not None:
                 writers[key] = write
             out.append((key, lambda read=read: _read_or_empty(read), not _constant(v)))
             ids = _tensor_ids(v)
             if ids is not None:
                 out.append((key + ("tensors",), ids, False))
                 code = _code_of(v) if hasattr(v, "named_parameters") else None
-                if code is not None:  # a module: the settings objects its forward reads (self.cfg.k)
-                    out.append((key + ("attributes",),
-                                lambda v=v, n=frozenset(_code_names(code)): _attributes(v, n, plain_only=True), False))
+                if code is not None:
+                    out.extend(_module_guards(key, v, frozenset(_code_names(code))))
             elif _numbers(v):  # (a list of counts or scales read by index: cnt[0])
                 out.append((key + (_CONTENTS,), lambda v=v: _contents(v), False))
             elif _plain(v) and names:  # a config, argparse's Namespace, a trainer: what the code reads of it
@@ -470,22 +490,25 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
             elif level > 0 and callable(v) and getattr(getattr(v, "__func__", v), "__code__", None) is not None:
                 visit(v, level - 1)
             if level > 0 and hasattr(v, "named_parameters") and hasattr(v, "modules"):
-                inside(v)
+                inside(v, itself=True)
 
-    def inside(module) -> None:
-        """What the forwards of ``module``'s submodules and their hooks name (a log a layer
-        appends to, a dict a hook stores activations in), as one level down."""
+    def inside(module, itself: bool = False) -> None:
+        """What the forwards of ``module``'s submodules (``itself``: and its own) and their
+        hooks name (a log a layer appends to, a dict a hook stores activations in), as one
+        level down."""
         for m in module.modules():
             if id(m) in modules_seen:
                 continue
             modules_seen.add(id(m))
             for hook in [*m._forward_pre_hooks.values(), *m._forward_hooks.values()]:
                 visit(hook, 0)
-            if m is not module:
+            if (itself or m is not module) and not _library(type(m).forward):  # (fusegrad's layers name nothing of the user's)
                 visit(m, 0)
 
     modules_seen: set = set()
     visit(fn, depth)
     if hasattr(fn, "named_parameters") and hasattr(fn, "modules"):
         inside(fn)
+        if hasattr(fn, "_modules"):  # a submodule swapped for one without parameters (model.act = Tanh())
+            out.append((("module", id(fn), "modules"), lambda: _submodule_ids(fn), False))
     return out

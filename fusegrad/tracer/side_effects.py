@@ -8,6 +8,7 @@ as it does eagerly. (A module attribute the user's code sets breaks where it is 
 ``nn.Module.__setattr__``.)"""
 from __future__ import annotations
 
+import collections
 import types
 from typing import Iterable, Optional
 
@@ -51,8 +52,8 @@ def unrestorable(objects: Iterable) -> Optional[str]:
 
 def snapshot(objects: Iterable) -> list:
     """(kind, container, its shallow copy) for the state reachable from ``objects``, two
-    levels down: lists, dicts, the plain attributes of objects other than modules, and the
-    training mode of modules and their submodules."""
+    levels down: lists, dicts, sets, deques, the plain attributes of objects other than
+    modules, and the training mode of modules and their submodules."""
     held, seen = [], set()
 
     def hold(o, depth: int) -> None:
@@ -62,6 +63,9 @@ def snapshot(objects: Iterable) -> list:
         if isinstance(o, list):
             held.append(("a list", o, list(o)))
             inner = list(o)
+        elif isinstance(o, (set, collections.deque)):  # (ids seen, a moving window of losses)
+            held.append((f"a {type(o).__name__}", o, list(o)))
+            inner = []
         elif isinstance(o, dict):
             held.append(("a dict", o, dict(o)))
             inner = list(o.values())
@@ -85,8 +89,9 @@ def snapshot(objects: Iterable) -> list:
 
 def hold_names(names: Iterable) -> list:
     """Held records (see ``snapshot``) of the global and closure names ``names`` gives as
-    (read, write) pairs: a helper's ``global step; step += 1`` rebinds one."""
-    return [("a global or closure number", (read, write), read()) for read, write in names]
+    (read, write) pairs: a helper's ``global step; step += 1`` rebinds one, a running
+    average ``global ema; ema = 0.9 * ema + 0.1 * loss`` another."""
+    return [("a global or closure name", (read, write), read()) for read, write in names]
 
 
 _VALUES = (bool, int, float, complex, str, bytes, type(None))
@@ -119,7 +124,7 @@ def restore_changed(held: list) -> Optional[str]:
     for kind, c, before in held:
         if id(c) in replaced:
             continue
-        if kind == "a global or closure number":
+        if kind == "a global or closure name":
             read, write = c
             if not _same(before, read(), empty):
                 write(before)
@@ -134,6 +139,13 @@ def restore_changed(held: list) -> Optional[str]:
         if kind == "a list":
             if len(c) != len(before) or not all(_same(a, b, empty) for a, b in zip(before, c)):
                 c[:] = before
+                changed = changed or kind
+            continue
+        if kind in ("a set", "a deque"):
+            if (c != set(before)) if kind == "a set" else (
+                    len(c) != len(before) or not all(_same(a, b, empty) for a, b in zip(before, c))):
+                c.clear()
+                c.update(before) if kind == "a set" else c.extend(before)
                 changed = changed or kind
             continue
         now = c if kind == "a dict" else {**_plain(c), **{k: c[k] for k in before if k in c}}
