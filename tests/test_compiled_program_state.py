@@ -611,3 +611,19 @@ def test_rebound_names_sets_deques_class_constants_and_swapped_layers():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
     assert got[2:] == want[2:]
+
+
+def test_an_unused_random_draw_still_advances_the_generator():
+    """A draw whose value reaches no output (noise computed and dropped) takes its numbers
+    from the generator at every compiled call as eagerly, so later masks and draws after the
+    call are eager's (dead-code elimination dropped its key, and the stream shifted)."""
+    def run(compiled: bool):
+        fusegrad.manual_seed(0)
+        x = fusegrad.ones(64, 16)
+
+        def f(x):
+            fusegrad.rand(3)  # unused
+            return fusegrad.nn.functional.dropout(x, 0.5).sum()
+        g = fusegrad.compile(f) if compiled else f
+        return [float(g(x)) for _ in range(5)] + [float(fusegrad.rand(()))]
+    assert run(True) == run(False)

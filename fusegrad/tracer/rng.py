@@ -11,8 +11,10 @@ from .live import CallTimeConst
 
 class RngKey(CallTimeConst):
     """Stand-in for the [seed, offset] key of ``count`` numbers from ``generator``;
-    ``draw()`` takes the real key (advancing the generator)."""
+    ``draw()`` takes the real key (advancing the generator), also for a draw the graph
+    does not use (``advances``: passes.dce keeps it)."""
     __slots__ = ("generator", "count")
+    advances = True
 
     def draw(self) -> np.ndarray:
         return self.generator.next_key(self.count)._data
