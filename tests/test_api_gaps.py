@@ -507,3 +507,21 @@ def test_results_of_reductions_gathers_and_joins_of_permuted_inputs_are_contiguo
     for ours, theirs in zip(ops(fg), ops(torch), strict=True):
         assert ours.is_contiguous() and theirs.is_contiguous()
         np.testing.assert_allclose(ours.view(-1).numpy(), theirs.view(-1).numpy(), rtol=1e-6)
+
+
+def test_roll_without_dims_tile_with_fewer_dims_and_backend_flags_as_torch():
+    """roll without dims rolls the flattened tensor; tile with fewer dims repeats the last
+    ones (also as varargs); nanoGPT's start-up flags (torch.backends.cuda.matmul.allow_tf32,
+    sdp switches) can be set."""
+    for m in (fg, torch):
+        m.backends.cuda.matmul.allow_tf32 = True
+        m.backends.cudnn.allow_tf32 = True
+    with fg.backends.cuda.sdp_kernel(enable_flash=False):  # (deprecated in torch)
+        assert fg.backends.cuda.math_sdp_enabled() and not fg.backends.cuda.flash_sdp_enabled()
+    assert fg.backends.cuda.flash_sdp_enabled()
+
+    def cases(m):
+        a = m.arange(6).view(2, 3)
+        return [a.roll(2), m.roll(a, -1), a.roll(1, 0), m.tile(a, (2,)), a.tile(2, 1), m.tile(m.arange(3), (2, 2))]
+    for ours, theirs in zip(cases(fg), cases(torch), strict=True):
+        assert ours.tolist() == theirs.tolist()

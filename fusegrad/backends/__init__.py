@@ -1,5 +1,5 @@
-"""``fusegrad.backends``: PyTorch's backend flags, accepted and reported (``cudnn``: no
-cuDNN here; ``mps``: no Metal)."""
-from . import cudnn, mps
+"""``fusegrad.backends``: PyTorch's backend flags, accepted and reported (``cuda``: matmul
+and attention flags; ``cudnn``: no cuDNN here; ``mkldnn``: no oneDNN; ``mps``: no Metal)."""
+from . import cuda, cudnn, mkldnn, mps
 
-__all__ = ["cudnn", "mps"]
+__all__ = ["cuda", "cudnn", "mkldnn", "mps"]

@@ -1128,8 +1128,15 @@ def flip(x, *dims):
 
 
 @op
-def roll(x, shifts, dims):
+def roll(x, shifts, dims=None):
+    """Elements shifted along ``dims``, wrapping around; without ``dims``, along the
+    flattened tensor, its shape restored (as PyTorch's)."""
     x = as_t(x)
+    if dims is None or dims == ():
+        s = shifts if isinstance(shifts, int) else tuple(shifts)
+        if not isinstance(s, int) and len(s) != 1:
+            raise RuntimeError(f"roll(): shifts {list(s)} need as many dims, got none")
+        return roll(x.reshape(-1), s if isinstance(s, int) else s[0], 0).reshape(tuple(x.shape))
     if isinstance(shifts, int):
         shifts, dims = (shifts,), (dims,)
     for s, d in zip(shifts, dims):
@@ -1280,8 +1287,12 @@ def repeat(x, *sizes):
 
 
 @op
-def tile(x, dims):
-    return repeat(x, dims)
+def tile(x, *dims):
+    """``x`` repeated ``dims`` times per dimension; fewer ``dims`` than dimensions repeat the
+    last ones (leading 1s), as PyTorch's."""
+    dims = _size_args(dims)
+    x = as_t(x)
+    return repeat(x, (1,) * (x._data.ndim - len(dims)) + dims)
 
 
 def pad(x, pad_, mode="constant", value=0.0):
