@@ -627,3 +627,31 @@ def test_an_unused_random_draw_still_advances_the_generator():
         g = fusegrad.compile(f) if compiled else f
         return [float(g(x)) for _ in range(5)] + [float(fusegrad.rand(()))]
     assert run(True) == run(False)
+
+
+def test_unfreezing_parameters_warms_up_again_and_compiles():
+    """Fine-tuning: a backbone frozen, then unfrozen between compiled Adam steps. Its new
+    optimizer state is made by one eager warm-up call, and the step compiles again (it ran
+    eagerly at every call after the unfreeze); losses as torch's."""
+    def run(lib, compiled):
+        a, b = _models(lib)
+        a.requires_grad_(False)
+        opt = lib.optim.Adam(list(a.parameters()) + list(b.parameters()), lr=0.05)
+        x, y = lib.tensor(np.linspace(-1, 1, 12).reshape(4, 3)), lib.tensor(np.ones((4, 1)))
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = ((b(a(x).relu()) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        f = lib.compile(step) if compiled else step
+        out = []
+        for i in range(8):
+            if i == 3:
+                a.requires_grad_(True)
+            out.append(float(f(x, y)))
+        return out, (f.cache_info() if compiled else None)
+    (got, info), (want, _) = run(fusegrad, True), run(torch, False)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert info["fallbacks"] == 0 and info["warmups"] == 2 and info["compiles"] == 2, info

@@ -891,8 +891,9 @@ class CompiledFunction:
             if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
                                        or (seen is not None and key not in seen)):
                 return self._build_sized(key, family, leaves, spec)
-            warm = (key, tuple(getattr(o, "_structure", 0) for o in _reachable_optimizers(self.fn, leaves)))
-            if warm not in self._warmed and _optimizer_state_missing(self.fn, leaves):
+            missing = _optimizer_state_missing(self.fn, leaves)
+            warm = (key, tuple(getattr(o, "_structure", 0) for o in _reachable_optimizers(self.fn, leaves)), missing)
+            if missing and warm not in self._warmed:
                 # warm-up: optimizer state (momentum buffers, Adam moments and step) is created
                 # by an eager first call, so the trace only updates existing state in place
                 self._warmed.add(warm)
@@ -1108,9 +1109,12 @@ def _reachable_optimizers(fn, leaves: list) -> list:
     return found
 
 
-def _optimizer_state_missing(fn, leaves: list) -> bool:
-    return any(not opt.state.get(p) for opt in _reachable_optimizers(fn, leaves)
-               for g in opt.param_groups for p in g["params"])
+def _optimizer_state_missing(fn, leaves: list) -> tuple:
+    """The identities of the parameters that require grad and have no optimizer state yet
+    (a step would create it): frozen ones never get any, and unfreezing them asks for a
+    warm-up of their own."""
+    return tuple(id(p) for opt in _reachable_optimizers(fn, leaves) for g in opt.param_groups
+                 for p in g["params"] if p.requires_grad and not opt.state.get(p))
 
 
 def _symbolic_runs(graph: Graph) -> bool:
