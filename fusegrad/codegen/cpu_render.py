@@ -25,7 +25,7 @@ from .cpu_outline import IMPORTS as OUTLINE_IMPORTS, Outliner, outlinable
 from .cpu_arrays import IMPORT as ARRAYS
 from .cpu_scalar import binding, expr, imports, literal
 from .kir import (Acc, Assign, Extern, Guard, IBin, Kernel, Let, Load, Loop, Op, Scratch, Store, Sym, Update, canonical,
-                  checked, iadd, isyms, rebuild, stmt_values, stmts, values, verify)
+                  checked, iadd, isyms, rebuild, stmt_values, stmts, structural_hash, values, verify)
 from .kir_fastmath import choose_variants, trig_guard
 from .kir_passes import optimize
 from .value_text import value_text
@@ -231,11 +231,19 @@ def _index(e) -> str:
     return str(e) if isinstance(e, int) else f"np.uint64({e})"
 
 
+_COMPILED: dict = {}  # cache: structural hash -> the compiled function of kernels of that structure
+
+
 def compiled(k: Kernel) -> Callable:
     """The compiled function of kernel ``k``, callable from Python (prepared with sin/cos
-    exact: one module per distinct kernel)."""
+    exact: one module per distinct kernel). Kernels of one structure share it without being
+    prepared again (a shape-symbolic graph at each new size: its kernels are the same)."""
     from ..runtime.kernel_cache import load_module
     from .cpu_link import link_chunks
-    fn = load_module(render(prepare(k), from_python=True)).kernel
-    link_chunks(fn)
+    key = structural_hash(k)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        fn = load_module(render(prepare(k), from_python=True)).kernel
+        link_chunks(fn)
+        _COMPILED[key] = fn
     return fn

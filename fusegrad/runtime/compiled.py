@@ -1197,7 +1197,7 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     for k in ("joint", "forward", "backward", "fused"):
         if k in stages:
             dump(k, stages[k])
-    dump("kernel", plan.kernel_source())
+    dump("kernel", plan.kernel_source)  # (rendered only when dumping: a symbolic plan renders every kernel)
     log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
         + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
     return plan

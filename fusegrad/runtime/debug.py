@@ -32,8 +32,11 @@ class Dumper:
             os.makedirs(self.dir, exist_ok=True)
 
     def __call__(self, stage: str, text) -> None:
+        """Write ``text`` (or what the callable ``text`` returns: made only when dumping)."""
         if self.dir is None:
             return
+        if callable(text):
+            text = text()
         name = f"{next(self.step):02d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', stage)}"
         ext = ".py" if stage.endswith("kernel") else ".ir"
         with open(os.path.join(self.dir, name + ext), "w") as f:
