@@ -655,3 +655,39 @@ def test_unfreezing_parameters_warms_up_again_and_compiles():
     (got, info), (want, _) = run(fusegrad, True), run(torch, False)
     np.testing.assert_allclose(got, want, rtol=1e-10)
     assert info["fallbacks"] == 0 and info["warmups"] == 2 and info["compiles"] == 2, info
+
+
+def test_truncated_bptt_step_with_the_hidden_state_passed_back_compiles():
+    """An LSTM language model's step takes the previous step's hidden state (which requires
+    grad, not a leaf) and detaches it: its backward never reaches that argument, so the step
+    compiles (it ran eagerly at every call); losses as torch's."""
+    def run(lib, compiled):
+        lib.manual_seed(0)
+        emb, rnn, out = lib.nn.Embedding(40, 16), lib.nn.LSTM(16, 24, batch_first=True), lib.nn.Linear(24, 40)
+        mods = (emb, rnn, out)
+        g = np.random.default_rng(1)
+        with lib.no_grad():
+            for m in mods:
+                for p in m.parameters():
+                    p.copy_(lib.tensor(g.uniform(-0.2, 0.2, tuple(p.shape)).astype(np.float32)))
+        opt = lib.optim.Adam([p for m in mods for p in m.parameters()], lr=5e-3)
+
+        def step(x, y, h):
+            h = tuple(t.detach() for t in h)
+            opt.zero_grad(set_to_none=True)
+            o, h = rnn(emb(x), h)
+            loss = lib.nn.functional.cross_entropy(out(o).reshape(-1, 40), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss, h
+        f = lib.compile(step) if compiled else step
+        data = lib.tensor(np.random.RandomState(0).randint(0, 40, (4, 31)))
+        h = (lib.zeros(1, 4, 24), lib.zeros(1, 4, 24))
+        losses = []
+        for i in range(5):
+            loss, h = f(data[:, i * 6:i * 6 + 6], data[:, i * 6 + 1:i * 6 + 7], h)
+            losses.append(loss.item())
+        return losses, (f.cache_info() if compiled else None)
+    (got, info), (want, _) = run(fusegrad, True), run(torch, False)
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert info["compiles"] >= 1 and info["fallbacks"] == 0 and not info["graph_breaks"], info

@@ -73,10 +73,29 @@ def _outside_graph(outs: list, what: str):
     but is not a leaf: its graph lies outside the traced function, which would stop the
     gradient at it, so the backward runs eagerly (the trace's graph break context); else None."""
     tr = capture_trace()
-    if tr is None or not tr.nonleaf_inputs or not any(isinstance(t, Tensor) and type(t._data) is Var for t in outs):
+    if tr is None or not tr.nonleaf_inputs or not any(isinstance(t, Tensor) and type(t._data) is Var for t in outs) \
+            or not _reaches(outs, tr.nonleaf_inputs):  # (an argument the function detaches: h of truncated BPTT)
         return None
     return tr.eagerly(f"{what} in compiled code with an argument that requires grad and is not a leaf (its "
                       f"graph is outside the function) at {user_frame()}")
+
+
+def _reaches(outs: list, ids: set) -> bool:
+    """Whether the backward from ``outs`` reaches a leaf whose id is in ``ids``."""
+    from ..runtime.nodes import AccumulateGrad
+    stack = [t._grad_fn for t in outs if isinstance(t, Tensor) and t._grad_fn is not None]
+    seen: set = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            if id(node.variable) in ids:
+                return True
+            continue
+        stack += [e[0] for e in node.edges if e is not None and e[0] is not None]
+    return False
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None, create_graph: bool = False,
