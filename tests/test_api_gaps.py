@@ -525,3 +525,25 @@ def test_roll_without_dims_tile_with_fewer_dims_and_backend_flags_as_torch():
         return [a.roll(2), m.roll(a, -1), a.roll(1, 0), m.tile(a, (2,)), a.tile(2, 1), m.tile(m.arange(3), (2, 2))]
     for ours, theirs in zip(cases(fg), cases(torch), strict=True):
         assert ours.tolist() == theirs.tolist()
+
+
+def test_functional_multi_head_attention_forward_takes_torchs_arguments():
+    """F.multi_head_attention_forward with PyTorch's signature (packed or separate
+    projections, masks, batched and unbatched) equals torch's."""
+    g = np.random.default_rng(3)
+    E, H, L, S, N = 8, 2, 3, 4, 2
+    arrays = {k: g.standard_normal(s).astype(np.float32) for k, s in dict(
+        q=(L, N, E), k=(S, N, E), w=(3 * E, E), b=(3 * E,), ow=(E, E), ob=(E,), qw=(E, E), kw=(E, E), vw=(E, E)).items()}
+    pad = np.array([[False, False, True, False], [False, True, False, False]])
+
+    def run(m, sep, batched):
+        t = {k: m.tensor(v) for k, v in arrays.items()}
+        q, k = (t["q"], t["k"]) if batched else (t["q"][:, 0], t["k"][:, 0])
+        return m.nn.functional.multi_head_attention_forward(
+            q, k, k, E, H, None if sep else t["w"], t["b"], None, None, False, 0.0, t["ow"], t["ob"],
+            key_padding_mask=m.tensor(pad if batched else pad[0]), use_separate_proj_weight=sep,
+            q_proj_weight=t["qw"], k_proj_weight=t["kw"], v_proj_weight=t["vw"], average_attn_weights=False)
+    for sep in (False, True):
+        for batched in (True, False):
+            for a, b in zip(run(fg, sep, batched), run(torch, sep, batched)):
+                np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)

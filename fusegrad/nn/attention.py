@@ -93,15 +93,51 @@ def _repeat_heads(t: Tensor, groups: int) -> Tensor:
     return O.reshape(t, *shape[:-3], shape[-3] * groups, *shape[-2:])
 
 
-def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
-                                 q_weight: Tensor, k_weight: Tensor, v_weight: Tensor,
-                                 q_bias: Optional[Tensor], k_bias: Optional[Tensor], v_bias: Optional[Tensor],
-                                 out_weight: Tensor, out_bias: Optional[Tensor], dropout_p: float,
-                                 key_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
-                                 need_weights: bool = True, average_attn_weights: bool = True,
-                                 is_causal: bool = False, bias_k: Optional[Tensor] = None,
-                                 bias_v: Optional[Tensor] = None,
-                                 add_zero_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight: Optional[Tensor], in_proj_bias: Optional[Tensor],
+                                 bias_k: Optional[Tensor], bias_v: Optional[Tensor], add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias: Optional[Tensor],
+                                 training: bool = True, key_padding_mask: Optional[Tensor] = None,
+                                 need_weights: bool = True, attn_mask: Optional[Tensor] = None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight: Optional[Tensor] = None,
+                                 k_proj_weight: Optional[Tensor] = None, v_proj_weight: Optional[Tensor] = None,
+                                 static_k: Optional[Tensor] = None, static_v: Optional[Tensor] = None,
+                                 average_attn_weights: bool = True,
+                                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    """PyTorch's functional multi-head attention: ``(L, N, E)`` query and ``(S, N, E)``
+    key/value (sequence first) or unbatched ``(L, E)``, projected by ``in_proj_weight``'s
+    three blocks of rows (or the separate ``q/k/v_proj_weight``); see ``heads_attention``."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not supported")
+    if query.shape[-1] != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {query.shape[-1]}")
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
+        key_padding_mask = O.unsqueeze(key_padding_mask, 0) if key_padding_mask is not None else None
+    if use_separate_proj_weight:
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        wq, wk, wv = O.chunk(in_proj_weight, 3, 0)
+    bq, bk, bv = O.chunk(in_proj_bias, 3, 0) if in_proj_bias is not None else (None, None, None)
+    out, weights = heads_attention(query, key, value, num_heads, wq, wk, wv, bq, bk, bv, out_proj_weight,
+                                   out_proj_bias, dropout_p if training else 0.0, key_padding_mask, attn_mask,
+                                   need_weights, average_attn_weights, is_causal, bias_k, bias_v, add_zero_attn)
+    if unbatched:
+        out = O.squeeze(out, 1)
+        weights = O.squeeze(weights, 0) if weights is not None else None
+    return out, weights
+
+
+def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
+                    q_weight: Tensor, k_weight: Tensor, v_weight: Tensor,
+                    q_bias: Optional[Tensor], k_bias: Optional[Tensor], v_bias: Optional[Tensor],
+                    out_weight: Tensor, out_bias: Optional[Tensor], dropout_p: float,
+                    key_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
+                    need_weights: bool = True, average_attn_weights: bool = True,
+                    is_causal: bool = False, bias_k: Optional[Tensor] = None,
+                    bias_v: Optional[Tensor] = None,
+                    add_zero_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
     """Multi-head attention on ``(L, N, E)`` query and ``(S, N, E)`` key/value (sequence first).
 
     Masks follow ``nn.MultiheadAttention``: boolean ``True`` = not allowed; float masks are added.

@@ -7,7 +7,7 @@ from ...runtime import ops as O
 from ...runtime.factory import empty
 from ...runtime.tensor import Tensor
 from .. import init
-from ..attention import multi_head_attention_forward
+from ..attention import heads_attention
 from ..module import Module
 from ..parameter import Parameter
 from .linear import Linear
@@ -109,7 +109,7 @@ class MultiheadAttention(Module):
         bq = bk = bv = None
         if self.in_proj_bias is not None:
             bq, bk, bv = O.chunk(self.in_proj_bias, 3, 0)
-        out, weights = multi_head_attention_forward(
+        out, weights = heads_attention(
             query, key, value, self.num_heads, wq, wk, wv, bq, bk, bv, self.out_proj.weight, self.out_proj.bias,
             self.dropout if self.training else 0.0, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
             need_weights=need_weights, average_attn_weights=average_attn_weights, bias_k=self.bias_k,
