@@ -547,3 +547,12 @@ def test_functional_multi_head_attention_forward_takes_torchs_arguments():
         for batched in (True, False):
             for a, b in zip(run(fg, sep, batched), run(torch, sep, batched)):
                 np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_return_types_name_the_named_tuples_ops_return():
+    x = fg.tensor([[3.0, 1.0, 2.0]])
+    assert isinstance(x.max(1), fg.return_types.max) and isinstance(x.sort(), fg.return_types.sort)
+    assert isinstance(x.topk(2), fg.return_types.topk) and "topk" in dir(fg.return_types)
+    assert set(dir(fg.return_types)) >= {"max", "min", "sort", "topk", "kthvalue", "median", "linalg_svd"}
+    with pytest.raises(AttributeError):
+        fg.return_types.nothing_here

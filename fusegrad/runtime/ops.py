@@ -687,9 +687,12 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
 
 
+RETURN_TYPES: dict = {}  # registry: name -> the named tuple type (fusegrad.return_types)
+
+
 def _return_type(name: str, fields: tuple) -> type:
-    """A named tuple printed and named as ``torch.return_types.<name>``."""
-    t = namedtuple(name, fields)
+    """A named tuple printed and named as ``torch.return_types.<name>`` (registered there)."""
+    t = RETURN_TYPES[name] = namedtuple(name, fields)
     t.__module__ = "fusegrad.return_types"
     t.__repr__ = lambda self: (f"fusegrad.return_types.{name}(\n"
                                + ",\n".join(f"{k}={v!r}" for k, v in zip(fields, self)) + ")")
