@@ -691,3 +691,19 @@ def test_truncated_bptt_step_with_the_hidden_state_passed_back_compiles():
     (got, info), (want, _) = run(fusegrad, True), run(torch, False)
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert info["compiles"] >= 1 and info["fallbacks"] == 0 and not info["graph_breaks"], info
+
+
+W_SMALL = np.array([1.0, 1.0, 1.0])
+
+
+def test_a_small_global_array_changed_in_place_is_seen():
+    """torch.tensor(W) of a global NumPy array copies it when traced: a small array is
+    guarded by its contents, so W[0] = 5 between calls traces again (it kept the copy)."""
+    f = fusegrad.compile(lambda x: (x * fusegrad.tensor(W_SMALL)).sum())
+    x = fusegrad.ones(3, dtype=fusegrad.float64)
+    try:
+        assert [f(x).item() for _ in range(2)] == [3.0, 3.0]
+        W_SMALL[0] = 5.0
+        assert f(x).item() == 7.0
+    finally:
+        W_SMALL[0] = 1.0

@@ -22,6 +22,8 @@ import types
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Optional
 
+import numpy as np
+
 from ..ir.graph import Var
 from .guards import const_guard
 from .live import guard, guards_hold
@@ -485,6 +487,8 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
                     out.extend(_module_guards(key, v, frozenset(_code_names(code))))
             elif _numbers(v):  # (a list of counts or scales read by index: cnt[0])
                 out.append((key + (_CONTENTS,), lambda v=v: _contents(v), False))
+            elif isinstance(v, np.ndarray) and v.size <= _MAX_CONTAINER:  # (torch.tensor(W) copies it when traced)
+                out.append((key + ("array",), lambda v=v: (v.dtype.str, v.shape, v.tobytes()), False))
             elif _plain(v) and names:  # a config, argparse's Namespace, a trainer: what the code reads of it
                 out.append((key + ("attributes",), lambda v=v, n=_with_methods(v, names): _attributes(v, n), False))
             elif level > 0 and callable(v) and getattr(getattr(v, "__func__", v), "__code__", None) is not None:
