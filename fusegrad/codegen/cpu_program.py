@@ -12,14 +12,13 @@ Memory is a table of pointer slots: the arguments, the outputs, the trig guard's
 (when the graph counts), then regions of blocks that ``run`` allocates per call and frees
 after (the memory plan's buffers and concatenations, at offsets fixed when the program is
 written). A block holds regions up to ``BLOCK`` bytes, so that glibc serves it from the
-heap again at the next call (cpu_malloc) rather than with fresh pages. A kernel takes the table (``kernel(ptrs, prog, at)``) and binds each buffer as a
-1-d array from three words at ``prog[at:]``: slot, byte offset and length (``TABLE_OPERAND``),
-then its sizes.
+heap again at the next call (cpu_malloc) rather than with fresh pages. A kernel takes the
+table (``kernel(ptrs, prog, at)``) and binds each buffer as a 1-d array from three words at
+``prog[at:]``: slot, byte offset and length (``TABLE_OPERAND``), then its sizes.
 
 ``prog``: ``[number of slots, number of blocks, first region slot, number of regions, number
 of outputs, start of the code, output lengths..., block sizes..., (block, offset) per
-region..., code...]``; the code is
-a sequence of operations:
+region..., code...]``; the code is a sequence of operations:
 - ``0 kaddr-index n-words <operand words>``: call a kernel;
 - ``1 float64? transa transb m n k lda ldb ldc alpha beta a b c batches (a b c byte offsets)...``:
   CBLAS gemm, row-major, once per batch at its byte offsets (alpha, beta: float64 bits);
