@@ -405,7 +405,12 @@ def _plain(v) -> bool:
 def _user_class(cls: type) -> bool:
     """Whether no class behind ``cls`` comes from a library (fusegrad's optimizers,
     schedulers, loaders and tensors keep their state under guards of their own)."""
-    return all(c is object or c.__module__.split(".")[0] not in _NOT_USER for c in cls.__mro__)
+    return all(c is object or _package(c) not in _NOT_USER for c in cls.__mro__)
+
+
+def _package(cls: type) -> str:
+    """The top-level package a class comes from ("" when it says none)."""
+    return (getattr(cls, "__module__", None) or "").split(".")[0]
 
 
 def _attributes(o, names: frozenset, depth: int = 1, plain_only: bool = False) -> tuple:
@@ -435,7 +440,7 @@ def _module_guards(key: tuple, m, names: frozenset) -> list:
     and the constants of its class when the class is the user's (``Net.SCALE`` read as
     ``self.SCALE``)."""
     out = [(key + ("attributes",), lambda: _attributes(m, names, plain_only=True), False)]
-    if type(m).__module__.split(".")[0] not in _NOT_USER:
+    if _package(type(m)) not in _NOT_USER:
         out.append((key + ("class attributes",), lambda c=type(m): _attributes(c, names), False))
     return out
 

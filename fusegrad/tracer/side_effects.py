@@ -37,7 +37,8 @@ def _plain(d: dict, tensors: bool = False) -> dict:
 def _users(o) -> bool:
     """Whether ``o``'s class and its bases are the user's (not fusegrad's: an optimizer or a
     scheduler replaces its own tensors under guards of its own)."""
-    return all(c is object or not c.__module__.startswith(__name__.split(".")[0]) for c in type(o).__mro__)
+    own = __name__.split(".")[0]
+    return all(c is object or (getattr(c, "__module__", None) or "").split(".")[0] != own for c in type(o).__mro__)
 
 
 def unrestorable(objects: Iterable) -> Optional[str]:
