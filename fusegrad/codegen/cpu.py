@@ -526,7 +526,7 @@ def _entry(graph: Graph, fused: Fused, donated: dict, shared: dict, concats: _Co
     for v in outs:  # an output that is an argument or a view of another value: a copy of its own
         if ref(v) != (out_slot[v.id], 0):
             prog.copy((out_slot[v.id], 0), ref(v), v.size * v.dtype.itemsize)
-    return prog, calls, outs, [outs.index(next(o for o in outs if o.id == v.id)) for v in ret]
+    return prog, calls, outs, [out_slot[v.id] - len(args) for v in ret]
 
 
 def _gemm(prog: Program, g: Optional[Gemm], ref: Callable[[Var], tuple]) -> None:
