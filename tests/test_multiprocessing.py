@@ -214,3 +214,24 @@ def test_pool_and_stdlib_api(pt):
     with mp.get_context("fork").Pool(2) as pool:
         assert pool.map(_add_ten, [(t, i) for i in range(4)]) == [10.0, 11.0, 12.0, 13.0]
     np.testing.assert_array_equal(t.numpy(), [10, 11, 12, 13])
+
+
+def _count_up(t, i, n):
+    for _ in range(n):
+        t[i] += 1
+    t[[i + 2]] = fusegrad.tensor([float(n)])
+    t[fusegrad.arange(6) == i + 4] = float(n)
+
+
+def test_item_writes_store_only_their_elements():
+    """``t[i] = v`` stores t[i] alone, as PyTorch: processes writing different elements of one
+    shared tensor at once lose none of each other's writes."""
+    t = fusegrad.zeros(6).share_memory_()
+    n = 3000
+    procs = [mp.get_context("fork").Process(target=_count_up, args=(t, i, n)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    np.testing.assert_array_equal(t.numpy(), [n] * 6)

@@ -14,6 +14,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from ..ir.graph import Var
+from ..ir.prims.indexing import numpy_key
 from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
@@ -1811,7 +1812,8 @@ def setitem(x: Tensor, key, value) -> None:
         if isinstance(v, Tensor) and v._data.dtype != x._data.dtype:
             v = P.cast(v, dtype=x._data.dtype)
         fill = v if isinstance(v, Tensor) else as_t(v, dtype=x.dtype)
-        inplace(x, lambda old: named(P.where(mask, fill, old), "IndexPutBackward0"), *([v] if v is fill else []))
+        inplace(x, lambda old: named(P.where(mask, fill, old), "IndexPutBackward0"), *([v] if v is fill else []),
+                written=lambda: key._data)
         return
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
@@ -1820,7 +1822,8 @@ def setitem(x: Tensor, key, value) -> None:
     if isinstance(value, Tensor) and value._data.dtype != x._data.dtype:
         value = P.cast(value, dtype=x._data.dtype)
     inplace(x, lambda old: named(P.index_put(old, value, *idx, key=template, accumulate=False),
-                                 "CopySlices" if basic is not None else "IndexPutBackward0"), value)
+                                 "CopySlices" if basic is not None else "IndexPutBackward0"), value,
+            written=lambda: numpy_key(template, [i._data for i in idx]))
 
 
 @op
@@ -1831,9 +1834,11 @@ def index_put(x, indices, values, accumulate=False):
 
 
 # ---------------------------------------------------------------- in-place
-def inplace(self: Tensor, fn, *others) -> Tensor:
+def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     """Run ``fn(old) -> new`` and write the result into ``self``'s memory: the autograd
-    graph continues from the new node, the version counter is bumped."""
+    graph continues from the new node, the version counter is bumped. ``written()``, when
+    given, is the NumPy index of the elements ``fn`` changes: only those are stored (another
+    process sharing the memory may be writing the others)."""
     grad_on = STATE.enabled
     from ..tracer.trace import current_traces, user_frame
     trs = current_traces()
@@ -1891,7 +1896,7 @@ def inplace(self: Tensor, fn, *others) -> Tensor:
         new = fn(_snapshot(self))
     else:
         new = fn(self)
-    _write(self, new)
+    _write(self, new, written)
     self._bump()
     carry_tangent(new, self)
     if tracking and new._rg:
@@ -1989,7 +1994,7 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
     return view
 
 
-def _write(dst: Tensor, src: Tensor) -> None:
+def _write(dst: Tensor, src: Tensor, written=None) -> None:
     d, s = dst._data, src._data
     if s.dtype != d.dtype and not np.can_cast(s.dtype, d.dtype, "same_kind"):
         raise RuntimeError(f"result type {D.from_numpy_dtype(s.dtype).name.capitalize()} can't be cast to the desired "
@@ -2012,6 +2017,10 @@ def _write(dst: Tensor, src: Tensor) -> None:
         if _overlaps(d):
             raise RuntimeError(_OVERLAP)
         d = _writable(d)
+    if written is not None and type(s) is np.ndarray:
+        key = written()
+        d[key] = s[key].astype(d.dtype, copy=False)
+        return
     np.copyto(d, s, casting="unsafe")
 
 

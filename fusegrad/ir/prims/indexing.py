@@ -13,16 +13,17 @@ from .batchdims import batch_size, broadcast_batch, example_axis, to_front
 from .elementwise import sum_to
 from .shapes import shape_of
 
-__all__ = ["index", "index_put", "gather", "scatter_add"]
+__all__ = ["index", "index_put", "gather", "scatter_add", "numpy_key"]
 
 
-def _full_key(key, idx):
+def numpy_key(key, idx) -> tuple:
+    """The NumPy index of ``key`` with its index arrays ``idx`` in place of the "T" marks."""
     it = iter(idx)
     return tuple(next(it) if k == "T" else (slice(*k) if isinstance(k, tuple) else k) for k in key)
 
 
 def _index_impl(x, *idx, key):
-    return x[_full_key(key, idx)]
+    return x[numpy_key(key, idx)]
 
 
 def _index_vjp(g, ins, out, needs, key):
@@ -39,7 +40,7 @@ index = Primitive("index", _index_impl, vjp=_index_vjp,
 
 def _index_put_impl(x, v, *idx, key, accumulate):
     out = np.array(x, copy=True)
-    k = _full_key(key, idx)
+    k = numpy_key(key, idx)
     if accumulate:
         if not _add_along_axis(out, key, idx, v):
             np.add.at(out, k, v)
