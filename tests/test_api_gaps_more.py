@@ -1,6 +1,7 @@
 """More torch-namespace, Tensor, ``linalg``, ``nn`` and ``autograd.graph`` API gaps
 (``runtime/api_gaps_top.py``, ``runtime/linalg_more.py``, BatchNorm3d/InstanceNorm3d,
 ``nn.Buffer``): values, dtypes and float64 gradients against PyTorch, the oracle."""
+import functools
 import warnings
 
 import numpy as np
@@ -119,9 +120,49 @@ def test_as_strided_gathers_as_torch(view):
     for size, stride, off in [((2, 2), (1, 2), None), ((3,), (2,), 5), ((2, 3), (1, 1), None)]:
         _grads(lambda x: pick(x).as_strided(size, stride, off), lambda x: pick(x).as_strided(size, stride, off),
                [RNG.standard_normal((3, 4))])
-    # storage before a slice's first element is not the slice's: fusegrad's copy cannot reach it
+    # storage before a slice's first element: a view of it, as torch's; fusegrad's gradient, a
+    # gather of the slice's own elements, cannot reach it
+    _close(fg.arange(6.0)[2:].as_strided((2,), (1,), 0), torch.arange(6.0)[2:].as_strided((2,), (1,), 0))
     with pytest.raises(RuntimeError):
-        fg.arange(6.0)[2:].as_strided((2,), (1,), 0)
+        fg.arange(6.0, requires_grad=True)[2:].as_strided((2,), (1,), 0)
+
+
+def _strided_views(T):
+    """Writes through unfold and as_strided views reach their base and the reverse."""
+    out = []
+    x = T.arange(12.).reshape(3, 4)
+    w = x.unfold(1, 2, 1)
+    w[0, 1, 0] = 100.
+    out += [x.clone(), w.clone()]
+    x.add_(1)
+    out += [w.sum(), T.tensor([float(w.is_contiguous()), float(w.storage_offset())])]
+    z = T.arange(24.).reshape(2, 3, 4).transpose(1, 2)
+    u = z.unfold(2, 2, 1)
+    out.append(u.clone())
+    u[1, 2, 0, 1] = -5
+    out.append(z.clone())
+    c = T.arange(8.)
+    c.unfold(0, 4, 4)[1] = 7
+    out.append(c)
+    base = T.arange(6.)
+    s = base.as_strided((2, 2), (1, 2), 1)
+    s[0, 0] = 50
+    out += [base.clone(), s.clone()]
+    base2 = T.arange(10.)
+    s2 = base2[2:5].as_strided((4,), (2,), 0)
+    out.append(s2.clone())
+    s2[3] = -1
+    out.append(base2)
+    a = T.arange(8., requires_grad=True)
+    ((a * 1).unfold(0, 3, 2) * T.arange(9.).reshape(3, 3)).sum().backward()
+    p = T.arange(6., requires_grad=True)
+    (p.as_strided((2, 2), (2, 1), 1) * T.tensor([[1., 2.], [3., 4.]])).sum().backward()
+    return out + [a.grad, p.grad]
+
+
+def test_unfold_and_as_strided_are_views_as_torch():
+    for f, t in zip(_strided_views(fg), _strided_views(torch)):
+        _close(f, t)
 
 
 # ---------------------------------------------------------------- numerical gradient
@@ -351,3 +392,28 @@ def test_gradient_edge_and_increment_version():
     fg.autograd.graph.increment_version(y)
     fg.autograd.graph.increment_version([y])
     assert y._version == v + 2
+
+
+def test_compiled_writes_through_strided_views_run_eagerly():
+    """A compiled function that writes through an unfold/as_strided view, or reads one after
+    its base changed, gives eager's (torch's) result and says why it ran eagerly."""
+    def write(T, x):
+        x.unfold(0, 2, 2)[1, 0] = 9.
+        x.as_strided((2, 2), (1, 2), 1).add_(1)
+        return x * 1
+
+    def stale(T, x):
+        w = x.unfold(0, 3, 1)
+        x.mul_(2)
+        return w.sum(-1)
+
+    for fn, why in ((write, "in-place update of a strided view"), (stale, "a strided view (unfold, as_strided) read")):
+        f = fg.compile(functools.partial(fn, fg))
+        xf, xt = fg.arange(6.), torch.arange(6.)
+        for _ in range(2):
+            _close(f(xf), fn(torch, xt))
+            _close(xf, xt)
+        assert any(r.startswith(why) for r in f.cache_info()["graph_breaks"])
+    x = RNG.standard_normal((3, 8))
+    vm = fg.func.vmap(lambda r: (r.unfold(0, 3, 2) ** 2).sum(-1))(fg.tensor(x))
+    _close(vm, torch.func.vmap(lambda r: (r.unfold(0, 3, 2) ** 2).sum(-1))(torch.tensor(x)))

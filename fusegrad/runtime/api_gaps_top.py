@@ -16,7 +16,9 @@ from ..ir import dtypes as D
 from . import linalg as L
 from . import ops as O
 from .exports import op
+from .grad_mode import is_grad_enabled
 from .tensor import Tensor, wrap
+from .tensor_queries import storage_view
 
 
 # ---------------------------------------------------------------- factories
@@ -170,9 +172,10 @@ def _positions(offset: int, size: tuple, stride: tuple) -> np.ndarray:
 @op
 def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:  # noqa: A002
     """The elements of ``input``'s storage at ``storage_offset + sum(i_k * stride_k)`` in a tensor of
-    ``size``. Unlike PyTorch's, the result is a COPY (a gather; its gradient scatter-adds), not a
-    view: writes to it do not reach ``input``. It may only read storage that ``input``'s own
-    elements cover (raises otherwise), which the common uses (windows over a contiguous tensor) do."""
+    ``size``: eagerly a view of that memory, as PyTorch's. It is differentiated (and traced) as a
+    gather of ``input``'s own elements, so a result that requires grad, or one traced, may only
+    read storage that those elements cover (raises otherwise), as the common uses (windows over
+    a contiguous tensor) do."""
     size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
@@ -181,6 +184,7 @@ def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:  # n
                            f"{list(stride)}")
     base_offset, base_stride = _layout(input)
     offset = base_offset if storage_offset is None else int(storage_offset)
+    view = storage_view(input._data, offset, size, stride) if type(input._data) is np.ndarray else None
     own = _positions(base_offset, tuple(input.shape), base_stride).reshape(-1)
     wanted = _positions(offset, size, stride)
     # storage position -> an index of input read as 1-D (-1: storage outside input's elements)
@@ -188,9 +192,13 @@ def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:  # n
     lookup[own] = np.arange(own.size, dtype=np.int64)
     idx = lookup[wanted]
     if (idx < 0).any():
+        if view is not None and not (input.requires_grad and is_grad_enabled()):
+            return O.storage_alias(wrap(view), input, view)
         raise RuntimeError(f"as_strided: size {list(size)}, stride {list(stride)} and storage offset {offset} reach "
-                           "storage outside the input's elements (fusegrad's as_strided gathers a copy from them)")
-    return O.named(O.reshape(O.reshape(input, (-1,))[wrap(idx.reshape(-1))], size), "AsStridedBackward0")
+                           "storage outside the input's elements, which fusegrad differentiates (and traces) as "
+                           "a gather of them")
+    out = O.named(O.reshape(O.reshape(input, (-1,))[wrap(idx.reshape(-1))], size), "AsStridedBackward0")
+    return O.storage_alias(out, input, view)
 
 
 # ---------------------------------------------------------------- numerical gradient

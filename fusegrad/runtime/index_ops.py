@@ -11,6 +11,7 @@ from . import ops as O
 from .exports import op
 from .factory import arange
 from .tensor import Tensor, wrap
+from .tensor_queries import storage_offset, storage_view
 
 
 def _index(index) -> Tensor:
@@ -97,8 +98,8 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
 @op(function=False)
 def unfold(x, dimension, size, step):
     """The windows of ``size`` elements along ``dimension``, one every ``step``, as a new last
-    dim (that dimension then counts the windows). PyTorch's is a view; this is a gather (a copy
-    of its own, whose updates do not reach ``x``)."""
+    dim (that dimension then counts the windows). Eagerly, a view of ``x``'s memory, as
+    PyTorch's; differentiated, and traced, as a gather."""
     x = O.as_t(x)
     if x.ndim == 0:
         return O.reshape(x, (1,))
@@ -111,7 +112,13 @@ def unfold(x, dimension, size, step):
     starts = np.arange(n, dtype=np.int64)[:, None] * step + np.arange(size, dtype=np.int64)[None, :]
     y = O.index_select(x, ax, O._const(starts.reshape(-1), x))
     y = O.reshape(y, tuple(x.shape[:ax]) + (n, size) + tuple(x.shape[ax + 1:]))
-    return O.named(O.movedim(y, ax + 1, -1), "UnfoldBackward0")
+    y = O.named(O.movedim(y, ax + 1, -1), "UnfoldBackward0")
+    d = x._data
+    if type(d) is not np.ndarray:
+        return O.storage_alias(y, x, None)
+    st = x.stride()
+    return O.storage_alias(y, x, storage_view(d, storage_offset(x), tuple(y.shape),
+                                              st[:ax] + (st[ax] * step,) + st[ax + 1:] + (st[ax],)))
 
 
 @op

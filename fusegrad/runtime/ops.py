@@ -59,6 +59,25 @@ def named(out: Tensor, name: str) -> Tensor:
     return out
 
 
+def storage_alias(out: Tensor, x: Tensor, view) -> Tensor:
+    """``out``, a composite's result with its autograd history, made to show ``view``: an
+    array over ``x``'s memory holding the same elements, as PyTorch's strided views
+    (``unfold``, ``as_strided``) do, so that writes through either reach the other. No chain
+    of view primitives rebuilds it from ``x``, so an in-place update of it that autograd
+    must record raises (clone() it first); one that autograd need not record writes ``x``.
+    Traced (``view`` None), it keeps its value, and an in-place update of it, or a read after
+    one of ``x``, is a graph break that makes the call run eagerly."""
+    out._base = x._base if x._base is not None else x
+    out._view_fn = None
+    if view is not None:
+        if x._vbox is None:
+            x._vbox = [0]
+        out._data = view
+        out._vbox = x._vbox
+        out._vver = x._vbox[0]
+    return out
+
+
 def own(out: Tensor, *inputs: Optional[Tensor], order=None) -> Tensor:
     """``out``, the result of a composite op that PyTorch computes as a tensor of its own
     (a convolution, a pool), made one when it is a view of a temporary the composite made
@@ -1840,7 +1859,7 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     given, is the NumPy index of the elements ``fn`` changes: only those are stored (another
     process sharing the memory may be writing the others)."""
     grad_on = STATE.enabled
-    from ..tracer.trace import current_traces, user_frame
+    from ..tracer.trace import GraphBreak, current_traces, user_frame
     trs = current_traces()
     if grad_on and self._rg and self._grad_fn is None:
         if trs and id(self) in getattr(trs[-1], "nonleaf_inputs", ()):
@@ -1853,6 +1872,9 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     # a captured (concrete) tensor mutated inside fusegrad.compile: its update is traced so
     # that it is replayed (written back) on every call, not applied once at trace time
     captured = bool(trs) and type(self._data) is not Var and trs[-1].captures_state
+    if trs and base is not None and self._view_fn is None:
+        raise GraphBreak(f"in-place update of a strided view (unfold, as_strided) at {user_frame()}: the call "
+                         "runs eagerly, where the view shares its base's memory")
     if captured or type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var
                                                            for o in others):
         # tracing (the target or an operand is traced): rebind the target's SSA value. A

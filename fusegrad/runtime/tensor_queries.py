@@ -88,6 +88,27 @@ def _root(d: np.ndarray) -> np.ndarray:
     return d
 
 
+def storage_view(d: np.ndarray, offset: int, size: tuple, stride: tuple) -> np.ndarray:
+    """The array of ``size`` and ``stride`` (in elements) at element ``offset`` of ``d``'s
+    storage, sharing its memory (elements may overlap, as in PyTorch's strided views).
+    Raises where it would reach past the storage."""
+    root = _root(d)
+    itemsize = d.dtype.itemsize
+    extent = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    if offset < 0 or (extent and offset + extent > root.nbytes // itemsize):
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, "
+                           f"and itemsize {itemsize} requiring a storage size of {(offset + extent) * itemsize} "
+                           f"are out of bounds for storage of size {root.nbytes}")
+    strides = tuple(s * itemsize for s in stride)
+    if root.flags.c_contiguous:  # (its base chain then leads to the storage, as a view's)
+        out = np.ndarray(size, d.dtype, buffer=root, offset=offset * itemsize, strides=strides)
+        out.flags.writeable = d.flags.writeable and root.flags.writeable
+        return out
+    face = dict(root.__array_interface__, shape=size, strides=strides, descr=d.dtype.descr, typestr=d.dtype.str)
+    face["data"] = (root.__array_interface__["data"][0] + offset * itemsize, not d.flags.writeable)
+    return np.asarray(np.lib.stride_tricks.DummyArray(face, base=root))
+
+
 def storage_offset(self: Tensor) -> int:
     """The offset, in elements, of the first element in its storage (its base array's memory)."""
     d = self._data

@@ -166,6 +166,9 @@ class Trace:
         entry = self._updates.get(id(view._base))
         if entry is None or self._derived.get(id(view), (None, 0))[1] == entry[1]:
             return
+        if view._view_fn is None:  # (no view primitives make it: eager's shares the base's memory)
+            raise GraphBreak(f"a strided view (unfold, as_strided) read at {user_frame()} after its base was "
+                             "updated in place: the call runs eagerly")
         self._derived[id(view)] = (view, entry[1])
         from ..ir.prims.elementwise import stop_gradient
         from ..runtime.dispatch import bind, replay_view
