@@ -707,3 +707,31 @@ def test_a_small_global_array_changed_in_place_is_seen():
         assert f(x).item() == 7.0
     finally:
         W_SMALL[0] = 1.0
+
+
+W_LARGE = np.arange(1000.0)
+
+
+def test_numpy_arrays_copied_into_tensors_are_read_at_every_call():
+    """torch.tensor(W) of a NumPy array the program changes in place between calls (a large
+    global, an object's attribute, a slice of one) gives eager's values, with no retrace."""
+    class State:
+        table = np.ones((3, 100))
+
+    st = State()
+    f = fusegrad.compile(lambda x: x * fusegrad.tensor(W_LARGE)[:4].sum()
+                         + fusegrad.tensor(st.table[:, :2], dtype=fusegrad.float32).sum())
+    x = fusegrad.ones(4)
+    try:
+        got = [f(x)[0].item()]
+        W_LARGE[1] = 100.0
+        got.append(f(x)[0].item())
+        st.table[2, 1] = 7.0
+        got.append(f(x)[0].item())
+        assert got == [12.0, 111.0, 117.0]
+        assert f.cache_info()["compiles"] == 1
+        out = fusegrad.compile(lambda x: fusegrad.tensor(W_LARGE) + x.sum())(x)
+        out[0] = -1.0  # a copy, as eager's: the array keeps its values
+        assert W_LARGE[0] == 0.0
+    finally:
+        W_LARGE[1] = 1.0

@@ -12,6 +12,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from ..ir.graph import Var
 from ..tracer.trace import capture_trace, capturing, user_frame
+from ..tracer.live import live_array
 from ..tracer.speculate import Speculated
 from ..tracer.trace import current_traces as _tracing
 from . import devices
@@ -110,7 +111,12 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     npdt = _np_dtype(dtype, _infer_np_dtype(data))
     if device is None and isinstance(data, Tensor) and type(data._data) is not np.ndarray:
         device = data.device  # (a CUDA tensor's copy stays there, as in PyTorch)
-    return _new(_to_array(data, npdt), requires_grad, device)
+    arr = _to_array(data, npdt)
+    if type(data) is np.ndarray:  # compiled code copies it again at every call
+        live = live_array(data, arr)
+        if live is not None:
+            return _finish(live, requires_grad, device)
+    return _new(arr, requires_grad, device)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:

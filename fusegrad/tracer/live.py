@@ -3,7 +3,7 @@
 ``CallTimeConst``: a graph const whose holder supplies the array when the compiled function
 runs, not when it was traced: ``RngKey`` (tracer.rng) draws a generator key, ``LiveNumber``
 reads a Python number such as an optimizer's learning rate, which a scheduler changes
-between calls.
+between calls, ``LiveArray`` a NumPy array that ``torch.tensor`` copies.
 
 Guards: Python values the traced code branched on (a module's ``training`` flag, a global
 scale, whether weight decay is zero), recorded by the capturing trace as (read, value,
@@ -56,6 +56,30 @@ class LiveTensor(CallTimeConst):
 
     def draw(self) -> np.ndarray:
         return self.read()._data
+
+
+class LiveArray(CallTimeConst):
+    """A NumPy array that traced code copied into a tensor (``torch.tensor(W)``), copied again
+    at every call: an array the program changes in place between calls (a global table, an
+    object's NumPy state) gives its current values, as in eager."""
+    __slots__ = ("array",)
+
+    def draw(self) -> np.ndarray:
+        return np.array(self.array, dtype=self._data.dtype)
+
+
+def live_array(source: np.ndarray, value: np.ndarray):
+    """``value``, the copy of ``source`` that ``torch.tensor`` made, as a tensor of compile's
+    trace that the compiled code copies from ``source`` at every call; None outside one, or
+    in a segment (which runs in this call: its constant is this value)."""
+    if not capturing():
+        return None
+    trace = current_traces()[-1]
+    if getattr(trace, "runs_in_call", False):
+        return None
+    holder = wrap(value, LiveArray)
+    holder.array = source
+    return wrap(trace.lift(holder))
 
 
 class LiveGrad(CallTimeConst):
