@@ -237,6 +237,43 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
         BLAS.set_threads(callers)
 
 
+def test_tuned_blas_chooses_per_argument_shapes():
+    """A shape-symbolic executable's sizes each get the thread count that is fastest for them
+    (timing every size together let a small size's speed decide for a large one)."""
+    import time
+
+    from fusegrad.codegen.cpu_blas import BLAS
+    from fusegrad.runtime.blas_threads import TunedBlas
+    if BLAS is None or BLAS.set_threads is None:
+        pytest.skip("no OpenBLAS thread-count setter")
+
+    def current() -> int:
+        n = BLAS.set_threads(1)
+        BLAS.set_threads(n)
+        return n
+
+    seen: dict = {}
+
+    class Exe:  # big arguments run faster on two threads, small ones on one
+        def __call__(self, a):
+            n = current()
+            seen.setdefault(a.shape, []).append(n)
+            time.sleep(0.004 if (n == 2) == (a.shape[0] > 1) else 0.02)
+            return ()
+
+    callers = BLAS.set_threads(2)
+    try:
+        if current() != 2:
+            pytest.skip("OpenBLAS runs one thread here")
+        exe = TunedBlas(Exe(), BLAS.set_threads, 2)
+        for _ in range(10):
+            exe(np.ones(4))
+            exe(np.ones(1))
+        assert seen[(4,)][-3:] == [2, 2, 2] and seen[(1,)][-3:] == [1, 1, 1], seen
+    finally:
+        BLAS.set_threads(callers)
+
+
 def test_zero_or_infinite_scale_is_not_folded_into_the_gemm():
     """w - 0 * (a @ b) keeps NumPy's nan where the product is infinite (BLAS would skip a
     zero alpha), and an infinite scale compiles too."""

@@ -28,23 +28,55 @@ _SLOW = 3.0  # a call this many times the recent median probes the other count n
 
 class TunedBlas:
     """Wraps an executable; ``__call__`` runs it with the BLAS thread count that has been
-    fastest for it lately (see the module docstring). Other attributes pass through."""
+    fastest for it lately (see the module docstring), chosen apart for each set of argument
+    shapes (a shape-symbolic executable's sizes take different times, and which count wins
+    depends on the size). Other attributes pass through."""
 
     def __init__(self, exe, setter, default: int):
         self._exe = exe
         self._set = setter
         self._cands = (default, 1)
-        self._samples: dict = {n: [] for n in self._cands}
+        self._choices: dict = {}  # argument shapes -> _Choice
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_exe"], name)
+
+    def __call__(self, *arrays):
+        return self._timed(self._exe, arrays)
+
+    def call_guarded(self, *arrays):
+        """The executable's ``call_guarded`` (see codegen.cpu.CpuExecutable), timed alike."""
+        return self._timed(self._exe.call_guarded, arrays)
+
+    def _timed(self, run, arrays: tuple):
+        key = tuple([a.shape for a in arrays])
+        choice = self._choices.get(key)
+        if choice is None:
+            choice = self._choices[key] = _Choice(self._cands)
+        n, probe = choice.choose()
+        prev = self._set(n)
+        t0 = time.perf_counter()
+        try:
+            return run(*arrays)
+        finally:
+            dt = time.perf_counter() - t0
+            self._set(prev)
+            choice.record(n, probe, dt)
+
+
+class _Choice:
+    """The thread count chosen for one set of argument shapes, from the calls' times."""
+
+    def __init__(self, cands: tuple):
+        self._cands = cands
+        self._samples: dict = {n: [] for n in cands}
         self._recent: deque = deque(maxlen=8)
         self._best: Optional[int] = None
         self._calls = 0
         self._interval = _PROBE_MIN
         self._next_probe = 0
 
-    def __getattr__(self, name):
-        return getattr(self.__dict__["_exe"], name)
-
-    def _choose(self) -> tuple:
+    def choose(self) -> tuple:
         """(thread count, is this call a probe of the non-best count)."""
         if self._best is None:
             return self._cands[self._calls % 2], False
@@ -55,25 +87,7 @@ class TunedBlas:
     def _other(self) -> int:
         return self._cands[1] if self._best == self._cands[0] else self._cands[0]
 
-    def __call__(self, *arrays):
-        return self._timed(self._exe, arrays)
-
-    def call_guarded(self, *arrays):
-        """The executable's ``call_guarded`` (see codegen.cpu.CpuExecutable), timed alike."""
-        return self._timed(self._exe.call_guarded, arrays)
-
-    def _timed(self, run, arrays: tuple):
-        n, probe = self._choose()
-        prev = self._set(n)
-        t0 = time.perf_counter()
-        try:
-            return run(*arrays)
-        finally:
-            dt = time.perf_counter() - t0
-            self._set(prev)
-            self._record(n, probe, dt)
-
-    def _record(self, n: int, probe: bool, dt: float) -> None:
+    def record(self, n: int, probe: bool, dt: float) -> None:
         self._calls += 1
         if self._best is None:
             if self._calls > 1:  # the first call pays for page faults and caches
