@@ -417,3 +417,18 @@ def test_compiled_writes_through_strided_views_run_eagerly():
     x = RNG.standard_normal((3, 8))
     vm = fg.func.vmap(lambda r: (r.unfold(0, 3, 2) ** 2).sum(-1))(fg.tensor(x))
     _close(vm, torch.func.vmap(lambda r: (r.unfold(0, 3, 2) ** 2).sum(-1))(torch.tensor(x)))
+
+
+def test_linspace_gives_torchs_values_to_the_last_bit():
+    """linspace's float32 values decide which pixels affine_grid + grid_sample read (the
+    spatial transformer tutorial trains differently on a 1-ulp difference): every dtype's
+    values equal PyTorch's exactly."""
+    for fd, td in [(fg.float32, torch.float32), (fg.float64, torch.float64), (fg.float16, torch.float16),
+                   (fg.bfloat16, torch.bfloat16), (fg.int64, torch.int64)]:
+        for a, b in [(-1, 1), (-3.7, 12.1), (5, -2), (0.1, 0.7), (0, 10)]:
+            for n in [0, 1, 2, 7, 13, 14, 33, 34, 100, 1001]:
+                f, t = fg.linspace(a, b, n, dtype=fd), torch.linspace(a, b, n, dtype=td)
+                np.testing.assert_array_equal(f.float().numpy(), t.float().numpy(), err_msg=f"{fd} {a} {b} {n}")
+    grid = fg.nn.functional.affine_grid(fg.eye(2, 3)[None], (1, 1, 14, 14), align_corners=False)
+    want = torch.nn.functional.affine_grid(torch.eye(2, 3)[None], (1, 1, 14, 14), align_corners=False)
+    np.testing.assert_array_equal(grid.numpy(), want.numpy())

@@ -232,7 +232,42 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
 
 
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _new(np.linspace(start, end, int(steps)).astype(_np_dtype(dtype)), requires_grad, device)
+    return _new(_linspace(start, end, int(steps), _np_dtype(dtype)), requires_grad, device)
+
+
+def _linspace(start, end, n: int, npdt: np.dtype) -> np.ndarray:
+    """PyTorch's CPU values, to the last bit: ``start + step * i`` for the first half and
+    ``end - step * (n - 1 - i)`` for the rest, with ``step`` in the dtype (a double for
+    integers). A float32 or float64 value is rounded once (PyTorch's compiler fuses it into
+    an FMA: emulated in a wider type), a half one at each step, an integer one truncated
+    from doubles. (A grid's pixel coordinates then floor to the same pixels as PyTorch's.)"""
+    if n < 0:
+        raise RuntimeError("linspace(): number of steps must be non-negative")
+    if n <= 1 or npdt.kind == "c":
+        return np.linspace(start, end, n).astype(npdt)
+    i = np.arange(n)
+    if npdt.kind in "iub":
+        return np.trunc(_fused_steps(float(int(start)), float(int(end)), i, np.dtype(np.float64))).astype(npdt)
+    if npdt.itemsize < 4:  # (half types: every operation, integers included, rounds to the dtype)
+        def r(x):
+            return np.asarray(x, np.float32).astype(npdt).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = r(r(r(end) - r(start)) / r(n - 1))
+            lo = r(r(start) + r(step * r(i)))
+            hi = r(r(end) - r(step * r(n - 1 - i)))
+        return np.where(i < n // 2, lo, hi).astype(npdt)
+    return _fused_steps(npdt.type(start), npdt.type(end), i, npdt).astype(npdt)
+
+
+def _fused_steps(s, e, i: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """linspace's values in ``dt`` (float32 or float64) from its ends ``s``, ``e``, each
+    ``s + step * i`` or ``e - step * j`` rounded once, as an FMA rounds it."""
+    n = len(i)
+    step = dt.type((dt.type(e) - dt.type(s)) / dt.type(n - 1))
+    wide = np.longdouble if dt.itemsize == 8 else np.float64
+    lo = wide(s) + wide(step) * i.astype(wide)
+    hi = wide(e) - wide(step) * (n - 1 - i).astype(wide)
+    return np.where(i < n // 2, lo, hi).astype(dt)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None,
