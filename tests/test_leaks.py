@@ -11,7 +11,7 @@ steps; and RSS with a generous slack, because Numba's runtime allocates the arra
 kernel returns outside tracemalloc's view. RSS is read after ``malloc_trim`` so that
 what glibc keeps of freed blocks (fusegrad raises its trim threshold, see
 ``codegen/cpu_malloc.py``) is not counted as growth. ``FUSEGRAD_LEAK_STEPS`` changes the
-step count (default 10,000).
+step count (default 4,000).
 
 The cache bounds checked here are the documented ones (``fusegrad.compile`` docstring):
 at most ``RECOMPILE_LIMIT`` (8) signatures per compiled function, and one in-memory kernel
@@ -29,7 +29,7 @@ import fusegrad as fg
 from fusegrad import nn, optim
 from helpers import mse_step
 
-STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "10000"))
+STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "4000"))
 WARMUP = 200
 TRACED = 1000
 SLACK = 16 * 1024  # bytes still alive from TRACED steps: 17 bytes a step would exceed it
@@ -101,7 +101,7 @@ def test_eager_backward_is_flat():
 def _training(backend):
     fg.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).double()
-    opt = optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    opt = optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
     return model, fg.compile(mse_step(model, opt), backend=backend)
 
 
