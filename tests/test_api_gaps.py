@@ -276,6 +276,24 @@ def test_scatter_reduce_values_and_gradients_match_torch(reduce, include_self):
     np.testing.assert_array_equal(rf.numpy(), rt.numpy())
 
 
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_into_infinities_keeps_torchs_values_under_autograd(reduce):
+    """A graph attention layer's segment max starts from -inf: with gradients on, the values
+    stay PyTorch's (the gradient surrogate made them all NaN), and so do the gradients of
+    the finite results; pdist's p=inf rows likewise."""
+    idx, src = np.array([0, 0, 2]), np.array([1.0, 2.0, 3.0])
+    outs = []
+    for lib in (fg, torch):
+        e = lib.tensor(src, requires_grad=True)
+        r = lib.full((3,), -math.inf, dtype=lib.float64).scatter_reduce(0, lib.tensor(idx), e, reduce,
+                                                                         include_self=reduce != "amax")
+        lib.where(lib.isfinite(r), r, lib.zeros(3, dtype=lib.float64)).sum().backward()
+        x = lib.tensor([[0, 1.0], [math.inf, 2.0], [3, 4]], requires_grad=True)
+        outs.append((r.detach().numpy(), e.grad.numpy(), lib.nn.functional.pdist(x, p=math.inf).detach().numpy()))
+    for f, t in zip(*outs):
+        np.testing.assert_array_equal(f, t)
+
+
 def test_index_reduce_masked_and_embedding_scatters_match_torch():
     idx = np.array([0, 2, 0])
     for reduce in ("prod", "mean", "amax", "amin"):

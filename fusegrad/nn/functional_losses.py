@@ -177,7 +177,7 @@ def _row_norms(diff: Tensor, p: float) -> Tensor:
     if p == math.inf:
         top = O.amax(mag, 1, keepdim=True).detach()
         # the value is the maximum; each coordinate equal to it passes the whole gradient
-        ties = O.where(O.eq(mag, top), O.sub(mag, mag.detach()), 0.0)
+        ties = O.where(O.eq(mag, top), O.grad_only(mag), 0.0)
         return O.add(O.squeeze(top, 1), O.sum(ties, 1))
     nonzero = O.gt(mag, 0)
     powered = O.where(nonzero, O.pow(O.where(nonzero, mag, 1.0), p), 0.0)

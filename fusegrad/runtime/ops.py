@@ -59,6 +59,15 @@ def named(out: Tensor, name: str) -> Tensor:
     return out
 
 
+def grad_only(t: Tensor) -> Tensor:
+    """Zero in value, with ``t``'s gradient: ``t - t.detach()``, but zero (not NaN) where
+    ``t`` is infinite or NaN, whose gradient it then drops. Composites add it to a value
+    they computed in NumPy to give that value its gradient."""
+    d = t.detach()
+    finite = isfinite(d)
+    return sub(where(finite, t, 0.0), where(finite, d, 0.0))
+
+
 def storage_alias(out: Tensor, x: Tensor, view) -> Tensor:
     """``out``, a composite's result with its autograd history, made to show ``view``: an
     array over ``x``'s memory holding the same elements, as PyTorch's strided views

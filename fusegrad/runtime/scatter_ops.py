@@ -4,8 +4,9 @@ amax, amin; ``include_self``), ``index_reduce``, ``masked_scatter``, ``select_sc
 
 ``scatter_reduce`` and ``index_reduce`` compute their values in NumPy, eagerly (a graph
 break while tracing), and give them PyTorch's first-order gradient as a linear surrogate:
-``R + c_self * (input - input.detach()) + scatter_add(c_src * (src - src.detach()))``,
-whose value is exactly ``R`` and whose derivative is the coefficients ``c`` (for amax/amin
+``R + grad_only(c_self * input) + scatter_add(grad_only(c_src * src))``, whose value is
+exactly ``R`` (``ops.grad_only`` is zero even where a term is infinite: that term then
+passes no gradient) and whose derivative is the coefficients ``c`` (for amax/amin
 the gradient is shared evenly among the elements equal to the result, for prod it is the
 product of the other elements, exact where there are zeros). The ``*_scatter`` ops are
 ``index_put`` and ``where`` compositions (traceable)."""
@@ -73,7 +74,7 @@ def _reduce_np(x: np.ndarray, flat: np.ndarray, vals: np.ndarray, reduce: str, i
 
 
 def _surrogate(r: Tensor, t: Tensor, coef: np.ndarray) -> Tensor:
-    return O.mul(O.sub(t, t.detach()), O._const(coef.astype(t._data.dtype), t))
+    return O.grad_only(O.mul(t, O._const(coef.astype(t._data.dtype), t)))
 
 
 @op(inplace="method")
