@@ -574,3 +574,23 @@ def test_return_types_name_the_named_tuples_ops_return():
     assert set(dir(fg.return_types)) >= {"max", "min", "sort", "topk", "kthvalue", "median", "linalg_svd"}
     with pytest.raises(AttributeError):
         fg.return_types.nothing_here
+
+
+def test_hypot_at_extreme_magnitudes_and_sign_of_nan_match_torch():
+    """hypot neither overflows nor underflows on the way (float32 of 1e30 gave inf), and
+    sign(NaN) is 0, eagerly and compiled."""
+    av = np.array([3, 1e30, 1e-30, 1e20, 0.0, -5, -1.5, 2.0], np.float32)
+    bv = np.array([4, 1e30, 1e-30, 1, 2.0, 12, 2.0, 2.0], np.float32)
+    got = []
+    for lib in (fg, torch):
+        a = lib.tensor(av, requires_grad=True)
+        r = lib.hypot(a, lib.tensor(bv))
+        r.sum().backward()
+        got.append((r.detach().numpy(), a.grad.numpy()))
+    (rf, gf), (rt, gt) = got
+    np.testing.assert_allclose(rf, rt, rtol=1e-6)
+    np.testing.assert_allclose(gf, gt, rtol=1e-6)
+    x = np.array([np.nan, -0.0, 2.0, -3.0, np.inf], np.float32)
+    want = torch.sign(torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(fg.sign(fg.tensor(x)).numpy(), want)
+    np.testing.assert_array_equal(fg.compile(lambda t: fg.sign(t) + 0)(fg.tensor(x)).numpy(), want)

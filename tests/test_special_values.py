@@ -22,6 +22,11 @@ def _pair(dt):
     return np.repeat(v, len(v)), np.tile(v, len(v))
 
 
+def _sign(x):
+    """PyTorch's sign, NumPy's but 0 at NaN."""
+    return np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype)
+
+
 def _sigmoid(x):
     with np.errstate(all="ignore"):
         return 1 / (1 + np.exp(-x))
@@ -34,7 +39,7 @@ UNARY = {
     "log1p": (fg.log1p, np.log1p), "expm1": (fg.expm1, np.expm1), "sin": (fg.sin, np.sin),
     "cos": (fg.cos, np.cos), "tan": (fg.tan, np.tan), "tanh": (fg.tanh, np.tanh),
     "sigmoid": (fg.sigmoid, _sigmoid), "relu": (fg.relu, lambda x: np.maximum(x, np.zeros_like(x))),
-    "abs": (fg.abs, np.abs), "sign": (fg.sign, np.sign), "sqrt": (fg.sqrt, np.sqrt),
+    "abs": (fg.abs, np.abs), "sign": (fg.sign, _sign), "sqrt": (fg.sqrt, np.sqrt),
     "rsqrt": (fg.rsqrt, lambda x: 1 / np.sqrt(x)), "erf": (fg.erf, sp.erf), "floor": (fg.floor, np.floor),
     "ceil": (fg.ceil, np.ceil), "round": (fg.round, np.round), "trunc": (fg.trunc, np.trunc),
     "logical_not": (fg.logical_not, np.logical_not), "isnan": (fg.isnan, np.isnan),

@@ -112,7 +112,7 @@ def _ignoring_nan(op: str) -> Callable:
 
 def _sign(a: list, dt: np.dtype, p: dict) -> str:
     x, z = a[0], _typed(dt, 0)
-    return f"({_typed(dt, 1)} if {x} > {z} else ({_typed(dt, -1)} if {x} < {z} else {x}))"
+    return f"({_typed(dt, 1)} if {x} > {z} else ({_typed(dt, -1)} if {x} < {z} else {z}))"  # (NaN: 0, as PyTorch)
 
 
 def _relu(a: list, dt: np.dtype, p: dict) -> str:

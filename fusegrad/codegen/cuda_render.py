@@ -156,7 +156,7 @@ class _Scalars:
         if op == "relu":
             return f"({zero} if {a[0]} < {zero} else {a[0]})"
         if op == "sign":
-            return f"({one} if {a[0]} > {zero} else ({literal(-1, dt)} if {a[0]} < {zero} else {a[0]}))"
+            return f"({one} if {a[0]} > {zero} else ({literal(-1, dt)} if {a[0]} < {zero} else {zero}))"
         if op in ("max", "min"):
             cmp = ">" if op == "max" else "<"
             x, y = a

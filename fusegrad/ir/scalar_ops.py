@@ -58,6 +58,16 @@ def _reduce_precision(args, dt, params):
         return np.asarray(args[0]).astype(np.dtype(params["dtype"])).astype(dt)[()]
 
 
+def sign(x):
+    """PyTorch's sign: ``(x > 0) - (x < 0)`` in ``x``'s dtype, so 0 (not NaN) for NaN, and +0
+    for -0."""
+    x = np.asarray(x)
+    if x.dtype.kind in "iubc":
+        return np.sign(x)
+    with np.errstate(invalid="ignore"):
+        return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
 def _where(args, dt, params):
     return args[1] if args[0] else args[2]
 
@@ -76,7 +86,7 @@ _OPS = [
     ("sigmoid", 1, _typed(lambda x: 1 / (1 + np.exp(-x)))),
     ("relu", 1, _typed(lambda x: np.maximum(x, 0))),
     ("abs", 1, _typed(np.abs)),
-    ("sign", 1, _typed(np.sign)),
+    ("sign", 1, _typed(sign)),
     ("sqrt", 1, _typed(np.sqrt)),
     ("rsqrt", 1, _typed(lambda x: 1 / np.sqrt(x))),
     ("erf", 1, _typed(_erf)),

@@ -4,6 +4,8 @@ batching and lowering are those ops'): ``hypot``, ``xlogy``, ``frac``, ``sgn``,
 ``fliplr``, ``flipud`` and ``Tensor.fill_diagonal_``."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir import dtypes as D
@@ -19,8 +21,15 @@ median_type = _return_type("median", ("values", "indices"))
 
 @op(inplace="method")
 def hypot(a, b):
-    """``sqrt(a**2 + b**2)``."""
-    return O.sqrt(O.add(O.mul(a, a), O.mul(b, b)))
+    """``sqrt(a**2 + b**2)`` without overflow or underflow on the way: ``hi * sqrt(1 + q**2)``
+    with ``hi``, ``lo`` the larger and smaller magnitude and ``q = lo / hi``; infinite where
+    either is (NaN or not), as C's hypot."""
+    a, b = O.as_t(a), O.as_t(b)
+    ma, mb = O.abs(a), O.abs(b)
+    hi, lo = O.maximum(ma, mb), O.minimum(ma, mb)
+    q = O.div(lo, O.where(O.gt(hi, 0), hi, 1.0))
+    r = O.mul(hi, O.sqrt(O.add(O.mul(q, q), 1.0)))
+    return O.where(O.logical_or(O.isinf(a), O.isinf(b)), math.inf, r)
 
 
 @op(inplace="both")

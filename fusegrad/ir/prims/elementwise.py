@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from .. import scalar_ops
 from ..primitive import Primitive
 from .shapes import broadcast_shapes, shape_of
 
@@ -93,7 +94,7 @@ tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh", saves="
 sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid", saves="out")
 relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu", saves="out")
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs")
-sign = _zero_deriv("sign", np.sign, "sign")
+sign = _zero_deriv("sign", scalar_ops.sign, "sign")
 sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: div(0.5, o), "sqrt", saves="out")
 rsqrt = _unary("rsqrt", _rsqrt, lambda x, o: mul(mul(mul(o, o), o), -0.5), "rsqrt", saves="out")
 erf = _unary("erf", _erf, lambda x, o: mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI), "erf")
