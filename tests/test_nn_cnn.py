@@ -477,3 +477,23 @@ def test_module_to_channels_last_and_grad_layouts_match_torch():
         return [m[0].weight.stride(), m[0].bias.stride(), y.stride(), m[0].weight.grad.stride(),
                 m[2].weight.grad.stride(), a.grad.stride()]
     assert run(fg) == run(torch)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_nn_grad_conv_input_and_weight_match_torch(nd):
+    """torch.nn.grad's convolution gradients (a custom Function's conv backward calls them)."""
+    rng = np.random.default_rng(nd)
+    x = rng.standard_normal((2, 4) + (7,) * nd)
+    w = rng.standard_normal((6, 2) + (3,) * nd)
+    kw = dict(stride=2, padding=1, dilation=1, groups=2)
+    out = getattr(torch.nn.functional, f"conv{nd}d")(torch.tensor(x), torch.tensor(w), **kw)
+    g = rng.standard_normal(tuple(out.shape))
+    for which in ("input", "weight"):
+        f_fn, t_fn = getattr(fg.nn.grad, f"conv{nd}d_{which}"), getattr(torch.nn.grad, f"conv{nd}d_{which}")
+        if which == "input":
+            got = f_fn(x.shape, fg.tensor(w), fg.tensor(g), **kw)
+            want = t_fn(x.shape, torch.tensor(w), torch.tensor(g), **kw)
+        else:
+            got = f_fn(fg.tensor(x), w.shape, fg.tensor(g), **kw)
+            want = t_fn(torch.tensor(x), w.shape, torch.tensor(g), **kw)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-10)

@@ -1,5 +1,5 @@
 """``fusegrad.nn``: modules, parameters, layers, losses, ``functional``, ``init`` and ``utils``."""
-from . import functional, init, parallel, utils
+from . import functional, grad, init, parallel, utils
 from .parallel import DataParallel
 from .module import Module
 from .modules import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU,
