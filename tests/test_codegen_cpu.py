@@ -2,6 +2,7 @@
 primitive, random multi-op programs, views, broadcasting, 0-d, empty and non-contiguous
 inputs, float32 and float64. Numba compiles cost ~1 s each, so each test batches many
 ops into one graph (one output per op)."""
+import re
 import warnings
 
 import numpy as np
@@ -774,3 +775,27 @@ def test_equal_kernel_sources_with_other_dtypes_compile_per_signature():
     got = fg.compile(h)(x)
     assert got.dtype is fg.float64
     np.testing.assert_array_equal(got.numpy(), h(x).numpy())
+
+
+def test_program_regions_share_memory_when_their_uses_do_not_overlap():
+    """A chain of layers needs about its peak of live intermediates, not their sum: a
+    buffer's memory is reused once the last operation reading it has run."""
+    rng = np.random.default_rng(0)
+    ws = [rng.standard_normal((n, m)) / np.sqrt(n) for n, m in [(64, 512), (512, 256), (256, 128), (128, 64), (64, 8)]]
+    x = rng.standard_normal((128, 64))
+
+    def chain(x, *ws):
+        for w in ws:
+            x = fg.tanh(x @ w)
+        return x
+
+    f = fg.compile(chain)
+    args = [fg.tensor(a) for a in [x] + ws]
+    want = x
+    for w in ws:
+        want = np.tanh(want @ w)
+    np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-12, atol=1e-12)
+    head = next(line for line in f.lower(*args).kernel_source().splitlines() if line.startswith("# program:"))
+    buffers, blocks = (int(n) for n in re.findall(r"of (\d+) bytes", head))
+    # the two widest layers' outputs are live together; every later one fits where they were
+    assert blocks == (128 * 512 + 128 * 256) * 8 < buffers, head

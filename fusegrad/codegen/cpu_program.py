@@ -11,7 +11,8 @@ arguments and outputs, shared by every graph with the same argument and output d
 Memory is a table of pointer slots: the arguments, the outputs, the trig guard's count
 (when the graph counts), then regions of blocks that ``run`` allocates per call and frees
 after (the memory plan's buffers and concatenations, at offsets fixed when the program is
-written). A block holds regions up to ``BLOCK`` bytes, so that glibc serves it from the
+written: regions used by operations that do not overlap in time share memory, so a call
+needs about its peak of live intermediates). A block holds regions up to ``BLOCK`` bytes, so that glibc serves it from the
 heap again at the next call (cpu_malloc) rather than with fresh pages. A kernel takes the
 table (``kernel(ptrs, prog, at)``) and binds each buffer as a 1-d array from three words at
 ``prog[at:]``: slot, byte offset and length (``TABLE_OPERAND``), then its sizes.
@@ -54,20 +55,70 @@ class Program:
         self._first = n_args + len(out_sizes) + counted
         self._names = [f"x{k}" for k in range(n_args)] + [f"o{j}" for j in range(len(out_sizes))] \
             + (["guard"] if counted else [])
-        self._regions: list = []  # (block, byte offset) per region
-        self._blocks: list = []  # bytes per block
+        self._sizes: list = []  # bytes per region
+        self._life: list = []  # [first, last] operation using it, per region
+        self._ops = 0
         self._code: list = []
         self._text: list = []
 
     def region(self, nbytes: int) -> int:
-        """The slot of a new region of ``nbytes``."""
-        nbytes = -(-max(nbytes, 1) // _ALIGN) * _ALIGN
-        if not self._blocks or self._blocks[-1] + nbytes > BLOCK:
-            self._blocks.append(0)
-        self._regions.append((len(self._blocks) - 1, self._blocks[-1]))
-        self._blocks[-1] += nbytes
-        self._names.append(f"b{len(self._regions) - 1}")
-        return self._first + len(self._regions) - 1
+        """The slot of a new region of ``nbytes``. Where it lies is decided at ``encode``,
+        from the operations that use it: regions whose uses do not overlap share memory."""
+        self._sizes.append(-(-max(nbytes, 1) // _ALIGN) * _ALIGN)
+        self._life.append(None)
+        self._names.append(f"b{len(self._sizes) - 1}")
+        return self._first + len(self._sizes) - 1
+
+    def _uses(self, *slots: int) -> None:
+        """The operation being written uses ``slots``; then the next operation begins."""
+        op = self._ops
+        for s in slots:
+            r = s - self._first
+            if r >= 0:
+                life = self._life[r]
+                if life is None:
+                    self._life[r] = [op, op]
+                else:
+                    life[1] = op
+        self._ops += 1
+
+    @functools.cached_property
+    def _layout(self) -> tuple:
+        """(bytes per block, (block, byte offset) per region): each region placed, in the
+        order the operations first use it, at the lowest free offset of a block
+        (first fit), and freed after its last use. A block holds up to ``BLOCK`` bytes
+        (a larger region has a block of its own, which later regions may share)."""
+        order = sorted(range(len(self._sizes)), key=lambda r: (self._life[r] or (-1, -1))[0])
+        ends = sorted(((self._life[r] or (-1, -1))[1], r) for r in order)
+        free: list = []  # per block: its free holes, [offset, bytes] in offset order
+        caps: list = []  # per block: its capacity
+        high: list = []  # per block: the bytes it needs
+        place: list = [None] * len(self._sizes)
+        k = 0
+        for r in order:
+            start = (self._life[r] or (-1, -1))[0]
+            while k < len(ends) and ends[k][0] < start:  # free what died before this region's first use
+                _free(free[place[ends[k][1]][0]], place[ends[k][1]][1], self._sizes[ends[k][1]])
+                k += 1
+            n = self._sizes[r]
+            for b, holes in enumerate(free):
+                at = next((i for i, (_, m) in enumerate(holes) if m >= n), None)
+                if at is not None:
+                    break
+            else:
+                b = len(free)
+                caps.append(max(BLOCK, n))
+                free.append([[0, caps[-1]]])
+                high.append(0)
+                holes, at = free[b], 0
+            off = holes[at][0]
+            holes[at][0] += n
+            holes[at][1] -= n
+            if not holes[at][1]:
+                del holes[at]
+            place[r] = (b, off)
+            high[b] = max(high[b], off + n)
+        return high, place
 
     def name(self, ref: tuple) -> str:
         slot, off = ref
@@ -76,6 +127,7 @@ class Program:
     def call(self, k: int, operands: list, sizes: list, note: str) -> None:
         """Call kernel ``kaddr[k]`` on ``operands`` ((ref, length) each) and ``sizes``."""
         words = [w for (slot, off), n in operands for w in (slot, off, n)] + [int(s) for s in sizes]
+        self._uses(*[slot for (slot, _), _ in operands])
         self._code += [CALL, k, len(words), *words]
         args = [self.name(r) for r, _ in operands] + [str(s) for s in sizes]
         self._text.append(f"call {note}({', '.join(args)})")
@@ -86,6 +138,7 @@ class Program:
         offsets ``(a, b, c)`` from the references ``a``, ``b``, ``c``."""
         from .cpu_blas import NO_TRANS, TRANS
         size = 8 if dtype == "float64" else 4
+        self._uses(a[0], b[0], c[0])
         self._code += [GEMM, int(dtype == "float64"), TRANS if ta else NO_TRANS, TRANS if tb else NO_TRANS,
                        m, n, k, lda, ldb, ldc, _bits(alpha), _bits(beta), a[0], b[0], c[0], len(batches)]
         self._code += [w for oa, ob, oc in batches for w in (a[1] + oa * size, b[1] + ob * size, c[1] + oc * size)]
@@ -96,25 +149,40 @@ class Program:
 
     def copy(self, dst: tuple, src: tuple, nbytes: int) -> None:
         if nbytes:
+            self._uses(dst[0], src[0])
             self._code += [COPY, dst[0], dst[1], src[0], src[1], nbytes]
             self._text.append(f"copy {self.name(dst)} <- {self.name(src)} ({nbytes} bytes)")
 
     def zero(self, dst: tuple, nbytes: int) -> None:
         if nbytes:
+            self._uses(dst[0])
             self._code += [ZERO, dst[0], dst[1], nbytes]
             self._text.append(f"zero {self.name(dst)} ({nbytes} bytes)")
 
     def encode(self) -> list:
         """The program as the int64 words ``run`` reads."""
-        n_slots = self._first + len(self._regions)
-        start = _HEADER + len(self.out_sizes) + len(self._blocks) + 2 * len(self._regions)
-        return [n_slots, len(self._blocks), self._first, len(self._regions), len(self.out_sizes), start,
-                *self.out_sizes, *self._blocks, *[w for r in self._regions for w in r], *self._code]
+        blocks, place = self._layout
+        n_slots = self._first + len(place)
+        start = _HEADER + len(self.out_sizes) + len(blocks) + 2 * len(place)
+        return [n_slots, len(blocks), self._first, len(place), len(self.out_sizes), start,
+                *self.out_sizes, *blocks, *[w for r in place for w in r], *self._code]
 
     def listing(self) -> str:
         """The program as readable lines (``kernel_source``)."""
-        head = f"# program: {len(self._regions)} buffers in {len(self._blocks)} blocks of {sum(self._blocks)} bytes"
+        blocks = self._layout[0]
+        head = (f"# program: {len(self._sizes)} buffers of {sum(self._sizes)} bytes in {len(blocks)} blocks of "
+                f"{sum(blocks)} bytes")
         return "\n".join([head] + ["#   " + t for t in self._text])
+
+
+def _free(holes: list, off: int, n: int) -> None:
+    """Return ``[off, off + n)`` to a block's ``holes`` (kept in offset order, merged)."""
+    at = next((i for i, (o, _) in enumerate(holes) if o > off), len(holes))
+    holes.insert(at, [off, n])
+    if at + 1 < len(holes) and off + n == holes[at + 1][0]:
+        holes[at][1] += holes.pop(at + 1)[1]
+    if at and holes[at - 1][0] + holes[at - 1][1] == off:
+        holes[at - 1][1] += holes.pop(at)[1]
 
 
 def _bits(x: float) -> int:
