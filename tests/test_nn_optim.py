@@ -278,6 +278,10 @@ def test_binary_cross_entropy(pt, reduction):
     w = rng.random((4, 3)).astype(np.float32)
     _loss_case(pt, "binary_cross_entropy", p, t, reduction=reduction)
     _loss_case(pt, "binary_cross_entropy", p, t, reduction=reduction, weight=w)
+    # saturated probabilities (a float32 sigmoid gives exactly 0 and 1): PyTorch's gradient
+    # (x - y) / max(x (1 - x), 1e-12) is 0 where x == y there, not the terms' derivative
+    sat = np.array([[0.0, 1.0, 0.0], [1.0, 0.5, 1.0], [0.0, 1.0, 0.3], [1.0, 0.0, 0.7]], np.float32)
+    _loss_case(pt, "binary_cross_entropy", sat, (sat > 0.5).astype(np.float32), reduction=reduction)
 
 
 @pytest.mark.torch

@@ -524,6 +524,9 @@ def _cross_entropy_probs(logp: Tensor, target: Tensor, weight: Optional[Tensor],
     return named(O.div(O.neg(prod.sum()), logp.numel() / n_classes), "DivBackward1")
 
 
+_BCE_EPS = 1e-12
+
+
 def _clamped_log(x: Tensor) -> Tensor:
     """``max(log(x), -100)``, with a finite gradient at ``x == 0`` (as PyTorch's BCE)."""
     pos = O.gt(x, 0)
@@ -540,9 +543,17 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor]
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
     if _concrete(input) and input.numel() and (float(O.amin(input)) < 0 or float(O.amax(input)) > 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
+    def terms(x, target):
+        return O.neg(O.add(O.mul(target, _clamped_log(x)), O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(x, 1.0)))))
+
     def bce(input, target):
-        loss = O.neg(O.add(O.mul(target, _clamped_log(input)),
-                           O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(input, 1.0)))))
+        # PyTorch's gradient is (x - y) / max(x (1 - x), 1e-12): the derivative of these terms
+        # where x (1 - x) >= 1e-12, and at a saturated x (exactly 0 or 1, as a float32
+        # sigmoid gives) (x - y) / 1e-12, which is 0 where x == y
+        x = input.detach()
+        edge = O.lt(O.mul(x, O.rsub(x, 1.0)), _BCE_EPS)
+        at_edge = O.add(terms(x, target), O.grad_only(O.mul(input, O.div(O.sub(x, target.detach()), _BCE_EPS))))
+        loss = O.where(edge, at_edge, terms(input, target))
         return _reduce(loss if weight is None else O.mul(loss, weight), reduction)
     return one_node("BinaryCrossEntropyBackward0", bce, input, target)
 
