@@ -294,6 +294,13 @@ def test_binary_cross_entropy_with_logits(pt, reduction):
     pw = np.array([0.5, 2.0, 3.0], np.float32)
     _loss_case(pt, "binary_cross_entropy_with_logits", x, t, reduction=reduction)
     _loss_case(pt, "binary_cross_entropy_with_logits", x, t, reduction=reduction, weight=w, pos_weight=pw)
+    # a zero-initialized head's logits are exactly 0: the gradient there is sigmoid(0) - t
+    x[:2] = 0.0
+    _loss_case(pt, "binary_cross_entropy_with_logits", x, np.full((4, 3), 0.3, np.float32), reduction=reduction)
+    xf, xt = pair(pt, np.array([0.0, -0.0, 2.0, -3.0], np.float32), requires_grad=True)
+    F.logsigmoid(xf).sum().backward()
+    pt.nn.functional.logsigmoid(xt).sum().backward()
+    close(xf.grad, xt.grad)
 
 
 @pytest.mark.torch

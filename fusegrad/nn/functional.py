@@ -185,7 +185,9 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x))``, computed without overflow."""
     x = upcast(input)
-    out = O.sub(O.clamp(x, max=0.0), O.log1p(O.exp(O.neg(O.abs(x)))))
+    # (x - |x|) / 2 is min(x, 0) with slope 1/2 at 0: the gradient there is sigmoid(-0), as in
+    # torch (a zero-initialized head's logits are exactly 0)
+    out = O.sub(O.mul(O.sub(x, O.abs(x)), 0.5), O.log1p(O.exp(O.neg(O.abs(x)))))
     return downcast(named(out, "LogSigmoidBackward0"), input)
 
 
