@@ -594,3 +594,19 @@ def test_hypot_at_extreme_magnitudes_and_sign_of_nan_match_torch():
     want = torch.sign(torch.tensor(x)).numpy()
     np.testing.assert_array_equal(fg.sign(fg.tensor(x)).numpy(), want)
     np.testing.assert_array_equal(fg.compile(lambda t: fg.sign(t) + 0)(fg.tensor(x)).numpy(), want)
+
+
+def test_angle_and_mvlgamma_match_torch():
+    x = np.array([-2.0, 0.0, 3.0, np.nan, -0.0, np.inf, -np.inf])
+    got = []
+    for lib in (fg, torch):
+        t = lib.tensor(x, requires_grad=True)
+        a = lib.angle(t)
+        a.sum().backward()
+        m = lib.tensor([2.5, 3.0], requires_grad=True)
+        v = lib.mvlgamma(m, 3)
+        v.sum().backward()
+        got.append((a.detach().numpy(), t.grad.numpy(), lib.angle(lib.tensor([-1, 2])).numpy(), v.detach().numpy(),
+                    m.grad.numpy(), m.detach().mvlgamma(2).numpy()))
+    for f, t in zip(*got):
+        np.testing.assert_allclose(f, t, rtol=1e-6)
