@@ -610,3 +610,21 @@ def test_angle_and_mvlgamma_match_torch():
                     m.grad.numpy(), m.detach().mvlgamma(2).numpy()))
     for f, t in zip(*got):
         np.testing.assert_allclose(f, t, rtol=1e-6)
+
+
+def test_matrix_products_of_mixed_dtypes_raise_as_torch():
+    """PyTorch promotes no matrix product's operands (a float32 model fed float64 or
+    bfloat16 inputs raises): neither does fusegrad, with PyTorch's messages."""
+    cases = [(True, lambda L: L.ones(2, 2) @ L.ones(2, 2, dtype=L.bfloat16)),
+             (False, lambda L: L.ones(2, 3) @ L.ones(3, dtype=L.float64)),
+             (True, lambda L: L.ones(3) @ L.ones(3, dtype=L.float64)),
+             (True, lambda L: L.ones(2, 2, dtype=L.int64) @ L.ones(2, 2)),
+             (True, lambda L: L.nn.functional.linear(L.ones(2, 3), L.ones(4, 3, dtype=L.float64))),
+             (False, lambda L: L.bmm(L.ones(1, 2, 2), L.ones(1, 2, 2, dtype=L.float64)))]
+    for same_message, case in cases:
+        with pytest.raises(RuntimeError) as want:
+            case(torch)
+        with pytest.raises(RuntimeError) as got:
+            case(fg)
+        assert not same_message or str(got.value) == str(want.value)
+    assert (fg.ones(2, 2, dtype=fg.int64) @ fg.ones(2, 2, dtype=fg.int64)).dtype == fg.int64

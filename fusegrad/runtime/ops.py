@@ -1396,12 +1396,12 @@ def matmul(a, b):
         from .sparse_ops import matmul as sparse_matmul  # (imports this module)
         return sparse_matmul(a, b)
     a, b = as_t(a), as_t(b)
-    a, b = _promote2(a, b)
     na, nb = a._data.ndim, b._data.ndim
-    if na == 0 or nb == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
     if na == 1 and nb == 1:
         return dot(a, b)
+    _same_dtype(a, b)
+    if na == 0 or nb == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
     if na == 1:  # PyTorch's nodes: the vector unsqueezed, a matrix product, squeezed
         r = P.matmul(named(P.reshape(a, shape=(1, a._data.shape[0])), "UnsqueezeBackward0"), b)
         r = named(r, "MmBackward0" if nb == 2 else "BmmBackward0")
@@ -1422,6 +1422,21 @@ def _sparse_operand(a, b) -> bool:
     whose product runtime/sparse_ops.py computes (checked past the dense operands at once)."""
     return not (isinstance(a, Tensor) and isinstance(b, Tensor)) and (
         getattr(a, "layout", None) is sparse_coo or getattr(b, "layout", None) is sparse_coo)
+
+
+# the C++ names PyTorch's matrix products print a dtype by
+_C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool"}
+
+
+def _same_dtype(a: Tensor, b: Tensor) -> None:
+    """A matrix product's operands have one dtype (PyTorch promotes none: a float32 model
+    fed bfloat16 or float64 inputs raises)."""
+    if a._data.dtype != b._data.dtype:
+        na, nb = (D.from_numpy_dtype(t._data.dtype).name for t in (a, b))
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C10_NAMES.get(na, na)} != "
+                           f"{_C10_NAMES.get(nb, nb)}")
 
 
 def _mm_check(a, b, what):
@@ -1466,7 +1481,11 @@ def mv(a, v):
 
 @op
 def dot(a, b):
-    a, b = _promote2(as_t(a), as_t(b))
+    a, b = as_t(a), as_t(b)
+    if a._data.dtype != b._data.dtype:
+        from .keywords import _type_name
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_type_name(a._data.dtype)} and "
+                           f"{_type_name(b._data.dtype)}")
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a.shape[0] != b.shape[0]:
