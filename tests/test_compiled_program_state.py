@@ -397,7 +397,7 @@ def _mode_and_method_program(lib, compiled: bool):
     for _ in range(4):
         model.train()
         out += [evaluate(x).item(), model.training, scaled(x).item(), mix(x).item()]
-    out.append(tuple(lazy(x).shape))
+    out.append(tuple(lazy(x.float()).shape))  # (LazyLinear makes float32 parameters)
     with lib.no_grad():
         out.append(model(x).sum().item())  # (in eval mode, as evaluate() left it)
     return out
@@ -735,3 +735,38 @@ def test_numpy_arrays_copied_into_tensors_are_read_at_every_call():
         assert W_LARGE[0] == 0.0
     finally:
         W_LARGE[1] = 1.0
+
+
+log = []  # a script's metrics list: its name is also fusegrad.log's
+step = 0  # a script's step counter: its name is also optimizer.step's
+
+
+def test_attribute_names_are_not_guarded_as_globals():
+    """A compiled step calling ``fusegrad.log`` and ``opt.step()`` in a script whose own
+    ``log`` list and ``step`` counter change between calls compiles once (every call
+    recompiled, then the function ran eagerly for good)."""
+    global step
+    fusegrad.manual_seed(0)
+    model = fusegrad.nn.Linear(4, 1)
+    opt = fusegrad.optim.SGD(model.parameters(), lr=0.1)
+    x, y = fusegrad.randn(8, 4), fusegrad.rand(8, 1)
+
+    def train(x, y):
+        opt.zero_grad()
+        p = fusegrad.sigmoid(model(x)).clamp(1e-6, 1 - 1e-6)
+        loss = -(y * fusegrad.log(p) + (1 - y) * fusegrad.log(1 - p)).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = fusegrad.compile(train)
+    try:
+        for _ in range(6):
+            log.append(f(x, y).item())
+            step += 1
+        info = f.cache_info()
+        assert info["compiles"] == 1 and info["recompiles"] == 0 and info["fallbacks"] == 0, info
+        assert log[-1] < log[0]
+    finally:
+        log.clear()
+        step = 0

@@ -16,6 +16,7 @@ One snapshot trace (``CaptureTrace``), one set of guards and one cache of varian
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import os
 import types
@@ -272,10 +273,25 @@ def _library(v) -> bool:
     return code is not None and code.co_filename.startswith(_PACKAGE)
 
 
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_names(code) -> tuple:
+    """The global names ``code`` and the code nested in it read or rebind, each once (not
+    its attribute names: ``torch.log`` reads no global ``log``, and guarding the script's own
+    ``log`` list as if it did made every call of a function using ``torch.log`` recompile)."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS]
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names += _global_names(c)
+    return tuple(dict.fromkeys(names))
+
+
 @functools.lru_cache(maxsize=1024)
 def _code_names(code) -> tuple:
-    """The global names ``code`` and the code nested in it (lambdas, comprehensions) look
-    up, each once; they depend on the code object alone."""
+    """The names ``code`` and the code nested in it (lambdas, comprehensions) use, globals
+    and attributes alike, each once; they depend on the code object alone."""
     names = list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
@@ -306,7 +322,7 @@ def _references(fn) -> list:
     code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
     if code is not None:
         refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY), lambda v, n=n: glb.__setitem__(n, v))
-                 for n in _code_names(code) if n in glb]
+                 for n in _global_names(code) if n in glb]
     return refs
 
 
