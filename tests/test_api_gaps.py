@@ -628,3 +628,20 @@ def test_matrix_products_of_mixed_dtypes_raise_as_torch():
             case(fg)
         assert not same_message or str(got.value) == str(want.value)
     assert (fg.ones(2, 2, dtype=fg.int64) @ fg.ones(2, 2, dtype=fg.int64)).dtype == fg.int64
+
+
+def test_empty_reductions_and_splits_match_torch():
+    """An empty last batch: logsumexp over an empty dim is -inf, median() of an empty tensor
+    NaN, and splitting or chunking an empty dim gives PyTorch's chunks."""
+    for lib in (fg, torch):
+        e = lib.ones(0, 3)
+        got = [lib.logsumexp(e, 0), lib.logsumexp(lib.ones(2, 0), 1, keepdim=True), e.median(),
+               lib.ones(0, dtype=lib.int64).median()]
+        shapes = [[tuple(t.shape) for t in parts] for parts in (e.split(2), e.chunk(2), lib.ones(2, 0).chunk(3, 1))]
+        if lib is fg:
+            mine = ([t.numpy() for t in got], shapes)
+        else:
+            theirs = ([t.numpy() for t in got], shapes)
+    for f, t in zip(mine[0], theirs[0]):
+        np.testing.assert_array_equal(f, t)
+    assert mine[1] == theirs[1]

@@ -11,7 +11,7 @@ import numpy as np
 from ..ir import dtypes as D
 from . import ops as O
 from .exports import op
-from .factory import ones_like, zeros_like
+from .factory import full, ones_like, zeros_like
 from .sorting import _return_type, sort
 from .tensor import Tensor
 
@@ -113,8 +113,9 @@ def median(x, dim=None, keepdim=False):
     x = O.as_t(x)
     if dim is None:
         flat = O.reshape(x, (-1,))
-        if flat.shape[0] == 0:
-            raise IndexError("median() input tensor cannot be empty")
+        if flat.shape[0] == 0:  # NaN (an integer tensor's smallest value), as PyTorch's
+            fill = math.nan if flat.dtype.is_floating_point else np.iinfo(flat._data.dtype).min
+            return O.add(O.sum(flat), fill) if flat.dtype.is_floating_point else full((), fill, dtype=flat.dtype)
         d = flat.detach()
         v = O.getitem(sort(d).values, (flat.shape[0] - 1) // 2)
         nan = O.isnan(d)

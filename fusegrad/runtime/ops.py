@@ -832,6 +832,8 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
 def logsumexp(x, dim, keepdim=False):
     x = _float(as_t(x))
     axes = _axes(x, dim)
+    if builtins.any(x._data.shape[a] == 0 for a in axes):  # log(0): -inf, as PyTorch's
+        return named(P.add(P.reduce_sum(x, axes=axes, keepdims=bool(keepdim)), float("-inf")), "LogsumexpBackward0")
     m = P.reduce_max(x, axes=axes, keepdims=True)
     m = where(isinf_t(m), 0.0, m)
     m = _shift(m)
@@ -1258,7 +1260,7 @@ def split(x, split_size_or_sections, dim=0):
     n = x._data.shape[ax]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
-        sizes = [s] * (n // s) + ([n % s] if n % s else []) if s else [0]
+        sizes = ([s] * (n // s) + ([n % s] if n % s else []) if s else [0]) or [0]  # (an empty dim: one chunk)
     else:
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
@@ -1274,6 +1276,8 @@ def split(x, split_size_or_sections, dim=0):
 @op
 def chunk(x, chunks, dim=0):
     n = x.shape[dim]
+    if n == 0:  # an empty dim: as many empty chunks as asked, as PyTorch's
+        return split(x, [0] * chunks, dim)
     size = -(-n // chunks)
     return split(x, size, dim)
 
