@@ -21,11 +21,12 @@ from ..passes.signs import nonpositive
 from ..runtime.kernel_cache import generated_key, load_generated, load_module, on_disk, store_generated
 from ..runtime.overlap import overlapping
 from .backend import Unsupported, register_backend
+from .cpu_arrays import release_blocks
 from .cpu_blas import kind as blas_kind
 from .cpu_calls import Gemm, emit_call, matmul_plan
 from .cpu_helpers import compile_kernels
 from .cpu_link import address, signature as link_signature
-from .cpu_program import Program, entry_source, run_address
+from .cpu_program import Program, blocks_of, entry_source, run_address
 from .cpu_malloc import keep_freed_blocks
 from .cpu_render import kernel_head, prepare, render
 from .cpu_symbolic import compile_symbolic
@@ -58,6 +59,7 @@ class CpuExecutable:
         self._from = [donated.get(i) for i in range(len(graph.outputs))] if donated else None
         self._fn = fn  # the compiled entry point (see _compile_now)
         self._prog = prog  # the program it runs (cpu_program)
+        self._n_blocks = blocks_of(prog)  # the blocks it allocates: freed here if a kernel raises
         self._kaddr = kaddr  # the addresses of the interpreter and the kernels (cpu_link), its last argument
         # () -> (entry point, program, addresses) for sin/cos arguments past fastmath's range
         # (see cpu._entry), compiled on first use
@@ -93,11 +95,17 @@ class CpuExecutable:
             copied.update([k for k in self._written if not flat[k].flags.writeable])
             for k in copied:
                 flat[k] = flat[k].copy()
-        res = self._fn(*flat, self._prog, self._kaddr)
+        n = self._n_blocks
+        blocks = np.zeros(n, np.int64) if n else _NO_BLOCKS
+        try:
+            res = self._fn(*flat, self._prog, self._kaddr, blocks)
+        except BaseException:
+            _release(blocks)
+            raise
         if self._exact is not None:
             if res[-1]:
                 exact, prog, kaddr = self._exact()
-                res = exact(*flat, prog, kaddr)
+                res = _run(exact, flat, prog, kaddr)
             res = res[:-1]
         if self._from is not None:  # a donated output: its argument's array, the caller's own if written there
             rest = iter(res)
@@ -110,6 +118,26 @@ class CpuExecutable:
 
     def kernel_source(self) -> str:
         return self._source
+
+
+_NO_BLOCKS = np.zeros(0, np.int64)
+
+
+def _release(blocks: np.ndarray) -> None:
+    """Free the blocks a program a kernel's error stopped left allocated (cpu_program)."""
+    if len(blocks):
+        release_blocks(blocks)
+
+
+def _run(entry, flat: list, prog: np.ndarray, kaddr: np.ndarray) -> tuple:
+    """``entry``'s outputs for ``flat`` running ``prog`` (see ``call_guarded``)."""
+    n = blocks_of(prog)
+    blocks = np.zeros(n, np.int64) if n else _NO_BLOCKS
+    try:
+        return entry(*flat, prog, kaddr, blocks)
+    except BaseException:
+        _release(blocks)
+        raise
 
 
 class _FusedOnce:
@@ -241,7 +269,7 @@ def _compile_now(fn, graph: Graph) -> Callable:
     arguments: the caller passes only arrays of exactly that type (1-d, C-contiguous,
     writable, aligned, of the graph's dtypes, then the program and the uint64 addresses)."""
     from numba.core.errors import NumbaError
-    sig = link_signature([v.dtype for v in graph.arguments()] + [np.int64, np.uint64])
+    sig = link_signature([v.dtype for v in graph.arguments()] + [np.int64, np.uint64, np.int64])
     try:
         fn.compile(sig)
     except NumbaError as exc:

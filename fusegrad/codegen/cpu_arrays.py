@@ -11,7 +11,7 @@ negative indices) where ``tail`` offsets the data pointer. A large block asks fo
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.extending import intrinsic
@@ -21,7 +21,7 @@ from .cpu_malloc import HUGE_PAGE_MIN, huge_page_advice
 
 huge_page_advice()  # its symbol known before any cached kernel that calls it is loaded
 
-__all__ = ["IMPORT", "allocate", "empty", "release", "tail", "zeros"]
+__all__ = ["IMPORT", "allocate", "empty", "release", "release_blocks", "tail", "zeros"]
 
 IMPORT = "from fusegrad.codegen.cpu_arrays import empty, tail, zeros"  # a generated module's line
 
@@ -123,3 +123,13 @@ def release(typingctx, addr):
             context.nrt.free(builder, builder.inttoptr(args[0], ir.IntType(8).as_pointer()))
             return context.get_dummy_value()
         return types.none(addr), codegen
+
+
+@njit(cache=True)
+def release_blocks(blocks):
+    """Free the blocks whose addresses ``blocks`` still holds (a program a kernel's error
+    stopped, cpu_program) and clear them."""
+    for j in range(len(blocks)):
+        if blocks[j]:
+            release(blocks[j])
+            blocks[j] = 0
