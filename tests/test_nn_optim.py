@@ -853,3 +853,26 @@ def test_checkpoint_double_backward_matches_torch(pt):
         results.append((g, gg))
     close(results[1][0], results[0][0])
     close(results[1][1], results[0][1])
+
+
+@pytest.mark.torch
+def test_first_and_second_derivatives_at_exactly_zero_match_torch(pt):
+    """Newton's method from w = 0 reads the Hessian of BCE with logits at logits of exactly
+    0: logsigmoid, softplus, BCE with logits, smooth L1 and Huber have PyTorch's first and
+    second derivatives there (the |x| forms gave 0 for the second)."""
+    x_np = np.array([0.0, -0.0, 3.0, -3.0, 50.0, -50.0, 800.0, -800.0])
+    cases = [lambda L, x: L.nn.functional.logsigmoid(x).sum(),
+             lambda L, x: L.nn.functional.softplus(x).sum(),
+             lambda L, x: L.nn.functional.binary_cross_entropy_with_logits(
+                 x, L.tensor(np.linspace(0, 1, 8)), reduction="sum"),
+             lambda L, x: L.nn.functional.smooth_l1_loss(x * 0.01, L.zeros(8, dtype=L.float64), reduction="sum"),
+             lambda L, x: L.nn.functional.huber_loss(x * 0.01, L.zeros(8, dtype=L.float64), reduction="sum")]
+    for case in cases:
+        got = []
+        for L in (fg, pt):
+            x = L.tensor(x_np, requires_grad=True)
+            g, = L.autograd.grad(case(L, x), x, create_graph=True)
+            h, = L.autograd.grad(g.sum(), x)
+            got.append((g.detach().numpy(), h.numpy()))
+        np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-12, atol=1e-15)

@@ -177,18 +177,25 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     x = upcast(input)
     bx = O.mul(x, beta)
-    # (bx + |bx|) / 2 is relu(bx) with slope 1/2 at 0: the gradient there is sigmoid(0), as in torch
-    soft = O.div(O.add(O.log1p(O.exp(O.neg(O.abs(bx)))), O.mul(O.add(bx, O.abs(bx)), 0.5)), beta)
+    soft = O.div(_softplus(bx), beta)
     return downcast(named(O.where(O.gt(bx, threshold), x, soft), "SoftplusBackward0"), input)
+
+
+def _softplus(z: Tensor) -> Tensor:
+    """``log(1 + exp(z))`` without overflow: ``z + log1p(exp(-z))`` for positive z, else
+    ``log1p(exp(z))``, each branch fed only its own side's values. At exactly 0 the second
+    is analytic, so the first and second derivatives there are PyTorch's (1/2 and 1/4; a
+    zero-initialized head's logits are exactly 0, and Newton's method from w = 0 reads the
+    second)."""
+    pos = O.gt(z, 0)
+    zp, zn = O.where(pos, z, 0.0), O.where(pos, 0.0, z)
+    return O.where(pos, O.add(zp, O.log1p(O.exp(O.neg(zp)))), O.log1p(O.exp(zn)))
 
 
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x))``, computed without overflow."""
     x = upcast(input)
-    # (x - |x|) / 2 is min(x, 0) with slope 1/2 at 0: the gradient there is sigmoid(-0), as in
-    # torch (a zero-initialized head's logits are exactly 0)
-    out = O.sub(O.mul(O.sub(x, O.abs(x)), 0.5), O.log1p(O.exp(O.neg(O.abs(x)))))
-    return downcast(named(out, "LogSigmoidBackward0"), input)
+    return downcast(named(O.neg(_softplus(O.neg(x))), "LogSigmoidBackward0"), input)
 
 
 def tanh(input: Tensor) -> Tensor:
@@ -411,8 +418,9 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     if beta == 0.0:
         return l1_loss(input, target, reduction=reduction)
     def smooth_l1(input, target):
-        d = O.abs(O.sub(input, target))
-        return _reduce(O.where(O.lt(d, beta), O.mul(O.mul(d, d), 0.5 / beta), O.sub(d, 0.5 * beta)), reduction)
+        r = O.sub(input, target)
+        d = O.abs(r)  # (the square of r, not of |r|: its second derivative at 0 is 1 / beta, as torch's)
+        return _reduce(O.where(O.lt(d, beta), O.mul(O.mul(r, r), 0.5 / beta), O.sub(d, 0.5 * beta)), reduction)
     return one_node("SmoothL1LossBackward0", smooth_l1, input, target)
 
 
@@ -423,8 +431,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     _check_same_size(input, target)
     reduction = _reduction(None, None, reduction)
     def huber(input, target):
-        d = O.abs(O.sub(input, target))
-        loss = O.where(O.lt(d, delta), O.mul(O.mul(d, d), 0.5), O.mul(O.sub(d, 0.5 * delta), delta))
+        r = O.sub(input, target)
+        d = O.abs(r)
+        loss = O.where(O.lt(d, delta), O.mul(O.mul(r, r), 0.5), O.mul(O.sub(d, 0.5 * delta), delta))
         return _reduce(loss if weight is None else O.mul(loss, weight), reduction)
     return one_node("HuberLossBackward0", huber, input, target)
 
