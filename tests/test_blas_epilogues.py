@@ -190,9 +190,9 @@ def test_blas_fallback_bindings(fallback):
     np.testing.assert_allclose(d, 2 * a.T.astype(np.float64) @ a + 1, rtol=1e-12)
 
 
-def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
+def _blas_with_threads():
+    """NumPy's OpenBLAS and a reader of its thread count; skips where it cannot be set."""
     from fusegrad.codegen.cpu_blas import BLAS
-    from fusegrad.runtime.blas_threads import TunedBlas, tuned
     if BLAS is None or BLAS.set_threads is None:
         pytest.skip("no OpenBLAS thread-count setter")
 
@@ -200,6 +200,12 @@ def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
         n = BLAS.set_threads(1)
         BLAS.set_threads(n)
         return n
+    return BLAS, current
+
+
+def test_tuned_blas_tries_both_thread_counts_and_restores_the_callers():
+    from fusegrad.runtime.blas_threads import TunedBlas, tuned
+    BLAS, current = _blas_with_threads()
 
     seen = []
 
@@ -242,15 +248,8 @@ def test_tuned_blas_chooses_per_argument_shapes():
     (timing every size together let a small size's speed decide for a large one)."""
     import time
 
-    from fusegrad.codegen.cpu_blas import BLAS
     from fusegrad.runtime.blas_threads import TunedBlas
-    if BLAS is None or BLAS.set_threads is None:
-        pytest.skip("no OpenBLAS thread-count setter")
-
-    def current() -> int:
-        n = BLAS.set_threads(1)
-        BLAS.set_threads(n)
-        return n
+    BLAS, current = _blas_with_threads()
 
     seen: dict = {}
 
