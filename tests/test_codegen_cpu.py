@@ -351,7 +351,7 @@ def test_trig_guard_count_flags_each_huge_argument():
         assert exe._exact is not None
 
         def count(xs):
-            return exe._fn(xs.copy(), exe._prog, exe._kaddr)[-1]
+            return exe._fn(xs.copy(), exe._prog, exe._kaddr, np.zeros(exe._n_blocks, np.int64))[-1]
         assert count(x) == 0
         for pos in (0, n // 2 + 3, n - 1):
             for big, counted in ((TRIG_MAX["float32"] * 4, True), (-np.inf, True), (np.nan, False),
@@ -657,7 +657,7 @@ def test_parallel_loops_run_outlined_through_the_launcher(rng):
         xs = x.copy()
         xs[n - 1] = 1e30  # beyond fastmath's sin range, in the last chunk: the exact rerun
         exe = CpuBackend().compile(graph_of(elementwise, [x], optimize=True))
-        assert exe._fn(xs.copy(), exe._prog, exe._kaddr)[-1] != 0
+        assert exe._fn(xs.copy(), exe._prog, exe._kaddr, np.zeros(exe._n_blocks, np.int64))[-1] != 0
         np.testing.assert_allclose(exe(xs)[0], elementwise(fg.tensor(xs))[0].numpy(), rtol=1e-5, atol=1e-6)
     finally:
         fg.set_num_threads(threads)
