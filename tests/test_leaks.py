@@ -29,6 +29,8 @@ import fusegrad as fg
 from fusegrad import nn, optim
 from helpers import mse_step
 
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 STEPS = int(os.environ.get("FUSEGRAD_LEAK_STEPS", "4000"))
 WARMUP = 200
 TRACED = 1000

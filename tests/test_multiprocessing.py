@@ -11,6 +11,8 @@ import fusegrad
 import fusegrad.multiprocessing as mp
 import fusegrad.nn.functional as F
 
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
 METHODS = ["fork", "spawn"]
 
 
@@ -25,16 +27,6 @@ def _segments_held():
         except OSError:  # (the listing's own descriptor, closed since)
             pass
     return maps, fds
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _frozen_heap():
-    """The objects earlier tests left are moved out of the collector's reach for this module:
-    the leak check's gc.collect() calls then take milliseconds instead of seconds each."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
 
 
 @pytest.fixture(autouse=True)
