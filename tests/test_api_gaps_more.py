@@ -153,6 +153,10 @@ def _strided_views(T):
     out.append(s2.clone())
     s2[3] = -1
     out.append(base2)
+    st = T.empty_strided((3, 4), (1, 3))  # (a strided storage of its own)
+    st.copy_(T.arange(12.).reshape(3, 4))
+    st.unfold(1, 2, 2)[0, 1, 0] = 99
+    out += [st.clone(), st.as_strided((2,), (3,), 1).clone()]
     a = T.arange(8., requires_grad=True)
     ((a * 1).unfold(0, 3, 2) * T.arange(9.).reshape(3, 3)).sum().backward()
     p = T.arange(6., requires_grad=True)

@@ -250,8 +250,9 @@ def _alias(view: Tensor) -> None:
     next segment) must show through it. Rebuilt from the base's array with the view's chain
     of view primitives, which NumPy runs as views."""
     a = view._base._data
-    if type(a) is not np.ndarray or view._view_fn is None:  # (a base still traced, or on a device, or a
-        return                                               # strided view: left as computed)
+    # (a base still traced, or on a device, or a strided view, unfold's: left as computed)
+    if type(a) is not np.ndarray or view._view_fn is None:
+        return
     for prim, params in view._view_fn:
         a = prim.impl(a, **params)
     if a.shape == view._data.shape and a.dtype == view._data.dtype:

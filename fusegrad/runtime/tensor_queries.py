@@ -104,9 +104,9 @@ def storage_view(d: np.ndarray, offset: int, size: tuple, stride: tuple) -> np.n
         out = np.ndarray(size, d.dtype, buffer=root, offset=offset * itemsize, strides=strides)
         out.flags.writeable = d.flags.writeable and root.flags.writeable
         return out
-    face = dict(root.__array_interface__, shape=size, strides=strides, descr=d.dtype.descr, typestr=d.dtype.str)
-    face["data"] = (root.__array_interface__["data"][0] + offset * itemsize, not d.flags.writeable)
-    return np.asarray(np.lib.stride_tricks.DummyArray(face, base=root))
+    # (a strided root, as empty_strided makes: its memory read as the flat storage from its start)
+    flat = np.lib.stride_tricks.as_strided(root, (offset + extent,), (itemsize,))
+    return np.lib.stride_tricks.as_strided(flat[offset:], size, strides, writeable=bool(d.flags.writeable))
 
 
 def storage_offset(self: Tensor) -> int:

@@ -276,26 +276,17 @@ def _library(v) -> bool:
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})
 
 
-@functools.lru_cache(maxsize=1024)
-def _global_names(code) -> tuple:
-    """The global names ``code`` and the code nested in it read or rebind, each once (not
-    its attribute names: ``torch.log`` reads no global ``log``, and guarding the script's own
-    ``log`` list as if it did made every call of a function using ``torch.log`` recompile)."""
-    names = [i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS]
+@functools.lru_cache(maxsize=2048)
+def _code_names(code, globals_only: bool = False) -> tuple:
+    """The names ``code`` and the code nested in it (lambdas, comprehensions) use, each once;
+    they depend on the code object alone. ``globals_only``: the global names it reads or
+    rebinds, not its attribute names (``torch.log`` reads no global ``log``: guarding the
+    script's own ``log`` list as if it did made every call recompile)."""
+    names = [i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS] if globals_only \
+        else list(code.co_names)
     for c in code.co_consts:
         if hasattr(c, "co_names"):
-            names += _global_names(c)
-    return tuple(dict.fromkeys(names))
-
-
-@functools.lru_cache(maxsize=1024)
-def _code_names(code) -> tuple:
-    """The names ``code`` and the code nested in it (lambdas, comprehensions) use, globals
-    and attributes alike, each once; they depend on the code object alone."""
-    names = list(code.co_names)
-    for c in code.co_consts:
-        if hasattr(c, "co_names"):
-            names += _code_names(c)
+            names += _code_names(c, globals_only)
     return tuple(dict.fromkeys(names))
 
 
@@ -322,7 +313,7 @@ def _references(fn) -> list:
     code, glb = getattr(f, "__code__", None), getattr(f, "__globals__", {})
     if code is not None:
         refs += [(("global", id(glb), n), lambda n=n: glb.get(n, _EMPTY), lambda v, n=n: glb.__setitem__(n, v))
-                 for n in _global_names(code) if n in glb]
+                 for n in _code_names(code, globals_only=True) if n in glb]
     return refs
 
 
