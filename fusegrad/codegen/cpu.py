@@ -95,17 +95,11 @@ class CpuExecutable:
             copied.update([k for k in self._written if not flat[k].flags.writeable])
             for k in copied:
                 flat[k] = flat[k].copy()
-        n = self._n_blocks
-        blocks = np.zeros(n, np.int64) if n else _NO_BLOCKS
-        try:
-            res = self._fn(*flat, self._prog, self._kaddr, blocks)
-        except BaseException:
-            _release(blocks)
-            raise
+        res = _run(self._fn, flat, self._prog, self._kaddr, self._n_blocks)
         if self._exact is not None:
             if res[-1]:
                 exact, prog, kaddr = self._exact()
-                res = _run(exact, flat, prog, kaddr)
+                res = _run(exact, flat, prog, kaddr, blocks_of(prog))
             res = res[:-1]
         if self._from is not None:  # a donated output: its argument's array, the caller's own if written there
             rest = iter(res)
@@ -123,20 +117,15 @@ class CpuExecutable:
 _NO_BLOCKS = np.zeros(0, np.int64)
 
 
-def _release(blocks: np.ndarray) -> None:
-    """Free the blocks a program a kernel's error stopped left allocated (cpu_program)."""
-    if len(blocks):
-        release_blocks(blocks)
-
-
-def _run(entry, flat: list, prog: np.ndarray, kaddr: np.ndarray) -> tuple:
-    """``entry``'s outputs for ``flat`` running ``prog`` (see ``call_guarded``)."""
-    n = blocks_of(prog)
-    blocks = np.zeros(n, np.int64) if n else _NO_BLOCKS
+def _run(entry, flat: list, prog: np.ndarray, kaddr: np.ndarray, n_blocks: int) -> tuple:
+    """``entry``'s outputs for ``flat`` running ``prog``, which allocates ``n_blocks``
+    blocks: those a kernel's error left allocated are freed before it propagates."""
+    blocks = np.zeros(n_blocks, np.int64) if n_blocks else _NO_BLOCKS
     try:
         return entry(*flat, prog, kaddr, blocks)
     except BaseException:
-        _release(blocks)
+        if n_blocks:
+            release_blocks(blocks)
         raise
 
 

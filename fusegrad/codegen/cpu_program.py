@@ -12,8 +12,9 @@ Memory is a table of pointer slots: the arguments, the outputs, the trig guard's
 (when the graph counts), then regions of blocks that ``run`` allocates per call and frees
 after (the memory plan's buffers and concatenations, at offsets fixed when the program is
 written: regions used by operations that do not overlap in time share memory, so a call
-needs about its peak of live intermediates). A block holds regions up to ``BLOCK`` bytes, so that glibc serves it from the
-heap again at the next call (cpu_malloc) rather than with fresh pages. A kernel takes the
+needs about its peak of live intermediates). A block holds regions up to ``BLOCK`` bytes,
+so that glibc serves it from the heap again at the next call (cpu_malloc) rather than with
+fresh pages. A kernel takes the
 table (``kernel(ptrs, prog, at)``) and binds each buffer as a 1-d array from three words at
 ``prog[at:]``: slot, byte offset and length (``TABLE_OPERAND``), then its sizes.
 
@@ -90,17 +91,17 @@ class Program:
         order the operations first use it, at the lowest free offset of a block
         (first fit), and freed after its last use. A block holds up to ``BLOCK`` bytes
         (a larger region has a block of its own, which later regions may share)."""
-        order = sorted(range(len(self._sizes)), key=lambda r: (self._life[r] or (-1, -1))[0])
-        ends = sorted(((self._life[r] or (-1, -1))[1], r) for r in order)
+        life = [span or (-1, -1) for span in self._life]
+        order = sorted(range(len(self._sizes)), key=lambda r: life[r][0])
+        ends = sorted((life[r][1], r) for r in order)
         free: list = []  # per block: its free holes, [offset, bytes] in offset order
-        caps: list = []  # per block: its capacity
         high: list = []  # per block: the bytes it needs
         place: list = [None] * len(self._sizes)
         k = 0
         for r in order:
-            start = (self._life[r] or (-1, -1))[0]
-            while k < len(ends) and ends[k][0] < start:  # free what died before this region's first use
-                _free(free[place[ends[k][1]][0]], place[ends[k][1]][1], self._sizes[ends[k][1]])
+            while k < len(ends) and ends[k][0] < life[r][0]:  # free what died before this region's first use
+                dead = ends[k][1]
+                _free(free[place[dead][0]], place[dead][1], self._sizes[dead])
                 k += 1
             n = self._sizes[r]
             for b, holes in enumerate(free):
@@ -108,11 +109,10 @@ class Program:
                 if at is not None:
                     break
             else:
-                b = len(free)
-                caps.append(max(BLOCK, n))
-                free.append([[0, caps[-1]]])
+                b, at = len(free), 0
+                holes = [[0, max(BLOCK, n)]]
+                free.append(holes)
                 high.append(0)
-                holes, at = free[b], 0
             off = holes[at][0]
             holes[at][0] += n
             holes[at][1] -= n
