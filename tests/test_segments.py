@@ -485,3 +485,52 @@ def test_composite_ops_and_nll_loss_after_a_break():
         np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)
     info = cf.cache_info()
     assert info["segments"] > 0 and len(info["graph_breaks"]) == 1, info
+
+
+def test_a_custom_function_breaking_inside_backward_keeps_the_pending_nodes():
+    """The double-backward tutorial's Cube, whose backward is another custom Function, in a
+    gradient-penalty step: a custom Function runs eagerly (a break), here in the middle of
+    loss.backward(), while the engine still has to apply nodes recorded in the segment."""
+    def make(lib):
+        class CubeBackward(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, grad_out, x):
+                ctx.save_for_backward(x, grad_out)
+                return grad_out * 3 * x ** 2
+
+            @staticmethod
+            def backward(ctx, g):
+                x, gp = ctx.saved_tensors
+                return g * 3 * x ** 2, g * 6 * x * gp
+
+        class Cube(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return CubeBackward.apply(g, x)
+
+        def step(X, w):
+            Xr = X.clone().requires_grad_(True)
+            out = Cube.apply(Xr @ w).sum(1)
+            g, = lib.autograd.grad(out.sum(), Xr, create_graph=True)
+            loss = out.pow(2).mean() + (g.norm(dim=1) - 1).pow(2).mean()
+            loss.backward()
+            return loss
+        return step
+
+    wa = np.linspace(-1, 1, 12).reshape(4, 3)
+    Xa = np.random.default_rng(0).standard_normal((16, 4))
+    tw = torch.tensor(wa, requires_grad=True)
+    tloss = make(torch)(torch.tensor(Xa), tw)
+    cf = fusegrad.compile(make(fusegrad), backend="eager")
+    w = fusegrad.tensor(wa, requires_grad=True)
+    for _ in range(2):
+        w.grad = None
+        loss = cf(fusegrad.tensor(Xa), w)
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-12)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)

@@ -27,10 +27,11 @@ from ..tracer.capture import CaptureTrace
 from ..tracer.live import CallTimeConst, LiveNumber
 from ..tracer.rng import RngKey
 from ..tracer.trace import _STACK, GraphBreak
+from .engine import RUNNING
 from .interpreter import run_tensors
 from .nodes import PrimNode
 from .ops import _writable
-from .tensor import Tensor
+from .tensor import Tensor, wrap
 
 SEGMENT_LIMIT = 32  # compiled segments per compiled function; further ones run op by op
 #: compiled segments that differ only in float literals (a number from ``.item()`` used in
@@ -116,8 +117,8 @@ class SegmentTrace(CaptureTrace):
             for t in views:
                 if t is not None and t._base is not None:
                     self._refresh(t)
-        self._cut_recorded_nodes()
-        live, seen = [], set()
+        saved = self._cut_recorded_nodes()
+        live, seen = [t for _, t in saved], set()
         for r in self._tracked:
             t = r()
             if t is not None and type(t._data) is Var and t._data.trace is self and id(t) not in seen:
@@ -133,15 +134,23 @@ class SegmentTrace(CaptureTrace):
         outs = live + [s[0] for s in updated]
         if outs:
             self._run(outs, len(live), updated)
+        for n, t in saved:
+            n.out_data = t._data
         self._reset()
 
-    def _cut_recorded_nodes(self) -> None:
+    def _cut_recorded_nodes(self) -> list:
         """The autograd nodes recorded on this segment's values hold its intermediate
-        tensors; the segment's own node replaces them, so they are cut first, leaving alive only the tensors something else refers to: those are the
-        segment's outputs."""
+        tensors; the segment's own node replaces them, so they are cut first, leaving alive
+        only the tensors something else refers to: those are the segment's outputs.
+
+        A break inside a backward (a custom Function's backward that breaks) cuts nothing:
+        the running engine may still apply those nodes. Their saved outputs then leave the
+        segment too; returned as (node, tensor) pairs, the node to take the tensor's value."""
         stack = [t._grad_fn for t in (r() for r in self._tracked) if t is not None and t._grad_fn is not None]
         stack += [s[0]._grad_fn for s in self.snaps if s[0]._grad_fn is not None]
+        keep = RUNNING.graph is not None
         seen: set = set()
+        saved = []
         while stack:
             n = stack.pop()
             if id(n) in seen or type(n).__mro__[1] is not PrimNode or not n.ins or not any(
@@ -149,7 +158,11 @@ class SegmentTrace(CaptureTrace):
                 continue
             seen.add(id(n))
             stack.extend(e[0] for e in n.edges if e is not None)
-            n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
+            if not keep:
+                n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
+            elif type(n.out_data) is Var and n.out_data.trace is self:
+                saved.append((n, wrap(n.out_data)))
+        return saved
 
     def _run(self, outs: list, n_live: int, updated: list) -> None:
         g = self.graph
@@ -280,7 +293,6 @@ def _const_key(h) -> tuple:
 
 def _op_by_op(g, operands: list) -> list:
     """The segment evaluated op by op on tensors (eager autograd records it)."""
-    from .tensor import wrap
     values = list(operands) + [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in g.consts]
     trs, _STACK.traces[:] = list(_STACK.traces), []
     try:
