@@ -497,3 +497,17 @@ def test_nn_grad_conv_input_and_weight_match_torch(nd):
             got = f_fn(fg.tensor(x), w.shape, fg.tensor(g), **kw)
             want = t_fn(torch.tensor(x), w.shape, torch.tensor(g), **kw)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_cumulative_batch_norm_compiles_without_a_break():
+    """momentum=None averages over the batches seen: the factor is computed from the counter
+    as a tensor, so compiled code reads it each call instead of breaking on float()."""
+    ours = nn.BatchNorm1d(3, momentum=None, dtype=fg.float64)
+    ref = torch.nn.BatchNorm1d(3, momentum=None, dtype=torch.float64)
+    step = fg.compile(lambda x: ours(x).square().sum(), backend="eager")
+    for i in range(3):
+        x = arr(6, 3) * (i + 1)
+        np.testing.assert_allclose(step(fg.tensor(x)).item(), ref(torch.tensor(x)).square().sum().item(), rtol=1e-12)
+    for k, v in ref.state_dict().items():
+        np.testing.assert_allclose(ours.state_dict()[k].numpy(), v.numpy(), rtol=1e-12, err_msg=k)
+    assert step.cache_info()["graph_breaks"] == []

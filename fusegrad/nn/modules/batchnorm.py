@@ -47,13 +47,15 @@ class _NormBase(Module):
         self.reset_running_stats()
         reset_affine(self, self.affine)
 
-    def _factor(self) -> float:
-        """The running-average factor of this step, counting the step when training."""
+    def _factor(self):
+        """The running-average factor of this step, counting the step when training: a
+        float, or for a cumulative average (momentum None) a tensor computed from the
+        counter, which compiled code reads at each call (a float would be a graph break)."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # a cumulative average: reads the counter's value
-                factor = 1.0 / float(self.num_batches_tracked)
+            if self.momentum is None:
+                factor = self.num_batches_tracked.to(self.running_mean.dtype).reciprocal()
         return factor
 
     def extra_repr(self) -> str:
