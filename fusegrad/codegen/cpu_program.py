@@ -38,8 +38,8 @@ from numba import types
 
 __all__ = ["Program", "TABLE_IMPORT", "TABLE_OPERAND", "blocks_of", "entry_source", "run_address", "run_source"]
 
-TABLE_IMPORT = "from numba import carray\nfrom fusegrad.codegen.cpu_link import pointer"
-TABLE_OPERAND = "carray(pointer(ptrs[prog[at + {s}]] + prog[at + {o}]), prog[at + {n}], np.{dtype})"
+TABLE_IMPORT = "from fusegrad.codegen.cpu_link import operand"
+TABLE_OPERAND = "operand(ptrs, prog, at + {s}, np.{dtype})"
 
 CALL, GEMM, COPY, ZERO = range(4)
 _ALIGN = 64  # bytes: each region starts a cache line (and a vector's alignment)

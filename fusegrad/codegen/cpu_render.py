@@ -83,7 +83,7 @@ def kernel_head(origin: str, params: list, parallel: bool = False, extra: list =
              "from numba import njit, prange", ARRAYS, *extra]
     if table is None:
         return lines + ["", *before, decorator(parallel, from_python), f"def kernel({', '.join(params)}):"]
-    binds = [f"    {p} = {TABLE_OPERAND.format(s=3 * j, o=3 * j + 1, n=3 * j + 2, dtype=dt)}" for j, (p, dt) in enumerate(zip(params, table))]
+    binds = [f"    {p} = {TABLE_OPERAND.format(s=3 * j, dtype=dt)}" for j, (p, dt) in enumerate(zip(params, table))]
     binds += [f"    {p} = prog[at + {3 * len(table) + j}]" for j, p in enumerate(params[len(table):])]
     return lines + [TABLE_IMPORT, "", *before, decorator(parallel, from_python), "def kernel(ptrs, prog, at):", *binds]
 
