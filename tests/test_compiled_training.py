@@ -623,3 +623,30 @@ def test_compiled_code_follows_module_hooks_added_and_removed():
     h.remove()
     np.testing.assert_allclose(cm(x).detach().numpy(), plain, rtol=1e-6)
     np.testing.assert_allclose(cf(x).detach().numpy(), 2 * plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize("act", ["Hardswish", "SiLU", "Mish"])
+def test_in_place_activation_of_x_times_g_x_has_torchs_gradient(act):
+    """A traced in-place activation that reads its input twice (x * g(x)): its nodes keep the
+    input's old value, not the activation that the update writes into the tensor."""
+    reference = pytest.importorskip("torch")
+
+    def make(lib):
+        return lib.nn.Sequential(lib.nn.Linear(3, 4), getattr(lib.nn, act)(inplace=True))
+
+    reference.manual_seed(0)
+    ref = make(reference).double()
+    ours = make(torch).double()
+    ours.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+
+    def step(lib, m, x):
+        loss = m(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    x = np.random.default_rng(0).standard_normal((6, 3)) * 2
+    want = step(reference, ref, reference.tensor(x))
+    got = torch.compile(lambda x: step(torch, ours, x), backend="eager")(torch.tensor(x))
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
+    for (name, p), (_, q) in zip(ref.named_parameters(), ours.named_parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-10, err_msg=name)

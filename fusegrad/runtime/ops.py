@@ -1929,7 +1929,12 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
                 return inplace(self, fn, *others)
         if captured:
             self._data = trs[-1].lift(self)
-        new = fn(self)
+        # fn reads a stand-in: the nodes it records must keep the old value, which the
+        # rebinding below would change under them (x * sigmoid(x)'s gradient read the new)
+        old = _snapshot(self, copy=False)
+        if type(self._data) is Var and self._data.trace.tracks:  # (a segmented trace gives it its value at a break)
+            self._data.trace.track(old)
+        new = fn(old)
         self._data = new._data
         if self._rg and self._grad_fn is None and not new._rg:  # a leaf stays one (see rebound_leaves)
             trs[-1].rebound_leaves.add(id(self))
@@ -1976,9 +1981,10 @@ def _through_alias(base: Tensor, new: Tensor, trace) -> Var:
     return add(base, stop_gradient(sub(new, base)))._data
 
 
-def _snapshot(t: Tensor) -> Tensor:
-    """A copy of ``t``'s current value that keeps its place in the autograd graph."""
-    old = wrap(devices.copy(t._data))
+def _snapshot(t: Tensor, copy: bool = True) -> Tensor:
+    """A copy of ``t``'s current value that keeps its place in the autograd graph (with
+    ``copy`` False, a new tensor over the same value: a traced one, which nothing changes)."""
+    old = wrap(devices.copy(t._data) if copy else t._data)
     old._rg, old._grad_fn, old._out_nr = t._rg, t._grad_fn, t._out_nr
     carry_tangent(t, old)
     return old
