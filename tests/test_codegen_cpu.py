@@ -514,6 +514,36 @@ def test_donated_outputs_come_back_as_the_arguments(rng):
         np.testing.assert_allclose(g_, w, rtol=1e-6)
 
 
+def test_an_entry_with_many_outputs_returns_them_in_lists_per_dtype(rng):
+    """With cpu_program.LISTED outputs or more the entry allocates each dtype's outputs in a
+    loop and returns lists; the executable puts every output back in its place: dtypes
+    interleaved, one value returned twice, one computed into a donated argument; with a sin
+    whose huge argument, the exact program's entry (lists too) reruns the graph."""
+    from fusegrad.codegen.cpu_program import LISTED
+    from fusegrad.ir.prims import reduce as R
+
+    def f(a, b, c, last):
+        s = E.add(a, 1.0)
+        outs = [s, E.gt(a, 0.0), R.reduce_sum(a, axes=(0,), keepdims=False), E.mul(b, 2.0), s]
+        outs += [E.add(b, float(k)) for k in range(LISTED)]
+        return tuple(outs + [last(c)])
+
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal(4)
+    c = rng.standard_normal(5).astype(np.float32)  # (a domain of its own: donated alone)
+    c[0] = 1e30  # past fastmath's range: the exact program runs
+    want = [a + 1, a > 0, a.sum(0), b * 2, a + 1] + [b + k for k in range(LISTED)]
+    for last, donate, w in ((lambda x: E.mul(x, 2.0), {LISTED + 5: 2}, c * 2),
+                            (E.sin, None, np.sin(c.astype(np.float64)).astype(np.float32))):
+        exe = CpuBackend().compile(graph_of(lambda x, y, z: f(x, y, z, last), [a, b, c]), donate=donate)
+        assert exe._returns is not None and exe._written == ((2,) if donate else ())
+        got = exe(a, b, c.copy())
+        assert len(got) == len(want) + 1
+        for k, (g_, w_) in enumerate(zip(got, want + [w])):
+            assert g_.dtype == w_.dtype and g_.shape == w_.shape, k
+            np.testing.assert_allclose(g_, w_, rtol=1e-6, err_msg=f"output {k}")
+
+
 _VECTOR_PROBE = """
 import os
 import numpy as np

@@ -26,7 +26,7 @@ from .cpu_blas import kind as blas_kind
 from .cpu_calls import Gemm, emit_call, matmul_plan
 from .cpu_helpers import compile_kernels
 from .cpu_link import address, signature as link_signature
-from .cpu_program import Program, blocks_of, entry_source, run_address
+from .cpu_program import Program, blocks_of, entry_source, listed, run_address
 from .cpu_malloc import keep_freed_blocks
 from .cpu_render import kernel_head, prepare, render
 from .cpu_symbolic import compile_symbolic
@@ -49,7 +49,7 @@ class CpuExecutable:
     """A compiled graph: ``exe(*arrays)`` with arrays ordered graph inputs then consts."""
 
     def __init__(self, graph: Graph, fused_of: "_FusedOnce", source: str, fn, prog: np.ndarray, kaddr: np.ndarray,
-                 exact=None, written=()):
+                 exact=None, written=(), returns: Optional[list] = None):
         self._in = [(v.shape, v.dtype) for v in graph.arguments()]
         self._written = tuple(a for _, a in written)  # positions of arguments the kernel overwrites
         self._out_shapes = [v.shape for v in graph.outputs]
@@ -64,6 +64,9 @@ class CpuExecutable:
         # () -> (entry point, program, addresses) for sin/cos arguments past fastmath's range
         # (see cpu._entry), compiled on first use
         self._exact = exact
+        # an entry with many outputs returns them all, in lists (cpu_program.listed): the
+        # position of each returned one among them
+        self._returns = returns
         self._graph = graph
         self._source = source  # the entry's module, its program, then the kernels' modules
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
@@ -101,6 +104,9 @@ class CpuExecutable:
                 exact, prog, kaddr = self._exact()
                 res = _run(exact, flat, prog, kaddr, blocks_of(prog))
             res = res[:-1]
+        if self._returns is not None:
+            every = [o for part in res for o in part]
+            res = [every[i] for i in self._returns]
         if self._from is not None:  # a donated output: its argument's array, the caller's own if written there
             rest = iter(res)
             res = [next(rest) if a is None else flat[a] if a in copied or not arrays[a].flags.c_contiguous
@@ -212,7 +218,7 @@ class CpuBackend:
         exact = functools.cache(lambda: linked("kernel_exact")) if "kernel_exact" in record["progs"] else None
         exe = CpuExecutable(graph, _FusedOnce(graph, fused, blas_nearby),
                             "\n\n".join([record["entry"], record["listing"]] + record["kernels"]), *linked("kernel"),
-                            exact, tuple(record["written"]))
+                            exact, tuple(record["written"]), record.get("returns"))
         exe.kernels = tuple(record["kernels"])
         return exe
 
@@ -242,6 +248,8 @@ def _valid(record: Optional[dict], graph: Graph) -> Optional[dict]:
             and isinstance(kernels, list) and all(isinstance(k, str) for k in kernels) \
             and isinstance(links, dict) and isinstance(progs, dict) and "kernel" in links \
             and set(links) == set(progs) \
+            and (record.get("returns") is None or isinstance(record["returns"], list)
+                 and all(type(i) is int and i >= 0 for i in record["returns"])) \
             and all(isinstance(ms, list) and all(type(m) is int and 0 <= m < len(kernels) for m in ms)
                     for ms in links.values()) \
             and all(isinstance(p, list) and all(type(w) is int for w in p) for p in progs.values()):
@@ -308,9 +316,13 @@ def generate(graph: Graph, fused: Fused, donated: Optional[dict] = None) -> dict
         progs[name] = prog.encode()
         links[name] = [modules.module[sym] for sym in calls]
         listing.append(f"# {name}\n" + prog.listing())
-    entry = entry_source([v.dtype.name for v in graph.arguments()], [v.dtype.name for v in outs], returns, guarded)
-    return {"entry": entry, "progs": progs, "listing": "\n".join(listing), "kernels": list(modules.sources),
-            "links": links, "donated": donated}
+    out_dtypes = [v.dtype.name for v in outs]
+    entry = entry_source([v.dtype.name for v in graph.arguments()], out_dtypes, returns, guarded)
+    record = {"entry": entry, "progs": progs, "listing": "\n".join(listing), "kernels": list(modules.sources),
+              "links": links, "donated": donated}
+    if listed(out_dtypes):  # the entry returns every output, in lists: the caller picks these
+        record["returns"] = returns
+    return record
 
 
 class _Modules:
@@ -488,6 +500,8 @@ def _entry(graph: Graph, fused: Fused, donated: dict, shared: dict, concats: _Co
     arg_slot = {v.id: k for k, v in enumerate(args)}
     ret = [v for v in fused.outputs if v.id not in donated]  # the caller has the others: its arguments
     outs = list({v.id: v for v in ret}.values())
+    kinds = list(dict.fromkeys(v.dtype for v in outs))  # (a listed entry allocates one run per dtype)
+    outs.sort(key=lambda v: kinds.index(v.dtype))
     prog = Program(len(args), [v.size for v in outs], counted)
     out_slot = {v.id: len(args) + j for j, v in enumerate(outs)}
     slot = plan(fused)
