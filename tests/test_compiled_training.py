@@ -650,3 +650,37 @@ def test_in_place_activation_of_x_times_g_x_has_torchs_gradient(act):
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
     for (name, p), (_, q) in zip(ref.named_parameters(), ours.named_parameters()):
         np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ["module_global", "post_accumulate", "optimizer_global", "optimizer_own"])
+def test_hooks_fusegrad_runs_keep_their_python_side_effects(kind):
+    """Hooks that fusegrad's own code calls (global module hooks, post-accumulate-grad hooks,
+    optimizer step hooks) are watched as the function's own code: a hook counting calls
+    in a dict counts every compiled call, as eagerly (a replayed graph would skip it)."""
+    from fusegrad.nn.modules.module import register_module_forward_hook
+    from fusegrad.optim.optimizer import register_optimizer_step_pre_hook
+    lin = nn.Linear(3, 2)
+    opt = optim.SGD(lin.parameters(), lr=0.1)
+    count = {"n": 0}
+
+    def hook(*args):
+        count["n"] += 1
+
+    handle = {"module_global": lambda: register_module_forward_hook(hook),
+              "post_accumulate": lambda: lin.weight.register_post_accumulate_grad_hook(hook),
+              "optimizer_global": lambda: register_optimizer_step_pre_hook(hook),
+              "optimizer_own": lambda: opt.register_step_pre_hook(hook)}[kind]()
+
+    def step(x):
+        opt.zero_grad()
+        lin(x).sum().backward()
+        opt.step()
+
+    f = torch.compile(step, backend="eager")
+    try:
+        for _ in range(4):
+            f(torch.ones(1, 3))
+    finally:
+        handle.remove()
+    assert count["n"] == 4
+    assert any("changes a dict" in b for b in f.cache_info()["graph_breaks"])

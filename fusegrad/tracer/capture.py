@@ -460,6 +460,30 @@ def _with_methods(o, names: frozenset) -> frozenset:
     return names | frozenset(more)
 
 
+def _global_hooks() -> list:
+    """The hooks fusegrad's own code runs for every module and optimizer: what they name is
+    guarded and watched for side effects as what the traced function names."""
+    from ..nn import module
+    from ..optim.optimizer import _GLOBAL_HOOKS
+    return [*_GLOBAL_HOOKS["step_pre"], *_GLOBAL_HOOKS["step_post"], *module._global_forward_pre_hooks.values(),
+            *module._global_forward_hooks.values()]
+
+
+def _step_hooks(o) -> list:
+    """An optimizer's own step hooks (its ``step`` runs them)."""
+    from ..optim.optimizer import Optimizer
+    if not isinstance(o, Optimizer):
+        return []
+    own = o.__dict__.get("_hooks") or {}
+    return [*own.get("step_pre", []), *own.get("step_post", [])]
+
+
+def _accumulate_hooks(m) -> list:
+    """The post-accumulate-grad hooks of module ``m``'s own parameters."""
+    return [h for p in m._parameters.values() if p is not None and p._acc is not None
+            for h in p._acc.post_acc_hooks or ()]
+
+
 def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> list:
     """(key, read, identity) guards on what ``fn`` names outside itself, as torch.compile's
     guards: Python numbers, strings, None and tuples of them are traced as literals, so a
@@ -507,6 +531,8 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
                 visit(v, level - 1)
             if level > 0 and hasattr(v, "named_parameters") and hasattr(v, "modules"):
                 inside(v, itself=True)
+            for hook in _step_hooks(v):  # (what they name changes as the module hooks' would)
+                visit(hook, 0)
 
     def inside(module, itself: bool = False) -> None:
         """What the forwards of ``module``'s submodules (``itself``: and its own) and their
@@ -516,13 +542,15 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
             if id(m) in modules_seen:
                 continue
             modules_seen.add(id(m))
-            for hook in [*m._forward_pre_hooks.values(), *m._forward_hooks.values()]:
+            for hook in [*m._forward_pre_hooks.values(), *m._forward_hooks.values(), *_accumulate_hooks(m)]:
                 visit(hook, 0)
             if (itself or m is not module) and not _library(type(m).forward):  # (fusegrad's layers name nothing of the user's)
                 visit(m, 0)
 
     modules_seen: set = set()
     visit(fn, depth)
+    for hook in _global_hooks():
+        visit(hook, 0)
     if hasattr(fn, "named_parameters") and hasattr(fn, "modules"):
         inside(fn)
         if hasattr(fn, "_modules"):  # a submodule swapped for one without parameters (model.act = Tanh())
