@@ -236,3 +236,28 @@ def test_encoder_stack_default_init_and_dropout_modes():
     np.testing.assert_array_equal(np_of(enc(x)), np_of(enc(x)))
     enc.train()
     assert not np.allclose(np_of(enc(x)), np_of(enc(x)))
+
+
+def test_encoder_in_inference_zeroes_padded_rows_as_torchs_nested_path():
+    """In eval under no_grad with a key padding mask that pads at the ends, PyTorch's
+    TransformerEncoder runs its layers on a nested tensor and pads the result with zeros:
+    the padded rows leave as 0 (then the final norm's bias); in training, or with padding
+    not at the end, they are computed as the others."""
+    torch.manual_seed(0)
+    pt = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                                      batch_first=True, dtype=torch.float64),
+                                     2, norm=torch.nn.LayerNorm(8, dtype=torch.float64))
+    fm = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True,
+                                                          dtype=fg.float64), 2, norm=nn.LayerNorm(8, dtype=fg.float64))
+    copy_weights(fm, pt)
+    assert fm.use_nested_tensor and pt.use_nested_tensor
+    x = np.random.default_rng(0).standard_normal((2, 5, 8))
+    for train, pad in ((False, [[False] * 5, [False] * 3 + [True] * 2]), (True, [[False] * 5, [False] * 3 + [True] * 2]),
+                       (False, [[False] * 5, [True] + [False] * 4])):
+        pt.train(train), fm.train(train)
+        with torch.no_grad(), fg.no_grad():
+            want = pt(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).numpy()
+            got = fm(fg.tensor(x), src_key_padding_mask=fg.tensor(pad)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10, err_msg=f"train={train}, pad={pad}")
+    with pytest.warns(UserWarning, match="batch_first was not True"):
+        assert not nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 1).use_nested_tensor

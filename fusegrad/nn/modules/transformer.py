@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from typing import Callable, Optional, Union
 
 from ...ir import dtypes as D
@@ -82,6 +83,9 @@ class TransformerEncoderLayer(_TransformerLayer):
         self.norm_first = norm_first
         self._add_feedforward_and_norms(2, d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias,
                                         dtype)
+        act = self.activation  # (PyTorch's flag for its fused fast path, which TransformerEncoder reads)
+        self.activation_relu_or_gelu = (1 if act is F.relu or type(act).__name__ == "ReLU" else
+                                        2 if act is F.gelu or type(act).__name__ == "GELU" else 0)
 
     def _ff_block(self, x: Tensor) -> Tensor:
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -140,13 +144,72 @@ class TransformerEncoder(Module):
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+        why = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why}",
+                          stacklevel=2)
+        self.use_nested_tensor = enable_nested_tensor and not why
 
     def forward(self, src: Tensor, mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
                 is_causal: Optional[bool] = None) -> Tensor:
         out = src
         for layer in self.layers:
             out = layer(out, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self._nested(src, mask, src_key_padding_mask):
+            # PyTorch runs these layers on a nested tensor of the unpadded rows and pads its
+            # result with zeros: the rows of padding leave as 0 (the others are the same)
+            pad = src_key_padding_mask if src_key_padding_mask.dtype == D.bool_ else O.ne(src_key_padding_mask, 0)
+            out = O.masked_fill(out, O.unsqueeze(pad, -1), 0.0)
         return self.norm(out) if self.norm is not None else out
+
+    def _nested(self, src: Tensor, mask: Optional[Tensor], padding: Optional[Tensor]) -> bool:
+        """Whether PyTorch's forward takes its nested-tensor path (its conditions, in its order)."""
+        from ...amp.autocast_mode import is_autocast_enabled
+        from ...compiler import is_compiling
+        from ...runtime.grad_mode import is_grad_enabled
+        first = self.layers[0]
+        if (not getattr(self, "use_nested_tensor", False) or first.training or src.dim() != 3 or padding is None
+                or mask is not None):
+            return False
+        if self.mask_check and (is_compiling() or not _left_aligned(padding)):
+            return False
+        if is_autocast_enabled():  # (as PyTorch asks: CUDA's)
+            return False
+        attn = first.self_attn
+        weights = (src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight, attn.out_proj.bias,
+                   first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,
+                   first.linear1.weight, first.linear1.bias, first.linear2.weight, first.linear2.bias)
+        return not (is_grad_enabled() and any(w is not None and w.requires_grad for w in weights))
+
+
+def _why_not_nested(layer) -> str:
+    """Why PyTorch's TransformerEncoder would not use nested tensors for ``layer`` ('' if it would)."""
+    name = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{name} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{name}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return f"{name}.self_attn.batch_first was not True(use batch_first for better inference performance)"
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{name}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{name}.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return f"{name}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{name}.norm1.eps was not equal to {name}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{name}.self_attn.num_heads is odd"
+    return ""
+
+
+def _left_aligned(padding: Tensor) -> bool:
+    """Whether every row of the key padding mask pads only at its end (PyTorch's mask_check)."""
+    pad = padding if padding.dtype == D.bool_ else O.ne(padding, 0)
+    return not bool(O.any(O.logical_and(pad[:, :-1], O.logical_not(pad[:, 1:]))))
 
 
 class TransformerDecoder(Module):
