@@ -684,3 +684,30 @@ def test_hooks_fusegrad_runs_keep_their_python_side_effects(kind):
         handle.remove()
     assert count["n"] == 4
     assert any("changes a dict" in b for b in f.cache_info()["graph_breaks"])
+
+
+def test_create_graph_through_a_compiled_module_that_updates_what_it_reads():
+    """spectral_norm's forward reads its u vector and updates it in place: the differentiable
+    (create_graph) backward of a compiled call reruns the graph on u as that call read it."""
+    reference = pytest.importorskip("torch")
+
+    def make(lib):
+        return lib.nn.Sequential(lib.nn.utils.spectral_norm(lib.nn.Linear(4, 3)), lib.nn.Tanh(), lib.nn.Linear(3, 1))
+
+    reference.manual_seed(0)
+    ref = make(reference).double()
+    ours = make(torch).double()
+    ours.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    compiled = torch.compile(ours, backend="eager")
+    x = np.random.default_rng(0).standard_normal((5, 4))
+
+    def penalty(lib, model):
+        xi = lib.tensor(x).requires_grad_(True)
+        out = model(xi)
+        g, = lib.autograd.grad(out.sum(), xi, create_graph=True)
+        return g.pow(2).sum()
+
+    for _ in range(3):
+        want, got = penalty(reference, ref), penalty(torch, compiled)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-10)
+        np.testing.assert_allclose(ours[0].weight_u.numpy(), ref[0].weight_u.numpy(), rtol=1e-10)

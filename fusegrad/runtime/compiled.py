@@ -45,6 +45,7 @@ from .forward_state import STATE as FORWARD
 from .grad_mode import STATE
 from .interpreter import run_tensors
 from .nodes import _FREED_MSG, FunctionNode, PrimNode, check_versions, node_class
+from .ops import _snapshot
 from .segments import run_segmented
 from . import speculation
 from .speculation import Speculative
@@ -374,6 +375,10 @@ class _Ctx:
                                                   for t in targets) for r in self.residuals]
             self.residuals = [r.copy() if k else r for r, k in zip(self.residuals, kept)]
             self.refs = [ref for ref in self.refs if not kept[ref[0]]]
+        if self.primals is not None:  # (create_graph reruns the joint graph on them: spectral_norm's u)
+            ids = {id(t) for t in targets}
+            self.primals = [_snapshot(p) if isinstance(p, Tensor) and id(p._data) in ids else p
+                            for p in self.primals]
 
     def check(self) -> None:
         if self.freed:
