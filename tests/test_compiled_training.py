@@ -711,3 +711,21 @@ def test_create_graph_through_a_compiled_module_that_updates_what_it_reads():
         want, got = penalty(reference, ref), penalty(torch, compiled)
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-10)
         np.testing.assert_allclose(ours[0].weight_u.numpy(), ref[0].weight_u.numpy(), rtol=1e-10)
+
+
+def test_constant_indices_captured_by_compiled_code_are_checked_without_a_break():
+    """An embedding indexed by (and a one_hot of) a tensor the function captures, a T5
+    bucket table built once: the range checks read it on the host, not through the trace."""
+    emb = nn.Embedding(6, 3)
+    buckets = torch.tensor([[0, 1, 5], [2, 2, 3]])
+
+    def f(x):
+        return (emb(buckets) * x).sum() + torch.nn.functional.one_hot(buckets, 6).sum()
+
+    cf = torch.compile(f, backend="eager")
+    x = torch.ones(3)
+    np.testing.assert_allclose(cf(x).item(), f(x).item(), rtol=1e-6)
+    assert cf.cache_info()["graph_breaks"] == []
+    big = torch.tensor([6])
+    with pytest.raises(IndexError, match="index out of range"):
+        torch.compile(lambda x: emb(big).sum() * x, backend="eager")(x)

@@ -282,8 +282,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
         elif padding_idx < 0:
             assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
             padding_idx += num
-    if _concrete(input) and input.numel() and (int(O.amin(input)) < 0 or int(O.amax(input)) >= num):
-        raise IndexError("index out of range in self")
+    if _concrete(input) and input.numel():  # (read on the host: a traced constant index stays one)
+        a = input._concrete("embedding's index check", host=True)
+        if a.min() < 0 or a.max() >= num:
+            raise IndexError("index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
     out = weight[input]
@@ -316,9 +318,10 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             if num_classes < 0:
                 raise RuntimeError("Can not infer total number of classes from empty tensor.")
         else:
-            if int(O.amin(tensor)) < 0:
+            a = tensor._concrete("one_hot's class check", host=True)
+            if a.min() < 0:
                 raise RuntimeError("Class values must be non-negative.")
-            top = int(O.amax(tensor))
+            top = int(a.max())
             if num_classes < 0:
                 num_classes = top + 1
             elif top >= num_classes:
@@ -552,8 +555,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor]
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
-    if _concrete(input) and input.numel() and (float(O.amin(input)) < 0 or float(O.amax(input)) > 1):
-        raise RuntimeError("all elements of input should be between 0 and 1")
+    if _concrete(input) and input.numel():
+        a = input._concrete("binary_cross_entropy's input check", host=True)
+        if not ((a >= 0) & (a <= 1)).all():  # (NaN too, as PyTorch's)
+            raise RuntimeError("all elements of input should be between 0 and 1")
     def terms(x, target):
         return O.neg(O.add(O.mul(target, _clamped_log(x)), O.mul(O.rsub(target, 1.0), _clamped_log(O.rsub(x, 1.0)))))
 

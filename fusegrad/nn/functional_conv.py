@@ -308,7 +308,7 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple, dilati
     if outs[0] * outs[1] != L:
         raise RuntimeError(f"Given output_size={list(size)}, kernel_size={list(ks)}, dilation={list(d)}, "
                            f"padding={list(p)}, stride={list(s)}, expected size of input's dimension 2 to match the "
-                           f"calculated number of sliding blocks {outs[0]} * {outs[1]} = {L}, but got "
+                           f"calculated number of sliding blocks {outs[0]} * {outs[1]} = {outs[0] * outs[1]}, but got "
                            f"input.size(2)={L}.")
     C = CK // K
     padded = tuple(sz + 2 * a for sz, a in zip(size, p))
