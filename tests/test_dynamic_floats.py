@@ -62,6 +62,11 @@ def test_a_comparison_guards_and_other_uses_compile_each_value():
         np.testing.assert_allclose(h(x, s).numpy(), XA * math.sqrt(s), rtol=1e-15)
     info = h.cache_info()
     assert info["compiles"] == 3 and any("used as a number" in n for n in info["notes"]), info
+    for s in (0.3, 0.4, 0.2):  # (compiled.VALUE_LIMIT: new values run eagerly; a seen one is compiled)
+        np.testing.assert_allclose(h(x, s).numpy(), XA * math.sqrt(s), rtol=1e-15)
+    info = h.cache_info()
+    assert info["compiles"] == 3 and info["fallbacks"] == 2 and info["hits"] == 1, info
+    assert any("new values run eagerly" in n for n in info["notes"]), info
     kept = []
     keep = fusegrad.compile(lambda x, s: (kept.append(s), x * s)[1])
     for s in (0.1, 0.2, 0.7):

@@ -55,6 +55,10 @@ from . import devices
 from .tensor import Tensor, wrap
 
 RECOMPILE_LIMIT = 8
+#: compiles per value of int or float arguments that the code uses as numbers (a slice bound,
+#: a size), sizes aside: past it, new values run eagerly (a decoding position or a step
+#: counter is new at every call, and each value would compile)
+VALUE_LIMIT = 2
 SIZED_LIMIT = 64  # per-size plans kept per symbolic function (least recently used dropped)
 _BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
 
@@ -747,6 +751,7 @@ class CompiledFunction:
         self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
         self._float_plans: dict = {}  # float-free signature -> [_FloatPlan] or _STATIC (see _dynamic_floats)
         self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
+        self._per_value: dict = {}  # number-and-size-free signature -> compiles per value (VALUE_LIMIT)
         # the globals and closure cells holding numbers that changed between calls: traced as
         # values read at each call (live), or per value where the code needs the number (static)
         self._live_names: set = set()
@@ -886,10 +891,15 @@ class CompiledFunction:
                 self._stats["hits"] += 1
                 return entry
             floats = self._float_family(key)
+            values = None
             if floats is not None:
                 entry = self._dynamic_floats(floats, leaves, spec)
                 if entry is not None:
                     return entry
+                if self._float_plans.get(floats) is _STATIC:
+                    values = self._family(floats, leaves) or floats
+                    if self._per_value.get(values, 0) >= VALUE_LIMIT:
+                        return self._eager_values()
             self._stats["misses"] += 1
             family = self._family(key, leaves)
             seen = self._families.get(family)
@@ -922,9 +932,21 @@ class CompiledFunction:
                 self._live_names |= _changed_numbers(self._cache.variants(key)) - self._static_names
             entry = self._build(leaves, spec)
             self._cache.add(key, entry)
+            if values is not None:
+                self._per_value[values] = self._per_value.get(values, 0) + 1
             if family is not None and self._families.get(family) is not True:
                 self._families.setdefault(family, set()).add(key)  # another size of it goes symbolic
             return entry
+
+    def _eager_values(self) -> "_Eager":
+        reason = (f"{self.__name__}: an int or float argument used as a number took {VALUE_LIMIT} values, each "
+                  "compiled: new values run eagerly")
+        if reason not in self._stats["notes"]:
+            self._stats["notes"].append(reason)
+            log("recompiles", reason)
+        if self.fullgraph:
+            raise RuntimeError(reason)
+        return _Eager(reason)
 
     def _float_family(self, key) -> Any:
         """The signature with the values of its float arguments left out, when it has some
