@@ -196,3 +196,17 @@ def test_whole_module_pickles_unsafely(tmp_path):
     m2 = fg.load(path, weights_only=False)
     np.testing.assert_array_equal(as_np(m2(fg.tensor(X))), as_np(m(fg.tensor(X))))
     assert os.path.getsize(path) > 0
+
+
+def test_loaded_views_report_their_storage_and_offset():
+    """Tensors loaded from one storage share it as PyTorch's do: a view keeps its offset and
+    its untyped_storage() is the base's (code finding tied weights by storage relies on it)."""
+    base = fg.arange(10.0)
+    buf = io.BytesIO()
+    fg.save({"a": base, "b": base[2:6], "c": base[::3]}, buf)
+    buf.seek(0)
+    got = fg.load(buf)
+    assert got["b"].storage_offset() == 2 and got["c"].stride() == (3,)
+    assert got["b"].untyped_storage().data_ptr() == got["a"].untyped_storage().data_ptr()
+    got["b"][0] = 100.0
+    assert got["a"][2].item() == 100.0 and got["c"].tolist() == [0.0, 3.0, 6.0, 9.0]

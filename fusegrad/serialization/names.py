@@ -71,7 +71,11 @@ def rebuild_tensor_v2(storage: np.ndarray, storage_offset: int, size: Tuple[int,
         raise RuntimeError(f"fusegrad.load: a tensor of size {list(size)} and stride {list(stride)} at offset "
                            f"{storage_offset} does not fit in its storage of {storage.size} elements")
     item = storage.itemsize
-    arr = np.lib.stride_tricks.as_strided(storage[storage_offset:], shape=size, strides=[s * item for s in stride])
+    if needed:  # (an ndarray over the storage: its base, so storage_offset() and untyped_storage() see it)
+        arr = np.ndarray(size, storage.dtype, buffer=storage, offset=storage_offset * item,
+                         strides=[s * item for s in stride])
+    else:
+        arr = np.empty(size, storage.dtype)
     if isinstance(storage, DeviceStorage):
         from ..runtime.devices import move
         arr = move(np.array(arr, copy=True), storage.target)
