@@ -729,3 +729,30 @@ def test_constant_indices_captured_by_compiled_code_are_checked_without_a_break(
     big = torch.tensor([6])
     with pytest.raises(IndexError, match="index out of range"):
         torch.compile(lambda x: emb(big).sum() * x, backend="eager")(x)
+
+
+def test_outputs_without_a_gradient_add_nothing_even_where_their_derivative_is_infinite():
+    """Eager autograd never visits the backward of an output that gets no gradient. A
+    compiled step returning an overflowing perplexity exp(loss), or a cross entropy whose
+    every target is ignored, beside the loss it backpropagates: the compiled backward's
+    zeros for those outputs times their infinite derivatives must not make NaN gradients."""
+    def step(lib, w, x, t):
+        logits = x @ w
+        loss = lib.nn.functional.cross_entropy(logits, t) * 2000.0
+        ignored = lib.nn.functional.cross_entropy(logits, lib.full_like(t, -100))
+        return loss, loss.exp(), ignored, x.sqrt().sum() * w.sum()
+
+    reference = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    wa, xa, ta = rng.standard_normal((3, 4)), np.abs(rng.standard_normal((5, 3))), rng.integers(0, 4, 5)
+    xa[0, 0] = 0.0  # (sqrt's derivative is infinite there)
+    tw = reference.tensor(wa, requires_grad=True)
+    step(reference, tw, reference.tensor(xa), reference.tensor(ta))[0].backward()
+    w = torch.tensor(wa, requires_grad=True)
+    f = torch.compile(lambda w, x, t: step(torch, w, x, t))
+    for _ in range(2):
+        w.grad = None
+        loss, ppl, ignored, _ = f(w, torch.tensor(xa), torch.tensor(ta))
+        loss.backward()
+        assert np.isinf(ppl.item()) and np.isnan(ignored.item())
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)

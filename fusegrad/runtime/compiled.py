@@ -52,7 +52,7 @@ from .speculation import Speculative
 from ..tracer import speculate
 from ..compiler import _marked_dynamic, _static_dims
 from . import devices
-from .tensor import Tensor, wrap
+from .tensor import Tensor, wrap, zeros_like_meta
 
 RECOMPILE_LIMIT = 8
 #: compiles per value of int or float arguments that the code uses as numbers (a slice bound,
@@ -353,10 +353,13 @@ class _Plan:
 class _Ctx:
     """What the compiled backward keeps: residual arrays and, for create_graph, the primal
     tensors (the real inputs and consts, so eager re-evaluation connects to them)."""
+    # the backward sees which outputs got no gradient (see _backward); out_meta fills them
+    materialize_grads = False
 
     def __init__(self, residuals, primals, refs: list):
         self.residuals = residuals
         self.primals = primals
+        self.out_meta: tuple = ()  # (shape, dtype) per differentiable output
         # (residual position, tensor, its version) per residual that is an argument's own
         # array: the backward reads it as it is then, so an in-place update since is an error
         self.refs = refs
@@ -393,6 +396,9 @@ class _Ctx:
 
 def _backward(plan: _Plan, ctx: _Ctx, *grads):
     ctx.check()
+    missing = [g is None for g in grads]
+    if True in missing:
+        grads = [zeros_like_meta(m) if g is None else g for g, m in zip(grads, ctx.out_meta)]
     if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
         vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
         return tuple(run_tensors(plan.joint, vals)[plan.n_out:])
@@ -404,7 +410,34 @@ def _backward(plan: _Plan, ctx: _Ctx, *grads):
         vals = [wrap(r) for r in ctx.residuals] + list(grads) + [wrap(_read(h)) for h in plan.bwd_holders]
         return tuple(run_tensors(bwd, vals))
     arrays = list(ctx.residuals) + [g._data for g in grads] + plan.read_bwd_holders()
-    return tuple(wrap(a) for a in plan.backward(*arrays))
+    res = tuple(wrap(a) for a in plan.backward(*arrays))
+    if True in missing and not all(_finite(r._data) for r in res):
+        return _unvisited(plan, ctx, grads, missing)
+    return res
+
+
+def _finite(a) -> bool:
+    return type(a) is not np.ndarray or a.dtype.kind not in "fc" or bool(np.isfinite(a.sum()))
+
+
+def _unvisited(plan: _Plan, ctx: _Ctx, grads: list, missing: list) -> tuple:
+    """The gradients from only the outputs that got one, as eager autograd computes them,
+    which never visits the others' backward. The compiled backward takes zeros for those,
+    and a zero times an infinite derivative (an unused perplexity exp(loss) that overflows,
+    a cross entropy with every target ignored) is NaN: where its result is not finite, the
+    call's joint graph runs again eagerly on the primals and autograd backpropagates."""
+    from .engine import run_backward
+    from .grad_mode import enable_grad
+    with enable_grad(), np.errstate(all="ignore"):  # (its backward half runs too: on the zeros)
+        vals = list(ctx.primals) + list(grads) + [h for _, h in plan.joint.consts]
+        outs = run_tensors(plan.joint, vals)[:plan.n_out]
+    diff = plan.traced.diff_outputs
+    roots = [(outs[diff[k]], g) for k, g in enumerate(grads) if not missing[k] and outs[diff[k]]._rg]
+    wrt = [i for i, r in zip(plan.wrt, plan.reaches) if r and ctx.primals[i]._rg]
+    got = run_backward([t for t, _ in roots], [g for _, g in roots], False, False,
+                       inputs=[ctx.primals[i] for i in wrt], accumulate=False, allow_unused=True) if roots and wrt else []
+    by = dict(zip(wrt, got))
+    return tuple(by.get(i) for i in plan.wrt)
 
 
 def _recorded_backward(tr: Trace, plan: _Plan, ctx: _Ctx, grads: tuple) -> tuple:
@@ -481,7 +514,7 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
             node._init(edges)
             node.ctx = ctx
             node.n_out = len(tr.diff_outputs)
-            node.out_meta = out_meta
+            node.out_meta = ctx.out_meta = out_meta
             node.backward_fn = functools.partial(_backward, plan, ctx)
         for k, i in enumerate(tr.diff_outputs):
             outs[i]._grad_fn, outs[i]._out_nr, outs[i]._rg = node, k, True
