@@ -534,3 +534,34 @@ def test_a_custom_function_breaking_inside_backward_keeps_the_pending_nodes():
         loss = cf(fusegrad.tensor(Xa), w)
         np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-12)
         np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def test_grad_cam_hooks_on_a_layer_with_a_full_backward_hook():
+    """Grad-CAM: a forward hook keeps out.detach() and registers a hook on out; the layer's
+    full backward hook makes its input a break first. The detach is no use of out that
+    the hook would miss, so the hook is registered, as eagerly."""
+    def run(lib):
+        lib.manual_seed(0)
+        model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2), lib.nn.Tanh())
+        return model
+
+    ref = run(torch).double()
+    ours = run(fusegrad).double()
+    ours.load_state_dict({k: fusegrad.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    stores = []
+    for model in (ref, ours):
+        store = {}
+
+        def fwd_hook(m, i, out, store=store):
+            store["act"] = out.detach()
+            out.register_hook(lambda g: store.__setitem__("grad", g.detach()))
+        model[2].register_forward_hook(fwd_hook)
+        model[2].register_full_backward_hook(lambda m, gi, go, store=store: store.__setitem__("bgrad", go[0]))
+        stores.append(store)
+    x = np.random.default_rng(0).standard_normal((5, 3))
+    ref(torch.tensor(x, requires_grad=True)).sum().backward()
+    cm = fusegrad.compile(ours, backend="eager")
+    for _ in range(2):
+        cm(fusegrad.tensor(x, requires_grad=True)).sum().backward()
+        for k in ("act", "grad", "bgrad"):
+            np.testing.assert_allclose(stores[1][k].numpy(), stores[0][k].numpy(), rtol=1e-12, err_msg=k)

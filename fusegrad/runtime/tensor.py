@@ -127,7 +127,8 @@ class Tensor:
         tracing = type(d) is Var and d.trace.follows_requires_grad and d.trace.active
         if sees_uses and self._grad_fn is not None:
             trs = current_traces()
-            used = (any(d in e.inputs for e in d.trace.graph.eqns) if tracing else
+            from ..ir.prims import stop_gradient  # (a detach() is no use: no gradient comes back through it)
+            used = (any(d in e.inputs for e in d.trace.graph.eqns if e.prim is not stop_gradient) if tracing else
                     bool(trs) and trs[-1].follows_requires_grad
                     and self._out_nr in getattr(getattr(self._grad_fn, "ctx", None), "used_inside", ()))
             if used:
