@@ -295,3 +295,42 @@ def test_low_precision_addmm_and_linear_round_once_as_torch():
                          m.nn.functional.linear(cast(x), cast(w), cast(b)).float().numpy()])
         for got, want in zip(outs[1], outs[0]):
             np.testing.assert_array_equal(got, want)
+
+
+def test_custom_fwd_and_bwd_run_a_function_as_torch_does(pt):
+    """amp.custom_fwd(cast_inputs=float32): in a bf16 region the forward gets float32 inputs
+    with autocast off; without cast_inputs it runs under the region, and custom_bwd runs
+    the backward under the forward's state (the dtypes each sees, as PyTorch's)."""
+    def make(lib, cast):
+        seen = []
+
+        class Scale(lib.autograd.Function):
+            @staticmethod
+            @lib.amp.custom_fwd(device_type="cpu", cast_inputs=cast)
+            def forward(ctx, x, w):
+                seen.append((str(x.dtype), lib.is_autocast_enabled("cpu")))
+                ctx.save_for_backward(w)
+                return x @ w
+
+            @staticmethod
+            @lib.amp.custom_bwd(device_type="cpu")
+            def backward(ctx, g):
+                w, = ctx.saved_tensors
+                seen.append((str(g.dtype), lib.is_autocast_enabled("cpu")))
+                return g @ w.t(), None
+        return Scale, seen
+
+    a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((4, 2)).astype(np.float32)
+    for cast in ("float32", None):
+        results = []
+        for lib in (pt, fg):
+            fn, seen = make(lib, getattr(lib, cast) if cast else None)
+            x = lib.tensor(a, requires_grad=True)
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                out = fn.apply(x, lib.tensor(b))
+            out.float().sum().backward()
+            results.append((str(out.dtype).split(".")[-1], [(d.split(".")[-1], on) for d, on in seen],
+                            x.grad.float().numpy()))
+        assert results[0][:2] == results[1][:2], (cast, results[0][:2], results[1][:2])
+        np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-2)

@@ -83,3 +83,61 @@ def get_autocast_cpu_dtype() -> D.dtype:
 def is_autocast_available(device_type: str) -> bool:
     """Autocast works on the CPU here (there is no GPU)."""
     return device_type == "cpu"
+
+
+def _cast(value, device_type: str, dtype: D.dtype):
+    """``value`` with its floating tensors (on ``device_type``) cast to ``dtype``, through
+    lists, tuples and dicts, as PyTorch's custom_fwd casts a Function's inputs."""
+    from ..runtime.tensor import Tensor
+    if isinstance(value, Tensor):
+        ok = value.is_floating_point() and value.device.type == device_type and value.dtype != D.float64
+        return value.to(dtype) if ok else value
+    if isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, dict):
+        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, device_type, dtype) for v in value)
+    return value
+
+
+def custom_fwd(fwd=None, *, device_type: str, cast_inputs: Optional[D.dtype] = None):
+    """Decorator of a custom ``autograd.Function``'s ``forward`` (``torch.amp.custom_fwd``):
+    inside an autocast region of ``device_type``, with ``cast_inputs`` the forward runs with
+    autocast off on its floating inputs cast to that dtype; without, under the region as it
+    is. ``custom_bwd`` runs the backward under the same autocast state."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            ctx._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        on = is_autocast_enabled(device_type)
+        ctx._fwd_used_autocast = False
+        if not on:
+            return fwd(*args, **kwargs)
+        with autocast(device_type=device_type, enabled=False):
+            return fwd(*_cast(args, device_type, cast_inputs), **_cast(kwargs, device_type, cast_inputs))
+    return decorate_fwd
+
+
+def custom_bwd(bwd=None, *, device_type: str):
+    """Decorator of a custom ``autograd.Function``'s ``backward`` (``torch.amp.custom_bwd``):
+    it runs under the autocast state its ``custom_fwd`` forward ran under."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        ctx = args[0]
+        with autocast(device_type=device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):
+            return bwd(*args, **kwargs)
+    return decorate_bwd

@@ -7,9 +7,11 @@ import warnings
 
 from ..amp import GradScaler as _GradScaler
 from ..amp import autocast as _autocast
+from ..amp import custom_bwd as _custom_bwd
+from ..amp import custom_fwd as _custom_fwd
 from ..ir import dtypes as D
 
-__all__ = ["autocast", "GradScaler"]
+__all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
 
 
 class autocast(_autocast):
@@ -33,3 +35,17 @@ class GradScaler(_GradScaler):
                       "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
         super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+
+
+def custom_fwd(fwd=None, *, cast_inputs=None):
+    """``torch.cuda.amp.custom_fwd``: ``fusegrad.amp.custom_fwd(device_type="cuda")``."""
+    warnings.warn("`torch.cuda.amp.custom_fwd(args...)` is deprecated. Please use "
+                  "`torch.amp.custom_fwd(args..., device_type='cuda')` instead.", FutureWarning, stacklevel=2)
+    return _custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd=None):
+    """``torch.cuda.amp.custom_bwd``: ``fusegrad.amp.custom_bwd(device_type="cuda")``."""
+    warnings.warn("`torch.cuda.amp.custom_bwd(args...)` is deprecated. Please use "
+                  "`torch.amp.custom_bwd(args..., device_type='cuda')` instead.", FutureWarning, stacklevel=2)
+    return _custom_bwd(bwd, device_type="cuda")
