@@ -536,6 +536,16 @@ def test_manual_seed_reproducible():
     c = fg.rand(3)
     fg.set_rng_state(st)
     assert fg.rand(3).tolist() == c.tolist()
+    # a PyTorch checkpoint's CPU state (uint8, 5056 bytes): seeds from its bytes, reproducibly
+    torch_state = fg.tensor(np.random.default_rng(0).integers(0, 256, 5056).astype(np.uint8))
+    draws = []
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="PyTorch RNG state"):
+            fg.set_rng_state(torch_state)
+        draws.append(fg.rand(3).tolist())
+    assert draws[0] == draws[1]
+    with pytest.raises(RuntimeError, match="expected the state get_rng_state"):
+        fg.set_rng_state(fg.tensor([1, 2, 3]))
 
 
 def test_requires_grad_factory_and_tensor_attrs():

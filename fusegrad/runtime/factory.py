@@ -316,8 +316,23 @@ class Generator:
         return wrap(np.array([self.seed, self.offset], dtype=np.int64))
 
     def set_state(self, state: Tensor) -> None:
+        """Restore a state ``get_state`` gave (seed and offset, int64). A PyTorch generator's
+        state (a uint8 tensor, as a torch checkpoint holds) seeds this generator from its
+        bytes, with a warning: the streams differ, but a resumed run stays reproducible."""
         _no_reseed_while_compiling("set_rng_state")
-        self.seed, self.offset = (int(v) for v in state.tolist())
+        values = state.tolist() if isinstance(state, Tensor) else list(state)
+        if isinstance(state, Tensor) and state.dtype == D.uint8 and len(values) != 2:
+            import hashlib
+            import warnings
+            warnings.warn(f"set_rng_state: a PyTorch RNG state ({len(values)} bytes) seeds fusegrad's generator "
+                          "from its bytes; fusegrad's random stream is its own", stacklevel=3)
+            digest = hashlib.sha256(bytes(int(v) for v in values)).digest()
+            self.seed, self.offset = int.from_bytes(digest[:8], "little") >> 1, 0
+            return
+        if len(values) != 2:
+            raise RuntimeError(f"set_rng_state: expected the state get_rng_state() returns (2 int64 values: seed "
+                               f"and offset), got {len(values)} values")
+        self.seed, self.offset = (int(v) for v in values)
 
 
 default_generator = Generator()
