@@ -149,3 +149,25 @@ def test_special_values_compiled_cpu(dt, huge_trig):
         errs.append(_compare(name, got, r, rtol, ins))
     errs = [e for e in errs if e]
     assert not errs, "\n".join(errs)
+
+
+def test_nan_to_num_is_differentiable_and_traced_as_torchs():
+    """nan_to_num passes the gradient where a value is kept and 0 where it replaced it
+    (PyTorch's NanToNumBackward), eagerly and compiled (no break), in every float dtype."""
+    torch = pytest.importorskip("torch")
+    a = np.array([np.nan, np.inf, -np.inf, 1.5, -2.0])
+    for lib in (torch, fg):
+        w = lib.tensor(a, requires_grad=True)
+        y = lib.nan_to_num(w * 2, nan=0.0, posinf=1.0, neginf=-1.0)
+        (y * lib.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=lib.float64)).sum().backward()
+        if lib is torch:
+            want_y, want_g = y.detach().numpy(), w.grad.numpy()
+    np.testing.assert_array_equal(y.detach().numpy(), want_y)
+    np.testing.assert_array_equal(w.grad.numpy(), want_g)
+    f = fg.compile(lambda x: fg.nan_to_num(x * 2), backend="eager")
+    for dt in ("float32", "bfloat16", "float16"):
+        x = fg.tensor(a).to(getattr(fg, dt))
+        got = f(x).float().numpy()
+        want = torch.nan_to_num(torch.tensor(a).to(getattr(torch, dt)) * 2).float().numpy()
+        np.testing.assert_array_equal(got, want)
+    assert f.cache_info()["graph_breaks"] == []

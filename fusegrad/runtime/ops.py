@@ -578,13 +578,16 @@ def isfinite(x):
 
 @op
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced (by default by 0 and the dtype's largest and lowest
+    values); differentiable, with gradient 0 where a value was replaced, as PyTorch's."""
     x = as_t(x)
-    if _on_cuda(x):
-        fi = np.finfo(x._data.dtype)
-        x = where(isnan(x), nan, x)
-        x = where(eq(x, math.inf), fi.max if posinf is None else posinf, x)
-        return where(eq(x, -math.inf), fi.min if neginf is None else neginf, x)
-    return wrap(np.nan_to_num(x._concrete("nan_to_num"), nan=nan, posinf=posinf, neginf=neginf))
+    if not x.dtype.is_floating_point:
+        return clone(x)
+    from .type_info import finfo
+    fi = finfo(x.dtype)
+    x = where(isnan(x), nan, x)
+    x = where(eq(x, math.inf), fi.max if posinf is None else posinf, x)
+    return where(eq(x, -math.inf), fi.min if neginf is None else neginf, x)
 
 
 # ---------------------------------------------------------------- dtype conversion

@@ -319,7 +319,8 @@ where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp
 
 
 def _cast_impl(x, dtype):
-    if dtype.itemsize == 2:  # to float16/bfloat16: overflowing to inf is expected (mixed precision)
+    if dtype.itemsize == 2 or x.dtype.kind == "f" and dtype.itemsize < x.dtype.itemsize:
+        # (to a half type or a narrower float: overflowing to inf is expected; PyTorch says nothing)
         with np.errstate(over="ignore", invalid="ignore"):
             return x.astype(dtype, copy=False)
     return x.astype(dtype, copy=False)
