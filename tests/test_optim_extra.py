@@ -408,3 +408,25 @@ def test_optimizer_hooks_match_torch():
         return seen, p.detach().tolist()
 
     assert run(fg) == run(torch)
+
+
+def test_schedulers_keep_a_tensor_lr_base_apart_from_the_lr_they_update():
+    """A tensor lr (what avoids recompiles) is updated in place by the schedulers; its
+    initial_lr is a copy, as PyTorch's, so schedules built on base_lrs do not compound."""
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, fg):
+        w = lib.nn.Parameter(lib.ones(2))
+        opt = lib.optim.SGD([w], lr=lib.tensor(0.1))
+        sched = lib.optim.lr_scheduler.SequentialLR(
+            opt, [lib.optim.lr_scheduler.LambdaLR(opt, lambda e: 0.5 ** e),
+                  lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=2)], milestones=[2])
+        lrs = []
+        for _ in range(6):
+            w.sum().backward()
+            opt.step()
+            sched.step()
+            lrs.append(float(opt.param_groups[0]["lr"]))
+        got.append((lrs, float(opt.param_groups[0]["initial_lr"])))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-6)
+    assert got[1][1] == pytest.approx(got[0][1])

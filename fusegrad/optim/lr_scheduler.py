@@ -50,7 +50,9 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                if "initial_lr" not in group:  # (a tensor lr is updated in place: its own copy, as PyTorch's)
+                    lr = group["lr"]
+                    group["initial_lr"] = lr.clone() if isinstance(lr, Tensor) else lr
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
