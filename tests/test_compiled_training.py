@@ -756,3 +756,37 @@ def test_outputs_without_a_gradient_add_nothing_even_where_their_derivative_is_i
         loss.backward()
         assert np.isinf(ppl.item()) and np.isnan(ignored.item())
         np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10)
+
+
+def test_anomaly_detection_inside_compiled_code_runs_it_eagerly():
+    """detect_anomaly() checks every backward node as it runs: compiled code that turns it
+    on runs eagerly, so a NaN gradient raises before the optimizer step, as in PyTorch
+    (whose first step here makes NaN weights only when the gradients accumulate)."""
+    reference = pytest.importorskip("torch")
+
+    def run(lib, wrap):
+        lib.manual_seed(0)
+        lin = lib.nn.Linear(2, 1)
+        opt = lib.optim.SGD(lin.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            with lib.autograd.detect_anomaly():
+                loss = (lin(x) - lin(x)).sqrt().sum()  # sqrt(0): infinite derivatives
+                loss.backward()
+            opt.step()
+
+        f = wrap(step)
+        raised = []
+        for _ in range(3):
+            try:
+                f(lib.ones(3, 2))
+                raised.append(False)
+            except RuntimeError as e:
+                raised.append("nan" in str(e).lower())
+        return raised, f
+
+    want, _ = run(reference, lambda f: f)
+    got, f = run(torch, lambda f: torch.compile(f, backend="eager"))
+    assert got == want == [False, True, True]
+    assert any("anomaly" in b for b in f.cache_info()["graph_breaks"])

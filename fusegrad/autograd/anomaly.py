@@ -5,6 +5,14 @@ from __future__ import annotations
 from ..runtime.grad_mode import STATE
 
 
+def _eager_in_compile(what: str) -> None:
+    """Anomaly detection checks every backward node as it runs, which a compiled graph has
+    no place for: compiled code that turns it on runs eagerly."""
+    from ..tracer.trace import GraphBreak, capture_trace, user_frame
+    if capture_trace() is not None:
+        raise GraphBreak(f"{what} at {user_frame()}: anomaly detection checks each backward node eagerly")
+
+
 class detect_anomaly:
     """Context manager (and decorator) enabling anomaly detection."""
 
@@ -13,6 +21,7 @@ class detect_anomaly:
         self.prev = False
 
     def __enter__(self):
+        _eager_in_compile("autograd.detect_anomaly()")
         self.prev = STATE.anomaly
         STATE.anomaly = self.check_nan
         return self
@@ -35,6 +44,8 @@ class set_detect_anomaly:
     """Turn anomaly detection on or off (also as a context manager)."""
 
     def __init__(self, mode: bool, check_nan: bool = True):
+        if mode:
+            _eager_in_compile("autograd.set_detect_anomaly(True)")
         self.prev = STATE.anomaly
         STATE.anomaly = bool(mode)
 

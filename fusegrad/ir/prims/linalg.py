@@ -39,7 +39,8 @@ def _mm_impl(a, b):
         f32 = np.float32
         with np.errstate(over="ignore", invalid="ignore"):  # inf in, or overflow out: as PyTorch, silently
             return np.matmul(a.astype(f32), b.astype(f32)).astype(a.dtype)
-    return np.matmul(a, b)
+    with np.errstate(over="ignore", invalid="ignore"):  # (NaN or inf operands: as PyTorch, silently)
+        return np.matmul(a, b)
 
 
 def _transposed(x) -> bool:
