@@ -790,3 +790,21 @@ def test_anomaly_detection_inside_compiled_code_runs_it_eagerly():
     got, f = run(torch, lambda f: torch.compile(f, backend="eager"))
     assert got == want == [False, True, True]
     assert any("anomaly" in b for b in f.cache_info()["graph_breaks"])
+
+
+def test_deepcopy_of_a_compiled_module_is_an_independent_compiled_copy():
+    """copy.deepcopy of compile(model) (an EMA or best-model snapshot, AveragedModel) copies
+    the model and compiles the copy on its own; updates to one leave the other."""
+    import copy
+    model = nn.Sequential(nn.Linear(2, 3), nn.Tanh())
+    cm = torch.compile(model, backend="eager")
+    x = torch.ones(4, 2)
+    want = cm(x).detach().numpy()
+    twin = copy.deepcopy(cm)
+    np.testing.assert_array_equal(twin(x).detach().numpy(), want)
+    with torch.no_grad():
+        model[0].bias.add_(1.0)
+    np.testing.assert_array_equal(twin(x).detach().numpy(), want)
+    assert not np.allclose(cm(x).detach().numpy(), want)
+    avg = optim.swa_utils.AveragedModel(cm)
+    np.testing.assert_allclose(avg(x).detach().numpy(), cm(x).detach().numpy(), rtol=1e-6)

@@ -9,6 +9,7 @@ one ``CompiledFunctionBackward`` node."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import gc
 import itertools
@@ -802,6 +803,12 @@ class CompiledFunction:
         if name == "_orig_mod" and self._owner is not None:  # torch.compile's OptimizedModule's
             return self._owner
         return getattr(self.__dict__["fn"], name)
+
+    def __deepcopy__(self, memo: dict) -> "CompiledFunction":
+        """A compiled copy of a deep copy of the function (an EMA or best-model snapshot of a
+        compiled model, AveragedModel's copy): its own caches, compiled again on first call."""
+        return CompiledFunction(copy.deepcopy(self.fn, memo), self.backend_name, self.fullgraph, self.remat,
+                                self.dynamic)
 
     def cache_info(self) -> dict:
         """Counters: compiles, hits, misses, fallbacks (eager calls), recompiles, graph_breaks
