@@ -2,7 +2,8 @@
 PyTorch: gradient accumulation across windows whose .grad is set to None (the compiled
 code reads the leaf's current .grad at each call), and a leaf updated in place without
 gradient (under no_grad, through .data, an optimizer step) then used again (a graph
-break: its gradient is the leaf's)."""
+break where the function's outputs are differentiated: its gradient is the leaf's; a
+backward inside the function reaches the leaf itself, in one graph)."""
 from __future__ import annotations
 
 import numpy as np

@@ -808,3 +808,45 @@ def test_deepcopy_of_a_compiled_module_is_an_independent_compiled_copy():
     assert not np.allclose(cm(x).detach().numpy(), want)
     avg = optim.swa_utils.AveragedModel(cm)
     np.testing.assert_allclose(avg(x).detach().numpy(), cm(x).detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["eager", "cpu"])
+def test_gan_iteration_uses_the_discriminator_again_after_its_step_in_one_graph(backend):
+    """The DCGAN loop: D's step, then G's loss through the updated D. The backward inside
+    the function reaches D's parameters themselves, so it traces as one graph (only
+    differentiating the function's outputs would need the break)."""
+    reference = pytest.importorskip("torch")
+
+    def make(lib):
+        lib.manual_seed(0)
+        D, G = lib.nn.Linear(4, 1), lib.nn.Linear(2, 4)
+        return D, G, lib.optim.Adam(D.parameters(), 1e-2), lib.optim.SGD(G.parameters(), 0.1, momentum=0.9)
+
+    def iteration(lib, D, G, oD, oG, real, z):
+        oD.zero_grad()
+        fake = G(z)
+        loss_d = lib.nn.functional.softplus(-D(real)).mean() + lib.nn.functional.softplus(D(fake.detach())).mean()
+        loss_d.backward()
+        oD.step()
+        oG.zero_grad()
+        loss_g = lib.nn.functional.softplus(-D(fake)).mean()
+        loss_g.backward()
+        oG.step()
+        return loss_d.detach(), loss_g.detach()
+
+    ref = make(reference)
+    ours = make(torch)
+    for (a, b) in zip(ref[:2], ours[:2]):
+        b.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in a.state_dict().items()})
+    step = torch.compile(lambda real, z: iteration(torch, *ours, real, z), backend=backend)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        real, z = rng.standard_normal((6, 4)), rng.standard_normal((6, 2))
+        want = iteration(reference, *ref, reference.tensor(real, dtype=reference.float32),
+                         reference.tensor(z, dtype=reference.float32))
+        got = step(torch.tensor(real, dtype=torch.float32), torch.tensor(z, dtype=torch.float32))
+        np.testing.assert_allclose([g.item() for g in got], [w.item() for w in want], rtol=1e-5)
+    for a, b in zip(ref[:2], ours[:2]):
+        for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
+    assert step.cache_info()["graph_breaks"] == [] and step.cache_info()["compiles"] == 1

@@ -109,6 +109,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
         tr.attribute_stores = {}
+        tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         if speculating:
@@ -200,6 +201,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     for b in inner.values():  # a base only its views return: an output no slot names
         if id(b) not in index:
             output(b)
+    if diff and tr.rebound_use:  # the outputs' gradients would flow through an update without gradient
+        raise GraphBreak(tr.rebound_use)
     views = [(i, ("out", index[id(b[1])]) if b[0] == "out" else b, chain, rg) for i, b, chain, rg in views]
     attrs = [(m, store, name, output(t)) for m, store, name, t in (tr.attribute_stores or {}).values()]
     writebacks = []

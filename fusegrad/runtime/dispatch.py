@@ -51,9 +51,12 @@ def _traced_payload(prim, args, params):
             for a in args):
         # its gradient belongs to the leaf, but the graph would differentiate its new value
         # through the update, which carries none: the use runs on the leaf itself, after a break
-        top.graph_break(f"a leaf that requires grad, updated in place without gradient (under no_grad or "
-                        f"through .data), is used again at {user_frame()}")
-        return None
+        reason = (f"a leaf that requires grad, updated in place without gradient (under no_grad or through "
+                  f".data), is used again at {user_frame()}")
+        if top.rebound_use is None:
+            top.graph_break(reason)
+            return None
+        top.rebound_use = top.rebound_use or reason
     out = top.emit(prim, args, params)
     if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_floating(out.dtype):
         # computed under no_grad: the graph must not differentiate through it either. Every user trace may be

@@ -111,8 +111,12 @@ class Trace:
         self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
         # ids of leaves that require grad whose value an update without gradient (no_grad,
-        # .data) replaced here: a differentiable use of one is a graph break (runtime.dispatch)
+        # .data) replaced here: a differentiable use of one is a graph break (runtime.dispatch),
+        # or, where ``rebound_use`` is not None (compile's whole-function trace), noted there:
+        # a backward inside the trace reaches the leaf itself, and only differentiating the
+        # graph's outputs (which would go through the update) needs the break
         self.rebound_leaves: set = set()
+        self.rebound_use: Optional[str] = None
         self.forget_updates()
 
     def __enter__(self) -> "Trace":
