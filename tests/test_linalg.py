@@ -109,3 +109,22 @@ def test_diagonal_and_diag_embed_match_torch(offset, d1, d2):
     (r * fg.tensor(np.arange(e.numel()).reshape(tuple(e.shape)) * 1.0)).sum().backward()
     (e * torch.tensor(np.arange(e.numel()).reshape(tuple(e.shape)) * 1.0)).sum().backward()
     np.testing.assert_array_equal(v.grad.numpy(), tv.grad.numpy())
+
+
+def test_matmul_of_broadcast_and_strided_operands():
+    """Operands whose matrices are neither row- nor column-major (a broadcast gradient with
+    all strides 0, every other column, a batch of transposes) are made BLAS-ready first:
+    the products are NumPy's."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 16)).astype(np.float32)
+    c = rng.standard_normal((2, 4, 6)).astype(np.float32)
+    t = fg.tensor
+    cases = [(t(np.float32(2.0)).expand(5, 6), t(a), np.full((5, 6), 2.0, np.float32) @ a),
+             (t(a)[:, ::2].t(), t(a[:, :3]), a[:, ::2].T @ a[:, :3]),
+             (t(c).transpose(1, 2), t(a[:4, :5]), c.transpose(0, 2, 1) @ a[:4, :5]),
+             (t(a), t(b)[:, ::2], a @ b[:, ::2]),
+             (t(a), t(np.float32(1.0)).expand(8), a @ np.ones(8, np.float32))]
+    for x, y, want in cases:
+        assert not (x.is_contiguous() and y.is_contiguous())
+        np.testing.assert_allclose(fg.matmul(x, y).numpy(), want, rtol=1e-5)
