@@ -511,3 +511,18 @@ def test_cumulative_batch_norm_compiles_without_a_break():
     for k, v in ref.state_dict().items():
         np.testing.assert_allclose(ours.state_dict()[k].numpy(), v.numpy(), rtol=1e-12, err_msg=k)
     assert step.cache_info()["graph_breaks"] == []
+
+
+def test_batch_norm_loads_a_state_dict_without_its_counter_as_torch():
+    """A state dict with no version metadata (rebuilt by a comprehension, an old checkpoint)
+    and no num_batches_tracked loads strictly: the module keeps its counter, as PyTorch's."""
+    for lib in (torch, fg):
+        m = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        sd = {k: v for k, v in m.state_dict().items() if "num_batches" not in k}
+        res = m.load_state_dict(sd, strict=False)
+        assert list(res.missing_keys) == [] and list(res.unexpected_keys) == []
+        m.load_state_dict(sd)
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):  # (with version 2 metadata it is missing)
+        kept = fg.nn.BatchNorm1d(3).state_dict()
+        del kept["num_batches_tracked"]
+        fg.nn.BatchNorm1d(3).load_state_dict(kept)
