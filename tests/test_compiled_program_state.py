@@ -770,3 +770,32 @@ def test_attribute_names_are_not_guarded_as_globals():
     finally:
         log.clear()
         step = 0
+
+
+def test_grad_mode_and_default_dtype_set_for_the_code_after_the_call():
+    """A function that sets grad mode or the default dtype and leaves it set (an evaluate()
+    starting with set_grad_enabled(False)) does so at every compiled call, as eagerly: such
+    a function runs its Python at each call (a replayed graph would skip the setter)."""
+    m = fusegrad.nn.Linear(2, 2)
+
+    def evaluate(x):
+        fusegrad.set_grad_enabled(False)
+        return m(x) * 2
+
+    def widen(x):
+        fusegrad.set_default_dtype(fusegrad.float64)
+        return x * 2
+
+    f, g = fusegrad.compile(evaluate, backend="eager"), fusegrad.compile(widen, backend="eager")
+    try:
+        for _ in range(3):
+            fusegrad.set_grad_enabled(True)
+            fusegrad.set_default_dtype(fusegrad.float32)
+            assert not f(fusegrad.ones(1, 2)).requires_grad and not fusegrad.is_grad_enabled()
+            g(fusegrad.ones(2))
+            assert fusegrad.get_default_dtype() == fusegrad.float64
+    finally:
+        fusegrad.set_grad_enabled(True)
+        fusegrad.set_default_dtype(fusegrad.float32)
+    assert any("grad mode" in b for b in f.cache_info()["graph_breaks"])
+    assert any("default dtype" in b for b in g.cache_info()["graph_breaks"])

@@ -100,6 +100,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
     tr.strict = strict
     tr.numbers = []
     held: list = []
+    modes: tuple = ()
     generators: list = []
     bound: list = []  # (write, value) of each name bound to a DynamicFloat while traced
     try:
@@ -135,7 +136,12 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} names an iterator ({stuck}): "
                                  "its next() must run at every call")
             held = side_effects.snapshot(around) + side_effects.hold_names(names)
+            modes = side_effects.global_modes()
             yield tr, tleaves
+            changed_mode = side_effects.restore_modes(modes)
+            if changed_mode:
+                raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} sets {changed_mode} for the code after "
+                                 "it, which a replayed graph would not")
             for write, value in bound:
                 write(value)
             bound = []
@@ -157,6 +163,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
             write(value)
         if held:  # (a trace that stopped early: its Python side effects and random draws are undone too)
             side_effects.restore_changed(held)
+            side_effects.restore_modes(modes)
         if generators:
             python_random.drawn_and_restored(generators)
         tr.restore()

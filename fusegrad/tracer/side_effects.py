@@ -156,3 +156,29 @@ def restore_changed(held: list) -> Optional[str]:
             c.update(before)
             changed = changed or kind
     return changed
+
+
+def global_modes() -> tuple:
+    """The process-wide modes a function may set for the code after it: grad mode and the
+    default dtype (``torch.set_grad_enabled(False)`` at the top of an ``evaluate()``)."""
+    from ..ir.dtypes import get_default_dtype
+    from ..runtime.grad_mode import STATE
+    return STATE.enabled, get_default_dtype()
+
+
+def restore_modes(before: tuple) -> Optional[str]:
+    """Put back the modes of ``global_modes()`` that changed since ``before``; which did, or None."""
+    if not before:
+        return None
+    from ..ir.dtypes import set_default_dtype
+    from ..runtime.grad_mode import STATE
+    enabled, default = before
+    now = global_modes()
+    changed = None
+    if now[1] != default:
+        set_default_dtype(default)
+        changed = "the default dtype"
+    if now[0] != enabled:
+        STATE.enabled = enabled
+        changed = "the grad mode"
+    return changed
