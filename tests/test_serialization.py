@@ -210,3 +210,27 @@ def test_loaded_views_report_their_storage_and_offset():
     assert got["b"].untyped_storage().data_ptr() == got["a"].untyped_storage().data_ptr()
     got["b"][0] = 100.0
     assert got["a"][2].item() == 100.0 and got["c"].tolist() == [0.0, 3.0, 6.0, 9.0]
+
+
+@pytest.mark.parametrize("weights_only", [True, False])
+def test_legacy_format_checkpoints_load(weights_only):
+    """torch.save(..., _use_new_zipfile_serialization=False) (PyTorch before 1.6: old model
+    zoos' .pth files): a state dict, a view sharing its base's storage, several dtypes."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    base = torch.arange(10.0)
+    obj = {"sd": m.state_dict(), "a": base, "b": base[2:6], "i": torch.tensor([1, -2]),
+           "h": torch.tensor([0.5, 2.0], dtype=torch.float16), "step": 7}
+    buf = io.BytesIO()
+    torch.save(obj, buf, _use_new_zipfile_serialization=False)
+    buf.seek(0)
+    got = fg.load(buf, weights_only=weights_only)
+    assert got["step"] == 7 and got["i"].tolist() == [1, -2] and got["h"].dtype == fg.float16
+    assert got["b"].tolist() == [2.0, 3.0, 4.0, 5.0] and got["b"].storage_offset() == 2
+    ours = fg.nn.Sequential(fg.nn.Linear(3, 4), fg.nn.BatchNorm1d(4))
+    ours.load_state_dict(got["sd"])
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[k].numpy(), v.numpy(), err_msg=k)
+    with pytest.raises(RuntimeError, match="not a PyTorch checkpoint"):
+        fg.load(io.BytesIO(pickle.dumps({"a": 1})))

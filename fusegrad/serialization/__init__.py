@@ -72,8 +72,7 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
         raise FileNotFoundError(f"[Errno 2] No such file or directory: '{os.fspath(f)}'")
     if not is_zip(f):
-        raise RuntimeError("fusegrad.load reads PyTorch's zip checkpoint format (torch.save's since PyTorch 1.6); "
-                           "this file is not a zip archive (the legacy format is not supported)")
+        return _load_legacy(f, map_location, pickle_module, weights_only, pickle_load_args)
     reader = ArchiveReader(f)
     try:
         big_endian = reader.has("byteorder") and reader.read("byteorder") == b"big"
@@ -108,6 +107,31 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
         return TorchUnpickler(data, load_storage, **pickle_load_args).load()
     finally:
         reader.close()
+
+
+def _load_legacy(f: FileLike, map_location: MapLocation, pickle_module: Any, weights_only: bool,
+                 pickle_load_args: dict) -> Any:
+    """``load`` of PyTorch's legacy (pre-zip) format (serialization.legacy)."""
+    from .legacy import is_legacy, load_legacy
+    own = isinstance(f, (str, os.PathLike))
+    fh = open(f, "rb") if own else f
+    try:
+        if not is_legacy(fh):
+            raise RuntimeError("fusegrad.load: not a PyTorch checkpoint (neither the zip format of torch.save nor "
+                               "its legacy format)")
+        if not weights_only and pickle_module is not None and pickle_module is not pickle:
+            raise NotImplementedError("fusegrad.load supports the standard pickle module only")
+
+        def place(arr: np.ndarray, location: str) -> None:
+            if callable(map_location):
+                map_location(arr, location)
+            else:
+                _target_location(map_location, location)  # (PyTorch's error for CUDA without one)
+
+        return load_legacy(fh, WeightsOnlyUnpickler if weights_only else TorchUnpickler, place, pickle_load_args)
+    finally:
+        if own:
+            fh.close()
 
 
 __all__ = ["DEFAULT_PROTOCOL", "UNSAFE_MESSAGE", "add_safe_globals", "clear_safe_globals", "get_safe_globals",

@@ -146,10 +146,16 @@ class TorchUnpickler(StorageReading, pickle.Unpickler):
 
 
 def persistent_storage(pid: Any, load_storage: StorageLoader) -> np.ndarray:
-    """The array for a persistent id ``("storage", type, key, location, numel)``."""
-    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+    """The array for a persistent id ``("storage", type, key, location, numel)``, or the
+    legacy format's, which adds a view ``(view key, offset, numel)`` of the storage or None."""
+    if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage"):
         raise pickle.UnpicklingError(f"fusegrad.load: unknown persistent id {pid!r} (expected a storage)")
-    _, storage_type, key, location, numel = pid
+    _, storage_type, key, location, numel = pid[:5]
     if not isinstance(storage_type, N.StorageType):
         raise pickle.UnpicklingError(f"fusegrad.load: a storage of type {storage_type!r} is not supported")
-    return load_storage(storage_type, str(key), str(location), int(numel))
+    arr = load_storage(storage_type, str(key), str(location), int(numel))
+    view = pid[5] if len(pid) == 6 else None
+    if view is not None:
+        _, offset, size = view
+        arr = arr[int(offset):int(offset) + int(size)]
+    return arr
