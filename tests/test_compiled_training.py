@@ -850,3 +850,49 @@ def test_gan_iteration_uses_the_discriminator_again_after_its_step_in_one_graph(
         for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
             np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
     assert step.cache_info()["graph_breaks"] == [] and step.cache_info()["compiles"] == 1
+
+
+def test_optimizer_state_and_groups_changed_between_compiled_steps():
+    """A reset optimizer state (opt.state.clear(), an LR restart), a rebound state entry or
+    a group's parameter list rebound between compiled steps: the next step traces again,
+    as eager reads them."""
+    reference = pytest.importorskip("torch")
+
+    reference.manual_seed(0)
+    init = reference.nn.Sequential(reference.nn.Linear(3, 4), reference.nn.Tanh(), reference.nn.Linear(4, 1))
+    init = {k: v.detach().double().numpy() for k, v in init.state_dict().items()}
+
+    def run(lib, wrap):
+        m = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 1)).double()
+        m.load_state_dict({k: lib.tensor(v) for k, v in init.items()})
+        opt = lib.optim.Adam(m.parameters(), lr=0.05)
+        x = lib.tensor(np.linspace(-1, 1, 15).reshape(5, 3))
+
+        def step():
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        f = wrap(step)
+        losses = []
+        for i in range(9):
+            if i == 3:
+                opt.state.clear()
+            if i == 5:
+                opt.state[m[0].weight]["step"] = lib.tensor(1.0, dtype=lib.float64)
+            if i == 7:
+                opt.param_groups[0]["params"] = list(m[0].parameters())
+            losses.append(float(f()))
+        return losses, [p.detach().numpy().copy() for p in m.parameters()]
+
+    ref = None
+    for lib, wrap in ((reference, lambda f: f), (torch, lambda f: torch.compile(f))):
+        losses, params = run(lib, wrap)
+        if ref is None:
+            ref = losses, params
+            continue
+        np.testing.assert_allclose(losses, ref[0], rtol=1e-9)
+        for got, want in zip(params, ref[1]):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

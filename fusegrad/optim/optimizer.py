@@ -188,9 +188,18 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        guard(("optimizer structure", id(self)), lambda: self._structure)  # (inside compile: retraces on a change)
+        guard(("optimizer structure", id(self)), self._layout)  # (inside compile: retraces on a change)
         self._update()
         return loss
+
+    def _layout(self) -> tuple:
+        """What a compiled step read of this optimizer by identity: its groups' parameter
+        lists and its state's tensors (a reset ``opt.state.clear()``, a rebound
+        ``group["params"]`` or state entry between calls makes it trace again)."""
+        return (self._structure, id(self.state), len(self.state),
+                tuple((id(g["params"]), len(g["params"])) for g in self.param_groups),
+                tuple([id(v) for st in self.state.values() for v in st.values()
+                       if type(v) is Tensor or isinstance(v, Tensor)]))
 
     step = _with_step_hooks(step)
 
