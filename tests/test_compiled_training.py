@@ -896,3 +896,29 @@ def test_optimizer_state_and_groups_changed_between_compiled_steps():
         np.testing.assert_allclose(losses, ref[0], rtol=1e-9)
         for got, want in zip(params, ref[1]):
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_data_assignment_inside_compiled_code_is_written_back():
+    """MoCo's momentum update ``pk.data = pk.data * m + pq.data * (1 - m)`` inside compiled
+    code: written back to the parameter at every call, as eagerly (it left a traced value)."""
+    reference = pytest.importorskip("torch")
+    reference.manual_seed(0)
+    q_ref, k_ref = reference.nn.Linear(3, 2), reference.nn.Linear(3, 2)
+    q, k = nn.Linear(3, 2), nn.Linear(3, 2)
+    for a, b in ((q_ref, q), (k_ref, k)):
+        b.load_state_dict({n: torch.tensor(v.detach().numpy()) for n, v in a.state_dict().items()})
+    for p in list(k_ref.parameters()) + list(k.parameters()):
+        p.requires_grad = False
+
+    def f(lib, q, k, x):
+        with lib.no_grad():
+            for pq, pk in zip(q.parameters(), k.parameters()):
+                pk.data = pk.data * 0.9 + pq.data * 0.1
+        return q(x).sum() + k(x).sum()
+
+    cf = torch.compile(lambda x: f(torch, q, k, x), backend="eager")
+    for i in range(3):
+        x = np.full((2, 3), float(i + 1), np.float32)
+        want = f(reference, q_ref, k_ref, reference.tensor(x))
+        np.testing.assert_allclose(cf(torch.tensor(x)).item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(k.weight.detach().numpy(), k_ref.weight.detach().numpy(), rtol=1e-6)

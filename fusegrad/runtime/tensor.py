@@ -196,7 +196,15 @@ class Tensor:
 
     @data.setter
     def data(self, value: "Tensor") -> None:
-        self._data = value._data
+        d = value._data
+        if type(d) is Var and d.trace.active and not (type(self._data) is Var and self._data.trace is d.trace):
+            # compiled code sets a captured tensor's data (MoCo's momentum update): an update the
+            # trace writes back after each call, without gradient (a leaf keeps its own)
+            d.trace.rebind(self, d)
+            if self._rg and self._grad_fn is None:
+                d.trace.rebound_leaves.add(id(self))
+            return
+        self._data = d
 
     @property
     def _version(self) -> int:
