@@ -565,3 +565,36 @@ def test_grad_cam_hooks_on_a_layer_with_a_full_backward_hook():
         cm(fusegrad.tensor(x, requires_grad=True)).sum().backward()
         for k in ("act", "grad", "bgrad"):
             np.testing.assert_allclose(stores[1][k].numpy(), stores[0][k].numpy(), rtol=1e-12, err_msg=k)
+
+
+def test_vq_vae_ema_codebook_recreated_in_forward():
+    """The VQ-VAE notebook's EMA codebook: buffers rebound by attribute (one of them
+    requiring grad) and parameters re-created with nn.Parameter(...) of traced values in a
+    compiled forward: as eagerly, call after call (it crashed on values of an abandoned trace)."""
+    def make():
+        class VQ(fusegrad.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = fusegrad.nn.Embedding(6, 3)
+                self.register_buffer("cs", fusegrad.ones(6))
+                self.ema_w = fusegrad.nn.Parameter(fusegrad.tensor(np.linspace(-1, 1, 18).reshape(6, 3)))
+
+            def forward(self, x):
+                enc = fusegrad.softmax(x @ self.emb.weight.t(), 1)
+                self.cs = self.cs * 0.9 + 0.1 * enc.sum(0)
+                self.ema_w = fusegrad.nn.Parameter(self.ema_w * 0.9 + 0.1 * (enc.t() @ x))
+                self.emb.weight = fusegrad.nn.Parameter(self.ema_w / self.cs.unsqueeze(1))
+                return (enc @ self.emb.weight - x).pow(2).mean()
+        m = VQ().double()
+        with fusegrad.no_grad():
+            m.emb.weight.copy_(fusegrad.tensor(np.linspace(0, 1, 18).reshape(6, 3)))
+        return m
+
+    eager, compiled = make(), make()
+    cm = fusegrad.compile(compiled, backend="eager")
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = fusegrad.tensor(rng.standard_normal((5, 3)))
+        np.testing.assert_allclose(cm(x).item(), eager(x).item(), rtol=1e-12)
+    np.testing.assert_allclose(compiled.cs.detach().numpy(), eager.cs.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(compiled.emb.weight.detach().numpy(), eager.emb.weight.detach().numpy(), rtol=1e-12)

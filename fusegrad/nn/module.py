@@ -97,6 +97,9 @@ def _stored_traced(module: "Module", store: Optional[dict], old, value, name: st
         return True
     if tr.attribute_stores is not None and value._data.trace is tr:
         tr.attribute_stores[(id(module), name)] = (module, store, name, value)
+        # (what a trace that stops early puts back: compiled.restore_attributes)
+        target = store if store is not None else module.__dict__
+        tr.attribute_olds.setdefault((id(module), name), (target, name, name in target, target.get(name)))
     elif not tr.tracks:
         value._data.trace.graph_break(f"a traced tensor assigned to module attribute '{name}' at {user_frame()}")
     return False

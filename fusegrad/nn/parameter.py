@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..ir.graph import Var
 from ..runtime.tensor import Tensor, wrap
 
 
@@ -26,6 +27,13 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __new__(cls, data: Optional[Tensor] = None, requires_grad: bool = True) -> "Parameter":
+        d = None if data is None else data._data
+        if type(d) is Var and d.trace.tracks and d.trace.active:
+            # compiled code's segment computes ``data`` first: a parameter is a new leaf over
+            # its value (the VQ-VAE notebook's EMA codebook, re-created at each step)
+            from ..tracer.trace import user_frame
+            with d.trace.eagerly(f"nn.Parameter() of a traced value at {user_frame()}"):
+                return cls.__new__(cls, data, requires_grad)
         p = alias_as(cls, data)
         p.requires_grad_(requires_grad)
         return p

@@ -108,28 +108,36 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
     arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
-        tr.attribute_stores = {}
+        tr.attribute_stores, tr.attribute_olds = {}, {}
         tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
-        args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
-        inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-        if speculating:
-            speculate.start(tr, leaves)
-            hyper = _hyperparameters(fn, leaves)
-        out = None
-        before = _shallow(args, kwargs)
         try:
-            out = fn(*args, **kwargs)
-        finally:
-            escaped = speculate.finish(tr, out) if speculating else ""
-        if _shallow(args, kwargs) != before:  # (the trace's copies of them: a replay would not fill the caller's)
-            tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
-                           "(filling a metrics dict, appending to a list)")
-        traced = _finish_trace(tr, out, inputs)
-        _read_names_live(traced)
-        if speculating and tr.speculated:
-            if not escaped and _hyperparameters(fn, leaves) != hyper:
-                escaped = "the function changes an optimizer's hyperparameters"
-            traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
+            args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
+            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+            if speculating:
+                speculate.start(tr, leaves)
+                hyper = _hyperparameters(fn, leaves)
+            out = None
+            before = _shallow(args, kwargs)
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                escaped = speculate.finish(tr, out) if speculating else ""
+            if _shallow(args, kwargs) != before:  # (the trace's copies: a replay would not fill the caller's)
+                tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
+                               "(filling a metrics dict, appending to a list)")
+            traced = _finish_trace(tr, out, inputs)
+            _read_names_live(traced)
+            if speculating and tr.speculated:
+                if not escaped and _hyperparameters(fn, leaves) != hyper:
+                    escaped = "the function changes an optimizer's hyperparameters"
+                traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
+        except BaseException:  # (a trace that stops early: the module attributes it set go back)
+            for target, name, present, old in tr.attribute_olds.values():
+                if present:
+                    target[name] = old
+                else:
+                    target.pop(name, None)
+            raise
     return traced.seal()
 
 
