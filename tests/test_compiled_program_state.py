@@ -799,3 +799,32 @@ def test_grad_mode_and_default_dtype_set_for_the_code_after_the_call():
         fusegrad.set_default_dtype(fusegrad.float32)
     assert any("grad mode" in b for b in f.cache_info()["graph_breaks"])
     assert any("default dtype" in b for b in g.cache_info()["graph_breaks"])
+
+
+def test_dicts_holding_functions_and_modules_are_guarded_by_their_items():
+    """A config or registry dict that also holds a function, a module or an optimizer
+    (closure, self attribute or global): a changed number, or an item swapped for another
+    object between calls, retraces, as eager reads it."""
+    cfg = {"scale": 2.0, "act": fusegrad.tanh}
+    mods = {"head": fusegrad.nn.Identity()}
+
+    class Trainer:
+        def __init__(self):
+            self.cfg = {"scale": 2.0, "act": fusegrad.tanh}
+
+        def step(self, x):
+            return (self.cfg["act"](x) * self.cfg["scale"]).sum()
+
+    def f(x):
+        return mods["head"](cfg["act"](x) * cfg["scale"]).sum()
+
+    trainer = Trainer()
+    cf, cm = fusegrad.compile(f, backend="eager"), fusegrad.compile(trainer.step, backend="eager")
+    x = fusegrad.tensor(np.linspace(-1, 1, 4))
+    changes = [lambda d: None, lambda d: d.__setitem__("scale", 3.0), lambda d: d.__setitem__("act", fusegrad.sigmoid)]
+    for change in changes:
+        change(cfg)
+        change(trainer.cfg)
+        assert cf(x).item() == pytest.approx(f(x).item()) and cm(x).item() == pytest.approx(trainer.step(x).item())
+    mods["head"] = fusegrad.nn.ReLU()
+    assert cf(x).item() == pytest.approx(f(x).item())

@@ -389,6 +389,19 @@ def _contents(v) -> tuple:
     return tuple(v.items()) if isinstance(v, dict) else tuple(v)
 
 
+def _tensor_items(v) -> bool:
+    """Whether a list or dict holds tensors (guarded by their identities apart: _tensor_ids)."""
+    from ..runtime.tensor import Tensor
+    return any(isinstance(x, Tensor) for x in (v.values() if isinstance(v, dict) else v))
+
+
+def _identities(v) -> tuple:
+    """A list's or dict's items: numbers and strings by value, anything else by identity
+    (a function, a module or an optimizer swapped for another)."""
+    items = v.items() if isinstance(v, dict) else enumerate(v)
+    return tuple((k, x if _constant(x) else ("id", id(x))) for k, x in items)
+
+
 def members(o) -> list:
     """The attribute values, dict values or items of ``o`` (one level down)."""
     if isinstance(o, dict):
@@ -441,6 +454,8 @@ def _attributes(o, names: frozenset, depth: int = 1, plain_only: bool = False) -
             out.append((n, x))
         elif _numbers(x):  # a short list or dict of numbers read by index (m.w[1], cfg.d["t"])
             out.append((n, _CONTENTS, _contents(x)))
+        elif isinstance(x, (dict, list)) and len(x) <= _MAX_CONTAINER and not _tensor_items(x):
+            out.append((n, _CONTENTS, _identities(x)))  # (self.cfg = {"act": F.gelu, "scale": 2.0})
         elif depth and _plain(x):
             out.append((n, id(x), _attributes(x, names, depth - 1)))
         elif not plain_only:  # a tensor, a module, a function: rebound?
@@ -530,6 +545,9 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
                     out.extend(_module_guards(key, v, frozenset(_code_names(code))))
             elif _numbers(v):  # (a list of counts or scales read by index: cnt[0])
                 out.append((key + (_CONTENTS,), lambda v=v: _contents(v), False))
+            elif isinstance(v, (dict, list)) and len(v) <= _MAX_CONTAINER:
+                # (a config or a registry: {"act": F.gelu, "scale": 2.0}, {"opt": adam}, models)
+                out.append((key + (_CONTENTS,), lambda v=v: _identities(v), False))
             elif isinstance(v, np.ndarray) and v.size <= _MAX_CONTAINER:  # (torch.tensor(W) copies it when traced)
                 out.append((key + ("array",), lambda v=v: (v.dtype.str, v.shape, v.tobytes()), False))
             elif _plain(v) and names:  # a config, argparse's Namespace, a trainer: what the code reads of it
