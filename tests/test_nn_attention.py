@@ -261,3 +261,18 @@ def test_encoder_in_inference_zeroes_padded_rows_as_torchs_nested_path():
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10, err_msg=f"train={train}, pad={pad}")
     with pytest.warns(UserWarning, match="batch_first was not True"):
         assert not nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 1).use_nested_tensor
+
+
+@pytest.mark.parametrize("kw", [dict(add_zero_attn=True), dict(add_bias_kv=True)])
+def test_multihead_attention_causal_hint_over_extra_keys(kw):
+    """is_causal=True with need_weights=False and no key padding: PyTorch drops attn_mask
+    and masks causally over the keys bias_k or the zero key extend too."""
+    torch.manual_seed(0)
+    pt = torch.nn.MultiheadAttention(6, 2, batch_first=True, dtype=torch.float64, **kw)
+    fm = nn.MultiheadAttention(6, 2, batch_first=True, dtype=fg.float64, **kw)
+    copy_weights(fm, pt)
+    x = np.random.default_rng(0).standard_normal((2, 3, 6))
+    causal = np.triu(np.ones((3, 3), bool), 1)
+    want = pt(*[torch.tensor(x)] * 3, attn_mask=torch.tensor(causal), is_causal=True, need_weights=False)[0]
+    got = fm(*[fg.tensor(x)] * 3, attn_mask=fg.tensor(causal), is_causal=True, need_weights=False)[0]
+    np.testing.assert_allclose(np_of(got), want.detach().numpy(), rtol=1e-10, atol=1e-12)

@@ -147,6 +147,10 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
     """
     L, N, E = query.shape
     head_dim = E // num_heads
+    if is_causal and key_padding_mask is None and not need_weights:
+        # PyTorch's: the causal hint replaces attn_mask, over the keys bias_k and the zero key
+        # extend too (top-left aligned: only the rows past the sequence's end see them)
+        attn_mask = None
     q = F.linear(query, q_weight, q_bias)
     k = F.linear(key, k_weight, k_bias)
     v = F.linear(value, v_weight, v_bias)

@@ -112,8 +112,8 @@ class MultiheadAttention(Module):
         out, weights = heads_attention(
             query, key, value, self.num_heads, wq, wk, wv, bq, bk, bv, self.out_proj.weight, self.out_proj.bias,
             self.dropout if self.training else 0.0, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-            need_weights=need_weights, average_attn_weights=average_attn_weights, bias_k=self.bias_k,
-            bias_v=self.bias_v, add_zero_attn=self.add_zero_attn)
+            need_weights=need_weights, average_attn_weights=average_attn_weights, is_causal=is_causal,
+            bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn)
         if not batched:
             out = O.squeeze(out, 1)
             weights = O.squeeze(weights, 0) if weights is not None else None
