@@ -544,6 +544,21 @@ def test_an_entry_with_many_outputs_returns_them_in_lists_per_dtype(rng):
             np.testing.assert_allclose(g_, w_, rtol=1e-6, err_msg=f"output {k}")
 
 
+def test_a_concatenation_stays_whole_while_a_part_of_it_is_read(rng):
+    """Parts computed into a concatenation's memory (a 2-layer GRU's first-layer steps) are
+    read after the concatenation's own last use (its last step into h_n): the memory plan
+    must not hand the concatenation's buffer to a later value (h_n[0] read a GEMM's result)."""
+    def f(x, y, w):
+        a, b = E.tanh(x), E.sin(x)
+        whole = L.concatenate(a, b, axis=0)
+        m = M.matmul(whole, w)
+        later = M.matmul(y, w)  # the same size: the buffer the plan would have reused
+        return L.concatenate(b, E.add(later, 1.0), axis=0), m
+
+    x, y, w = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4), (4, 4), (4, 4)))
+    check(f, [x, y, w], tol=dict(rtol=1e-5, atol=1e-6))
+
+
 _VECTOR_PROBE = """
 import os
 import numpy as np

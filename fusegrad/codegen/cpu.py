@@ -504,7 +504,7 @@ def _entry(graph: Graph, fused: Fused, donated: dict, shared: dict, concats: _Co
     outs.sort(key=lambda v: kinds.index(v.dtype))
     prog = Program(len(args), [v.size for v in outs], counted)
     out_slot = {v.id: len(args) + j for j, v in enumerate(outs)}
-    slot = plan(fused)
+    slot = plan(fused, concats.wholes)  # (a whole holds its parts, read later: laid out by its uses)
     regions: dict = {}  # buffer id -> its slot
 
     def ref(v: Var) -> tuple:

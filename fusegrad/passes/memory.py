@@ -12,6 +12,8 @@ reads the argument after the group that writes the output, under the same rule, 
 the accumulator of a GEMM epilogue (``C = alpha * A @ B + C``)."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..ir import prims as P
 from ..ir.graph import Var
 from .fusion import CallGroup, Fused, LoopGroup
@@ -50,10 +52,12 @@ def _in_place_ok(f: Fused, g: LoopGroup, out: Var, src: Var) -> bool:
     return True
 
 
-def plan(f: Fused) -> dict:
+def plan(f: Fused, unplanned: Iterable = ()) -> dict:
     """Map each intermediate var id to the id of the buffer it occupies (a buffer is named
-    by the first var stored in it). Graph inputs, consts and outputs are not planned."""
-    keep = {v.id for v in f.outputs if isinstance(v, Var)}
+    by the first var stored in it). Graph inputs, consts, outputs and the vars of
+    ``unplanned`` (a backend places them itself: concatenations whose parts are computed
+    into them, which stay in use as long as those parts) are not planned."""
+    keep = {v.id for v in f.outputs if isinstance(v, Var)} | set(unplanned)
     keep.update(v.id for v in f.graph.inputs)
     keep.update(v.id for v, _ in f.graph.consts)
     last = _last_reads(f)
