@@ -276,3 +276,21 @@ def test_multihead_attention_causal_hint_over_extra_keys(kw):
     want = pt(*[torch.tensor(x)] * 3, attn_mask=torch.tensor(causal), is_causal=True, need_weights=False)[0]
     got = fm(*[fg.tensor(x)] * 3, attn_mask=fg.tensor(causal), is_causal=True, need_weights=False)[0]
     np.testing.assert_allclose(np_of(got), want.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_encoder_layer_rows_with_every_key_padded_as_torch(train):
+    """A sample whose every key is padded: PyTorch's scaled_dot_product_attention path (need_weights=False,
+    training) gives its rows zero attention, its fused inference path (eval, no_grad) NaN."""
+    torch.manual_seed(0)
+    pt = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64)
+    fm = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=fg.float64)
+    copy_weights(fm, pt)
+    pt.train(train), fm.train(train)
+    x = np.random.default_rng(0).standard_normal((2, 4, 8))
+    pad = np.array([[False] * 4, [True] * 4])
+    with torch.set_grad_enabled(train), fg.set_grad_enabled(train):
+        want = pt(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).detach().numpy()
+        got = np_of(fm(fg.tensor(x), src_key_padding_mask=fg.tensor(pad)))
+    assert np.isnan(want).any() != train
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10, equal_nan=True)

@@ -136,8 +136,8 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
                     key_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
                     need_weights: bool = True, average_attn_weights: bool = True,
                     is_causal: bool = False, bias_k: Optional[Tensor] = None,
-                    bias_v: Optional[Tensor] = None,
-                    add_zero_attn: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                    bias_v: Optional[Tensor] = None, add_zero_attn: bool = False,
+                    native: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
     """Multi-head attention on ``(L, N, E)`` query and ``(S, N, E)`` key/value (sequence first).
 
     Masks follow ``nn.MultiheadAttention``: boolean ``True`` = not allowed; float masks are added.
@@ -176,7 +176,9 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
     if key_padding_mask is not None:
         pad = O.reshape(_additive(key_padding_mask, q.dtype, keep_when_true=False), N, 1, 1, S)
         bias = pad if bias is None else O.add(bias, pad)
-    out, weights = _attend(q, k, v, bias, dropout_p, 1.0 / math.sqrt(head_dim), safe=False)
+    # (without weights PyTorch calls scaled_dot_product_attention, whose fully masked rows are
+    # zeros; with them, or on its fused inference path (``native``), a plain softmax: NaN there)
+    out, weights = _attend(q, k, v, bias, dropout_p, 1.0 / math.sqrt(head_dim), safe=not (need_weights or native))
     out = O.reshape(O.permute(out, 2, 0, 1, 3), L, N, E)
     out = F.linear(out, out_weight, out_bias)
     if not need_weights:

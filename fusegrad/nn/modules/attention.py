@@ -85,11 +85,26 @@ class MultiheadAttention(Module):
             return tuple(O.chunk(self.in_proj_weight, 3, 0))
         return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
 
+    def _native(self, query: Tensor, key: Tensor, value: Tensor) -> bool:
+        """Whether PyTorch's forward takes its fused inference path (its conditions), whose
+        rows with every key masked come out NaN (its other paths give them zeros or NaN by
+        ``need_weights``: see ``heads_attention``)."""
+        from ...amp.autocast_mode import is_autocast_enabled
+        from ...runtime.grad_mode import is_grad_enabled
+        if (query.ndim != 3 or query is not key or key is not value or self.training or self.num_heads % 2
+                or not self.batch_first or self.bias_k is not None or self.add_zero_attn
+                or not self._qkv_same_embed_dim or self.in_proj_bias is None
+                or query.dtype != self.in_proj_weight.dtype or is_autocast_enabled()):
+            return False
+        weights = (query, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight, self.out_proj.bias)
+        return not (is_grad_enabled() and any(w is not None and w.requires_grad for w in weights))
+
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
         """Attend ``query`` to ``key``/``value``; returns ``(output, weights or None)`` as PyTorch's."""
         batched = query.ndim == 3
+        native = self._native(query, key, value)
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received "
                                  f"{query.ndim}-D query, {key.ndim}-D key and {value.ndim}-D value")
@@ -113,7 +128,7 @@ class MultiheadAttention(Module):
             query, key, value, self.num_heads, wq, wk, wv, bq, bk, bv, self.out_proj.weight, self.out_proj.bias,
             self.dropout if self.training else 0.0, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
             need_weights=need_weights, average_attn_weights=average_attn_weights, is_causal=is_causal,
-            bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn)
+            bias_k=self.bias_k, bias_v=self.bias_v, add_zero_attn=self.add_zero_attn, native=native)
         if not batched:
             out = O.squeeze(out, 1)
             weights = O.squeeze(weights, 0) if weights is not None else None
