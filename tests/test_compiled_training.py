@@ -922,3 +922,25 @@ def test_data_assignment_inside_compiled_code_is_written_back():
         want = f(reference, q_ref, k_ref, reference.tensor(x))
         np.testing.assert_allclose(cf(torch.tensor(x)).item(), want.item(), rtol=1e-5)
         np.testing.assert_allclose(k.weight.detach().numpy(), k_ref.weight.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "NAdam"])
+def test_bfloat16_parameters_train_in_compiled_adam_steps(name):
+    """bfloat16 parameters: the compiled step reads the hyperparameters as float32, as
+    PyTorch's scalars (in bfloat16, 0.999 is 1 and Adam's 1 - beta2 is 0: no update)."""
+    reference = pytest.importorskip("torch")
+    got = []
+    for lib, wrap in ((reference, lambda f: f), (torch, lambda f: torch.compile(f, backend="eager"))):
+        w = lib.nn.Parameter(lib.tensor([1.0, -2.0, 0.5]).to(lib.bfloat16))
+        opt = getattr(lib.optim, name)([w], lr=0.05)
+
+        def step():
+            opt.zero_grad()
+            (w.float() ** 2).sum().backward()
+            opt.step()
+        f = wrap(step)
+        for _ in range(4):
+            f()
+        got.append(w.float().detach().numpy())
+    assert not np.allclose(got[1], [1.0, -2.0, 0.5], atol=0.1)
+    np.testing.assert_allclose(got[1], got[0], atol=8e-3)  # (bfloat16: 1/128 at 1)

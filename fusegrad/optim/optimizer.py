@@ -8,6 +8,8 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from ..ir.graph import Var
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad
@@ -255,17 +257,20 @@ class Optimizer:
     @staticmethod
     def _hyper(group: Dict[str, Any], names: Sequence[str], p: Tensor, cache: dict) -> Dict[str, Any]:
         """The group's hyperparameters ``names`` ("beta1", "beta2": the entries of "betas")
-        as floats; inside ``fusegrad.compile``, 0-d tensors of ``p``'s dtype that the
-        compiled step reads from the group at every call, so that a learning-rate scheduler
-        (or any change to the group) acts on compiled steps too. ``cache`` (one per group)
-        keeps them per dtype."""
+        as floats; inside ``fusegrad.compile``, 0-d tensors of ``p``'s dtype (float32 for a
+        half-precision one) that the compiled step reads from the group at every call, so
+        that a learning-rate scheduler (or any change to the group) acts on compiled steps
+        too. ``cache`` (one per group) keeps them per dtype."""
         if p.dtype in cache:
             return cache[p.dtype]
         live = capturing()
         out = cache[p.dtype] = {}
+        # (a half-precision parameter's are float32, as PyTorch's scalars: bfloat16 rounds
+        # 0.999 to 1, and Adam's 1 - beta2 to 0, which stopped its updates)
+        dtype = np.dtype(np.float32) if p._data.dtype.itemsize == 2 else p._data.dtype
         for name in names:
             path = ("betas", int(name[-1]) - 1) if name.startswith("beta") else (name,)
-            v = live_number(group, *path, dtype=p._data.dtype)
+            v = live_number(group, *path, dtype=dtype)
             out[name] = v if live else float(v)
         return out
 
