@@ -944,3 +944,38 @@ def test_bfloat16_parameters_train_in_compiled_adam_steps(name):
         got.append(w.float().detach().numpy())
     assert not np.allclose(got[1], [1.0, -2.0, 0.5], atol=0.1)
     np.testing.assert_allclose(got[1], got[0], atol=8e-3)  # (bfloat16: 1/128 at 1)
+
+
+def test_compiled_step_calling_a_compiled_model_or_a_wrapped_one():
+    """compile(step) whose step calls compile(model) (a codebase compiling both), or a
+    wrapper object passing attributes on to a module: traced as eager runs them."""
+    class Wrapper:
+        def __init__(self, m):
+            self.__dict__["m"] = m
+
+        def __call__(self, *a):
+            return self.m(*a)
+
+        def __getattr__(self, n):
+            return getattr(self.__dict__["m"], n)
+
+    x = torch.tensor(np.linspace(-1, 1, 12).reshape(3, 4))
+    results = []
+    for wrap in (lambda m: m, lambda m: torch.compile(m, backend="eager"), Wrapper):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2)).double()
+        called = wrap(model)
+        opt = optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = called(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        f = torch.compile(step, backend="eager")
+        results.append(([f(x).item() for _ in range(3)], [p.detach().numpy() for p in model.parameters()]))
+    for losses, params in results[1:]:
+        np.testing.assert_allclose(losses, results[0][0], rtol=1e-12)
+        for got, want in zip(params, results[0][1]):
+            np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -417,7 +417,8 @@ def _code_of(f):
     if isinstance(f, functools.partial):
         f = f.func
     if getattr(f, "__code__", None) is None and hasattr(f, "named_parameters"):
-        f = type(f).forward
+        # (a module's class; a wrapper passing attributes on to one, or a compiled module: its own)
+        f = getattr(type(f), "forward", None) or getattr(f, "forward", None)
     return getattr(getattr(f, "__func__", f), "__code__", None)
 
 
