@@ -832,7 +832,7 @@ def test_gan_iteration_uses_the_discriminator_again_after_its_step_in_one_graph(
         loss_g = lib.nn.functional.softplus(-D(fake)).mean()
         loss_g.backward()
         oG.step()
-        return loss_d.detach(), loss_g.detach()
+        return loss_d, loss_g  # (backpropagated already: another backward raises, as eagerly)
 
     ref = make(reference)
     ours = make(torch)
@@ -846,6 +846,8 @@ def test_gan_iteration_uses_the_discriminator_again_after_its_step_in_one_graph(
                          reference.tensor(z, dtype=reference.float32))
         got = step(torch.tensor(real, dtype=torch.float32), torch.tensor(z, dtype=torch.float32))
         np.testing.assert_allclose([g.item() for g in got], [w.item() for w in want], rtol=1e-5)
+    with pytest.raises(RuntimeError, match="second time"):
+        got[1].backward()
     for a, b in zip(ref[:2], ours[:2]):
         for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
             np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=n)

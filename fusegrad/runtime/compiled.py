@@ -176,6 +176,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     inner = _inner_bases(out_leaves, position)
     index: dict = {}  # id of a returned tensor -> its graph output
 
+    differentiable: dict = {}  # output position -> its tensor, for those in diff
+
     def output(x: Tensor) -> int:
         k = index[id(x)] = len(g.outputs)
         if x._rg and STATE.enabled:
@@ -183,6 +185,7 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
                 spent.append((k, type(x._grad_fn).__name__))
             else:
                 diff.append(k)
+                differentiable[k] = x
         g.outputs.append(tr.lift(x))
         return k
 
@@ -210,7 +213,11 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         if id(b) not in index:
             output(b)
     if diff and tr.rebound_use:  # the outputs' gradients would flow through an update without gradient
-        raise GraphBreak(tr.rebound_use)
+        for k in [k for k in diff if _spent_below(differentiable[k])]:  # (losses already backpropagated)
+            diff.remove(k)
+            spent.append((k, type(differentiable[k]._grad_fn).__name__))
+        if diff:
+            raise GraphBreak(tr.rebound_use)
     views = [(i, ("out", index[id(b[1])]) if b[0] == "out" else b, chain, rg) for i, b, chain, rg in views]
     attrs = [(m, store, name, output(t)) for m, store, name, t in (tr.attribute_stores or {}).values()]
     writebacks = []
@@ -314,6 +321,21 @@ def _spent(x: Tensor) -> bool:
     fn = x._grad_fn
     return isinstance(fn, PrimNode) and bool(getattr(fn, "freed", False)) \
         and (fn.prim.saves_in or fn.prim.saves_out)
+
+
+def _spent_below(x: Tensor) -> bool:
+    """True if backward through ``x`` raises in eager somewhere down its graph: a loss the
+    traced code already backpropagated (``_spent`` looks at its own node only)."""
+    stack, seen = [x._grad_fn], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, PrimNode) and getattr(n, "freed", False) and (n.prim.saves_in or n.prim.saves_out):
+            return True
+        stack.extend(e[0] for e in n.edges if e is not None)
+    return False
 
 
 def _raise_freed(*grads):
