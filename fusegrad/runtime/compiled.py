@@ -972,7 +972,8 @@ class CompiledFunction:
                 if self._float_plans.get(floats) is _STATIC:
                     values = self._family(floats, leaves) or floats
                     if self._per_value.get(values, 0) >= VALUE_LIMIT:
-                        return self._eager_values()
+                        return self._give_up(f"{self.__name__}: an int or float argument used as a number took "
+                                             f"{VALUE_LIMIT} values, each compiled: new values run eagerly")
             self._stats["misses"] += 1
             family = self._family(key, leaves)
             seen = self._families.get(family)
@@ -989,13 +990,8 @@ class CompiledFunction:
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
             if len(self._cache) >= RECOMPILE_LIMIT:
-                reason = f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running eagerly"
-                if reason not in self._stats["notes"]:
-                    self._stats["notes"].append(reason)
-                    log("recompiles", reason)
-                if self.fullgraph:
-                    raise RuntimeError(reason)
-                return _Eager(reason)
+                return self._give_up(f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running "
+                                     "eagerly")
             if len(self._cache):
                 self._stats["recompiles"] += 1
                 log("recompiles", f"{self.__name__}: " + (
@@ -1011,9 +1007,8 @@ class CompiledFunction:
                 self._families.setdefault(family, set()).add(key)  # another size of it goes symbolic
             return entry
 
-    def _eager_values(self) -> "_Eager":
-        reason = (f"{self.__name__}: an int or float argument used as a number took {VALUE_LIMIT} values, each "
-                  "compiled: new values run eagerly")
+    def _give_up(self, reason: str) -> "_Eager":
+        """Run this call eagerly for ``reason`` (noted once; an error under fullgraph)."""
         if reason not in self._stats["notes"]:
             self._stats["notes"].append(reason)
             log("recompiles", reason)
