@@ -162,6 +162,15 @@ def test_foreach_ops_match_torch():
         lib._foreach_addcmul_(ema, gs, gs, value=0.5)
         outs = list(lib._foreach_sqrt(lib._foreach_abs(ps))) + list(lib._foreach_norm(gs))
         outs += list(lib._foreach_sub(ps, 1.0)) + list(lib._foreach_maximum(ps, gs))
+        outs += list(lib._foreach_clamp_min(ps, 0.1)) + list(lib._foreach_clamp_max(ps, [0.2, 0.3]))
+        outs += list(lib._foreach_addcdiv(ema, gs, ps, value=2.0)) + list(lib._foreach_addcmul(ema, gs, ps))
+        outs += list(lib._foreach_max(ps)) + list(lib._foreach_clone(gs))
+        for name in ("rsqrt", "log1p", "expm1", "erf", "round", "frac", "atan", "lgamma"):
+            outs += list(getattr(lib, f"_foreach_{name}")(lib._foreach_abs(ps)))
+        grown = lib._foreach_clone(ps)
+        lib._foreach_clamp_min_(grown, 0.5)
+        lib._foreach_log2_(grown)
+        outs += grown
         lib._foreach_zero_(gs)
         return [t.numpy().copy() for t in ps + ema + outs + gs], type(lib._foreach_exp(ps)).__name__
     ours, theirs = run(fg), run(torch)

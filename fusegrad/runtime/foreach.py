@@ -58,7 +58,11 @@ _binary("div", O.div, "div_")
 _binary("maximum", O.maximum, "clamp_min_")
 _binary("minimum", O.minimum, "clamp_max_")
 _binary("pow", O.pow, "pow_")
-for _name in ("sqrt", "exp", "log", "abs", "neg", "sign", "sigmoid", "reciprocal", "tanh", "sin", "cos"):
+_binary("clamp_min", O.maximum, "clamp_min_")
+_binary("clamp_max", O.minimum, "clamp_max_")
+for _name in ("sqrt", "exp", "log", "abs", "neg", "sign", "sigmoid", "reciprocal", "tanh", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "erf", "erfc", "expm1", "log1p", "log2", "log10", "lgamma",
+              "rsqrt", "ceil", "floor", "round", "trunc", "frac"):
     _unary(_name)
 
 
@@ -81,6 +85,22 @@ def _foreach_lerp_(self: list, tensors1: list, weight) -> None:
         t.lerp_(e, w)
 
 
+def _foreach_clone(self: list, memory_format=None) -> tuple:
+    return tuple(t.clone() for t in self)
+
+
+def _foreach_max(self: list) -> tuple:
+    return tuple(O.amax(t) for t in self)
+
+
+def _foreach_addcmul(self: list, tensor1: list, tensor2: list, value=1) -> tuple:
+    return tuple(O.add(t, O.mul(O.mul(a, b), v)) for t, a, b, v in zip(self, tensor1, tensor2, _operands(self, value)))
+
+
+def _foreach_addcdiv(self: list, tensor1: list, tensor2: list, value=1) -> tuple:
+    return tuple(O.add(t, O.mul(O.div(a, b), v)) for t, a, b, v in zip(self, tensor1, tensor2, _operands(self, value)))
+
+
 def _foreach_addcmul_(self: list, tensor1: list, tensor2: list, value=1) -> None:
     for t, a, b, v in zip(self, tensor1, tensor2, _operands(self, value)):
         t.addcmul_(a, b, value=v)
@@ -97,4 +117,5 @@ def _foreach_norm(self: list, ord=2, dtype=None) -> tuple:
 
 
 __all__ += ["_foreach_zero_", "_foreach_copy_", "_foreach_lerp", "_foreach_lerp_", "_foreach_addcmul_",
-            "_foreach_addcdiv_", "_foreach_norm"]
+            "_foreach_addcdiv_", "_foreach_norm", "_foreach_clone", "_foreach_max", "_foreach_addcmul",
+            "_foreach_addcdiv"]
