@@ -583,3 +583,20 @@ def test_inplace_methods_values():
         e = b.clone().fill_(2.0).zero_()
         return b, c, d, e
     run_both(f, rn(3, 4))
+
+
+def test_set_shares_a_tensors_or_a_storages_memory_as_torch():
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, fg):
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.set_(lin.weight.detach() * 0 + 0.5)
+        a = lib.arange(6.0)
+        b = lib.empty(0).set_(a.untyped_storage(), 1, (2, 2), (2, 1))
+        c = lib.zeros(3).set_(a)
+        a[1] = 9.0
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            lib.nn.Linear(2, 2).weight.set_(lib.ones(2, 2))
+        got.append((lin.weight.tolist(), lin.weight.requires_grad, b.tolist(), c.tolist(), lib.empty(3).set_().shape))
+    assert got[0][:4] == got[1][:4] and tuple(got[0][4]) == tuple(got[1][4])

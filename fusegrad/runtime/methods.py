@@ -61,6 +61,7 @@ def _bind() -> None:
     T.untyped_storage = Q.untyped_storage
     T.storage = Q.storage
     T.is_set_to = Q.is_set_to
+    T.set_ = Q.set_
 
     # operators
     for name, fn in (("add", O.add), ("mul", O.mul), ("floordiv", O.floor_divide), ("mod", O.remainder),

@@ -178,3 +178,37 @@ def is_set_to(self: Tensor, tensor: Tensor) -> bool:
     a, b = self._data, tensor._data
     return (type(a) is np.ndarray and type(b) is np.ndarray and _root(a) is _root(b)
             and storage_offset(self) == storage_offset(tensor) and a.shape == b.shape and a.strides == b.strides)
+
+
+def set_(self: Tensor, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
+    """Make this tensor use ``source``'s memory, sizes and strides (a tensor: it then views
+    the same storage, as PyTorch's), or a storage's memory at ``storage_offset`` with
+    ``size`` and ``stride`` (all of it, 1-d, without); no source: an empty tensor. A leaf
+    that requires grad takes it under ``no_grad`` only, as in PyTorch."""
+    from .grad_mode import STATE
+    from .tensor import wrap
+    if STATE.enabled and self._rg and self._grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if source is None:
+        self.data = self.new_empty((0,))
+    elif isinstance(source, Tensor) and size is None:
+        self.data = source
+    else:
+        root = source._root if hasattr(source, "_root") else _root(source._concrete("set_", host=True))
+        flat = root.reshape(-1).view(np.uint8).view(self._data.dtype)
+        if size is None:
+            self.data = wrap(flat)
+        else:
+            size = tuple(int(n) for n in size)
+            self.data = wrap(storage_view(flat, int(storage_offset), size,
+                                          tuple(stride) if stride is not None else _contiguous(size)))
+    self._bump()
+    return self
+
+
+def _contiguous(size: tuple) -> tuple:
+    out, acc = [], 1
+    for n in reversed(size):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
