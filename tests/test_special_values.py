@@ -171,3 +171,14 @@ def test_nan_to_num_is_differentiable_and_traced_as_torchs():
         want = torch.nan_to_num(torch.tensor(a).to(getattr(torch, dt)) * 2).float().numpy()
         np.testing.assert_array_equal(got, want)
     assert f.cache_info()["graph_breaks"] == []
+
+
+def test_softmax_of_a_row_of_minus_infinity_is_nan_without_a_warning():
+    """A fully masked row: NaN, as PyTorch's softmax and log_softmax, and no NumPy warning."""
+    import warnings
+    x = fg.tensor([[0.0, 1.0], [-np.inf, -np.inf]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s, ls = fg.softmax(x, -1).numpy(), fg.log_softmax(x, -1).numpy()
+    assert np.isnan(s[1]).all() and np.isnan(ls[1]).all()
+    np.testing.assert_allclose(s[0], [1 / (1 + np.e), np.e / (1 + np.e)], rtol=1e-6)

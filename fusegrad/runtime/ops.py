@@ -900,9 +900,10 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
 
     def softmax_of(x):
-        m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
-        e = P.exp(P.sub(x, m))
-        return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
+        with np.errstate(invalid="ignore"):  # (a row of -inf is NaN, as in PyTorch, without a warning)
+            m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
+            e = P.exp(P.sub(x, m))
+            return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
     return one_node("SoftmaxBackward0", softmax_of, x)
 
 
@@ -914,8 +915,9 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
 
     def log_softmax_of(x):
-        s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
-        return P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
+        with np.errstate(invalid="ignore"):
+            s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
+            return P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
     return one_node("LogSoftmaxBackward0", log_softmax_of, x)
 
 
