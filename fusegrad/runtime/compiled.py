@@ -108,36 +108,28 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
     arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
-        tr.attribute_stores, tr.attribute_olds = {}, {}
+        tr.attribute_stores = {}
         tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
+        args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
+        inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+        if speculating:
+            speculate.start(tr, leaves)
+            hyper = _hyperparameters(fn, leaves)
+        out = None
+        before = _shallow(args, kwargs)
         try:
-            args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
-            inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
-            if speculating:
-                speculate.start(tr, leaves)
-                hyper = _hyperparameters(fn, leaves)
-            out = None
-            before = _shallow(args, kwargs)
-            try:
-                out = fn(*args, **kwargs)
-            finally:
-                escaped = speculate.finish(tr, out) if speculating else ""
-            if _shallow(args, kwargs) != before:  # (the trace's copies: a replay would not fill the caller's)
-                tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
-                               "(filling a metrics dict, appending to a list)")
-            traced = _finish_trace(tr, out, inputs)
-            _read_names_live(traced)
-            if speculating and tr.speculated:
-                if not escaped and _hyperparameters(fn, leaves) != hyper:
-                    escaped = "the function changes an optimizer's hyperparameters"
-                traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
-        except BaseException:  # (a trace that stops early: the module attributes it set go back)
-            for target, name, present, old in tr.attribute_olds.values():
-                if present:
-                    target[name] = old
-                else:
-                    target.pop(name, None)
-            raise
+            out = fn(*args, **kwargs)
+        finally:
+            escaped = speculate.finish(tr, out) if speculating else ""
+        if _shallow(args, kwargs) != before:  # (the trace's copies: a replay would not fill the caller's)
+            tr.graph_break(f"{getattr(fn, '__name__', 'the function')} changes a list or dict it is given "
+                           "(filling a metrics dict, appending to a list)")
+        traced = _finish_trace(tr, out, inputs)
+        _read_names_live(traced)
+        if speculating and tr.speculated:
+            if not escaped and _hyperparameters(fn, leaves) != hyper:
+                escaped = "the function changes an optimizer's hyperparameters"
+            traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
 
 
@@ -318,9 +310,11 @@ def _outer_base(x: Tensor, position: dict) -> Optional[tuple]:
 def _spent(x: Tensor) -> bool:
     """True if backward through ``x`` raises in eager: its grad_fn was released by a backward
     without retain_graph and needs the saved values it dropped."""
-    fn = x._grad_fn
-    return isinstance(fn, PrimNode) and bool(getattr(fn, "freed", False)) \
-        and (fn.prim.saves_in or fn.prim.saves_out)
+    return _freed(x._grad_fn)
+
+
+def _freed(n) -> bool:
+    return isinstance(n, PrimNode) and bool(getattr(n, "freed", False)) and (n.prim.saves_in or n.prim.saves_out)
 
 
 def _spent_below(x: Tensor) -> bool:
@@ -332,7 +326,7 @@ def _spent_below(x: Tensor) -> bool:
         if n is None or id(n) in seen:
             continue
         seen.add(id(n))
-        if isinstance(n, PrimNode) and getattr(n, "freed", False) and (n.prim.saves_in or n.prim.saves_out):
+        if _freed(n):
             return True
         stack.extend(e[0] for e in n.edges if e is not None)
     return False

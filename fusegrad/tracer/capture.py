@@ -55,6 +55,7 @@ class CaptureTrace(Trace):
         # ids of the stand-ins of arguments that require grad but are not leaves: an
         # in-place update of one is a graph break (the stand-in itself looks like a leaf)
         self.nonleaf_inputs: set = set()
+        self.attribute_olds: dict = {}  # (module id, name) -> (store, name, was set, old value)
 
     def touch(self, x) -> None:
         """Snapshot ``x`` (once) unless it is a value of this trace."""
@@ -79,6 +80,13 @@ class CaptureTrace(Trace):
     def restore(self) -> None:
         for h, data, grad, fn, nr, rg in reversed(self.snaps):
             h._data, h._grad, h._grad_fn, h._out_nr, h._rg = data, grad, fn, nr, rg
+        # module attributes set to traced values (nn.module._stored_traced): a compiled call
+        # assigns what it computed, a trace that stopped early leaves none of its values behind
+        for target, name, present, old in self.attribute_olds.values():
+            if present:
+                target[name] = old
+            else:
+                target.pop(name, None)
 
 
 @contextlib.contextmanager
