@@ -6,7 +6,6 @@ import pytest
 
 import fusegrad as fg
 from fusegrad import nn
-from fusegrad.codegen.backend import Unsupported
 from fusegrad.codegen.kir import (Acc, Assign, Buffer, Const, Kernel, KernelError, Load, Loop, Op, Ref, Scratch, Store,
                                   Sym, Update, isyms, stmts, structural_hash, verify)
 from fusegrad.codegen.kir_interp import run, run_fused
@@ -217,12 +216,34 @@ def test_linear_at_five_batch_sizes_is_one_symbolic_kernel_set(rng):
     assert len(set(sets)) == 1 and sets[0]
 
 
-def test_symbolic_rejects_views_needing_sizes():
-    x = np.ones((3, 4), np.float32)
-    fused = fuse(graph_of(lambda x: E.exp(L.flip(x, axes=(1,))), [x], optimize=True))
-    with pytest.raises(Unsupported, match="symbolic kernel cannot read through flip"):
-        lower_group(fused, 0, symbolic=True)
-    lower_group(fused, 0)  # concrete: fine
+def _views(x, w):
+    b, t, c = x.shape
+    return (E.exp(L.reshape(x, shape=(b * t, c))),  # split: x's dims from one index
+            E.neg(L.reshape(w, shape=(b, t, c))),  # merge: w's dim from two indices
+            E.exp(L.slice_(x, key=L.encode_key((slice(None), slice(1, None), slice(0, None, 2)), x.shape))),
+            E.neg(L.flip(x, axes=(1,))))
+
+
+def test_symbolic_kernels_read_through_views_at_every_size(rng):
+    """Reshapes that split or merge dims, slices and flips lower symbolically (the view
+    source's dims and a slice's starts are symbols): the kernels lowered at one size
+    compute every other size with the same pattern."""
+    def args(b, t):
+        return [rng.standard_normal((b, t, 6)).astype(np.float32), rng.standard_normal((b * t, 6)).astype(np.float32)]
+    fused = fuse(graph_of(_views, args(2, 5), optimize=True))
+    kernels = {gi: lower_group(fused, gi, symbolic=True).kernel
+               for gi, g in enumerate(fused.groups) if isinstance(g, LoopGroup)}
+    assert len(kernels) >= 2 and all(k.syms for k in kernels.values())
+    for b, t in [(3, 4), (4, 7), (2, 5), (1, 3), (3, 1), (0, 4)]:
+        xs = args(b, t)
+        other = fuse(graph_of(_views, xs, optimize=True))
+        same_pattern = b not in (0, 1) and t not in (0, 1, 2)  # size 1 dims (also the slice's) are literal
+        if same_pattern:
+            assert {gi: structural_hash(lower_group(other, gi, symbolic=True).kernel) for gi in kernels} == \
+                {gi: structural_hash(k) for gi, k in kernels.items()}
+        got = run_fused(other, xs, symbolic=True, kernels=kernels if same_pattern else None)
+        for g, r in zip(got, _eager(_views, xs)):
+            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-6)
 
 
 # ---------------------------------------------------------------- primitives and their lowering

@@ -10,8 +10,9 @@ operand's memory (passes.memory) is read first.
 
 With ``symbolic=True`` every non-trivial domain axis ``a`` has the extent symbol ``n<a>``
 and strides are products of those symbols, so the kernel serves every size with the same
-rank, dtypes and broadcast pattern (size-1 dims stay literal); views whose index rule needs
-concrete sizes (slice, flip, a reshape that splits or merges dims) raise Unsupported. With
+rank, dtypes and broadcast pattern (size-1 dims stay literal); the dims of a view's source
+that are not the domain's (a slice's input, a reshape's split dims) and a slice's starts are
+symbols too. With
 ``offsets=True`` sizes stay literal but the positions a slice starts at (``x[:, t]``'s ``t``)
 are symbols ``o<k>``, so the groups of an unrolled loop that read at different positions
 share a kernel."""
@@ -63,7 +64,8 @@ def lower_group(fused: Fused, gi: int, symbolic: bool = False, name: Optional[st
     lw = _Lowerer(fused, g, fused.outputs_of(gi), symbolic, by_rows, offsets)
     body = lw.run()
     bufs = [Buffer(n, v.dtype, iprod(shape), role) for n, (v, shape, role) in lw.buffers.items()] + lw.temps
-    sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else dict(lw.offsets or {})
+    sizes = {f"n{a}": s for a, s in enumerate(g.domain) if s != 1} if symbolic else {}
+    sizes.update(lw.extra or {})
     k = Kernel(name or f"k{gi}", bufs, tuple(sizes), body)
     return LoweredGroup(checked(k), [v for v, _, _ in lw.buffers.values()], {n: i for i, n in lw.names.items()}, sizes)
 
@@ -103,7 +105,8 @@ class _Lowerer:
     def __init__(self, fused: Fused, g: LoopGroup, outs: list, symbolic: bool, by_rows: bool,
                  offsets: bool = False):
         self.f, self.g, self.outs, self.symbolic, self.by_rows = fused, g, outs, symbolic, by_rows
-        self.offsets: Optional[dict] = {} if offsets else None  # symbol -> a slice's start (``offsets``)
+        # symbol -> value: slice starts (``offsets``, ``symbolic``), view sources' dims (``symbolic``)
+        self.extra: Optional[dict] = {} if offsets or symbolic else None
         self.temps: list = []  # temp buffers (by_rows)
         self.dims = [1 if s == 1 else (Sym(f"n{a}") if symbolic else s) for a, s in enumerate(g.domain)]
         self.buffers: dict = {}  # kernel buffer name -> (Var, shape, role)
@@ -173,34 +176,45 @@ class _Lowerer:
             it = iter(kept)
             pairs = [next(it) if s != 1 else (0, 1) for s in x.shape]
             return [i for i, _ in pairs], [s for _, s in pairs]
-        if self.symbolic:
-            raise Unsupported(f"kernel IR: a symbolic kernel cannot read through {prim.name} of {list(x.shape)}")
         xs = list(x.shape)
-        if prim is P.flip:
+        if prim is P.flip:  # the same dims as its output
             axes = {a % x.ndim for a in p["axes"]}
-            return [iadd(xs[d] - 1, imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], xs
+            return [iadd(iadd(shape[d], -1), imul(i, -1)) if d in axes else i for d, i in enumerate(idx)], list(shape)
         if prim is P.slice_:
-            at = self.offset if self.offsets is not None else (lambda k: k)
-            return slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), at(start)), at), xs
+            at = self.offset if self.extra is not None else (lambda k: k)
+            src = slice_source(p["key"], idx, lambda i, start, step: iadd(imul(i, step), at(start)), at)
+            return src, [self.size(s) for s in xs]
         if prim is P.reshape:
             if 0 in xs:  # an empty source: the loops run no iteration, so nothing is read
-                return [0] * len(xs), xs
-            flat, stride = 0, 1
-            for i, s in zip(reversed(idx), reversed(list(out.shape))):
-                flat = iadd(imul(i, stride), flat)
-                stride *= s
-            res, st = [], int(np.prod(xs, dtype=np.int64))
-            for d, s in enumerate(xs):
-                st //= s
-                q = ifloordiv(flat, st)
-                res.append(0 if s == 1 else (q if d == 0 else imod(q, s)))  # flat < size: no wrap on dim 0
-            return res, xs
+                return [0] * len(xs), [self.size(s) for s in xs]
+            res: list = [0] * len(xs)
+            rs: list = [1] * len(xs)
+            for src, dst in _reshape_groups(xs, list(out.shape)):
+                flat: IExpr = 0  # the position within the group, from the output's indices
+                for d in dst:
+                    flat = iadd(imul(flat, shape[d]), idx[d])
+                if len(src) == 1:  # dims merged into one: no division
+                    res[src[0]], rs[src[0]] = flat, iprod(shape[d] for d in dst)
+                    continue
+                ext = [self.size(xs[d]) for d in src]
+                for k, d in enumerate(src):
+                    q = ifloordiv(flat, iprod(ext[k + 1:]))
+                    res[d], rs[d] = (q if k == 0 else imod(q, ext[k])), ext[k]  # flat < size: no wrap on the first
+            return res, rs
         raise Unsupported(f"kernel IR: no index rule for view {prim.name}")
 
     def offset(self, k: int) -> Sym:
-        """A slice's start as a symbol the caller passes (``offsets``)."""
-        name = f"o{len(self.offsets)}"
-        self.offsets[name] = k
+        """A slice's start as a symbol the caller passes (``offsets`` or ``symbolic``)."""
+        name = f"o{len(self.extra)}"
+        self.extra[name] = k
+        return Sym(name)
+
+    def size(self, s: int) -> IExpr:
+        """A view source's dim: a symbol the caller passes when ``symbolic`` (size 1 stays)."""
+        if not self.symbolic or s == 1:
+            return s
+        name = f"s{len(self.extra)}"
+        self.extra[name] = s
         return Sym(name)
 
     # -- structure
@@ -425,6 +439,27 @@ def slice_source(key: tuple, idx: Sequence[T], affine: Callable[[T, int, int], T
             res.append(const(k))
     res.extend(it)  # dims the key does not mention are taken whole
     return res
+
+
+def _reshape_groups(src: list, dst: list) -> list:
+    """A reshape's dims in groups ``(source dims, output dims)`` of equal products, in
+    order (size-1 dims left out; sizes nonzero)."""
+    si = [d for d, s in enumerate(src) if s != 1]
+    di = [d for d, s in enumerate(dst) if s != 1]
+    groups, i, j = [], 0, 0
+    while i < len(si):
+        a, b = [si[i]], [di[j]]
+        pa, pb = src[si[i]], dst[di[j]]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                a.append(si[i])
+                pa, i = pa * src[si[i]], i + 1
+            else:
+                b.append(di[j])
+                pb, j = pb * dst[di[j]], j + 1
+        groups.append((a, b))
+    return groups
 
 
 def flat_ok(f: Fused, g: LoopGroup) -> bool:
