@@ -109,3 +109,38 @@ def test_a_gemm_epilogue_step_stays_right_at_new_sizes():
         res[lib.__name__ + "w"] = w.detach().numpy().copy()
     np.testing.assert_allclose(res["fusegrad"], res["torch"], rtol=1e-9)
     np.testing.assert_allclose(res["fusegradw"], res["torchw"], rtol=1e-9)
+
+
+def test_causal_attention_at_new_lengths_compiles_no_kernel():
+    """GPT-style attention reads its causal mask through a slice of a fixed buffer and
+    splits/merges heads with views: once the symbolic family exists, a new sequence length
+    compiles no kernel (the views' source sizes and slice starts are kernel arguments)."""
+    from fusegrad.codegen import cpu_render
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((24, 8)) * 0.3
+    mods = {}
+    for lib in (fusegrad, torch):
+        lin = lib.nn.Linear(8, 24, bias=False).double()
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(w))
+        mask = lib.tril(lib.ones(16, 16)).view(1, 1, 16, 16)
+
+        def attend(x, lib=lib, lin=lin, mask=mask):
+            b, t, c = x.size()
+            q, k, v = lin(x).split(8, dim=2)
+            q, k, v = (z.view(b, t, 2, 4).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) * 0.5
+            att = att.masked_fill(mask[:, :, :t, :t] == 0, float("-inf")).softmax(dim=-1)
+            return (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        mods[lib] = attend
+    cf = fusegrad.compile(mods[fusegrad])
+    # (lengths above the head size: min-cut's choice to save or recompute the [b, h, t, t]
+    # mask weighs its bytes against [b, h, t] floats, a size-dependent choice)
+    for n, t in enumerate((10, 11, 9, 12, 13, 15)):
+        if n == 2:  # the symbolic family is compiled by now
+            kernels = len(cpu_render._COMPILED)
+        x = rng.standard_normal((3, t, 8))
+        np.testing.assert_allclose(cf(fusegrad.tensor(x)).detach().numpy(), mods[torch](torch.tensor(x)).detach().numpy(),
+                                   rtol=1e-10, atol=1e-12)
+    assert len(cpu_render._COMPILED) == kernels, "a new length compiled kernels"
+    assert cf.cache_info()["symbolic_sizes"] == 4
