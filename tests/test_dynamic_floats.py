@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fusegrad
+from fusegrad.runtime import compiled
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -172,3 +173,26 @@ def test_a_global_number_changed_every_call_is_read_at_each_call():
     call, g = make()
     assert [call(i) for i in range(4)] == [2 * XA[i] for i in range(4)]
     assert any("used as a number" in n for n in g.cache_info()["notes"]), g.cache_info()
+
+
+def test_a_decoding_position_with_a_growing_cache_stops_compiling():
+    """A KV-cache decoding step: the position (a slice bound) and the cache's length change
+    together at every call. The int is seen to be needed as a number across sizes, so
+    new values run eagerly after VALUE_LIMIT compiles (not one compile per step)."""
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((32, 3))
+
+    def step(lib, x, pos, cache):
+        cache = lib.cat([cache, x], dim=1)
+        return (cache * lib.tensor(table)[pos:pos + 1].unsqueeze(0)).sum(1), cache
+
+    cs = fusegrad.compile(lambda x, pos, cache: step(fusegrad, x, pos, cache))
+    c0 = rng.standard_normal((2, 4, 3))
+    caches = {lib: lib.tensor(c0) for lib in (fusegrad, torch)}
+    for pos in range(4, 16):
+        x = rng.standard_normal((2, 1, 3))
+        got, caches[fusegrad] = cs(fusegrad.tensor(x), pos, caches[fusegrad])
+        want, caches[torch] = step(torch, torch.tensor(x), pos, caches[torch])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    info = cs.cache_info()
+    assert info["compiles"] == 1 + compiled.VALUE_LIMIT and info["fallbacks"] == 12 - info["compiles"], info

@@ -645,11 +645,12 @@ _STATIC = "static"  # a float-free signature whose floats compile per value (Com
 
 
 class _FloatPlan:
-    """A plan whose float arguments (at leaf ``positions``) are 0-d float64 inputs."""
-    __slots__ = ("plan", "positions")
+    """A plan whose float arguments (at leaf ``positions``) are 0-d float64 inputs, for
+    the float-free signature ``family``."""
+    __slots__ = ("plan", "positions", "family")
 
-    def __init__(self, plan: "_Plan", positions: tuple):
-        self.plan, self.positions = plan, positions
+    def __init__(self, plan: "_Plan", positions: tuple, family):
+        self.plan, self.positions, self.family = plan, positions, family
 
 
 class _Floats:
@@ -810,7 +811,7 @@ class CompiledFunction:
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
         self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
-        self._float_plans: dict = {}  # float-free signature -> [_FloatPlan] or _STATIC (see _dynamic_floats)
+        self._float_plans: dict = {}  # float-and-size-free signature -> [_FloatPlan] or _STATIC (_dynamic_floats)
         self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
         self._per_value: dict = {}  # number-and-size-free signature -> compiles per value (VALUE_LIMIT)
         # the globals and closure cells holding numbers that changed between calls: traced as
@@ -960,11 +961,12 @@ class CompiledFunction:
             floats = self._float_family(key)
             values = None
             if floats is not None:
-                entry = self._dynamic_floats(floats, leaves, spec)
+                sizeless = self._family(floats, leaves) or floats
+                entry = self._dynamic_floats(floats, sizeless, leaves, spec)
                 if entry is not None:
                     return entry
-                if self._float_plans.get(floats) is _STATIC:
-                    values = self._family(floats, leaves) or floats
+                if self._float_plans.get(sizeless) is _STATIC:
+                    values = sizeless
                     if self._per_value.get(values, 0) >= VALUE_LIMIT:
                         return self._give_up(f"{self.__name__}: an int or float argument used as a number took "
                                              f"{VALUE_LIMIT} values, each compiled: new values run eagerly")
@@ -1020,20 +1022,22 @@ class CompiledFunction:
             return None
         return (spec_key, tuple(p[:2] if p[0] == "V" and p[1] in ("float", "int") else p for p in parts), *rest)
 
-    def _dynamic_floats(self, family, leaves: list, spec) -> Optional["_FloatPlan"]:
+    def _dynamic_floats(self, family, sizeless, leaves: list, spec) -> Optional["_FloatPlan"]:
         """The plan of ``family`` that reads its float arguments at each call. None while
         only one set of values was seen (compiled as constants, as torch.compile first
-        does) and where the traced code needs a number itself: then each value compiles."""
-        state = self._float_plans.get(family)
+        does) and where the traced code needs a number itself: then each value compiles.
+        Both decisions are per ``sizeless`` family, so a decoding step whose position and
+        cache length change together is seen to compile per value."""
+        state = self._float_plans.get(sizeless)
         if state is None:
-            self._float_plans[family] = []
+            self._float_plans[sizeless] = []
             return None
         if state is _STATIC:
             return None
         positions = tuple(i for i, x in enumerate(leaves) if type(x) in (float, int))
         self._float_box.values = {i: leaves[i] for i in positions}
         for entry in state:
-            if entry.plan.traced.holds():
+            if entry.family == family and entry.plan.traced.holds():
                 self._stats["hits"] += 1
                 return entry
         if len(state) >= RECOMPILE_LIMIT:
@@ -1049,13 +1053,13 @@ class CompiledFunction:
         except Exception as e:  # (code that checks for an int or float itself: a size, a factory's argument)
             plan = FloatUsed(f"{type(e).__name__}: {e}")
         if type(plan) is not _Plan:
-            self._float_plans[family] = _STATIC
+            self._float_plans[sizeless] = _STATIC
             why = plan if isinstance(plan, FloatUsed) else "its graph is not compiled whole"
             note = f"{self.__name__}: an int or float argument is used as a number ({why}): each value compiles"
             if note not in self._stats["notes"]:
                 self._stats["notes"].append(note)
             return None
-        entry = _FloatPlan(plan, positions)
+        entry = _FloatPlan(plan, positions, family)
         state.insert(0, entry)
         return entry
 
