@@ -20,6 +20,7 @@ CASES = [
     ("RMSprop", {}), ("RMSprop", dict(momentum=0.9, centered=True, weight_decay=0.1)),
     ("RMSprop", dict(lr=1e-3, alpha=0.9, maximize=True)),
     ("Adagrad", {}), ("Adagrad", dict(lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.1)),
+    ("Adagrad", dict(fused=True)),
     ("Adadelta", {}), ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1)),
     ("Adamax", {}), ("Adamax", dict(weight_decay=0.1, betas=(0.8, 0.99))),
     ("NAdam", {}), ("NAdam", dict(weight_decay=0.1, momentum_decay=0.01)),

@@ -20,8 +20,6 @@ class Adagrad(Optimizer):
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: Optional[bool] = None, *,
                  maximize: bool = False, differentiable: bool = False, fused: Optional[bool] = None) -> None:
         check_hyper(lr, eps, weight_decay, lr_decay=lr_decay, initial_accumulator_value=initial_accumulator_value)
-        if fused:
-            raise RuntimeError("`fused` is not supported for Adagrad on the CPU")
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable, fused=fused))
