@@ -981,3 +981,26 @@ def test_compiled_step_calling_a_compiled_model_or_a_wrapped_one():
         np.testing.assert_allclose(losses, results[0][0], rtol=1e-12)
         for got, want in zip(params, results[0][1]):
             np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_compiled_module_is_an_optimized_module_as_torchs():
+    """compile(module) is an nn.Module wrapping the original as torch.compile's
+    OptimizedModule: isinstance, state_dict keys with the ``_orig_mod.`` prefix (loading
+    torch's compiled checkpoint), printed form, train/eval, deepcopy and attribute access."""
+    import copy
+    import fusegrad as F
+    reference = pytest.importorskip("torch")
+    ref = reference.compile(reference.nn.Sequential(reference.nn.Linear(3, 4), reference.nn.Tanh()))
+    cm = F.compile(F.nn.Sequential(F.nn.Linear(3, 4), F.nn.Tanh()))
+    assert isinstance(cm, F.nn.Module) and type(cm).__name__ == type(ref).__name__
+    assert list(cm.state_dict()) == list(ref.state_dict()) and repr(cm) == repr(ref)
+    cm.load_state_dict({k: F.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    x = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    np.testing.assert_allclose(cm(F.tensor(x)).detach().numpy(), ref(reference.tensor(x)).detach().numpy(), rtol=1e-6)
+    assert getattr(cm, "0") is cm._orig_mod[0] and getattr(ref, "0") is ref._orig_mod[0]  # forwarded
+    assert list(cm.parameters()) == [cm._orig_mod[0].weight, cm._orig_mod[0].bias]
+    cm.eval()
+    assert not cm._orig_mod.training and cm.cache_info()["compiles"] == 1
+    twin = copy.deepcopy(cm)
+    assert twin._orig_mod is not cm._orig_mod and twin._compiled.fn is twin._orig_mod
+    np.testing.assert_allclose(twin(F.tensor(x)).detach().numpy(), cm(F.tensor(x)).detach().numpy())

@@ -1401,7 +1401,11 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: b
     if dynamic not in (None, True, False):
         raise TypeError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
     if fn is None:
-        return lambda f: CompiledFunction(f, backend, fullgraph, remat, dynamic)
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, remat=remat, dynamic=dynamic)
+    from ..nn.module import Module
+    if isinstance(fn, Module):  # (a Module wrapping the original: torch.compile's OptimizedModule)
+        from ..nn.optimized_module import OptimizedModule
+        return OptimizedModule(fn, CompiledFunction(fn, backend, fullgraph, remat, dynamic))
     return CompiledFunction(fn, backend, fullgraph, remat, dynamic)
 
 

@@ -13,12 +13,15 @@ from ...runtime.nodes import AccumulateGrad
 from ...runtime.tensor import Tensor
 from ...tracer.trace import GraphBreak, capturing, user_frame
 from ..module import Module
+from ..optimized_module import OptimizedModule
 from .reducer import Reducer, plan_buckets
 
 
 def _compiled_parts(module):
     """(the Module, the compiled wrapper or None) of ``module`` (``fusegrad.compile(m)``
-    returns a wrapper whose ``fn`` is the Module)."""
+    returns an OptimizedModule; a compiled function whose ``fn`` is a Module also serves)."""
+    if isinstance(module, OptimizedModule):
+        return module, module._compiled
     if isinstance(module, Module):
         return module, None
     fn = getattr(module, "fn", None)
