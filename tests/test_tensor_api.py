@@ -186,6 +186,39 @@ def test_promotion_with_python_scalars(da, s):
         assert _dt((fa / s).dtype) == _dt((ta / s).dtype)
 
 
+def _outcome(f):
+    """(dtype name, values) of f(), or the exception's type."""
+    try:
+        r = f()
+    except (RuntimeError, ZeroDivisionError) as e:
+        return type(e).__name__
+    return _dt(r.dtype), [None if v != v else v + 0.0 for v in np.asarray(r.detach().numpy(), np.float64).round(2).flat]
+
+
+DIVISIONS = {"truediv": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
+             "pow": lambda a, b: a ** b}
+
+
+@pytest.mark.parametrize("da", PROMO, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("db", PROMO + [True, 2, -3, 2.5], ids=lambda d: str(d) if not isinstance(d, type) else
+                         np.dtype(d).name)
+def test_division_and_power_promotion(da, db):
+    """Division, floor division, remainder and power promote as PyTorch's (int64 / float16
+    is float16, int64 // True int64, 2 ** bool int64), with PyTorch's values and errors
+    (an integer tensor to negative integer elements, uint8 with a negative Python int)."""
+    a = np.array([3, 1, 4], da) if da != np.bool_ else np.array([True, True, False])
+    if isinstance(db, type):
+        b = np.array([2, -1, 1], db) if np.dtype(db).kind in "if" else np.array([2, 1, 1], db) if db != np.bool_ \
+            else np.array([True, True, True])
+        ours, theirs = (fg.tensor(a), fg.tensor(b)), (torch.tensor(a), torch.tensor(b))
+    else:
+        ours, theirs = (fg.tensor(a), db), (torch.tensor(a), db)
+    for name, f in DIVISIONS.items():
+        for x, y in ((0, 1), (1, 0)):
+            got, want = _outcome(lambda: f(ours[x], ours[y])), _outcome(lambda: f(theirs[x], theirs[y]))
+            assert got == want, (name, x, y, got, want)
+
+
 def test_promotion_under_float64_default():
     fg.set_default_dtype(fg.float64)
     torch.set_default_dtype(torch.float64)

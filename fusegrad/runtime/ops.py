@@ -132,6 +132,15 @@ def _scalar(v):
     return v.item() if isinstance(v, (np.number, np.bool_)) else v
 
 
+def _wrapped(s: int, dt: np.dtype) -> int:
+    """A Python int operand of an integer tensor, wrapped into its dtype as PyTorch does
+    (``uint8_tensor + -3`` adds 253; NumPy would raise)."""
+    info = np.iinfo(dt)
+    if info.min <= s <= info.max or not -2 ** 63 <= s < 2 ** 63:
+        return s
+    return int(np.array(s, np.int64).astype(dt))
+
+
 def _promote2(a, b):
     """Operands of a binary op, converted to their PyTorch result dtype."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
@@ -147,6 +156,9 @@ def _promote2(a, b):
     ts = type(s)
     dk = t._data.dtype.kind  # "V": bfloat16 (ml_dtypes), a float dtype
     if (ts is float and dk in "fV") or (ts is int and dk in "iufV"):
+        if ts is int and dk in "iu":
+            s = _wrapped(s, t._data.dtype)
+            return (t, s) if t_first else (s, t)
         return a, b  # a weak Python scalar keeps the tensor's dtype
     if ts is Speculated:
         s = s.number("an operand of a tensor op")
@@ -350,14 +362,20 @@ def _integral(x) -> bool:
 
 
 def _div(a, b, rounding_mode):
-    if rounding_mode is not None and _integral(a) and _integral(b):
+    """Division in the operands' promoted dtype, as PyTorch: integral (or bool) operands
+    divide exactly in the default float dtype, or as integers under a rounding mode
+    (``int64 // True`` is int64, ``int64 / float16`` float16)."""
+    read_later = (DynamicFloat, Speculated)  # (Python floats read at each call: _promote2 takes them)
+    a = a if isinstance(a, (Tensor, *_SCALARS, *read_later)) else as_t(a)
+    b = b if isinstance(b, (Tensor, *_SCALARS, *read_later)) else as_t(b)
+    rt = D.result_type(a, b).np if type(a) not in read_later and type(b) not in read_later else None
+    if rounding_mode is not None and rt is not None and rt.kind in "iub":
+        if rt.kind == "b":
+            raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
         return _int_div(a, b, rounding_mode)
-    if type(a) is not DynamicFloat:  # (a Python float read at each call: _promote2 takes it)
-        a = _float(as_t(a)) if not isinstance(a, _SCALARS) else (float(a) if isinstance(a, (bool, np.bool_)) else a)
-    if isinstance(b, Tensor):
-        b = _float(b)
-    elif not isinstance(b, _SCALARS) and type(b) is not DynamicFloat:
-        b = _float(as_t(b))
+    to = D.get_default_dtype().np if rt is None or rt.kind in "iub" else rt
+    a = _cast_to(a, to)
+    b = _cast_to(b, to)
     if isinstance(a, _SCALARS):
         a = full_as(b, a)
     r = _binary(P.div, a, b, "DivBackward0")
@@ -369,6 +387,14 @@ def _div(a, b, rounding_mode):
 
 
 true_divide = alias(div, "true_divide")
+
+
+def _cast_to(x, dt: np.dtype):
+    """A division operand in ``dt`` (the float dtype it computes in): tensors cast, a
+    Python bool as a float, other scalars as they are (weak)."""
+    if isinstance(x, Tensor):
+        return x if x._data.dtype == dt else P.cast(x, dtype=dt)
+    return float(x) if isinstance(x, (bool, np.bool_)) else x
 
 
 def _int_div(a, b, rounding_mode):
@@ -397,6 +423,8 @@ def _modulo(a, b, rounding, name):
     """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
     exact while |a| < 2**53, and come back in their own dtype."""
     a, b = _promote2(as_t(a), b)
+    if a._data.dtype == np.bool_:
+        raise NotImplementedError(f'"{name[:-len("Backward0")].lower()}_cpu" not implemented for \'Bool\'')
     if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
     if (isinstance(b, Tensor) and type(b._data) is np.ndarray and not b._data.all()) or (
@@ -422,17 +450,29 @@ def fmod(a, b):
 
 @op(inplace="method")
 def pow(a, b):
+    """``a ** b`` in the promoted dtype (``2 ** bool_tensor`` is int64); an integer tensor to
+    a negative Python int raises, to negative integer tensor elements gives 0 (or 1, -1 for
+    bases 1, -1), as PyTorch."""
+    if isinstance(a, _SCALARS) and isinstance(b, Tensor):
+        rt = D.result_type(a, b).np
+        _pow_check(rt)
+        b = b if b._data.dtype == rt else P.cast(b, dtype=rt)
+        a = _scalar(a)
+        a = _wrapped(a, rt) if rt.kind in "iu" and isinstance(a, int) else a
+        return _binary(P.pow_, wrap(np.asarray(a, dtype=rt)), b, "PowBackward1")
+    a = as_t(a)
     if isinstance(b, _SCALARS):
-        a = as_t(a)
-        if isinstance(b, float) or a._data.dtype.kind == "f":
-            a = _float(a)
+        if D.result_type(a, b).np.kind in "iu" and b < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
         return _binary(P.pow_, a, b, "PowBackward0")
-    if isinstance(a, _SCALARS):
-        b = as_t(b)
-        if not isinstance(a, int) or b._data.dtype.kind not in "iu":  # (int ** int tensor stays integral)
-            b = _float(b)
-        return _binary(P.pow_, full_as(b, a), b, "PowBackward1")
+    if isinstance(b, Tensor):
+        _pow_check(D.result_type(a, b).np)
     return _binary(P.pow_, a, b, "PowBackward1")
+
+
+def _pow_check(rt: np.dtype) -> None:
+    if rt.kind == "b":
+        raise NotImplementedError('"pow" not implemented for \'Bool\'')
 
 
 @op
