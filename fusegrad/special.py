@@ -20,6 +20,7 @@ from .ir.prims import elementwise as E
 from .runtime import ops as O
 from .runtime.exports import op
 from .runtime.keywords import write_out
+from .runtime.numeric import zero_log
 from .runtime.tensor import Tensor
 
 __all__ = ["expit", "logit", "erf", "erfc", "erfcx", "erfinv", "exp2", "expm1", "log1p", "log_softmax", "softmax",
@@ -172,8 +173,7 @@ def xlogy(input, other, *, out=None):  # noqa: A002
 def xlog1py(input, other, *, out=None):  # noqa: A002
     """``input * log1p(other)``, 0 where ``input`` is 0 (unless ``other`` is NaN)."""
     x, y = _pair(input, other)
-    zero = O.eq(x, 0)
-    r = O.mul(x, O.log1p(O.where(zero, 0.0, y)))
+    r = O.mul(x, O.log1p(O.where(zero_log(x, y, -1), 0.0, y)))
     return _out("xlog1py", O.named(O.where(O.isnan(y), y, r), "SpecialXlog1PyBackward0"), out)
 
 

@@ -137,6 +137,30 @@ def test_zeta_xlogy_xlog1py_with_scalars_and_broadcasting():
         _check(f(2.0, fg.tensor(b)).numpy(), g(2.0, torch.tensor(b)).numpy(), 1e-6, 0, name + "(scalar, t)")
 
 
+def test_xlogy_xlog1py_gradients_where_x_is_zero():
+    """d/dx x*log(y) is log(y) also at x = 0 (0 where that log is not finite), as PyTorch's:
+    a Dirichlet's, Beta's or Gamma's log_prob gradient at concentration 1 depends on it."""
+    x = np.array([0.0, 0.0, 0.0, 1.0, 2.0, 0.5])
+    y = np.array([2.0, -1.0, 0.0, 3.0, 0.0, 0.25])
+    for name in ("xlogy", "xlog1py"):
+        grads = []
+        for lib, mod in ((fg, fs), (torch, torch.special)):
+            a, b = lib.tensor(x, requires_grad=True), lib.tensor(y, requires_grad=True)
+            getattr(mod, name)(a, b).sum().backward()
+            grads.append(a.grad.numpy())
+        _check(grads[0], grads[1], 1e-12, 0, name + " d/dx")
+    conc = np.array([1.0, 1.0, 2.0])
+    got = []
+    for lib in (fg, torch):
+        c = lib.tensor(conc, requires_grad=True)
+        d = lib.distributions
+        (d.Dirichlet(c).log_prob(lib.tensor([0.2, 0.3, 0.5], dtype=lib.float64))
+         + d.Beta(c[0], c[2]).log_prob(lib.tensor(0.3, dtype=lib.float64))
+         + d.Gamma(c[1], c[2]).log_prob(lib.tensor(0.3, dtype=lib.float64))).backward()
+        got.append(c.grad.numpy())
+    _check(got[0], got[1], 1e-10, 0, "log_prob gradient at concentration 1")
+
+
 def test_wrappers_keep_pytorchs_signatures():
     x = np.array([[0.3, -1.2, 2.5], [1.0, 0.0, -0.7]], np.float32)
     fx, tx = fg.tensor(x), torch.tensor(x)

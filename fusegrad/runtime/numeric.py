@@ -34,11 +34,17 @@ def hypot(a, b):
 
 @op(inplace="both")
 def xlogy(x, y):
-    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN); its gradients are 0 there."""
+    """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN). As PyTorch's, its derivative
+    in ``x`` is ``log(y)`` also where ``x`` is 0 (a Dirichlet's concentration of 1), except
+    where the log is not finite there."""
     x, y = O.as_t(x), O.as_t(y)
-    zero = O.eq(x, 0)
-    r = O.mul(x, O.log(O.where(zero, ones_like(y), y)))
+    r = O.mul(x, O.log(O.where(zero_log(x, y, 0), ones_like(y), y)))
     return O.where(O.isnan(y), y, r)
+
+
+def zero_log(x, y, pole: float):
+    """Where ``x * log(y - pole)`` is 0 because ``x`` is 0 and the log is not finite."""
+    return O.logical_and(O.eq(x, 0), O.logical_or(O.le(y, pole), O.isinf(y)))
 
 
 @op(inplace="both")
