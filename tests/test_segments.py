@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fusegrad
+from fusegrad.runtime import segments
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -434,7 +435,6 @@ def test_small_segments_run_eagerly_and_large_ones_compiled(monkeypatch):
     """The default policy (SEGMENT_MIN_WORK; the other tests set it to 0): a function whose
     segments make few elements per operation runs eagerly after a first call op by op, one
     with large operands in compiled segments; both give eager's values and gradients."""
-    from fusegrad.runtime import segments
     monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
 
     def f(x):
@@ -598,3 +598,30 @@ def test_vq_vae_ema_codebook_recreated_in_forward():
         np.testing.assert_allclose(cm(x).item(), eager(x).item(), rtol=1e-12)
     np.testing.assert_allclose(compiled.cs.detach().numpy(), eager.cs.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(compiled.emb.weight.detach().numpy(), eager.emb.weight.detach().numpy(), rtol=1e-12)
+
+
+def test_an_in_place_op_that_breaks_the_graph_returns_its_value(monkeypatch):
+    """An in-place op that needs concrete values (scatter_reduce_, scatter_ with reduce) on
+    a temporary: the tensor it rebinds takes the later segment's value, with eager's values
+    and gradients. (The default SEGMENT_MIN_WORK: the first call traces in segments, later
+    ones of so little work run eagerly; compiling each segment would cost ~16 s here.)"""
+    import fusegrad as F
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+    i = F.tensor([0, 2, 2])
+
+    def f(x):
+        y = (x * 2).scatter_reduce_(0, i, x[:3], "amax", include_self=False)
+        z = F.zeros(6, dtype=x.dtype).scatter_reduce_(0, i, x[:3] * x[:3], "sum")
+        return y * 3 + z, (x + 1).scatter_(0, i, x[:3] + 1, reduce="multiply")
+
+    cf = F.compile(f)
+    for k in range(2):
+        res = []
+        for fn in (f, cf):
+            x = F.tensor(np.arange(6.0) - k, requires_grad=True)
+            a, b = fn(x)
+            (a.sum() + (b * b).sum()).backward()
+            res.append((a.detach().numpy(), b.detach().numpy(), x.grad.numpy()))
+        for ours, eager in zip(*res):
+            np.testing.assert_allclose(ours, eager, rtol=1e-12)
+    assert cf.cache_info()["graph_breaks"]

@@ -1981,6 +1981,8 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
             self._data.trace.track(old)
         new = fn(old)
         self._data = new._data
+        if type(self._data) is Var and type(old._data) is not Var and self._data.trace.tracks:
+            self._data.trace.track(self)  # fn broke the graph (old got its value): self takes the later segment's
         if self._rg and self._grad_fn is None and not new._rg:  # a leaf stays one (see rebound_leaves)
             trs[-1].rebound_leaves.add(id(self))
         else:
