@@ -633,3 +633,18 @@ def test_set_shares_a_tensors_or_a_storages_memory_as_torch():
             lib.nn.Linear(2, 2).weight.set_(lib.ones(2, 2))
         got.append((lin.weight.tolist(), lin.weight.requires_grad, b.tolist(), c.tolist(), lib.empty(3).set_().shape))
     assert got[0][:4] == got[1][:4] and tuple(got[0][4]) == tuple(got[1][4])
+
+
+def test_integer_power_with_negative_exponents_compiled_and_eager():
+    """Integer (and bool) bases to negative integer tensor exponents give PyTorch's 0, 1 or
+    -1 in eager and compiled code (the kernel's scalar rule, not a float power cast back)."""
+    a = np.array([0, 0, 2, -2, -1, 1, 3, -1])
+    b = np.array([-1, -3, -1, -1, -3, -5, 2, -2])
+    f = fg.compile(lambda x, y, m, n: (x ** y, m ** n))
+    mb, nb = np.array([True, False, True, False]), np.array([3, -7, 0, 5])
+    want = [(torch.tensor(a) ** torch.tensor(b)).numpy(), (torch.tensor(mb) ** torch.tensor(nb)).numpy()]
+    for got in (f(fg.tensor(a), fg.tensor(b), fg.tensor(mb), fg.tensor(nb)),
+                (fg.tensor(a) ** fg.tensor(b), fg.tensor(mb) ** fg.tensor(nb))):
+        for g, w in zip(got, want):
+            assert g.numpy().dtype == w.dtype
+            np.testing.assert_array_equal(g.numpy(), w)

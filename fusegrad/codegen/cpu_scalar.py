@@ -120,6 +120,11 @@ def _relu(a: list, dt: np.dtype, p: dict) -> str:
     return f"({z} if {a[0]} < {z} else {a[0]})"
 
 
+def int_power(a: list) -> str:
+    """Signed integers to integer powers, negative ones as PyTorch's (scalar_ops.power)."""
+    return f"({a[0]} ** {a[1]} if {a[1]} >= 0 else (1 if {a[0]} == 1 else ((1 - 2 * ({a[1]} & 1)) if {a[0]} == -1 else 0)))"
+
+
 def _rsqrt(a: list, dt: np.dtype, p: dict) -> str:
     return f"({_typed(dt, 1)} / np.sqrt({a[0]}))"
 
@@ -140,7 +145,7 @@ _FUNCS: dict[str, Callable] = {
     "cos": _fm_or("cos", lambda a, dt: f"np.{dt.name}(np.cos({a[0]}))"),
     "tanh": _fm_or("tanh", lambda a, dt: f"np.tanh({a[0]})"),
     "erf": _fm_or("erf", lambda a, dt: f"np.{dt.name}(math.erf({a[0]}))"),
-    "pow": _fm_or("pow", lambda a, dt: f"({a[0]} ** {a[1]})"),
+    "pow": _fm_or("pow", lambda a, dt: int_power(a) if dt.kind == "i" else f"({a[0]} ** {a[1]})"),
     "sigmoid": _fm_or("sigmoid", lambda a, dt: f"({_typed(dt, 1)} / ({_typed(dt, 1)} + np.exp(-{a[0]})))"),
     "tan": _np("tan"),
     "atan2": _np("arctan2"),

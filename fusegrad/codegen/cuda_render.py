@@ -34,7 +34,7 @@ import numpy as np
 
 from ..ir.scalar_ops import REDUCE_OPS, reduce_identity
 from .backend import Unsupported
-from .cpu_scalar import literal
+from .cpu_scalar import int_power, literal
 from .kir import (Acc, Assign, Extern, Guard, IExpr, Kernel, Let, Loop, Store, Update, canonical, ieval, iprod, stmts,
                   verify)
 from .value_text import value_text
@@ -146,7 +146,8 @@ class _Scalars:
         if op in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "erf", "atan2"):
             return self.call(op, a, dt)
         if op == "pow":
-            return self.call("pow", a, dt) if dt.kind == "f" else f"({a[0]} ** {a[1]})"
+            return self.call("pow", a, dt) if dt.kind == "f" else int_power(a) if dt.kind == "i" else \
+                f"({a[0]} ** {a[1]})"
         if op == "rsqrt":
             return f"({literal(1, dt) if dt.kind == 'f' else '1.0'} / {self.call('sqrt', a, dt)})"
         if op == "sigmoid":

@@ -22,6 +22,18 @@ class ScalarOp:
     ref: Callable
 
 
+def power(x, y):
+    """np.power; integers to negative integer powers as PyTorch's: 1 for base 1, +-1 for -1,
+    else 0 (NumPy raises); bools to bools stay bool."""
+    if np.asarray(x).dtype.kind in "iu" and np.asarray(y).dtype.kind in "iu" and (np.asarray(y) < 0).any():
+        r = np.power(x, np.maximum(y, 0))
+        small = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
+        return np.where(y < 0, small, r).astype(r.dtype)
+    with np.errstate(all="ignore"):
+        r = np.power(x, y)
+    return r.astype(np.bool_) if np.asarray(x).dtype == np.bool_ and np.asarray(y).dtype == np.bool_ else r
+
+
 def _typed(fn: Callable) -> Callable:
     """A ufunc evaluated quietly and kept in the operands' dtype (float32 stays float32)."""
     def ref(args, dt, params):
@@ -98,7 +110,7 @@ _OPS = [
     ("sub", 2, _typed(np.subtract)),
     ("mul", 2, _typed(np.multiply)),
     ("div", 2, _typed(np.divide)),
-    ("pow", 2, _typed(np.power)),
+    ("pow", 2, _typed(power)),
     ("max", 2, _typed(np.maximum)),
     ("min", 2, _typed(np.minimum)),
     ("fmax", 2, _typed(np.fmax)),  # NaN-ignoring (kernel passes: a float max counts NaNs apart)

@@ -248,19 +248,7 @@ sub.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1
 mul = _binary("mul", np.multiply, _mul_vjp, "mul", reads=lambda needs: ((needs[1], needs[0]), False))
 mul.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t * ins[1], out)), (ts[1], lambda t: _bcast(ins[0] * t, out)))
 div = _binary("div", _quiet(np.divide), _div_vjp, "div", reads=lambda needs: ((needs[1], True), False))
-def _power(x, y):
-    """np.power; integers to negative integer powers as PyTorch's: 1 for base 1, +-1 for -1,
-    else 0 (NumPy raises); bools to bools stay bool."""
-    if np.asarray(x).dtype.kind in "iu" and np.asarray(y).dtype.kind in "iu" and (np.asarray(y) < 0).any():
-        r = np.power(x, np.maximum(y, 0))
-        small = np.where(x == 1, 1, np.where(x == -1, 1 - 2 * (y % 2), 0))
-        return np.where(y < 0, small, r).astype(r.dtype)
-    with np.errstate(all="ignore"):
-        r = np.power(x, y)
-    return r.astype(np.bool_) if np.asarray(x).dtype == np.bool_ and np.asarray(y).dtype == np.bool_ else r
-
-
-pow_ = _binary("pow", _power, _pow_vjp, "pow", saves="in,out", reads=lambda needs: ((True, True), needs[1]))
+pow_ = _binary("pow", scalar_ops.power, _pow_vjp, "pow", saves="in,out", reads=lambda needs: ((True, True), needs[1]))
 atan2 = _binary("atan2", np.arctan2, _atan2_vjp, "atan2")
 
 
