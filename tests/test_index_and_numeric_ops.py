@@ -255,3 +255,27 @@ def test_size_arithmetic_stays_a_size():
         s = lib.zeros(2, 3).shape
         for r, want in ((s + (5,), [2, 3, 5]), ((1,) + s, [1, 2, 3]), (s * 2, [2, 3, 2, 3]), (2 * s, [2, 3, 2, 3])):
             assert type(r) is type(s) and list(r) == want
+
+
+def test_take_along_dim_broadcasts_as_torch():
+    """take_along_dim broadcasts input and indices over the dims other than ``dim`` (an index
+    column picks a row across every column), flattens both without ``dim``, and raises
+    PyTorch's error where the shapes do not broadcast; float64 gradients match."""
+    cases = [(lambda m, e: m.take_along_dim(e, m.tensor([[1], [3], [0]]), dim=0)),
+             (lambda m, e: m.take_along_dim(e, m.tensor([5, 1, 0, 11]))),
+             (lambda m, e: e.take_along_dim(m.tensor([[0, 2]]), dim=-1)),
+             (lambda m, e: m.take_along_dim(e.reshape(4, 1, 3), m.tensor([[[0], [1]]]), dim=2)),
+             (lambda m, e: m.take_along_dim(e, m.argsort(e, dim=1), dim=1))]
+    for case in cases:
+        res = []
+        for m in (fg, torch):
+            e = m.tensor(np.arange(12.0).reshape(4, 3) ** 1.5, requires_grad=True)
+            out = case(m, e)
+            (out * m.arange(out.numel(), dtype=m.float64).reshape(out.shape)).sum().backward()
+            res.append((out.detach().numpy(), e.grad.numpy()))
+        for ours, theirs in zip(*res):
+            assert ours.shape == theirs.shape
+            np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    for m in (fg, torch):
+        with pytest.raises(RuntimeError, match=r"size of tensor a \(6\) must match the size of tensor b \(2\)"):
+            m.take_along_dim(m.zeros(10, 6), m.zeros(3, 2, dtype=m.long), dim=0)

@@ -1747,8 +1747,29 @@ def index_select(x, dim, index):
 
 
 @op
-def take_along_dim(x, indices, dim):
-    return gather(x, dim, indices)
+def take_along_dim(x, indices, dim=None):
+    """``gather`` with ``x`` and ``indices`` broadcast over the dims other than ``dim``
+    (both flattened when ``dim`` is None), as PyTorch's."""
+    x, indices = as_t(x), as_t(indices)
+    if dim is None:
+        return gather(reshape(x, (-1,)), 0, reshape(indices, (-1,)))
+    if x.ndim != indices.ndim:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of dimensions, "
+                           f"but got {x.ndim} dimensions for input, and {indices.ndim} dimensions for indices")
+    ax = _axes(x, dim)[0]
+    at = [tuple(s[:ax]) + (d,) + tuple(s[ax + 1:]) for s, d in ((x.shape, indices.shape[ax]),
+                                                                 (indices.shape, x.shape[ax]))]
+    idx = expand(indices, _infer_size(at[0], tuple(indices.shape)))
+    return gather(expand(x, _infer_size(at[1], tuple(x.shape))), ax, idx)
+
+
+def _infer_size(a: tuple, b: tuple) -> tuple:
+    """The broadcast shape of ``a`` and ``b``, or PyTorch's error naming the dim."""
+    for i in range(1, builtins.min(len(a), len(b)) + 1):
+        if a[-i] != b[-i] and 1 not in (a[-i], b[-i]):
+            raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b ({b[-i]}) at "
+                               f"non-singleton dimension {builtins.max(len(a), len(b)) - i}")
+    return broadcast_shapes(a, b)
 
 
 @op
