@@ -289,3 +289,21 @@ def test_norm_gradient_at_a_zero_vector_matches_torch():
     for (gy, gg), (wy, wg) in zip(run(fg), run(torch), strict=True):
         np.testing.assert_allclose(gy, wy, rtol=1e-12)
         np.testing.assert_allclose(gg, wg, rtol=1e-12)
+
+
+def test_zero_norms_and_distances_keep_the_graph_with_zero_gradients():
+    """p = 0 (the count of nonzeros) in vector_norm, Tensor.norm, cdist and
+    pairwise_distance: the result requires grad and backward gives zeros, as PyTorch's."""
+    a0 = np.random.default_rng(0).standard_normal((5, 3))
+    a0[1, 2] = 0.0
+    res = []
+    for m in (fg, torch):
+        a = m.tensor(a0, requires_grad=True)
+        b = m.tensor(a0[:4] * 0.5)
+        outs = [m.cdist(a, b, p=0), m.nn.functional.pairwise_distance(a, b[:1], p=0),
+                m.linalg.vector_norm(a, ord=0, dim=-1), a.norm(p=0, dim=1)]
+        assert all(o.requires_grad for o in outs)
+        sum(o.sum() for o in outs).backward()
+        res.append([o.detach().numpy() for o in outs] + [a.grad.numpy()])
+    for ours, theirs in zip(*res):
+        np.testing.assert_array_equal(ours, theirs)

@@ -20,7 +20,7 @@ from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
-from .ops import (_axes, _float, abs, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, own,
+from .ops import (_axes, _float, abs, grad_only, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, own,
                   pow, roll, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
@@ -174,8 +174,10 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
         r = amax(abs(x), axes, keepdim)
     elif p == -math.inf:
         r = amin(abs(x), axes, keepdim)
-    elif p == 0:
+    elif p == 0:  # the count of nonzeros, with PyTorch's zero gradient
         r = sum((x != 0).to(x.dtype), axes, keepdim)
+        if x.requires_grad:
+            r = r + sum(grad_only(x), axes, keepdim) * 0.0
     elif p == 1:
         r = sum(abs(x), axes, keepdim)
     elif p == 2:
