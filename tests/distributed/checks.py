@@ -365,8 +365,12 @@ def ddp_compiled():
     ref = mlp(0)
     train(ref, fg.optim.SGD(ref.parameters(), lr=0.1), steps, 0, 0, per)
     model = MLPWithLoss()
-    ddp = DDP(fg.compile(model), bucket_cap_mb=0.0025)  # two buckets: layers 2 and 4, then layer 0
-    assert ddp.module is model and len(ddp.bucket_sizes) == 2, ddp.bucket_sizes
+    compiled = fg.compile(model)
+    ddp = DDP(compiled, bucket_cap_mb=0.0025)  # two buckets: layers 2 and 4, then layer 0
+    assert len(ddp.bucket_sizes) == 2, ddp.bucket_sizes
+    # as PyTorch's: the compiled OptimizedModule is DDP's module
+    assert ddp.module is compiled and compiled._orig_mod is model
+    assert all(k.startswith("module._orig_mod.net.") for k in ddp.state_dict()), list(ddp.state_dict())
     opt = fg.optim.SGD(ddp.parameters(), lr=0.1)
     for x, y in steps:
         sl = slice(r * per, (r + 1) * per)
