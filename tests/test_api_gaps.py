@@ -276,6 +276,27 @@ def test_scatter_reduce_values_and_gradients_match_torch(reduce, include_self):
     np.testing.assert_array_equal(rf.numpy(), rt.numpy())
 
 
+def test_scatter_reduce_sum_and_mean_compile_without_a_break():
+    """A GraphSAGE-style mean (and sum) aggregation compiles into the graph (scatter_adds):
+    PyTorch's values and gradients, include_self either way, no graph break."""
+    x0, s0 = _arr(4, 5), _arr(6, 5)
+    i0 = RNG.integers(0, 4, (6, 5))
+
+    def agg(lib, x, s, i):
+        return (x.scatter_reduce(0, i, s, "mean", include_self=False) * 2
+                + x.scatter_reduce(-2, i, s * s, "sum") + x.scatter_reduce(0, i, s, "mean"))
+    cf = fg.compile(lambda x, s, i: agg(fg, x, s, i))
+    res = []
+    for lib, f in ((fg, cf), (torch, lambda x, s, i: agg(torch, x, s, i))):
+        x, s = lib.tensor(x0, requires_grad=True), lib.tensor(s0, requires_grad=True)
+        out = f(x, s, lib.tensor(i0))
+        (out * lib.arange(20.0, dtype=lib.float64).reshape(4, 5)).sum().backward()
+        res.append((out.detach().numpy(), x.grad.numpy(), s.grad.numpy()))
+    for ours, theirs in zip(*res):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    assert not cf.cache_info()["graph_breaks"] and cf.cache_info()["compiles"] == 1
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 def test_scatter_reduce_into_infinities_keeps_torchs_values_under_autograd(reduce):
     """A graph attention layer's segment max starts from -inf: with gradients on, the values

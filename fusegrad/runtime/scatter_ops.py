@@ -2,8 +2,9 @@
 amax, amin; ``include_self``), ``index_reduce``, ``masked_scatter``, ``select_scatter``,
 ``slice_scatter`` and ``diagonal_scatter``.
 
-``scatter_reduce`` and ``index_reduce`` compute their values in NumPy, eagerly (a graph
-break while tracing), and give them PyTorch's first-order gradient as a linear surrogate:
+A float ``scatter_reduce`` sum or mean is a composition of ``scatter_add`` (traceable).
+The other reductions of ``scatter_reduce`` and ``index_reduce`` compute their values in
+NumPy, eagerly (a graph break while tracing), and give them PyTorch's first-order gradient as a linear surrogate:
 ``R + grad_only(c_self * input) + scatter_add(grad_only(c_src * src))``, whose value is
 exactly ``R`` (``ops.grad_only`` is zero even where a term is infinite: that term then
 passes no gradient) and whose derivative is the coefficients ``c`` (for amax/amin
@@ -19,6 +20,7 @@ import numpy as np
 from ..ir import dtypes as D
 from . import ops as O
 from .exports import op
+from .factory import full_like
 from .grad_mode import STATE
 from .tensor import Tensor, wrap
 
@@ -94,6 +96,8 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
     shape = tuple(index.shape)
     src_part = src[tuple(slice(0, s) for s in shape)]
+    if reduce in ("sum", "mean") and input.dtype.is_floating_point:
+        return O.named(_sum_or_mean(input, ax, index, src_part, reduce, include_self), "ScatterReduceBackward0")
     x = input._concrete("scatter_reduce")
     idx = index._concrete("scatter_reduce").astype(np.int64)
     if idx.size and (idx.min() < -input.shape[ax] or idx.max() >= input.shape[ax]):
@@ -112,6 +116,19 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         out = O.index_put(out, tuple(grid[a] for a in range(len(x.shape))), contrib, accumulate=True)
         out = O.named(out, "ScatterReduceBackward0")
     return out
+
+
+def _sum_or_mean(input: Tensor, ax: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    """A float scatter_reduce "sum" or "mean" in scatter_adds (traced, no graph break),
+    its gradient from theirs: 0 to ``input`` where ``include_self`` is False and an index
+    names the position, 1 / count for a mean."""
+    count = O.scatter_add(full_like(input, 0), ax, index, full_like(src, 1))
+    touched = O.gt(count, 0)
+    acc = O.scatter_add(input if include_self else O.where(touched, 0.0, input), ax, index, src)
+    if reduce == "sum":
+        return acc
+    k = O.add(count, 1.0) if include_self else O.where(touched, count, 1.0)
+    return O.where(touched, O.div(acc, k), input)
 
 
 @op(inplace="method")
