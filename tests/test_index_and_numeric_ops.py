@@ -279,3 +279,28 @@ def test_take_along_dim_broadcasts_as_torch():
     for m in (fg, torch):
         with pytest.raises(RuntimeError, match=r"size of tensor a \(6\) must match the size of tensor b \(2\)"):
             m.take_along_dim(m.zeros(10, 6), m.zeros(3, 2, dtype=m.long), dim=0)
+
+
+def test_cumulative_ops_accumulate_as_torchs_cpu_kernels():
+    """cumsum, cumprod and logcumsumexp of bfloat16/float16 accumulate in float32 (a running
+    sum past 512 stalled in bfloat16), float32 cumsum in float64: PyTorch's values, eager and
+    compiled."""
+    rng = np.random.default_rng(7)
+    x = rng.random((3, 1000)) * 2
+    p = 1.0 + 0.002 * rng.standard_normal((3, 200))
+    cf = fg.compile(lambda a, b: (a.cumsum(1), b.cumprod(1), a.logcumsumexp(1)))
+    for dt in ("bfloat16", "float16"):
+        want = [t.float().numpy() for t in (torch.tensor(x).to(getattr(torch, dt)).cumsum(1),
+                                            torch.tensor(p).to(getattr(torch, dt)).cumprod(1),
+                                            torch.tensor(x).to(getattr(torch, dt)).logcumsumexp(1))]
+        a, b = fg.tensor(x).to(getattr(fg, dt)), fg.tensor(p).to(getattr(fg, dt))
+        for got in ((a.cumsum(1), b.cumprod(1), a.logcumsumexp(1)), cf(a, b)):
+            for g, w in zip(got, want):
+                assert g.dtype == getattr(fg, dt)
+                np.testing.assert_allclose(g.float().numpy(), w, rtol=1e-2)
+    x32 = rng.standard_normal((4, 3000)).astype(np.float32)
+    exact = np.cumsum(x32.astype(np.float64), 1)
+    err = {name: np.abs(r.numpy() - exact).max() for name, r in
+           (("torch", torch.tensor(x32).cumsum(1)), ("eager", fg.tensor(x32).cumsum(1)),
+            ("compiled", fg.compile(lambda t: t.cumsum(1) + 0)(fg.tensor(x32))))}
+    assert err["eager"] <= 2 * err["torch"] and err["compiled"] <= 2 * err["torch"], err

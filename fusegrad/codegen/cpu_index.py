@@ -298,11 +298,12 @@ def _cumsum(e: Eqn, buf: Callable, tag: str) -> list:
     base = L.depth
     p = L.loops(outer, "p")
     acc, k = f"s_{tag}", f"k_{tag}"
-    L(f"{acc} = {literal(0, x.dtype)}")
+    wide = np.dtype(np.float64) if x.dtype == np.float32 else x.dtype  # (PyTorch's CPU accumulation type)
+    L(f"{acc} = {literal(0, wide)}")
     L(f"for {k} in range({x.shape[axis]}):")
     at = linear([k if d == axis else p[d] for d in range(x.ndim)], x.shape)
     L(f"{_INDENT}{acc} += {_el(buf(x), at)}")
-    L(f"{_INDENT}{_el(buf(e.out), at)} = {acc}")
+    L(f"{_INDENT}{_el(buf(e.out), at)} = {acc if wide == x.dtype else f'np.{x.dtype.name}({acc})'}")
     L.close(base)
     return L.lines
 

@@ -140,7 +140,15 @@ def _cumsum_vjp(g, ins, out, needs, axis):
     return (flip(cumsum(flip(g, axes=(axis,)), axis=axis), axes=(axis,)),)
 
 
-cumsum = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+def _cumsum_impl(x, axis):
+    """np.cumsum accumulating as PyTorch's CPU kernel: float16/bfloat16 in float32,
+    float32 in float64."""
+    dt = x.dtype
+    acc = np.float64 if dt == np.float32 else np.float32 if dt.itemsize == 2 and dt.kind in "fV" else dt
+    return np.cumsum(x, axis=axis, dtype=acc).astype(dt, copy=False)
+
+
+cumsum = Primitive("cumsum", _cumsum_impl,
                    abstract=lambda a, p: a[0], vjp=_cumsum_vjp,
                    jvp=lambda ts, ins, out, axis: None if ts[0] is None else cumsum(ts[0], axis=axis),
                    saves="", kind="scan", node_name="CumsumBackward0")
