@@ -337,3 +337,21 @@ def test_compiled_graph_breaks_at_an_unlowered_special_function():
     np.testing.assert_allclose(a1.grad.numpy(), a2.grad.numpy(), rtol=1e-12)
     breaks = cf.cache_info()["graph_breaks"]
     assert any("lgamma has no kernel lowering" in b for b in breaks), breaks
+
+
+def test_polygamma_gradients_keep_the_dtype_and_compile_twice_differentiated():
+    """polygamma's (and digamma's second) derivative, zeta(n + 2, x), keeps float32 (the
+    number n + 1 made a float64 0-d tensor), under autograd.grad, func.grad and a compiled
+    double backward (which crashed tracing ``add`` of two numbers)."""
+    x0 = np.array([0.5, 1.5, 2.5, 0.3], np.float32)
+
+    def hvp(lib, fn, x):
+        g, = lib.autograd.grad(fn(lib, x).sum(), x, create_graph=True)
+        return lib.autograd.grad(g.sum(), x)[0]
+    for fn, compiled in ((lambda m, x: m.polygamma(1, x), False), (lambda m, x: m.digamma(x), True)):
+        want = hvp(torch, fn, torch.tensor(x0, requires_grad=True)).numpy()
+        for run in [lambda x: hvp(fg, fn, x)] + [fg.compile(lambda x: hvp(fg, fn, x))] * compiled:
+            got = run(fg.tensor(x0, requires_grad=True))
+            assert got.dtype == fg.float32
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4)
+    assert fg.func.grad(lambda z: fg.polygamma(1, z).sum())(fg.tensor(x0)).dtype == fg.float32

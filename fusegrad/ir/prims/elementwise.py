@@ -659,8 +659,11 @@ def _zeta_vjp(g, ins, out, needs):
     x, q = ins
     if needs[0]:
         raise RuntimeError("the derivative for 'zeta' with respect to its first argument (self) is not implemented.")
-    return _grads(ins, needs, None, mul(g, mul(neg(x) if hasattr(x, "shape") else -x, zeta(add(x, 1.0), q)))
-                  if needs[1] else None)
+    if not needs[1]:
+        return _grads(ins, needs, None, None)
+    if hasattr(x, "shape"):
+        return _grads(ins, needs, None, mul(g, mul(neg(x), zeta(add(x, 1.0), q))))
+    return _grads(ins, needs, None, mul(g, mul(-x, zeta(x + 1.0, q))))  # (polygamma's n + 1: a number)
 
 
 def _safe_nonzero(x):
