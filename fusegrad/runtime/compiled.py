@@ -392,11 +392,18 @@ class _Ctx:
         # array: the backward reads it as it is then, so an in-place update since is an error
         self.refs = refs
         self.freed = False
+        self.reached: set = set()  # the outputs a backward got a gradient for (see _release)
         # out_nr of the outputs a segment also used itself (runtime.segments): a hook on one
         # of them would miss the gradient of those uses, which the compiled backward computes
         self.used_inside: frozenset = frozenset()
 
     def _release(self):
+        """Drop the saved values after a backward without retain_graph, once every output
+        got a gradient: as eager autograd frees only the nodes it traversed, a backward
+        from one output (a GAN's D loss on ``fake.detach()``) leaves what another output's
+        backward (``fake``'s, through G) still needs."""
+        if len(self.reached) < len(self.out_meta):
+            return
         self.residuals = self.primals = None
         self.refs = []
         self.freed = True
@@ -425,6 +432,7 @@ class _Ctx:
 def _backward(plan: _Plan, ctx: _Ctx, *grads):
     ctx.check()
     missing = [g is None for g in grads]
+    ctx.reached.update(k for k, m in enumerate(missing) if not m)
     if True in missing:
         grads = [zeros_like_meta(m) if g is None else g for g, m in zip(grads, ctx.out_meta)]
     if STATE.enabled:  # create_graph: run the joint graph on tensors so the grads are differentiable
