@@ -329,3 +329,21 @@ def test_functional_call_ties_weights_and_checks_keys_as_torch():
         return out
 
     assert run(fusegrad) == run(torch)
+
+
+def test_jacobians_of_distribution_methods_compile(monkeypatch):
+    """compile(jacfwd/jacrev(...)) of a distribution's log_prob/entropy: argument validation
+    breaks the graph, and the transforms' eager fallback builds its one-hot directions as
+    constants (they were arrays written in place, a traced value's there), as PyTorch's.
+    (The default SEGMENT_MIN_WORK: the first call runs in segments, later ones eagerly.)"""
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+    D, TD = fusegrad.distributions, torch.distributions
+    x0 = np.array([0.3, -1.2, 2.0])
+    cases = [("jacfwd", lambda d: lambda x: d.Normal(x, 1.0).log_prob(x * 0.0)),
+             ("jacrev", lambda d: lambda x: d.Categorical(logits=x).entropy())]
+    for jac, make in cases:
+        f = fusegrad.compile(lambda z: getattr(fusegrad.func, jac)(make(D))(z))
+        want = getattr(torch.func, jac)(make(TD))(torch.tensor(x0)).numpy()
+        for _ in range(2):
+            np.testing.assert_allclose(f(fusegrad.tensor(x0)).numpy(), want, rtol=1e-12, atol=1e-15)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import functools
 from typing import Callable, Sequence, Union
 
+import numpy as np
+
 from ..autograd.functions import grad as _autograd_grad
 from ..runtime import ops as O
-from ..runtime.factory import zeros_like
+from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import STATE, enable_grad
 from ..runtime.tensor import Tensor
 from .pytree import flatten, tree_map, unflatten
@@ -176,6 +178,14 @@ def _jac_wrap(func, argnums, has_aux, build):
     return wrapper
 
 
+def _onehot(like: Tensor, k: int) -> Tensor:
+    """A tensor like ``like`` (shape, dtype, device) with 1 at flat position ``k``, else 0: a
+    constant, also where ``like`` is a traced value (a compiled function's segment)."""
+    a = np.zeros(int(np.prod(tuple(like.shape), dtype=np.int64)), dtype=np.float64)
+    a[k] = 1
+    return tensor(a.reshape(tuple(like.shape)), dtype=like.dtype, device=like.device)
+
+
 def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: bool = False,
            chunk_size=None) -> Callable:
     """The Jacobian by reverse mode: one VJP per output element."""
@@ -185,8 +195,7 @@ def jacrev(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: b
             rows = [[] for _ in flat]
             n = o.numel()
             for k in range(n):
-                onehot = zeros_like(o).detach()
-                onehot._data.reshape(-1)[k] = 1
+                onehot = _onehot(o, k)
                 gs = _grad_tree([o], flat, [onehot]) if o._rg else [zeros_like(x) for x in flat]
                 for i, g in enumerate(gs):
                     rows[i].append(g)
@@ -207,8 +216,7 @@ def jacfwd(func: Callable, argnums: Union[int, Sequence[int]] = 0, *, has_aux: b
             cols = [[] for _ in outs]
             n = x.numel()
             for k in range(n):
-                t = zeros_like(x).detach()
-                t._data.reshape(-1)[k] = 1
+                t = _onehot(x, k)
                 if gs[i]._rg:
                     ts = _autograd_grad([gs[i]], us, [t], create_graph=True, allow_unused=True)
                 else:
