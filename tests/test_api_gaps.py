@@ -666,3 +666,16 @@ def test_empty_reductions_and_splits_match_torch():
     for f, t in zip(mine[0], theirs[0]):
         np.testing.assert_array_equal(f, t)
     assert mine[1] == theirs[1]
+
+
+def test_copysign_gives_its_sign_argument_a_zero_gradient():
+    """copysign's sign argument gets PyTorch's zero gradient (it got None), signed zeros kept."""
+    res = []
+    for lib in (fg, torch):
+        a = lib.tensor([1.0, -2.0, 0.0, 3.0], requires_grad=True)
+        b = lib.tensor([-1.0, 2.0, -0.0, -0.5], requires_grad=True)
+        r = lib.copysign(a, b)
+        r.sum().backward()
+        res.append((r.detach().numpy(), np.signbit(r.detach().numpy()), a.grad.numpy(), b.grad.numpy()))
+    for ours, theirs in zip(*res):
+        np.testing.assert_array_equal(ours, theirs)

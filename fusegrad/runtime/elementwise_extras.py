@@ -49,7 +49,10 @@ def copysign(input, other) -> Tensor:  # noqa: A002
     o = O.as_t(other) if not isinstance(other, Tensor) else other
     negative = signbit(o)
     x, _ = O._promote2(x, _ft(o))
-    return O.named(O.where(negative, O.neg(O.abs(x)), O.abs(x)), "CopysignBackward0")
+    r = O.where(negative, O.neg(O.abs(x)), O.abs(x))
+    if o.requires_grad:  # PyTorch's zero gradient for the sign (subtracted: -0.0 stays -0.0)
+        r = O.sub(r, O.mul(O.grad_only(o), 0.0))
+    return O.named(r, "CopysignBackward0")
 
 
 def _nan_ignoring(name: str, pick_first):
