@@ -679,3 +679,16 @@ def test_copysign_gives_its_sign_argument_a_zero_gradient():
         res.append((r.detach().numpy(), np.signbit(r.detach().numpy()), a.grad.numpy(), b.grad.numpy()))
     for ours, theirs in zip(*res):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_frexp_mantissa_is_differentiable():
+    """frexp's mantissa has PyTorch's gradient 2 ** -exponent (signed zeros kept)."""
+    res = []
+    for lib in (fg, torch):
+        a = lib.tensor([1.0, -2.0, 0.0, 3.0, -0.0, 0.1, 1e-30], requires_grad=True)
+        r = lib.frexp(a)
+        (r.mantissa * lib.arange(7.0)).sum().backward()
+        res.append((r.mantissa.detach().numpy(), np.signbit(r.mantissa.detach().numpy()), r.exponent.numpy(),
+                    a.grad.numpy()))
+    for ours, theirs in zip(*res):
+        np.testing.assert_array_equal(ours, theirs)

@@ -108,14 +108,17 @@ def ldexp(input, other) -> Tensor:  # noqa: A002
 
 @op
 def frexp(input: Tensor):  # noqa: A002
-    """The mantissa (in ``[0.5, 1)`` in magnitude) and integer exponent of each element (not
-    differentiable; NumPy, eagerly)."""
+    """The mantissa (in ``[0.5, 1)`` in magnitude) and integer exponent of each element
+    (NumPy, eagerly); the mantissa's gradient is ``2 ** -exponent``, as PyTorch's."""
     if not input.dtype.is_floating_point:
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     from .factory import tensor
     m, e = np.frexp(input._concrete("frexp"))
-    return _FREXP(tensor(m, dtype=input.dtype, device=input.device),
-                  tensor(e.astype(np.int32), dtype=D.int32, device=input.device))
+    mant = tensor(m, dtype=input.dtype, device=input.device)
+    if input.requires_grad:  # (subtracted: a zero keeps its sign)
+        scale = tensor(-np.ldexp(1.0, -e), dtype=input.dtype, device=input.device)
+        mant = O.named(O.sub(mant, O.grad_only(O.mul(input, scale))), "FrexpBackward0")
+    return _FREXP(mant, tensor(e.astype(np.int32), dtype=D.int32, device=input.device))
 
 
 @op(inplace="method")
