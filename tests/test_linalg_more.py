@@ -307,3 +307,26 @@ def test_zero_norms_and_distances_keep_the_graph_with_zero_gradients():
         res.append([o.detach().numpy() for o in outs] + [a.grad.numpy()])
     for ours, theirs in zip(*res):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_triangular_solve_matches_torch():
+    """The deprecated torch.triangular_solve (upper/lower, transpose, unitriangular, a batched
+    right-hand side): solution, the broadcast coefficient copy and gradients as PyTorch's."""
+    a0 = np.triu(np.random.default_rng(0).standard_normal((3, 3))) + 3 * np.eye(3)
+    b0 = np.random.default_rng(1).standard_normal((2, 3, 2))
+    res = []
+    for m in (fg, torch):
+        a, b = m.tensor(a0, requires_grad=True), m.tensor(b0, requires_grad=True)
+        outs = []
+        for upper in (True, False):
+            for transpose in (True, False):
+                for unit in (True, False):
+                    r = m.triangular_solve(b, a if upper else a.mT, upper=upper, transpose=transpose,
+                                           unitriangular=unit)
+                    outs.append(r.solution)
+        total = sum((o * (k + 1)).sum() for k, o in enumerate(outs))
+        total.backward()
+        res.append([o.detach().numpy() for o in outs] + [r.cloned_coefficient.detach().numpy(), a.grad.numpy(),
+                                                         b.grad.numpy(), b.triangular_solve(a).solution.detach().numpy()])
+    for ours, theirs in zip(*res):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -136,6 +136,20 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     return _out("linalg.solve_triangular", P.triangular_solve(a, b, upper=bool(upper)), out)
 
 
+triangular_solve_type = _return_type("triangular_solve", ("solution", "cloned_coefficient"))
+
+
+@op
+def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False):
+    """The deprecated ``torch.triangular_solve``: ``X`` with ``A X = b`` (``op(A) = A^T``
+    when ``transpose``) and a copy of ``A``, as PyTorch's."""
+    a, b = as_t(A), as_t(b)
+    x = solve_triangular(a.mT if transpose else a, b, upper=bool(upper) != bool(transpose),
+                         unitriangular=unitriangular)
+    batch = tuple(broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    return triangular_solve_type(x, expand(a, batch + tuple(a.shape[-2:])).clone())
+
+
 # ---------------------------------------------------------------- norms and distances
 def _root(s: Tensor, p: float) -> Tensor:
     """``s ** (1/p)`` with a zero gradient where ``s`` is 0: PyTorch's subgradient of a norm
