@@ -304,3 +304,24 @@ def test_cumulative_ops_accumulate_as_torchs_cpu_kernels():
            (("torch", torch.tensor(x32).cumsum(1)), ("eager", fg.tensor(x32).cumsum(1)),
             ("compiled", fg.compile(lambda t: t.cumsum(1) + 0)(fg.tensor(x32))))}
     assert err["eager"] <= 2 * err["torch"] and err["compiled"] <= 2 * err["torch"], err
+
+
+def test_half_precision_scatters_accumulate_in_float32():
+    """scatter_add, index_add and index_put(accumulate=True) into bfloat16/float16 sum in
+    float32 as PyTorch's CPU kernels (a bfloat16 index_add of 500 values per row stalled)."""
+    rng = np.random.default_rng(8)
+    src = np.abs(rng.standard_normal((1000, 5))) + 1
+    idx = np.arange(1000) % 2
+    for dt in ("bfloat16", "float16"):
+        got, want = [], []
+        for m, out in ((fg, got), (torch, want)):
+            s = m.tensor(src).to(getattr(m, dt))
+            i = m.tensor(idx)
+            out.append(m.zeros(2, 5, dtype=getattr(m, dt)).index_add(0, i, s))
+            out.append(m.zeros(5, 2, dtype=getattr(m, dt)).scatter_add(1, i.reshape(1, -1).expand(5, -1), s.T))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.float().numpy(), w.float().numpy(), rtol=1e-2)
+        # (PyTorch's own index_put accumulates in bfloat16: 820 where the sum is 900)
+        put = fg.zeros(2, 5, dtype=getattr(fg, dt)).index_put((fg.tensor(idx),), fg.tensor(src).to(getattr(fg, dt)),
+                                                                accumulate=True)
+        np.testing.assert_allclose(put.float().numpy(), np.stack([src[0::2].sum(0), src[1::2].sum(0)]), rtol=1e-2)

@@ -52,7 +52,15 @@ index = Primitive("index", _index_impl, vjp=_index_vjp,
                   saves="in", kind="gather", node_name="IndexBackward0", checked=slice(1, None))
 
 
+def _half(a: np.ndarray) -> bool:
+    """float16 or bfloat16: sums into it accumulate in float32, as PyTorch's CPU kernels."""
+    return a.dtype.itemsize == 2 and a.dtype.kind in "fV"
+
+
 def _index_put_impl(x, v, *idx, key, accumulate):
+    if accumulate and _half(x):
+        f32 = np.float32
+        return _index_put_impl(x.astype(f32), np.asarray(v).astype(f32), *idx, key=key, accumulate=True).astype(x.dtype)
     out = np.array(x, copy=True)
     k = numpy_key(key, idx)
     if accumulate:
@@ -140,6 +148,8 @@ gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][
 
 def _scatter_add_impl(base, idx, src, axis):
     _check_idx(base, idx, axis, "scatter_add")
+    if _half(base):
+        return _scatter_add_impl(base.astype(np.float32), idx, src.astype(np.float32), axis).astype(base.dtype)
     out = np.array(base, copy=True)
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
