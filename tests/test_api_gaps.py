@@ -692,3 +692,25 @@ def test_frexp_mantissa_is_differentiable():
                     a.grad.numpy()))
     for ours, theirs in zip(*res):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_poisson_sampler():
+    """torch.poisson: draws in the rate's dtype with the rate's mean and variance, following
+    manual_seed or a given generator, a zero gradient to the rates, PyTorch's rate check."""
+    rates = fg.tensor(np.repeat([0.5, 4.0, 30.0], 20000).astype(np.float32), requires_grad=True)
+    fg.manual_seed(5)
+    a = fg.poisson(rates)
+    fg.manual_seed(5)
+    assert np.array_equal(fg.poisson(rates).detach().numpy(), a.detach().numpy())
+    draws = a.detach().numpy().reshape(3, -1)
+    np.testing.assert_allclose(draws.mean(1), [0.5, 4.0, 30.0], rtol=0.05)
+    np.testing.assert_allclose(draws.var(1), [0.5, 4.0, 30.0], rtol=0.1)
+    assert a.dtype == fg.float32 and np.all(draws == np.round(draws))
+    a.sum().backward()
+    assert not rates.grad.numpy().any()
+    g1, g2 = fg.Generator().manual_seed(3), fg.Generator().manual_seed(3)
+    np.testing.assert_array_equal(fg.poisson(fg.full((50,), 2.0), generator=g1).numpy(),
+                                  fg.poisson(fg.full((50,), 2.0), generator=g2).numpy())
+    for lib in (fg, torch):
+        with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+            lib.poisson(lib.tensor([-1.0]))

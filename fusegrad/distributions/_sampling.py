@@ -11,20 +11,11 @@ import numpy as np
 from scipy import special as sps
 
 from ..autograd.function import Function
-from ..runtime import factory
+from ..runtime.extra_ops import poisson
+from ..runtime.factory import numpy_rng
 from ..runtime.tensor import Tensor, wrap
 
 __all__ = ["numpy_rng", "standard_gamma", "standard_gamma_grad", "poisson", "binomial"]
-
-
-def numpy_rng(n: int) -> np.random.Generator:
-    """A NumPy generator keyed by the default generator's ``[seed, offset]`` for ``n`` draws
-    (the offset advances by ``n``, as for ``n`` uniform draws)."""
-    if factory.capturing():
-        factory.capture_trace().graph_break(f"NumPy-backed sampling inside a compiled function at "
-                                            f"{factory.user_frame()}")
-    seed, offset = (int(v) for v in factory.default_generator.next_key(max(int(n), 1)).numpy().tolist())
-    return np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, offset, 0x9A3D])
 
 
 def _concrete(t: Tensor) -> np.ndarray:
@@ -71,11 +62,6 @@ class _StandardGamma(Function):
 def standard_gamma(alpha: Tensor) -> Tensor:
     """Gamma(alpha, 1) draws of ``alpha``'s shape, differentiable in ``alpha``."""
     return _StandardGamma.apply(alpha)
-
-
-def poisson(rate: Tensor) -> Tensor:
-    r = _concrete(rate)
-    return wrap(np.ascontiguousarray(numpy_rng(r.size).poisson(r).astype(r.dtype).reshape(r.shape)))
 
 
 def binomial(count: Tensor, probs: Tensor) -> Tensor:

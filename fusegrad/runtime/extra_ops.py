@@ -677,6 +677,23 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002
     return _zero_grad_link(r, x, "BernoulliBackward0") if p is None else r
 
 
+@op(method=False)
+def poisson(input, generator=None):  # noqa: A002
+    """A Poisson draw per element with rate ``input`` (in its dtype), from NumPy keyed by
+    ``generator`` (a graph break in compiled code); its gradient to ``input`` is 0, as
+    PyTorch's."""
+    from .factory import numpy_rng, tensor
+    x = O.as_t(input)
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_dtype_name(x)}'")
+    rate = np.asarray(x.detach().numpy(), np.float64)
+    if np.any(rate < 0) or not np.all(np.isfinite(rate)):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    draw = numpy_rng(rate.size, generator).poisson(rate)
+    r = tensor(draw.reshape(rate.shape), dtype=x.dtype, device=x.device)
+    return _zero_grad_link(r, x, "PoissonBackward0")
+
+
 @op(function=False)
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill ``self`` (of any dtype) with 0/1 draws, 1 with probability ``p`` (a float, or

@@ -338,6 +338,17 @@ class Generator:
 default_generator = Generator()
 
 
+def numpy_rng(n: int, generator: Optional[Generator] = None) -> np.random.Generator:
+    """A NumPy generator keyed by ``generator``'s (the default one's) ``[seed, offset]`` for
+    ``n`` draws (the offset advances by ``n``, as for ``n`` uniform draws): for samplers
+    fusegrad's random primitives do not have. Inside compiled code a graph break."""
+    if capturing():
+        capture_trace().graph_break(f"NumPy-backed sampling inside a compiled function at {user_frame()}")
+    g = generator if generator is not None else default_generator
+    seed, offset = (int(v) for v in g.next_key(max(int(n), 1)).numpy().tolist())
+    return np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, offset, 0x9A3D])
+
+
 def manual_seed(seed: int) -> Generator:
     """Seed the default generator."""
     return default_generator.manual_seed(seed)
