@@ -207,7 +207,7 @@ def multigammaln(input, p, *, out=None):  # noqa: A002
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     if type(x._data) is np.ndarray and bool(np.any(x._data <= (p - 1) / 2)):
-        raise RuntimeError(f"All elements must be greater than (p-1)/2")
+        raise RuntimeError("All elements must be greater than (p-1)/2")
     r = None
     for j in range(p):
         t = lgamma(O.sub(x, j / 2.0)) if j else lgamma(x)

@@ -24,7 +24,6 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
-from ..ir.graph import Var
 from . import ops as O
 from .composite import one_node
 from .exports import alias, op
@@ -445,7 +444,7 @@ def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indic
     (the first ``n % sections`` one longer), or at the ``indices`` (Python's slicing)."""
     x = O.as_t(input)
     if x._data.ndim == 0:
-        raise RuntimeError(f"tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     spec = next((s for s in (indices_or_sections, sections, indices) if s is not None), None)
     if isinstance(spec, Tensor):
         if spec._data.dtype != np.int64:
