@@ -714,3 +714,22 @@ def test_poisson_sampler():
     for lib in (fg, torch):
         with pytest.raises(RuntimeError, match="invalid Poisson rate"):
             lib.poisson(lib.tensor([-1.0]))
+
+
+def test_uint8_masks_and_bool_scatter_reduce_as_torch():
+    """A uint8 index tensor reads as a mask (PyTorch's deprecated form, with its warning);
+    writing through one raises PyTorch's error; scatter_reduce amax/amin on bools."""
+    x0 = np.arange(12.0).reshape(3, 4)
+    for lib in (fg, torch):
+        x = lib.tensor(x0)
+        with pytest.warns(UserWarning, match="uint8 is now deprecated"):
+            got = (x[(x > 6).to(lib.uint8)], x[lib.tensor([1, 0, 1], dtype=lib.uint8)])
+        np.testing.assert_array_equal(got[0].numpy(), [7, 8, 9, 10, 11])
+        np.testing.assert_array_equal(got[1].numpy(), x0[[0, 2]])
+        with pytest.raises(RuntimeError, match="only supports boolean masks"):
+            x[(x > 6).to(lib.uint8)] = -1.0
+        b = lib.tensor([True, False, False, True])
+        i = lib.tensor([0, 0, 2, 1])
+        for reduce in ("amax", "amin"):
+            r = lib.zeros(3, dtype=lib.bool).scatter_reduce(0, i, b, reduce, include_self=False)
+            assert r.tolist() == {"amax": [True, True, False], "amin": [False, True, False]}[reduce]

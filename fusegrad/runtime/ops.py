@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import warnings
 from collections import namedtuple
 from typing import Optional, Sequence
 
@@ -1888,6 +1889,10 @@ def getitem(x: Tensor, key):
             r._grad_fn.__class__ = _SELECT
         return r
     parts = key if isinstance(key, tuple) else (key,)
+    if builtins.any(_is_byte(k) for k in parts):  # a uint8 mask (deprecated in PyTorch, still read as one)
+        warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
+                      UserWarning, stacklevel=3)
+        key = parts = tuple(ne(k, 0) if _is_byte(k) else k for k in parts)
     if builtins.any(type(k) is bool for k in parts) and not builtins.any(
             isinstance(k, (Tensor, list, np.ndarray, range)) for k in parts):
         return _bool_indexed(x, parts)
@@ -1917,7 +1922,18 @@ def _bool_indexed(x: Tensor, parts: tuple) -> Tensor:
     return r
 
 
+def _is_byte(k) -> bool:
+    return isinstance(k, Tensor) and k._data.dtype == np.uint8
+
+
+def _no_byte_masks(key) -> None:
+    """PyTorch writes through a mask only of dtype bool."""
+    if builtins.any(_is_byte(k) for k in (key if isinstance(key, tuple) else (key,))):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
+
+
 def setitem(x: Tensor, key, value) -> None:
+    _no_byte_masks(key)
     if type(value) is DynamicFloat:  # a float argument read at each call: a 0-d tensor of x's dtype
         value = value.operand(x)
     if isinstance(key, Tensor) and key._data.dtype.kind == "b" and 0 < key._data.ndim <= x._data.ndim \
@@ -1945,6 +1961,7 @@ def setitem(x: Tensor, key, value) -> None:
 
 @op
 def index_put(x, indices, values, accumulate=False):
+    _no_byte_masks(tuple(indices))
     _, template, idx = _index_parts(x, tuple(indices))
     return named(P.index_put(x, as_t(values).to(x.dtype), *idx, key=template, accumulate=accumulate),
                  "IndexPutBackward0")

@@ -32,6 +32,8 @@ def _identity(reduce: str, dtype: np.dtype):
         return 0
     if reduce == "prod":
         return 1
+    if dtype.kind == "b":
+        return reduce == "amin"
     big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
     return -big if reduce == "amax" else big
 
