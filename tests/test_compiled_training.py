@@ -1004,3 +1004,23 @@ def test_compiled_module_is_an_optimized_module_as_torchs():
     twin = copy.deepcopy(cm)
     assert twin._orig_mod is not cm._orig_mod and twin._compiled.fn is twin._orig_mod
     np.testing.assert_allclose(twin(F.tensor(x)).detach().numpy(), cm(F.tensor(x)).detach().numpy())
+
+
+def test_compiled_function_returning_a_strided_view():
+    """A compiled function returning unfold/as_strided of its input (or of a value it
+    computed) returns those frames, as eager (it returned the input itself), with eager's
+    gradients."""
+    import fusegrad as F
+    sig = np.random.default_rng(9).standard_normal((2, 40))
+    fns = [lambda a: a.unfold(-1, 10, 5), lambda a: a.as_strided((2, 3, 10), (40, 7, 1)),
+           lambda a: (a * 2).unfold(1, 8, 8)]
+    for fn in fns:
+        res = []
+        for run in (fn, F.compile(fn)):
+            x = F.tensor(sig, requires_grad=True)
+            out = run(x)
+            (out * F.arange(out.numel(), dtype=F.float64).reshape(out.shape)).sum().backward()
+            res.append((out.detach().numpy(), x.grad.numpy()))
+        for ours, eager in zip(*res):
+            assert ours.shape == eager.shape
+            np.testing.assert_allclose(ours, eager, rtol=1e-12)

@@ -193,6 +193,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
             slots.append(("v", x))  # a captured tensor itself (a parameter, a buffer updated in place)
         elif isinstance(x, Tensor):
             base = _outer_base(x, position) or (("out", x._base) if id(x._base) in inner else None)
+            if x._view_fn is None:  # a strided view (unfold, as_strided; ops.storage_alias): its computed value
+                base = None
             if base is not None:  # made again from its base at each call, its gradient flowing through that view
                 views.append((len(g.outputs), base, tuple(x._view_fn or ()), bool(x._rg)))
                 slots.append(("t", len(g.outputs)))
