@@ -648,3 +648,24 @@ def test_integer_power_with_negative_exponents_compiled_and_eager():
         for g, w in zip(got, want):
             assert g.numpy().dtype == w.dtype
             np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_narrow_integer_and_bool_arithmetic_wraps_in_compiled_code():
+    """uint8/int8/int16/int32 intermediates wrap in their dtype and bool + bool stays a bool
+    in compiled kernels, as in eager and PyTorch (Numba computes integers in int64);
+    sum(dtype=uint8) wraps too."""
+    rng = np.random.default_rng(3)
+    a8, b8 = rng.integers(0, 256, 6).astype(np.uint8), rng.integers(0, 256, 6).astype(np.uint8)
+    i8 = rng.integers(-128, 128, 6).astype(np.int8)
+    i16 = rng.integers(-30000, 30000, 6).astype(np.int16)
+    m, n = np.array([True, True, False, True]), np.array([True, False, False, True])
+
+    def f(lib, a, b, c, d, p, q):
+        return ((a + b) // 2, (a - b).float(), (a * 2) % b.clamp(min=1), (c * c).sum(), (d * d) / 3,
+                (p + q).long() * 2, (p * q).long(), a.sum(dtype=lib.uint8))
+    args = (a8, b8, i8, i16, m, n)
+    want = f(torch, *[torch.tensor(x) for x in args])
+    got = fg.compile(lambda *t: f(fg, *t))(*[fg.tensor(x) for x in args])
+    for g, w in zip(got, want):
+        assert _dt(g.dtype) == _dt(w.dtype)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

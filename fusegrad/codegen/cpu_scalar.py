@@ -31,9 +31,19 @@ def expr(op: str, args: list[str], dtype: np.dtype, params: dict) -> str:
     """The expression for one element of scalar operation ``op`` on operand expressions
     ``args``; ``dtype`` is the operands' type, ``params`` a kernel IR Op's (a fastmath
     operation calls the function its ``variant`` names, kir_fastmath; none: libm)."""
-    if op in _FUNCS:
-        return _FUNCS[op](args, np.dtype(dtype), params)
-    return _INFIX[op].format(*args)
+    dt = np.dtype(dtype)
+    if dt.kind == "b" and op in _BOOL_ARITH:
+        return _BOOL_ARITH[op].format(*args)
+    e = _FUNCS[op](args, dt, params) if op in _FUNCS else _INFIX[op].format(*args)
+    if op in _WRAPPING and dt.kind in "iu" and dt.itemsize < 8:  # (Numba computes in int64)
+        return f"np.{dt.name}({e})"
+    return e
+
+
+# Integer arithmetic that wraps around in a narrow dtype (uint8 200 + 100 is 44), as PyTorch's.
+_WRAPPING = frozenset({"add", "sub", "mul", "neg", "pow"})
+# On bools, + is "or" and * is "and" (NumPy's and PyTorch's: True + True is True).
+_BOOL_ARITH = {"add": "({0} or {1})", "mul": "({0} and {1})"}
 
 
 def _typed(dt: np.dtype, v) -> str:

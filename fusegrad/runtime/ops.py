@@ -726,6 +726,8 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):
         x = P.cast(x, dtype=np.dtype(np.int64))
     full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
     r = P.reduce_sum(x, axes=_axes(x, None if full else dim), keepdims=bool(keepdim))
+    if r._data.dtype != x._data.dtype and x._data.dtype.kind in "biu":  # a narrow dtype asked for: it wraps
+        r = P.cast(r, dtype=x._data.dtype)
     return named(r, "SumBackward0" if full else "SumBackward1")
 
 
