@@ -669,3 +669,10 @@ def test_narrow_integer_and_bool_arithmetic_wraps_in_compiled_code():
     for g, w in zip(got, want):
         assert _dt(g.dtype) == _dt(w.dtype)
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_bitwise_ops_wrap_python_ints_into_small_dtypes():
+    a = np.array([3, 250, 0, 5], np.uint8)
+    for f in (lambda x: x & -3, lambda x: x | -3, lambda x: x ^ 300, lambda x: -3 & x):
+        g, w = f(fg.tensor(a)), f(torch.tensor(a))
+        assert _dt(g.dtype) == _dt(w.dtype) and g.tolist() == w.tolist()

@@ -16,14 +16,19 @@ from .keywords import _type_name
 from .tensor import Tensor
 
 
+def _wrap_int(v, rt):
+    """A Python int operand wrapped into an integer result dtype (``uint8 & -3``), as PyTorch."""
+    return O._wrapped(v, rt.np) if type(v) is int and rt.np.kind in "iu" else v
+
+
 def _operands(name: str, a, b):
     """``a`` and ``b`` as tensors of their result dtype, which must be bool or integer."""
     if not isinstance(a, Tensor):
-        a = O.as_t(a, dtype=D.result_type(b, a))
+        a = O.as_t(_wrap_int(a, D.result_type(b, a)), dtype=D.result_type(b, a))
     rt = D.result_type(a, b)
     if rt.is_floating_point:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(rt)}'")
-    b = O.as_t(b, dtype=rt) if not isinstance(b, Tensor) else b
+    b = O.as_t(_wrap_int(b, rt), dtype=rt) if not isinstance(b, Tensor) else b
     return O.to(a, rt), O.to(b, rt), rt
 
 
