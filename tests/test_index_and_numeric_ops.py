@@ -325,3 +325,11 @@ def test_half_precision_scatters_accumulate_in_float32():
         put = fg.zeros(2, 5, dtype=getattr(fg, dt)).index_put((fg.tensor(idx),), fg.tensor(src).to(getattr(fg, dt)),
                                                                 accumulate=True)
         np.testing.assert_allclose(put.float().numpy(), np.stack([src[0::2].sum(0), src[1::2].sum(0)]), rtol=1e-2)
+
+
+def test_median_of_integers_keeps_the_dtype():
+    a = np.array([[3, 25, 0, 9], [5, 7, 1, 1]])
+    for dt in (np.uint8, np.int8, np.int16, np.int32, np.int64):
+        for f in (lambda m, x: m.median(x), lambda m, x: x.median(1).values, lambda m, x: x.median(0).indices):
+            g, w = f(fg, fg.tensor(a.astype(dt))), f(torch, torch.tensor(a.astype(dt)))
+            assert str(g.dtype).split(".")[1] == str(w.dtype).split(".")[1] and g.tolist() == w.tolist()

@@ -124,10 +124,10 @@ def median(x, dim=None, keepdim=False):
             return O.add(O.sum(flat), fill) if flat.dtype.is_floating_point else full((), fill, dtype=flat.dtype)
         d = flat.detach()
         v = O.getitem(sort(d).values, (flat.shape[0] - 1) // 2)
+        if not flat.dtype.is_floating_point:  # (no NaN; the input's dtype, as PyTorch's)
+            return v
         nan = O.isnan(d)
         m = O.where(O.gt(O.sum(nan), 0), O.sum(O.where(nan, d, zeros_like(d))), v)  # (NaN, there)
-        if not flat.dtype.is_floating_point:
-            return m
         # the gradient is shared evenly by the elements equal to the median (the NaNs, when it
         # is NaN), as PyTorch's: m - (sum of m - sum of x, over them) / their count, which is m
         mask = O.logical_or(O.eq(d, m), O.logical_and(nan, O.isnan(m)))
@@ -140,10 +140,11 @@ def median(x, dim=None, keepdim=False):
     s = sort(x, ax)
     k = (n - 1) // 2
     v, i = O.narrow(s.values, ax, k, 1), O.narrow(s.indices, ax, k, 1)
-    nan = O.isnan(x)
-    has = O.gt(O.sum(nan, ax, True), 0)
-    v = O.where(has, O.sum(O.where(nan, x, zeros_like(x)), ax, True), v)
-    i = O.where(has, O.argmax(O.to(nan, D.int64), ax, True), i)
+    if x.dtype.is_floating_point:  # the first NaN, where there is one
+        nan = O.isnan(x)
+        has = O.gt(O.sum(nan, ax, True), 0)
+        v = O.where(has, O.sum(O.where(nan, x, zeros_like(x)), ax, True), v)
+        i = O.where(has, O.argmax(O.to(nan, D.int64), ax, True), i)
     if not keepdim:
         v, i = O.squeeze(v, ax), O.squeeze(i, ax)
     return median_type(v, i)
