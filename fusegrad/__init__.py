@@ -63,7 +63,7 @@ from math import e, inf, nan, pi  # noqa: E402  (torch.pi, ...)
 from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
 from .runtime.legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
 from .runtime.type_info import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,  # noqa: E402
-                                memory_format, preserve_format)
+                                legacy_contiguous_format, memory_format, preserve_format)
 
 globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 

@@ -733,3 +733,10 @@ def test_uint8_masks_and_bool_scatter_reduce_as_torch():
         for reduce in ("amax", "amin"):
             r = lib.zeros(3, dtype=lib.bool).scatter_reduce(0, i, b, reduce, include_self=False)
             assert r.tolist() == {"amax": [True, True, False], "amin": [False, True, False]}[reduce]
+
+
+def test_legacy_contiguous_format_is_contiguous_format():
+    assert fg.legacy_contiguous_format is fg.contiguous_format
+    assert repr(fg.legacy_contiguous_format) == repr(torch.legacy_contiguous_format)
+    x = fg.ones(2, 3, 4, 5).contiguous(memory_format=fg.channels_last)
+    assert x.contiguous(memory_format=fg.legacy_contiguous_format).is_contiguous()

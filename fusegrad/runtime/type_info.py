@@ -97,6 +97,7 @@ def channels_last_order(data):
 
 
 contiguous_format = memory_format("contiguous_format")
+legacy_contiguous_format = contiguous_format  # (PyTorch's other name of it: the same object)
 preserve_format = memory_format("preserve_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
