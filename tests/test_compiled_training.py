@@ -1004,6 +1004,12 @@ def test_compiled_module_is_an_optimized_module_as_torchs():
     twin = copy.deepcopy(cm)
     assert twin._orig_mod is not cm._orig_mod and twin._compiled.fn is twin._orig_mod
     np.testing.assert_allclose(twin(F.tensor(x)).detach().numpy(), cm(F.tensor(x)).detach().numpy())
+    seen = {}
+    for lib, m in ((F, cm), (reference, ref)):  # a hook on the wrapper itself runs, as PyTorch's
+        handle = m.register_forward_hook(lambda mod, i, o, lib=lib: seen.setdefault(lib, type(mod).__name__))
+        m(lib.tensor(x))
+        handle.remove()
+    assert seen[F] == seen[reference] == "OptimizedModule"
 
 
 def test_compiled_function_returning_a_strided_view():

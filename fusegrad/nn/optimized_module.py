@@ -19,9 +19,14 @@ class OptimizedModule(Module):
         self.__dict__["_compiled"] = compiled  # (not a submodule)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__["_compiled"](*args, **kwargs)
+        d = self.__dict__
+        if d.get("_forward_hooks") or d.get("_forward_pre_hooks") or d.get("_backward_hooks") \
+                or d.get("_backward_pre_hooks"):  # hooks of the wrapper itself: Module's call runs them
+            return super().__call__(*args, **kwargs)
+        return d["_compiled"](*args, **kwargs)
 
-    forward = __call__
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_compiled"](*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or "_compiled" not in self.__dict__:
