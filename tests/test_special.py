@@ -355,3 +355,22 @@ def test_polygamma_gradients_keep_the_dtype_and_compile_twice_differentiated():
             assert got.dtype == fg.float32
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-4)
     assert fg.func.grad(lambda z: fg.polygamma(1, z).sum())(fg.tensor(x0)).dtype == fg.float32
+
+
+def test_compiled_hessians_through_special_functions_with_graph_breaks(monkeypatch):
+    """A compiled Hessian-vector product of lgamma(x.sum()) (a Dirichlet's normalizer) and of
+    Dirichlet.log_prob: the backward breaks at digamma/trigamma (no kernel lowering) while
+    autograd.grad's seed of ones is still a traced value, which the segment now computes
+    (a KeyError before). (The default SEGMENT_MIN_WORK: the first call runs in segments.)"""
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+    x0 = np.array([0.7, 1.3, 2.0, 0.6])
+
+    def hvp(lib, fn, x):
+        g, = lib.autograd.grad(fn(lib, x), x, create_graph=True)
+        return lib.autograd.grad(g.sum(), x)[0]
+    for fn in (lambda m, x: m.lgamma(x.sum()) - m.lgamma(x).sum(),
+               lambda m, x: m.distributions.Dirichlet(x).log_prob(m.tensor([0.1, 0.2, 0.3, 0.4], dtype=m.float64))):
+        want = hvp(torch, fn, torch.tensor(x0, requires_grad=True)).numpy()
+        got = fg.compile(lambda x: hvp(fg, fn, x))(fg.tensor(x0, requires_grad=True))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-7)  # (trigamma series: ~3e-9)

@@ -32,8 +32,12 @@ def _active(graph: Graph, seeds: set) -> set:
 
 def filled(tr: Trace, v: Var, value: float) -> Tensor:
     """A tensor traced in ``tr``, of ``v``'s shape and dtype, with every element ``value``:
-    a fill that folding turns into a literal (seeds, zero gradients)."""
-    return wrap(tr.emit(full, (), {"shape": v.shape, "value": value, "dtype": v.dtype}))
+    a fill that folding turns into a literal (seeds, zero gradients). A segmented trace
+    computes it at a break, as every tensor it makes (backward's seed when a break follows)."""
+    t = wrap(tr.emit(full, (), {"shape": v.shape, "value": value, "dtype": v.dtype}))
+    if getattr(tr, "tracks", False):
+        tr.track(t)
+    return t
 
 
 def _replay(graph: Graph, tr: Trace) -> tuple[list, dict]:
