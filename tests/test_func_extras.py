@@ -347,3 +347,20 @@ def test_jacobians_of_distribution_methods_compile(monkeypatch):
         want = getattr(torch.func, jac)(make(TD))(torch.tensor(x0)).numpy()
         for _ in range(2):
             np.testing.assert_allclose(f(fusegrad.tensor(x0)).numpy(), want, rtol=1e-12, atol=1e-15)
+
+
+def test_jvp_and_a_call_of_the_same_function_compile(monkeypatch):
+    """jvp(f) then f itself, f creating a tensor (ones) and solving (a graph break) inside
+    one compiled function: the constants the transform's graph creates are computed at the
+    break like every other tensor (they were "used after the trace ended")."""
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+    s0 = np.array([[4.0, 1, 0], [1, 3, 0.5], [0, 0.5, 2]])
+
+    def g(lib, a):
+        f = lambda z: lib.linalg.solve(z, lib.ones(3, dtype=lib.float64))  # noqa: E731
+        return lib.func.jvp(f, (a,), (a,))[1], f(a), lib.func.jacfwd(f)(a)
+    want = g(torch, torch.tensor(s0))
+    got = fusegrad.compile(lambda a: g(fusegrad, a))(fusegrad.tensor(s0))
+    for ours, theirs in zip(got, want):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)

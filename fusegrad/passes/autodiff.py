@@ -35,7 +35,7 @@ def filled(tr: Trace, v: Var, value: float) -> Tensor:
     a fill that folding turns into a literal (seeds, zero gradients). A segmented trace
     computes it at a break, as every tensor it makes (backward's seed when a break follows)."""
     t = wrap(tr.emit(full, (), {"shape": v.shape, "value": value, "dtype": v.dtype}))
-    if getattr(tr, "tracks", False):
+    if tr.tracks:
         tr.track(t)
     return t
 

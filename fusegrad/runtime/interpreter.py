@@ -97,7 +97,10 @@ def eval_tensors(graph: Graph, values: Sequence) -> dict:
         if any(isinstance(a, Var) for a in e.inputs):
             env[e.out.id] = e.prim(*args, **e.params)
         elif current_traces():  # literal-only (creation) under a trace: record it, don't bake an array
-            env[e.out.id] = wrap(current_traces()[-1].emit(e.prim, args, e.params))
+            tr = current_traces()[-1]
+            env[e.out.id] = t = wrap(tr.emit(e.prim, args, e.params))
+            if tr.tracks:  # (a segmented trace computes it at a break)
+                tr.track(t)
         else:
             env[e.out.id] = wrap(np.asarray(e.prim.impl(*args, **e.params)))
     return env
