@@ -58,6 +58,12 @@ float64 = dtype("float64", np.float64, _FLOAT, 4)
 ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 
 
+def np_half(d: np.dtype) -> bool:
+    """Whether a NumPy dtype is float16 or bfloat16: sums over it accumulate in float32 on the
+    CPU (PyTorch's accumulation type there)."""
+    return d.itemsize == 2 and d.kind in "fV"
+
+
 def np_floating(d: np.dtype) -> bool:
     """Whether a NumPy dtype is a float one (ml_dtypes' bfloat16 has NumPy kind "V", not "f")."""
     return d.kind == "f" or d == _BF16

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import np_half
 from ..primitive import Primitive
 from .batchdims import batch_size, broadcast_batch, example_axis, to_front
 from .elementwise import sum_to
@@ -52,13 +53,8 @@ index = Primitive("index", _index_impl, vjp=_index_vjp,
                   saves="in", kind="gather", node_name="IndexBackward0", checked=slice(1, None))
 
 
-def _half(a: np.ndarray) -> bool:
-    """float16 or bfloat16: sums into it accumulate in float32, as PyTorch's CPU kernels."""
-    return a.dtype.itemsize == 2 and a.dtype.kind in "fV"
-
-
 def _index_put_impl(x, v, *idx, key, accumulate):
-    if accumulate and _half(x):
+    if accumulate and np_half(x.dtype):  # (sums into half precision: in float32)
         f32 = np.float32
         return _index_put_impl(x.astype(f32), np.asarray(v).astype(f32), *idx, key=key, accumulate=True).astype(x.dtype)
     out = np.array(x, copy=True)
@@ -148,7 +144,7 @@ gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][
 
 def _scatter_add_impl(base, idx, src, axis):
     _check_idx(base, idx, axis, "scatter_add")
-    if _half(base):
+    if np_half(base.dtype):
         return _scatter_add_impl(base.astype(np.float32), idx, src.astype(np.float32), axis).astype(base.dtype)
     out = np.array(base, copy=True)
     grids = list(np.indices(idx.shape, sparse=True))

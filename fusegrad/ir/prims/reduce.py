@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import np_half
 from ..primitive import Primitive
 from .batchdims import example_axis, to_front
 from .elementwise import cast, div, eq, mul, where
@@ -36,7 +37,7 @@ def expand_reduced(g, in_shape, axes, keepdims):
 
 def _sum_impl(x, axes, keepdims):
     dt = x.dtype
-    if dt.itemsize == 2 and dt.kind in "fV":
+    if np_half(dt):
         # float16/bfloat16: accumulate in float32 and round once, as PyTorch (NumPy's pairwise sum
         # in float16 overflows on partial sums of a total that fits)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -144,7 +145,7 @@ def _cumsum_impl(x, axis):
     """np.cumsum accumulating as PyTorch's CPU kernel: float16/bfloat16 in float32,
     float32 in float64."""
     dt = x.dtype
-    acc = np.float64 if dt == np.float32 else np.float32 if dt.itemsize == 2 and dt.kind in "fV" else dt
+    acc = np.float64 if dt == np.float32 else np.float32 if np_half(dt) else dt
     return np.cumsum(x, axis=axis, dtype=acc).astype(dt, copy=False)
 
 
