@@ -11,6 +11,7 @@ import numpy as np
 from ..ir import dtypes as D
 from . import ops as O
 from .exports import op
+from .extra_ops import _zero_grad_link
 from .keywords import _type_name
 from .tensor import Tensor
 
@@ -50,9 +51,7 @@ def copysign(input, other) -> Tensor:  # noqa: A002
     negative = signbit(o)
     x, _ = O._promote2(x, _ft(o))
     r = O.where(negative, O.neg(O.abs(x)), O.abs(x))
-    if o.requires_grad:  # PyTorch's zero gradient for the sign (subtracted: -0.0 stays -0.0)
-        r = O.sub(r, O.mul(O.grad_only(o), 0.0))
-    return O.named(r, "CopysignBackward0")
+    return O.named(_zero_grad_link(r, o, "CopysignBackward0"), "CopysignBackward0")  # (the sign's: zero)
 
 
 def _nan_ignoring(name: str, pick_first):

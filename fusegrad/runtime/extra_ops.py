@@ -281,7 +281,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 def _half_wide(x: Tensor, fn) -> Tensor:
     """``fn(x)``, computed in float32 for a float16 or bfloat16 ``x`` (PyTorch's
     accumulation type on the CPU) and cast back."""
-    if x._data.dtype.itemsize == 2 and x._data.dtype.kind in "fV":
+    if D.np_half(x._data.dtype):
         return P.cast(fn(P.cast(x, dtype=np.dtype(np.float32))), dtype=x._data.dtype)
     return fn(x)
 
@@ -685,7 +685,7 @@ def poisson(input, generator=None):  # noqa: A002
     x = O.as_t(input)
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_dtype_name(x)}'")
-    rate = np.asarray(x.detach().numpy(), np.float64)
+    rate = np.asarray(x._concrete("poisson"), np.float64)
     if np.any(rate < 0) or not np.all(np.isfinite(rate)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     draw = numpy_rng(rate.size, generator).poisson(rate)
