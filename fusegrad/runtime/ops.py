@@ -362,14 +362,17 @@ def _integral(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
+_READ_LATER = (DynamicFloat, Speculated)  # Python floats read at each call: _promote2 takes them
+_DIV_OPERANDS = (Tensor, *_SCALARS, *_READ_LATER)
+
+
 def _div(a, b, rounding_mode):
     """Division in the operands' promoted dtype, as PyTorch: integral (or bool) operands
     divide exactly in the default float dtype, or as integers under a rounding mode
     (``int64 // True`` is int64, ``int64 / float16`` float16)."""
-    read_later = (DynamicFloat, Speculated)  # (Python floats read at each call: _promote2 takes them)
-    a = a if isinstance(a, (Tensor, *_SCALARS, *read_later)) else as_t(a)
-    b = b if isinstance(b, (Tensor, *_SCALARS, *read_later)) else as_t(b)
-    rt = D.result_type(a, b).np if type(a) not in read_later and type(b) not in read_later else None
+    a = a if isinstance(a, _DIV_OPERANDS) else as_t(a)
+    b = b if isinstance(b, _DIV_OPERANDS) else as_t(b)
+    rt = D.result_type(a, b).np if type(a) not in _READ_LATER and type(b) not in _READ_LATER else None
     if rounding_mode is not None and rt is not None and rt.kind in "iub":
         if rt.kind == "b":
             raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
@@ -420,12 +423,12 @@ def floor_divide(a, b):
     return div(a, b, rounding_mode="floor")
 
 
-def _modulo(a, b, rounding, name):
+def _modulo(a, b, rounding, name, what):
     """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
     exact while |a| < 2**53, and come back in their own dtype."""
     a, b = _promote2(as_t(a), b)
     if a._data.dtype == np.bool_:
-        raise NotImplementedError(f'"{name[:-len("Backward0")].lower()}_cpu" not implemented for \'Bool\'')
+        raise NotImplementedError(f'"{what}_cpu" not implemented for \'Bool\'')
     if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
     if (isinstance(b, Tensor) and type(b._data) is np.ndarray and not b._data.all()) or (
@@ -440,13 +443,13 @@ def _modulo(a, b, rounding, name):
 @op
 def remainder(a, b):
     """Python's modulo: the result takes the divisor's sign."""
-    return _modulo(a, b, floor, "RemainderBackward0")
+    return _modulo(a, b, floor, "RemainderBackward0", "remainder")
 
 
 @op
 def fmod(a, b):
     """C's fmod: the result takes the dividend's sign."""
-    return _modulo(a, b, trunc, "FmodBackward0")
+    return _modulo(a, b, trunc, "FmodBackward0", "fmod")
 
 
 @op(inplace="method")
