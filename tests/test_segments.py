@@ -630,32 +630,38 @@ def test_an_in_place_op_that_breaks_the_graph_returns_its_value(monkeypatch):
 def test_a_backward_from_one_output_keeps_what_anothers_backward_needs():
     """A GAN's D step in compiled segments: it returns ``fake`` and backpropagates a loss on
     ``fake.detach()`` itself; G's later backward through ``fake`` still finds its saved
-    values (eager frees only the nodes a backward traverses), with eager's gradients."""
+    values (eager frees only the nodes a backward traverses), and no version check of D's
+    weights, which D's step updated in place, with eager's gradients."""
     import fusegrad as F
     rng = np.random.default_rng(5)
-    w1, w2, z0 = rng.standard_normal((6, 6)) * 0.3, rng.standard_normal((1, 6)), rng.standard_normal((4, 6))
+    w1, w2, w3, z0 = (rng.standard_normal((6, 6)) * 0.3, rng.standard_normal((6, 6)) * 0.3,
+                      rng.standard_normal((1, 6)), rng.standard_normal((4, 6)))
     grads = []
     for compiled in (False, True):
-        g_lin, d_lin = F.nn.Linear(6, 6).double(), F.nn.Linear(6, 1).double()
+        g_lin = F.nn.Linear(6, 6).double()
+        d_net = F.nn.Sequential(F.nn.Linear(6, 6), F.nn.Tanh(), F.nn.Linear(6, 1)).double()
         with F.no_grad():
-            g_lin.weight.copy_(F.tensor(w1))
-            d_lin.weight.copy_(F.tensor(w2))
-            g_lin.bias.zero_()
-            d_lin.bias.fill_(0.1)
+            for lin, w in ((g_lin, w1), (d_net[0], w2), (d_net[2], w3)):
+                lin.weight.copy_(F.tensor(w))
+                lin.bias.fill_(0.1)
 
         def d_step(z):
             fake = F.tanh(g_lin(z))
-            loss = d_lin(fake.detach()).pow(2).mean()  # (in fake's segment)
+            loss = d_net(fake.detach()).pow(2).mean()  # (in fake's segment: saves D's weights)
             inter = fake.detach().requires_grad_(True)  # (the gradient penalty's: a graph break)
-            loss = loss + d_lin(inter).sum() * 0.0
+            loss = loss + d_net(inter).sum() * 0.0
+            d_net.zero_grad()
             loss.backward()
+            with F.no_grad():  # D's optimizer step: G's backward never reads D's old weights
+                for p in d_net.parameters():
+                    p.sub_(0.1 * p.grad)
             return loss.detach(), fake
         step = F.compile(d_step) if compiled else d_step
         for _ in range(3):
             g_lin.zero_grad()
             loss, fake = step(F.tensor(z0))
-            d_lin(fake).sum().backward()
-        grads.append((loss.item(), g_lin.weight.grad.numpy().copy(), d_lin.weight.grad.numpy().copy()))
+            d_net(fake).sum().backward()
+        grads.append((loss.item(), g_lin.weight.grad.numpy().copy(), d_net[0].weight.grad.numpy().copy()))
         if compiled:
             assert step.cache_info()["segments"] > 0
     np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12)

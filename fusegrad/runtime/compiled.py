@@ -369,6 +369,7 @@ class _Plan:
         self.spent = [(i, node_class(name, FunctionNode)) for i, name in traced.spent]
         self.build: Optional[Callable[[Graph], Any]] = None  # compiles a piece of the backward
         self.staged: dict = {}  # gradient groups -> compiled stages (runtime.staged_backward)
+        self.needed: dict = {}  # which gradients are missing -> residuals read (_needed_residuals)
 
     def read_bwd_holders(self) -> list:
         return [_read(h) for h in self.bwd_holders]
@@ -424,16 +425,41 @@ class _Ctx:
             self.primals = [_snapshot(p) if isinstance(p, Tensor) and id(p._data) in ids else p
                             for p in self.primals]
 
-    def check(self) -> None:
+    def check(self, needed: Optional[frozenset] = None) -> None:
+        """Raise as eager autograd would for a backward through this call: its values were
+        freed, or an argument it reads (of residual positions ``needed``, all if None) was
+        updated in place since."""
         if self.freed:
             raise RuntimeError(_FREED_MSG)
-        if self.refs:
-            check_versions([(t, v) for _, t, v in self.refs], _BackwardNode.__name__)
+        refs = self.refs if needed is None else [r for r in self.refs if r[0] in needed]
+        if refs:
+            check_versions([(t, v) for _, t, v in refs], _BackwardNode.__name__)
+
+
+def _needed_residuals(plan: _Plan, n_res: int, missing: tuple) -> frozenset:
+    """The residual positions the backward reads for the gradients that are present: eager
+    autograd never visits the ops behind an output without a gradient, so an argument
+    only they saved may have been updated in place since (a GAN's D weights, stepped after
+    D's loss, while G's backward runs through ``fake`` of the same compiled call)."""
+    key = (n_res, missing)
+    got = plan.needed.get(key)
+    if got is None:
+        bwd = plan.stages["backward"]
+        live = {bwd.inputs[n_res + k].id for k, m in enumerate(missing) if not m}
+        for e in bwd.eqns:  # the values computed from a present gradient ...
+            if any(type(a) is Var and a.id in live for a in e.inputs):
+                live.add(e.out.id)
+        need = set()
+        for e in reversed(bwd.eqns):  # ... and everything they are computed from
+            if e.out.id in live or e.out.id in need:
+                need.update(a.id for a in e.inputs if type(a) is Var)
+        got = plan.needed[key] = frozenset(k for k, v in enumerate(bwd.inputs[:n_res]) if v.id in need)
+    return got
 
 
 def _backward(plan: _Plan, ctx: _Ctx, *grads):
-    ctx.check()
-    missing = [g is None for g in grads]
+    missing = tuple(g is None for g in grads)
+    ctx.check(_needed_residuals(plan, len(ctx.residuals), missing) if True in missing and ctx.refs else None)
     ctx.reached.update(k for k, m in enumerate(missing) if not m)
     if True in missing:
         grads = [zeros_like_meta(m) if g is None else g for g, m in zip(grads, ctx.out_meta)]
