@@ -126,6 +126,26 @@ def test_integer_floor_and_trunc_division_stay_integers_as_pytorch():
     np.testing.assert_array_equal(cf(x).numpy(), (xt // 3 + torch.div(xt, -2, rounding_mode="trunc")).numpy())
 
 
+def test_integer_division_and_remainders_are_exact_beyond_float64s_53_bits():
+    """Hashing code (``(x * 2654435761) % 2**32``) divides int64 values above 2**53, where a
+    float64 division rounds: eager and compiled match PyTorch exactly, narrow ints too."""
+    torch = pytest.importorskip("torch")
+    a_np = np.array([2**60 + 1, -(2**62) - 5, 7, -7, 0, 9, -9, 2**53 + 1])
+    b_np = np.array([7, 3, -2, 2, 5, -4, 4, 1])
+    n_np = np.array([-100, -7, 0, 7, 100, 127], np.int8)
+
+    def calls(lib, a, b, n):
+        return (a // b, a % b, lib.fmod(a, b), lib.div(a, b, rounding_mode="trunc"),
+                (a * 2654435761) % 2**32, n // 3, n % -3, lib.fmod(n, 3), n.div(-2, rounding_mode="trunc"),
+                7 // n.clamp(min=1), 300 % n.clamp(min=1), n.to(lib.uint8) // 3, n.to(lib.uint8) % 7)
+    want = calls(torch, torch.tensor(a_np), torch.tensor(b_np), torch.tensor(n_np))
+    for fn in (lambda *t: calls(fg, *t), fg.compile(lambda *t: calls(fg, *t))):
+        got = fn(fg.tensor(a_np), fg.tensor(b_np), fg.tensor(n_np))
+        for g, w in zip(got, want):
+            assert str(g.dtype).split(".")[1] == str(w.dtype).split(".")[1]
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
 def test_median_without_dim_shares_its_gradient_among_ties_as_pytorch():
     torch = pytest.importorskip("torch")
     for vals in ([1., 2., 2., 3., 2.], [1., float("nan"), 2., float("nan")], [4., 1., 3., 2.]):

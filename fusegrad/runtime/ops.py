@@ -403,13 +403,19 @@ def _cast_to(x, dt: np.dtype):
 
 def _int_div(a, b, rounding_mode):
     """Integer division rounded as ``rounding_mode`` says, in the operands' promoted integer
-    dtype (through float64: exact while |a| < 2**53); dividing by zero raises, as PyTorch."""
+    dtype, exact over its whole range; dividing by zero raises, as PyTorch."""
     a, b = _promote2(as_t(a), b)
     if type(as_t(b)._data) is np.ndarray and not as_t(b)._data.all():
         raise RuntimeError("ZeroDivisionError")
-    f64 = np.dtype(np.float64)
-    q = div(P.cast(a, dtype=f64), P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b))
-    return P.cast(floor(q) if rounding_mode == "floor" else trunc(q), dtype=a._data.dtype)
+    if rounding_mode == "floor":
+        return P.floordiv(a, b)
+    return P.floordiv(sub(a, _int_fmod(a, b)), b)  # (a - fmod(a, b) is a multiple of b)
+
+
+def _int_fmod(a: Tensor, b) -> Tensor:
+    """C's remainder (the dividend's sign) of integers, from Python's (the divisor's)."""
+    r = P.mod(a, b)
+    return where(logical_and(ne(r, 0), ne(lt(r, 0), lt(a, 0))), sub(r, b), r)
 
 
 def full_as(like: Tensor, value) -> Tensor:
@@ -424,8 +430,7 @@ def floor_divide(a, b):
 
 
 def _modulo(a, b, rounding, name, what):
-    """a - rounding(a / b) * b in primitives (traceable). Integers go through float64,
-    exact while |a| < 2**53, and come back in their own dtype."""
+    """a - rounding(a / b) * b in primitives (traceable); integers exactly, in their dtype."""
     a, b = _promote2(as_t(a), b)
     if a._data.dtype == np.bool_:
         raise NotImplementedError(f'"{what}_cpu" not implemented for \'Bool\'')
@@ -434,10 +439,7 @@ def _modulo(a, b, rounding, name, what):
     if (isinstance(b, Tensor) and type(b._data) is np.ndarray and not b._data.all()) or (
             isinstance(b, _SCALARS) and b == 0):  # (an integer remainder by zero raises, as PyTorch)
         raise RuntimeError("ZeroDivisionError")
-    f64 = np.dtype(np.float64)
-    af = P.cast(a, dtype=f64)
-    bf = P.cast(b, dtype=f64) if isinstance(b, Tensor) else float(b)
-    return P.cast(sub(af, mul(rounding(div(af, bf)), bf)), dtype=a._data.dtype)
+    return P.mod(a, b) if rounding is floor else _int_fmod(a, b)
 
 
 @op

@@ -15,7 +15,7 @@ from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
-           "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2",
+           "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
            "logical_not", "isnan", "stop_gradient", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
@@ -276,6 +276,13 @@ isnan = Primitive("isnan", np.isnan, abstract=lambda a, p: (a[0][0], np.dtype(np
                   kind="elementwise", scalar="isnan", nondiff=True)
 maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max")
 minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
+
+# Integer floor division and Python's remainder (the divisor's sign), exact over all of
+# int64 where a float64 division is exact only below 2**53. A zero divisor gives 0 (the
+# ops raise for it first, as PyTorch, where its value is known).
+floordiv = Primitive("floordiv", _quiet(np.floor_divide), abstract=_bin_abstract, kind="elementwise",
+                     scalar="floordiv", nondiff=True)
+mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="elementwise", scalar="mod", nondiff=True)
 
 
 # ---------------------------------------------------------------- stop_gradient
