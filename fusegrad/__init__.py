@@ -22,7 +22,7 @@ from .runtime import bitwise_ops as _bitwise_ops, elementwise_extras as _element
 from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extras  # noqa: F401,E402
 from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa: F401,E402
 from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402
-from .runtime import legacy_methods as _legacy_methods  # noqa: F401,E402
+from .runtime import legacy_methods as _legacy_methods, control_flow as _control_flow  # noqa: F401,E402
 from .runtime import api_gaps_top as _api_gaps_top  # noqa: F401,E402  (asarray, put, gradient, ...)
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
 from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

@@ -436,3 +436,42 @@ def test_linspace_gives_torchs_values_to_the_last_bit():
     grid = fg.nn.functional.affine_grid(fg.eye(2, 3)[None], (1, 1, 14, 14), align_corners=False)
     want = torch.nn.functional.affine_grid(torch.eye(2, 3)[None], (1, 1, 14, 14), align_corners=False)
     np.testing.assert_array_equal(grid.numpy(), want.numpy())
+
+
+def test_conjugation_ops_are_identities_on_real_tensors_and_unsafe_splits_split():
+    for lib in (torch, fg):
+        x = lib.ones(3, requires_grad=True)
+        assert x.conj() is x and lib.conj(x) is x and x.resolve_conj() is x and x.resolve_neg() is x
+        assert x.conj_physical() is x and not x.is_conj() and not lib.is_neg(x)
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            x.conj_physical_()
+        y = lib.arange(6.0)
+        v = y._version
+        assert lib.conj_physical_(y) is y and y._version == v + 1
+    a, t = fg.arange(7.0).reshape(7, 1), torch.arange(7.0).reshape(7, 1)
+    for f, w in ((fg.unsafe_chunk(a, 3), torch.unsafe_chunk(t, 3)), (a.unsafe_split(4), t.unsafe_split(4)),
+                 (fg.unsafe_split_with_sizes(a, [2, 5]), torch.unsafe_split_with_sizes(t, [2, 5]))):
+        assert len(f) == len(w)
+        for p, q in zip(f, w):
+            _close(p, q)
+
+
+def test_cond_and_while_loop_run_the_branch_and_loop_eager_and_compiled():
+    def branchy(lib, x):
+        y = lib.cond(x.sum() > 0, lambda v: v.sin() * 2, lambda v: v.cos() - 1, (x,))
+        _, z = lib.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 1.5 + y), (lib.tensor(0), y))
+        return z
+    compiled = fg.compile(lambda x: branchy(fg, x))
+    for sign in (1.0, -1.0):
+        xs = np.array([0.3, 0.7, 1.1]) * sign
+        want_x = torch.tensor(xs, requires_grad=True)
+        want = branchy(torch, want_x)
+        want.sum().backward()
+        for fn in (lambda x: branchy(fg, x), compiled):
+            x = fg.tensor(xs, requires_grad=True)
+            got = fn(x)
+            got.sum().backward()
+            _close(got, want)
+            _close(x.grad, want_x.grad)
+    with pytest.raises(RuntimeError, match="single-element tensor"):
+        fg.cond(fg.tensor([True, False]), lambda: 1, lambda: 2)

@@ -12,7 +12,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir.prims import shapes as S
 from . import ops as O
-from .exports import op
+from .exports import alias, op
 from .keywords import _type_name
 from .tensor import Tensor
 
@@ -56,6 +56,13 @@ def split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0):  
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {input.shape[ax]} (input tensor's "
                            f"size at dimension {dim}), but got split_sizes={list(split_sizes)}")
     return O.split(input, list(split_sizes), ax)
+
+
+# PyTorch's "unsafe" splits skip a view check autograd needs for in-place updates of the
+# pieces; fusegrad's pieces are views that autograd always tracks, so they are the same ops.
+alias(O.split, "unsafe_split")
+alias(O.chunk, "unsafe_chunk")
+alias(split_with_sizes, "unsafe_split_with_sizes")
 
 
 @op(function=False)
