@@ -45,7 +45,7 @@ def run_checks(n: int, names: list, timeout: float = 240) -> str:
 ALL = ["collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
        "ddp_no_sync_accumulation", "ddp_unused_parameters_buffers_state_dict",
        "ddp_broadcasts_rank0_parameters", "ddp_gradient_layouts_differ_across_ranks", "ddp_compiled",
-       "distributed_sampler"]
+       "distributed_sampler", "sync_batch_norm"]
 
 
 def test_two_ranks_collectives_ddp_sampler():
@@ -59,7 +59,7 @@ def test_two_ranks_collectives_ddp_sampler():
 
 def test_three_ranks():
     run_checks(3, ["collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
-                   "ddp_unused_parameters_buffers_state_dict", "distributed_sampler"])
+                   "ddp_unused_parameters_buffers_state_dict", "distributed_sampler", "sync_batch_norm"])
 
 
 def test_failing_rank_aborts_every_rank_quickly():

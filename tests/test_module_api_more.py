@@ -438,3 +438,26 @@ def test_backward_hook_return_values_replace_gradients_and_norm_versions():
     for a, b in zip(ours[0], theirs[0]):
         np.testing.assert_allclose(a, b)
     assert ours[1:] == theirs[1:]
+
+
+def test_sync_batch_norm_without_a_process_group_is_batch_norm_and_converts_as_torch():
+    torch = pytest.importorskip("torch")
+    import fusegrad as fg
+
+    def build(lib):
+        lib.manual_seed(0)
+        return lib.nn.Sequential(lib.nn.Conv2d(2, 3, 3), lib.nn.BatchNorm2d(3), lib.nn.ReLU(),
+                                 lib.nn.Sequential(lib.nn.BatchNorm1d(4, momentum=None)))
+    ours, theirs = build(fg), build(torch)
+    conv = fg.nn.SyncBatchNorm.convert_sync_batchnorm(ours)
+    ref = torch.nn.SyncBatchNorm.convert_sync_batchnorm(theirs)
+    assert repr(conv) == repr(ref).replace("torch.", "fusegrad.")
+    assert conv[1].weight is ours[1].weight and conv[3][0].momentum is None
+    assert list(conv.state_dict()) == list(ref.state_dict())
+    x = np.random.default_rng(1).normal(size=(4, 3, 5, 5)).astype(np.float32)
+    plain = fg.nn.BatchNorm2d(3)
+    out = conv[1](fg.tensor(x))
+    np.testing.assert_allclose(out.detach().numpy(), plain(fg.tensor(x)).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(conv[1].running_mean.numpy(), plain.running_mean.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="at least 2D"):
+        conv[1](fg.ones(3))

@@ -25,7 +25,7 @@ from .modules import (Bilinear, ChannelShuffle, CircularPad1d, CircularPad2d, Ci
                       UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d, ConvTranspose3d, EmbeddingBag,
                       LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
-from .modules import AdaptiveLogSoftmaxWithLoss, CTCLoss
+from .modules import AdaptiveLogSoftmaxWithLoss, CTCLoss, SyncBatchNorm
 from .buffer import Buffer
 from .parameter import Parameter, UninitializedParameter
 
@@ -60,5 +60,5 @@ __all__ += ["Bilinear", "ChannelShuffle", "CircularPad1d", "CircularPad2d", "Cir
 # 3-d convolution and pooling, power-average pooling, max unpooling and embedding bags
 __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "ConvTranspose3d", "EmbeddingBag",
             "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
-# sequence losses and the adaptive softmax
-__all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]
+# sequence losses, the adaptive softmax and batch norm across ranks
+__all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss", "SyncBatchNorm"]

@@ -397,6 +397,55 @@ def ddp_compiled():
 
 # ------------------------------------------------------------------ sampler
 @check
+def sync_batch_norm():
+    """SyncBatchNorm on per-rank batches of different sizes normalizes as BatchNorm does the
+    concatenated batch (outputs, input gradients, running statistics); a DDP model converted
+    with convert_sync_batchnorm trains as one process on the concatenated batch."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    sizes = [q + 2 for q in range(n)]
+    rng = np.random.default_rng(11)
+    x_all = rng.normal(size=(sum(sizes), 3, 4)) * 2 + 1
+    w_all = rng.normal(size=x_all.shape)
+    lo = sum(sizes[:r])
+    for momentum in (0.1, None):
+        ref = nn.BatchNorm1d(3, momentum=momentum).double()
+        sync = nn.SyncBatchNorm(3, momentum=momentum).double()
+        for m in (ref, sync):
+            with fg.no_grad():
+                m.weight.copy_(fg.tensor([0.5, 1.5, -1.0]))
+                m.bias.copy_(fg.tensor([0.1, 0.0, -0.2]))
+        xr = fg.tensor(x_all, requires_grad=True)
+        xs = fg.tensor(x_all[lo:lo + sizes[r]], requires_grad=True)
+        for _ in range(2):
+            out_r, out_s = ref(xr), sync(xs)
+        (out_r * fg.tensor(w_all)).sum().backward()
+        (out_s * fg.tensor(w_all[lo:lo + sizes[r]])).sum().backward()
+        close(out_s.detach().numpy(), out_r.detach().numpy()[lo:lo + sizes[r]], 1e-10)
+        close(xs.grad.numpy(), xr.grad.numpy()[lo:lo + sizes[r]], 1e-10)
+        close(sync.running_mean.numpy(), ref.running_mean.numpy(), 1e-10)
+        close(sync.running_var.numpy(), ref.running_var.numpy(), 1e-10)
+        summed = sync.weight.grad.clone()  # (each rank's share of the whole batch's gradient)
+        dist.all_reduce(summed)
+        close(summed.numpy(), ref.weight.grad.numpy(), 1e-10)
+    per = 3
+    steps = batches(5, n, per)
+
+    def model(seed):
+        fg.manual_seed(seed)
+        return nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), nn.Tanh(), nn.Linear(8, 3)).double()
+    ref = model(0)
+    train(ref, fg.optim.SGD(ref.parameters(), lr=0.1), steps, 0, 0, per)
+    bn = model(0)
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(bn)
+    assert isinstance(converted[1], nn.SyncBatchNorm) and converted[1].weight is bn[1].weight
+    ddp = DDP(converted)
+    train(ddp, fg.optim.SGD(ddp.parameters(), lr=0.1), steps, r, n, per)
+    for a, b in zip(params_of(converted), params_of(ref)):
+        close(a, b, 1e-10)
+    close(converted[1].running_var.numpy(), ref[1].running_var.numpy(), 1e-10)
+
+
+@check
 def distributed_sampler():
     """Each epoch, the ranks' shares partition the dataset exactly (padding repeats the first
     indices, drop_last cuts), and a DataLoader over the sampler yields this rank's rows."""

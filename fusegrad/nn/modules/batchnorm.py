@@ -1,12 +1,14 @@
-"""BatchNorm1d/2d/3d and InstanceNorm1d/2d/3d: per-channel normalization with optional affine
-parameters and running statistics (buffers ``running_mean``, ``running_var``,
+"""BatchNorm1d/2d/3d, SyncBatchNorm and InstanceNorm1d/2d/3d: per-channel normalization with
+optional affine parameters and running statistics (buffers ``running_mean``, ``running_var``,
 ``num_batches_tracked``)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
-from ...runtime.factory import ones, tensor, zeros
+from ...runtime.factory import full_like, ones, tensor, zeros
 from ...ir import dtypes as D
+from ...runtime import ops as O
 from ...runtime.ops import unsqueeze, squeeze
 from ...runtime.tensor import Tensor
 from .. import functional_norm as FN
@@ -78,9 +80,12 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     _dims: tuple = ()
 
-    def forward(self, input: Tensor) -> Tensor:
+    def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim not in self._dims:
             raise ValueError(f"expected {' or '.join(f'{d}D' for d in self._dims)} input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
         factor = self._factor()
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats
@@ -101,6 +106,70 @@ class BatchNorm2d(_BatchNorm):
 class BatchNorm3d(_BatchNorm):
     """Batch normalization of (N, C, D, H, W) over N, D, H and W."""
     _dims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch normalization whose training statistics are those of the whole batch across the
+    ranks of ``process_group`` (all of them by default), as if one process normalized the
+    concatenated batch: the per-rank means and variances are combined by all-reduces that
+    autograd differentiates. Outside training, or without a process group of more than one
+    rank, it is a BatchNorm."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group=None, device=None, dtype=None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.ndim < 2:
+            raise ValueError(f"expected at least 2D input (got {input.ndim}D input)")
+
+    def forward(self, input: Tensor) -> Tensor:
+        self._check_input_dim(input)
+        from ... import distributed as dist
+        if not (self.training and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
+            return super().forward(input)
+        return self._synced(input, self._factor())
+
+    def _synced(self, input: Tensor, factor) -> Tensor:
+        from ...distributed.nn import all_reduce
+        shape = FN._channel_shape(input)
+        axes = (0,) + tuple(range(2, input.ndim))
+        low, x = input, FN.upcast(input)
+        n = float(math.prod(x.shape[a] for a in axes))
+        mean_r = O.mean(x, axes)
+        var_r = O.mean(O.square(O.sub(x, O.reshape(mean_r, shape))), axes)
+        # the count-weighted combination of the ranks' means and variances (Chan et al.),
+        # each rank's computed stably by two passes over its own batch
+        sums = all_reduce(O.cat([O.mul(mean_r, n), full_like(mean_r[:1], n)]), group=self.process_group)
+        total = sums[-1]
+        mean = O.div(sums[:-1], total)
+        spread = O.add(var_r, O.square(O.sub(mean_r, mean)))
+        var = O.div(all_reduce(O.mul(spread, n), group=self.process_group), total)
+        if self.track_running_stats and self.running_mean is not None:
+            FN._update_running(self.running_mean, mean, factor)
+            FN._update_running(self.running_var, O.mul(var, O.div(total, O.sub(total, 1.0))), factor)
+        out = O.mul(O.sub(x, O.reshape(mean, shape)), O.reshape(O.rsqrt(O.add(var, self.eps)), shape))
+        return FN.downcast(FN._affine(out, self.weight, self.bias, shape), low)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group=None) -> Module:
+        """``module`` with every BatchNorm*d in it replaced by a SyncBatchNorm that holds the
+        same parameters and running statistics (the module itself if it is one)."""
+        out = module
+        if isinstance(module, _BatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+            if hasattr(module, "qconfig"):
+                out.qconfig = module.qconfig
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
 
 
 class _InstanceNorm(_NormBase):
