@@ -1,14 +1,17 @@
 """``torch.special``: PyTorch's special functions with its names, signatures and semantics.
 
 Most are thin wrappers over fusegrad's ops (their gradients, batching and compilation are
-those ops'); lgamma, digamma, the Hurwitz zeta, erfinv, erfcx, ndtri and the modified
-Bessel functions i0, i0e, i1, i1e are primitives (``fusegrad/ir/prims/elementwise.py``),
-computed eagerly in NumPy and without a kernel lowering: a compiled graph holding one
-breaks there and runs it eagerly.
+those ops'); lgamma, digamma, the Hurwitz zeta, erfinv, erfcx, ndtri, the modified Bessel
+functions i0, i0e, i1, i1e, the incomplete gamma functions, the Bessel and Airy functions
+and the orthogonal polynomials are primitives (``fusegrad/ir/prims/elementwise.py``),
+computed eagerly in NumPy (or SciPy) and without a kernel lowering: a compiled graph
+holding one breaks there and runs it eagerly. As in PyTorch, the Bessel and Airy
+functions and the polynomials have no derivative (their results have no grad_fn).
 
 This module also declares the top-level ops that PyTorch has as ``torch.X`` and
-``Tensor.X``: ``erfinv``, ``lgamma``, ``digamma``, ``polygamma``, ``i0`` and ``sinc``
-(``fusegrad/__init__.py`` imports it before ``runtime.methods`` binds the methods)."""
+``Tensor.X``: ``erfinv``, ``lgamma``, ``digamma``, ``polygamma``, ``i0``, ``sinc``,
+``igamma`` and ``igammac`` (``fusegrad/__init__.py`` imports it before
+``runtime.methods`` binds the methods)."""
 from __future__ import annotations
 
 import math
@@ -19,13 +22,19 @@ from .ir import dtypes as D
 from .ir.prims import elementwise as E
 from .runtime import ops as O
 from .runtime.exports import op
-from .runtime.keywords import write_out
+from .runtime.keywords import _type_name, write_out
 from .runtime.numeric import zero_log
 from .runtime.tensor import Tensor
 
 __all__ = ["expit", "logit", "erf", "erfc", "erfcx", "erfinv", "exp2", "expm1", "log1p", "log_softmax", "softmax",
            "logsumexp", "xlogy", "xlog1py", "entr", "sinc", "round", "gammaln", "digamma", "psi", "polygamma",
-           "multigammaln", "i0", "i0e", "i1", "i1e", "ndtr", "ndtri", "log_ndtr", "zeta"]
+           "multigammaln", "i0", "i0e", "i1", "i1e", "ndtr", "ndtri", "log_ndtr", "zeta", "gammainc", "gammaincc",
+           "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+           "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+           "spherical_bessel_j0", "airy_ai", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+           "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+           "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w",
+           "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
 
 
 def _out(name, r, out):
@@ -95,9 +104,37 @@ def sinc(input, *, out=None):  # noqa: A002
     return _out("sinc", O.named(O.where(zero, 1.0, O.div(O.sin(px), px)), "SincBackward0"), out)
 
 
+def _igamma_operands(name, input, other):  # noqa: A002
+    """The operands of igamma/igammac as floating tensors of their result dtype: PyTorch has
+    no integer kernel (integer operands are converted only beside a floating one)."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        rt = D.result_type(input, other)
+        if not rt.is_floating_point:
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(rt)}'")
+    return _pair(input, other)
+
+
+@op(inplace="method")
+def igamma(input, other, *, out=None):  # noqa: A002
+    """The regularized lower incomplete gamma function P(input, other) (also
+    ``torch.special.gammainc``); differentiable in ``other`` only, as in PyTorch."""
+    a, x = _igamma_operands("igamma", input, other)
+    return _out("igamma", O.bind(E.gammainc, (a, x), {}), out)
+
+
+@op(inplace="method")
+def igammac(input, other, *, out=None):  # noqa: A002
+    """The regularized upper incomplete gamma function Q(input, other) = 1 - P(input, other)
+    (also ``torch.special.gammaincc``); differentiable in ``other`` only, as in PyTorch."""
+    a, x = _igamma_operands("igammac", input, other)
+    return _out("igammac", O.bind(E.gammaincc, (a, x), {}), out)
+
+
 # ---------------------------------------------------------------- torch.special
 gammaln = lgamma
 psi = digamma
+gammainc = igamma
+gammaincc = igammac
 i0e = _unary(E.i0e, "i0e", "SpecialI0EBackward0")
 i1 = _unary(E.i1, "i1", "SpecialI1Backward0")
 i1e = _unary(E.i1e, "i1e", "SpecialI1EBackward0")
@@ -242,3 +279,75 @@ def zeta(input, other, *, out=None):  # noqa: A002
     ``input`` is not implemented, as in PyTorch)."""
     x, q = _pair(input, other)
     return _out("zeta", O.bind(E.zeta, (x, q), {}), out)
+
+
+# ---------------------------------------------------------------- no derivative in PyTorch
+def _float32_or_64(name, x) -> Tensor:
+    """``x`` as a floating tensor, float32 or float64: PyTorch's kernels of the functions
+    below have no other dtype."""
+    t = _ft(x)
+    if t.dtype not in (D.float32, D.float64):
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(t.dtype)}'")
+    return t
+
+
+def _nondiff_unary(prim, doc):
+    """``torch.special.<prim.name>``: its result has no grad_fn (PyTorch defines no derivative)."""
+    name = prim.name
+
+    def fn(input, *, out=None):  # noqa: A002
+        return _out(name, O.bind(prim, (_float32_or_64(name, input),), {}), out)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{doc} No derivative, as in PyTorch."
+    return fn
+
+
+bessel_j0 = _nondiff_unary(E.bessel_j0, "The Bessel function of the first kind of order 0, J0.")
+bessel_j1 = _nondiff_unary(E.bessel_j1, "The Bessel function of the first kind of order 1, J1.")
+bessel_y0 = _nondiff_unary(E.bessel_y0, "The Bessel function of the second kind of order 0, Y0 (NaN below 0).")
+bessel_y1 = _nondiff_unary(E.bessel_y1, "The Bessel function of the second kind of order 1, Y1 (NaN below 0).")
+modified_bessel_i0 = _nondiff_unary(E.modified_bessel_i0, "The modified Bessel function of the first kind, I0.")
+modified_bessel_i1 = _nondiff_unary(E.modified_bessel_i1, "The modified Bessel function of the first kind, I1.")
+modified_bessel_k0 = _nondiff_unary(E.modified_bessel_k0, "The modified Bessel function of the second kind, K0.")
+modified_bessel_k1 = _nondiff_unary(E.modified_bessel_k1, "The modified Bessel function of the second kind, K1.")
+scaled_modified_bessel_k0 = _nondiff_unary(E.scaled_modified_bessel_k0, "exp(x) K0(x).")
+scaled_modified_bessel_k1 = _nondiff_unary(E.scaled_modified_bessel_k1, "exp(x) K1(x).")
+spherical_bessel_j0 = _nondiff_unary(E.spherical_bessel_j0, "The spherical Bessel function j0(x) = sin(x) / x.")
+airy_ai = _nondiff_unary(E.airy_ai, "The Airy function Ai(x).")
+
+
+def _polynomial(prim, doc):
+    """``torch.special.<prim.name>(x, n)``: x and n tensors or numbers (not both numbers), of
+    their PyTorch result dtype (integers: the default float dtype); n truncated to an
+    integer, a negative degree giving 0. No derivative, as in PyTorch."""
+    name = prim.name
+
+    def fn(x, n, *, out=None):
+        if not isinstance(x, Tensor) and not isinstance(n, Tensor):
+            raise TypeError(f"{name}(): x and n cannot both be numbers")
+        a, b = _pair(x, n)
+        return _out(name, O.bind(prim, (_float32_or_64(name, a), b), {}), out)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{doc}, n truncated toward zero to an integer degree (0 where negative). No derivative, "
+                  "as in PyTorch.")
+    return fn
+
+
+chebyshev_polynomial_t = _polynomial(E.chebyshev_polynomial_t, "The Chebyshev polynomial of the first kind T_n(x)")
+chebyshev_polynomial_u = _polynomial(E.chebyshev_polynomial_u, "The Chebyshev polynomial of the second kind U_n(x)")
+chebyshev_polynomial_v = _polynomial(E.chebyshev_polynomial_v, "The Chebyshev polynomial of the third kind V_n(x)")
+chebyshev_polynomial_w = _polynomial(E.chebyshev_polynomial_w, "The Chebyshev polynomial of the fourth kind W_n(x)")
+shifted_chebyshev_polynomial_t = _polynomial(E.shifted_chebyshev_polynomial_t,
+                                             "The shifted Chebyshev polynomial T_n(2x - 1)")
+shifted_chebyshev_polynomial_u = _polynomial(E.shifted_chebyshev_polynomial_u,
+                                             "The shifted Chebyshev polynomial U_n(2x - 1)")
+shifted_chebyshev_polynomial_v = _polynomial(E.shifted_chebyshev_polynomial_v,
+                                             "The shifted Chebyshev polynomial V_n(2x - 1)")
+shifted_chebyshev_polynomial_w = _polynomial(E.shifted_chebyshev_polynomial_w,
+                                             "The shifted Chebyshev polynomial W_n(2x - 1)")
+hermite_polynomial_h = _polynomial(E.hermite_polynomial_h, "The physicists' Hermite polynomial H_n(x) (NaN "
+                                   "beyond degree 128 in float32, 512 in float64)")
+hermite_polynomial_he = _polynomial(E.hermite_polynomial_he, "The probabilists' Hermite polynomial He_n(x) (NaN "
+                                    "beyond degree 128 in float32, 512 in float64)")
+laguerre_polynomial_l = _polynomial(E.laguerre_polynomial_l, "The Laguerre polynomial L_n(x)")
+legendre_polynomial_p = _polynomial(E.legendre_polynomial_p, "The Legendre polynomial P_n(x)")

@@ -21,6 +21,13 @@ def _t(rng, *shape, dtype=np.float32, low=-2.0, high=2.0):
     return torch.from_numpy(rng.uniform(low, high, shape).astype(dtype))
 
 
+_SPECIAL_NONDIFF = ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+                    "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                    "scaled_modified_bessel_k1", "spherical_bessel_j0", "airy_ai")
+_POLYNOMIALS = tuple(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw") + (
+    "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
+
+
 def _cases(rng):
     x, y = _t(rng, 3, 4), _t(rng, 3, 4)
     pos = _t(rng, 3, 4, low=0.1, high=3.0)
@@ -55,8 +62,12 @@ def _cases(rng):
                                   torch.searchsorted(torch.arange(-2.0, 2.0, 0.5), a, right=True)], (x, b)),
         "special": (lambda a, p: [torch.lgamma(p), torch.digamma(p), torch.special.zeta(3.0, p),
                                   torch.erfinv(a.tanh()), torch.special.erfcx(a), torch.special.ndtri(p.sigmoid()),
-                                  torch.i0(a), torch.special.i0e(a), torch.special.i1(a), torch.special.i1e(a)],
-                    (x, pos)),
+                                  torch.i0(a), torch.special.i0e(a), torch.special.i1(a), torch.special.i1e(a),
+                                  torch.special.gammainc(p, p), torch.special.gammaincc(p, p)]
+                    + [getattr(torch.special, n)(a) for n in _SPECIAL_NONDIFF]
+                    + [getattr(torch.special, n)(a, 3) for n in _POLYNOMIALS], (x, pos)),
+        "integer": (lambda i, j: [i // j, i % j, torch.fmod(i, j), torch.div(i, j, rounding_mode="trunc")],
+                    (idx - 1, idx + 1)),
     }
 
 
@@ -65,7 +76,7 @@ def _leaves(out):
 
 
 @pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
-                                    "sorting", "special"])
+                                    "sorting", "special", "integer"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")

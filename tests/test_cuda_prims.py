@@ -33,6 +33,12 @@ def _sorted_rows():
 
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+# torch.special's functions without a derivative (computed on the host, as NumPy/SciPy)
+SPECIAL_NONDIFF = ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+                   "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+                   "spherical_bessel_j0", "airy_ai")
+POLYNOMIALS = tuple(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw") + (
+    "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
 # Non-differentiable primitives: (name, inputs, call on tensors)
@@ -58,7 +64,13 @@ NONDIFF = [
     ("int_arith", lambda: [_rng().integers(-9, 9, (3, 4)), _rng(2).integers(1, 5, (4,))],
      lambda a, b: (a + b, a * b, a - b, PRIMS["reduce_sum"](a, axes=(1,), keepdims=False), a.abs(), -a,
                    PRIMS["cumsum"](a, axis=0))),
-]
+    ("floordiv", lambda: [_rng().integers(-9, 9, (3, 4)), np.array([1, -2, 3, -4])],
+     lambda a, b: (PRIMS["floordiv"](a, b), PRIMS["floordiv"](a, 3))),
+    ("mod", lambda: [_rng().integers(-9, 9, (3, 4)), np.array([1, -2, 3, -4])],
+     lambda a, b: (PRIMS["mod"](a, b), PRIMS["mod"](a, -3))),
+] + [(n, lambda: [np.array([-3.0, -0.5, 0.0, 0.7, 2.0, 11.0])], lambda x, n=n: PRIMS[n](x)) for n in SPECIAL_NONDIFF] \
+  + [(n, lambda: [np.array([-1.5, -0.3, 0.2, 0.9, 2.0]), np.array([0.0, 1.0, 2.0, 3.0, 5.0])],
+      lambda x, k, n=n: PRIMS[n](x, k)) for n in POLYNOMIALS]
 
 # Primitives that take no tensor: made on each device directly
 FACTORIES = ["full", "iota", "normal", "uniform"]

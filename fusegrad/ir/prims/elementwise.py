@@ -366,14 +366,24 @@ reduce_precision = Primitive(
 # ---------------------------------------------------------------- special functions
 # The primitives behind torch.special (fusegrad/special.py): lgamma, digamma, the Hurwitz
 # zeta (polygamma(n >= 1) is a multiple of zeta(n + 1, x)), erfinv, erfcx, ndtri and the
-# modified Bessel functions i0, i0e, i1, i1e. Their eager implementations are NumPy (and
-# the math module's lgamma/erf/erfc), computed in float64 and rounded to the input's dtype:
-# no SciPy. None is a scalar operation of fusegrad.ir.scalar_ops, so each declares
-# ``no_lowering``: a compiled graph holding one breaks there and runs it eagerly. They are
-# not in ELEMENTWISE_UNARY/BINARY (those lists are the ops every kernel renderer lowers).
-__all__ += ["lgamma", "digamma", "zeta", "erfinv", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e"]
+# modified Bessel functions i0, i0e, i1, i1e, in NumPy (and the math module's
+# lgamma/erf/erfc); then the incomplete gamma functions, the Bessel functions of the
+# first and second kinds, K0/K1 and Airy Ai, in SciPy (imported on first use), and the
+# orthogonal polynomials (PyTorch's recurrences, in NumPy). Each is computed in float64
+# and rounded to the input's dtype, but the polynomials (see _in_dtype). None is a scalar
+# operation of fusegrad.ir.scalar_ops, so each declares ``no_lowering``: a compiled graph
+# holding one breaks there and runs it eagerly. They are not in ELEMENTWISE_UNARY/BINARY
+# (those lists are the ops every kernel renderer lowers).
+__all__ += ["lgamma", "digamma", "zeta", "erfinv", "erfcx", "ndtri", "i0", "i0e", "i1", "i1e", "gammainc",
+            "gammaincc", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+            "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+            "scaled_modified_bessel_k1", "spherical_bessel_j0", "airy_ai", "chebyshev_polynomial_t",
+            "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+            "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+            "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+            "laguerre_polynomial_l", "legendre_polynomial_p"]
 
-_NO_SPECIAL_LOWERING = ("a special function computed in NumPy (float64): no scalar operation for it in "
+_NO_SPECIAL_LOWERING = ("a special function computed in NumPy or SciPy: no scalar operation for it in "
                         "fusegrad.ir.scalar_ops")
 _MACHEP = 1.11022302462515654042e-16  # Cephes' MACHEP (zeta's stopping test, as PyTorch's)
 _SQRT_PI = math.sqrt(math.pi)
@@ -705,3 +715,213 @@ i0e = _special_unary("i0e", _i0e_64, lambda x, o: sub(i1e(x), mul(sign(x), o)), 
                      saves="in,out")
 i1 = _special_unary("i1", _i1_64, _i1_deriv, "SpecialI1Backward0", saves="in,out")
 i1e = _special_unary("i1e", _i1e_64, _i1e_deriv, "SpecialI1EBackward0", saves="in,out")
+
+
+def _scipy_special(name):
+    """scipy.special's ``name``, imported on first use: SciPy costs ~1 s at `import fusegrad`."""
+    def f(*args):
+        import scipy.special
+        return getattr(scipy.special, name)(*args)
+    f.__name__ = name
+    return f
+
+
+# ---- the regularized incomplete gamma functions P(a, x) and Q(a, x) = 1 - P(a, x)
+def _igamma_vjp(name, sign):
+    """PyTorch's derivative in x, sign * exp(-x) x^(a-1) / Gamma(a), written as it does:
+    exp((a - 1) log(x) - x - lgamma(a)) (NaN at x = 0 for a = 1, as there)."""
+    def vjp(g, ins, out, needs):
+        a, x = ins
+        if needs[0]:
+            raise NotImplementedError(f"the derivative for '{name}: input' is not implemented.")
+        d = exp(sub(sub(mul(sub(a, 1.0), log(x)), x), lgamma(a)))
+        return _grads(ins, needs, None, mul(g, d) if sign > 0 else neg(mul(g, d)))
+    return vjp
+
+
+def _igamma64(scipy_name, lower):
+    """SciPy's P(a, x) (``lower``) or Q(a, x), with PyTorch's boundary values tested in its
+    order, where SciPy gives NaN for some: x = 0 decides before a NaN a, an infinite a
+    before a NaN x, an infinite x before a NaN a."""
+    one, zero = (1.0, 0.0) if lower else (0.0, 1.0)  # P's values, or Q's (1 - P)
+
+    def f(a, x):
+        return np.select([(x < 0) | (a < 0), a == 0, x == 0, np.isinf(a), np.isinf(x)],
+                         [np.nan, np.where(x > 0, one, np.nan), zero, np.where(np.isinf(x), np.nan, zero), one],
+                         _scipy_special(scipy_name)(a, x))
+    f.__name__ = scipy_name
+    return f
+
+
+def _igamma(name, scipy_name, node_name, sign):
+    vjp = _igamma_vjp(name, sign)
+    return Primitive(scipy_name, _special_impl(_igamma64(scipy_name, sign > 0)), abstract=_bin_abstract, vjp=vjp,
+                     jvp=_lin_jvp(vjp), saves="in", kind="elementwise", node_name=node_name,
+                     no_lowering=_NO_SPECIAL_LOWERING)
+
+
+gammainc = _igamma("igamma", "gammainc", "IgammaBackward0", 1)
+gammaincc = _igamma("igammac", "gammaincc", "IgammacBackward0", -1)
+
+
+# ---- functions PyTorch gives no derivative: their results have no grad_fn (nondiff)
+def _special_nondiff(name, impl, abstract=_same):
+    """An elementwise special-function primitive with no derivative and no kernel lowering."""
+    return Primitive(name, impl, abstract=abstract, kind="elementwise", nondiff=True,
+                     no_lowering=_NO_SPECIAL_LOWERING)
+
+
+def _airy_ai64(x):
+    """SciPy's Ai(x), with PyTorch's values where SciPy has none (NaN): NaN at +-inf, 0 above
+    103.892 and, below -1e6, the leading term of the asymptotic expansion
+    sin(2/3 (-x)^(3/2) + pi/4) / (sqrt(pi) (-x)^(1/4)) (the next is ~1e-10 relative there)."""
+    ai = np.asarray(_scipy_special("airy")(x)[0], np.float64)
+    far = x < -1e6
+    xf = x[far]
+    ai[far] = np.sin(-2.0 * xf * np.sqrt(-xf) / 3.0 + 0.25 * np.pi) / (_SQRT_PI * np.sqrt(np.sqrt(-xf)))
+    ai[x > 103.892] = 0.0
+    ai[np.isinf(x)] = np.nan
+    return ai
+
+
+# sin(x) / x's Taylor series (PyTorch's, below |x| = 0.5), highest power of x^2 first
+_SPHERICAL_J0 = (1 / 6227020800, -1 / 39916800, 1 / 362880, -1 / 5040, 1 / 120, -1 / 6, 1.0)
+
+
+def _spherical_bessel_j0_64(x):
+    """sin(x) / x, its Taylor series below |x| = 0.5, 0 at +-inf."""
+    return np.where(np.abs(x) < 0.5, _polevl(x * x, _SPHERICAL_J0), np.where(np.isinf(x), 0.0, np.sin(x) / x))
+
+
+bessel_j0 = _special_nondiff("bessel_j0", _special_impl(_scipy_special("j0")))
+bessel_j1 = _special_nondiff("bessel_j1", _special_impl(_scipy_special("j1")))
+bessel_y0 = _special_nondiff("bessel_y0", _special_impl(_scipy_special("y0")))
+bessel_y1 = _special_nondiff("bessel_y1", _special_impl(_scipy_special("y1")))
+modified_bessel_i0 = _special_nondiff("modified_bessel_i0", _special_impl(_scipy_special("i0")))
+modified_bessel_i1 = _special_nondiff("modified_bessel_i1", _special_impl(_scipy_special("i1")))
+modified_bessel_k0 = _special_nondiff("modified_bessel_k0", _special_impl(_scipy_special("k0")))
+modified_bessel_k1 = _special_nondiff("modified_bessel_k1", _special_impl(_scipy_special("k1")))
+scaled_modified_bessel_k0 = _special_nondiff("scaled_modified_bessel_k0", _special_impl(_scipy_special("k0e")))
+scaled_modified_bessel_k1 = _special_nondiff("scaled_modified_bessel_k1", _special_impl(_scipy_special("k1e")))
+spherical_bessel_j0 = _special_nondiff("spherical_bessel_j0", _special_impl(_spherical_bessel_j0_64))
+airy_ai = _special_nondiff("airy_ai", _special_impl(_airy_ai64))
+
+
+# ---- the orthogonal polynomials p_n(x), n an operand of x's dtype (PyTorch's kernels)
+def _in_dtype(f):
+    """``f(x, n)`` in x's dtype with n truncated to an integer degree: PyTorch runs these
+    recurrences in the operands' dtype, so a float32 one overflows to inf, and then to NaN
+    (inf - inf), at the degree where float32 does; float64 and rounding would give inf or a
+    finite value there. n as PyTorch's static_cast<int64_t>: toward zero, and NaN, +-inf and
+    values beyond int64 to INT64_MIN on x86 (a negative degree: the result is 0)."""
+    def impl(x, n):
+        x, n = np.broadcast_arrays(np.asarray(x), np.asarray(n))
+        deg = np.where(np.isfinite(n) & (np.abs(n) < 2.0 ** 63), n, -1.0).astype(np.int64)
+        with np.errstate(all="ignore"):
+            return np.asarray(f(x, deg), x.dtype)
+    impl.__name__ = f.__name__
+    return impl
+
+
+def _recurrence(x, n, q1, step):
+    """Degree ``n`` of the polynomials whose degree 0 is 1, degree 1 ``q1`` and degree j + 1
+    ``step(j, x, p, q)`` from p and q, degrees j - 1 and j (elements of degree < 0 are
+    the caller's). Elements of degree >= 2 are iterated, each until its degree or until its
+    value is NaN, where PyTorch's loops stop too."""
+    out = np.where(n == 0, np.ones_like(x), q1)
+    live = np.flatnonzero(n >= 2)
+    xs, ns, qs = x.ravel()[live], n.ravel()[live], q1.ravel()[live]
+    ps = np.ones_like(qs)
+    j = 1
+    while live.size:
+        ps, qs = qs, step(j, xs, ps, qs)
+        j += 1
+        done = (ns == j) | np.isnan(qs)
+        if done.any():
+            out.flat[live[done]] = qs[done]
+            keep = ~done
+            live, xs, ns, ps, qs = live[keep], xs[keep], ns[keep], ps[keep], qs[keep]
+    return out
+
+
+def _chebyshev(y, n, kind, trig_above, shifted):
+    """The Chebyshev polynomial of the first to fourth ``kind`` ("t", "u", "v", "w") at y
+    (2x - 1 for the shifted ones), as PyTorch computes it: exact values at y = +-1, the
+    trigonometric form (t = acos y) where |y| < 1 and n > ``trig_above``, else the
+    recurrence r = 2y q - p."""
+    nf = n.astype(y.dtype)
+    sign = np.where(n % 2 == 0, 1, -1)
+    t = np.arccos(y)
+    if kind == "t":
+        q1, hi, lo = y, 1, sign
+        trig = np.cos(nf * t)
+    elif kind == "u":
+        q1, hi, lo = y + y, nf + 1, sign * (nf + 1)
+        s = np.sin(t)
+        trig = np.where(s != 0, np.sin((nf + 1) * t) / s, (nf + 1) * np.cos((nf + 1) * t) / y)
+    elif kind == "v":
+        q1, hi, lo = y + y - 1, 1, sign * (nf + nf + 1)
+        trig = np.where(np.sin(t / 2) != 1, np.cos((nf + 0.5) * t) / np.cos(t / 2), lo)
+    else:
+        q1, hi, lo = y + y + 1, nf + nf + 1, sign
+        # where cos(t / 2) rounds to 1 (y just below 1) PyTorch's shifted kernel gives +-1,
+        # its unshifted one 2n + 1
+        trig = np.where(np.cos(t / 2) != 1, np.sin((nf + 0.5) * t) / np.sin(t / 2),
+                        sign if shifted else np.where(y > 0, nf + nf + 1, sign))
+    use_trig = (n > trig_above) & (np.abs(y) < 1)
+    edge = (y == 1) | (y == -1)
+    r = _recurrence(y, np.where(use_trig | edge, 0, n), q1, lambda j, y, p, q: (y + y) * q - p)
+    return np.where(n < 0, 0, np.where(y == 1, hi, np.where(y == -1, lo, np.where(use_trig, trig, r))))
+
+
+def _chebyshev_impl(kind, trig_above, shifted=False):
+    def f(x, n):
+        return _chebyshev(x + x - 1 if shifted else x, n, kind, trig_above, shifted)
+    f.__name__ = ("shifted_" if shifted else "") + "chebyshev_polynomial_" + kind
+    return _in_dtype(f)
+
+
+def _hermite_limit(x):
+    """PyTorch's largest degree of the Hermite polynomials (beyond it: NaN)."""
+    return 128 if x.dtype == np.float32 else 512
+
+
+def _hermite_h(x, n):
+    lim = _hermite_limit(x)
+    r = _recurrence(x, np.where(n > lim, 0, n), x + x, lambda j, x, p, q: (x + x) * q - (2 * j) * p)
+    return np.where(n < 0, 0, np.where(n > lim, np.nan, r))
+
+
+def _hermite_he(x, n):
+    lim = _hermite_limit(x)
+    r = _recurrence(x, np.where(n > lim, 0, n), x, lambda j, x, p, q: x * q - j * p)
+    return np.where(n < 0, 0, np.where(n > lim, np.nan, r))
+
+
+def _laguerre_l(x, n):
+    r = _recurrence(x, np.where(x == 0, 0, n), 1 - x, lambda j, x, p, q: ((2 * j + (1 - x)) * q - j * p) / (j + 1))
+    return np.where(n < 0, 0, r)
+
+
+def _legendre_p(x, n):
+    edge = np.abs(x) == 1
+    r = _recurrence(x, np.where(edge, 0, n), x, lambda j, x, p, q: ((2 * j + 1) * x * q - j * p) / (j + 1))
+    return np.where(n < 0, 0, np.where(edge, np.where((x > 0) | (n % 2 == 0), 1, -1), r))
+
+
+def _polynomial(name, f):
+    return _special_nondiff(name, f, abstract=_bin_abstract)
+
+
+chebyshev_polynomial_t = _polynomial("chebyshev_polynomial_t", _chebyshev_impl("t", 6))
+chebyshev_polynomial_u = _polynomial("chebyshev_polynomial_u", _chebyshev_impl("u", 8))
+chebyshev_polynomial_v = _polynomial("chebyshev_polynomial_v", _chebyshev_impl("v", 8))
+chebyshev_polynomial_w = _polynomial("chebyshev_polynomial_w", _chebyshev_impl("w", 8))
+shifted_chebyshev_polynomial_t = _polynomial("shifted_chebyshev_polynomial_t", _chebyshev_impl("t", 6, True))
+shifted_chebyshev_polynomial_u = _polynomial("shifted_chebyshev_polynomial_u", _chebyshev_impl("u", 6, True))
+shifted_chebyshev_polynomial_v = _polynomial("shifted_chebyshev_polynomial_v", _chebyshev_impl("v", 6, True))
+shifted_chebyshev_polynomial_w = _polynomial("shifted_chebyshev_polynomial_w", _chebyshev_impl("w", 4, True))
+hermite_polynomial_h = _polynomial("hermite_polynomial_h", _in_dtype(_hermite_h))
+hermite_polynomial_he = _polynomial("hermite_polynomial_he", _in_dtype(_hermite_he))
+laguerre_polynomial_l = _polynomial("laguerre_polynomial_l", _in_dtype(_laguerre_l))
+legendre_polynomial_p = _polynomial("legendre_polynomial_p", _in_dtype(_legendre_p))
