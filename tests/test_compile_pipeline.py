@@ -28,6 +28,13 @@ _POLYNOMIALS = tuple(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") fo
     "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 
 
+def _no_grad_update(a):
+    w = a * 2
+    with torch.no_grad():
+        w.mul_(0.5)  # (w keeps its history: a straight_through)
+    return (w * w).detach()
+
+
 def _cases(rng):
     x, y = _t(rng, 3, 4), _t(rng, 3, 4)
     pos = _t(rng, 3, 4, low=0.1, high=3.0)
@@ -68,6 +75,7 @@ def _cases(rng):
                     + [getattr(torch.special, n)(a, 3) for n in _POLYNOMIALS], (x, pos)),
         "integer": (lambda i, j: [i // j, i % j, torch.fmod(i, j), torch.div(i, j, rounding_mode="trunc")],
                     (idx - 1, idx + 1)),
+        "no_grad_update": (_no_grad_update, (x.clone().requires_grad_(),)),
     }
 
 
@@ -76,7 +84,7 @@ def _leaves(out):
 
 
 @pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
-                                    "sorting", "special", "integer"])
+                                    "sorting", "special", "integer", "no_grad_update"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")

@@ -76,3 +76,31 @@ def test_two_optimizer_steps_in_one_call():
     (lc, wc), (lt, wt) = run(fusegrad, True), run(torch, False)
     np.testing.assert_allclose(lc, lt, rtol=1e-13)
     np.testing.assert_allclose(wc, wt, rtol=1e-13)
+
+
+def test_no_grad_in_place_updates_of_a_non_leaf_keep_its_history_when_compiled():
+    """``with no_grad(): ww.mul_(0.5)`` on ``ww = w * 2``: PyTorch keeps ww's history, so the
+    gradient passes the update (and reads the updated values); compiled code dropped the
+    path (w's gradient was only the ``w.sum()`` term's ones), as it did for F.embedding's
+    max_norm renormalization of a computed weight."""
+    torch = pytest.importorskip("torch")
+    w0 = np.arange(1.0, 7.0).reshape(2, 3)
+    idx = [[1, 0], [1, 1]]
+
+    def f(lib, w):
+        ww = w * 2.0
+        vv = w * 3.0
+        with lib.no_grad():
+            ww.mul_(0.5)
+            vv[0] = 0.0
+            vv.div_(vv.norm().clamp(min=1.0))
+        emb = lib.nn.functional.embedding(lib.tensor(idx), w * 1.0, max_norm=1.0)
+        return (ww * ww).sum() + (vv * w).sum() + emb.pow(2).sum() + w.sum()
+    grads = []
+    for lib, fn in ((torch, lambda w: f(torch, w)), (fusegrad, lambda w: f(fusegrad, w)),
+                    (fusegrad, fusegrad.compile(lambda w: f(fusegrad, w)))):
+        w = lib.tensor(w0, requires_grad=True)
+        fn(w).backward()
+        grads.append(w.grad.numpy())
+    for g in grads[1:]:
+        np.testing.assert_allclose(g, grads[0], rtol=1e-12)

@@ -260,6 +260,10 @@ for _p, _dom in [("lgamma", _ARG(0.3, 3.0)), ("digamma", _ARG(0.3, 3.0)), ("erfi
                  ("i1e", away0)]:
     add(_p, [("2x3", lambda _dom=_dom: [_dom((2, 3))]), ("T", lambda _dom=_dom: [T(_dom((3, 2)))])])
 add("zeta", [("q", lambda: [np.full((2, 3), 3.0), _r((2, 3), 0.5, 2.0)])], diff=(1,))
+# the value of its second operand, the derivative of its first: on a + 0.5 the derivative in
+# a is the one finite differences see
+add("straight_through", [("2x3", lambda: [rnd((2, 3))])],
+    fn=lambda a: PRIMS["straight_through"](a, (a + 0.5).detach()))
 # the regularized incomplete gamma functions differentiate in x only, as PyTorch's
 for _p in ("gammainc", "gammaincc"):
     add(_p, [("x", lambda: [np.full((2, 3), 2.5), _r((2, 3), 0.5, 2.0)])], diff=(1,))

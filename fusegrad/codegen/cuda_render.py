@@ -167,7 +167,7 @@ class _Scalars:
         raise Unsupported(f"cuda backend: no CUDA lowering of scalar operation {op!r}")
 
 
-_INFIX = {"copy": "{0}", "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+_INFIX = {"copy": "{0}", "second": "{1}", "neg": "(-{0})", "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
           "div": "({0} / {1})", "floordiv": "({0} // {1})", "mod": "({0} % {1})", "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})",
           "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})", "and": "({0} and {1})",
           "or": "({0} or {1})", "xor": "({0} != {1})", "not": "(not {0})", "isnan": "({0} != {0})",

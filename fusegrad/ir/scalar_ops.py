@@ -86,6 +86,7 @@ def _where(args, dt, params):
 
 _OPS = [
     ("copy", 1, lambda a, dt, p: a[0]),
+    ("second", 2, lambda a, dt, p: a[1]),  # (prims.straight_through: the first is only differentiated)
     ("neg", 1, _typed(np.negative)),
     ("exp", 1, _typed(np.exp)),
     ("log", 1, _typed(np.log)),

@@ -2025,6 +2025,11 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         if type(self._data) is Var and self._data.trace.tracks:  # (a segmented trace gives it its value at a break)
             self._data.trace.track(old)
         new = fn(old)
+        if not grad_on and self._grad_fn is not None and not new._rg:
+            # under no_grad the tensor keeps its history (PyTorch): its gradient passes the update
+            from .grad_mode import enable_grad
+            with enable_grad():
+                new = P.straight_through(old, new)
         self._data = new._data
         if type(self._data) is Var and type(old._data) is not Var and self._data.trace.tracks:
             self._data.trace.track(self)  # fn broke the graph (old got its value): self takes the later segment's

@@ -17,7 +17,7 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
            "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-           "logical_not", "isnan", "stop_gradient", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
+           "logical_not", "isnan", "stop_gradient", "straight_through", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
 
 def _same(avals, params):
@@ -290,6 +290,14 @@ mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="eleme
 # traced graph, so that the IR's VJP/JVP passes do not differentiate through them.
 stop_gradient = Primitive("stop_gradient", lambda x: x, abstract=_same, kind="elementwise", scalar="copy",
                           nondiff=True, node_name="StopGradient")
+
+
+# The value of its second operand with the derivative of its first: what an in-place
+# update made under no_grad becomes in a traced graph when its tensor requires grad. PyTorch
+# keeps that tensor's history, so gradients pass through the update as if it were not there.
+straight_through = Primitive("straight_through", lambda a, b: b, abstract=lambda avals, params: avals[1], kind="elementwise",
+                             scalar="second", vjp=lambda g, ins, out, needs: (g if needs[0] else None, None),
+                             jvp=lambda ts, ins, out: ts[0], node_name="StraightThrough")
 
 
 # ---------------------------------------------------------------- where and cast
