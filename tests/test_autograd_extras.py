@@ -585,3 +585,25 @@ def test_full_backward_hook_sees_none_for_an_output_without_gradient():
         return log
 
     assert run(fg) == run(torch)
+
+
+def test_in_place_changes_through_data_are_not_tracked_as_torch():
+    """``p.data.mul_(...)`` between a forward and its backward (weight clipping, projections)
+    keeps the backward legal; it reads the changed values, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    w0 = np.random.default_rng(1).standard_normal((2, 3))
+    x0 = np.random.default_rng(2).standard_normal((4, 3))
+    res = []
+    for lib in (torch, fg):
+        w = lib.tensor(w0, requires_grad=True)
+        x = lib.tensor(x0, requires_grad=True)
+        out = (x @ w.T).tanh()
+        w.data.mul_(0.5)
+        out.sum().backward()
+        a = lib.tensor([0.5, -1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        y = a.exp()
+        y.data.mul_(2)
+        assert y._version == 0 and a._version == 0
+        res.append([x.grad.numpy(), w.grad.numpy(), lib.autograd.grad(y.sum(), a)[0].numpy()])
+    for ours, theirs in zip(res[1], res[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -192,7 +192,13 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        """The tensor's values without autograd: as ``detach()``, but with a version counter of
+        its own, so in-place changes through it are not tracked (PyTorch's weight clipping and
+        EMA idiom ``p.data.mul_(...)`` between a forward and its backward)."""
+        t = self.detach()
+        if type(self._data) is not Var:
+            t._vbox = None
+        return t
 
     @data.setter
     def data(self, value: "Tensor") -> None:
