@@ -667,3 +667,31 @@ def test_a_backward_from_one_output_keeps_what_anothers_backward_needs():
     np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12)
     for ours, eager in zip(grads[1][1:], grads[0][1:]):
         np.testing.assert_allclose(ours, eager, rtol=1e-10)
+
+
+@pytest.mark.parametrize("min_work", [0, 1 << 16])
+def test_a_break_cuts_only_the_autograd_nodes_its_own_segment_recorded(min_work, monkeypatch):
+    """An embedding with max_norm renormalizes its weight in place under no_grad at each call:
+    the second call's segment traces the weight, which the first call's index node also
+    reads; that node (an earlier segment's) keeps what it saved, so the backward matches
+    eager's (it raised 'NoneType' object is not subscriptable)."""
+    import fusegrad as F
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", min_work)
+    w0 = (np.random.default_rng(0).standard_normal((8, 4)) * 1.5).astype(np.float32)
+    idx = F.tensor([[1, 2, 0, 7], [5, 2, 2, 0]])
+
+    def step(w, i):
+        e = F.nn.Embedding(8, 4, padding_idx=3, max_norm=2.0)
+        with F.no_grad():
+            e.weight.copy_(w)
+        out = e(i)
+        out2 = e(i[:, :2])
+        (out.sum() + (out2 * 2).sum()).backward()
+        return out.detach(), e.weight.grad
+    want = step(F.tensor(w0), idx)
+    cf = F.compile(step)
+    got = cf(F.tensor(w0), idx)
+    assert cf.cache_info()["graph_breaks"]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)

@@ -10,6 +10,7 @@ Errors from the impl come back naming the op, the operands' shapes and the user'
 from __future__ import annotations
 
 import traceback
+import weakref
 
 import numpy as np
 
@@ -116,6 +117,8 @@ def bind(prim, args, params):
         for a in args:
             if isinstance(a, Tensor) and a._rg:
                 record(prim, args, params, out)
+                if tracker is not None:
+                    tracker.recorded.append(_weakref(out._grad_fn))
                 break
     fw = forward_state.STATE
     if fw.level is not None and not fw.busy:
@@ -285,6 +288,7 @@ def _pack_saved(node, prim, args, out) -> None:
 
 
 _new = object.__new__
+_weakref = weakref.ref
 
 
 def _edge(a):

@@ -72,6 +72,7 @@ class SegmentTrace(CaptureTrace):
         self.snaps, self._snapped, self._captured, self._keep = [], set(), {}, []
         self.operands: list = []  # the concrete tensors the segment reads: its inputs, in order
         self._tracked: list = []  # weak references to the tensors it made
+        self.recorded: list = []  # weak references to the autograd nodes its operations recorded
         self.forget_updates()
 
     def track(self, t: Tensor) -> None:
@@ -146,18 +147,15 @@ class SegmentTrace(CaptureTrace):
         A break inside a backward (a custom Function's backward that breaks) cuts nothing:
         the running engine may still apply those nodes. Their saved outputs then leave the
         segment too; returned as (node, tensor) pairs, the node to take the tensor's value."""
-        stack = [t._grad_fn for t in (r() for r in self._tracked) if t is not None and t._grad_fn is not None]
-        stack += [s[0]._grad_fn for s in self.snaps if s[0]._grad_fn is not None]
         keep = RUNNING.graph is not None
-        seen: set = set()
         saved = []
-        while stack:
-            n = stack.pop()
-            if id(n) in seen or type(n).__mro__[1] is not PrimNode or not n.ins or not any(
+        # (only its own: a node of an earlier segment or of eager code may read a tensor this
+        # segment traces now, a leaf it updated in place)
+        for r in self.recorded:
+            n = r()
+            if n is None or type(n).__mro__[1] is not PrimNode or not n.ins or not any(
                     isinstance(a, Tensor) and type(a._data) is Var and a._data.trace is self for a in n.ins):
                 continue
-            seen.add(id(n))
-            stack.extend(e[0] for e in n.edges if e is not None)
             if not keep:
                 n.ins, n.versions, n.out_data, n.out_box = None, (), None, None
             elif type(n.out_data) is Var and n.out_data.trace is self:
