@@ -695,3 +695,20 @@ def test_a_break_cuts_only_the_autograd_nodes_its_own_segment_recorded(min_work,
     assert cf.cache_info()["graph_breaks"]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+
+
+def test_a_module_made_and_cast_inside_compiled_code_takes_the_new_dtype():
+    """``nn.Linear(...).double()`` inside a compiled function (its Parameter breaks the graph,
+    then ``.double()`` sets each parameter's ``.data`` to a float64 value): the parameter
+    takes the new array; it was written into the old float32 one."""
+    import fusegrad as F
+    w0 = np.random.default_rng(0).standard_normal((3, 4))
+
+    def make(w):
+        lin = F.nn.Linear(4, 3).double()
+        with F.no_grad():
+            lin.weight.copy_(w)
+        return lin.weight * 1.0
+    got, want = F.compile(make)(F.tensor(w0)), make(F.tensor(w0))
+    assert got.dtype == want.dtype == F.float64
+    np.testing.assert_array_equal(got.detach().numpy(), w0)

@@ -244,7 +244,9 @@ class SegmentTrace(CaptureTrace):
                 if updated:  # the segment's backward keeps what it saved of the tensors updated below
                     ctx.keep_apart([data for _, data, *_ in updated])
         for (h, data, *_), v in zip(updated, values[n_live:]):
-            if not _same_array(data, v._data):
+            if data.shape != v._data.shape or data.dtype != v._data.dtype:
+                h._data = v._data  # (``.data =`` a value of another dtype or shape: Module.double())
+            elif not _same_array(data, v._data):
                 (_writable(data) if type(data) is np.ndarray and not data.flags.writeable else data)[...] = v._data
             h._bump()
             if v._rg:
