@@ -104,3 +104,49 @@ def test_no_grad_in_place_updates_of_a_non_leaf_keep_its_history_when_compiled()
         grads.append(w.grad.numpy())
     for g in grads[1:]:
         np.testing.assert_allclose(g, grads[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("update", ["normalize", "clamp", "two_steps"])
+def test_parameters_updated_under_no_grad_then_used_keep_their_gradients_when_compiled(update):
+    """SwAV's prototype normalization, WGAN's clamp_, two optimizer steps in one compiled
+    call: each parameter, updated in place without gradient and then used, gets its gradient
+    (compiled code left weight.grad None or stale: a view of the updated leaf, the forward's
+    weight.t(), was taken for a detached one)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w1, w2, x0 = rng.standard_normal((5, 4)), rng.standard_normal((3, 5)), rng.standard_normal((6, 4))
+
+    def run(lib, compiled):
+        net = lib.nn.Sequential(lib.nn.Linear(4, 5), lib.nn.Tanh(), lib.nn.Linear(5, 3)).double()
+        with lib.no_grad():
+            net[0].weight.copy_(lib.tensor(w1))
+            net[2].weight.copy_(lib.tensor(w2))
+            net[0].bias.fill_(0.1)
+            net[2].bias.fill_(-0.2)
+        opt = lib.optim.SGD(net.parameters(), lr=0.1)
+
+        def step(x):
+            with lib.no_grad():
+                if update == "normalize":
+                    net[0].weight.copy_(lib.nn.functional.normalize(net[0].weight, dim=1))
+                elif update == "clamp":
+                    for p in net.parameters():
+                        p.clamp_(-0.5, 0.5)
+            for _ in range(2 if update == "two_steps" else 1):
+                opt.zero_grad()
+                loss = net(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+            return loss
+        fn = fusegrad.compile(step) if compiled else step
+        out = []
+        for _ in range(3):
+            loss = fn(lib.tensor(x0))
+            out.append([loss.item()] + [p.grad.numpy().copy() for p in net.parameters()]
+                       + [p.detach().numpy().copy() for p in net.parameters()])
+        return out
+    want = run(torch, False)
+    for got in (run(fusegrad, False), run(fusegrad, True)):
+        for g_call, w_call in zip(got, want):
+            for g, w in zip(g_call, w_call):
+                np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)

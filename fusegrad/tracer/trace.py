@@ -182,7 +182,9 @@ class Trace:
             t = replay_view(view._base, view._view_fn)
             stopped = t._rg and not view._rg  # (a detached alias shares its base's Var)
             if type(old) is Var and old.trace is self and not (stopped and self.follows_requires_grad):
-                stopped = view._view_fn == () or self._detached(old)  # (() : a detached alias itself)
+                # (() : a detached alias itself; a leaf's view is no detached one because the
+                # leaf's value came from an update without gradient: its gradient is the leaf's)
+                stopped = view._view_fn == () or (self._detached(old) and id(view._base) not in self.rebound_leaves)
             if stopped:
                 self._derived[id(t)] = (t, entry[1])  # (made from the current base: binding it derives nothing)
                 t = bind(stop_gradient, (t,), {})
