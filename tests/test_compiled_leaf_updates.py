@@ -150,3 +150,38 @@ def test_parameters_updated_under_no_grad_then_used_keep_their_gradients_when_co
         for g_call, w_call in zip(got, want):
             for g, w in zip(g_call, w_call):
                 np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_a_buffer_filled_with_values_that_require_grad_gets_their_history_when_compiled():
+    """The seq2seq decoder loop ``outputs = zeros(T, B, H); for t: outputs[t] = step(...)`` with
+    only the step compiled: the buffer takes the written values' autograd history, as eager
+    (compiled code wrote the values back without it, and the loss's gradient through
+    ``outputs`` was lost silently). Also an in-place update of a view of an argument that
+    requires grad, which raised 'a view of a leaf Variable'."""
+    torch = pytest.importorskip("torch")
+    xs0 = np.random.default_rng(0).standard_normal((4, 3, 5))
+    w0 = np.random.default_rng(1).standard_normal((5, 5)) * 0.3
+
+    def run(lib, compiled, how):
+        w = lib.tensor(w0, requires_grad=True)
+
+        def step(outputs, t, x, h):
+            h = (x @ w).tanh() + h
+            if how == "setitem":
+                outputs[t] = h
+            elif how == "copy_":
+                outputs[t].copy_(h)
+            else:
+                outputs.index_copy_(0, lib.tensor([t]), h.unsqueeze(0))
+            return h
+        f = fusegrad.compile(step) if compiled else step
+        outputs, h, xs = lib.zeros(4, 3, 5, dtype=lib.float64), lib.zeros(3, 5, dtype=lib.float64), lib.tensor(xs0)
+        for t in range(4):
+            h = f(outputs, t, xs[t], h)
+        ((outputs ** 2).sum() + h.sum()).backward()
+        return outputs.detach().numpy(), w.grad.numpy()
+    for how in ("setitem", "copy_", "index_copy_"):
+        want = run(torch, False, how)
+        for got in (run(fusegrad, False, how), run(fusegrad, True, how)):
+            for g, e in zip(got, want):
+                np.testing.assert_allclose(g, e, rtol=1e-12)

@@ -228,6 +228,9 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     # a .grad: written into the caller's tensors; an int holder is the argument's position
     for i, (t, var) in enumerate(inputs):
         if t._data is not var:
+            if t._grad_fn is not None:  # (a write-back carries no autograd history: eager's gives it one)
+                raise GraphBreak(f"an argument ({list(t.shape)} {t.dtype}) updated in place with a value that "
+                                 "requires grad (a buffer filled step by step, outputs[t] = h)")
             writebacks.append(("data", i))
             g.outputs.append(tr.lift(t))
         if t._grad is not None:

@@ -1990,6 +1990,8 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     base = self._base
     if grad_on and base is not None and self._rg and base._rg and base._grad_fn is None:
         # (a detached alias, as from .detach() or .data, does not require grad and may be written)
+        if trs and id(base) in getattr(trs[-1], "nonleaf_inputs", ()):  # (traced as a leaf, it is none)
+            trs[-1].graph_break(f"in-place update of a view of an argument that requires grad at {user_frame()}")
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     # a captured (concrete) tensor mutated inside fusegrad.compile: its update is traced so
     # that it is replayed (written back) on every call, not applied once at trace time
