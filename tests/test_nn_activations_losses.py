@@ -292,3 +292,21 @@ def test_new_layers_in_one_compiled_step():
     for a, b in zip(gc, ge):
         np.testing.assert_allclose(np_of(a), np_of(b), rtol=1e-4, atol=1e-6)
     assert compiled.cache_info()["graph_breaks"] == []
+
+
+def test_mean_losses_with_every_target_ignored_are_nan_with_zero_gradients_as_torch():
+    """A crop whose pixels are all ignore_index: PyTorch's mean loss is NaN but its gradient
+    exactly 0, so a summed multi-term loss still trains (ours was 0/0 = NaN everywhere)."""
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(0).standard_normal((3, 5))
+    target = [2, 2, 2]
+    for kw in ({}, {"label_smoothing": 0.1}, {"weight": [1.0, 2.0, 0.5, 1.0, 1.0]}):
+        res = []
+        for lib in (torch, fg):
+            x = lib.tensor(x0, requires_grad=True)
+            args = {k: lib.tensor(v, dtype=lib.float64) if k == "weight" else v for k, v in kw.items()}
+            loss = lib.nn.functional.cross_entropy(x, lib.tensor(target), ignore_index=2, **args)
+            (loss.nan_to_num() + x.sum()).backward()
+            res.append((loss.item(), x.grad.numpy()))
+        assert np.isnan(res[1][0]) and np.isnan(res[0][0])
+        np.testing.assert_array_equal(res[1][1], res[0][1])

@@ -480,8 +480,15 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
 
     def nll(input):
         loss = O.neg(O.mul(O.squeeze(O.gather(input, 1, O.unsqueeze(safe, 1)), 1), w))
-        return O.div(loss.sum(), w.sum()) if reduction == "mean" else _reduce(loss, reduction)
+        return _weighted_mean(loss.sum(), w.sum()) if reduction == "mean" else _reduce(loss, reduction)
     return one_node("NllLossBackward0", nll, input)
+
+
+def _weighted_mean(total: Tensor, weight_sum: Tensor) -> Tensor:
+    """``total / weight_sum``, NaN when every target is ignored (the sum is 0), as PyTorch's;
+    its gradient is then 0, not 0/0: a summed loss with such a term still trains."""
+    empty = O.eq(weight_sum, 0)
+    return O.add(O.div(total, O.where(empty, 1.0, weight_sum)), O.where(empty, math.nan, 0.0))
 
 
 @float32_policy
@@ -512,7 +519,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
             denom = O.sum(O.logical_not(ignored))
         else:
             denom = O.sum(O.where(ignored, 0.0, weight[O.where(ignored, 0, target)]))
-        smooth = O.div(smooth.sum(), denom)
+        smooth = _weighted_mean(smooth.sum(), denom)
     else:
         smooth = _reduce(smooth, reduction)
     return O.add(O.mul(nll, 1.0 - label_smoothing), O.mul(smooth, label_smoothing / n_classes))
