@@ -2141,7 +2141,10 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
     whose elements share memory, detached views of a base that requires grad and views of
     tensors from outside the trace still break.)"""
     chain = view._view_fn
-    new = fn(view)
+    # fn reads a stand-in: the nodes it records keep the view's old value, which deriving the
+    # view again from the updated base would change under them (mul_'s saved operand)
+    trace.lift(view)  # (derived again first if the base was updated since)
+    new = fn(_snapshot(view, copy=False))
     from .grad_mode import no_grad
     with no_grad():
         mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
