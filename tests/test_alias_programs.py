@@ -401,3 +401,24 @@ def test_backward_inside_compiled_code_through_in_place_ops_on_views_matches_tor
     for got in res[1:]:
         for x, y in zip(got, res[0]):
             np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12)
+
+
+def test_contiguous_of_a_transposed_argument_is_a_copy_when_compiled():
+    """``x.t().contiguous()`` (a weight snapshot a compiled helper takes) is a new tensor, as
+    eager's: compiled code returned a view of x, which changed with x's next update. A
+    contiguous view (a row) stays one, and traced views answer is_contiguous as eager's."""
+    torch = pytest.importorskip("torch")
+    cases = {"t": lambda x: x.t().contiguous(), "permute": lambda x: x.permute(1, 0).contiguous(),
+             "step": lambda x: x[:, ::2].contiguous(), "row": lambda x: x[1].contiguous(),
+             "flags": lambda x: torch_flags(x)}
+
+    def torch_flags(x):
+        return x.new_tensor([x.t().is_contiguous(), x[1:].is_contiguous(), x[:, 1:].is_contiguous()])
+    for name, f in cases.items():
+        res = []
+        for lib, compiled in ((torch, False), (fusegrad, False), (fusegrad, True)):
+            x = lib.arange(12.0).view(3, 4)
+            out = (fusegrad.compile(f) if compiled else f)(x)
+            x.mul_(-1)
+            res.append(out.tolist())
+        assert res[0] == res[1] == res[2], (name, res)

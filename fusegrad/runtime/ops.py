@@ -1167,12 +1167,18 @@ def _order(x: Tensor, memory_format):
 
 
 def is_contiguous(x: Tensor, memory_format=None) -> bool:
-    """Whether ``x`` is laid out densely in ``memory_format`` (C order by default); a traced
-    value always is (layouts are the compiler's)."""
+    """Whether ``x`` is laid out densely in ``memory_format`` (C order by default). A traced
+    value is (layouts are the compiler's), unless it is a view: then as eager's view of a
+    dense base would be (``x.t()`` is not, so ``x.t().contiguous()`` is a copy, not an alias)."""
     d = x._data
-    if type(d) is Var:
-        return True
     order = _order(x, memory_format)
+    if type(d) is Var:
+        if x._base is None or not x._view_fn:
+            return True
+        d = np.empty(x._base._data.shape, np.uint8)  # (never read: the view chain's layout on a dense base)
+        for prim, params in x._view_fn:
+            d = prim.impl(d, **params)
+        return d.flags.c_contiguous if order is None else is_laid_out(d, order)
     return devices.is_contiguous(d) if order is None or type(d) is not np.ndarray else is_laid_out(d, order)
 
 
