@@ -422,3 +422,31 @@ def test_contiguous_of_a_transposed_argument_is_a_copy_when_compiled():
             x.mul_(-1)
             res.append(out.tolist())
         assert res[0] == res[1] == res[2], (name, res)
+
+
+def test_ops_that_copy_in_torch_give_new_tensors_eager_and_compiled():
+    """reshape/flatten of a transposed tensor (compiled: it wrote through to x), F.pad with
+    zero amounts and roll by a multiple of the size (they returned x itself, so the NLP
+    padding idiom's later in-place op changed the caller's sequence), narrow_copy, equal
+    expressions returned twice (init_hidden's (zeros, zeros): compiled, one buffer); and
+    circular padding with a negative amount wraps around what the crop leaves."""
+    torch = pytest.importorskip("torch")
+
+    def copies(lib, x):
+        return [x.t().reshape(-1), x.t().flatten(), x.view(2, 2, 3).permute(1, 0, 2).reshape(4, 3),
+                lib.nn.functional.pad(x, (0, 0)), x.roll(0, 0), x.roll(4, 0), lib.narrow_copy(x, 1, 1, 2),
+                lib.zeros(3), lib.zeros(3), x * 2, x * 2]  # (equal expressions: one value, two tensors)
+
+    def circular(lib, x):
+        x4 = x.view(1, 1, 4, 3)
+        return [lib.nn.functional.pad(x4, p, mode="circular") for p in ((-1, 2, 0, 0), (2, -1, 1, -1))]
+    for f in (copies, circular):
+        res = []
+        for lib, compiled in ((torch, False), (fusegrad, False), (fusegrad, True)):
+            x = lib.arange(12.0).view(4, 3)
+            fn = fusegrad.compile(lambda x: f(fusegrad, x)) if compiled else (lambda x: f(lib, x))
+            outs = fn(x)
+            for o in outs:
+                o.add_(100)
+            res.append(([o.tolist() for o in outs], x.tolist()))
+        assert res[0] == res[1] == res[2], f.__name__

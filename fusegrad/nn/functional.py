@@ -347,11 +347,16 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
                 n = out.shape[dim]
                 out = O.narrow(out, dim, max(-lo, 0), n - max(-lo, 0) - max(-hi, 0))
         widths = [max(a, 0) for _, lo, hi in pairs for a in (lo, hi)]
-        return O.pad(out, widths, value=0.0 if value is None else value) if any(widths) else out
+        if not any(widths):  # (a new tensor even so, as PyTorch's: not the input nor a view of it)
+            return named(O.clone(out), "ConstantPadNdBackward0")
+        return O.pad(out, widths, value=0.0 if value is None else value)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unsupported padding mode: {mode}")
     out = input
     for dim, lo, hi in pairs:
+        if mode == "circular" and (lo < 0 or hi < 0):  # (it wraps around what the crop leaves, as PyTorch's)
+            out = O.narrow(out, dim, max(-lo, 0), out.shape[dim] - max(-lo, 0) - max(-hi, 0))
+            lo, hi = max(lo, 0), max(hi, 0)
         n = out.shape[dim]
         if mode == "reflect" and (lo >= n or hi >= n):
             raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input dimension, "

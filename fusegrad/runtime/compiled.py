@@ -360,6 +360,7 @@ class _Plan:
         self.single = traced.out_spec is None and traced.out_slots == [("t", 0)]  # returns one tensor
         # ... and nothing else: no const read, no write-back, no grad_fn (set once compiled)
         self.plain = False
+        self.merged: list = []  # returned positions that copy an earlier one's array (_merged_outputs)
         self.run = None  # the forward as called on a signature's arrays (see _guarded_entry)
         self.symbols: dict = {}  # size -> name of the symbolic dimensions (listings print them)
         self.bwd_holders: list = []
@@ -557,6 +558,8 @@ def _run_plan(plan: _Plan, tensors: list, arrays: list, groups: Optional[tuple] 
     tr = plan.traced
     n_user = plan.n_user
     outs = [wrap(a) for a in res[:n_user]]
+    for k in plan.merged:
+        outs[k] = wrap(devices.copy(outs[k]._data))
     for i, cls in plan.spent:
         node = cls.__new__(cls)
         node._init(())
@@ -1320,9 +1323,10 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)
+    plan.merged = _merged_outputs((opt if plan.backward is None else stages["forward"]).outputs[:plan.n_user])
     plan.forward = tuned(plan.forward)
     plan.run = _guarded_entry(plan.forward)
-    plan.plain = plan.single and plan.n_user == plan.n_out and not (
+    plan.plain = plan.single and plan.n_user == plan.n_out and not plan.merged and not (
         plan.spent or plan.holders or plan.backward or traced.views or traced.attrs)
     if plan.backward is not None:
         plan.backward = tuned(plan.backward)
@@ -1333,6 +1337,21 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
     log("kernels", f"{name}: compiled {len(opt.eqns)} ops with backend {backend.name!r}"
         + (f" (+ backward, remat={remat!r})" if plan.backward is not None else ""))
     return plan
+
+
+def _merged_outputs(outputs: list) -> list:
+    """The positions of returned values that are an earlier one's: the program's distinct
+    tensors (``zeros(n), zeros(n)``; ``a * 2`` twice) that the optimizer merged into one
+    value, each returned as a copy so that they do not share memory (an in-place update of
+    one would change the other)."""
+    seen: set = set()
+    merged = []
+    for k, v in enumerate(outputs):
+        if type(v) is Var:
+            if id(v) in seen:
+                merged.append(k)
+            seen.add(id(v))
+    return merged
 
 
 def _reaching(g: Graph, wrt: list, diff_outputs: list) -> list:

@@ -998,6 +998,10 @@ def _infer_shape(shape, numel: int) -> tuple:
 def reshape(x, *shape):
     x = as_t(x)
     shape = _infer_shape(_size_args(shape), math.prod(x._data.shape))
+    if type(x._data) is Var:  # a traced view no view can reshape is copied first, as eager's
+        layout = _view_layout(x)
+        if layout is not None and not np.may_share_memory(layout.reshape(shape), layout):
+            x = contiguous(x)
     return named(P.reshape(x, shape=shape), "ViewBackward0")
 
 
@@ -1008,6 +1012,8 @@ def view(x, *shape):
         return wrap((x._data if _on_cuda(x) else x._concrete("view(dtype)")).view(d.np))
     d = x._data
     target = _infer_shape(_size_args(shape), math.prod(d.shape))
+    if type(d) is Var:
+        d = _view_layout(x)
     if type(d) is np.ndarray and not d.flags.c_contiguous:
         probe = d.view()
         try:  # NumPy refuses an in-place shape change exactly when a view is impossible
@@ -1173,13 +1179,22 @@ def is_contiguous(x: Tensor, memory_format=None) -> bool:
     d = x._data
     order = _order(x, memory_format)
     if type(d) is Var:
-        if x._base is None or not x._view_fn:
+        d = _view_layout(x)
+        if d is None:
             return True
-        d = np.empty(x._base._data.shape, np.uint8)  # (never read: the view chain's layout on a dense base)
-        for prim, params in x._view_fn:
-            d = prim.impl(d, **params)
         return d.flags.c_contiguous if order is None else is_laid_out(d, order)
     return devices.is_contiguous(d) if order is None or type(d) is not np.ndarray else is_laid_out(d, order)
+
+
+def _view_layout(x: Tensor) -> Optional[np.ndarray]:
+    """For a traced view, an array laid out as eager's view of a dense base would be (its
+    elements never read); None for any other traced value."""
+    if x._base is None or not x._view_fn:
+        return None
+    d = np.empty(x._base._data.shape, np.uint8)
+    for prim, params in x._view_fn:
+        d = prim.impl(d, **params)
+    return d
 
 
 @op(function=False)
@@ -1232,12 +1247,13 @@ def roll(x, shifts, dims=None):
         return roll(x.reshape(-1), s if isinstance(s, int) else s[0], 0).reshape(tuple(x.shape))
     if isinstance(shifts, int):
         shifts, dims = (shifts,), (dims,)
+    out = x
     for s, d in zip(shifts, dims):
-        n = x.shape[d]
+        n = out.shape[d]
         s %= n
         if s:
-            x = cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], d)
-    return x
+            out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
+    return out if out is not x else named(clone(x), "RollBackward0")  # (no shift: still a new tensor)
 
 
 @op(method=False)

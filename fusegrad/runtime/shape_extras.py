@@ -58,6 +58,12 @@ def split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0):  
     return O.split(input, list(split_sizes), ax)
 
 
+@op
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:  # noqa: A002
+    """A new tensor holding ``input.narrow(dim, start, length)``'s elements."""
+    return O.clone(O.narrow(input, dim, start, length))
+
+
 # PyTorch's "unsafe" splits skip a view check autograd needs for in-place updates of the
 # pieces; fusegrad's pieces are views that autograd always tracks, so they are the same ops.
 alias(O.split, "unsafe_split")
