@@ -450,3 +450,16 @@ def test_ops_that_copy_in_torch_give_new_tensors_eager_and_compiled():
                 o.add_(100)
             res.append(([o.tolist() for o in outs], x.tolist()))
         assert res[0] == res[1] == res[2], f.__name__
+
+
+def test_patchify_by_two_unfolds_permute_and_reshape_compiles():
+    """Swin/ViT patch embedding: a view of a strided view (unfold's) has no view chain from
+    its base, so its layout is the compiler's (reshape raised 'axes don't match array')."""
+    torch = pytest.importorskip("torch")
+
+    def patchify(img):
+        p = img.unfold(2, 2, 2).unfold(3, 2, 2)
+        return p.permute(0, 2, 3, 1, 4, 5).reshape(2, -1, 12) * 1.0
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8))
+    np.testing.assert_allclose(fusegrad.compile(patchify)(fusegrad.tensor(x)).numpy(),
+                               patchify(torch.tensor(x)).numpy(), rtol=1e-12)

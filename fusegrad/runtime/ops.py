@@ -1192,9 +1192,12 @@ def _view_layout(x: Tensor) -> Optional[np.ndarray]:
     if x._base is None or not x._view_fn:
         return None
     d = np.empty(x._base._data.shape, np.uint8)
-    for prim, params in x._view_fn:
-        d = prim.impl(d, **params)
-    return d
+    try:  # (a view of a strided view, unfold's, has no chain from its base: unknown)
+        for prim, params in x._view_fn:
+            d = prim.impl(d, **params)
+    except ValueError:
+        return None
+    return d if d.shape == tuple(x._data.shape) else None
 
 
 @op(function=False)
