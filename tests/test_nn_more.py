@@ -564,3 +564,22 @@ def test_parameter_container_reprs_match_torch():
         return [repr(plist).replace("fusegrad.", "torch."), repr(pdict)]
 
     assert run(fg) == run(torch)
+
+
+def test_interpolate_resizes_uint8_images_as_torch():
+    """torchvision's Resize on uint8 tensors: bilinear/bicubic (antialiased or not) in float,
+    one dim after the other, rounded to uint8 between them as PyTorch's (within its
+    fixed-point rounding, 1); they returned mostly zeros (the weights were cast to uint8).
+    The modes PyTorch has no uint8 kernel for raise as its do."""
+    x = np.random.default_rng(0).integers(0, 256, (1, 3, 7, 9)).astype(np.uint8)
+    for mode in ("bilinear", "bicubic"):
+        for aa in (False, True):
+            for size in ((4, 5), (13, 17)):
+                want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode, antialias=aa)
+                got = F.interpolate(fg.tensor(x), size=size, mode=mode, antialias=aa)
+                assert got.dtype == fg.uint8
+                assert np.abs(got.numpy().astype(int) - want.numpy().astype(int)).max() <= 1
+    for mode, what in (("area", "adaptive_avg_pool2d"), ("bilinear", "compute_indices_weights_linear")):
+        with pytest.raises(NotImplementedError, match=what):
+            F.interpolate(fg.tensor(x.astype(np.int64) if mode == "bilinear" else x),
+                                               size=(4, 5), mode=mode)

@@ -526,6 +526,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     outs, scales = _scales(input, n, size, scale_factor)
     if recompute_scale_factor:
         scales = tuple(s / o for s, o in zip(input.shape[2:], outs))
+    if not input.dtype.is_floating_point and not mode.startswith("nearest") and not (
+            input.dtype == D.uint8 and mode in ("bilinear", "bicubic")):
+        from ..runtime.keywords import _type_name
+        what = {"area": f"adaptive_avg_pool{n}d", "bicubic": "compute_indices_weights_cubic"}.get(
+            mode, "compute_indices_weights_linear")
+        raise NotImplementedError(f'"{what}" not implemented for \'{_type_name(input.dtype)}\'')
     if mode == "area":
         return _adaptive_avg(input, outs, n, "adaptive_avg_pool")
     if any(o <= 0 for o in outs) or any(s <= 0 for s in input.shape[2:]):
@@ -541,7 +547,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             x = O.index_select(x, 2 + i, _tensor(src))
         exact = "Exact" if shift else ""
         return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input)
-    for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
+    passes = list(enumerate(zip(input.shape[2:], outs, scales)))
+    if input.dtype == D.uint8:  # images: in float, the last dim first, each pass rounded to uint8 as PyTorch's
+        x, passes = O.to(x, D.float32), passes[::-1]
+    for i, (s, o, sc) in passes:
         if antialias:
             m = _antialiased_matrix(s, o, sc, bool(align_corners), mode == "bicubic")
         elif mode == "bicubic":
@@ -549,6 +558,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         else:
             m = _linear_matrix(s, o, sc, bool(align_corners))
         x = _along(x, m, 2 + i)
+        if input.dtype == D.uint8:
+            x = O.clamp(O.round(x), 0, 255)
+    if input.dtype == D.uint8:
+        x = O.to(x, D.uint8)
     kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
     return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input)
 
