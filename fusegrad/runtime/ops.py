@@ -937,7 +937,10 @@ def _shift(m):
     """A stabilizing shift cut from eager autograd by rewrapping its data. The result does
     not depend on the shift mathematically, so traced graphs (e.g. the IR transforms of
     fusegrad.func) may differentiate through it without a stop_gradient."""
-    return wrap(m._data)
+    t = wrap(m._data)
+    if type(t._data) is Var and t._data.trace.tracks:  # (a break computes it, as every tensor a segment makes)
+        t._data.trace.track(t)
+    return t
 
 
 @op
@@ -2061,13 +2064,13 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         if type(self._data) is Var and type(old._data) is not Var and self._data.trace.tracks:
             self._data.trace.track(self)  # fn broke the graph (old got its value): self takes the later segment's
         if self._rg and self._grad_fn is None and not new._rg:  # a leaf stays one (see rebound_leaves)
-            trs[-1].rebound_leaves.add(id(self))
+            trs[-1].rebound_leaves[id(self)] = self
         else:
             self._grad_fn, self._out_nr, self._rg = new._grad_fn, new._out_nr, new._rg
         if base is not None:  # a full alias (detach(), .data): its base holds the same values
             trs[-1].rebind(base, _through_alias(base, new, trs[-1]))
             if base._rg and base._grad_fn is None:
-                trs[-1].rebound_leaves.add(id(base))
+                trs[-1].rebound_leaves[id(base)] = base
         trs[-1].updated(base if base is not None else self, self)
         return self
     tracking = grad_on and (self._rg or builtins.any(isinstance(o, Tensor) and o._rg for o in others))

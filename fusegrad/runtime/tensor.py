@@ -208,7 +208,7 @@ class Tensor:
             # trace writes back after each call, without gradient (a leaf keeps its own)
             d.trace.rebind(self, d)
             if self._rg and self._grad_fn is None:
-                d.trace.rebound_leaves.add(id(self))
+                d.trace.rebound_leaves[id(self)] = self
             return
         self._data = d
 

@@ -115,7 +115,7 @@ class Trace:
         # or, where ``rebound_use`` is not None (compile's whole-function trace), noted there:
         # a backward inside the trace reaches the leaf itself, and only differentiating the
         # graph's outputs (which would go through the update) needs the break
-        self.rebound_leaves: set = set()
+        self.rebound_leaves: dict = {}  # (id -> the leaf: kept alive, so that no other tensor takes its id)
         self.rebound_use: Optional[str] = None
         self.forget_updates()
 
