@@ -607,3 +607,22 @@ def test_in_place_changes_through_data_are_not_tracked_as_torch():
         res.append([x.grad.numpy(), w.grad.numpy(), lib.autograd.grad(y.sum(), a)[0].numpy()])
     for ours, theirs in zip(res[1], res[0]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_in_place_clamp_with_bounds_that_require_grad_and_the_deprecated_clip_grad_norm():
+    """``x.clamp_(min=t)`` on a tensor that does not require grad, with a bound that does: the
+    result requires grad and t gets its gradient, as PyTorch's (keyword operands were not
+    seen by the in-place machinery); ``nn.utils.clip_grad_norm`` warns and clips."""
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (torch, fg):
+        t = lib.tensor(0.6, dtype=lib.float64, requires_grad=True)
+        y = lib.tensor([0.1, 0.5, 0.9, 1.5], dtype=lib.float64).clamp_(min=t)
+        (y * lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=lib.float64)).sum().backward()
+        p = lib.nn.Parameter(lib.ones(3, dtype=lib.float64))
+        p.grad = lib.full((3,), 3.0, dtype=lib.float64)
+        with pytest.warns(FutureWarning, match="clip_grad_norm_"):
+            norm = lib.nn.utils.clip_grad_norm([p], 1.0)
+        res.append((y.requires_grad, t.grad.item(), norm.item(), p.grad.numpy()))
+    assert res[1][:3] == pytest.approx(res[0][:3])
+    np.testing.assert_allclose(res[1][3], res[0][3], rtol=1e-12)

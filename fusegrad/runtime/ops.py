@@ -2240,7 +2240,7 @@ def _inplace_of(op, name=None):
         if "out" in kwargs:  # PyTorch's in-place methods take no out=, even where the function does
             raise TypeError(f"{method.__name__}() got an unexpected keyword argument 'out'")
         return inplace(self, (lambda old: named(op(old, *args, **kwargs), name)) if name else
-                       (lambda old: op(old, *args, **kwargs)), *args)
+                       (lambda old: op(old, *args, **kwargs)), *args, *kwargs.values())  # (clamp_(min=t))
     method.__name__ = op.__name__ + "_"
     return method
 

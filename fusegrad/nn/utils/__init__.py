@@ -3,7 +3,7 @@
 parametrizations (``parametrize``, ``parametrizations``), the hook-based ``weight_norm`` and
 ``spectral_norm``, and pruning (``nn.utils.prune``, imported on demand as in PyTorch)."""
 from . import parametrizations, parametrize, rnn
-from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
+from .clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
 from .spectral_norm import remove_spectral_norm, spectral_norm
@@ -19,7 +19,7 @@ def skip_init(module_cls, *args, **kwargs):
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
     return module_cls(*args, **kwargs)
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "get_total_norm", "parameters_to_vector",
            "parametrizations", "parametrize",
            "remove_spectral_norm", "remove_weight_norm", "rnn", "skip_init", "spectral_norm", "vector_to_parameters",

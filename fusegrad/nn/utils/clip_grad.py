@@ -1,6 +1,7 @@
 """Gradient clipping by total norm and by value."""
 from __future__ import annotations
 
+import warnings
 from typing import Iterable, List, Optional, Union
 
 from ...runtime import ops as O
@@ -62,6 +63,14 @@ def clip_grad_norm_(parameters: _Params, max_norm: float, norm_type: float = 2.0
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     clip_grads_with_norm_(parameters, max_norm, total)
     return total
+
+
+def clip_grad_norm(parameters: _Params, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach: Optional[bool] = None) -> Tensor:
+    """Deprecated name of ``clip_grad_norm_`` (it warns, as PyTorch's)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+                  FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 @no_grad()
