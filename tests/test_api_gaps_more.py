@@ -475,3 +475,32 @@ def test_cond_and_while_loop_run_the_branch_and_loop_eager_and_compiled():
             _close(x.grad, want_x.grad)
     with pytest.raises(RuntimeError, match="single-element tensor"):
         fg.cond(fg.tensor([True, False]), lambda: 1, lambda: 2)
+
+
+def test_the_imports_vision_model_files_make(tmp_path, monkeypatch):
+    """``nn.modules.utils._pair``, ``nn.common_types``, ``hub.load_state_dict_from_url`` /
+    ``utils.model_zoo.load_url`` (a checkpoint in the hub's cache loads without the network),
+    ``nn.modules.activation.MultiheadAttention``, ``torch.cpu`` and its deprecated amp."""
+    from fusegrad.nn.common_types import _size_2_t  # noqa: F401
+    from fusegrad.nn.modules.activation import MultiheadAttention
+    from fusegrad.nn.modules.utils import _ntuple, _pair, _reverse_repeat_tuple, _single, _triple
+    from fusegrad.utils.model_zoo import load_url
+    from torch.nn.modules import utils as tu
+    assert MultiheadAttention is fg.nn.MultiheadAttention
+    for ours, theirs in ((_single, tu._single), (_pair, tu._pair), (_triple, tu._triple), (_ntuple(4), tu._ntuple(4))):
+        assert ours(3) == theirs(3) and ours([1, 2]) == theirs([1, 2])
+    assert _reverse_repeat_tuple((1, 2), 2) == tu._reverse_repeat_tuple((1, 2), 2)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    lin = fg.nn.Linear(3, 2)
+    (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
+    fg.save(lin.state_dict(), tmp_path / "hub" / "checkpoints" / "lin-0123abcd.pth")
+    url = "https://example.invalid/models/lin-0123abcd.pth"
+    for sd in (fg.hub.load_state_dict_from_url(url), load_url(url)):
+        np.testing.assert_array_equal(sd["weight"].numpy(), lin.weight.detach().numpy())
+    assert fg.hub.get_dir() == str(tmp_path / "hub")
+    assert fg.cpu.is_available() and fg.cpu.device_count() == 1 and fg.cpu.synchronize() is None
+    a = fg.randn(4, 4)
+    with pytest.warns(FutureWarning, match="torch.cpu.amp.autocast"):
+        ctx = fg.cpu.amp.autocast()
+    with ctx:
+        assert (a @ a).dtype == fg.bfloat16

@@ -358,3 +358,7 @@ class RReLU(Module):
 
     def extra_repr(self) -> str:
         return _with_inplace(f"lower={self.lower}, upper={self.upper}", self.inplace)
+
+
+# PyTorch defines MultiheadAttention in this module, and model files import it from here
+from .attention import MultiheadAttention  # noqa: E402,F401
