@@ -334,3 +334,24 @@ def test_custom_fwd_and_bwd_run_a_function_as_torch_does(pt):
                             x.grad.float().numpy()))
         assert results[0][:2] == results[1][:2], (cast, results[0][:2], results[1][:2])
         np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-2)
+
+
+def test_autocast_casts_prelu_bmm_sums_vecdot_down_and_resizing_up_as_torch():
+    """PyTorch's CPU lists: prelu, addbmm, baddbmm and linalg.vecdot run in the low dtype;
+    upsampling (interpolate's linear modes) and adaptive_avg_pool3d in float32 (they came out
+    float32, and in the low dtype from their internal matmuls, respectively)."""
+    torch = pytest.importorskip("torch")
+
+    def ops(lib, x, b, v):
+        F = lib.nn.functional
+        return [F.prelu(x, lib.full((3,), 0.25)), lib.addbmm(v[0], b, b), lib.baddbmm(b, b, b),
+                lib.linalg.vecdot(v, v), F.interpolate(x, scale_factor=2, mode="bilinear"),
+                F.interpolate(x[..., 0], scale_factor=2, mode="linear"), F.adaptive_avg_pool3d(x[:, None], 2)]
+    rng = np.random.default_rng(0)
+    x, b, v = rng.standard_normal((2, 3, 4, 4)), rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 4))
+    for low in ("bfloat16", "float16"):
+        got, want = [], []
+        for lib, out in ((torch, want), (fg, got)):
+            with lib.autocast("cpu", dtype=getattr(lib, low)):
+                out += [str(t.dtype).split(".")[1] for t in ops(lib, *(lib.tensor(a, dtype=lib.float32) for a in (x, b, v)))]
+        assert got == want, (low, got, want)

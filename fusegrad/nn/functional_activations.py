@@ -9,6 +9,7 @@ from typing import Callable, Optional
 
 from ..ir import dtypes as D
 from ..runtime import ops as O
+from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import arange, rand
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
@@ -104,6 +105,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     return downcast(named(O.mul(x, hardsigmoid(x)), "HardswishBackward0"), input)
 
 
+@lower_precision
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where positive, ``weight * x`` elsewhere; ``weight`` has one slope or one per channel (dim 1)."""
     if weight.numel() == 1:   # one slope: the result keeps the input's shape (a 0-d input stays 0-d)

@@ -16,6 +16,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from ..runtime import ops as O
+from ..runtime.autocast_state import float32_policy
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
@@ -395,6 +396,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple, return_indices: 
     return _adaptive_max(input, output_size, 2, return_indices, "adaptive_max_pool2d")
 
 
+@float32_policy
 def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
     """Average pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size`` (None keeps a dim)."""
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
@@ -499,6 +501,7 @@ def _antialiased_matrix(size: int, out: int, scale: float, align_corners: bool, 
     return m
 
 
+@float32_policy
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
                 antialias: bool = False) -> Tensor:

@@ -25,6 +25,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from . import ops as O
+from .autocast_state import lower_precision
 from .composite import one_node
 from .exports import alias, op
 from .grad_mode import STATE, no_grad
@@ -264,6 +265,7 @@ def _add_scaled(x: Tensor, r: Tensor, beta, alpha) -> Tensor:
 
 
 @op(inplace="method")
+@lower_precision
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (batch1 @ batch2)``, batch by batch."""
     x, a, b = _batches("baddbmm", input, batch1, batch2)
@@ -271,6 +273,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 
 
 @op(inplace="method")
+@lower_precision
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * sum_i(batch1[i] @ batch2[i])``."""
     x, a, b = _batches("addbmm", input, batch1, batch2)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import prims as P
 from ..ir.prims.linalg import NOT_POSITIVE_DEFINITE, LinAlgError
+from .autocast_state import lower_precision
 from .dispatch import op_error
 from .exports import op
 from ..ir.dtypes import from_numpy_dtype
@@ -423,6 +424,7 @@ def cross(input, other, dim: Optional[int] = None, *, out=None) -> Tensor:  # no
     return linalg_cross(input, other, dim=dim, out=out)
 
 
+@lower_precision
 def vecdot(x, y, *, dim: int = -1, out=None) -> Tensor:
     """The dot product of the vectors along ``dim`` of ``x`` and ``y`` (broadcast) (``torch.linalg.vecdot``)."""
     return _out("linalg.vecdot", sum(as_t(x) * y, dim), out)
