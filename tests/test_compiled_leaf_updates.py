@@ -185,3 +185,37 @@ def test_a_buffer_filled_with_values_that_require_grad_gets_their_history_when_c
         for got in (run(fusegrad, False, how), run(fusegrad, True, how)):
             for g, e in zip(got, want):
                 np.testing.assert_allclose(g, e, rtol=1e-12)
+
+
+def test_a_parameter_updated_from_a_clone_of_its_data_inside_compiled_code_stays_concrete():
+    """SwAV's ``w = p.data.clone(); p.copy_(normalize(w))`` under no_grad: the parameter was
+    captured first through its ``.data`` alias, so it was never snapshotted and kept a traced
+    value after the call ('used after the trace ended' at its next use)."""
+    torch = pytest.importorskip("torch")
+    w0, x0 = np.random.default_rng(0).standard_normal((3, 4)), np.random.default_rng(1).standard_normal((5, 4))
+
+    def run(lib, compiled):
+        lin = lib.nn.Linear(4, 3).double()
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor(w0))
+            lin.bias.zero_()
+
+        def f(x):
+            with lib.no_grad():
+                w = lin.weight.data.clone()
+                lin.weight.copy_(lib.nn.functional.normalize(w, dim=1))
+            loss = lin(x).pow(2).mean()
+            loss.backward()
+            return loss.detach()
+        fn = fusegrad.compile(f) if compiled else f
+        out = []
+        for _ in range(2):
+            lin.zero_grad()
+            with lib.no_grad():
+                lin.weight.mul_(2)
+            out += [fn(lib.tensor(x0)).item(), lin.weight.detach().numpy().copy(), lin.weight.grad.numpy().copy()]
+        return out
+    want = run(torch, False)
+    for got in (run(fusegrad, False), run(fusegrad, True)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-10)

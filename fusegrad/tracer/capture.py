@@ -69,7 +69,7 @@ class CaptureTrace(Trace):
 
     def _lift(self, x):
         from ..runtime.tensor import Tensor
-        if isinstance(x, Tensor) and id(x._data) not in self._captured:
+        if isinstance(x, Tensor):  # (each holder of a captured array: an alias, .data's, may come first)
             self.touch(x)
         return super()._lift(x)
 
