@@ -626,3 +626,28 @@ def test_in_place_clamp_with_bounds_that_require_grad_and_the_deprecated_clip_gr
         res.append((y.requires_grad, t.grad.item(), norm.item(), p.grad.numpy()))
     assert res[1][:3] == pytest.approx(res[0][:3])
     np.testing.assert_allclose(res[1][3], res[0][3], rtol=1e-12)
+
+
+def test_in_place_update_after_a_product_with_a_constant_is_legal_as_torch():
+    """A squeeze-excite block's ``h.mul_(gate(adaptive_avg_pool2d(h, 1)))``: matmul's backward
+    reads an operand only for the other's gradient, so updating h after ``h @ W_const`` is
+    legal (it raised 'modified by an inplace operation'); with W requiring grad it still raises."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x0, w0 = rng.standard_normal((4, 5)), rng.standard_normal((5, 3))
+    grads = []
+    for lib in (torch, fg):
+        x = lib.tensor(x0, requires_grad=True)
+        h = x * 2
+        outs = [h @ lib.tensor(w0), lib.nn.functional.linear(h, lib.tensor(w0.T)),
+                lib.nn.functional.adaptive_avg_pool2d(h[None, None], 1)]
+        h.add_(1)
+        sum(o.sum() for o in outs).backward()
+        grads.append(x.grad.numpy())
+        w = lib.tensor(w0, requires_grad=True)
+        h = x * 2
+        y = h @ w
+        h.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)

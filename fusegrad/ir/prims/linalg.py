@@ -94,8 +94,10 @@ def _mm_jvp(ts, ins, out):
     return acc
 
 
+# (a's gradient reads b and b's reads a: PyTorch checks the versions of those only, so an
+# operand updated in place after a product with a constant is legal, as a squeeze-excite h.mul_)
 matmul = Primitive("matmul", _mm_impl, abstract=_mm_abstract, vjp=_mm_vjp, jvp=_mm_jvp, saves="in",
-                   kind="matmul", node_name="BmmBackward0")
+                   kind="matmul", node_name="BmmBackward0", reads=lambda needs: ((needs[1], needs[0]), False))
 
 
 # ---------------------------------------------------------------- batching rule (vmap)
