@@ -651,3 +651,25 @@ def test_in_place_update_after_a_product_with_a_constant_is_legal_as_torch():
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+def test_autograd_functional_detaches_without_create_graph_and_checks_strict_as_torch():
+    torch = pytest.importorskip("torch")
+    x0 = np.array([0.5, -1.0, 2.0])
+    res = []
+    for lib in (torch, fg):
+        AF = lib.autograd.functional
+        x = lib.tensor(x0, requires_grad=True)
+        outs = [AF.jacobian(lambda a: a.exp() * a, x), AF.hessian(lambda a: (a.exp() * a).sum(), x),
+                *AF.vjp(lambda a: a.exp(), x, lib.ones(3, dtype=lib.float64)),
+                *AF.jvp(lambda a: a.exp(), x, lib.ones(3, dtype=lib.float64)),
+                *AF.hvp(lambda a: (a ** 3).sum(), x, lib.ones(3, dtype=lib.float64))]
+        assert not any(o.requires_grad for o in outs)
+        J = AF.jacobian(lambda a: a.sin() * a, x, create_graph=True)
+        assert J.requires_grad
+        J.sum().backward()
+        with pytest.raises(RuntimeError, match="does not require gradients"):
+            AF.jacobian(lambda a: lib.ones(2), x, strict=True)
+        res.append([o.numpy() for o in outs] + [x.grad.numpy()])
+    for ours, theirs in zip(res[1], res[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -1,19 +1,49 @@
-"""torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp, over fusegrad.func's transforms."""
+"""torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp, over fusegrad.func's transforms.
+Without ``create_graph`` their results are detached, as PyTorch's; ``strict`` checks that the
+function's outputs are computed differentiably from its inputs."""
 from __future__ import annotations
+
+
+def _result(tree, func, inputs, create_graph: bool, strict: bool):
+    """``tree`` (the transform's result) detached unless ``create_graph``, after the strict check."""
+    from ..func.pytree import flatten, unflatten
+    from ..runtime.tensor import Tensor
+    if strict:
+        _check_strict(func, inputs)
+    if create_graph:
+        return tree
+    leaves, spec = flatten(tree)
+    return unflatten(spec, [x.detach() if isinstance(x, Tensor) else x for x in leaves])
+
+
+def _check_strict(func, inputs) -> None:
+    """PyTorch's strict mode: every output must require grad when the inputs do."""
+    from ..func.pytree import flatten
+    from ..runtime.grad_mode import enable_grad
+    from ..runtime.tensor import Tensor
+    args = tuple(a.detach().requires_grad_(True) for a in (inputs if isinstance(inputs, tuple) else (inputs,)))
+    with enable_grad():
+        outs = [o for o in flatten(func(*args))[0] if isinstance(o, Tensor)]
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"Output {i} of the user-provided function does not require gradients. The outputs "
+                               "must be computed in a differentiable manner from the input when running in strict "
+                               "mode.")
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     from ..func import jacrev
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
-    return jacrev(func, argnums=0 if single else tuple(range(len(args))))(*args)
+    return _result(jacrev(func, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs,
+                   create_graph, strict)
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
     from ..func import hessian as h
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
-    return h(func, argnums=0 if single else tuple(range(len(args))))(*args)
+    return _result(h(func, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs, create_graph, strict)
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
@@ -25,7 +55,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         from ..runtime.factory import ones_like
         v = ones_like(out)
     g = fn(v)
-    return out, (g[0] if single else g)
+    return _result((out, (g[0] if single else g)), func, inputs, create_graph, strict)
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -36,7 +66,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         from ..runtime.factory import ones_like
         v = tuple(ones_like(a) for a in args)
     vs = (v,) if single and not isinstance(v, tuple) else v
-    return j_(func, args, vs)
+    return _result(j_(func, args, vs), func, inputs, create_graph, strict)
 
 
 def _hessian_product(func, inputs, v, left: bool):
@@ -65,9 +95,9 @@ def _hessian_product(func, inputs, v, left: bool):
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H @ v)``: the Hessian of a scalar function times ``v``."""
-    return _hessian_product(func, inputs, v, left=False)
+    return _result(_hessian_product(func, inputs, v, left=False), func, inputs, create_graph, strict)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v @ H)``: ``v`` times the Hessian of a scalar function."""
-    return _hessian_product(func, inputs, v, left=True)
+    return _result(_hessian_product(func, inputs, v, left=True), func, inputs, create_graph, strict)
