@@ -310,3 +310,14 @@ def test_mean_losses_with_every_target_ignored_are_nan_with_zero_gradients_as_to
             res.append((loss.item(), x.grad.numpy()))
         assert np.isnan(res[1][0]) and np.isnan(res[0][0])
         np.testing.assert_array_equal(res[1][1], res[0][1])
+
+
+def test_classification_losses_keep_a_half_precision_inputs_dtype_as_torch():
+    x0, t0 = np.random.default_rng(0).standard_normal((4, 5)), [1, 2, 3, 0]
+    for dt in ("bfloat16", "float16"):
+        for kw in ({}, {"label_smoothing": 0.1}, {"ignore_index": 1}):
+            got = F.cross_entropy(fg.tensor(x0).to(getattr(fg, dt)), fg.tensor(t0), **kw)
+            want = torch.nn.functional.cross_entropy(torch.tensor(x0).to(getattr(torch, dt)), torch.tensor(t0), **kw)
+            assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] == dt
+            np.testing.assert_allclose(float(got), float(want), rtol=2e-2)
+        assert F.nll_loss(fg.tensor(x0).to(getattr(fg, dt)), fg.tensor(t0)).dtype == getattr(fg, dt)

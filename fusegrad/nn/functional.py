@@ -493,7 +493,7 @@ def _weighted_mean(total: Tensor, weight_sum: Tensor) -> Tensor:
     """``total / weight_sum``, NaN when every target is ignored (the sum is 0), as PyTorch's;
     its gradient is then 0, not 0/0: a summed loss with such a term still trains."""
     empty = O.eq(weight_sum, 0)
-    return O.add(O.div(total, O.where(empty, 1.0, weight_sum)), O.where(empty, math.nan, 0.0))
+    return O.add(O.div(total, O.where(empty, 1.0, weight_sum)), O.to(O.where(empty, math.nan, 0.0), total.dtype))
 
 
 @float32_policy
@@ -527,7 +527,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         smooth = _weighted_mean(smooth.sum(), denom)
     else:
         smooth = _reduce(smooth, reduction)
-    return O.add(O.mul(nll, 1.0 - label_smoothing), O.mul(smooth, label_smoothing / n_classes))
+    out = O.add(O.mul(nll, 1.0 - label_smoothing), O.mul(smooth, label_smoothing / n_classes))
+    return out if out.dtype == logp.dtype else O.to(out, logp.dtype)  # (a count divides smooth: float32)
 
 
 def _cross_entropy_probs(logp: Tensor, target: Tensor, weight: Optional[Tensor], wshape: list, class_dim: int,
