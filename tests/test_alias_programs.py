@@ -463,3 +463,14 @@ def test_patchify_by_two_unfolds_permute_and_reshape_compiles():
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8))
     np.testing.assert_allclose(fusegrad.compile(patchify)(fusegrad.tensor(x)).numpy(),
                                patchify(torch.tensor(x)).numpy(), rtol=1e-12)
+
+
+def test_a_memory_format_conversion_of_an_argument_is_a_copy_when_compiled():
+    """``x.to(memory_format=channels_last)`` of an NCHW argument is a new tensor (compiled
+    code returned the argument itself, so an in-place update of the batch changed the caller's)."""
+    for f in (lambda x: x.to(memory_format=fusegrad.channels_last),
+              lambda x: x.contiguous(memory_format=fusegrad.channels_last)):
+        x = fusegrad.arange(48.0).reshape(2, 2, 3, 4)
+        y = fusegrad.compile(f)(x)
+        y.mul_(0)
+        assert float(x.sum()) == 1128.0

@@ -1183,8 +1183,8 @@ def is_contiguous(x: Tensor, memory_format=None) -> bool:
     order = _order(x, memory_format)
     if type(d) is Var:
         d = _view_layout(x)
-        if d is None:
-            return True
+        if d is None:  # (the compiler's layout is C order: channels_last only where that coincides)
+            return order is None or is_laid_out(np.empty(x._data.shape, np.uint8), order)
         return d.flags.c_contiguous if order is None else is_laid_out(d, order)
     return devices.is_contiguous(d) if order is None or type(d) is not np.ndarray else is_laid_out(d, order)
 
