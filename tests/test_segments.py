@@ -733,3 +733,27 @@ def test_a_dead_rebound_leaf_s_id_taken_by_another_tensor_is_no_break():
     got = cf(F.ones(3, requires_grad=True))
     np.testing.assert_allclose(got.detach().numpy(), f(F.ones(3)).numpy(), rtol=1e-6)
     assert not [b for b in cf.cache_info()["graph_breaks"] if "used again" in b]
+
+
+@pytest.mark.parametrize("min_work", [0, 1 << 16])
+def test_an_argument_multiplied_in_place_by_a_value_that_requires_grad(min_work, monkeypatch):
+    """``b.mul_(x * 2)`` on a plain argument (the call breaks there: b takes eager's history):
+    the node of the multiplication saves b's value from before it, so the backward is legal
+    and right (it raised 'modified by an inplace operation' when the segment ran op by op)."""
+    torch = pytest.importorskip("torch")
+    import fusegrad as F
+    from fusegrad.runtime import segments
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", min_work)
+
+    def f(b, x):
+        b.mul_(x * 2)
+        return x.sum() * 0
+    res = []
+    for lib, fn in ((torch, f), (F, F.compile(f))):
+        w = lib.tensor([0.5, -1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        buf = lib.ones(2, 3, dtype=lib.float64)
+        r = fn(buf, w)
+        ((buf * lib.arange(1.0, 7.0, dtype=lib.float64).view(2, 3)).sum() + r).backward()
+        res.append((buf.detach().numpy(), w.grad.numpy()))
+    for g, e in zip(res[1], res[0]):
+        np.testing.assert_allclose(g, e, rtol=1e-12)

@@ -180,7 +180,11 @@ class SegmentTrace(CaptureTrace):
         if self.probe:
             self.ops += len(g.eqns)
             self.work += sum(e.out.size for e in g.eqns if e.prim is not P.matmul)
-            values = _op_by_op(g, operands)
+            # an operand the segment updates in place is read through a copy: the nodes the ops
+            # record save its value from before, which the update then overwrites (as eager's)
+            from .ops import _snapshot
+            written = {id(u[0]) for u in updated}
+            values = _op_by_op(g, [_snapshot(o) if id(o) in written else o for o in operands])
         else:
             values = self._compiled(outs, operands, diff, spent, donate)
         self._give(values, outs, n_live, updated)
