@@ -126,3 +126,18 @@ def compiled_matches_eager(step, array, rtol=1e-10, atol=1e-12) -> None:
         results.append((out.detach().numpy(), x.grad.numpy()))
     for e, c in zip(*results):
         np.testing.assert_allclose(c, e, rtol=rtol, atol=atol)
+
+
+def check_breaks_at(f, x, op: str) -> None:
+    """Compile ``f`` (the cpu backend) and call it on float64 ``x``: it must break the graph at
+    ``op`` (a primitive without a kernel lowering) and match eager's values and gradients."""
+    import fusegrad as fg
+    cf = fg.compile(f, backend="cpu")
+    a1, a2 = fg.tensor(x, requires_grad=True), fg.tensor(x, requires_grad=True)
+    got, want = cf(a1), f(a2)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(a1.grad.numpy(), a2.grad.numpy(), rtol=1e-12)
+    breaks = cf.cache_info()["graph_breaks"]
+    assert any(f"{op} has no kernel lowering" in b for b in breaks), breaks

@@ -222,3 +222,19 @@ class GradScaler:
         self._init_growth_tracker = state_dict["_growth_tracker"]
         if self._scale is not None:
             self._growth_tracker.fill_(state_dict["_growth_tracker"])
+
+
+def deprecated_scaler(device: str) -> type:
+    """``torch.<device>.amp.GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
+    growth_interval=2000, enabled=True)``: ``GradScaler(device, ...)`` that warns of its
+    deprecation, as PyTorch's."""
+    class DeprecatedGradScaler(GradScaler):
+        def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 2000, enabled: bool = True):
+            warnings.warn(f"`torch.{device}.amp.GradScaler(args...)` is deprecated. Please use "
+                          f"`torch.amp.GradScaler('{device}', args...)` instead.", FutureWarning, stacklevel=2)
+            super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+    DeprecatedGradScaler.__name__ = DeprecatedGradScaler.__qualname__ = "GradScaler"
+    DeprecatedGradScaler.__module__ = f"fusegrad.{device}.amp"
+    return DeprecatedGradScaler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..amp import GradScaler as _GradScaler
+from ..amp.grad_scaler import deprecated_scaler
 from ..amp import autocast as _autocast
 from ..ir import dtypes as D
 
@@ -20,13 +20,4 @@ class autocast(_autocast):
         super().__init__("cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 
-class GradScaler(_GradScaler):
-    """``torch.cpu.amp.GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
-    growth_interval=2000, enabled=True)``."""
-
-    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
-                 growth_interval: int = 2000, enabled: bool = True):
-        warnings.warn("`torch.cpu.amp.GradScaler(args...)` is deprecated. Please use "
-                      "`torch.amp.GradScaler('cpu', args...)` instead.", FutureWarning, stacklevel=2)
-        super().__init__("cpu", init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
-                         growth_interval=growth_interval, enabled=enabled)
+GradScaler = deprecated_scaler("cpu")
