@@ -173,6 +173,19 @@ def test_kernel_modules_are_shared_not_per_function():
     assert all(r() is None for r in refs), "compiled functions are kept alive"
 
 
+def test_loading_kernel_modules_leaves_the_shared_helpers_unwrapped():
+    """Each kernel module's own dispatchers get the corrupt-cache guard; the helpers every
+    module imports (cpu_link.operand) did too, once more per module, until loading through
+    the nested wrappers raised RecursionError in long runs (and recompiled those kernels)."""
+    import functools
+    from fusegrad.codegen import cpu_link
+    x = fg.tensor(np.linspace(0, 1, 10))
+    for k in range(6):  # (distinct kernels: a module each)
+        fg.compile(lambda x, k=k: (fg.exp(x) * (k + 2)).sum(), backend="cpu")(x)
+    load = cpu_link.operand._cache.load_overload
+    assert not (isinstance(load, functools.partial) and load.func.__name__ == "_load_or_flush")
+
+
 def test_the_harness_sees_a_leak():
     """A step that keeps a list holding a 1-element array alive each time is caught."""
     kept = []

@@ -216,6 +216,11 @@ def _import(key: str, source: str) -> types.ModuleType:
         raise
     for disp in vars(mod).values():  # corrupt Numba cache data (__pycache__) is a miss, not an error
         cache = getattr(disp, "_cache", None)
+        # (only the module's own functions: the helpers it imports are shared by every kernel
+        # module, and wrapping theirs again at each import nested the wrappers until loading
+        # one raised RecursionError)
+        if getattr(getattr(disp, "py_func", None), "__module__", None) != spec.name:
+            continue
         if hasattr(cache, "load_overload") and hasattr(cache, "flush"):
             cache.load_overload = functools.partial(_load_or_flush, cache, cache.load_overload, path)
     return mod
