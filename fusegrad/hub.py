@@ -82,7 +82,8 @@ def load_state_dict_from_url(url: str, model_dir: Optional[str] = None, map_loca
                                f"{path} to load it from there") from None
         if check_hash:
             prefix = re.search(r"-([a-f0-9]*)\.", name)
-            digest = hashlib.sha256(open(tmp, "rb").read()).hexdigest()
+            with open(tmp, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
             if prefix and not digest.startswith(prefix.group(1)):
                 os.remove(tmp)
                 raise RuntimeError(f'invalid hash value (expected "{prefix.group(1)}", got "{digest}")')

@@ -937,9 +937,15 @@ def _shift(m):
     """A stabilizing shift cut from eager autograd by rewrapping its data. The result does
     not depend on the shift mathematically, so traced graphs (e.g. the IR transforms of
     fusegrad.func) may differentiate through it without a stop_gradient."""
-    t = wrap(m._data)
-    if type(t._data) is Var and t._data.trace.tracks:  # (a break computes it, as every tensor a segment makes)
-        t._data.trace.track(t)
+    return _rewrapped(m._data)
+
+
+def _rewrapped(data) -> Tensor:
+    """A new tensor over payload ``data``; a value of a segmented trace is tracked, as every
+    tensor the dispatcher makes there, so that a graph break computes it."""
+    t = wrap(data)
+    if type(data) is Var and data.trace.tracks:
+        data.trace.track(t)
     return t
 
 
@@ -2052,8 +2058,6 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         # fn reads a stand-in: the nodes it records must keep the old value, which the
         # rebinding below would change under them (x * sigmoid(x)'s gradient read the new)
         old = _snapshot(self, copy=False)
-        if type(self._data) is Var and self._data.trace.tracks:  # (a segmented trace gives it its value at a break)
-            self._data.trace.track(old)
         new = fn(old)
         if not grad_on and self._grad_fn is not None and not new._rg:
             # under no_grad the tensor keeps its history (PyTorch): its gradient passes the update
@@ -2111,7 +2115,7 @@ def _through_alias(base: Tensor, new: Tensor, trace) -> Var:
 def _snapshot(t: Tensor, copy: bool = True) -> Tensor:
     """A copy of ``t``'s current value that keeps its place in the autograd graph (with
     ``copy`` False, a new tensor over the same value: a traced one, which nothing changes)."""
-    old = wrap(devices.copy(t._data) if copy else t._data)
+    old = wrap(devices.copy(t._data)) if copy else _rewrapped(t._data)
     old._rg, old._grad_fn, old._out_nr = t._rg, t._grad_fn, t._out_nr
     carry_tangent(t, old)
     return old
