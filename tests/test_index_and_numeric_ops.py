@@ -270,6 +270,23 @@ def test_integer_remainder_by_zero_raises_as_torch():
     np.testing.assert_array_equal(fg.remainder(fg.tensor([5, -3]), 2).numpy(), [1, 1])
 
 
+def test_compiled_integer_division_by_a_zero_tensor_raises_as_torch():
+    """A compiled call whose integer divisor holds a zero raises as eager does (the compiled
+    kernel itself would give 0); other divisors still run compiled."""
+    f = fg.compile(lambda a, b: a // b + a % b + a.fmod(b) + a.div(b, rounding_mode="trunc"))
+    a = [7, -7, 9]
+    for b in ([2, 3, -4], [2, 0, 1], [5, 5, 5]):
+        try:
+            want = (torch.tensor(a) // torch.tensor(b) + torch.tensor(a) % torch.tensor(b)
+                    + torch.tensor(a).fmod(torch.tensor(b)) + torch.tensor(a).div(torch.tensor(b), rounding_mode="trunc"))
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match=str(e)):
+                f(fg.tensor(a), fg.tensor(b))
+        else:
+            assert f(fg.tensor(a), fg.tensor(b)).tolist() == want.tolist()
+    assert f.cache_info()["compiles"] == 1 and f.cache_info()["fallbacks"] == 0
+
+
 def test_size_arithmetic_stays_a_size():
     for lib in (fg, torch):
         s = lib.zeros(2, 3).shape

@@ -20,6 +20,7 @@ from ..ir.prims.layout import encode_key
 from ..ir.prims.shapes import broadcast_shapes, normalize_axes
 from ..tracer.trace import capturing
 from ..tracer.dynamic_float import DynamicFloat, FloatUsed
+from ..tracer import speculate
 from ..tracer.speculate import Speculated
 from . import devices
 from .autocast_state import float32_policy, lower_precision
@@ -405,11 +406,24 @@ def _int_div(a, b, rounding_mode):
     """Integer division rounded as ``rounding_mode`` says, in the operands' promoted integer
     dtype, exact over its whole range; dividing by zero raises, as PyTorch."""
     a, b = _promote2(as_t(a), b)
-    if type(as_t(b)._data) is np.ndarray and not as_t(b)._data.all():
-        raise RuntimeError("ZeroDivisionError")
+    _check_divisor(b)
     if rounding_mode == "floor":
         return P.floordiv(a, b)
     return P.floordiv(sub(a, _int_fmod(a, b)), b)  # (a - fmod(a, b) is a multiple of b)
+
+
+def _check_divisor(b) -> None:
+    """An integer divisor with a zero raises, as PyTorch: checked on an array, and on a value
+    compile's whole-function trace computes, speculated (tracer.speculate): the compiled
+    call checks it first and a call with a zero runs eagerly, raising there."""
+    if isinstance(b, _SCALARS):
+        zero = b == 0
+    elif type(b._data) is np.ndarray:
+        zero = not b._data.all()
+    else:
+        zero = speculate.traced(b) is not None and not all(b)
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
 
 
 def _int_fmod(a: Tensor, b) -> Tensor:
@@ -436,9 +450,7 @@ def _modulo(a, b, rounding, name, what):
         raise NotImplementedError(f'"{what}_cpu" not implemented for \'Bool\'')
     if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
         return named(sub(a, mul(rounding(div(a, b)), b)), name)
-    if (isinstance(b, Tensor) and type(b._data) is np.ndarray and not b._data.all()) or (
-            isinstance(b, _SCALARS) and b == 0):  # (an integer remainder by zero raises, as PyTorch)
-        raise RuntimeError("ZeroDivisionError")
+    _check_divisor(b)
     return P.mod(a, b) if rounding is floor else _int_fmod(a, b)
 
 
