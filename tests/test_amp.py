@@ -355,3 +355,44 @@ def test_autocast_casts_prelu_bmm_sums_vecdot_down_and_resizing_up_as_torch():
             with lib.autocast("cpu", dtype=getattr(lib, low)):
                 out += [str(t.dtype).split(".")[1] for t in ops(lib, *(lib.tensor(a, dtype=lib.float32) for a in (x, b, v)))]
         assert got == want, (low, got, want)
+
+
+def test_autocast_recurrent_layers_output_dtypes_and_values_as_torch():
+    """Under CPU bfloat16 autocast PyTorch's LSTM (oneDNN's, on the low-precision list) takes
+    and returns bfloat16 (output and both states, with or without initial states, 2 layers
+    bidirectional too); RNN's matmuls make it bfloat16; GRU, the cells and a projected LSTM
+    end in float32. Values agree to bfloat16's precision and the float32 weights get float32
+    gradients."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 2, 4))
+    h0 = rng.standard_normal((1, 2, 3)) * 0.5
+
+    def run(lib):
+        lib.manual_seed(0)
+        nn = lib.nn
+        mods = [nn.LSTM(4, 3), nn.LSTM(4, 3, num_layers=2, bidirectional=True, batch_first=True), nn.GRU(4, 3),
+                nn.RNN(4, 3), nn.LSTMCell(4, 3), nn.LSTM(4, 3, proj_size=2)]
+        for m in mods:
+            for p in m.parameters():
+                p.data.copy_(lib.tensor(rng_p.uniform(-0.5, 0.5, tuple(p.shape)), dtype=lib.float32))
+        xs, hs = lib.tensor(x, dtype=lib.float32), lib.tensor(h0, dtype=lib.float32)
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            outs = [*mods[0](xs)[0:1], *mods[0](xs, (hs, hs))[1], mods[1](xs)[0], mods[2](xs)[0], mods[3](xs)[0],
+                    *mods[4](xs[0]), *mods[5](xs)[1]]
+        sum(o.float().sum() for o in outs).backward()
+        return ([str(o.dtype).split(".")[1] for o in outs], [o.detach().float().numpy() for o in outs],
+                [(str(p.grad.dtype), p.grad.numpy()) for m in mods for p in m.parameters()])
+
+    rng_p = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch: projections are not supported by oneDNN)
+        want = run(torch)
+    rng_p = np.random.default_rng(1)
+    got = run(fg)
+    assert got[0] == want[0]
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=0.05, atol=0.05)
+    for (da, a), (db, b) in zip(got[2], want[2]):
+        assert da.split(".")[1] == db.split(".")[1] == "float32"
+        np.testing.assert_allclose(a, b, rtol=0.1, atol=0.1)

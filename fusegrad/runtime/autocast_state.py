@@ -48,6 +48,13 @@ def _cast_args(args: tuple, kwargs: dict, target: np.dtype):
     return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 
+def in_low_precision(*tensors) -> tuple:
+    """``tensors`` cast to the active low dtype, as an op on the low-precision list casts its
+    operands (unchanged while autocast is off), for ops that cast inside their body."""
+    low = STATE.dtype
+    return tensors if low is None else _cast_args(tensors, {}, low)[0]
+
+
 def _policy(target_of: Callable[[np.dtype], np.dtype]) -> Callable:
     def deco(fn: Callable) -> Callable:
         @functools.wraps(fn)

@@ -14,6 +14,7 @@ import math
 import warnings
 from typing import List, Optional, Tuple
 
+from ...runtime.autocast_state import in_low_precision
 from ...runtime import ops as O
 from ...runtime.factory import empty, zeros
 from ...runtime.tensor import Tensor
@@ -400,6 +401,9 @@ class RNNBase(Module):
                                    f"{[h.ndim for h in hx]}-D tensor")
             for h, s, what in zip(hx, sizes, ("hidden", "cell")):
                 self._check_hidden(h, (layers, n, s), what if self.mode == "LSTM" else "hidden")
+        if self.mode == "LSTM" and not self.proj_size:
+            # (PyTorch's CPU LSTM is oneDNN's, an op of autocast's low-precision list)
+            x, *hx = in_low_precision(x, *hx)
         per_layer = [tuple(h[i] for h in hx) for i in range(layers)]
         out, finals = self._run(x, per_layer)
         final = tuple(O.stack([f[j] for f in finals], 0) for j in range(len(sizes)))
