@@ -828,3 +828,24 @@ def test_dicts_holding_functions_and_modules_are_guarded_by_their_items():
         assert cf(x).item() == pytest.approx(f(x).item()) and cm(x).item() == pytest.approx(trainer.step(x).item())
     mods["head"] = fusegrad.nn.ReLU()
     assert cf(x).item() == pytest.approx(f(x).item())
+
+
+def test_a_fresh_lambda_argument_equal_to_the_last_reuses_its_graph():
+    """A lambda made afresh at each call (same code, equal plain closure values and defaults)
+    finds the graph traced for the first; another code, default or closure value is another
+    signature; a global that a function argument names is guarded as the compiled
+    function's own (the same function passed again saw the old value)."""
+    f = fusegrad.compile(lambda x, act: act(x) + 1)
+    x = fusegrad.arange(4.0)
+    for k in (3.0, 3.0, 3.0, 4.0):
+        assert f(x, lambda t: t * 2).tolist() == [1.0, 3.0, 5.0, 7.0]
+        assert f(x, lambda t, s=k: t * s).tolist() == [1.0 + k * i for i in range(4)]
+        assert f(x, (lambda c: lambda t: t - c)(k)).tolist() == [1.0 - k + i for i in range(4)]
+    assert f.cache_info()["compiles"] == 5 and f.cache_info()["fallbacks"] == 0
+    global _SHIFT
+    g = fusegrad.compile(lambda x, act: act(x) + 1)
+    shift = lambda t: t + _SHIFT  # noqa: E731
+    for _SHIFT in (1.0, 2.0, 2.0):
+        assert g(x, lambda t: t + _SHIFT).tolist() == [1.0 + _SHIFT + i for i in range(4)]
+        assert g(x, shift).tolist() == [1.0 + _SHIFT + i for i in range(4)]
+    assert g.cache_info()["compiles"] == 4 and g.cache_info()["fallbacks"] == 0

@@ -125,7 +125,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                 else:
                     tleaves.append(x)
             named, writers, names = [], {}, []
-            for key, read, identity in referenced_values(fn, writers=writers):
+            given = [x for x in leaves if type(x) is types.FunctionType]  # (what a function argument names too)
+            for key, read, identity in [r for f in (fn, *given) for r in referenced_values(f, writers=writers)]:
                 if key in writers and key not in live_names:
                     names.append((read, writers[key]))
                 if key in live_names and key in writers:

@@ -3,6 +3,7 @@ to be reused."""
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any
 
 from ..func.pytree import flatten
@@ -12,12 +13,32 @@ from ..runtime.grad_mode import STATE
 from ..runtime.tensor import Tensor
 
 
+_PLAIN = (int, float, complex, str, bytes, bool, type(None))
+
+
 def _hashable(x: Any):
+    if type(x) is types.FunctionType:
+        return _function_key(x)
     try:
         hash(x)
         return x
     except TypeError:
         return repr(x)
+
+
+def _function_key(f: types.FunctionType) -> Any:
+    """A function argument's key: for a lambda or nested function whose defaults and closure
+    hold only plain values, its code, globals and those values, so one made afresh at each
+    call (``step(x, lambda t: t * 2)``) finds the graph traced for an equal one; else the
+    function itself."""
+    try:
+        cells = tuple(c.cell_contents for c in f.__closure__ or ())
+    except ValueError:  # (a cell not yet assigned)
+        return f
+    values = cells + (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).items())
+    if all(type(v) in _PLAIN or (type(v) is tuple and all(type(e) in _PLAIN for e in v)) for v in values):
+        return ("function", f.__code__, id(f.__globals__), values)
+    return f
 
 
 def _spec_key(spec) -> Any:
