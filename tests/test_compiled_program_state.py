@@ -849,3 +849,24 @@ def test_a_fresh_lambda_argument_equal_to_the_last_reuses_its_graph():
         assert g(x, lambda t: t + _SHIFT).tolist() == [1.0 + _SHIFT + i for i in range(4)]
         assert g(x, shift).tolist() == [1.0 + _SHIFT + i for i in range(4)]
     assert g.cache_info()["compiles"] == 4 and g.cache_info()["fallbacks"] == 0
+
+
+class _Scaled(fusegrad.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = fusegrad.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.body(x) * _GAIN
+
+
+def test_a_module_argument_is_guarded_as_a_compiled_module():
+    """A module passed as an argument: a global its forward reads and a submodule swapped
+    between calls are seen (the old graph was replayed, silently)."""
+    global _GAIN
+    f = fusegrad.compile(lambda m, x: m(x))
+    m, x = _Scaled(), fusegrad.ones(2, 3)
+    for _GAIN in (1.0, 3.0):
+        np.testing.assert_allclose(f(m, x).detach().numpy(), (m.body(x) * _GAIN).detach().numpy(), rtol=1e-6)
+    m.body = fusegrad.nn.Identity()
+    assert f(m, x).tolist() == [[3.0] * 3] * 2

@@ -125,7 +125,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                 else:
                     tleaves.append(x)
             named, writers, names = [], {}, []
-            given = [x for x in leaves if type(x) is types.FunctionType]  # (what a function argument names too)
+            # (what a function or module argument names too)
+            given = [x for x in leaves if type(x) is types.FunctionType or hasattr(x, "named_parameters")]
             for key, read, identity in [r for f in (fn, *given) for r in referenced_values(f, writers=writers)]:
                 if key in writers and key not in live_names:
                     names.append((read, writers[key]))
