@@ -27,7 +27,10 @@ from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, Conv3d, C
                       LPPool1d, LPPool2d, LPPool3d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .modules import AdaptiveLogSoftmaxWithLoss, CTCLoss, SyncBatchNorm
 from .buffer import Buffer
-from .parameter import Parameter, UninitializedParameter
+from .parameter import Parameter, UninitializedBuffer, UninitializedParameter
+from .modules import (FractionalMaxPool2d, FractionalMaxPool3d, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,
+                      LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d,
+                      LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d)
 
 __all__ = ["Module", "Parameter", "Buffer", "functional", "init", "parallel", "utils", "DataParallel", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss",
            "Dropout", "ELU", "Embedding", "Flatten", "GELU", "HuberLoss", "Identity", "L1Loss", "LayerNorm",
@@ -62,3 +65,8 @@ __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "AvgPool3d", "Conv3d", "Co
             "LPPool1d", "LPPool2d", "LPPool3d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 # sequence losses, the adaptive softmax and batch norm across ranks
 __all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss", "SyncBatchNorm"]
+# lazy layers, the uninitialized buffer and fractional max pooling
+__all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+            "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+            "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+            "UninitializedBuffer"]

@@ -655,3 +655,9 @@ __all__ += ["conv3d", "conv_transpose3d", "adaptive_avg_pool3d", "adaptive_max_p
 from .functional_ctc import ctc_loss  # noqa: E402
 
 __all__ += ["ctc_loss"]
+
+from .functional_pool import (fractional_max_pool2d, fractional_max_pool2d_with_indices,  # noqa: E402
+                              fractional_max_pool3d, fractional_max_pool3d_with_indices)
+
+__all__ += ["fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+            "fractional_max_pool3d_with_indices"]

@@ -17,6 +17,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.autocast_state import float32_policy
+from ..runtime.factory import full_like, rand
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
@@ -25,7 +26,8 @@ from .functional_conv import ntuple, windows
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
            "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
-           "max_unpool3d", "embedding_bag", "interpolate", "upsample", "pixel_shuffle",
+           "max_unpool3d", "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d_with_indices", "embedding_bag", "interpolate", "upsample", "pixel_shuffle",
            "pixel_unshuffle"]
 
 IntOrTuple = Union[int, Sequence[int]]
@@ -405,6 +407,131 @@ def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
 def adaptive_max_pool3d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
     """Max pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size``."""
     return _adaptive_max(input, output_size, 3, return_indices, "adaptive_max_pool3d")
+
+
+# ---------------------------------------------------------------- fractional max pooling
+def repeated(v, n: int) -> tuple:
+    """``v`` as a tuple, a single value repeated ``n`` times (PyTorch's ``_pair``/``_triple``,
+    which keep floats: the output ratios)."""
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+
+
+def _fractional_starts(u: Tensor, size: int, out: int, k: int) -> Tensor:
+    """The start of each pooling region along one dim (N, C, out), for the per-plane samples
+    ``u`` (N, C) in [0, 1), as PyTorch's kernel computes them in the input's dtype:
+    ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (size - k) / (out - 1)``, the
+    last region ending at the input's end."""
+    last = full_like(O.unsqueeze(u, -1), size - k, dtype=D.int64)
+    if out == 1:
+        return last
+    npdt = u.dtype.np
+    alpha = _tensor(np.asarray(size - k, dtype=npdt) / np.asarray(out - 1, dtype=npdt))
+    i = _tensor(np.arange(out - 1, dtype=npdt))
+    scaled = O.mul(O.add(O.unsqueeze(u, -1), i), alpha).to(D.int64)  # (truncation: the values are >= 0)
+    offset = O.unsqueeze(O.mul(u, alpha).to(D.int64), -1)
+    return O.cat([O.sub(scaled, offset), last], -1)
+
+
+def _fractional_sizes(input: Tensor, n: int, kernel_size, output_size, output_ratio, name: str) -> tuple:
+    """The kernel and output sizes, checked as PyTorch checks them."""
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    if input.ndim not in (n + 1, n + 2) or input.numel() == 0:
+        raise RuntimeError(f"{name}(): Expected {n + 1}D or {n + 2}D tensor, but got: {list(input.shape)}")
+    ks = ntuple(kernel_size, n, "kernel_size")
+    sp = tuple(input.shape[-n:])
+    if output_size is None:
+        if isinstance(output_ratio, (list, tuple)) and len(output_ratio) > n:
+            raise ValueError(f"{name} requires output_ratio to either be a single Int or tuple of Ints.")
+        outs = tuple(int(s * r) for s, r in zip(sp, repeated(output_ratio, n)))
+    else:
+        outs = ntuple(output_size, n, "output_size")
+    for dim, s, o, k in zip(("time", "height", "width")[-n:], sp, outs, ks):
+        # (PyTorch's 3-d check is strict: the last region may not end at the input's end)
+        if o + k - 1 > s or (n == 3 and o + k - 1 == s):
+            where = f"{name}()" if n == 2 else f"{name}_out()"
+            raise RuntimeError(f"{where}: pool {dim} {k} too large relative to input {dim} {s}")
+    return ks, outs
+
+
+def _checked_samples(u: Optional[Tensor], input: Tensor, lead: tuple, n: int) -> Tensor:
+    """``u``, or ``rand(N, C, n)`` in the input's dtype when None, checked as PyTorch checks it;
+    a first dim longer than the batch is cut to it."""
+    if u is None:
+        return rand(*lead, n, dtype=input.dtype, device=input.device)
+    if u.dtype != input.dtype:
+        raise RuntimeError("Expect _random_samples to have the same dtype as input")
+    if u.ndim != 3 or u.shape[0] < lead[0]:
+        raise RuntimeError(f"Expect _random_samples of shape (N, C, {n}) with N no less than the input's batch "
+                           f"size, but got {list(u.shape)}")
+    if u.shape[1] != lead[1]:
+        raise RuntimeError("Expect _random_samples.size(1) equals to input channel size.")
+    if u.shape[2] != n:
+        raise RuntimeError(f"Expect _random_samples.size(2) equals to {n}; got {u.shape[2]}.")
+    return u[:lead[0]]
+
+
+def _fractional_max_pool(input: Tensor, n: int, kernel_size, output_size, output_ratio, return_indices: bool,
+                         _random_samples: Optional[Tensor], name: str):
+    ks, outs = _fractional_sizes(input, n, kernel_size, output_size, output_ratio, name)
+    sp = tuple(input.shape[-n:])
+    x = input if input.ndim == n + 2 else O.unsqueeze(input, 0)
+    lead = tuple(x.shape[:2])
+    u = _checked_samples(_random_samples, input, lead, n)
+    # the flat input index of every (output position, window offset): (N, C, *outs, *ks); the
+    # 2-d kernel reads a plane's samples as (width, height), the 3-d one as (time, height, width)
+    order = (1, 0) if n == 2 else tuple(range(n))
+    flat = None
+    for i in range(n):
+        starts = _fractional_starts(u[..., order[i]], sp[i], outs[i], ks[i])
+        pos = O.add(O.unsqueeze(starts, -1), _tensor(np.arange(ks[i])))  # (N, C, out_i, k_i)
+        shape = [1] * (2 * n)
+        shape[i], shape[n + i] = outs[i], ks[i]
+        term = O.mul(O.reshape(pos, lead + tuple(shape)), math.prod(sp[i + 1:]))
+        flat = term if flat is None else O.add(flat, term)
+    flat = O.reshape(O.expand(flat, lead + outs + ks), lead + outs + (-1,))
+    win = O.reshape(O.gather(O.reshape(x, lead + (-1,)), 2, O.reshape(flat, lead + (-1,))), flat.shape)
+    which = O.argmax(win, -1, keepdim=True)
+    vals = O.squeeze(O.gather(win, -1, which), -1)
+    indices = O.squeeze(O.gather(flat, -1, which), -1)
+    if input.ndim == n + 1:
+        vals, indices = O.squeeze(vals, 0), O.squeeze(indices, 0)
+    vals = own(named(vals, f"FractionalMaxPool{n}DBackward0"), input)
+    return (vals, indices) if return_indices else vals
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size: IntOrTuple, output_size: Optional[IntOrTuple] = None,
+                          output_ratio=None, return_indices: bool = False,
+                          _random_samples: Optional[Tensor] = None):
+    """Fractional max pooling of (N, C, H, W) or (C, H, W) to ``output_size`` (or the input's
+    size times ``output_ratio``): ``kernel_size`` windows at pseudo-random starts, drawn from
+    ``_random_samples`` (N, C, 2) in [0, 1) (``rand`` when None); with ``return_indices``
+    also the flat position (h * W + w) of each maximum."""
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool2d")
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size: IntOrTuple, output_size: Optional[IntOrTuple] = None,
+                          output_ratio=None, return_indices: bool = False,
+                          _random_samples: Optional[Tensor] = None):
+    """``fractional_max_pool2d`` over (N, C, T, H, W) or (C, T, H, W), with ``_random_samples``
+    (N, C, 3)."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool3d")
+
+
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size: IntOrTuple,
+                                       output_size: Optional[IntOrTuple] = None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Optional[Tensor] = None):
+    """``fractional_max_pool2d`` returning the indices as well, whatever ``return_indices``."""
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size: IntOrTuple,
+                                       output_size: Optional[IntOrTuple] = None, output_ratio=None,
+                                       return_indices: bool = False, _random_samples: Optional[Tensor] = None):
+    """``fractional_max_pool3d`` returning the indices as well, whatever ``return_indices``."""
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)
 
 
 # ---------------------------------------------------------------- resizing

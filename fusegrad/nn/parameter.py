@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir.graph import Var
 from ..runtime.tensor import Tensor, wrap
 
@@ -55,27 +56,62 @@ def _rebuild_parameter(array: np.ndarray, requires_grad: bool) -> Parameter:
     return Parameter(wrap(array), requires_grad)
 
 
-class UninitializedParameter(Parameter):
-    """A parameter whose shape is not known yet (a lazy module's, until its first call);
-    ``materialize(shape)`` gives it data in place, so optimizers built before then hold
-    the materialized parameter, and makes it a ``Parameter``."""
+def _np_dtype(dtype) -> np.dtype:
+    return (D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()).np
+
+
+class UninitializedTensorMixin:
+    """A tensor whose shape is not known yet (a lazy module's, until its first call or a
+    ``load_state_dict``); ``materialize(shape)`` gives it data in place, so optimizers and
+    modules holding it keep the materialized tensor, and makes it a ``cls_to_become``."""
     __slots__ = ()
+    cls_to_become: type = Tensor
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Give this tensor uninitialized data of ``shape`` and ``dtype`` (its own when None);
+        ``device`` is PyTorch's argument (fusegrad's lazy tensors are on the CPU)."""
+        # an array, not a factory tensor (inside compile's trace that is a traced value); zeros,
+        # as fusegrad's empty(): garbage (NaN) would warn in the initialization that follows
+        self._data = np.zeros(tuple(shape), dtype=self._data.dtype if dtype is None else _np_dtype(dtype))
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        # (Parameter's pickles the data: it would come back as a Parameter of no elements)
+        return (type(self), (self.requires_grad, None, self.dtype))
+
+
+def is_lazy(tensor) -> bool:
+    """Whether ``tensor`` is an ``UninitializedParameter`` or ``UninitializedBuffer``."""
+    return isinstance(tensor, UninitializedTensorMixin)
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter whose shape is not known yet; it becomes a ``Parameter`` when materialized."""
+    __slots__ = ()
+    cls_to_become = Parameter
 
     def __new__(cls, requires_grad: bool = True, device=None, dtype=None) -> "UninitializedParameter":
-        from ..ir import dtypes as D
-        npdt = (D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()).np
-        return super().__new__(cls, wrap(np.empty((0,), dtype=npdt)), requires_grad)
+        return super().__new__(cls, wrap(np.empty((0,), dtype=_np_dtype(dtype))), requires_grad)
 
     def __init__(self, requires_grad: bool = True, device=None, dtype=None) -> None:
         pass
 
-    def materialize(self, shape, device=None, dtype=None) -> None:
-        from ..ir import dtypes as D
-        npdt = D.to_dtype(dtype).np if dtype is not None else self._data.dtype
-        self._data = np.empty(tuple(shape), dtype=npdt)
-        self.__class__ = Parameter
 
-    def __repr__(self) -> str:
-        return "<UninitializedParameter>"
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer whose shape is not known yet (registered under a name the module declared as a
+    buffer: a lazy norm layer's running statistics); it becomes a ``Tensor`` when materialized."""
+    __slots__ = ()
 
-    __str__ = __repr__
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None) -> "UninitializedBuffer":
+        b = wrap(np.empty((0,), dtype=_np_dtype(dtype)), cls)
+        b.requires_grad_(requires_grad)
+        return b
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None) -> None:
+        # Tensor.__init__ would rebuild the payload that __new__ already set
+        pass

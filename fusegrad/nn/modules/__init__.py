@@ -83,3 +83,14 @@ from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402
 from .loss import CTCLoss  # noqa: E402
 
 __all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]
+
+# lazy layers and fractional max pooling
+from .batchnorm import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,  # noqa: E402
+                        LazyInstanceNorm2d, LazyInstanceNorm3d)
+from .conv import (LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d,  # noqa: E402
+                   LazyConvTranspose3d)
+from .pooling import FractionalMaxPool2d, FractionalMaxPool3d  # noqa: E402
+
+__all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+            "LazyInstanceNorm3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+            "LazyConvTranspose2d", "LazyConvTranspose3d", "FractionalMaxPool2d", "FractionalMaxPool3d"]

@@ -1,10 +1,10 @@
 """BatchNorm1d/2d/3d, SyncBatchNorm and InstanceNorm1d/2d/3d: per-channel normalization with
 optional affine parameters and running statistics (buffers ``running_mean``, ``running_var``,
-``num_batches_tracked``)."""
+``num_batches_tracked``); and their lazy forms, which read the number of channels from the input."""
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Dict, Optional
 
 from ...runtime.factory import full_like, ones, tensor, zeros
 from ...ir import dtypes as D
@@ -13,7 +13,9 @@ from ...runtime.ops import unsqueeze, squeeze
 from ...runtime.tensor import Tensor
 from .. import functional_norm as FN
 from ..module import Module
+from ..parameter import UninitializedBuffer, UninitializedParameter
 from .affine import register_affine, reset_affine
+from .lazy import _LazyLayer
 
 
 class _NormBase(Module):
@@ -205,4 +207,68 @@ class InstanceNorm2d(_InstanceNorm):
 
 class InstanceNorm3d(_InstanceNorm):
     """Normalizes each (sample, channel) of (N, C, D, H, W) over D, H and W."""
+    _n = 3
+
+
+class _LazyNormBase(_LazyLayer):
+    """A batch or instance norm whose ``num_features`` is read from its first input (dim 1, as
+    PyTorch's); its affine parameters and running statistics are uninitialized until then."""
+    _inferred = "num_features"
+
+    def __init__(self, eps: float = 1e-5, momentum: Optional[float] = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+        # no affine parameters and no statistics: none made just to be replaced
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = tensor(0, dtype=D.int64)
+
+    def _size_from(self, input: Tensor) -> int:
+        return int(input.shape[1])
+
+    def _lazy_shapes(self) -> Dict[str, tuple]:
+        n = (self.num_features,)
+        return {"weight": n, "bias": n, "running_mean": n, "running_var": n}
+
+
+class LazyBatchNorm1d(_LazyNormBase, _BatchNorm):
+    """A ``BatchNorm1d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = BatchNorm1d
+    _dims = BatchNorm1d._dims
+
+
+class LazyBatchNorm2d(_LazyNormBase, _BatchNorm):
+    """A ``BatchNorm2d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = BatchNorm2d
+    _dims = BatchNorm2d._dims
+
+
+class LazyBatchNorm3d(_LazyNormBase, _BatchNorm):
+    """A ``BatchNorm3d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = BatchNorm3d
+    _dims = BatchNorm3d._dims
+
+
+class LazyInstanceNorm1d(_LazyNormBase, _InstanceNorm):
+    """An ``InstanceNorm1d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = InstanceNorm1d
+    _n = 1
+
+
+class LazyInstanceNorm2d(_LazyNormBase, _InstanceNorm):
+    """An ``InstanceNorm2d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = InstanceNorm2d
+    _n = 2
+
+
+class LazyInstanceNorm3d(_LazyNormBase, _InstanceNorm):
+    """An ``InstanceNorm3d`` whose ``num_features`` is read from its first input."""
+    cls_to_become = InstanceNorm3d
     _n = 3

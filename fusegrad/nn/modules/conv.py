@@ -1,14 +1,21 @@
-"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d and their lazy forms."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 from ...runtime.tensor import Tensor
 from .. import functional_conv as FC
 from ..module import Module
+from ..parameter import UninitializedParameter
 from .default_init import kaiming_reset_, register_weight_and_bias
+from .lazy import _LazyLayer
 
 _MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _check_in_channels(in_channels: int, groups: int) -> None:
+    if in_channels % groups:
+        raise ValueError("in_channels must be divisible by groups")
 
 
 class _ConvNd(Module):
@@ -24,8 +31,7 @@ class _ConvNd(Module):
         n = self._n
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
+        _check_in_channels(in_channels, groups)
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
         if padding_mode not in _MODES:
@@ -45,12 +51,14 @@ class _ConvNd(Module):
         self.output_padding = FC.ntuple(output_padding, n, "output_padding")
         self.groups = groups
         self.padding_mode = padding_mode
-        if self.transposed:
-            wshape = (in_channels, out_channels // groups) + self.kernel_size
-        else:
-            wshape = (out_channels, in_channels // groups) + self.kernel_size
-        register_weight_and_bias(self, wshape, out_channels, bias, dtype, device)
+        register_weight_and_bias(self, self._weight_shape(), out_channels, bias, dtype, device)
         self.reset_parameters()
+
+    def _weight_shape(self) -> tuple:
+        g = self.groups
+        if self.transposed:
+            return (self.in_channels, self.out_channels // g) + self.kernel_size
+        return (self.out_channels, self.in_channels // g) + self.kernel_size
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform_(a=sqrt(5)) weight, U(+-1/sqrt(fan_in)) bias."""
@@ -146,3 +154,73 @@ class ConvTranspose2d(_ConvTranspose):
 class ConvTranspose3d(_ConvTranspose):
     """3-d transposed convolution with weight (in, out // groups, kd, kh, kw)."""
     _n = 3
+
+
+class _LazyConvNd(_LazyLayer):
+    """A conv layer whose ``in_channels`` is read from its first input (dim 1, or dim 0 of an
+    unbatched input); it then becomes ``cls_to_become``."""
+    _inferred = "in_channels"
+
+    def _lazy_init(self, out_channels: int, bias: bool, device, dtype) -> None:
+        """Replace the placeholder parameters of the constructor (0 channels, no bias) by lazy ones."""
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def _size_from(self, input: Tensor) -> int:
+        n = self._n
+        if input.ndim not in (n + 1, n + 2):
+            raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                               f"{type(self).__name__}, but got input of size: {input.shape}")
+        in_channels = int(input.shape[1] if input.ndim == n + 2 else input.shape[0])
+        _check_in_channels(in_channels, self.groups)
+        return in_channels
+
+    def _lazy_shapes(self) -> Dict[str, tuple]:
+        return {"weight": self._weight_shape(), "bias": (self.out_channels,)}
+
+
+class _LazyConv(_LazyConvNd, _Conv):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding: Union[str, int, Sequence[int]] = 0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None,
+                 dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """A ``Conv1d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """A ``Conv2d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """A ``Conv3d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = Conv3d
+
+
+class _LazyConvTranspose(_LazyConvNd, _ConvTranspose):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
+    """A ``ConvTranspose1d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
+    """A ``ConvTranspose2d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """A ``ConvTranspose3d`` whose ``in_channels`` is read from its first input."""
+    cls_to_become = ConvTranspose3d

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Dict
 
 from ...runtime.tensor import Tensor
 from .. import functional as F
@@ -10,6 +10,7 @@ from .. import init
 from ..module import Module
 from ..parameter import UninitializedParameter
 from .default_init import kaiming_reset_, register_weight_and_bias
+from .lazy import _LazyLayer
 
 
 class Identity(Module):
@@ -43,52 +44,25 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class LazyLinear(Linear):
+class LazyLinear(_LazyLayer, Linear):
     """A ``Linear`` whose ``in_features`` is read from its first input (``input.shape[-1]``):
     the parameters are ``UninitializedParameter``s until then, materialized in place and
     initialized as ``Linear``'s; the module then becomes a ``Linear``."""
     cls_to_become = Linear
+    _inferred = "in_features"
 
     def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
-        Module.__init__(self)
-        self.in_features = 0
+        super().__init__(0, 0, False)  # (no bias: none made just to be replaced)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
         self.out_features = out_features
-        self.weight = UninitializedParameter(dtype=dtype)
         if bias:
-            self.bias = UninitializedParameter(dtype=dtype)
-        else:
-            self.register_parameter("bias", None)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
 
-    def has_uninitialized_params(self) -> bool:
-        return any(isinstance(p, UninitializedParameter) for p in (self.weight, self.bias))
+    def _size_from(self, input: Tensor) -> int:
+        return int(input.shape[-1])
 
-    def reset_parameters(self) -> None:
-        if not self.has_uninitialized_params() and self.in_features != 0:
-            super().reset_parameters()
-
-    def initialize_parameters(self, input: Tensor) -> None:
-        """Materialize the parameters for ``input``'s last dimension and initialize them."""
-        from ...ir.graph import Var
-        from ...tracer.trace import user_frame
-        if type(input._data) is Var:  # (compile's segments run it outside the trace; other traces break)
-            with input._data.trace.eagerly(f"LazyLinear at {user_frame()} initializes its parameters on its first "
-                                           "call, which runs eagerly"):
-                self._materialize(int(input.shape[-1]))
-        else:
-            self._materialize(int(input.shape[-1]))
-
-    def _materialize(self, in_features: int) -> None:
-        self.in_features = in_features
-        self.weight.materialize((self.out_features, self.in_features))
-        if self.bias is not None:
-            self.bias.materialize((self.out_features,))
-        self.reset_parameters()
-
-    def forward(self, input: Tensor) -> Tensor:
-        if self.has_uninitialized_params():
-            self.initialize_parameters(input)
-            self.__class__ = self.cls_to_become
-        return Linear.forward(self, input)
+    def _lazy_shapes(self) -> Dict[str, tuple]:
+        return {"weight": (self.out_features, self.in_features), "bias": (self.out_features,)}
 
 
 class Bilinear(Module):

@@ -1,5 +1,5 @@
-"""Pooling modules: max, average, adaptive and power-average pooling in 1, 2 and 3 dims, and max
-unpooling."""
+"""Pooling modules: max, average, adaptive and power-average pooling in 1, 2 and 3 dims, max
+unpooling and fractional max pooling in 2 and 3 dims."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -233,3 +233,40 @@ class MaxUnpool3d(_MaxUnpoolNd):
     """Inverse of ``MaxPool3d``."""
     _n = 3
     _fn = staticmethod(FP.max_unpool3d)
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling to ``output_size`` or to the input's size times ``output_ratio``
+    (each in (0, 1)); ``_random_samples`` (a buffer, None: drawn at each call) fixes the regions."""
+    _n = 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples: Optional[Tensor] = None) -> None:
+        super().__init__()
+        n = self._n
+        self.kernel_size = ntuple(kernel_size, n, "kernel_size")
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = ntuple(output_size, n, "output_size") if output_size is not None else None
+        self.output_ratio = FP.repeated(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{type(self).__name__} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input: Tensor):
+        pool = FP.fractional_max_pool2d if self._n == 2 else FP.fractional_max_pool3d
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                    _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling of (N, C, H, W) or (C, H, W)."""
+    _n = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling of (N, C, T, H, W) or (C, T, H, W)."""
+    _n = 3
