@@ -196,7 +196,7 @@ def test_views_and_saved_values_as_pytorch_keeps_them():
 
 
 def test_in_place_layout_changes_as_pytorch():
-    """t_, transpose_, swapdims_, unsqueeze_, squeeze_: the tensor takes the new layout on
+    """t_, transpose_, swapdims_, unsqueeze_, squeeze_, as_strided_: the tensor takes the new layout on
     the same memory (a view made before still sees writes); one that requires grad is
     refused, and a node that saved its values before raises at backward (its version is
     bumped) instead of reading them in the new layout; compiled code runs them eagerly."""
@@ -214,7 +214,11 @@ def test_in_place_layout_changes_as_pytorch():
         w.squeeze_(2)
         w.swapdims_(0, 1)
         w.squeeze_()
-        return [z.numpy(), y.numpy(), np.array(w.shape)]
+        b = lib.arange(6.0, dtype=lib.float64)
+        v = b[1:]
+        v.as_strided_((2, 2), (1, 2), 1)
+        v.mul_(10)
+        return [z.numpy(), y.numpy(), np.array(w.shape), b.numpy(), v.numpy(), np.array(v.stride())]
 
     for got, want in zip(prog(fg), prog(torch), strict=True):
         np.testing.assert_array_equal(got, want)

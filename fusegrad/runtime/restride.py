@@ -1,5 +1,5 @@
 """In-place layout changes: ``Tensor.t_``, ``transpose_``, ``swapdims_``, ``swapaxes_``,
-``unsqueeze_`` and ``squeeze_``. The tensor takes the layout of the view the out-of-place
+``unsqueeze_``, ``squeeze_`` and ``as_strided_``. The tensor takes the layout of the view the out-of-place
 op makes of it, on the same memory (views made before keep seeing its writes), as
 PyTorch's does. Autograd nodes hold their inputs as tensors, whose layout they read at
 backward, so a tensor that requires grad is refused (PyTorch refuses its leaves too; use
@@ -11,6 +11,7 @@ from typing import Callable
 
 from ..ir.graph import Var
 from . import ops as O
+from .api_gaps_top import as_strided
 from .exports import op
 from .grad_mode import STATE
 from .tensor import Tensor
@@ -64,3 +65,8 @@ def unsqueeze_(self, dim):
 @op(function=False)
 def squeeze_(self, dim=None):
     return _restride(self, lambda x: O.squeeze(x, dim), "squeeze_()")
+
+
+@op
+def as_strided_(self, size, stride, storage_offset=None):
+    return _restride(self, lambda x: as_strided(x, size, stride, storage_offset), "as_strided_()")

@@ -341,6 +341,7 @@ METHODS = {
     'argsort': ('dim', 'descending'),
     'argwhere': (),
     'as_strided': ('size', 'stride', 'storage_offset'),
+    'as_strided_': ('size', 'stride', 'storage_offset'),
     'asin': (),
     'asinh': (),
     'atan': (),
