@@ -870,3 +870,28 @@ def test_a_module_argument_is_guarded_as_a_compiled_module():
         np.testing.assert_allclose(f(m, x).detach().numpy(), (m.body(x) * _GAIN).detach().numpy(), rtol=1e-6)
     m.body = fusegrad.nn.Identity()
     assert f(m, x).tolist() == [[3.0] * 3] * 2
+
+
+def test_hooks_of_layers_the_function_does_not_call_do_not_retrace_it():
+    """A counting hook on a submodule the compiled forward never calls (the encoder, run
+    eagerly between calls) leaves the compiled decoder's graph alone; a global that a hook
+    of a called layer reads is still guarded."""
+    global _HOOK_SCALE
+    nn = fusegrad.nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec = nn.Linear(3, 3), nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.dec(x)
+
+    m, calls = M(), {"n": 0}
+    m.enc.register_forward_hook(lambda mod, i, o: calls.__setitem__("n", calls["n"] + 1))
+    m.dec.register_forward_hook(lambda mod, i, o: o * _HOOK_SCALE)
+    f, x = fusegrad.compile(m), fusegrad.ones(2, 3)
+    for _HOOK_SCALE in (2.0, 2.0, 2.0, 3.0):
+        np.testing.assert_allclose(f(x).detach().numpy(), (m.dec.forward(x) * _HOOK_SCALE).detach().numpy())
+        m.enc(x)
+    assert calls["n"] == 4 and f.cache_info()["compiles"] == 2 and f.cache_info()["fallbacks"] == 0

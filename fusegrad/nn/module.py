@@ -985,6 +985,8 @@ class Module:
             d = self.__dict__  # its plain attributes (a temperature, a flag: set from outside since)
             guard((id(self), "attributes"), lambda: d.get("_attr_version", 0))
             guard((id(self), "hooks"), self._hook_ids)  # and for its hooks (one added later runs)
+            from ..tracer.capture import hook_guards  # (capture imports func, which imports nn)
+            hook_guards([*d.get("_forward_pre_hooks", {}).values(), *d.get("_forward_hooks", {}).values()])
         d = self.__dict__
         forward_pre_hooks = d.get("_forward_pre_hooks")
         forward_hooks = d.get("_forward_hooks")

@@ -136,7 +136,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                     bound.append((writers[key], value))
                     writers[key](dynamic_float.name_proxy(tr, value, read))
                     continue
-                named.append(guard(key, read, identity))
+                named.append(read() if identity is None else guard(key, read, identity))
             # (the generators it names, is given or holds: ``self.rng``, ``gens["noise"]``)
             around = named + [x for x in leaves if not isinstance(x, Tensor)] + (
                 [fn] if hasattr(fn, "named_parameters") else [])
@@ -524,7 +524,8 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
     module, a helper function) is guarded on identity, so rebinding the name retraces; the
     tensors of a named module, list or dict on identity; and, ``depth`` levels down, what a
     named helper function names in turn. ``writers`` (when given) gets key -> write for
-    each global or cell."""
+    each global or cell. What only forward hooks name comes with identity None: held, not
+    guarded (``hook_guards``)."""
     while _library(getattr(fn, "__func__", fn)) and hasattr(fn, "__wrapped__"):  # (no_grad's wrapper: its function)
         fn = fn.__wrapped__
     if _library(getattr(fn, "__func__", fn)):  # a transform's wrapper: its guards come from its own capture
@@ -573,17 +574,19 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
     def inside(module, itself: bool = False) -> None:
         """What the forwards of ``module``'s submodules (``itself``: and its own) and their
         hooks name (a log a layer appends to, a dict a hook stores activations in), as one
-        level down."""
+        level down. Forward hooks are visited last (``call_hooks``)."""
         for m in module.modules():
             if id(m) in modules_seen:
                 continue
             modules_seen.add(id(m))
-            for hook in [*m._forward_pre_hooks.values(), *m._forward_hooks.values(), *_accumulate_hooks(m)]:
+            call_hooks.extend([*m._forward_pre_hooks.values(), *m._forward_hooks.values()])
+            for hook in _accumulate_hooks(m):
                 visit(hook, 0)
             if (itself or m is not module) and not _library(type(m).forward):  # (fusegrad's layers name nothing of the user's)
                 visit(m, 0)
 
     modules_seen: set = set()
+    call_hooks: list = []
     visit(fn, depth)
     for hook in _global_hooks():
         visit(hook, 0)
@@ -591,4 +594,20 @@ def referenced_values(fn, depth: int = 1, writers: Optional[dict] = None) -> lis
         inside(fn)
         if hasattr(fn, "_modules"):  # a submodule swapped for one without parameters (model.act = Tanh())
             out.append((("module", id(fn), "modules"), lambda: _submodule_ids(fn), False))
+    # what a module's forward hooks name is held (their side effects seen) but not guarded
+    # here: a module the trace calls guards its hooks' values then (hook_guards), so a
+    # counter that a hook of a layer the function never calls keeps does not retrace it
+    guarded = len(out)
+    for hook in call_hooks:
+        visit(hook, 0)
+    out[guarded:] = [(key, read, None) for key, read, _ in out[guarded:]]
     return out
+
+
+def hook_guards(hooks) -> None:
+    """Guard what ``hooks`` (a module's forward hooks, run by a traced call) name, as
+    ``referenced_values`` guards a compiled function's own references."""
+    for hook in hooks:
+        for key, read, identity in referenced_values(hook, depth=0):
+            if identity is not None:
+                guard(key, read, identity)
