@@ -196,3 +196,20 @@ def test_a_decoding_position_with_a_growing_cache_stops_compiling():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
     info = cs.cache_info()
     assert info["compiles"] == 1 + compiled.VALUE_LIMIT and info["fallbacks"] == 12 - info["compiles"], info
+
+
+def test_an_int_used_as_a_slice_bound_beside_a_changing_float():
+    """A float that changes every call beside an int that bounds a slice (and an int
+    computed from it): the int compiles per value, the float is read at each call (the
+    whole signature compiled per value until the limit, then ran eagerly)."""
+    def f(x, alpha, n):
+        return (x[:n] * alpha).sum() + x[: n * 2 - 1].mean() * alpha
+
+    cf = fusegrad.compile(f)
+    x = XA.astype(np.float32)
+    for i in range(12):
+        alpha, n = 0.1 * i + 0.05, 3 + (i >= 8)
+        np.testing.assert_allclose(cf(fusegrad.tensor(x), alpha, n).item(), f(torch.tensor(x), alpha, n).item(),
+                                   rtol=2e-6)
+    info = cf.cache_info()
+    assert info["compiles"] == 3 and info["fallbacks"] == 0, info

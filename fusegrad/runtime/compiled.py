@@ -688,11 +688,12 @@ _STATIC = "static"  # a float-free signature whose floats compile per value (Com
 
 class _FloatPlan:
     """A plan whose float arguments (at leaf ``positions``) are 0-d float64 inputs, for
-    the float-free signature ``family``."""
-    __slots__ = ("plan", "positions", "family")
+    the float-free signature ``family`` and the values ``fixed`` of the number arguments
+    it compiled as constants (``_fixed_numbers``)."""
+    __slots__ = ("plan", "positions", "family", "fixed")
 
-    def __init__(self, plan: "_Plan", positions: tuple, family):
-        self.plan, self.positions, self.family = plan, positions, family
+    def __init__(self, plan: "_Plan", positions: tuple, family, fixed: tuple):
+        self.plan, self.positions, self.family, self.fixed = plan, positions, family, fixed
 
 
 class _Floats:
@@ -855,6 +856,7 @@ class CompiledFunction:
         self._segments_blas = False  # whether a compiled segment calls BLAS (runtime.segments)
         self._float_plans: dict = {}  # float-and-size-free signature -> [_FloatPlan] or _STATIC (_dynamic_floats)
         self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
+        self._fixed_numbers: dict = {}  # that signature -> positions of number arguments used as numbers
         self._per_value: dict = {}  # number-and-size-free signature -> compiles per value (VALUE_LIMIT)
         # the globals and closure cells holding numbers that changed between calls: traced as
         # values read at each call (live), or per value where the code needs the number (static)
@@ -1076,10 +1078,12 @@ class CompiledFunction:
             return None
         if state is _STATIC:
             return None
-        positions = tuple(i for i, x in enumerate(leaves) if type(x) in (float, int))
-        self._float_box.values = {i: leaves[i] for i in positions}
+        fixed = self._fixed_numbers.get(sizeless, ())
+        numbers = tuple(i for i, x in enumerate(leaves) if type(x) in (float, int))
+        self._float_box.values = {i: leaves[i] for i in numbers}
         for entry in state:
-            if entry.family == family and entry.plan.traced.holds():
+            if entry.family == family and entry.fixed == tuple(leaves[i] for i in fixed) \
+                    and entry.plan.traced.holds():
                 self._stats["hits"] += 1
                 return entry
         if len(state) >= RECOMPILE_LIMIT:
@@ -1087,13 +1091,21 @@ class CompiledFunction:
         self._stats["misses"] += 1
         self._stats["recompiles"] += 1
         log("recompiles", f"{self.__name__}: float arguments changed; compiling them as values read at each call")
-        floats = _Floats(positions, leaves, self._float_box)
-        try:
-            plan = self._build(floats.tensors(leaves), spec, floats=floats)
-        except FloatUsed as e:
-            plan = e
-        except Exception as e:  # (code that checks for an int or float itself: a size, a factory's argument)
-            plan = FloatUsed(f"{type(e).__name__}: {e}")
+        while True:
+            positions = tuple(i for i in numbers if i not in fixed)
+            floats = _Floats(positions, leaves, self._float_box)
+            try:
+                plan = self._build(floats.tensors(leaves), spec, floats=floats)
+            except FloatUsed as e:
+                plan = e
+                if e.sources and not e.sources.issuperset(positions):
+                    # (an int used as a size or an index: that one compiles per value, the others stay read)
+                    fixed = tuple(sorted({*fixed, *e.sources}))
+                    self._fixed_numbers[sizeless] = fixed
+                    continue
+            except Exception as e:  # (code that checks for an int or float itself: a size, a factory's argument)
+                plan = FloatUsed(f"{type(e).__name__}: {e}")
+            break
         if type(plan) is not _Plan:
             self._float_plans[sizeless] = _STATIC
             why = plan if isinstance(plan, FloatUsed) else "its graph is not compiled whole"
@@ -1101,7 +1113,7 @@ class CompiledFunction:
             if note not in self._stats["notes"]:
                 self._stats["notes"].append(note)
             return None
-        entry = _FloatPlan(plan, positions, family)
+        entry = _FloatPlan(plan, positions, family, tuple(leaves[i] for i in fixed))
         state.insert(0, entry)
         return entry
 

@@ -45,7 +45,7 @@ def as_t(x, dtype=None) -> Tensor:
     if isinstance(x, Tensor):
         return x
     if type(x) is DynamicFloat:  # (tensor ops with a Python float operand take it in _promote2)
-        raise FloatUsed("made into a tensor")
+        raise FloatUsed("made into a tensor", x.sources)
     from .factory import tensor
     return tensor(x, dtype=dtype)
 

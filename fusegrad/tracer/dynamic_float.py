@@ -26,7 +26,12 @@ from .live import NamedNumber, guard
 
 
 class FloatUsed(Exception):
-    """The traced code needed a ``DynamicFloat``'s value itself."""
+    """The traced code needed a ``DynamicFloat``'s value itself; ``sources``: the positions
+    of the arguments that value came from (empty where not known)."""
+
+    def __init__(self, message: str, sources: frozenset = frozenset()):
+        super().__init__(message)
+        self.sources = sources
 
 
 class ArgBox(threading.local):
@@ -45,18 +50,19 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operato
 
 class DynamicFloat:
     """A number argument in compile's trace, or arithmetic on one (see the module docstring)."""
-    __slots__ = ("value", "read", "tensor", "made")
+    __slots__ = ("value", "read", "tensor", "made", "sources")
 
-    def __init__(self, value, read, made: list, tensor=None):
+    def __init__(self, value, read, made: list, tensor=None, sources: frozenset = frozenset()):
         self.value = value  # this trace's value (an int or a float, as Python computes it)
         self.read = read  # () -> the value at a call, from that call's arguments
         self.tensor = tensor  # the traced 0-d float64 value (for an argument: set when the trace starts)
         self.made = made  # every DynamicFloat of this trace (the arguments' and their arithmetic's)
+        self.sources = sources  # the positions of the arguments it is computed from
         made.append(self)
 
     @classmethod
     def argument(cls, value, box: ArgBox, index: int, made: list) -> "DynamicFloat":
-        return cls(value, lambda: box[index], made)
+        return cls(value, lambda: box[index], made, sources=frozenset((index,)))
 
     def operand(self, like):
         """The number as a traced 0-d tensor beside the tensor ``like``: of its dtype when
@@ -75,7 +81,7 @@ class DynamicFloat:
         elif op == "truth" or type(other) in (int, float, bool):
             read_other, key = (lambda: other), other
         else:
-            raise FloatUsed(f"a comparison with {type(other).__name__}")
+            raise FloatUsed(f"a comparison with {type(other).__name__}", self.sources)
         read, compare = self.read, _COMPARE[op]
         return guard(("dynamic float", id(self), op, key), lambda: compare(read(), read_other()))
 
@@ -87,22 +93,23 @@ def _arithmetic(name: str, fn, op_name: str, reflected: bool = False):
     """``self <name> other`` for a number or DynamicFloat ``other``: a DynamicFloat whose
     value, read and traced tensor follow ``fn`` (ops.``op_name`` in the graph)."""
     def method(self, other):
+        sources = self.sources
         if type(other) is DynamicFloat:
-            value, read, tensor = other.value, other.read, other.tensor
+            value, read, tensor, sources = other.value, other.read, other.tensor, sources | other.sources
         elif type(other) in (int, float, bool):
             value, read, tensor = other, (lambda: other), other
         else:
             from ..runtime.tensor import Tensor
             if isinstance(other, Tensor):
                 return NotImplemented  # the tensor's reflected operator: an operand of a tensor op
-            raise FloatUsed(f"'{name}' with {type(other).__name__}")
+            raise FloatUsed(f"'{name}' with {type(other).__name__}", sources)
         from ..runtime import ops as O
         own = self.read
         if reflected:
             return DynamicFloat(fn(value, self.value), lambda: fn(read(), own()), self.made,
-                                getattr(O, op_name)(tensor, self.tensor))
+                                getattr(O, op_name)(tensor, self.tensor), sources)
         return DynamicFloat(fn(self.value, value), lambda: fn(own(), read()), self.made,
-                            getattr(O, op_name)(self.tensor, tensor))
+                            getattr(O, op_name)(self.tensor, tensor), sources)
     method.__name__ = name
     return method
 
@@ -111,7 +118,8 @@ def _unary(name: str, fn, op_name: str):
     def method(self):
         from ..runtime import ops as O
         own = self.read
-        return DynamicFloat(fn(self.value), lambda: fn(own()), self.made, getattr(O, op_name)(self.tensor))
+        return DynamicFloat(fn(self.value), lambda: fn(own()), self.made, getattr(O, op_name)(self.tensor),
+                            self.sources)
     method.__name__ = name
     return method
 
@@ -125,7 +133,7 @@ def _unusable(name: str):
         from ..runtime.tensor import Tensor
         if args and isinstance(args[0], Tensor):
             return NotImplemented  # the tensor's reflected operator: an operand of a tensor op
-        raise FloatUsed(f"'{name}'")
+        raise FloatUsed(f"'{name}'", self.sources)
     method.__name__ = name
     return method
 
@@ -143,7 +151,7 @@ def _attribute(self, name: str):
     private ones (``hasattr(x, "__dict__")``) find none, as on a float."""
     if name.startswith("_"):
         raise AttributeError(name)
-    raise FloatUsed(f"'.{name}'")
+    raise FloatUsed(f"'.{name}'", self.sources)
 
 
 DynamicFloat.__getattr__ = _attribute

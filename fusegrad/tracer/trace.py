@@ -242,7 +242,7 @@ class Trace:
             return x.value
         from .dynamic_float import DynamicFloat, FloatUsed
         if type(x) is DynamicFloat:
-            raise FloatUsed("a primitive's operand")
+            raise FloatUsed("a primitive's operand", x.sources)
         raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
 
     def _lift_broadcast(self, x, d):
