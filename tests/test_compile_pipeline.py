@@ -64,7 +64,8 @@ def _cases(rng):
                                  torch.linalg.eigh(a[:, :3] + a[:, :3].t()).eigenvalues,
                                  torch.linalg.eigvalsh(a[:, :3] + a[:, :3].t(), UPLO="U")], (x, y)),
         "indexing": (lambda a, i: [a.gather(0, i), a[torch.tensor([2, 0])], torch.zeros(3, 4).scatter_add(0, i, a[:2]),
-                                   a.index_put((torch.tensor([0, 2]),), torch.tensor(5.0))], (x, idx)),
+                                   a.index_put((torch.tensor([0, 2]),), torch.tensor(5.0)),
+                                   a.scatter_reduce(1, i, a[:2], "amax", include_self=False)], (x, idx)),
         "sorting": (lambda a, v: [a.sort(1).values, a.topk(2, 0, largest=False).indices,
                                   torch.searchsorted(torch.arange(-2.0, 2.0, 0.5), a, right=True)], (x, b)),
         "special": (lambda a, p: [torch.lgamma(p), torch.digamma(p), torch.special.zeta(3.0, p),
@@ -759,3 +760,15 @@ def test_tracing_and_compiling_run_with_the_processs_objects_frozen():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_torch_backend_names_compile():
+    """torch.compile's backend names that programs spell out: "inductor" is our compiler,
+    "aot_eager" runs the traced graph; an unknown name says which ones exist."""
+    x = torch.arange(6.0).reshape(2, 3)
+    for name in ("inductor", "aot_eager", "aot_eager_decomp_partition"):
+        cf = torch.compile(lambda t: (t.softmax(-1) * t).sum(-1), backend=name)
+        np.testing.assert_allclose(cf(x).numpy(), (x.softmax(-1) * x).sum(-1).numpy(), rtol=1e-6)
+        assert cf.cache_info()["compiles"] == 1
+    with pytest.raises(ValueError, match="inductor"):
+        torch.compile(lambda t: t + 1, backend="tvm")(x)

@@ -53,6 +53,9 @@ _INSTANCES: dict[str, Backend] = {}
 _LOCK = threading.Lock()
 # Modules that register a backend on import, tried the first time that name is asked for.
 _PROVIDERS = {"cpu": "fusegrad.codegen.cpu", "cuda": "fusegrad.codegen.cuda"}
+# torch.compile's backend names, for programs that spell them out: its default compiler is
+# ours, and its tracing-only backends run the traced graph as "eager" does
+ALIASES = {"inductor": "cpu", "aot_eager": "eager", "aot_eager_decomp_partition": "eager"}
 
 
 def register_backend(name: str, factory: Callable[[], Backend]) -> None:
@@ -66,6 +69,7 @@ def get_backend(name: str) -> Backend:
     """The backend registered as ``name``. A known backend whose module is missing or
     fails to import (codegen not available) resolves to ``"eager"``; the caller sees
     that from ``backend.name`` and records it. Unknown names raise ValueError."""
+    name = ALIASES.get(name, name)
     if name not in _FACTORIES and name in _PROVIDERS:
         try:
             importlib.import_module(_PROVIDERS[name])
@@ -76,7 +80,8 @@ def get_backend(name: str) -> Backend:
             if name in _PROVIDERS:
                 name = "eager"
             else:
-                raise ValueError(f"unknown backend {name!r}; registered: {sorted(_FACTORIES)}")
+                raise ValueError(f"unknown backend {name!r}; registered: {sorted(_FACTORIES)} (and torch's "
+                                 f"{', '.join(sorted(ALIASES))})")
         inst = _INSTANCES.get(name)
         if inst is None:
             inst = _INSTANCES[name] = _FACTORIES[name]()
