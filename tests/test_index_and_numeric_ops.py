@@ -370,3 +370,16 @@ def test_median_of_integers_keeps_the_dtype():
         for f in (lambda m, x: m.median(x), lambda m, x: x.median(1).values, lambda m, x: x.median(0).indices):
             g, w = f(fg, fg.tensor(a.astype(dt))), f(torch, torch.tensor(a.astype(dt)))
             assert str(g.dtype).split(".")[1] == str(w.dtype).split(".")[1] and g.tolist() == w.tolist()
+
+
+def test_out_of_range_indices_raise_torchs_error_types_and_messages():
+    cases = [lambda m: m.zeros(2, 3).index_add_(1, m.tensor([5]), m.ones(2, 1)),
+             lambda m: m.zeros(3, 2).index_copy_(0, m.tensor([-4]), m.ones(1, 2)),
+             lambda m: m.nn.functional.embedding_bag(m.tensor([1, 3]), m.ones(3, 2), m.tensor([0]))]
+    for case in cases:
+        raised = []
+        for m in (torch, fg):
+            with pytest.raises(Exception) as e:
+                case(m)
+            raised.append((type(e.value), str(e.value)))
+        assert raised[0] == raised[1]

@@ -874,7 +874,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = Non
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
                                   "GitHub.")
     if _concrete(input) and input.numel() and (int(O.amin(input)) < 0 or int(O.amax(input)) >= num):
-        raise IndexError("index out of range in self")
+        bad = [int(v) for v in O.reshape(input, (-1,)).tolist() if not 0 <= v < num][0]
+        raise RuntimeError(f"Index {O.reshape(input, (-1,)).tolist().index(bad)} of input takes value {bad} which "
+                           f"is not in the valid range [0, {num})")
     flat = O.reshape(input, (-1,))
     if input.ndim == 2:
         idx, psw = input, per_sample_weights

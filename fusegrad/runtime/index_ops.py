@@ -38,7 +38,11 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
     if source.ndim != x.ndim or source.shape[ax] != index.shape[0]:
         raise RuntimeError(f"index_{'add' if accumulate else 'copy'}_(): source {list(source.shape)} must have "
                            f"the shape of self {list(x.shape)} with {index.shape[0]} entries along dim {dim}")
-    moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
+    try:
+        moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
+    except IndexError as e:  # (as PyTorch's: a RuntimeError from index_add_, an IndexError from index_copy_)
+        msg = str(e).replace("dimension 0", f"dimension {ax}")
+        raise RuntimeError(msg) if accumulate else IndexError(f"index_copy_(): {msg}") from None
     return O.movedim(moved, 0, ax)
 
 
