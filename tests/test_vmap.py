@@ -138,3 +138,33 @@ def test_vmap_under_outer_trace():
     assert batching.STATS["fallback"] == before and tuple(out.shape) == (4,)
     got = run_arrays(tr.graph, [x.numpy()] + [c.numpy() for _, c in tr.graph.consts])[0]
     np.testing.assert_allclose(got, np.tanh(x.numpy() @ w.numpy()).sum(-1), rtol=1e-6)
+
+
+def test_in_place_updates_of_captured_tensors_happen_once_or_raise_as_torch():
+    """The mapped function runs once, as torch.func's: an unbatched update of a captured
+    tensor (a counter) is applied once; a batched one (a buffer summing the examples,
+    batch norm's running statistics in training) raises RuntimeError (a loop over the
+    examples applied it per example, silently)."""
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (fusegrad, torch):
+        func = ff if lib is fusegrad else torch.func
+        cnt = lib.zeros(1)
+
+        def f(t):
+            cnt.add_(1)
+            return t * cnt
+        out = func.vmap(f)(lib.ones(4, 2))
+        results.append((out.tolist(), cnt.tolist()))
+        buf = lib.zeros(3)
+
+        def g(t):
+            buf.add_(t)
+            return t * 2
+        with pytest.raises(RuntimeError):
+            func.vmap(g)(lib.ones(4, 3))
+        bn = lib.nn.BatchNorm1d(2)
+        with pytest.raises(RuntimeError):
+            func.vmap(bn)(lib.arange(12.0).view(3, 2, 2))
+        results.append(bn.running_mean.tolist())
+    assert results[:2] == results[2:]

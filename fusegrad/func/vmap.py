@@ -176,9 +176,13 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                                          f"you mean to set out_dims= to None for output?")
                 # arguments updated in place: their final values are extra outputs, copied back
                 updated = [i for i, (t, v) in enumerate(zip(targs, before)) if v is not None and t._data is not v]
-                trace.graph.outputs = [trace.lift(o) for o in outs] + [trace.lift(targs[i]) for i in updated]
-                if trace.mutated():
-                    raise GraphBreak("vmap: the function updates a captured tensor in place")
+                # captured tensors updated in place too: unbatched (the function runs once, as
+                # torch.func's), so a batched new value raises in _write_back as there
+                held = [h for h, d, g, *_ in trace.snaps if h._data is not d]
+                if any(h._grad is not g for h, d, g, *_ in trace.snaps):
+                    raise GraphBreak("vmap: the function sets a captured tensor's .grad")
+                trace.graph.outputs = [trace.lift(o) for o in outs] + [trace.lift(targs[i]) for i in updated] + [
+                    trace.lift(h) for h in held]
         except GraphBreak:
             if in_strict_capture():  # a transform's closed graph: it runs directly instead
                 raise
@@ -188,6 +192,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             results = _evaluate(trace.graph, batched, randomness)
             for i, (t, d) in zip(updated, results[len(outs):]):
                 _write_back(leaves[i], dims[i], t, d, size)
+            for h, (t, d) in zip(held, results[len(outs) + len(updated):]):
+                _write_back(h, None, t, d, size)
             results = results[:len(outs)]
         ods = _flat_out_dims(out_dims, ospec, len(results))
         return unflatten(ospec, [_place(t, d, size, od) for (t, d), od in zip(results, ods)])
