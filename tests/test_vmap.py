@@ -168,3 +168,29 @@ def test_in_place_updates_of_captured_tensors_happen_once_or_raise_as_torch():
             func.vmap(bn)(lib.arange(12.0).view(3, 2, 2))
         results.append(bn.running_mean.tolist())
     assert results[:2] == results[2:]
+
+
+def test_the_per_example_loop_keeps_the_randomness_flag():
+    """A function vmap cannot trace (a custom autograd.Function) runs per example; its
+    random draws still follow ``randomness``: "same" gives every example one draw,
+    "different" independent ones, "error" raises as torch.func does."""
+    class Sq(fusegrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * ctx.saved_tensors[0] * g
+
+    def f(t):
+        return fusegrad.nn.functional.dropout(Sq.apply(t), 0.5) + fusegrad.rand(6)
+
+    x = fusegrad.ones(4, 6)
+    same = ff.vmap(f, randomness="same")(x)
+    assert bool((same == same[0]).all())
+    different = ff.vmap(f, randomness="different")(x)
+    assert not bool((different == different[0]).all())
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        ff.vmap(f)(x)

@@ -132,12 +132,25 @@ def _flat_out_dims(out_dims, ospec, n: int) -> list:
                      f"structure of `outputs`.")
 
 
-def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict):
-    """Map by calling ``func`` once per example and stacking (for untraceable functions)."""
+def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict, randomness: str):
+    """Map by calling ``func`` once per example and stacking (for untraceable functions).
+    ``randomness`` as the traced path's: "same" gives every example the first one's draws
+    (the default generator restarts from its state before each), "error" raises on a draw."""
+    from ..runtime.factory import default_generator
     results = []
+    start = default_generator.get_state()
     for b in range(size):
         leaves = [O.select(x, d, b) if d is not None else x for x, d in zip(call_args, dims)]
+        if randomness == "same" and b:
+            after = default_generator.get_state()
+            default_generator.set_state(start)
         results.append(func(*unflatten(spec, leaves), **kwargs))
+        if randomness == "error" and not b and not bool((default_generator.get_state() == start).all()):
+            raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
+                               "the 'same' or 'different' randomness flags on vmap or perform the randomness "
+                               "operation out of vmap")
+    if randomness == "same" and size > 1:
+        default_generator.set_state(after)
     per = [flatten(r)[0] for r in results]
     ospec = flatten(results[0])[1]
     return [(O.stack([p[j] if isinstance(p[j], Tensor) else O.as_t(p[j]) for p in per], 0), 0)
@@ -186,7 +199,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         except GraphBreak:
             if in_strict_capture():  # a transform's closed graph: it runs directly instead
                 raise
-            results, ospec = _loop(func, leaves, spec, dims, size, kwargs)
+            results, ospec = _loop(func, leaves, spec, dims, size, kwargs, randomness)
         else:
             batched = [(x, d) for x, d in zip(leaves, dims) if isinstance(x, Tensor)]
             results = _evaluate(trace.graph, batched, randomness)
