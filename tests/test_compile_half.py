@@ -115,3 +115,20 @@ def test_reduce_precision_primitive_matches_numpy_casts():
     for dt in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)):
         with np.errstate(all="ignore"):
             np.testing.assert_array_equal(P.reduce_precision.impl(x, dtype=dt), x.astype(dt).astype(np.float32))
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_one_op_rounds_once_in_eager_as_torch(half):
+    """An op PyTorch computes in one kernel rounds its float32 result once (softmax,
+    addcmul, lerp: composites here; sigmoid, rsqrt: several NumPy steps); log_softmax keeps
+    its sum and log-sum in the input's dtype along the last dimension, as PyTorch's kernel does. Bit for bit with torch."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+
+    def ops(L):
+        t = L.tensor(x).to(getattr(L, half))
+        return [t.softmax(-1), t.softmax(0), t.log_softmax(-1), t.log_softmax(0), t.sigmoid(), (t.abs() + 1).rsqrt(), L.addcmul(t, t, t, value=0.5),
+                L.lerp(t, t * 2, 0.3), L.lerp(t, t * 2, L.full_like(t, 0.7))]
+    for got, want in zip(ops(fg), ops(torch)):
+        assert str(got.dtype).split(".")[1] == half
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())

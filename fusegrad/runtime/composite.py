@@ -1,7 +1,8 @@
 """One autograd node for an op that PyTorch records as one (``MseLossBackward0``,
 ``MeanBackward0``) but fusegrad composes of several primitives.
 
-``one_node(name, fn, *inputs)`` runs ``fn`` as usual, then gives its result a single node
+``one_node(name, fn, *inputs)`` runs ``fn`` (on float16 or bfloat16 inputs in float32, its
+result rounded once, as PyTorch's CPU kernel for the op computes), then gives its result a single node
 named ``name`` whose ``next_functions`` are the inputs' (what a program walking
 ``loss.grad_fn.next_functions`` finds in PyTorch). The composite's own nodes stay behind it:
 its backward runs them in an order fixed when it was made. Under ``create_graph`` the
@@ -13,6 +14,8 @@ it is."""
 from __future__ import annotations
 
 from typing import Callable, Optional
+
+import numpy as np
 
 from ..ir.graph import Var
 from . import forward_state
@@ -37,6 +40,9 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
     """``fn(*inputs)`` recorded as one node named ``name`` (``inputs``: tensors or other
     values, passed through; a tensor ``fn`` reads that requires grad and is not among them
     leaves its nodes as they are)."""
+    low = _low_precision(inputs)
+    if low is not None:
+        fn = _in_float32(fn, low)
     grads = [isinstance(x, Tensor) and x._rg for x in inputs]
     if not STATE.enabled or not any(grads) or forward_state.STATE.level is not None or any(
             isinstance(x, Tensor) and type(x._data) is Var for x in inputs):
@@ -64,6 +70,31 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
     node.out_meta = [(tuple(inner.shape), inner._data.dtype)]
     out._grad_fn, out._rg = node, True
     return out
+
+
+_LOW = ("float16", "bfloat16")
+
+
+def _low_precision(inputs: tuple):
+    """The dtype of the floating tensors among ``inputs`` when all are one low-precision
+    dtype, else None."""
+    dts = {x._data.dtype for x in inputs if isinstance(x, Tensor) and x._data.dtype.kind == "f"
+           or (isinstance(x, Tensor) and x._data.dtype.name == "bfloat16")}
+    if len(dts) == 1:
+        dt = next(iter(dts))
+        return dt if dt.name in _LOW else None
+    return None
+
+
+def _in_float32(fn: Callable, low) -> Callable:
+    """``fn`` computing in float32 on its ``low`` inputs, its float32 result rounded to ``low``."""
+    from .ops import to
+    f32 = np.dtype(np.float32)
+
+    def wide(*inputs):
+        out = fn(*(to(x, f32) if isinstance(x, Tensor) and x._data.dtype == low else x for x in inputs))
+        return to(out, low) if out._data.dtype == f32 else out
+    return wide
 
 
 def _plan(root, slots: dict) -> Optional[list]:

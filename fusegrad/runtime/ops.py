@@ -591,7 +591,9 @@ def masked_fill(x, mask, value):
 
 @op(inplace="method")
 def lerp(a, b, w):
-    return add(a, mul(w, sub(b, a)))
+    """``a + w * (b - a)``, one node (in float32 for low-precision inputs, rounded once)."""
+    return one_node("LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0",
+                    lambda a, b, w: add(a, mul(w, sub(b, a))), as_t(a), b, w)
 
 
 def _on_cuda(*ts) -> bool:
@@ -983,10 +985,17 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
         x = to(x, dtype)
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
 
-    def log_softmax_of(x):
+    # (PyTorch's kernel along the last dimension rounds the sum and its log to a low-precision
+    # input's dtype; along another, it computes in float32 and rounds once, as one_node does)
+    low = x._data.dtype if x._data.dtype.itemsize == 2 and ax == (x._data.ndim - 1,) else None
+
+    def rounded(v):
+        return v if low is None else P.cast(P.cast(v, dtype=low), dtype=v.dtype.np)
+
+    def log_softmax_of(x):  # (one_node runs it in float32 for a low-precision x)
         with np.errstate(invalid="ignore"):
             s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
-            return P.sub(s, P.log(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))
+            return P.sub(s, rounded(P.log(rounded(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))))
     return one_node("LogSoftmaxBackward0", log_softmax_of, x)
 
 

@@ -51,9 +51,15 @@ def _zero_deriv(name, impl, scalar, node_name=None):
     return p
 
 
+def _wide(x: np.ndarray) -> np.ndarray:
+    """A float16 or bfloat16 ``x`` in float32, for an impl of several NumPy steps: rounded
+    once at the end, as PyTorch's kernel rounds."""
+    return x.astype(np.float32) if x.dtype.itemsize == 2 else x
+
+
 def _sigmoid(x):
     with np.errstate(over="ignore"):
-        return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
+        return (1 / (1 + np.exp(-_wide(x)))).astype(x.dtype, copy=False)
 
 
 def _relu(x):
@@ -62,7 +68,7 @@ def _relu(x):
 
 def _rsqrt(x):
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (1 / np.sqrt(x)).astype(x.dtype, copy=False)
+        return (1 / np.sqrt(_wide(x))).astype(x.dtype, copy=False)
 
 
 def _erf(x):
