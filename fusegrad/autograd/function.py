@@ -167,7 +167,7 @@ class Function(metaclass=_FunctionMeta):
             res = cls.backward(ctx, *grads)
             if not isinstance(res, tuple):
                 res = (res,)
-            if len(res) < nargs:
+            if len(res) < nargs or any(g is not None for g in res[nargs:]):  # (extra Nones are allowed)
                 raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of gradients "
                                    f"(expected {nargs}, got {len(res)})")
             return tuple(_validated(cls, g, shape, i) for i, (g, shape) in enumerate(zip(res[:nargs], shapes)))

@@ -94,6 +94,10 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
     if isinstance(dicts, (tuple, list)):
         merged = {}
         for d in dicts:
+            repeated = [k for k in d if k in merged]
+            if repeated:
+                raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is "
+                                 "ambiguous")
             merged.update(d)
         dicts = merged
     if not isinstance(args, tuple):

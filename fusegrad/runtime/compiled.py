@@ -1446,10 +1446,12 @@ _MODES = (None, "default", "lite", "reduce-overhead", "max-autotune-no-cudagraph
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: bool = False,
             remat: str = "auto", dynamic: Optional[bool] = None, mode: Optional[str] = None,
-            options: Optional[dict] = None):  # noqa: A001 - torch.compile's name
+            options: Optional[dict] = None, disable: bool = False,
+            model: Optional[Callable] = None):  # noqa: A001 - torch.compile's name
     """Compile ``fn`` (a function or an nn.Module); usable as ``@compile``,
     ``@compile(...)`` or ``compile(fn, ...)``. See API.md section 3. torch.compile's
-    ``mode`` and ``options`` are accepted (checked as PyTorch checks them) and change nothing.
+    ``mode`` and ``options`` are accepted (checked as PyTorch checks them) and change nothing;
+    ``disable=True`` returns ``fn`` itself; ``model`` is torch.compile's name for ``fn``.
 
     Dynamic shapes (``dynamic``, as torch.compile's): None compiles the first signature with
     static sizes and, once a call differs from a compiled signature only in tensor sizes,
@@ -1470,8 +1472,13 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "cpu", fullgraph: b
         raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
     if dynamic not in (None, True, False):
         raise TypeError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
+    if fn is None and model is not None:
+        fn = model
     if fn is None:
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, remat=remat, dynamic=dynamic)
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, remat=remat, dynamic=dynamic,
+                                 disable=disable)
+    if disable:
+        return fn
     from ..nn.module import Module
     if isinstance(fn, Module):  # (a Module wrapping the original: torch.compile's OptimizedModule)
         from ..nn.optimized_module import OptimizedModule

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from ..autograd.function import Function
 from ..ir.graph import Var
@@ -28,7 +28,7 @@ from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
 from ..runtime.tensor import Tensor, wrap
 from ..tracer.trace import capturing, current_traces
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
 
 
 @contextlib.contextmanager
@@ -138,10 +138,13 @@ def _tensor_slots(out: Any) -> List[Any]:
     return []
 
 
-def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict) -> Any:
+def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict,
+                              context_fn: Callable) -> Any:
     rng = get_rng_state() if preserve_rng_state else None
     detached = _detach(args)
-    out = function(*detached, **kwargs)
+    forward_context, recompute_context = context_fn()
+    with forward_context:
+        out = function(*detached, **kwargs)
     slots = _tensor_slots(out)
     diff = [i for i, o in enumerate(slots) if isinstance(o, Tensor) and o._rg]
     if not diff:
@@ -156,7 +159,7 @@ def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args
         with _rng_state(rng):
             # for higher-order gradients the recomputed graph must reach the real inputs
             inputs = list(args) if create_graph else _detach(args)
-            with enable_grad():
+            with enable_grad(), recompute_context:
                 again = _tensor_slots(function(*inputs, **kwargs))
         outs = [again[i] for i in diff]
         wrt = [inputs[i] for i in input_pos] + leaves
@@ -194,11 +197,22 @@ def _checkpoint_traced(function: Callable, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, preserve_rng_state: bool = True,
-               **kwargs) -> Any:
+def noop_context_fn() -> Tuple[contextlib.nullcontext, contextlib.nullcontext]:
+    """``checkpoint``'s default ``context_fn``: no context around the forward or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None,
+               context_fn: Callable = noop_context_fn, determinism_check: str = "default", debug: bool = False,
+               early_stop: bool = True, preserve_rng_state: bool = True, **kwargs) -> Any:
     """``function(*args, **kwargs)`` without keeping its intermediate values for backward:
     they are recomputed (calling ``function`` once more) when gradients flow back. The
-    random generator state is restored for the recomputation so dropout masks match."""
+    random generator state is restored for the recomputation so dropout masks match.
+    ``context_fn() -> (forward context, recomputation context)`` wraps each run
+    (non-reentrant form); ``determinism_check``, ``debug`` and ``early_stop`` are PyTorch's
+    options, checked and accepted (the recomputation runs whole, unchecked)."""
+    if determinism_check not in ("default", "none"):
+        raise ValueError(f"determinism_check should be one of default, none, but got {determinism_check}")
     if use_reentrant is None:
         warnings.warn("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
                       "use_reentrant=False is recommended, but if you need to preserve the current default "
@@ -206,6 +220,8 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
         use_reentrant = True
     if use_reentrant and kwargs:  # checked before tracing too: traced and eager calls accept the same
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if use_reentrant and (context_fn is not noop_context_fn or debug):
+        raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
     tracing = bool(current_traces())
     # (a transform's trace differentiates its own inputs, whatever their requires_grad)
     no_inputs_grad = use_reentrant and STATE.enabled and (not tracing or capturing()) and not any(
@@ -213,15 +229,16 @@ def checkpoint(function: Callable, *args, use_reentrant: Optional[bool] = None, 
     if no_inputs_grad:
         warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", stacklevel=2)
     if tracing:  # (compile, a transform), whichever arguments are traced
-        if no_inputs_grad:  # the reentrant form's output has no gradient then: its forward runs without
-            with no_grad():
-                return _checkpoint_traced(function, args, kwargs)
-        return _checkpoint_traced(function, args, kwargs)
+        with context_fn()[0]:
+            if no_inputs_grad:  # the reentrant form's output has no gradient then: its forward runs without
+                with no_grad():
+                    return _checkpoint_traced(function, args, kwargs)
+            return _checkpoint_traced(function, args, kwargs)
     if use_reentrant:
         return CheckpointFunction.apply(function, preserve_rng_state, *args)
     if not STATE.enabled:
         return function(*args, **kwargs)
-    return _checkpoint_non_reentrant(function, preserve_rng_state, args, kwargs)
+    return _checkpoint_non_reentrant(function, preserve_rng_state, args, kwargs, context_fn)
 
 
 def checkpoint_sequential(functions, segments: int, input: Tensor, use_reentrant: Optional[bool] = None,

@@ -1,0 +1,80 @@
+"""Keyword options and checks of PyTorch's API that programs spell out, against PyTorch:
+checkpoint's own options (not passed on to the function), torch.compile(disable=, model=),
+a custom Function's gradient count, functional_call's repeated keys."""
+import contextlib
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+
+def _ck(lib):
+    return fg.utils.checkpoint if lib is fg else torch.utils.checkpoint
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_checkpoint_options_are_its_own():
+    log = []
+
+    @contextlib.contextmanager
+    def mark(name):
+        log.append(name)
+        yield
+
+    results = []
+    for lib in (torch, fg):
+        ck = _ck(lib)
+        x = lib.linspace(-1, 1, 4, requires_grad=True)
+        del log[:]
+
+        def f(a, **extra):
+            return a.exp() * 2 + len(extra)
+        y = ck.checkpoint(f, x, use_reentrant=False, determinism_check="none", debug=False, early_stop=True,
+                          context_fn=lambda: (mark("forward"), mark("recompute")))
+        y.sum().backward()
+        results.append((y.tolist(), x.grad.tolist(), list(log)))
+        with pytest.raises(ValueError):
+            ck.checkpoint(f, x, use_reentrant=False, determinism_check="strict")
+        with pytest.raises(ValueError):
+            ck.checkpoint(f, x, use_reentrant=True, debug=True)
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-6)
+    assert results[0][2] == results[1][2] == ["forward", "recompute"]
+
+
+def test_compile_disable_and_model_keywords():
+    m = fg.nn.Linear(2, 2)
+    assert fg.compile(m, disable=True) is m
+    f = fg.compile(model=lambda t: t * 2)
+    assert f(fg.ones(2)).tolist() == [2.0, 2.0] and f.cache_info()["compiles"] == 1
+    assert fg.compile(disable=True)(m) is m
+
+
+def test_function_backward_with_extra_gradients_and_repeated_functional_call_keys_raise():
+    for lib in (torch, fg):
+        class Sq(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, g
+
+        class SqNone(Sq):
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None
+        x = lib.ones(2, requires_grad=True)
+        with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+            Sq.apply(x).sum().backward()
+        SqNone.apply(x).sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0]
+        func = fg.func if lib is fg else torch.func
+        m = lib.nn.Linear(2, 2)
+        with pytest.raises(ValueError, match="appeared in multiple dictionaries"):
+            func.functional_call(m, ({"weight": lib.ones(2, 2)}, {"weight": lib.zeros(2, 2)}), (lib.ones(2),))
