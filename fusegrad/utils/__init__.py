@@ -1,5 +1,5 @@
 """``fusegrad.utils``: activation checkpointing (``utils.checkpoint``), data loading
-(``utils.data``) and timing (``utils.benchmark``)."""
+(``utils.data``), timing (``utils.benchmark``) and pytrees (``utils._pytree``)."""
 from . import benchmark, checkpoint, data
 
 __all__ = ["benchmark", "checkpoint", "data"]
