@@ -51,17 +51,21 @@ def test_ctc_loss_gradient_on_log_probs_leaf_is_torchs():
     np.testing.assert_allclose(grads[1], grads[0], atol=1e-6)
 
 
-def test_ctc_loss_zero_infinity_and_module():
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+@pytest.mark.parametrize("zero_infinity", [True, False])
+def test_ctc_loss_zero_infinity_and_module(zero_infinity):
+    """An infeasible sample: zero loss and gradient with zero_infinity; without, an infinite
+    loss and NaN gradients on its frames (the feasible sample's unchanged), as torch."""
     x = RNG.standard_normal((4, 2, 5)).astype(np.float32)
     targets = np.array([[2, 2, 2], [1, 3, 0]])  # the first needs 5 frames: infeasible in 4
     results = []
     for lib in (torch, fg):
         logits = lib.tensor(x, requires_grad=True)
-        loss = lib.nn.CTCLoss(zero_infinity=True, reduction="none")(logits.log_softmax(-1), lib.tensor(targets),
-                                                                    [4, 4], [3, 2])
+        loss = lib.nn.CTCLoss(zero_infinity=zero_infinity, reduction="none")(
+            logits.log_softmax(-1), lib.tensor(targets), [4, 3], [3, 2])
         loss.sum().backward()
         results.append((loss.detach().numpy(), logits.grad.numpy()))
-    assert results[1][0][0] == 0.0
+    assert results[1][0][0] == (0.0 if zero_infinity else np.inf)
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], atol=1e-6)
 

@@ -99,8 +99,14 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Union[Tensor, Se
     frames = _tensor((np.arange(T)[:, None] < np.asarray(in_lens)[None, :])[:, :, None])
     mass = O.sum(O.where(frames, O.exp(log_probs), 0.0), (0, 2))
     loss = O.add(loss, O.sub(mass, mass.detach()))
+    infinite = O.eq(loss, float("inf"))
+    if not zero_infinity and (type(loss._data) is not np.ndarray or bool(O.any(infinite))):
+        # an infeasible sample (infinite loss) has NaN gradients over its frames in PyTorch: a
+        # zero term with that gradient (sqrt's infinite slope at 0 times 0)
+        lp_sum = O.sum(O.where(frames, log_probs, 0.0), (0, 2))
+        loss = O.add(loss, O.sqrt(O.where(infinite, O.mul(lp_sum, 0.0), 0.0)))
     if zero_infinity:
-        loss = O.where(O.eq(loss, float("inf")), 0.0, loss)
+        loss = O.where(infinite, 0.0, loss)
     if reduction == "none":
         return O.squeeze(loss, 0) if unbatched else loss
     if reduction == "sum":
