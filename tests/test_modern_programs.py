@@ -204,5 +204,6 @@ def test_fuse_bn_eval_matches_torch(kind):
             fused = lib.nn.utils.fuse_conv_bn_eval(seq[0], seq[1], transpose=kind == "conv_transpose")
         with lib.no_grad():
             outs.append((fused(lib.tensor(x)).numpy(), seq(lib.tensor(x)).numpy()))
-    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-6)
+    # (float32 sums of outputs up to ~20: the order of the additions differs from torch's)
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outs[1][0], outs[1][1], rtol=1e-4, atol=1e-5)
