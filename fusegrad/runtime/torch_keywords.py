@@ -245,6 +245,7 @@ FUNCTIONS = {
     'scatter_add': ('input', 'dim', 'index', 'src'),
     'scatter_reduce': ('input', 'dim', 'index', 'src', 'reduce'),
     'searchsorted': ('sorted_sequence', 'values'),
+    'segment_reduce': ('data', 'reduce'),
     'select': ('input', 'dim', 'index'),
     'select_scatter': ('input', 'src', 'dim', 'index'),
     'set_flush_denormal': ('mode',),
