@@ -78,3 +78,11 @@ def test_function_backward_with_extra_gradients_and_repeated_functional_call_key
         m = lib.nn.Linear(2, 2)
         with pytest.raises(ValueError, match="appeared in multiple dictionaries"):
             func.functional_call(m, ({"weight": lib.ones(2, 2)}, {"weight": lib.zeros(2, 2)}), (lib.ones(2),))
+
+
+def test_grad_fn_metadata_is_a_dict_kept_by_the_node():
+    for lib in (torch, fg):
+        a = lib.ones(2, requires_grad=True)
+        y = (a * 2).sum()
+        y.grad_fn.metadata["step"] = 3
+        assert y.grad_fn.metadata == {"step": 3} and y.grad_fn.next_functions[0][0].metadata == {}

@@ -41,7 +41,7 @@ class RemovableHandle:
 
 class Node:
     """Base of every grad_fn. Subclasses implement ``apply(grads) -> grads per edge``."""
-    __slots__ = ("edges", "pre_hooks", "post_hooks", "stack", "__weakref__")
+    __slots__ = ("edges", "pre_hooks", "post_hooks", "stack", "_metadata", "__weakref__")
     n_outputs = 1
 
     def _init(self, edges):
@@ -49,6 +49,16 @@ class Node:
         self.pre_hooks = None
         self.post_hooks = None
         self.stack = traceback.format_stack()[:-3] if STATE.anomaly else None
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the program's own notes about this node, as PyTorch's (made on first use:
+        nodes are made on every recorded op)."""
+        try:
+            return self._metadata
+        except AttributeError:
+            self._metadata = {}
+            return self._metadata
 
     def name(self) -> str:
         return type(self).__name__
