@@ -41,6 +41,15 @@ POLYNOMIALS = tuple(f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for
     "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
+
+def _scatter_reductions(a, i, s, x, j, y):
+    """scatter_reduce by atomics (int64; float64 with NaN) and by the row kernel (int16 has no
+    atomic add, max or min; prod has no atomic at all), and scatter_add of int16."""
+    return tuple(PRIMS["scatter_reduce"](base, idx, src, axis=1, reduce=r)
+                 for base, idx, src in ((a, i, s), (a.to(fg.int16), i, s.to(fg.int16)), (x, j, y))
+                 for r in ("amax", "amin", "prod")) + (PRIMS["scatter_add"](a.to(fg.int16), i, s.to(fg.int16), axis=1),)
+
+
 # Non-differentiable primitives: (name, inputs, call on tensors)
 NONDIFF = [
     ("argmax", lambda: [_rng().standard_normal((3, 4))], lambda x: PRIMS["argmax"](x, axis=1, keepdims=False)),
@@ -68,6 +77,10 @@ NONDIFF = [
      lambda a, b: (PRIMS["floordiv"](a, b), PRIMS["floordiv"](a, 3))),
     ("mod", lambda: [_rng().integers(-9, 9, (3, 4)), np.array([1, -2, 3, -4])],
      lambda a, b: (PRIMS["mod"](a, b), PRIMS["mod"](a, -3))),
+    ("scatter_reduce_int_nan", lambda: [_rng().integers(-9, 9, (3, 4)), _rng(2).integers(0, 4, (3, 5)),
+                                        _rng(3).integers(-9, 9, (3, 5)), np.array([[1.0, np.nan, 2.0, 0.5]]),
+                                        np.array([[0, 1, 0]]), np.array([[np.nan, 3.0, 1.0]])],
+     _scatter_reductions),
 ] + [(n, lambda: [np.array([-3.0, -0.5, 0.0, 0.7, 2.0, 11.0])], lambda x, n=n: PRIMS[n](x)) for n in SPECIAL_NONDIFF] \
   + [(n, lambda: [np.array([-1.5, -0.3, 0.2, 0.9, 2.0]), np.array([0.0, 1.0, 2.0, 3.0, 5.0])],
       lambda x, k, n=n: PRIMS[n](x, k)) for n in POLYNOMIALS]

@@ -215,6 +215,14 @@ add("gather", [("axis0_empty", lambda: [rnd((3, 4)), ints((0, 4), 3)])], params=
 add("scatter_add", [("axis1", lambda: [rnd((3, 4)), ints((3, 5), 4), rnd((3, 5))]),
                     ("T", lambda: [T(rnd((4, 3))), ints((2, 2), 4), T(rnd((3, 2)))])],
     params={"axis": 1}, diff=(0, 2))
+# distinct values (no ties); a product with one zero at a position (its derivatives are exact)
+for _red in ("amax", "amin", "prod"):
+    add("scatter_reduce", [(f"{_red}_axis1", lambda: [rnd((3, 4)), ints((3, 5), 4), rnd((3, 5))]),
+                           (f"{_red}_T", lambda: [T(rnd((4, 3))), ints((2, 2), 4), T(rnd((2, 2)))])],
+        params={"axis": 1, "reduce": _red}, diff=(0, 2))
+add("scatter_reduce", [("prod_zero", lambda: [np.array([[0.5, 0.0, -0.7, 1.2]]), np.array([[1, 1, 3, 0]]),
+                                              np.array([[0.9, -1.1, 0.0, 0.8]])])],
+    params={"axis": 1, "reduce": "prod"}, diff=(0, 2))
 
 # batched matmul with batch broadcasting
 add("matmul", [("2d", lambda: [rnd((2, 3)), rnd((3, 2))]),

@@ -601,16 +601,16 @@ def test_vq_vae_ema_codebook_recreated_in_forward():
 
 
 def test_an_in_place_op_that_breaks_the_graph_returns_its_value(monkeypatch):
-    """An in-place op that needs concrete values (scatter_reduce_, scatter_ with reduce) on
-    a temporary: the tensor it rebinds takes the later segment's value, with eager's values
-    and gradients. (The default SEGMENT_MIN_WORK: the first call traces in segments, later
+    """An in-place op that needs concrete values (index_put_ through a boolean mask) on a
+    temporary, beside traced in-place scatters: the tensor it rebinds takes the later
+    segment's value, with eager's values and gradients. (The default SEGMENT_MIN_WORK: the first call traces in segments, later
     ones of so little work run eagerly; compiling each segment would cost ~16 s here.)"""
     import fusegrad as F
     monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
     i = F.tensor([0, 2, 2])
 
     def f(x):
-        y = (x * 2).scatter_reduce_(0, i, x[:3], "amax", include_self=False)
+        y = (x * 2).index_put_((x > 1,), x[:1] * 3).scatter_reduce_(0, i, x[:3], "amax", include_self=False)
         z = F.zeros(6, dtype=x.dtype).scatter_reduce_(0, i, x[:3] * x[:3], "sum")
         return y * 3 + z, (x + 1).scatter_(0, i, x[:3] + 1, reduce="multiply")
 

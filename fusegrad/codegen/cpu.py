@@ -41,7 +41,7 @@ from .kir_views import onto_parts
 # keep NumPy semantics. error_model="numpy": x/0 gives inf instead of raising.
 _FASTMATH = '{"reassoc", "contract"}'
 # Primitives whose generated code range-checks integer indices computed in the same kernel.
-_INDEXING = (P.index, P.index_put, P.gather, P.scatter_add)
+_INDEXING = (P.index, P.index_put, P.gather, P.scatter_add, P.scatter_reduce)
 _SUPPORTED_KINDS = "biuf"
 
 

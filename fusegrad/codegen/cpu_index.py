@@ -1,7 +1,8 @@
 """Emit the data-dependent and sequential equations of the cpu backend as hand-written
 loops over flat buffers: advanced indexing (``index``, ``index_put``, ``embed``),
-``gather``/``scatter_add``, ``cumsum``, ``argmax``/``argmin`` and the counter-based random
-numbers (``uniform``/``normal``, the same SplitMix64 stream as fusegrad.ir.prims.creation).
+``gather``/``scatter_add``/``scatter_reduce``, ``cumsum``, ``argmax``/``argmin`` and the
+counter-based random numbers (``uniform``/``normal``, the same SplitMix64 stream as
+fusegrad.ir.prims.creation).
 
 Every index read from memory is range-checked in a separate pass *before* any buffer is
 read through it (IndexError, as eager raises), then wrapped if negative; so the indexed
@@ -230,7 +231,7 @@ def _embed(e: Eqn, buf: Callable, tag: str) -> list:
     return _put(_Lines(tag), e, shell, g, [], e.params["key"], False, buf, "embed", 0)
 
 
-# ---------------------------------------------------------------- gather / scatter_add
+# ---------------------------------------------------------------- gather / scatter_add / scatter_reduce
 def _along_axis(L: _Lines, x: Var, idx: Var, axis: int, buf: Callable, what: str) -> tuple:
     if idx.dtype.kind not in "iu":
         raise Unsupported(f"cpu backend: {what} with {idx.dtype} index")
@@ -259,13 +260,16 @@ def _gather(e: Eqn, buf: Callable, tag: str) -> list:
     return L.lines
 
 
-def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
+def _scatter(e: Eqn, buf: Callable, tag: str) -> list:
+    """scatter_add, and scatter_reduce combining by product, max or min (NaN wins, as in
+    eager's np.maximum); the output starts as a copy of the base."""
     base_, idx, src = e.inputs
+    what = e.prim.name
     axis = e.params["axis"] % max(e.out.ndim, 1)
     if e.out.dtype.kind == "b":
-        raise Unsupported("cpu backend: scatter_add on bool")
+        raise Unsupported(f"cpu backend: {what} on bool")
     if src.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, src.shape)):
-        raise Unsupported(f"cpu backend: scatter_add src {src.shape} smaller than index {idx.shape}")
+        raise Unsupported(f"cpu backend: {what} src {src.shape} smaller than index {idx.shape}")
     L = _Lines(tag)
     O = buf(e.out)
     if not isinstance(base_, Var):  # a fill value (fusion's filled base)
@@ -274,15 +278,25 @@ def _scatter_add(e: Eqn, buf: Callable, tag: str) -> list:
         for ln in copy_lines(O, "0", buf(base_), "0", e.out.size, f"cp_{L.tag}"):
             L(ln)
     shell = Var(e.out.shape, e.out.dtype)
-    r = _along_axis(L, shell, idx, axis, buf, "scatter_add")
+    r = _along_axis(L, shell, idx, axis, buf, what)
     if r is not None:
         b, p, xl = r
         val = _el(buf(src), linear(p, src.shape))
         if src.dtype != e.out.dtype:
             val = f"np.{e.out.dtype.name}({val})"
-        L(f"{_el(O, xl)} += {val}")
+        for ln in combine(e.params.get("reduce", "sum"), _el(O, xl), val, f"v_{tag}", e.out.dtype):
+            L(ln)
         L.close(b)
     return L.lines
+
+
+def combine(reduce: str, at: str, val: str, v: str, dt: np.dtype) -> list:
+    """Lines combining ``val`` into the element ``at`` by ``reduce`` (sum, prod, amax, amin;
+    a NaN wins max and min, as in NumPy), ``v`` naming a temporary."""
+    if reduce in ("sum", "prod"):
+        return [f"{at} {'+=' if reduce == 'sum' else '*='} {val}"]
+    nan = f" or {v} != {v}" if dt.kind == "f" else ""
+    return [f"{v} = {val}", f"if {v} {'>' if reduce == 'amax' else '<'} {at}{nan}:", f"{_INDENT}{at} = {v}"]
 
 
 # ---------------------------------------------------------------- scans and arg-reductions
@@ -402,6 +416,6 @@ def _random(e: Eqn, buf: Callable, tag: str) -> list:
     return L.lines
 
 
-CALLS = {P.index: _index, P.index_put: _index_put, P.embed: _embed, P.gather: _gather,
-         P.scatter_add: _scatter_add, P.cumsum: _cumsum, P.argmax: _argext(">"), P.argmin: _argext("<"),
+CALLS = {P.index: _index, P.index_put: _index_put, P.embed: _embed, P.gather: _gather, P.scatter_add: _scatter,
+         P.scatter_reduce: _scatter, P.cumsum: _cumsum, P.argmax: _argext(">"), P.argmin: _argext("<"),
          P.uniform: _random, P.normal: _random}

@@ -2,7 +2,7 @@
 
 Each fused loop group becomes one kernel rendered from its kernel IR (cuda_render); the
 library calls become device kernels too: matmul a tiled shared-memory GEMM, concatenate
-and pad loop kernels (kir_layout), index/index_put/embed/gather/scatter_add
+and pad loop kernels (kir_layout), index/index_put/embed/gather/scatter_add/scatter_reduce
 element-parallel kernels (cuda_index), cumsum and argmax/argmin a thread per row and the
 random draws a thread per element (cuda_scan), argsort, searchsorted, cholesky and
 triangular_solve a thread per row, column or matrix (cuda_solve). One host entry per graph

@@ -1,10 +1,11 @@
 """The cuda backend's indexing calls as element-parallel kernels: ``index``,
-``index_put`` (accumulating with atomic adds), ``embed``, ``gather`` and ``scatter_add``
-(atomic adds). One thread per element of the indexed region; index arrays are read,
-wrapped when negative and range-checked in the kernel, which flags an out-of-range index
-in a one-element error buffer instead of reading through it; the host reads the flag
-after the launch and raises eager's IndexError. The region analysis is the cpu
-backend's (cpu_index._key_plan); the kernels are written by cuda_render.grid_kernel."""
+``index_put`` (accumulating with atomic adds), ``embed``, ``gather``, ``scatter_add`` and
+``scatter_reduce`` (atomic add, max or min where numba-cuda has one for the dtype, else a
+thread per row of the index). One thread per element of the indexed region; index arrays
+are read, wrapped when negative and range-checked in the kernel, which flags an
+out-of-range index in a one-element error buffer instead of reading through it; the host
+reads the flag after the launch and raises eager's IndexError. The region analysis is the
+cpu backend's (cpu_index._key_plan); the kernels are written by cuda_render.grid_kernel."""
 from __future__ import annotations
 
 from typing import Optional
@@ -16,11 +17,13 @@ from ..ir.graph import Eqn, Var
 from ..runtime.cuda_driver import numba_cuda
 from ..runtime.kernel_cache import load_module
 from .backend import Unsupported
-from .cpu_index import _key_plan, _value
+from .cpu_index import _key_plan, _value, combine
 from .value_text import linear
 from .cuda_render import Config, atomic_add, grid_kernel, grid_of
 
-INDEXED = (P.index, P.index_put, P.embed, P.gather, P.scatter_add)
+INDEXED = (P.index, P.index_put, P.embed, P.gather, P.scatter_add, P.scatter_reduce)
+# the dtypes numba-cuda's atomic add, max and min take
+_ATOMIC = tuple(np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64))
 
 
 def coords(shape: tuple) -> list:
@@ -80,7 +83,7 @@ class Indexed:
 
     def _plan(self, e: Eqn) -> tuple:
         prim, out = e.prim, e.out
-        if prim in (P.gather, P.scatter_add):
+        if prim in (P.gather, P.scatter_add, P.scatter_reduce):
             return self._along_axis(e)
         if prim is P.index:
             x, idxs = e.inputs[0], list(e.inputs[1:])
@@ -145,7 +148,7 @@ class Indexed:
             int(np.prod(region, dtype=np.int64)), what
 
     def _along_axis(self, e: Eqn) -> tuple:
-        scatter = e.prim is P.scatter_add
+        scatter = e.prim in (P.scatter_add, P.scatter_reduce)
         x, idx = (e.inputs[0], e.inputs[1])
         what = e.prim.name
         axis = e.params["axis"] % max(x.ndim, 1)
@@ -162,12 +165,37 @@ class Indexed:
             return lines + ["if ok:", f"    out[{linear(p, idx.shape)}] = x[{xl}]"], ["x", "i0"], [x, idx], total, what
         src = e.inputs[2]
         if e.out.dtype.kind == "b":
-            raise Unsupported("cuda backend: scatter_add on bool")
+            raise Unsupported(f"cuda backend: {what} on bool")
         if src.ndim != idx.ndim or any(i > s for i, s in zip(idx.shape, src.shape)):
-            raise Unsupported(f"cuda backend: scatter_add src {src.shape} smaller than index {idx.shape}")
+            raise Unsupported(f"cuda backend: {what} src {src.shape} smaller than index {idx.shape}")
         self.prep = x
+        reduce = e.params.get("reduce", "sum")  # (scatter_add has no reduce)
+        if reduce == "prod" or e.out.dtype not in _ATOMIC:
+            body, total = self._rows(e, axis)
+            return body, ["i0", "v"], [idx, src], total, what
         val = _cast(f"v[{linear(p, src.shape)}]", src, e.out.dtype)
-        return lines + ["if ok:", "    " + atomic_add("out", xl, val)], ["i0", "v"], [idx, src], total, what
+        if reduce == "sum":
+            act = [atomic_add("out", xl, val)]
+        else:  # numba's float atomic max/min skip a NaN value: a NaN is stored instead, and then stays
+            act = [f"w = {val}", f"cuda.atomic.{reduce[1:]}(out, {xl}, w)"]
+            if e.out.dtype.kind == "f":
+                act = [act[0], "if w != w:", f"    out[{xl}] = w", "else:", "    " + act[1]]
+        return lines + ["if ok:"] + ["    " + a for a in act], ["i0", "v"], [idx, src], total, what
+
+    def _rows(self, e: Eqn, axis: int) -> tuple:
+        """A scatter with no atomic operation for its reduction or dtype: one thread per row
+        of the index along ``axis``, which combines that row's elements in order (no two
+        rows write the same position)."""
+        out, idx, src = e.out, e.inputs[1], e.inputs[2]
+        lines, r, n_rows, at = rows(idx, axis)
+        body: list = []
+        j = _checked(body, "j0", f"i0[{at('k')}]", out.shape[axis], 1)
+        xl = linear([j if d == axis else r[d] for d in range(out.ndim)], out.shape)
+        val = _cast(f"v[{linear(['k' if d == axis else r[d] for d in range(src.ndim)], src.shape)}]", src, out.dtype)
+        body += ["if ok:"] + ["    " + ln for ln in combine(e.params.get("reduce", "sum"), f"out[{xl}]", val, "w",
+                                                              out.dtype)]
+        return lines + [f"for k in range({idx.shape[axis]}):"] + ["    " + ln for ln in body], \
+            n_rows if idx.size else 0
 
     def writes(self) -> list:
         return [self.eqn.out]

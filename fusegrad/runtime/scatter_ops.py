@@ -2,15 +2,11 @@
 amax, amin; ``include_self``), ``index_reduce``, ``masked_scatter``, ``select_scatter``,
 ``slice_scatter`` and ``diagonal_scatter``.
 
-A float ``scatter_reduce`` sum or mean is a composition of ``scatter_add`` (traceable).
-The other reductions of ``scatter_reduce`` and ``index_reduce`` compute their values in
-NumPy, eagerly (a graph break while tracing), and give them PyTorch's first-order gradient as a linear surrogate:
-``R + grad_only(c_self * input) + scatter_add(grad_only(c_src * src))``, whose value is
-exactly ``R`` (``ops.grad_only`` is zero even where a term is infinite: that term then
-passes no gradient) and whose derivative is the coefficients ``c`` (for amax/amin
-the gradient is shared evenly among the elements equal to the result, for prod it is the
-product of the other elements, exact where there are zeros). The ``*_scatter`` ops are
-``index_put`` and ``where`` compositions (traceable)."""
+All are traceable compositions of primitives: ``scatter_reduce`` of ``scatter_add`` (sum,
+mean) or of the ``scatter_reduce`` primitive (prod, amax, amin), which takes the input's
+value at every position: ``include_self=False`` is a ``where`` putting the reduction's
+identity where the index points (so the input gets no gradient there). The ``*_scatter``
+ops are ``index_put`` and ``where`` compositions."""
 from __future__ import annotations
 
 from typing import Optional
@@ -18,67 +14,25 @@ from typing import Optional
 import numpy as np
 
 from ..ir import dtypes as D
+from ..ir import prims as P
 from . import ops as O
 from .exports import op
 from .factory import full_like
-from .grad_mode import STATE
-from .tensor import Tensor, wrap
+from .tensor import Tensor
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 def _identity(reduce: str, dtype: np.dtype):
+    """The value that leaves a reduction of ``dtype`` unchanged."""
     if reduce in ("sum", "mean"):
         return 0
     if reduce == "prod":
         return 1
     if dtype.kind == "b":
         return reduce == "amin"
-    big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
-    return -big if reduce == "amax" else big
-
-
-def _reduce_np(x: np.ndarray, flat: np.ndarray, vals: np.ndarray, reduce: str, include_self: bool):
-    """The reduced values (x's shape, flattened) and the gradient coefficients of x and of vals."""
-    n = x.size
-    xs = x.reshape(-1)
-    counts = np.bincount(flat, minlength=n)
-    touched = counts > 0
-    member = include_self | ~touched  # whether self takes part at each position
-    f = np.float64
-    if reduce in ("sum", "mean"):
-        acc = np.where(member, xs, 0).astype(x.dtype)
-        np.add.at(acc, flat, vals)
-        if reduce == "sum":
-            return acc, member.astype(f), np.ones(vals.shape, f)
-        k = counts + member
-        r = acc // np.maximum(k, 1) if x.dtype.kind in "iub" else acc / np.maximum(k, 1)
-        r = np.where(touched, r, xs).astype(x.dtype)
-        return r, member / np.maximum(k, 1), 1.0 / k[flat]
-    if reduce in ("amax", "amin"):
-        acc = np.where(member, xs, _identity(reduce, x.dtype)).astype(x.dtype)
-        (np.maximum if reduce == "amax" else np.minimum).at(acc, flat, vals)
-        eq_self = member & (xs == acc)
-        eq_src = vals == acc[flat]
-        k = eq_self + np.bincount(flat, weights=eq_src, minlength=n)
-        return acc, eq_self / np.maximum(k, 1), eq_src / k[flat]
-    # prod: the coefficient of a member is the product of the others
-    self_v = np.where(member, xs, 1).astype(f)
-    zeros = (self_v == 0) + np.bincount(flat, weights=(vals == 0), minlength=n)
-    nonzero = np.where(self_v == 0, 1.0, self_v)
-    np.multiply.at(nonzero, flat, np.where(vals == 0, 1.0, vals.astype(f)))
-    acc = np.where(member, xs, 1).astype(x.dtype)
-    np.multiply.at(acc, flat, vals)
-
-    def coef(v, z, p):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(v != 0, np.where(z == 0, p / np.where(v == 0, 1, v), 0.0), np.where(z == 1, p, 0.0))
-    c_self = np.where(member, coef(self_v, zeros, nonzero), 0.0)
-    return acc, c_self, coef(vals.astype(f), zeros[flat], nonzero[flat])
-
-
-def _surrogate(r: Tensor, t: Tensor, coef: np.ndarray) -> Tensor:
-    return O.grad_only(O.mul(t, O._const(coef.astype(t._data.dtype), t)))
+    lo, hi = (-np.inf, np.inf) if dtype.kind == "f" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    return lo if reduce == "amax" else hi
 
 
 @op(inplace="method")
@@ -93,44 +47,29 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         raise RuntimeError("scatter_reduce(): Expected dtype int64 for index")
     if input.dtype != src.dtype:
         raise RuntimeError("scatter_reduce(): Expected self.dtype to be equal to src.dtype")
+    if reduce == "mean" and input.dtype.np.kind == "b":
+        raise RuntimeError("\"scatter_gather_tensor_cpu_reduce_mean\" not implemented for 'Bool'")
     ax = O._axes(input, dim)[0]
     if index.ndim != input.ndim or src.ndim != input.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
-    shape = tuple(index.shape)
-    src_part = src[tuple(slice(0, s) for s in shape)]
-    if reduce in ("sum", "mean") and input.dtype.is_floating_point:
-        return O.named(_sum_or_mean(input, ax, index, src_part, reduce, include_self), "ScatterReduceBackward0")
-    x = input._concrete("scatter_reduce")
-    idx = index._concrete("scatter_reduce").astype(np.int64)
-    if idx.size and (idx.min() < -input.shape[ax] or idx.max() >= input.shape[ax]):
-        raise RuntimeError(f"index {int(idx.max())} is out of bounds for dimension {ax} with size {input.shape[ax]}")
-    coords = list(np.indices(shape, dtype=np.int64))
-    coords[ax] = idx % input.shape[ax]
-    flat = np.ravel_multi_index(tuple(coords), x.shape).reshape(-1)
-    vals = src_part._concrete("scatter_reduce").reshape(-1)
-    r, c_self, c_src = _reduce_np(x, flat, vals, reduce, include_self)
-    from .factory import tensor
-    out = tensor(r.reshape(x.shape), dtype=input.dtype, device=input.device)
-    if STATE.enabled and (input._rg or src._rg) and input.dtype.is_floating_point:
-        out = O.add(out, _surrogate(out, input, c_self.reshape(x.shape)))
-        grid = wrap(np.stack(np.unravel_index(flat, x.shape)))
-        contrib = O.reshape(_surrogate(out, src_part, c_src.reshape(shape)), (-1,))
-        out = O.index_put(out, tuple(grid[a] for a in range(len(x.shape))), contrib, accumulate=True)
-        out = O.named(out, "ScatterReduceBackward0")
-    return out
-
-
-def _sum_or_mean(input: Tensor, ax: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-    """A float scatter_reduce "sum" or "mean" in scatter_adds (traced, no graph break),
-    its gradient from theirs: 0 to ``input`` where ``include_self`` is False and an index
-    names the position, 1 / count for a mean."""
-    count = O.scatter_add(full_like(input, 0), ax, index, full_like(src, 1))
-    touched = O.gt(count, 0)
-    acc = O.scatter_add(input if include_self else O.where(touched, 0.0, input), ax, index, src)
+    src = src[tuple(slice(0, s) for s in index.shape)]
+    # how many elements of src each position receives (a bool input's: whether any), where needed
+    count = touched = None
+    if reduce == "mean" or not include_self:
+        count = O.scatter_add(full_like(input, 0), ax, index, full_like(src, 1))
+        touched = O.gt(count, 0)
+    base = input
+    if not include_self:  # the reduction's identity where the index points
+        base = O.where(touched, full_like(input, _identity(reduce, input.dtype.np)), input)
     if reduce == "sum":
-        return acc
-    k = O.add(count, 1.0) if include_self else O.where(touched, count, 1.0)
-    return O.where(touched, O.div(acc, k), input)
+        out = O.scatter_add(base, ax, index, src)
+    elif reduce == "mean":  # the sum over the number of members; an integer mean rounds down, as PyTorch's
+        acc = O.scatter_add(base, ax, index, src)
+        k = O.add(count, 1) if include_self else O.where(touched, count, 1)
+        out = O.where(touched, O.div(acc, k) if input.dtype.is_floating_point else O.floor_divide(acc, k), input)
+    else:
+        out = P.scatter_reduce(base, index, src, axis=ax, reduce=reduce)
+    return O.named(out, "ScatterReduceBackward0")
 
 
 @op(inplace="method")

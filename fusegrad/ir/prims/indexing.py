@@ -1,6 +1,7 @@
 """Indexing primitives: advanced indexing (``index``), writes into an index (``index_put``,
-the transpose of both basic and advanced indexing), and ``gather``/``scatter_add`` along an
-axis (torch.gather and its transpose).
+the transpose of both basic and advanced indexing), ``gather``/``scatter_add`` along an
+axis (torch.gather and its transpose) and ``scatter_reduce``, which combines by max, min
+or product instead of adding.
 
 An index key is a tuple like a basic key (see layout.encode_key) in which the string "T"
 marks where the next index-array operand goes."""
@@ -11,10 +12,10 @@ import numpy as np
 from ..dtypes import np_half
 from ..primitive import Primitive
 from .batchdims import batch_size, broadcast_batch, example_axis, to_front
-from .elementwise import sum_to
+from .elementwise import cast, div, eq, mul, sum_to, where
 from .shapes import shape_of
 
-__all__ = ["index", "index_put", "gather", "scatter_add", "numpy_key"]
+__all__ = ["index", "index_put", "gather", "scatter_add", "scatter_reduce", "numpy_key"]
 
 
 def numpy_key(key, idx) -> tuple:
@@ -142,15 +143,28 @@ gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][
                    saves="in", kind="gather", node_name="GatherBackward0", checked=slice(1, 2))
 
 
-def _scatter_add_impl(base, idx, src, axis):
-    _check_idx(base, idx, axis, "scatter_add")
-    if np_half(base.dtype):
-        return _scatter_add_impl(base.astype(np.float32), idx, src.astype(np.float32), axis).astype(base.dtype)
+def _scatter_at(ufunc, base, idx, src, axis, what):
+    """``base`` with each ``src[p]`` (p over the index's extent) combined by ``ufunc`` into
+    the position that ``idx[p]`` names along ``axis``."""
+    _check_idx(base, idx, axis, what)
+    if np_half(base.dtype):  # (combines in float32)
+        f32 = np.float32
+        return _scatter_at(ufunc, base.astype(f32), idx, src.astype(f32), axis, what).astype(base.dtype)
     out = np.array(base, copy=True)
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
-    np.add.at(out, tuple(grids), src[tuple(slice(0, s) for s in idx.shape)])
+    ufunc.at(out, tuple(grids), src[tuple(slice(0, s) for s in idx.shape)])
     return out
+
+
+def _linear_scatter(tb, idx, ts, out, src, axis):
+    """``scatter_add`` of tangents ``tb`` (of the base) and ``ts`` (of src), None for zero."""
+    from .creation import full
+    if tb is None and ts is None:
+        return None
+    tb = tb if tb is not None else full(shape=shape_of(out), value=0.0, dtype=out.dtype.np)
+    ts = ts if ts is not None else full(shape=shape_of(src), value=0.0, dtype=out.dtype.np)
+    return scatter_add(tb, idx, ts, axis=axis)
 
 
 def _scatter_add_vjp(g, ins, out, needs, axis):
@@ -165,18 +179,63 @@ def _scatter_add_vjp(g, ins, out, needs, axis):
     return (g if needs[0] else None), None, gs
 
 
-def _scatter_add_jvp(ts, ins, out, axis):
-    from .creation import full
+scatter_add = Primitive("scatter_add", lambda base, idx, src, axis: _scatter_at(np.add, base, idx, src, axis,
+                                                                                 "scatter_add"),
+                        abstract=lambda a, p: a[0], vjp=_scatter_add_vjp,
+                        jvp=lambda ts, ins, out, axis: _linear_scatter(ts[0], ins[1], ts[2], out, ins[2], axis),
+                        saves="in", kind="scatter", node_name="ScatterAddBackward0", checked=slice(1, 2))
+
+_REDUCE_UFUNCS = {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}
+
+
+def _scatter_reduce_impl(base, idx, src, axis, reduce):
+    if src.shape != idx.shape:  # (the runtime passes src cut to the index's extent; the VJP relies on it)
+        raise ValueError(f"scatter_reduce: src {src.shape} and index {idx.shape} differ in shape")
+    return _scatter_at(_REDUCE_UFUNCS[reduce], base, idx, src, axis, "scatter_reduce")
+
+
+def _scatter_reduce_derivs(ins, out, axis, reduce):
+    """(d out / d base, ``of_src``) as PyTorch's scatter_reduce_backward: amax/amin share
+    evenly among the members equal to the result (NaN where it is NaN); prod takes the
+    product of the other members, exact with zeros (that of the non-zero others for the
+    only zero, else 0). ``of_src(w)``: w[idx[p]] * d out[idx[p]] / d src[p] for a w of out's
+    shape (None: ones), each position's terms combined before the gathers."""
+    base, idx, src = ins
+    dt = out.dtype.np
+    scale = lambda w, t: t if w is None else mul(w, t)  # noqa: E731
+    at_src = lambda t: gather(t, idx, axis=axis)  # noqa: E731
+    if reduce in ("amax", "amin"):
+        base_is = cast(eq(base, out), dtype=dt)
+        src_is = cast(eq(src, at_src(out)), dtype=dt)
+        share = div(1.0, scatter_add(base_is, idx, src_is, axis=axis))
+        return mul(base_is, share), lambda w: mul(src_is, at_src(scale(w, share)))
+    base0, src0 = eq(base, 0), eq(src, 0)
+    nz_base, nz_src = where(base0, 1.0, base), where(src0, 1.0, src)
+    zeros = scatter_add(cast(base0, dtype=dt), idx, cast(src0, dtype=dt), axis=axis)
+    # the product of the others for the only zero at a position; 0 where there are more
+    only = where(eq(zeros, 1.0), scatter_reduce(nz_base, idx, nz_src, axis=axis, reduce="prod"), 0.0)
+    return where(base0, only, div(out, nz_base)), \
+        lambda w: where(src0, at_src(scale(w, only)), div(at_src(scale(w, out)), nz_src))
+
+
+def _scatter_reduce_vjp(g, ins, out, needs, axis, reduce):
+    d_base, of_src = _scatter_reduce_derivs(ins, out, axis, reduce)
+    return (mul(g, d_base) if needs[0] else None), None, (of_src(g) if needs[2] else None)
+
+
+def _scatter_reduce_jvp(ts, ins, out, axis, reduce):
     if ts[0] is None and ts[2] is None:
         return None
-    tb = ts[0] if ts[0] is not None else full(shape=shape_of(out), value=0.0, dtype=out.dtype.np)
-    ts_ = ts[2] if ts[2] is not None else full(shape=shape_of(ins[2]), value=0.0, dtype=out.dtype.np)
-    return scatter_add(tb, ins[1], ts_, axis=axis)
+    d_base, of_src = _scatter_reduce_derivs(ins, out, axis, reduce)
+    return _linear_scatter(None if ts[0] is None else mul(ts[0], d_base), ins[1],
+                           None if ts[2] is None else mul(ts[2], of_src(None)), out, ins[2], axis)
 
 
-scatter_add = Primitive("scatter_add", _scatter_add_impl, abstract=lambda a, p: a[0], vjp=_scatter_add_vjp,
-                        jvp=_scatter_add_jvp, saves="in", kind="scatter", node_name="ScatterAddBackward0",
-                        checked=slice(1, 2))
+# ``reduce`` is one of _REDUCE_UFUNCS's; base takes part at every position (include_self=False
+# is the runtime's: a base holding the reduction's identity where the index points)
+scatter_reduce = Primitive("scatter_reduce", _scatter_reduce_impl, abstract=lambda a, p: a[0],
+                           vjp=_scatter_reduce_vjp, jvp=_scatter_reduce_jvp, saves="in,out", kind="scatter",
+                           node_name="ScatterReduceBackward0")
 
 
 # ---------------------------------------------------------------- batching rules (vmap)
@@ -186,10 +245,12 @@ def _gather_batch(args, bdims, axis):
     return gather(x, idx, axis=example_axis(axis, x)), 0
 
 
-def _scatter_add_batch(args, bdims, axis):
-    n = batch_size(args, bdims)
-    base, idx, src = (broadcast_batch(a, d, n) for a, d in zip(args, bdims))
-    return scatter_add(base, idx, src, axis=example_axis(axis, base)), 0
+def _scatter_batch(prim):
+    def rule(args, bdims, axis, **params):
+        n = batch_size(args, bdims)
+        base, idx, src = (broadcast_batch(a, d, n) for a, d in zip(args, bdims))
+        return prim(base, idx, src, axis=example_axis(axis, base), **params), 0
+    return rule
 
 
 def _index_batch(args, bdims, key):
@@ -203,5 +264,6 @@ def _index_batch(args, bdims, key):
 
 
 gather.batch = _gather_batch
-scatter_add.batch = _scatter_add_batch
+scatter_add.batch = _scatter_batch(scatter_add)
+scatter_reduce.batch = _scatter_batch(scatter_reduce)
 index.batch = _index_batch
