@@ -86,3 +86,13 @@ def test_grad_fn_metadata_is_a_dict_kept_by_the_node():
         y = (a * 2).sum()
         y.grad_fn.metadata["step"] = 3
         assert y.grad_fn.metadata == {"step": 3} and y.grad_fn.next_functions[0][0].metadata == {}
+
+
+def test_detach_in_place_of_a_view_raises_as_torch():
+    for lib in (torch, fg):
+        a = lib.ones(3, requires_grad=True)
+        for view in ((a * 1)[1:], lib.ones(3)[1:]):
+            with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+                view.detach_()
+        b = a * 2
+        assert b.detach_() is b and not b.requires_grad and b.grad_fn is None
