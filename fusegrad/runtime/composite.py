@@ -72,18 +72,20 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
     return out
 
 
-_LOW = ("float16", "bfloat16")
-
-
 def _low_precision(inputs: tuple):
     """The dtype of the floating tensors among ``inputs`` when all are one low-precision
-    dtype, else None."""
-    dts = {x._data.dtype for x in inputs if isinstance(x, Tensor) and x._data.dtype.kind == "f"
-           or (isinstance(x, Tensor) and x._data.dtype.name == "bfloat16")}
-    if len(dts) == 1:
-        dt = next(iter(dts))
-        return dt if dt.name in _LOW else None
-    return None
+    dtype (float16, bfloat16), else None."""
+    low = None
+    for x in inputs:
+        if isinstance(x, Tensor):
+            dt = x._data.dtype
+            if dt.itemsize == 2 and dt.kind in "fV":
+                if low is not None and dt != low:
+                    return None
+                low = dt
+            elif dt.kind == "f":
+                return None
+    return low
 
 
 def _in_float32(fn: Callable, low) -> Callable:
