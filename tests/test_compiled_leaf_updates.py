@@ -219,3 +219,55 @@ def test_a_parameter_updated_from_a_clone_of_its_data_inside_compiled_code_stays
     for got in (run(fusegrad, False), run(fusegrad, True)):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-10)
+
+
+def test_a_compiled_optimizer_step_reads_each_calls_gradients():
+    """PyTorch's compiled-optimizer recipe: forward and backward eager, only ``opt.step()``
+    (or clip_grad_norm_) compiled. zero_grad(set_to_none) makes each backward a new .grad
+    tensor: the compiled step reads (and clipping writes) the one there at each call (it
+    kept the gradient of the call it traced, silently)."""
+    def run(lib, compiled, momentum):
+        w = lib.nn.Parameter(lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64))
+        opt = lib.optim.SGD([w], lr=0.1, momentum=momentum)
+
+        def step():
+            norm = lib.nn.utils.clip_grad_norm_([w], 4.0)
+            opt.step()
+            return norm
+        step = fusegrad.compile(step) if compiled else step
+        out = []
+        for i in range(5):
+            opt.zero_grad()
+            (w * (i + 1)).sum().backward()
+            out.append(float(step()))
+        return out + w.tolist()
+
+    for momentum in (0.0, 0.9):
+        want = run(torch, False, momentum)
+        np.testing.assert_allclose(run(fusegrad, True, momentum), want, rtol=1e-12)
+
+
+def test_the_grad_of_a_tensor_argument_inside_compiled_code():
+    """A tensor argument's .grad read inside compiled code is the caller's (it was None), and
+    a backward inside accumulates onto it, as eagerly; a call whose argument has no .grad
+    is another signature."""
+    def fgsm(t):
+        return t + 0.1 * t.grad.sign()
+
+    def accumulate(t):
+        (t * 2).sum().backward()
+        return t.grad * 1
+
+    for f in (fgsm, accumulate, lambda t: t.grad is None):
+        cf = fusegrad.compile(f)
+        for k in range(3):
+            got, want = [], []
+            for fn, lib, out in ((cf, fusegrad, got), (f, torch, want)):
+                x = lib.tensor([1.0, -2.0], requires_grad=True)
+                if k != 1:
+                    x.grad = lib.tensor([0.5, -1.0])
+                if f is fgsm and k == 1:
+                    continue
+                r = fn(x)
+                out.append((r.tolist() if hasattr(r, "tolist") else r, None if x.grad is None else x.grad.tolist()))
+            assert got == want, (f, k)

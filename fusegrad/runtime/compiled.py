@@ -219,7 +219,8 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     for h, data, grad, *_ in list(tr.snaps):
         if h._data is not data and final.get(id(data)) is not h._data:
             final[id(data)] = h._data
-            writebacks.append(("data", h))
+            owner = tr.grad_owner(h)  # (a leaf's .grad read in the trace: the one it holds at the call)
+            writebacks.append(("data", h) if owner is None else ("grad", owner))
             g.outputs.append(tr.lift(h))
         if h._grad is not grad and h._grad is not None:
             writebacks.append(("grad", h))
@@ -769,7 +770,7 @@ class _FastPath:
     __slots__ = ("metas", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits")
 
     def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
-        self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
+        self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg), t._grad is None) for t in tensors)
         self.layout = layout
         self.nested = any(layout)  # some argument is a list or tuple of tensors
         self.grad = STATE.enabled
@@ -798,11 +799,11 @@ class _FastPath:
         else:
             leaves = args
         arrays = []
-        for a, (shape, dtype, rg) in zip(leaves, self.metas):
+        for a, (shape, dtype, rg, no_grad) in zip(leaves, self.metas):
             if not isinstance(a, Tensor):
                 return _MISS
             d = a._data
-            if d.shape != shape or d.dtype is not dtype or a._rg is not rg:
+            if d.shape != shape or d.dtype is not dtype or a._rg is not rg or (a._grad is None) is not no_grad:
                 return _MISS
             arrays.append(d)
         plan = self.plan

@@ -248,6 +248,8 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
         g = g.to(leaf.dtype)
     keep = create_graph or type(g._data) is Var  # traced grads (tracing a backward) are never copied
     if type(g._data) is Var and g._data.trace.captures_state:
+        if hasattr(g._data.trace, "graded_inputs"):
+            g._data.trace.check_graded_input(leaf, "accumulates into")
         g._data.trace.touch(leaf)  # compiled code writes this .grad back
     if leaf._grad is None:
         dest = into(leaf, g._data) if into is not None and not keep and type(g._data) is np.ndarray else None

@@ -166,6 +166,10 @@ class Tensor:
 
     @property
     def grad(self) -> Optional["Tensor"]:
+        from ..tracer.trace import current_traces
+        trs = current_traces()
+        if trs and getattr(trs[-1], "grad_owners", None) is not None and not trs[-1].tracks:
+            trs[-1].read_grad(self)  # (compile's capture: read at each call)
         if self._grad_fn is not None and not self._retains and self._grad is None:
             warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
                           "attribute won't be populated during autograd.backward(). If you indeed want the .grad "

@@ -56,6 +56,12 @@ class CaptureTrace(Trace):
         # in-place update of one is a graph break (the stand-in itself looks like a leaf)
         self.nonleaf_inputs: set = set()
         self.attribute_olds: dict = {}  # (module id, name) -> (store, name, was set, old value)
+        # id of a leaf's .grad the traced code read -> (leaf, that grad): read and written
+        # through the leaf at each call (``read_grad``), as another tensor may be there then
+        self.grad_owners: dict = {}
+        # ids of the stand-ins of arguments that hold a .grad: reading or accumulating into it
+        # is a graph break (the stand-in has none; the caller's would be read or written)
+        self.graded_inputs: set = set()
 
     def touch(self, x) -> None:
         """Snapshot ``x`` (once) unless it is a value of this trace."""
@@ -66,6 +72,33 @@ class CaptureTrace(Trace):
     def rebind(self, x, data) -> None:
         self.touch(x)
         x._data = data
+
+    def read_grad(self, leaf) -> None:
+        """The traced code reads ``leaf.grad`` (a concrete tensor without history, or None):
+        the graph reads the leaf's gradient at each call and is guarded on there being one."""
+        from .live import live_grad
+        if type(leaf._data) is Var:
+            self.check_graded_input(leaf, "reads")
+            return
+        g = leaf._grad
+        if g is not None and type(g._data) is Var:  # (made by a backward in the trace: a value of it)
+            return
+        guard(("grad set", id(leaf)), lambda: leaf._grad is not None)
+        if g is not None and id(g) not in self.grad_owners and type(g._data) is np.ndarray and not g._rg:
+            self.grad_owners[id(g)] = (leaf, g)
+            live_grad(leaf, self)  # (lifts the array as read from the leaf: every later lift of g finds it)
+
+    def check_graded_input(self, t, what: str) -> None:
+        """A graph break where the traced code ``what`` (reads, accumulates into) the .grad of
+        an argument that holds one (its stand-in ``t`` has none yet)."""
+        if id(t) in self.graded_inputs and t._grad is None:
+            raise GraphBreak(f"the function {what} the .grad of a tensor argument ({list(t.shape)} {t.dtype}) "
+                             "that holds one")
+
+    def grad_owner(self, x):
+        """The leaf whose gradient ``x`` is, read through ``read_grad``, else None."""
+        owner = self.grad_owners.get(id(x))
+        return owner[0] if owner is not None and owner[1] is x else None
 
     def _lift(self, x):
         from ..runtime.tensor import Tensor
@@ -121,6 +154,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                         t._rg = x._rg
                         if x._rg and x._grad_fn is not None:
                             tr.nonleaf_inputs.add(id(t))
+                    if x._grad is not None:
+                        tr.graded_inputs.add(id(t))
                     tleaves.append(t)
                 else:
                     tleaves.append(x)

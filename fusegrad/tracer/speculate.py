@@ -199,14 +199,14 @@ def _value(tr, v: Var, what: str) -> np.ndarray:
     A graph break where those are not all known arrays (a random key: drawing it would
     advance the generator; a device array)."""
     from ..runtime.interpreter import run_arrays
-    from .live import CallTimeConst, LiveArray, LiveNumber
+    from .live import CallTimeConst, LiveArray, LiveGrad, LiveNumber
     g = tr.graph
     known = {id(tr._captured[id(d)]): d for d in tr._keep if id(d) in tr._captured}
     consts = []
     for var, holder in g.consts:
         if isinstance(holder, (LiveNumber, LiveArray)):
             a = holder.draw()
-        elif isinstance(holder, CallTimeConst):
+        elif isinstance(holder, CallTimeConst) and not isinstance(holder, LiveGrad):  # (a .grad: this call's)
             a = None
         else:
             a = known.get(id(var), holder._data)
