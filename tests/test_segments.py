@@ -757,3 +757,42 @@ def test_an_argument_multiplied_in_place_by_a_value_that_requires_grad(min_work,
         res.append((buf.detach().numpy(), w.grad.numpy()))
     for g, e in zip(res[1], res[0]):
         np.testing.assert_allclose(g, e, rtol=1e-12)
+
+
+def test_a_break_inside_no_grad_keeps_the_history_recorded_before_it(monkeypatch):
+    """A graph break inside a ``with no_grad()`` block (a data-dependent check on a target, as
+    SAC/TD3 updates have) ends a segment run op by op: what was recorded before the block
+    keeps its history (the loss had none: backward raised), what ran inside has none;
+    the critic frozen and unfrozen with requires_grad around it, as those updates do."""
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", 1 << 16)
+
+    def run(lib, compiled):
+        q = lib.nn.Linear(3, 1).double()
+        with lib.no_grad():
+            q.weight.copy_(lib.tensor([[0.1, -0.2, 0.3]], dtype=lib.float64))
+            q.bias.zero_()
+        opt = lib.optim.SGD(q.parameters(), lr=0.1)
+
+        def update(o, r):
+            opt.zero_grad()
+            qo = q(o).squeeze(-1)
+            with lib.no_grad():
+                tgt = r * 2 + q(o).squeeze(-1)
+                if bool((tgt > 100).any()):
+                    tgt = tgt / 2
+            loss = ((qo - tgt) ** 2).mean()
+            loss.backward()
+            opt.step()
+            for p in q.parameters():
+                p.requires_grad = False
+            for p in q.parameters():
+                p.requires_grad = True
+            return loss.detach(), tgt.requires_grad
+        update = fusegrad.compile(update) if compiled else update
+        o = lib.linspace(-1, 1, 12, dtype=lib.float64).view(4, 3)
+        r = lib.tensor([1.0, 0.0, -1.0, 2.0], dtype=lib.float64)
+        out = [update(o, r) for _ in range(4)]
+        return [loss.item() for loss, _ in out] + q.weight.flatten().tolist(), [rg for _, rg in out]
+    got, want = run(fusegrad, True), run(torch, False)
+    assert got[1] == want[1] == [False] * 4
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)

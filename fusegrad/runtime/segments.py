@@ -28,6 +28,7 @@ from ..tracer.live import CallTimeConst, LiveNumber
 from ..tracer.rng import RngKey
 from ..tracer.trace import _STACK, GraphBreak
 from .engine import RUNNING
+from .grad_mode import enable_grad
 from .interpreter import run_tensors
 from .nodes import PrimNode
 from .ops import _writable
@@ -296,11 +297,13 @@ def _const_key(h) -> tuple:
 
 
 def _op_by_op(g, operands: list) -> list:
-    """The segment evaluated op by op on tensors (eager autograd records it)."""
+    """The segment evaluated op by op on tensors (eager autograd records it, whatever the grad
+    mode at the break: what ran under no_grad was traced with a stop_gradient per op)."""
     values = list(operands) + [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in g.consts]
     trs, _STACK.traces[:] = list(_STACK.traces), []
     try:
-        return run_tensors(g, values)
+        with enable_grad():
+            return run_tensors(g, values)
     finally:
         _STACK.traces[:] = trs
 
