@@ -404,3 +404,17 @@ def test_segment_reduce_matches_torch():
     for m in (torch, fg):
         with pytest.raises(RuntimeError, match="sum to data.size"):
             m.segment_reduce(m.ones(4), "sum", lengths=m.tensor([1, 2]))
+
+
+def test_indexed_writes_of_another_dtype_raise_as_torch():
+    cases = [lambda m, x, s, i: x.index_add_(0, i, s), lambda m, x, s, i: x.index_copy_(0, i, s),
+             lambda m, x, s, i: x.scatter_add_(0, i.view(1, 1).expand(1, 2), s),
+             lambda m, x, s, i: x.scatter_(0, i.view(1, 1).expand(1, 2), s),
+             lambda m, x, s, i: x.index_put_((i,), s[0], accumulate=True), lambda m, x, s, i: m.index_add(x, 0, i, s)]
+    for case in cases:
+        raised = []
+        for m in (torch, fg):
+            with pytest.raises(RuntimeError) as e:
+                case(m, m.zeros(3, 2), m.ones(1, 2, dtype=m.float64), m.tensor([0]))
+            raised.append(str(e.value))
+        assert raised[0] == raised[1]

@@ -35,6 +35,10 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
     """``x`` with ``source``'s slices along ``dim`` put (or added) at ``index``."""
     ax = O._axes(x, dim)[0]
     index, source = _index(index), O.as_t(source)
+    if source.dtype != x.dtype:
+        raise RuntimeError(f"index_add_(): self ({O.scalar_name(x)}) and source ({O.scalar_name(source)}) must have "
+                           "the same scalar type" if accumulate else "index_copy_(): self and source expected to "
+                           f"have the same dtype, but got (self) {O.scalar_name(x)} and (source) {O.scalar_name(source)}")
     if source.ndim != x.ndim or source.shape[ax] != index.shape[0]:
         raise RuntimeError(f"index_{'add' if accumulate else 'copy'}_(): source {list(source.shape)} must have "
                            f"the shape of self {list(x.shape)} with {index.shape[0]} entries along dim {dim}")
@@ -73,6 +77,8 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         raise TypeError("scatter() missing required argument 'src' or 'value'")
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    if isinstance(src, Tensor) and src.dtype != x.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     ax = O._axes(x, dim)[0]
     if index.ndim == 0:  # (a single position, as PyTorch takes it)
         index = O.reshape(index, (1,) * x.ndim)

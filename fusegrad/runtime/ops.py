@@ -2332,13 +2332,23 @@ def normal_(self, mean=0.0, std=1.0, generator=None):
         return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
 
 
+def scalar_name(t: Tensor) -> str:
+    """PyTorch's name of ``t``'s scalar type in messages (Float, Double, Long, ...)."""
+    return t.type().split(".")[-1][:-len("Tensor")]
+
+
 @op
 def index_put_(self, indices, values, accumulate=False):
+    if isinstance(values, Tensor) and values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got {scalar_name(self)} "
+                           f"for the destination and {scalar_name(values)} for the source.")
     return inplace(self, lambda old: index_put(old, indices, values, accumulate), values)
 
 
 @op(function=False)
 def scatter_add_(self, dim, index, src):
+    if isinstance(src, Tensor) and src.dtype != self.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     return inplace(self, lambda old: scatter_add(old, dim, index, src), src)
 
 
