@@ -27,7 +27,7 @@ import numpy as np
 
 from ..ir.graph import Var
 from .guards import const_guard
-from .live import guard, guards_hold
+from .live import guard, guards_hold, live_grad
 from . import dynamic_float, python_random, side_effects
 from .trace import GraphBreak, Trace
 
@@ -76,7 +76,6 @@ class CaptureTrace(Trace):
     def read_grad(self, leaf) -> None:
         """The traced code reads ``leaf.grad`` (a concrete tensor without history, or None):
         the graph reads the leaf's gradient at each call and is guarded on there being one."""
-        from .live import live_grad
         if type(leaf._data) is Var:
             self.check_graded_input(leaf, "reads")
             return
@@ -85,8 +84,7 @@ class CaptureTrace(Trace):
             return
         guard(("grad set", id(leaf)), lambda: leaf._grad is not None)
         if g is not None and id(g) not in self.grad_owners and type(g._data) is np.ndarray and not g._rg:
-            self.grad_owners[id(g)] = (leaf, g)
-            live_grad(leaf, self)  # (lifts the array as read from the leaf: every later lift of g finds it)
+            self.grad_owners[id(g)] = (leaf, g)  # (lifted as read from the leaf when an op uses it)
 
     def check_graded_input(self, t, what: str) -> None:
         """A graph break where the traced code ``what`` (reads, accumulates into) the .grad of
@@ -104,6 +102,9 @@ class CaptureTrace(Trace):
         from ..runtime.tensor import Tensor
         if isinstance(x, Tensor):  # (each holder of a captured array: an alias, .data's, may come first)
             self.touch(x)
+            owner = self.grad_owner(x)
+            if owner is not None and id(x._data) not in self._captured:
+                live_grad(owner, self)  # (x's array as read from the leaf: every later lift finds it)
         return super()._lift(x)
 
     def mutated(self) -> bool:
