@@ -109,6 +109,8 @@ FUNCTIONS = {
     'exp': ('input',),
     'exp2': ('input',),
     'expm1': ('input',),
+    'fake_quantize_per_channel_affine': ('input', 'scale', 'zero_point', 'axis', 'quant_min', 'quant_max'),
+    'fake_quantize_per_tensor_affine': ('input', 'scale', 'zero_point', 'quant_min', 'quant_max'),
     'fix': ('input',),
     'flatten': ('input', 'start_dim', 'end_dim'),
     'flip': ('input', 'dims'),
