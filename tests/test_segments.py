@@ -796,3 +796,28 @@ def test_a_break_inside_no_grad_keeps_the_history_recorded_before_it(monkeypatch
     got, want = run(fusegrad, True), run(torch, False)
     assert got[1] == want[1] == [False] * 4
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+
+
+def test_a_break_inside_a_backward_reads_outputs_saved_by_nodes_of_concrete_inputs():
+    """A compiled step whose backward breaks (solve_triangular inside cholesky's VJP) after
+    running the node of ``s.exp()``: that node's inputs are concrete (a parameter) but it
+    saved its traced output, which the segment cut at the break must hand back (KeyError)."""
+    def run(lib, compiled):
+        z = lib.nn.Parameter(lib.linspace(0.5, 4.5, 3, dtype=lib.float64).unsqueeze(1))
+        s = lib.nn.Parameter(lib.tensor(-2.0, dtype=lib.float64))
+        y = lib.linspace(0, 1, 8, dtype=lib.float64).unsqueeze(-1)
+        x = lib.linspace(0, 5, 8, dtype=lib.float64).unsqueeze(1)
+
+        def step():
+            a = lib.exp(-(z - x.T) ** 2)
+            lb = lib.linalg.cholesky(a @ a.T + lib.eye(3, dtype=lib.float64))
+            loss = (lib.linalg.solve_triangular(lb, a @ y, upper=False) / s.exp()).pow(2).sum()
+            loss.backward()
+            return loss
+        step = fusegrad.compile(step) if compiled else step
+        losses = []
+        for _ in range(2):
+            z.grad = s.grad = None
+            losses.append(step().item())
+        return losses + [s.grad.item()] + z.grad.flatten().tolist()
+    np.testing.assert_allclose(run(fusegrad, True), run(torch, False), rtol=1e-10)

@@ -154,7 +154,10 @@ class SegmentTrace(CaptureTrace):
         # segment traces now, a leaf it updated in place)
         for r in self.recorded:
             n = r()
-            if n is None or type(n).__mro__[1] is not PrimNode or not n.ins or not any(
+            if n is None or type(n).__mro__[1] is not PrimNode or not n.ins:
+                continue
+            # (a node of concrete inputs may still save its traced output: exp of a parameter)
+            if not (type(n.out_data) is Var and n.out_data.trace is self) and not any(
                     isinstance(a, Tensor) and type(a._data) is Var and a._data.trace is self for a in n.ins):
                 continue
             if not keep:
