@@ -33,7 +33,7 @@ from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
 from ..tracer import dynamic_float
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
-from ..tracer.guards import flatten_call, signature
+from ..tracer.guards import flatten_call, grad_bits, signature
 from ..tracer.live import CallTimeConst, LiveTensor
 from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
@@ -73,6 +73,7 @@ def _read(holder: Tensor) -> np.ndarray:
 class _Traced(Captured):
     """The result of tracing one call: the graph, where outputs go, what to write back;
     reusable while it ``holds()``."""
+    arg_grads = False  # whether the traced code read or accumulated into an argument's .grad
 
     def __init__(self, graph, out_spec, out_slots, diff_outputs, writebacks, spent=(), guards=None, views=(),
                  attrs=()):
@@ -237,7 +238,9 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
         if t._grad is not None:
             writebacks.append(("grad", i))
             g.outputs.append(tr.lift(t._grad))
-    return _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views, attrs)
+    traced = _Traced(g, out_spec, slots, diff, writebacks, spent, tr.guards, views, attrs)
+    traced.arg_grads = tr.arg_grads
+    return traced
 
 
 def _tensor_meta(t) -> Optional[tuple]:
@@ -767,10 +770,12 @@ class _FastPath:
     the plan it finds the next fast path. (A compiled Module's calls always look up: its key
     holds its parameters' identities.)"""
 
-    __slots__ = ("metas", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits")
+    __slots__ = ("metas", "grad_bits", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits")
 
     def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
-        self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg), t._grad is None) for t in tensors)
+        self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
+        # (a plan whose trace read an argument's .grad holds while each has one or not as then)
+        self.grad_bits = grad_bits(tensors) if getattr(plan.traced, "arg_grads", False) else None
         self.layout = layout
         self.nested = any(layout)  # some argument is a list or tuple of tensors
         self.grad = STATE.enabled
@@ -799,13 +804,15 @@ class _FastPath:
         else:
             leaves = args
         arrays = []
-        for a, (shape, dtype, rg, no_grad) in zip(leaves, self.metas):
+        for a, (shape, dtype, rg) in zip(leaves, self.metas):
             if not isinstance(a, Tensor):
                 return _MISS
             d = a._data
-            if d.shape != shape or d.dtype is not dtype or a._rg is not rg or (a._grad is None) is not no_grad:
+            if d.shape != shape or d.dtype is not dtype or a._rg is not rg:
                 return _MISS
             arrays.append(d)
+        if self.grad_bits is not None and grad_bits(leaves) != self.grad_bits:
+            return _MISS
         plan = self.plan
         if (self.holds is not None and not self.holds()) or \
                 (plan.written_args and _aliased(plan.written_args, list(leaves))):
@@ -858,6 +865,7 @@ class CompiledFunction:
         self._float_plans: dict = {}  # float-and-size-free signature -> [_FloatPlan] or _STATIC (_dynamic_floats)
         self._float_box = ArgBox()  # this call's float arguments, which those plans' guards read
         self._fixed_numbers: dict = {}  # that signature -> positions of number arguments used as numbers
+        self._grad_keyed: set = set()  # signatures whose trace read an argument's .grad (guards.grad_bits)
         self._per_value: dict = {}  # number-and-size-free signature -> compiles per value (VALUE_LIMIT)
         # the globals and closure cells holding numbers that changed between calls: traced as
         # values read at each call (live), or per value where the code needs the number (static)
@@ -994,6 +1002,8 @@ class CompiledFunction:
     # -------------------------------------------------------------- cache
     def _entry(self, leaves, spec, spec_key):
         key = signature(leaves, spec_key, self._owner)
+        if key in self._grad_keyed:
+            key = key + (grad_bits(leaves),)
         with self._lock:
             entry = self._cache.find(key)
             if entry is None:
@@ -1041,6 +1051,10 @@ class CompiledFunction:
             if self.dynamic is not False and self._cache.has(key):
                 self._live_names |= _changed_numbers(self._cache.variants(key)) - self._static_names
             entry = self._build(leaves, spec)
+            if getattr(getattr(entry, "traced", None), "arg_grads", False) and key not in self._grad_keyed \
+                    and len(key) == 6:
+                self._grad_keyed.add(key)  # (its variants, and this one, keyed on the arguments' .grad too)
+                key = key + (grad_bits(leaves),)
             self._cache.add(key, entry)
             if values is not None:
                 self._per_value[values] = self._per_value.get(values, 0) + 1

@@ -62,6 +62,8 @@ class CaptureTrace(Trace):
         # ids of the stand-ins of arguments that hold a .grad: reading or accumulating into it
         # is a graph break (the stand-in has none; the caller's would be read or written)
         self.graded_inputs: set = set()
+        self.argument_ids: set = set()  # the stand-ins of all tensor arguments
+        self.arg_grads = False  # whether the traced code read or accumulated into one's .grad
 
     def touch(self, x) -> None:
         """Snapshot ``x`` (once) unless it is a value of this trace."""
@@ -89,6 +91,8 @@ class CaptureTrace(Trace):
     def check_graded_input(self, t, what: str) -> None:
         """A graph break where the traced code ``what`` (reads, accumulates into) the .grad of
         an argument that holds one (its stand-in ``t`` has none yet)."""
+        if id(t) in self.argument_ids:
+            self.arg_grads = True
         if id(t) in self.graded_inputs and t._grad is None:
             raise GraphBreak(f"the function {what} the .grad of a tensor argument ({list(t.shape)} {t.dtype}) "
                              "that holds one")
@@ -157,6 +161,7 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                             tr.nonleaf_inputs.add(id(t))
                     if x._grad is not None:
                         tr.graded_inputs.add(id(t))
+                    tr.argument_ids.add(id(t))
                     tleaves.append(t)
                 else:
                     tleaves.append(x)

@@ -51,7 +51,7 @@ def _spec_key(spec) -> Any:
 
 def signature(leaves: list, spec_key: Any, owner=None) -> tuple:
     """The cache key of a call: per argument leaf, a tensor's (shape, dtype,
-    requires_grad, whether it has no .grad) or a non-tensor's type and value; the argument structure (``spec_key``,
+    requires_grad) or a non-tensor's type and value; the argument structure (``spec_key``,
     from ``flatten_call``); grad mode; and, for a compiled Module, its training flag and
     the identity of its parameters; autocast's dtype (ops trace cast to it); the default
     dtype (factories and Python floats trace with it)."""
@@ -59,11 +59,17 @@ def signature(leaves: list, spec_key: Any, owner=None) -> tuple:
     for x in leaves:
         if isinstance(x, Tensor):
             d = x._data  # shape is a tuple and dtype hashable already (dtype.str costs 0.2 us)
-            parts.append(("T", d.shape, d.dtype, x._rg, x._grad is None))
+            parts.append(("T", d.shape, d.dtype, x._rg))
         else:
             parts.append(("V", type(x).__qualname__, _hashable(x)))
     return (spec_key, tuple(parts), STATE.enabled, autocast_state.STATE.dtype, module_key(owner),
             get_default_dtype())
+
+
+def grad_bits(leaves: list) -> tuple:
+    """Whether each tensor argument has no .grad: part of the key of a function whose trace
+    read or accumulated into an argument's .grad (``CaptureTrace.arg_grads``)."""
+    return tuple(x._grad is None for x in leaves if isinstance(x, Tensor))
 
 
 def module_key(owner) -> Any:
