@@ -141,16 +141,13 @@ def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict, rand
     start = default_generator.get_state()
     for b in range(size):
         leaves = [O.select(x, d, b) if d is not None else x for x, d in zip(call_args, dims)]
-        if randomness == "same" and b:
-            after = default_generator.get_state()
+        if randomness == "same":  # (every example ends where the first did: one draw's state after)
             default_generator.set_state(start)
         results.append(func(*unflatten(spec, leaves), **kwargs))
         if randomness == "error" and not b and not bool((default_generator.get_state() == start).all()):
             raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
                                "the 'same' or 'different' randomness flags on vmap or perform the randomness "
                                "operation out of vmap")
-    if randomness == "same" and size > 1:
-        default_generator.set_state(after)
     per = [flatten(r)[0] for r in results]
     ospec = flatten(results[0])[1]
     return [(O.stack([p[j] if isinstance(p[j], Tensor) else O.as_t(p[j]) for p in per], 0), 0)

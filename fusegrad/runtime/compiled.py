@@ -1001,9 +1001,8 @@ class CompiledFunction:
 
     # -------------------------------------------------------------- cache
     def _entry(self, leaves, spec, spec_key):
-        key = signature(leaves, spec_key, self._owner)
-        if key in self._grad_keyed:
-            key = key + (grad_bits(leaves),)
+        base = signature(leaves, spec_key, self._owner)
+        key = base + (grad_bits(leaves),) if base in self._grad_keyed else base
         with self._lock:
             entry = self._cache.find(key)
             if entry is None:
@@ -1051,10 +1050,9 @@ class CompiledFunction:
             if self.dynamic is not False and self._cache.has(key):
                 self._live_names |= _changed_numbers(self._cache.variants(key)) - self._static_names
             entry = self._build(leaves, spec)
-            if getattr(getattr(entry, "traced", None), "arg_grads", False) and key not in self._grad_keyed \
-                    and len(key) == 6:
-                self._grad_keyed.add(key)  # (its variants, and this one, keyed on the arguments' .grad too)
-                key = key + (grad_bits(leaves),)
+            if key is base and getattr(getattr(entry, "traced", None), "arg_grads", False):
+                self._grad_keyed.add(base)  # (its variants, and this one, keyed on the arguments' .grad too)
+                key = base + (grad_bits(leaves),)
             self._cache.add(key, entry)
             if values is not None:
                 self._per_value[values] = self._per_value.get(values, 0) + 1

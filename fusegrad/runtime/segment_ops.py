@@ -10,10 +10,9 @@ from . import ops as O
 from .exports import op
 from .factory import full
 from .numeric import diff
-from .scatter_ops import scatter_reduce
+from .scatter_ops import _identity, scatter_reduce
 from .tensor import Tensor
 
-_IDENTITY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
 _SCATTER = {"sum": "sum", "mean": "sum", "prod": "prod", "max": "amax", "min": "amin"}
 
 
@@ -26,7 +25,7 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Optional[Tensor] = Non
     (or ``offsets``, one more than segments). An empty segment gives ``initial``, else the
     reduction's identity (NaN for a mean); ``initial`` also takes part in every other
     segment's reduction, as PyTorch's."""
-    if reduce not in _IDENTITY:
+    if reduce not in _SCATTER:
         raise RuntimeError(f"segment_reduce(): unsupported reduction {reduce}")
     if indices is not None:
         raise RuntimeError("segment_reduce(): indices based reduction is not supported yet.")
@@ -43,7 +42,7 @@ def segment_reduce(data: Tensor, reduce: str, *, lengths: Optional[Tensor] = Non
                            "data.size(lengths.dim()-1) when !unsafe.")
     ids = np.repeat(np.arange(n.size), n).reshape((-1,) + (1,) * (data.ndim - 1))
     index = O.expand(O.as_t(ids), tuple(data.shape))
-    base = full((n.size,) + tuple(data.shape[1:]), _IDENTITY[reduce] if initial is None else initial, dtype=data.dtype)
+    base = full((n.size,) + tuple(data.shape[1:]), _identity(_SCATTER[reduce], data.dtype.np) if initial is None else initial, dtype=data.dtype)
     out = scatter_reduce(base, 0, index, data, _SCATTER[reduce], include_self=True)
     if reduce != "mean":
         return O.named(out, "SegmentReduceBackward0")

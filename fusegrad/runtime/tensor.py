@@ -166,8 +166,7 @@ class Tensor:
 
     @property
     def grad(self) -> Optional["Tensor"]:
-        from ..tracer.trace import current_traces
-        trs = current_traces()
+        trs = speculate.STACK.traces  # (the trace stack: read on every .grad, without an import)
         if trs and getattr(trs[-1], "grad_owners", None) is not None and not trs[-1].tracks:
             trs[-1].read_grad(self)  # (compile's capture: read at each call)
         if self._grad_fn is not None and not self._retains and self._grad is None:
