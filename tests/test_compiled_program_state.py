@@ -895,3 +895,45 @@ def test_hooks_of_layers_the_function_does_not_call_do_not_retrace_it():
         np.testing.assert_allclose(f(x).detach().numpy(), (m.dec.forward(x) * _HOOK_SCALE).detach().numpy())
         m.enc(x)
     assert calls["n"] == 4 and f.cache_info()["compiles"] == 2 and f.cache_info()["fallbacks"] == 0
+
+
+def _module_edits_program(lib, compiled):
+    """A compiled Module called repeatedly (its fast path) while the program edits it between
+    calls: a parameter rebound, eval() and back, a buffer rebound, a layer swapped, a hook
+    added on a submodule, requires_grad_ turned off."""
+    g = np.random.default_rng(3)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.BatchNorm1d(4), lib.nn.ReLU(), lib.nn.Linear(4, 2)).double()
+    with lib.no_grad():
+        for p in model.parameters():
+            p.copy_(lib.tensor(g.standard_normal(tuple(p.shape))))
+    f = fusegrad.compile(model) if compiled else model
+    x = lib.tensor(g.standard_normal((5, 3)))
+    edits = [
+        lambda: setattr(model[0], "weight", lib.nn.Parameter(lib.tensor(g.standard_normal((4, 3))))),
+        lambda: model.eval(),
+        lambda: setattr(model[1], "running_mean", lib.tensor(g.standard_normal(4))),
+        lambda: model.train(),
+        lambda: model.__setitem__(2, lib.nn.Tanh()),
+        lambda: model[3].register_forward_hook(lambda m, i, o: o * 2),
+        lambda: model.requires_grad_(False),
+    ]
+    out = []
+    for edit in [None] + edits:
+        if edit is not None:
+            edit()
+        for _ in range(2):
+            y = f(x)
+            out.append(y.detach().numpy().copy())
+            out.append(y.requires_grad)
+            if y.requires_grad:
+                y.sum().backward()
+                out.append(model[0].weight.grad.numpy().copy())
+                model.zero_grad()
+    return out
+
+
+def test_a_compiled_module_follows_edits_between_calls():
+    got, want = _module_edits_program(fusegrad, True), _module_edits_program(torch, False)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

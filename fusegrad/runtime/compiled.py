@@ -33,7 +33,7 @@ from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
 from ..tracer import dynamic_float
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
-from ..tracer.guards import flatten_call, grad_bits, signature
+from ..tracer.guards import flatten_call, grad_bits, module_key, signature
 from ..tracer.live import CallTimeConst, LiveTensor
 from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
@@ -767,10 +767,12 @@ class _FastPath:
     of arguments, of the same shapes, dtypes and requires_grad, the same grad mode and
     autocast dtype and default dtype, outside any trace and forward-mode AD, while the plan's guards hold and
     no written argument aliases another. Anything else takes the full lookup, which makes
-    the plan it finds the next fast path. (A compiled Module's calls always look up: its key
-    holds its parameters' identities.)"""
+    the plan it finds the next fast path. A compiled Module's calls also match its part of
+    the key (``guards.module_key``: training flag, parameters', buffers' and submodules'
+    identities)."""
 
-    __slots__ = ("metas", "grad_bits", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits")
+    __slots__ = ("metas", "grad_bits", "layout", "nested", "grad", "autocast", "default", "plan", "holds", "hits",
+                 "owner", "owner_key")
 
     def __init__(self, owner: "CompiledFunction", tensors: list, layout: tuple, plan: _Plan):
         self.metas = tuple((t._data.shape, t._data.dtype, bool(t._rg)) for t in tensors)
@@ -785,6 +787,8 @@ class _FastPath:
         tr = plan.traced
         self.holds = tr.holds if tr.graph.consts or tr.guards else None
         self.hits = owner._fast_hits
+        self.owner = owner._owner
+        self.owner_key = module_key(self.owner)
 
     def run(self, args: tuple) -> Any:
         """The plan's result for ``args``, or ``_MISS`` when they do not match."""
@@ -812,6 +816,8 @@ class _FastPath:
                 return _MISS
             arrays.append(d)
         if self.grad_bits is not None and grad_bits(leaves) != self.grad_bits:
+            return _MISS
+        if self.owner is not None and module_key(self.owner) != self.owner_key:
             return _MISS
         plan = self.plan
         if (self.holds is not None and not self.holds()) or \
@@ -951,7 +957,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         if type(entry) is Speculative:
             return self._speculate(entry, leaves, spec, args, kwargs)
-        layout = _layout(args) if self._owner is None and self._grad_groups is None and not kwargs else None
+        layout = _layout(args) if self._grad_groups is None and not kwargs else None
         if layout is not None:
             self._fast = _FastPath(self, leaves, layout, entry)
         return _call_plan(entry, leaves, self._grad_groups)

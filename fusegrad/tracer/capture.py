@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from ..ir.graph import Var
-from .guards import const_guard
+from .guards import const_guard, module_tensor_ids
 from .live import guard, guards_hold, live_grad
 from . import dynamic_float, python_random, side_effects
 from .trace import GraphBreak, Trace
@@ -380,26 +380,8 @@ def read_references(fn) -> list:
     return [v for v in (_read_or_empty(read) for _, read, _ in _references(fn)) if v is not _EMPTY]
 
 
-def _module_tensor_ids(m) -> tuple:
-    """The identities of the parameters, buffers and submodules under module ``m``: what
-    ``named_parameters``/``named_buffers`` would yield, read without building their dotted
-    names (this guard runs at every call of a compiled function that names a model)."""
-    ids, stack, seen = [], [m], set()
-    while stack:
-        m = stack.pop()
-        if id(m) in seen:
-            continue
-        seen.add(id(m))
-        ids += map(id, m._parameters.values())
-        ids += map(id, m._buffers.values())
-        subs = [s for s in m._modules.values() if s is not None]
-        ids += map(id, subs)
-        stack += subs
-    return tuple(ids)
-
-
 def _submodule_ids(m) -> tuple:
-    """The identities of the modules under module ``m`` (see ``_module_tensor_ids``)."""
+    """The identities of the modules under module ``m`` (see ``guards.module_tensor_ids``)."""
     ids, stack = [], [m]
     while stack:
         subs = [s for s in stack.pop()._modules.values() if s is not None]
@@ -414,7 +396,7 @@ def _tensor_ids(v) -> Optional[Callable[[], tuple]]:
     from ..nn.module import Module
     from ..runtime.tensor import Tensor
     if isinstance(v, Module):
-        return lambda: _module_tensor_ids(v)
+        return lambda: module_tensor_ids(v)
     if hasattr(v, "named_parameters") and hasattr(v, "named_buffers"):
         return lambda: tuple(id(p) for _, p in v.named_parameters()) + tuple(id(b) for _, b in v.named_buffers())
     if isinstance(v, (list, tuple)) and len(v) <= _MAX_CONTAINER and any(isinstance(x, Tensor) for x in v):

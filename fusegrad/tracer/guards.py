@@ -73,12 +73,33 @@ def grad_bits(leaves: list) -> tuple:
 
 
 def module_key(owner) -> Any:
+    """A compiled Module's part of the key: its training flag and what it holds."""
     if owner is None or not hasattr(owner, "named_parameters"):
         return None
+    if hasattr(owner, "_parameters") and hasattr(owner, "_modules"):
+        return owner.training, module_tensor_ids(owner)
     named = list(owner.named_parameters())
     if hasattr(owner, "named_buffers"):
         named += list(owner.named_buffers())
-    return (getattr(owner, "training", None), tuple((n, id(p)) for n, p in named))
+    return getattr(owner, "training", None), tuple((n, id(p)) for n, p in named)
+
+
+def module_tensor_ids(m) -> tuple:
+    """The identities of the parameters, buffers and submodules under module ``m``: what
+    ``named_parameters``/``named_buffers`` would yield, read without building their dotted
+    names (this guard runs at every call of a compiled function that names a model)."""
+    ids, stack, seen = [], [m], set()
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        ids += map(id, m._parameters.values())
+        ids += map(id, m._buffers.values())
+        subs = [s for s in m._modules.values() if s is not None]
+        ids += map(id, subs)
+        stack += subs
+    return tuple(ids)
 
 
 def const_guard(consts: list, with_grad: bool = False) -> tuple:
