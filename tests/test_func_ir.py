@@ -117,6 +117,34 @@ def test_vjp_jvp_has_aux():
     assert_close(got, want)
 
 
+
+@pytest.mark.parametrize("body", ["fused", "breaks"])
+def test_jvp_strict_refuses_outputs_independent_of_the_primals(body):
+    """As torch.func.jvp(strict=True): RuntimeError when an output (an integer one, a detached
+    one, a constant) has no tangent; otherwise the same values as without strict. "breaks"
+    reads a number from a tensor, so it takes the eager path."""
+    def make(m, out):
+        def f(x):
+            y = x * (float(x.sum()) if body == "breaks" else 2.0)
+            return {"dep": (y.sin(), y), "argmax": (y, y.argmax()), "detached": (y.detach(),),
+                    "const": (x.new_ones(3), y)}[out]
+        return f
+    x, t = _arr(3), _arr(3, seed=1)
+    for out in ["dep", "argmax", "detached", "const"]:
+        want = got = None
+        try:
+            want = tf.jvp(make(torch, out), (torch.tensor(x),), (torch.tensor(t),), strict=True)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError, match="independent of the inputs"):
+                ff.jvp(make(fusegrad, out), (fusegrad.tensor(x),), (fusegrad.tensor(t),), strict=True)
+            assert "independent" in str(e)
+        else:
+            got = ff.jvp(make(fusegrad, out), (fusegrad.tensor(x),), (fusegrad.tensor(t),), strict=True)
+            assert_close(got, want)
+        assert (want is None) == (out != "dep")
+        lax = ff.jvp(make(fusegrad, out), (fusegrad.tensor(x),), (fusegrad.tensor(t),))
+        assert_close(lax, tf.jvp(make(torch, out), (torch.tensor(x),), (torch.tensor(t),)))
+
 def f_vec(m):
     return lambda x, W, b: m.tanh(W @ x + b) * x
 

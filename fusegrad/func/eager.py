@@ -133,22 +133,32 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     return (res_out, vjp_fn, _maybe_detach(aux, tracked)) if has_aux else (res_out, vjp_fn)
 
 
-def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
+JVP_STRICT = ("jvp(f, primals, tangents, strict=True): The output of f is independent of the inputs. "
+              "This is not allowed with strict=True.")
+
+
+def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: bool = False):
     """``(func(*primals), J·tangents)`` by the double-VJP construction: the VJP is linear
-    in its cotangent u, so differentiating <vjp(u), t> with respect to u gives J·t."""
+    in its cotangent u, so differentiating <vjp(u), t> with respect to u gives J·t
+    (``strict``: an output independent of the primals raises)."""
     tracked = _any_tracked(primals) or _any_tracked(tangents)
     with enable_grad():
         diff, specs, out, aux = _forward(func, primals, has_aux)
         outs, ospec = flatten(out)
-        us = [zeros_like(o).requires_grad_(True) for o in outs]
+        floats = [o for o in outs if o.is_floating_point()]  # (integer outputs have no tangent)
+        us = [zeros_like(o).requires_grad_(True) for o in floats]
         flat = [x for group in diff for x in group]
-        gs = _grad_tree(outs, flat, us, create_graph=True)
+        gs = _grad_tree(floats, flat, us, create_graph=True)
         tl, _ = flatten(list(tangents))
         live = [(g, t) for g, t in zip(gs, tl) if g._rg]
         if live:
             ts = _autograd_grad([g for g, _ in live], us, [t for _, t in live], create_graph=True, allow_unused=True)
         else:
             ts = [None] * len(us)
+        found = dict(zip(map(id, floats), ts))
+        ts = [found.get(id(o)) for o in outs]
+        if strict and any(t is None for t in ts):
+            raise RuntimeError(JVP_STRICT)
         ts = [t if t is not None else zeros_like(o) for t, o in zip(ts, outs)]
     res = (_maybe_detach(out, tracked), _maybe_detach(unflatten(ospec, ts), tracked))
     return res + (_maybe_detach(aux, tracked),) if has_aux else res

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
-from ..passes.autodiff import jvp_graph, vjp_graph
+from ..passes.autodiff import active, jvp_graph, vjp_graph
 from ..passes.dce import dce
 from ..runtime import ops as O
 from ..runtime.grad_mode import enable_grad
@@ -377,17 +377,18 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     return (out, vjp_fn, e.aux(res)) if has_aux else (out, vjp_fn)
 
 
-def jvp(func: Callable, primals, tangents, *, has_aux: bool = False):
+def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: bool = False):
     """``(func(*primals), J·tangents)`` by the JVP pass: one evaluation of the forward-mode
-    graph (a closed graph per signature: see fusegrad.func.fused)."""
+    graph (a closed graph per signature: see fusegrad.func.fused). ``strict``: an output
+    that does not depend on the primals raises, as torch.func's, instead of a zero tangent."""
     if isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
         base, chain = chain_of(func)
-        return fused.call((base, chain + (("jvp", has_aux),)),
-                          lambda p, t: _jvp(func, p, t, has_aux), (tuple(primals), tuple(tangents)), {})
-    return _jvp(func, primals, tangents, has_aux)
+        return fused.call((base, chain + (("jvp", has_aux, strict),)),
+                          lambda p, t: _jvp(func, p, t, has_aux, strict), (tuple(primals), tuple(tangents)), {})
+    return _jvp(func, primals, tangents, has_aux, strict)
 
 
-def _jvp(func: Callable, primals, tangents, has_aux: bool):
+def _jvp(func: Callable, primals, tangents, has_aux: bool, strict: bool):
     try:
         if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
             raise _Fallback("primals and tangents must be tuples")
@@ -399,7 +400,12 @@ def _jvp(func: Callable, primals, tangents, has_aux: bool):
         e = _entry(func, ("jvp",), a, has_aux)
     except (GraphBreak, _Fallback) as ex:
         _fallback(getattr(ex, "reason", str(ex)))
-        return _eager.jvp(func, primals, tangents, has_aux=has_aux)
+        return _eager.jvp(func, primals, tangents, strict=strict, has_aux=has_aux)
+    if strict:
+        pv = e.graph.arguments()
+        act = active(e.graph, {pv[i].id for i in wrt})
+        if any(o.id not in act for o in e.graph.outputs[:e.n_out]):
+            raise RuntimeError(_eager.JVP_STRICT)
     g = e.get(("jvp", tuple(wrt)), lambda: _optimized(jvp_graph(e.graph, wrt)))
     res = _run(g, a.tensors + e.consts() + tl)
     n = len(e.graph.outputs)

@@ -20,7 +20,7 @@ def _differentiable(v) -> bool:
     return isinstance(v, Var) and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
 
 
-def _active(graph: Graph, seeds: set) -> set:
+def active(graph: Graph, seeds: set) -> set:
     """Ids of values that depend differentiably on the Var ids in ``seeds``."""
     act = set(seeds)
     for e in graph.eqns:
@@ -70,7 +70,7 @@ def vjp_graph(graph: Graph, wrt: Sequence[int], cotangent_outputs: Optional[Sequ
         cotangent_outputs = [i for i, o in enumerate(graph.outputs) if _differentiable(o)]
     with Trace(stop_under_no_grad=False) as tr, no_grad():
         primals, env = _replay(graph, tr)
-        act = _active(graph, {pv[i].id for i in wrt})
+        act = active(graph, {pv[i].id for i in wrt})
         ct: dict[int, Tensor] = {}
 
         def add_ct(v: Var, g: Tensor) -> None:
@@ -107,7 +107,7 @@ def jvp_graph(graph: Graph, wrt: Sequence[int]) -> Graph:
     with Trace(stop_under_no_grad=False) as tr, no_grad():
         primals, env = _replay(graph, tr)
         tan: dict[int, Tensor] = {pv[i].id: wrap(tr.new_input(pv[i].shape, pv[i].dtype)) for i in wrt}
-        act = _active(graph, set(tan))
+        act = active(graph, set(tan))
         for e in graph.eqns:
             if e.out.id not in act or e.prim.jvp is None:
                 continue
