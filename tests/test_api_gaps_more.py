@@ -504,3 +504,21 @@ def test_the_imports_vision_model_files_make(tmp_path, monkeypatch):
         ctx = fg.cpu.amp.autocast()
     with ctx:
         assert (a @ a).dtype == fg.bfloat16
+
+
+def test_consume_prefix_in_state_dict_strips_a_wrappers_prefix_as_torch():
+    """A compiled model's checkpoint (``_orig_mod.`` keys) loads into the plain model after
+    ``consume_prefix_in_state_dict_if_present``; keys and metadata keys as torch's."""
+    from fusegrad.nn.modules.utils import consume_prefix_in_state_dict_if_present as ours
+    from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as theirs
+    got, want = [], []
+    for lib, consume, out in ((fg, ours, got), (torch, theirs, want)):
+        net = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3))
+        sd = lib.compile(net).state_dict()
+        sd["other.weight"] = lib.zeros(1)
+        consume(sd, "_orig_mod.")
+        out.append(list(sd))
+        out.append(sorted(getattr(sd, "_metadata", {"": None, "0": None, "1": None})))
+        del sd["other.weight"]
+        lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3)).load_state_dict(sd)
+    assert got == want

@@ -230,6 +230,25 @@ def test_python_bool_index_matches_torch():
         np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
 
 
+
+def test_an_empty_list_index_selects_nothing_as_torch():
+    """``x[0, []] = v`` (a logits processor banning no token) and ``x[[]]``: an empty int64
+    index, read and written; it was built as a float32 tensor and refused."""
+    a = np.arange(10.0).reshape(2, 5)
+    for lib in (fg, torch):
+        x = lib.tensor(a, requires_grad=True)
+        y = x * 1
+        y[0, []] = -1.0
+        outs = [y, x[[]], x[:, []], x[[], 1]]
+        sum(o.sum() for o in outs).backward()
+        if lib is fg:
+            got = [o.detach().numpy() for o in outs] + [x.grad.numpy()]
+        else:
+            want = [o.detach().numpy() for o in outs] + [x.grad.numpy()]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
 def test_masked_fill_keeps_the_tensors_dtype():
     def run(lib):
         t, m = lib.tensor([1, 2]), lib.tensor([True, False])

@@ -1866,6 +1866,7 @@ def _index_parts(x: Tensor, key):
         key = tuple(key)  # PyTorch (and old NumPy) read such a list as a tuple of indices
     if not isinstance(key, tuple):
         key = (key,)
+    key = tuple(range(0) if type(k) is list and not k else k for k in key)  # [] indexes nothing, as int64
     advanced = builtins.any(isinstance(k, (Tensor, list, np.ndarray, range)) for k in key)
     if not advanced:
         return encode_key(key, tuple(x._data.shape)), None, ()

@@ -1,4 +1,4 @@
-"""The argument helpers custom layers import from ``torch.nn.modules.utils``: ``_pair(3)``
+"""The helpers programs import from ``torch.nn.modules.utils``: ``_pair(3)``
 is ``(3, 3)``, an iterable passes as a tuple."""
 from __future__ import annotations
 
@@ -34,3 +34,17 @@ def _list_with_default(out_size, defaults) -> list:
     if len(defaults) <= len(out_size):
         raise ValueError(f"Input dimension should be at least {len(out_size) + 1}")
     return [v if v is not None else d for v, d in zip(out_size, defaults[-len(out_size):])]
+
+
+def consume_prefix_in_state_dict_if_present(state_dict: dict, prefix: str) -> None:
+    """Strip ``prefix`` (``"module."`` of a DDP model, ``"_orig_mod."`` of a compiled one)
+    from the keys of ``state_dict`` in place, and from its ``_metadata`` if it has one."""
+    for key in list(state_dict.keys()):
+        if key.startswith(prefix):
+            state_dict[key[len(prefix):]] = state_dict.pop(key)
+    meta = getattr(state_dict, "_metadata", None)
+    if meta is not None:
+        for key in list(meta.keys()):
+            # '' is the wrapper's own entry; 'module' (the prefix without its dot) the model's
+            if key and (key == prefix.replace(".", "") or key.startswith(prefix)):
+                meta[key[len(prefix):]] = meta.pop(key)
