@@ -1,6 +1,7 @@
 """Emit the data-dependent and sequential equations of the cpu backend as hand-written
 loops over flat buffers: advanced indexing (``index``, ``index_put``, ``embed``),
-``gather``/``scatter_add``/``scatter_reduce``, ``cumsum``, ``argmax``/``argmin`` and the
+``gather``/``scatter_add``/``scatter_reduce``, ``cumsum``, ``argmax``/``argmin``,
+``argsort``/``searchsorted`` (Numba's sort and binary search per row) and the
 counter-based random numbers (``uniform``/``normal``, the same SplitMix64 stream as
 fusegrad.ir.prims.creation).
 
@@ -368,6 +369,61 @@ def _argext(op: str) -> Callable:
     return emit
 
 
+# ---------------------------------------------------------------- argsort / searchsorted
+def _sortable(v: Var, what: str) -> None:
+    if v.dtype.kind not in "biuf" or (v.dtype.kind == "f" and v.dtype.itemsize < 4):
+        raise Unsupported(f"cpu backend: {what} of {v.dtype}")
+
+
+def _argsort(e: Eqn, buf: Callable, tag: str) -> list:
+    """Each row along the axis copied out and sorted by Numba's stable mergesort (NaN last,
+    as eager); descending sorts the reversed row ascending and maps the positions back, so
+    ties keep their order in both directions (prims.sorting._argsort_impl)."""
+    (x,) = e.inputs
+    _sortable(x, "argsort")
+    if x.size == 0:
+        return []
+    L = _Lines(tag)
+    axis = e.params["axis"] % x.ndim
+    n, last = x.shape[axis], x.shape[axis] - 1
+    pre, post = int(np.prod(x.shape[:axis], dtype=np.int64)), int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    row, r, k = f"row_{tag}", f"r_{tag}", f"k_{tag}"
+    L(f"{row} = np.empty({n}, np.{'uint8' if x.dtype.kind == 'b' else x.dtype.name})")
+    base = L.depth
+    a, b = L.loop(pre, "p0"), L.loop(post, "p1")
+    at = lambda kk: linear([a, kk, b], (pre, n, post))  # noqa: E731
+    down = e.params["descending"]
+    L(f"for {k} in range({n}):")
+    L(f"{_INDENT}{row}[{k}] = {_el(buf(x), at(f'{last} - {k}' if down else k))}")
+    L(f"{r} = np.argsort({row}, kind=\"mergesort\")")
+    L(f"for {k} in range({n}):")
+    L(f"{_INDENT}{_el(buf(e.out), at(k))} = " + (f"np.int64({last} - {r}[{last} - {k}])" if down else f"np.int64({r}[{k}])"))
+    L.close(base)
+    return L.lines
+
+
+def _searchsorted(e: Eqn, buf: Callable, tag: str) -> list:
+    """Per value, Numba's binary search in its row of the sorted sequence (one row for all
+    values when the sequence is 1-D)."""
+    seq, v = e.inputs
+    _sortable(seq, "searchsorted")
+    _sortable(v, "searchsorted")
+    if v.size == 0:
+        return []
+    L = _Lines(tag)
+    m = seq.shape[-1]
+    per = v.size if seq.ndim == 1 else v.shape[-1]
+    rows = v.size // per
+    side = "right" if e.params["right"] else "left"
+    i, j = f"i_{tag}", f"j_{tag}"
+    L(f"for {i} in range({rows}):")
+    L(f"{_INDENT}for {j} in range({per}):")
+    lo = "0" if seq.ndim == 1 else f"{i} * {m}"
+    L(f"{_INDENT * 2}{buf(e.out)}[{i} * {per} + {j}] = np.{e.out.dtype.name}(np.searchsorted("
+      f"{buf(seq)}[{lo}:{lo} + {m}], {buf(v)}[{i} * {per} + {j}], side=\"{side}\"))")
+    return L.lines
+
+
 # ---------------------------------------------------------------- random numbers
 _MIX = ("u64(0x9E3779B97F4A7C15)", "u64(30)", "u64(0xBF58476D1CE4E5B9)", "u64(27)", "u64(0x94D049BB133111EB)",
         "u64(31)")
@@ -418,4 +474,4 @@ def _random(e: Eqn, buf: Callable, tag: str) -> list:
 
 CALLS = {P.index: _index, P.index_put: _index_put, P.embed: _embed, P.gather: _gather, P.scatter_add: _scatter,
          P.scatter_reduce: _scatter, P.cumsum: _cumsum, P.argmax: _argext(">"), P.argmin: _argext("<"),
-         P.uniform: _random, P.normal: _random}
+         P.uniform: _random, P.normal: _random, P.argsort: _argsort, P.searchsorted: _searchsorted}

@@ -1,8 +1,8 @@
 """Sorting primitives: ``argsort`` (the permutation that sorts along an axis) and
 ``searchsorted`` (insertion points into sorted rows). Both give integer indices, so
 neither has a gradient; differentiable sorts (sort, topk) gather their values with these
-indices, and ``gather``'s VJP scatters the gradient back. Sorting has no loop-kernel
-form, so both declare ``no_lowering``: a compiled graph holding them runs eagerly."""
+indices, and ``gather``'s VJP scatters the gradient back. Their cpu lowerings are library
+calls per row (codegen.cpu_index)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,9 +12,6 @@ from .batchdims import broadcast_batch, example_axis, to_front
 from .shapes import shape_of
 
 __all__ = ["argsort", "searchsorted"]
-
-_NO_LOWERING = "sorting runs in NumPy; it has no elementwise or reduction kernel"
-
 
 def _argsort_impl(x, axis, descending):
     """Stable in both directions (equal elements keep their order, as torch's stable=True);
@@ -33,7 +30,7 @@ def _argsort_batch(args, bdims, axis, descending):
 
 
 argsort = Primitive("argsort", _argsort_impl, abstract=lambda a, p: (a[0][0], np.dtype(np.int64)),
-                    nondiff=True, no_lowering=_NO_LOWERING, batch=_argsort_batch)
+                    nondiff=True, batch=_argsort_batch)
 
 
 def _searchsorted_impl(seq, v, right, dtype):
@@ -61,4 +58,4 @@ def _searchsorted_batch(args, bdims, right, dtype):
 
 searchsorted = Primitive("searchsorted", _searchsorted_impl,
                          abstract=lambda a, p: (a[1][0], np.dtype(p["dtype"])),
-                         nondiff=True, no_lowering=_NO_LOWERING, batch=_searchsorted_batch)
+                         nondiff=True, batch=_searchsorted_batch)
