@@ -1,4 +1,4 @@
-"""``nn.functional.grid_sample`` and ``affine_grid`` against PyTorch: values and float64
+"""``nn.functional.grid_sample`` (bilinear, nearest, bicubic) and ``affine_grid`` against PyTorch: values and float64
 gradients over modes x padding modes x align_corners (grids with points outside [-1, 1], on
 pixel centres and exactly between pixels), errors and warnings, gradcheck, vmap, and a
 compiled spatial-transformer step against eager."""
@@ -40,7 +40,7 @@ def _pair(a, requires_grad=True):
 
 
 @pytest.mark.parametrize("mode,padding_mode,align_corners",
-                         list(itertools.product(["bilinear", "nearest"], ["zeros", "border", "reflection"],
+                         list(itertools.product(["bilinear", "nearest", "bicubic"], ["zeros", "border", "reflection"],
                                                 [False, True])))
 def test_grid_sample_values_and_gradients(mode, padding_mode, align_corners):
     kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
@@ -62,7 +62,7 @@ def test_grid_sample_float32_and_single_pixel_axes():
     """float32 (nearest's ties decided in float32 as PyTorch's kernel does) and size-1 axes,
     where align_corners' unnormalization and reflection degenerate."""
     x, g = RNG.standard_normal((1, 2, 1, 3)).astype(np.float32), _grid(1, 4, 5).astype(np.float32)
-    for mode, padding_mode, align_corners in itertools.product(["bilinear", "nearest"],
+    for mode, padding_mode, align_corners in itertools.product(["bilinear", "nearest", "bicubic"],
                                                                ["zeros", "border", "reflection"], [False, True]):
         kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
         out = F.grid_sample(fg.tensor(x), fg.tensor(g), **kw)
@@ -74,9 +74,9 @@ def test_grid_sample_float32_and_single_pixel_axes():
 def test_gradcheck():
     x = fg.tensor(RNG.standard_normal((1, 2, 3, 4)), requires_grad=True)
     g = fg.tensor(RNG.uniform(-1.2, 1.2, (1, 2, 3, 2)), requires_grad=True)
-    for padding_mode in ("zeros", "reflection"):
+    for mode, padding_mode in (("bilinear", "zeros"), ("bilinear", "reflection"), ("bicubic", "border")):
         def f(x, g):
-            return F.grid_sample(x, g, padding_mode=padding_mode, align_corners=False)
+            return F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=False)
         assert gradcheck(f, (x, g))
         assert gradgradcheck(f, (x, g))
 
@@ -151,8 +151,6 @@ def test_grid_sample_dtype_errors_and_unsupported():
     assert _raised(mixed, fg) == _raised(mixed, torch)
     with pytest.raises(NotImplementedError, match="volumetric"):
         F.grid_sample(fg.zeros(1, 1, 2, 2, 2), fg.zeros(1, 1, 1, 1, 3), align_corners=False)
-    with pytest.raises(NotImplementedError, match="bicubic"):
-        F.grid_sample(fg.zeros(1, 1, 2, 2), fg.zeros(1, 1, 1, 2), mode="bicubic", align_corners=False)
 
 
 @pytest.mark.parametrize("theta_shape,size,dtype", [

@@ -103,8 +103,6 @@ def _check_sampler(input: Tensor, grid: Tensor, mode: str) -> None:
         if mode == "bicubic":
             raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
         raise NotImplementedError("grid_sample: volumetric (5-D) input is not supported; only 4-D (N, C, H, W)")
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode='bicubic' is not supported; use 'bilinear' or 'nearest'")
     if not input.is_floating_point():
         raise NotImplementedError(f'"grid_sampler_2d_cpu_kernel_impl" not implemented for '
                                   f"'{_type_name(input.dtype)}'")
@@ -141,6 +139,27 @@ def _source_index(coord: Tensor, size: int, padding_mode: str, align_corners: bo
     return coord if padding_mode == "zeros" else _clip(coord, size - 1)
 
 
+def _pad_tap(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """A bicubic tap's integral pixel index padded by ``padding_mode`` (bicubic pads each of
+    its 16 taps, where the other modes pad the sampling position)."""
+    if padding_mode == "reflection" and not (align_corners and size == 1):
+        coord = _reflect(coord, 0.0, 2.0 * (size - 1)) if align_corners else _reflect(coord, -0.5, 2.0 * size)
+    return coord if padding_mode == "zeros" else _clip(coord, size - 1)
+
+
+def _cubic_weights(t: Tensor) -> list:
+    """The 4 cubic-convolution weights (A = -0.75) of the taps at -1, 0, 1, 2 pixels from the
+    floor, for the fraction ``t``, written as PyTorch's vectorized kernel writes them."""
+    a = -0.75
+
+    def outer(x):  # 1 < |x| < 2
+        return O.sub(O.mul(O.add(O.mul(O.sub(O.mul(x, a), 5 * a), x), 8 * a), x), 4 * a)
+
+    def inner(x):  # |x| <= 1
+        return O.add(O.mul(O.mul(O.sub(O.mul(x, a + 2), a + 3), x), x), 1)
+    return [outer(O.add(t, 1)), inner(t), inner(O.rsub(t, 1)), outer(O.rsub(t, 2))]
+
+
 def _tap(flat: Tensor, ix: Tensor, iy: Tensor, h: int, w: int) -> Tensor:
     """The (N, C, L) values of ``flat`` (N, C, H*W) at the integral-valued float pixel
     indices ``ix``, ``iy`` (N, L); zero where they lie outside the input."""
@@ -160,10 +179,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
 
     ``grid[..., 0]`` is x (along W) and ``grid[..., 1]`` is y, both in [-1, 1] across the input:
     with ``align_corners`` -1 and 1 are the centres of the corner pixels, without it (the
-    default, with PyTorch's warning when not given) their outer edges. ``mode`` is 'bilinear'
-    or 'nearest' (ties to even); ``padding_mode`` says what positions outside the input read:
+    default, with PyTorch's warning when not given) their outer edges. ``mode`` is 'bilinear',
+    'nearest' (ties to even) or 'bicubic' (16 taps); ``padding_mode`` says what positions outside the input read:
     'zeros', the 'border' pixels, or the input's 'reflection' about its edges. Returns
-    (N, C, H_out, W_out). Bicubic mode and 5-D (volumetric) input raise NotImplementedError.
+    (N, C, H_out, W_out). 5-D (volumetric) input raises NotImplementedError.
     """
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -176,9 +195,25 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     n, c, h, w = input.shape
     ho, wo = grid.shape[1], grid.shape[2]
     points = (n, ho * wo)
+    flat = O.reshape(input, (n, c, h * w))
+    if mode == "bicubic":
+        x = _source_index(O.reshape(O.select(grid, -1, 0), points), w, "zeros", align_corners)
+        y = _source_index(O.reshape(O.select(grid, -1, 1), points), h, "zeros", align_corners)
+        x0, y0 = O.floor(x), O.floor(y)
+        wx, wy = _cubic_weights(O.sub(x, x0)), _cubic_weights(O.sub(y, y0))
+        xs = [_pad_tap(O.add(x0, i - 1), w, padding_mode, align_corners) for i in range(4)]
+        out = None
+        for j in range(4):  # along x in each of the 4 rows, then across the rows
+            ty = _pad_tap(O.add(y0, j - 1), h, padding_mode, align_corners)
+            row = None
+            for i in range(4):
+                term = O.mul(O.unsqueeze(wx[i], 1), _tap(flat, xs[i], ty, h, w))
+                row = term if row is None else O.add(row, term)
+            term = O.mul(O.unsqueeze(wy[j], 1), row)
+            out = term if out is None else O.add(out, term)
+        return named(O.reshape(out, (n, c, ho, wo)), "GridSampler2DBackward0")
     x = _source_index(O.reshape(O.select(grid, -1, 0), points), w, padding_mode, align_corners)
     y = _source_index(O.reshape(O.select(grid, -1, 1), points), h, padding_mode, align_corners)
-    flat = O.reshape(input, (n, c, h * w))
     if mode == "nearest":
         rx, ry = O.round(x), O.round(y)
         # PyTorch gives the grid a gradient of zeros here, not none: adding an exact 0 that depends
