@@ -1,6 +1,6 @@
 """Keyword options and checks of PyTorch's API that programs spell out, against PyTorch:
 checkpoint's own options (not passed on to the function), torch.compile(disable=, model=),
-a custom Function's gradient count, functional_call's repeated keys."""
+a custom Function's gradient count, functional_call's repeated keys, misuses refused with its errors."""
 import contextlib
 
 import numpy as np
@@ -96,3 +96,32 @@ def test_detach_in_place_of_a_view_raises_as_torch():
                 view.detach_()
         b = a * 2
         assert b.detach_() is b and not b.requires_grad and b.grad_fn is None
+
+
+def test_misuses_raise_torchs_errors():
+    """What PyTorch refuses is refused with its exception type and message: a buffer
+    registered over a parameter (and the reverse), masked_fill with a non-bool mask,
+    bincount of floats or bools, nanmean of integers."""
+    def buffer_over_parameter(lib):
+        lib.nn.Linear(2, 2).register_buffer("weight", lib.zeros(2))
+
+    def parameter_over_buffer(lib):
+        lib.nn.BatchNorm1d(2).register_parameter("running_mean", lib.nn.Parameter(lib.zeros(2)))
+
+    cases = [buffer_over_parameter, parameter_over_buffer,
+             lambda lib: lib.zeros(2, 2).masked_fill(lib.eye(2), 1.0),
+             lambda lib: lib.zeros(2, 2).masked_fill_(lib.eye(2).long(), 1.0),
+             lambda lib: lib.bincount(lib.tensor([1.0, 2.0])), lambda lib: lib.bincount(lib.tensor([True])),
+             lambda lib: lib.bincount(lib.tensor([[1, 2]])), lambda lib: lib.tensor([1, 2]).nanmean()]
+    for case in cases:
+        raised = []
+        for lib in (fg, torch):
+            try:
+                case(lib)
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                raised.append((type(e).__name__, str(e)))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+    ok = fg.nn.Linear(2, 2)
+    ok.register_buffer("weight_scale", fg.ones(1))  # (a new name, and a buffer re-registered, still pass)
+    ok.register_buffer("weight_scale", fg.zeros(1))
+    assert fg.zeros(2).masked_fill(fg.tensor([True, False]), 1.0).tolist() == [1.0, 0.0]

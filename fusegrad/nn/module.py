@@ -266,7 +266,7 @@ class Module:
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         self._check_name(name, "buffer")
-        if name in self.__dict__ and name not in self._buffers:
+        if hasattr(self, name) and name not in self._buffers:  # (a parameter or submodule too)
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
@@ -282,7 +282,7 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         self._check_name(name, "parameter")
-        if name in self.__dict__ and name not in self._parameters:
+        if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None:
             if not isinstance(param, Parameter):

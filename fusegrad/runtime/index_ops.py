@@ -169,7 +169,9 @@ def bincount(x, weights=None, minlength=0):
     """How often each value ``0 .. max(x)`` occurs in the 1-d non-negative int tensor ``x``
     (the sum of ``weights`` at its occurrences, with weights); at least ``minlength`` bins."""
     x = O.as_t(x)
-    if x.ndim != 1 or x._data.dtype.kind not in "iu":
+    if x._data.dtype.kind not in "iu":
+        raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{O.scalar_name(x)}'")
+    if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     a = x._concrete("bincount() (data-dependent output shape)", host=True)
     if a.size and a.min() < 0:

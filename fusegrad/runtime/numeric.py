@@ -81,6 +81,9 @@ def nansum(x, dim=None, keepdim=False, *, dtype=None):
 def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     """The mean of the non-NaN elements (NaN where there are none)."""
     x = O.as_t(x)
+    if not x.is_floating_point():
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{O.scalar_name(x)}")
     if dtype is not None:
         x = O.to(x, dtype)
     count = O.sum(O.logical_not(O.isnan(x)), dim, keepdim)

@@ -576,9 +576,16 @@ def clamp_max(x, m):
     return clamp(x, max=m)
 
 
+_CPP_SCALAR = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "int16": "short int",
+               "int8": "signed char", "uint8": "unsigned char", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+
+
 @op(inplace="method")
 def masked_fill(x, mask, value):
     x = as_t(x)
+    if isinstance(mask, Tensor) and mask._data.dtype.kind != "b":
+        name = mask._data.dtype.name
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {_CPP_SCALAR.get(name, name)}")
     if isinstance(value, Tensor):
         if value._data.ndim == 0 and type(value._data) is not Var and not value._rg:
             value = value.item()

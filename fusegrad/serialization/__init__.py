@@ -112,13 +112,12 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
 def _load_legacy(f: FileLike, map_location: MapLocation, pickle_module: Any, weights_only: bool,
                  pickle_load_args: dict) -> Any:
     """``load`` of PyTorch's legacy (pre-zip) format (serialization.legacy)."""
-    from .legacy import is_legacy, load_legacy
+    from .legacy import load_legacy
     own = isinstance(f, (str, os.PathLike))
     fh = open(f, "rb") if own else f
     try:
-        if not is_legacy(fh):
-            raise RuntimeError("fusegrad.load: not a PyTorch checkpoint (neither the zip format of torch.save nor "
-                               "its legacy format)")
+        # (anything else fails in load_legacy's first read as in PyTorch: EOFError when empty,
+        # pickle's UnpicklingError, "Invalid magic number")
         if not weights_only and pickle_module is not None and pickle_module is not pickle:
             raise NotImplementedError("fusegrad.load supports the standard pickle module only")
 

@@ -16,18 +16,6 @@ MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
 
 
-def is_legacy(f) -> bool:
-    """Whether the binary file object ``f`` starts with the legacy format's magic number
-    (its position is kept)."""
-    pos = f.tell()
-    try:
-        return pickle.load(f) == MAGIC_NUMBER
-    except Exception:  # (anything that is not a pickle of the number)
-        return False
-    finally:
-        f.seek(pos)
-
-
 def load_legacy(f, unpickler: Callable, place: Callable[[np.ndarray, str], np.ndarray],
                 pickle_load_args: Dict[str, Any]) -> Any:
     """The object of a legacy checkpoint in ``f``: ``unpickler(file, load_storage)`` reads
