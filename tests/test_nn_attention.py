@@ -294,3 +294,33 @@ def test_encoder_layer_rows_with_every_key_padded_as_torch(train):
         got = np_of(fm(fg.tensor(x), src_key_padding_mask=fg.tensor(pad)))
     assert np.isnan(want).any() != train
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10, equal_nan=True)
+
+
+def test_sdpa_kernel_chooses_backends_as_torch():
+    """``torch.nn.attention.sdpa_kernel``/``SDPBackend`` (programs pin the math kernel for
+    exact comparisons): the backends' flags inside and after the block as torch's, and
+    attention inside it unchanged."""
+    from fusegrad.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend as TB, sdpa_kernel as tk
+    assert {b.name: int(b) for b in SDPBackend} == {n: int(b) for n, b in TB.__members__.items()}
+
+    def flags(lib):
+        c = lib.backends.cuda
+        return c.math_sdp_enabled(), c.flash_sdp_enabled(), c.mem_efficient_sdp_enabled(), c.cudnn_sdp_enabled()
+    q = np.random.default_rng(0).standard_normal((1, 2, 3, 4))
+    for choice in (["MATH"], ["FLASH_ATTENTION", "EFFICIENT_ATTENTION"], ["CUDNN_ATTENTION"]):
+        seen = []
+        for lib, kernel, backend in ((fg, sdpa_kernel, SDPBackend), (torch, tk, TB)):
+            chosen = [getattr(backend, n) for n in choice]
+            with kernel(chosen if len(chosen) > 1 else chosen[0]):
+                inside = flags(lib)
+                try:
+                    out = lib.nn.functional.scaled_dot_product_attention(*[lib.tensor(q)] * 3, is_causal=True)
+                    out = np.round(out.numpy(), 12).tolist()
+                except RuntimeError as e:  # (no kernel for the CPU chosen)
+                    out = str(e)
+            seen.append((inside, flags(lib), out))
+        assert seen[0] == seen[1]
+    with pytest.raises(AssertionError):
+        with sdpa_kernel("math"):
+            pass

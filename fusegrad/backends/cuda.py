@@ -1,6 +1,7 @@
 """``torch.backends.cuda``: the flags programs set at start-up (nanoGPT sets
 ``matmul.allow_tf32``) are kept and have no effect; scaled-dot-product attention has one
-implementation here, which every ``enable_*_sdp`` switch leaves in use."""
+implementation here, used while the math or the flash switch is on (PyTorch's CPU kernels;
+with both off it raises as PyTorch does)."""
 from __future__ import annotations
 
 import contextlib

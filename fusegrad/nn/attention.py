@@ -2,11 +2,15 @@
 
 Everything here is matmuls, ``where`` and ``softmax``, so it runs in eager mode, under autograd
 (``create_graph`` included), under ``fusegrad.func`` transforms and inside ``compile`` with no new primitive.
+As ``torch.nn.attention``, it also holds ``SDPBackend`` and ``sdpa_kernel``, which choose among
+implementations where PyTorch has several (this one serves those PyTorch has for the CPU).
 """
 from __future__ import annotations
 
+import contextlib
+import enum
 import math
-from typing import Optional, Tuple
+from typing import Iterator, Optional, Sequence, Tuple, Union
 
 from ..ir import dtypes as D
 from ..runtime import ops as O
@@ -15,7 +19,33 @@ from ..runtime.factory import ones, zeros
 from ..runtime.tensor import Tensor
 from . import functional as F
 
-__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+__all__ = ["scaled_dot_product_attention", "multi_head_attention_forward", "SDPBackend", "sdpa_kernel"]
+
+
+class SDPBackend(enum.IntEnum):
+    """PyTorch's scaled-dot-product-attention implementations, by its numbers."""
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
+@contextlib.contextmanager
+def sdpa_kernel(backends: Union[SDPBackend, Sequence[SDPBackend]], set_priority: bool = False) -> Iterator[None]:
+    """Inside the block only ``backends`` are enabled (``torch.backends.cuda``'s ``*_sdp_enabled``
+    flags say so); ``set_priority`` orders them in PyTorch. The one implementation here runs
+    for the math or flash backend (PyTorch's CPU kernels); with neither, attention raises as there."""
+    if isinstance(backends, SDPBackend):
+        backends = [backends]
+    if not all(isinstance(b, SDPBackend) for b in backends):
+        raise AssertionError("Backend must be an instance of SDPBackend or a list of SDPBackend instances")
+    from ..backends import cuda
+    with cuda.sdp_kernel(enable_flash=SDPBackend.FLASH_ATTENTION in backends, enable_math=SDPBackend.MATH in backends,
+                         enable_mem_efficient=SDPBackend.EFFICIENT_ATTENTION in backends,
+                         enable_cudnn=SDPBackend.CUDNN_ATTENTION in backends):
+        yield
 
 
 def _causal_keep(L: int, S: int) -> Tensor:
@@ -68,6 +98,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and "
                            f"value {list(value.shape)} disagree (query and key need the same last dim, key and "
                            "value the same sequence length)")
+    from ..backends.cuda import flash_sdp_enabled, math_sdp_enabled
+    if not (math_sdp_enabled() or flash_sdp_enabled()):  # (the kernels PyTorch has for the CPU)
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due to "
+                           "turning off both the math kernel and the fused kernels.")
     if enable_gqa and query.ndim >= 3 and query.shape[-3] != key.shape[-3]:
         groups = query.shape[-3] // key.shape[-3]
         key = _repeat_heads(key, groups)
