@@ -526,3 +526,29 @@ def test_batch_norm_loads_a_state_dict_without_its_counter_as_torch():
         kept = fg.nn.BatchNorm1d(3).state_dict()
         del kept["num_batches_tracked"]
         fg.nn.BatchNorm1d(3).load_state_dict(kept)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_convolutions_with_bias_round_once_as_torch(dtype):
+    """float16/bfloat16 convolutions with a bias (and under CPU autocast) bit for bit with
+    torch: the product and the bias are summed in float32 and rounded once; rounding the
+    product first and then its sum with the bias was off by an ulp in a third of the outputs."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((2, 8, 16)), rng.standard_normal((4, 8, 3)) * 0.3, rng.standard_normal(4),
+              rng.standard_normal((2, 4, 9, 9)), rng.standard_normal((6, 2, 3, 3)) * 0.3, rng.standard_normal(6)]
+
+    def run(lib):
+        dt = getattr(lib, dtype)
+        x, w, b, x2, w2, b2 = (lib.tensor(a, dtype=dt) for a in arrays)
+        F_ = lib.nn.functional
+        outs = [F_.conv1d(x, w, b, padding=1), F_.conv2d(x2, w2, b2, groups=2, stride=2), F_.conv1d(x, w, None)]
+        with lib.autocast("cpu", dtype=dt):
+            outs.append(F_.conv1d(x.float(), w.float(), b.float(), padding=1))
+        f = lib.compile(lambda x, w, b: F_.conv1d(x, w, b, padding=1) * 2) if lib is fg else None
+        if f is not None:
+            outs.append(f(x, w, b))
+        return [o.float().detach().numpy() for o in outs]
+    got, want = run(fg), run(torch)
+    want.append(want[0] * 2)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

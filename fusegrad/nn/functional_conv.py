@@ -153,13 +153,17 @@ def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, p
     cols = windows(x, 1, ks, stride, dilation, outs, k_first=True)
     K, L = math.prod(ks), N * math.prod(outs)
     if groups == 1:
-        out = P.matmul(P.reshape(weight, shape=(O_, Cg * K)), P.reshape(cols, shape=(C * K, L)))
+        w, c = P.reshape(weight, shape=(O_, Cg * K)), P.reshape(cols, shape=(C * K, L))
     else:
-        out = P.matmul(P.reshape(weight, shape=(groups, O_ // groups, Cg * K)),
-                       P.reshape(cols, shape=(groups, Cg * K, L)))
-    out = P.reshape(out, shape=(O_,) + outs + (N,))
+        w, c = P.reshape(weight, shape=(groups, O_ // groups, Cg * K)), P.reshape(cols, shape=(groups, Cg * K, L))
+    low = input._data.dtype if input._data.dtype.itemsize == 2 and bias is not None else None
+    if low is not None:  # float16/bfloat16 with a bias: rounded once, after it (as PyTorch's oneDNN kernel)
+        w, c, bias = (P.cast(v, dtype=np.dtype(np.float32)) for v in (w, c, bias))
+    out = P.reshape(P.matmul(w, c), shape=(O_,) + outs + (N,))
     if bias is not None:
         out = P.add(out, P.reshape(bias, shape=(O_,) + (1,) * (n + 1)))
+    if low is not None:
+        out = P.cast(out, dtype=low)
     # (PyTorch's result follows a channels-last input's layout)
     return own(named(P.transpose(out, perm=(n + 1, 0) + tuple(range(1, n + 1))), "ConvolutionBackward0"), input,
                order=channels_last_order(input._data))
