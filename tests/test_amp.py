@@ -55,6 +55,40 @@ OPS = {
     "nll_loss": lambda L, F, d: F.nll_loss(F.log_softmax(d["low"], 1), d["y"]),
     "bce": lambda L, F, d: F.binary_cross_entropy(d["low"].sigmoid(), d["p"]),
     "bce_logits": lambda L, F, d: F.binary_cross_entropy_with_logits(d["low"], d["p"]),
+    # PyTorch's CPU fp32 list beyond the common losses: distances, ranking losses, solvers, 3-d pooling,
+    # the sampler, quantiles and the copying pads (interpolate is on no list: it keeps a low input's dtype)
+    "cdist": lambda L, F, d: L.cdist(d["low"], d["low"]),
+    "cosine_embedding_loss": lambda L, F, d: F.cosine_embedding_loss(d["low"], d["x"], d["pm"]),
+    "margin_ranking_loss": lambda L, F, d: F.margin_ranking_loss(d["low"][:, 0], d["low"][:, 1], d["pm"]),
+    "triplet_margin_loss": lambda L, F, d: F.triplet_margin_loss(d["low"], d["x"], d["low"].flip(0)),
+    "kl_div": lambda L, F, d: F.kl_div(d["low"], d["p"], reduction="batchmean"),
+    "soft_margin_loss": lambda L, F, d: F.soft_margin_loss(d["low"][:, 0], d["pm"]),
+    "hinge_embedding_loss": lambda L, F, d: F.hinge_embedding_loss(d["low"][:, 0], d["pm"]),
+    "poisson_nll_loss": lambda L, F, d: F.poisson_nll_loss(d["low"], d["p"]),
+    "multi_margin_loss": lambda L, F, d: F.multi_margin_loss(d["low"], d["y"]),
+    "multilabel_margin_loss": lambda L, F, d: F.multilabel_margin_loss(d["low"], L.tensor([[0, 2, -1]] * 4)),
+    "grid_sample": lambda L, F, d: F.grid_sample(d["lowimg"], d["lowimg"][:, :2].permute(0, 2, 3, 1).tanh(),
+                                                 align_corners=False),
+    "quantile": lambda L, F, d: L.quantile(d["low"], 0.3),
+    "nanquantile": lambda L, F, d: L.nanquantile(d["low"], 0.3, dim=1),
+    "inverse": lambda L, F, d: L.inverse(d["sq"]),
+    "linalg_inv": lambda L, F, d: L.linalg.inv(d["sq"]),
+    "pinverse": lambda L, F, d: L.pinverse(d["sq"]),
+    "cholesky": lambda L, F, d: L.linalg.cholesky(d["sq"]),
+    "linalg_solve": lambda L, F, d: L.linalg.solve(d["sq"], d["low"][:3]),
+    "linalg_qr": lambda L, F, d: L.linalg.qr(d["sq"])[1],
+    "linalg_svd": lambda L, F, d: L.linalg.svd(d["sq"])[1],
+    "linalg_eigh": lambda L, F, d: L.linalg.eigh(d["sq"])[0],
+    "linalg_lstsq": lambda L, F, d: L.linalg.lstsq(d["sq"], d["low"][:3]).solution,
+    "cholesky_solve": lambda L, F, d: L.cholesky_solve(d["low"][:3], L.linalg.cholesky(d["sq"])),
+    "max_pool3d": lambda L, F, d: F.max_pool3d(d["lowimg"][:, None], 2),
+    "avg_pool3d": lambda L, F, d: F.avg_pool3d(d["lowimg"][:, None], 2),
+    "adaptive_max_pool3d": lambda L, F, d: F.adaptive_max_pool3d(d["lowimg"][:, None], 2),
+    "pad_reflect": lambda L, F, d: F.pad(d["lowimg"], (1, 1, 1, 1), mode="reflect"),
+    "pad_replicate": lambda L, F, d: F.pad(d["lowimg"], (1, 1, 1, 1), mode="replicate"),
+    "pad_circular": lambda L, F, d: F.pad(d["lowimg"], (1, 1, 1, 1), mode="circular"),
+    "interpolate_bilinear": lambda L, F, d: F.interpolate(d["lowimg"], scale_factor=2, mode="bilinear"),
+    "interpolate_nearest": lambda L, F, d: F.interpolate(d["lowimg"], scale_factor=2),
 }
 
 
@@ -63,6 +97,9 @@ def _dtypes(lib, F, dtype, enabled=True):
     out = {}
     with lib.autocast("cpu", dtype=dtype, enabled=enabled):
         d["low"] = d["x"] @ d["w"]
+        d["sq"] = d["w"] @ d["w"].mT
+        d["lowimg"] = F.conv2d(d["img"], d["k2"], padding=1)
+        d["pm"] = lib.tensor([1.0, -1.0, 1.0, 1.0])
         for name, op in OPS.items():
             out[name] = str(op(lib, F, d).dtype).split(".")[-1]
     return out
@@ -396,3 +433,19 @@ def test_autocast_recurrent_layers_output_dtypes_and_values_as_torch():
     for (da, a), (db, b) in zip(got[2], want[2]):
         assert da.split(".")[1] == db.split(".")[1] == "float32"
         np.testing.assert_allclose(a, b, rtol=0.1, atol=0.1)
+
+
+def test_low_precision_interpolation_is_computed_in_float32_and_rounded_once():
+    """A float16/bfloat16 input is resized in float32 and rounded once (PyTorch's kernels
+    accumulate in float32; trilinear is then bit for bit with torch's): it was resized in the
+    low dtype, each separable pass rounded."""
+    rng = np.random.default_rng(0)
+    img, vol = rng.standard_normal((2, 3, 5, 7)), rng.standard_normal((1, 2, 3, 4, 5))
+    F = fg.nn.functional
+    for low in (fg.bfloat16, fg.float16):
+        for x, kw in ((img, dict(size=(4, 9), mode="bilinear")), (img, dict(size=(8, 9), mode="bicubic", align_corners=True)),
+                      (vol, dict(scale_factor=2, mode="trilinear")), (img[:, :, 0], dict(size=11, mode="linear"))):
+            t = fg.tensor(x, dtype=low)
+            got = F.interpolate(t, **kw)
+            assert got.dtype == low
+            np.testing.assert_array_equal(got.float().numpy(), F.interpolate(t.float(), **kw).to(low).float().numpy())

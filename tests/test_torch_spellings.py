@@ -125,3 +125,16 @@ def test_misuses_raise_torchs_errors():
     ok.register_buffer("weight_scale", fg.ones(1))  # (a new name, and a buffer re-registered, still pass)
     ok.register_buffer("weight_scale", fg.zeros(1))
     assert fg.zeros(2).masked_fill(fg.tensor([True, False]), 1.0).tolist() == [1.0, 0.0]
+
+
+def test_deprecation_warnings_name_the_callers_line():
+    """Warnings of ops behind autocast's and the keyword wrappers point at the user's line
+    (as torch's do), whether called as functions or methods."""
+    import warnings
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        fg.nn.functional.kl_div(fg.zeros(2, 2), fg.ones(2, 2))
+        fg.cholesky(fg.eye(2))
+        fg.eye(2).cholesky()
+        fg.nn.functional.grid_sample(fg.zeros(1, 1, 2, 2), fg.zeros(1, 1, 1, 2))
+    assert [r.filename for r in rec] == [__file__] * 4, [(r.filename, str(r.message)[:30]) for r in rec]

@@ -352,6 +352,13 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
         return O.pad(out, widths, value=0.0 if value is None else value)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unsupported padding mode: {mode}")
+    if mode == "replicate" or (mode == "reflect" and len(pairs) < 3):  # (PyTorch's autocast fp32 list)
+        return _copying_pad_fp32(input, pairs, mode)
+    return _copying_pad(input, pairs, mode)
+
+
+def _copying_pad(input: Tensor, pairs: list, mode: str) -> Tensor:
+    """``pad``'s reflect, replicate and circular modes: per (dim, lo, hi) an index selection."""
     out = input
     for dim, lo, hi in pairs:
         if mode == "circular" and (lo < 0 or hi < 0):  # (it wraps around what the crop leaves, as PyTorch's)
@@ -365,6 +372,9 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
             raise RuntimeError("Padding value causes wrapping around more than once.")
         out = O.index_select(out, dim, _tensor([_pad_source(i, n, mode) for i in range(-lo, n + hi)]))
     return out
+
+
+_copying_pad_fp32 = float32_policy(_copying_pad)
 
 
 def _pad_source(i: int, n: int, mode: str) -> int:

@@ -19,10 +19,12 @@ from typing import Optional, Sequence
 
 from ..ir import dtypes as D
 from ..runtime import ops as O
+from ..runtime.autocast_state import float32_policy
 from ..runtime.factory import linspace, ones, zeros
 from ..runtime.keywords import _type_name
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
+from ..tracer.trace import user_stacklevel
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -32,9 +34,9 @@ _ALIGN_CORNERS_DEFAULT = ("Default grid_sample and affine_grid behavior has chan
 
 
 def _align(align_corners: Optional[bool]) -> bool:
-    """``align_corners``, False (with PyTorch's warning, pointing at the caller's caller) when None."""
+    """``align_corners``, False (with PyTorch's warning, pointing at the user's call) when None."""
     if align_corners is None:
-        warnings.warn(_ALIGN_CORNERS_DEFAULT, stacklevel=3)
+        warnings.warn(_ALIGN_CORNERS_DEFAULT, stacklevel=user_stacklevel())
         return False
     return bool(align_corners)
 
@@ -173,6 +175,7 @@ def _tap(flat: Tensor, ix: Tensor, iy: Tensor, h: int, w: int) -> Tensor:
     return O.where(O.unsqueeze(inside, 1), O.gather(flat, 2, index), 0)
 
 
+@float32_policy
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: Optional[bool] = None) -> Tensor:
     """Sample ``input`` (N, C, H, W) at the normalized positions ``grid`` (N, H_out, W_out, 2).

@@ -10,9 +10,11 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..runtime import ops as O
+from ..runtime.autocast_state import float32_policy
 from ..runtime.factory import arange, tensor as _tensor
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
+from ..tracer.trace import user_stacklevel
 from . import functional as F
 
 __all__ = ["kl_div", "cosine_similarity", "pairwise_distance", "cosine_embedding_loss", "margin_ranking_loss",
@@ -26,6 +28,7 @@ SCALAR_TYPE_NAMES = {D.bool_: "Bool", D.uint8: "Byte", D.int8: "Char", D.int16: 
                      D.float64: "Double"}
 
 
+@float32_policy
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """``target * (log(target) - input)`` (``input`` holds log-probabilities); ``reduction="batchmean"``
@@ -38,7 +41,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
             warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                           "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                           "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                          stacklevel=2)
+                          stacklevel=user_stacklevel())
     if log_target:
         loss = O.mul(O.exp(target), O.sub(target, input))
     else:
@@ -68,6 +71,7 @@ def _check_targets(name: str, target: Tensor, shape) -> None:
         raise RuntimeError(f"{name}: expected target of shape {list(shape)}, got {list(target.shape)}")
 
 
+@float32_policy
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos(x1, x2)`` where ``target == 1``, ``max(0, cos(x1, x2) - margin)`` where ``target == -1``."""
@@ -86,6 +90,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return F._reduce(O.add(pos, neg), reduction)
 
 
+@float32_policy
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -target * (x1 - x2) + margin)``."""
@@ -98,6 +103,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return F._reduce(loss, reduction)
 
 
+@float32_policy
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """``x`` where ``target == 1``, ``max(0, margin - x)`` where ``target == -1``."""
@@ -107,6 +113,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return F._reduce(O.add(pos, neg), reduction)
 
 
+@float32_policy
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * x))``."""
@@ -114,6 +121,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return F._reduce(F.softplus(O.mul(O.neg(target), input), threshold=1e30), reduction)
 
 
+@float32_policy
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
@@ -214,6 +222,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Union[Tensor, float], 
     return F._reduce(loss, reduction)
 
 
+@float32_policy
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
                      size_average=None, eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """Poisson negative log likelihood: ``exp(input) - target * input`` of a log-rate (``log_input``),
@@ -252,6 +261,7 @@ def _class_positions(n: int, like: Tensor) -> Tensor:
     return O.reshape(arange(n, device=like.device), *([1] * (like.ndim - 1)), n)
 
 
+@float32_policy
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Optional[Tensor] = None, size_average=None, reduce=None,
                       reduction: str = "mean") -> Tensor:
@@ -297,6 +307,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Optional[
     return F._reduce(O.div(O.sum(loss, class_dim), input.shape[class_dim]), reduction)
 
 
+@float32_policy
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """Multi-label hinge loss: for each target class ``j`` (the leading non-negative entries of a

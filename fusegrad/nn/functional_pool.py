@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from ..runtime import ops as O
-from ..runtime.autocast_state import float32_policy
+from ..runtime.autocast_state import autocast_off, float32_policy
 from ..runtime.factory import full_like, rand
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
@@ -124,6 +124,7 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTup
     return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
 
 
+@float32_policy
 def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False):
@@ -176,6 +177,7 @@ def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTup
                      "avg_pool2d")
 
 
+@float32_policy
 def avg_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
                padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: Optional[int] = None) -> Tensor:
@@ -404,6 +406,7 @@ def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
     return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
 
 
+@float32_policy
 def adaptive_max_pool3d(input: Tensor, output_size: IntOrTuple, return_indices: bool = False):
     """Max pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size``."""
     return _adaptive_max(input, output_size, 3, return_indices, "adaptive_max_pool3d")
@@ -628,7 +631,7 @@ def _antialiased_matrix(size: int, out: int, scale: float, align_corners: bool, 
     return m
 
 
-@float32_policy
+@autocast_off
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
                 antialias: bool = False) -> Tensor:
@@ -680,6 +683,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     passes = list(enumerate(zip(input.shape[2:], outs, scales)))
     if input.dtype == D.uint8:  # images: in float, the last dim first, each pass rounded to uint8 as PyTorch's
         x, passes = O.to(x, D.float32), passes[::-1]
+    low = input.dtype in (D.float16, D.bfloat16)
+    if low:  # in float32, rounded once at the end, as PyTorch's kernels accumulate
+        x = O.to(x, D.float32)
     for i, (s, o, sc) in passes:
         if antialias:
             m = _antialiased_matrix(s, o, sc, bool(align_corners), mode == "bicubic")
@@ -690,8 +696,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         x = _along(x, m, 2 + i)
         if input.dtype == D.uint8:
             x = O.clamp(O.round(x), 0, 255)
-    if input.dtype == D.uint8:
-        x = O.to(x, D.uint8)
+    if input.dtype == D.uint8 or low:
+        x = O.to(x, input.dtype)
     kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
     return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input)
 

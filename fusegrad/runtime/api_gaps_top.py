@@ -13,12 +13,14 @@ import warnings
 import numpy as np
 
 from ..ir import dtypes as D
+from .autocast_state import float32_policy
 from . import linalg as L
 from . import ops as O
 from .exports import op
 from .grad_mode import is_grad_enabled
 from .tensor import Tensor, wrap
 from .tensor_queries import storage_view
+from ..tracer.trace import user_stacklevel
 
 
 # ---------------------------------------------------------------- factories
@@ -286,10 +288,11 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
 
 # ---------------------------------------------------------------- deprecated linear algebra
 @op
+@float32_policy
 def cholesky(input: Tensor, upper: bool = False) -> Tensor:  # noqa: A002
     """The Cholesky factor of ``input`` (deprecated in PyTorch for ``linalg.cholesky``)."""
     warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
-                  "PyTorch release.", UserWarning, stacklevel=2)
+                  "PyTorch release.", UserWarning, stacklevel=user_stacklevel())
     return O.named(L.cholesky(input, upper=upper), "CholeskyBackward0")
 
 

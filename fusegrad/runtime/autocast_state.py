@@ -2,8 +2,8 @@
 
 PyTorch's CPU autocast casts the operands of a short list of ops (matmul, linear, conv, ...)
 to the low dtype and those of another list (losses, ``prod``, ``cdist``, ``trace``) to
-float32; every other op runs on what it is given, promoting as usual. The two decorators
-below mark the ops of each list. Inside a marked op autocast is off, as PyTorch excludes
+float32; every other op runs on what it is given, promoting as usual. Two decorators
+below mark the ops of each list, a third ops on neither that are built from ops on one. Inside a marked op autocast is off, as PyTorch excludes
 its autocast dispatch key there, so an op built from others is cast once, at its boundary.
 Only float16, bfloat16 and float32 operands are cast; float64 and integer ones never are."""
 from __future__ import annotations
@@ -62,7 +62,9 @@ def _policy(target_of: Callable[[np.dtype], np.dtype]) -> Callable:
             low = STATE.dtype
             if low is None:
                 return fn(*args, **kwargs)
-            args, kwargs = _cast_args(args, kwargs, target_of(low))
+            target = target_of(low)
+            if target is not None:
+                args, kwargs = _cast_args(args, kwargs, target)
             STATE.dtype = None
             try:
                 return fn(*args, **kwargs)
@@ -78,3 +80,5 @@ _F32 = np.dtype(np.float32)
 lower_precision = _policy(lambda low: low)
 #: ops that run in float32 under autocast (PyTorch's CPU ``fp32`` list: losses, prod, ...)
 float32_policy = _policy(lambda low: _F32)
+#: ops on neither list that are built from ops on one: they run on the dtypes given
+autocast_off = _policy(lambda low: None)

@@ -25,7 +25,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from . import ops as O
-from .autocast_state import lower_precision
+from .autocast_state import float32_policy, lower_precision
 from .composite import one_node
 from .exports import alias, op
 from .grad_mode import STATE, no_grad
@@ -396,6 +396,7 @@ def _quantile(name: str, input, q, dim, keepdim: bool, interpolation: str, ignor
 
 
 @op
+@float32_policy
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
     """The ``q``-th quantiles of ``input`` along ``dim`` (of all its elements without one);
     a 1-D ``q`` puts its dimension first. NaN where a NaN is among the elements."""
@@ -403,6 +404,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # n
 
 
 @op
+@float32_policy
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
     """``quantile`` of the non-NaN elements (NaN where all are NaN)."""
     return _quantile("quantile", input, q, dim, keepdim, interpolation, True)

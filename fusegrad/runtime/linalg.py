@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir import prims as P
 from ..ir.prims.linalg import NOT_POSITIVE_DEFINITE, LinAlgError
-from .autocast_state import lower_precision
+from .autocast_state import float32_policy, lower_precision
 from .dispatch import op_error
 from .exports import op
 from ..ir.dtypes import from_numpy_dtype
@@ -108,6 +108,7 @@ def _out(name: str, result, out):
     return result if out is None else write_out(name, result, out)
 
 
+@float32_policy
 def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
     """The Cholesky factor ``L`` (lower; ``upper``: ``L^T``) of symmetric positive-definite ``A``
     (``torch.linalg.cholesky``); raises ``LinAlgError`` when ``A`` is not positive-definite."""
@@ -273,6 +274,7 @@ _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
 
 
 @op(method=False)
+@float32_policy
 def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The ``p``-norm distance between each row of ``x1`` (..., P, M) and each row of ``x2``
     (..., R, M), as (..., P, R), batch dimensions broadcast (``torch.cdist``). Computed from
@@ -294,6 +296,7 @@ def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if
 
 
 # ---------------------------------------------------------------- inverse, determinants, solve
+@float32_policy
 def inv(A, *, out=None) -> Tensor:
     """The inverse of each square matrix of ``A`` (``torch.linalg.inv``); raises
     ``LinAlgError`` for a singular one."""
@@ -328,6 +331,7 @@ def logdet(input) -> Tensor:  # noqa: A002
     return named(log(s.sign) + s.logabsdet, "LogdetBackward0")
 
 
+@float32_policy
 def solve(A, B, *, left: bool = True, out=None) -> Tensor:
     """``X`` with ``A X = B`` (``left=False``: ``X A = B``), batch dimensions broadcast; ``B``
     is a batch of vectors when it is 1-D or has ``A``'s shape less its last dimension
@@ -546,6 +550,7 @@ qr_type = _return_type("qr", ("Q", "R"))
 _QR_MODES = ("reduced", "complete", "r")
 
 
+@float32_policy
 def linalg_qr(A, mode: str = "reduced", *, out=None):
     """``Q`` with orthonormal columns and upper-triangular ``R`` with ``A = Q R``
     (``torch.linalg.qr``); ``mode="complete"``: square ``Q``; ``"r"``: ``R`` only (``Q``
@@ -590,6 +595,7 @@ def _driver(driver) -> None:
                            "cuSOLVER backend.")
 
 
+@float32_policy
 def linalg_svd(A, full_matrices: bool = True, *, driver=None, out=None):
     """``U``, ``S`` (descending) and ``Vh`` with ``A = U diag(S) Vh`` for each matrix of ``A``
     (``torch.linalg.svd``); ``full_matrices``: square ``U`` (m x m) and ``Vh`` (n x n), else
@@ -685,11 +691,13 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tenso
 
 
 @op
+@float32_policy
 def pinverse(input, rcond: float = 1e-15) -> Tensor:  # noqa: A002
     """``linalg.pinv`` with ``rtol=rcond`` (``torch.pinverse``)."""
     return pinv(input, rtol=rcond)
 
 
+@float32_policy
 def matrix_rank(A, tol=None, hermitian: bool = False, *, atol=None, rtol=None, out=None) -> Tensor:
     """The count of singular values of each matrix of ``A`` above ``max(atol, rtol * s_max)``
     (``torch.linalg.matrix_rank``; ``tol``: PyTorch's older name of ``atol``), as int64."""
@@ -707,6 +715,7 @@ def matrix_rank(A, tol=None, hermitian: bool = False, *, atol=None, rtol=None, o
     return _out("linalg.matrix_rank", r.to(int64), out)
 
 
+@float32_policy
 def cond(A, p=None, *, out=None) -> Tensor:
     """The condition number of each matrix of ``A`` in the ``p``-norm (``torch.linalg.cond``):
     for ``p`` None or 2 (-2) the largest over the smallest (smallest over largest) singular
@@ -748,6 +757,7 @@ def _eigh_input(A) -> Tensor:  # noqa: N803
     return a
 
 
+@float32_policy
 def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803
     """The eigenvalues (ascending) and eigenvectors (as columns, orthonormal) of each symmetric
     matrix of ``A``, reading only its lower (``UPLO='U'``: upper) triangle
@@ -765,6 +775,7 @@ def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803
     return _out("_linalg_eigh", linalg_eigh_type(w, v), out)
 
 
+@float32_policy
 def eigvalsh(A, UPLO: str = "L", *, out=None) -> Tensor:  # noqa: N803
     """The eigenvalues (ascending) of each symmetric matrix of ``A``, reading only its lower
     (``UPLO='U'``: upper) triangle (``torch.linalg.eigvalsh``); their gradient is

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 from ..ir.prims.shapes import broadcast_shapes
+from .autocast_state import float32_policy
 from . import linalg as L
 from . import ops as O
 from .exports import op
@@ -62,6 +63,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
 
 
 @op
+@float32_policy
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor:  # noqa: A002
     """``X`` with ``A X = input``, ``A = L L^T`` given its Cholesky factor ``input2`` (``L``, or ``L^T`` when
     ``upper``). Solved with ``A`` formed from the whole factor, as PyTorch's gradient is (dense: its entries

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.prims.linalg import LinAlgError
+from .autocast_state import float32_policy
 from . import linalg as L
 from . import ops as O
 from .factory import ones_like
@@ -285,6 +286,7 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):  # noqa:
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+@float32_policy
 def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     """The least-squares (minimum-norm, for a rank-deficient ``A``) solution of ``A X = B``
     (``torch.linalg.lstsq``), as ``pinv(A) @ B`` with singular values below ``rcond * s_max``

@@ -79,6 +79,15 @@ def user_frame() -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which the caller's ``warnings.warn`` names the innermost frame
+    outside fusegrad (whatever wrappers, keyword or autocast, lie between)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and _not_users(f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return level
+
+
 class Trace:
     """Builds one Graph. ``level`` orders nested traces."""
 
