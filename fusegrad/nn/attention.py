@@ -116,7 +116,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         bias = _additive(_causal_keep(L, S), query.dtype, keep_when_true=True)
     elif attn_mask is not None:
         bias = _additive(attn_mask, query.dtype, keep_when_true=True)
+    low = query.dtype if query.dtype in (D.float16, D.bfloat16) else None
+    if low is not None:  # scores and weights in float32, the output rounded once (PyTorch's CPU kernel)
+        query, key, value = (O.to(t, D.float32) for t in (query, key, value))
     out, _ = _attend(query, key, value, bias, dropout_p, scale, safe=attn_mask is not None)
+    if low is not None:
+        out = O.to(out, low)
     return O.laid_out_like(out, query)
 
 
