@@ -7,7 +7,8 @@ import functools
 import weakref
 from typing import Callable, Optional, Union
 
-__all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling"]
+__all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling",
+           "cudagraph_mark_step_begin"]
 
 
 def reset() -> None:
@@ -25,6 +26,11 @@ def is_compiling() -> bool:
 
 
 is_dynamo_compiling = is_compiling
+
+
+def cudagraph_mark_step_begin() -> None:
+    """Where PyTorch starts a new step of CUDA-graph replays (``mode="reduce-overhead"``):
+    fusegrad records no CUDA graphs, so there is nothing to mark."""
 
 
 def disable(fn: Optional[Callable] = None, recursive: bool = True, *, reason: Optional[str] = None):

@@ -145,7 +145,7 @@ def test_compiled_outputs_free_residuals(backend):
 
 
 def test_signature_cache_is_bounded():
-    from fusegrad.runtime.compiled import RECOMPILE_LIMIT
+    RECOMPILE_LIMIT = fg._dynamo.config.recompile_limit
     f = fg.compile(lambda x: (x * 2).sum(), backend="eager", dynamic=False)  # each size its own signature
     for n in range(1, 3 * RECOMPILE_LIMIT):
         assert f(fg.ones(n)).item() == 2 * n

@@ -138,3 +138,27 @@ def test_deprecation_warnings_name_the_callers_line():
         fg.eye(2).cholesky()
         fg.nn.functional.grid_sample(fg.zeros(1, 1, 2, 2), fg.zeros(1, 1, 1, 2))
     assert [r.filename for r in rec] == [__file__] * 4, [(r.filename, str(r.message)[:30]) for r in rec]
+
+
+def test_dynamo_and_inductor_config_as_programs_set_them():
+    """gpt-fast/nanoGPT-style start-up: ``torch._dynamo.config.cache_size_limit`` (alias of
+    ``recompile_limit``) limits the signatures of functions compiled afterwards; Inductor's
+    knobs are accepted; ``torch.compiler.cudagraph_mark_step_begin`` is callable."""
+    import importlib
+    cfg = importlib.import_module("fusegrad._dynamo.config")
+    importlib.import_module("fusegrad._inductor.config").coordinate_descent_tuning = True
+    fg._inductor.config.triton.unique_kernel_names = True
+    assert cfg.cache_size_limit == torch._dynamo.config.cache_size_limit == cfg.recompile_limit
+    with pytest.raises(AttributeError):
+        cfg.no_such_setting = 1
+    before = cfg.recompile_limit
+    cfg.cache_size_limit = 2
+    try:
+        f = fg.compile(lambda x: x * 2, dynamic=False)
+        for n in range(1, 5):
+            f(fg.ones(n, 2, n))
+    finally:
+        cfg.recompile_limit = before
+    info = f.cache_info()
+    assert info["compiles"] == 2 and info["fallbacks"] == 2, info
+    fg.compiler.cudagraph_mark_step_begin()

@@ -52,10 +52,10 @@ from . import speculation
 from .speculation import Speculative
 from ..tracer import speculate
 from ..compiler import _marked_dynamic, _static_dims
+from .._dynamo import config as dynamo_config
 from . import devices
 from .tensor import Tensor, wrap, zeros_like_meta
 
-RECOMPILE_LIMIT = 8
 #: compiles per value of int or float arguments that the code uses as numbers (a slice bound,
 #: a size), sizes aside: past it, new values run eagerly (a decoding position or a step
 #: counter is new at every call, and each value would compile)
@@ -863,7 +863,7 @@ class CompiledFunction:
         self._families: dict = {}
         self._sized: "OrderedDict[Any, Any]" = OrderedDict()
         # per signature, one variant per set of guard values; an eager decision always applies
-        self._cache = Variants(RECOMPILE_LIMIT, lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
+        self._cache = Variants(dynamo_config.recompile_limit, lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
         self._warmed: set = set()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled
@@ -1045,8 +1045,8 @@ class CompiledFunction:
                 self._stats["warmups"] += 1
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
-            if len(self._cache) >= RECOMPILE_LIMIT:
-                return self._give_up(f"recompile limit ({RECOMPILE_LIMIT}) reached for {self.__name__}; running "
+            if len(self._cache) >= self._cache.limit:
+                return self._give_up(f"recompile limit ({self._cache.limit}) reached for {self.__name__}; running "
                                      "eagerly")
             if len(self._cache):
                 self._stats["recompiles"] += 1
@@ -1105,7 +1105,7 @@ class CompiledFunction:
                     and entry.plan.traced.holds():
                 self._stats["hits"] += 1
                 return entry
-        if len(state) >= RECOMPILE_LIMIT:
+        if len(state) >= self._cache.limit:
             return None
         self._stats["misses"] += 1
         self._stats["recompiles"] += 1

@@ -1,0 +1,42 @@
+"""``torch._dynamo.config``: the settings programs set before compiling, with PyTorch's
+defaults. ``recompile_limit`` (alias ``cache_size_limit``) is read by ``compile``: the
+signatures one compiled function keeps before further ones run eagerly. The others are
+accepted and do not change fusegrad's compiler (its graph breaks always fall back to eager
+code, as ``suppress_errors`` asks; it specializes and generalizes sizes on its own rules)."""
+from __future__ import annotations
+
+import sys
+import types
+
+recompile_limit = 8
+accumulated_recompile_limit = 256
+suppress_errors = False
+verbose = False
+capture_scalar_outputs = False
+capture_dynamic_output_shape_ops = False
+automatic_dynamic_shapes = True
+assume_static_by_default = True
+specialize_int = False
+optimize_ddp = True
+inline_inbuilt_nn_modules = True
+error_on_recompile = False
+_ALIASES = {"cache_size_limit": "recompile_limit", "accumulated_cache_size_limit": "accumulated_recompile_limit"}
+
+
+class _Config(types.ModuleType):
+    """Reads and writes of the old names reach the new ones; unknown names are refused, as
+    PyTorch's config module refuses them."""
+
+    def __getattr__(self, name: str):
+        if name in _ALIASES:
+            return getattr(self, _ALIASES[name])
+        raise AttributeError(f"torch._dynamo.config.{name} does not exist")
+
+    def __setattr__(self, name: str, value) -> None:
+        name = _ALIASES.get(name, name)
+        if not name.startswith("_") and name not in self.__dict__:
+            raise AttributeError(f"torch._dynamo.config.{name} does not exist")
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Config
