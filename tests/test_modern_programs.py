@@ -70,6 +70,21 @@ def test_ctc_loss_zero_infinity_and_module(zero_infinity):
     np.testing.assert_allclose(results[1][1], results[0][1], atol=1e-6)
 
 
+
+def test_ctc_loss_targets_shorter_than_their_lengths_raise_as_torch():
+    """Padded targets narrower than a target length, or concatenated ones not as long as the
+    lengths' sum: torch's RuntimeError (a NumPy broadcasting error leaked)."""
+    cases = [(np.ones((2, 3), np.int64), [3, 7]), (np.ones(5, np.int64), [3, 3])]
+    for targets, lengths in cases:
+        raised = []
+        for lib in (fg, torch):
+            lp = lib.zeros(5, 2, 4).log_softmax(-1)
+            try:
+                lib.nn.functional.ctc_loss(lp, lib.tensor(targets), lib.tensor([5, 5]), lib.tensor(lengths))
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                raised.append((type(e).__name__, str(e)))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+
 def test_adaptive_log_softmax_matches_torch():
     torch.manual_seed(0)
     ref = torch.nn.AdaptiveLogSoftmaxWithLoss(16, 40, cutoffs=[8, 20], div_value=2.0)

@@ -75,6 +75,13 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Union[Tensor, Se
         raise RuntimeError(f"input_lengths must be of size batch_size ({N}) and target_lengths too")
     if max(in_lens, default=0) > T:
         raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value {max(in_lens)}")
+    checking = "for argument #2 'targets' (while checking arguments for ctc_loss_allocate_outputs)"
+    if targets.ndim == 1 and targets.shape[0] != sum(tg_lens):
+        raise RuntimeError(f"Expected tensor to have size {sum(tg_lens)} at dimension 0, but got size "
+                           f"{targets.shape[0]} {checking}")
+    if targets.ndim == 2 and max(tg_lens, default=0) > targets.shape[1]:
+        raise RuntimeError(f"Expected tensor to have size at least {max(tg_lens)} at dimension 1, but got size "
+                           f"{targets.shape[1]} {checking}")
     ext, skip = _lattice(targets, tg_lens, blank)
     width = ext.shape[1]
     index = _tensor(np.broadcast_to(ext, (T, N, width)).copy())
