@@ -46,8 +46,8 @@ def test_ndimension_is_inference_ravel_moveaxis():
     f, t = _pair(a)
     assert f.ndimension() == t.ndimension() == 3
     assert not f.is_inference() and not fg.is_inference(f)
-    with fg.inference_mode():
-        assert not fg.ones(2).is_inference()
+    with fg.inference_mode(), torch.inference_mode():
+        assert fg.ones(2).is_inference() and torch.ones(2).is_inference()
     _same(fg.ravel(f.transpose(0, 2)), torch.ravel(t.transpose(0, 2)))
     _same(f.ravel(), t.ravel())
     _same(fg.moveaxis(f, 0, -1), torch.moveaxis(t, 0, -1))

@@ -162,3 +162,36 @@ def test_dynamo_and_inductor_config_as_programs_set_them():
     info = f.cache_info()
     assert info["compiles"] == 2 and info["fallbacks"] == 2, info
     fg.compiler.cudagraph_mark_step_begin()
+
+
+def test_inference_tensors_as_torch():
+    """Tensors made inside inference_mode are inference tensors (views of them too, not views
+    of normal tensors nor results computed outside); outside it they refuse in-place updates
+    (through views, setitem, copy_, even under no_grad) and requires_grad_(), as torch's."""
+    def program(lib):
+        out = []
+        lin = lib.nn.Linear(2, 2)
+        with lib.inference_mode():
+            y = lin(lib.ones(1, 2))
+            z = lib.zeros(3)
+            z.add_(1)
+            out.append([y.is_inference(), z.is_inference(), lin.weight.view(4).is_inference(),
+                        lin.weight.is_inference()])
+        out.append([y.is_inference(), y.detach().is_inference(), y[0].is_inference(), y.clone().is_inference(),
+                    (y * 2).is_inference(), lib.is_inference(y)])
+        for f in (lambda: y.add_(1), lambda: y.__setitem__(0, 1.0), lambda: y.requires_grad_(),
+                  lambda: z.copy_(lib.ones(3)), lambda: y[0].add_(1), lambda: z.zero_()):
+            try:
+                f()
+                out.append(None)
+            except RuntimeError as e:
+                out.append(str(e))
+        with lib.no_grad():
+            with pytest.raises(RuntimeError):
+                y.mul_(2)
+        before = y.tolist()[0]
+        with lib.inference_mode():
+            y.add_(1)
+        out.append([b + 1 for b in before] == y.tolist()[0])
+        return out
+    assert program(fg) == program(torch)

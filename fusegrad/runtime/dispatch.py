@@ -110,6 +110,7 @@ def bind(prim, args, params):
             base._vbox = [0]
         out._vbox = base._vbox
         out._base = base._base if base._base is not None else base
+        out._inf = base._inf  # (a view is an inference tensor exactly when its base is)
         # how to rebuild this view from its base: replayed when the view is written in place
         out._view_fn = (base._view_fn or ()) + ((prim, params),) if base._base is not None else ((prim, params),)
         out._vver = out._vbox[0]

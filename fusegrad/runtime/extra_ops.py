@@ -77,11 +77,11 @@ def ndimension(self):
 
 @op
 def is_inference(input):  # noqa: A002
-    """Whether ``input`` is an inference tensor: never, fusegrad keeps none (its
-    ``inference_mode`` is ``no_grad``)."""
+    """Whether ``input`` is an inference tensor: made inside ``inference_mode`` (or a view of
+    one). Outside it such a tensor refuses in-place updates and ``requires_grad_()``."""
     if not isinstance(input, Tensor):
         raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
-    return False
+    return bool(input._inf)
 
 
 # ---------------------------------------------------------------- inverse trigonometric and hyperbolic

@@ -2044,6 +2044,10 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     given, is the NumPy index of the elements ``fn`` changes: only those are stored (another
     process sharing the memory may be writing the others)."""
     grad_on = STATE.enabled
+    if self._inf and not STATE.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                           "clone to get a normal tensor before doing inplace update.See "
+                           "https://github.com/pytorch/rfcs/pull/17 for more details.")
     from ..tracer.trace import GraphBreak, current_traces, user_frame
     trs = current_traces()
     if grad_on and self._rg and self._grad_fn is None:

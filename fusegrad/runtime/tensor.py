@@ -51,9 +51,10 @@ class Tensor:
     """An n-dimensional array with PyTorch's autograd semantics."""
     # _vbox: the version counter, shared by a tensor and its views; _base, _view_fn: a view's
     # base and the view primitives that make it from there; _vver: the version at which a
-    # view's grad_fn was made (an in-place update of its base since makes it again)
+    # view's grad_fn was made (an in-place update of its base since makes it again); _inf:
+    # made inside inference_mode (an inference tensor)
     __slots__ = ("_data", "_rg", "_grad_fn", "_out_nr", "_grad", "_vbox", "_base", "_acc", "_retains",
-                 "_view_fn", "_vver", "__weakref__")
+                 "_view_fn", "_vver", "_inf", "__weakref__")
     __array_priority__ = 1000  # NumPy defers to our reflected operators
 
     def __init__(self, *args, dtype=None, requires_grad=False):
@@ -153,6 +154,8 @@ class Tensor:
             return self
         if requires_grad and self._data.dtype.kind not in "fV" and self.dtype.name != "bfloat16":
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        if requires_grad and self._inf and not STATE.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         self._rg = bool(requires_grad)
         return self
 
@@ -387,6 +390,7 @@ class Tensor:
             self._vbox = [0]
         t._vbox = self._vbox
         t._base = self._base if self._base is not None else self
+        t._inf = self._inf
         t._view_fn = self._view_fn or ()
         return t
 
@@ -561,6 +565,7 @@ def wrap(data, cls=Tensor) -> Tensor:
     t._retains = False
     t._view_fn = None
     t._vver = 0
+    t._inf = STATE.inference
     return t
 
 
