@@ -167,7 +167,8 @@ def test_dynamo_and_inductor_config_as_programs_set_them():
 def test_inference_tensors_as_torch():
     """Tensors made inside inference_mode are inference tensors (views of them too, not views
     of normal tensors nor results computed outside); outside it they refuse in-place updates
-    (through views, setitem, copy_, even under no_grad) and requires_grad_(), as torch's."""
+    (through views, setitem, copy_, even under no_grad), requires_grad_() and being saved for a
+    backward (linear, mul, matmul, softmax, mse_loss; not add or cat), as torch's."""
     def program(lib):
         out = []
         lin = lib.nn.Linear(2, 2)
@@ -189,6 +190,15 @@ def test_inference_tensors_as_torch():
         with lib.no_grad():
             with pytest.raises(RuntimeError):
                 y.mul_(2)
+        w = lib.ones(2, requires_grad=True)
+        F = lib.nn.functional
+        for f in (lambda: lin(y), lambda: y + w, lambda: y * w, lambda: y @ lib.ones(2, 2, requires_grad=True),
+                  lambda: lib.softmax(y * w, -1), lambda: F.mse_loss(w[None], y), lambda: lib.cat([y, w[None]]),
+                  lambda: F.cross_entropy(w[None] * y, lib.tensor([1]))):
+            try:
+                out.append(f().requires_grad)
+            except RuntimeError as e:  # (saved for the backward)
+                out.append(str(e))
         before = y.tolist()[0]
         with lib.inference_mode():
             y.add_(1)

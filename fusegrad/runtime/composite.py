@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir.graph import Var
 from . import forward_state
-from .dispatch import rederive
+from .dispatch import INFERENCE_SAVED, rederive
 from .grad_mode import STATE
 from .nodes import AccumulateGrad, FunctionNode, PrimNode, node_class
 from .tensor import Tensor, wrap
@@ -47,6 +47,8 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
     if not STATE.enabled or not any(grads) or forward_state.STATE.level is not None or any(
             isinstance(x, Tensor) and type(x._data) is Var for x in inputs):
         return fn(*inputs)
+    if any(isinstance(x, Tensor) and x._inf for x in inputs):  # (PyTorch's kernel saves its inputs)
+        raise RuntimeError(INFERENCE_SAVED)
     edges = []
     for x, g in zip(inputs, grads):
         if g and x._base is not None and x._view_fn and x._vver != x._vbox[0]:

@@ -190,6 +190,12 @@ def _check_escaped(args) -> None:
             raise escaped(a._data) from None
 
 
+INFERENCE_SAVED = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
+                   "mode in computation tracked by autograd. To work around this, you can make a clone to get a "
+                   "normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+                   "`torch.inference_mode()`.")
+
+
 def record(prim, args, params, out) -> None:
     """Make ``out``'s grad_fn node for ``prim`` applied to ``args``.
 
@@ -217,6 +223,8 @@ def record(prim, args, params, out) -> None:
         checked = args[prim.checked] if reads is None else [a for a, r in zip(args, reads[0]) if r]
         for a in checked:
             if isinstance(a, Tensor):
+                if a._inf:
+                    raise RuntimeError(INFERENCE_SAVED)
                 vb = a._vbox
                 versions.append((a, vb[0] if vb is not None else 0))
         node.versions = versions

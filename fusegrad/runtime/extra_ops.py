@@ -78,7 +78,8 @@ def ndimension(self):
 @op
 def is_inference(input):  # noqa: A002
     """Whether ``input`` is an inference tensor: made inside ``inference_mode`` (or a view of
-    one). Outside it such a tensor refuses in-place updates and ``requires_grad_()``."""
+    one). Outside it such a tensor refuses in-place updates, ``requires_grad_()`` and being
+    saved for a backward."""
     if not isinstance(input, Tensor):
         raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     return bool(input._inf)

@@ -120,8 +120,8 @@ class set_grad_enabled(_GradMode):
 class inference_mode(_GradMode):
     """Like no_grad, and ``is_inference_mode_enabled()`` says so; tensors made inside are
     inference tensors (``Tensor.is_inference()``), which refuse in-place updates and
-    ``requires_grad_()`` outside it. (PyTorch also refuses to save them for a backward; that
-    check is not made here.)"""
+    ``requires_grad_()`` outside it, and being saved for a backward (by primitives and
+    one-node composites; a few layers composed otherwise, layer_norm, accept them)."""
 
     def __new__(cls, mode=True):
         if isinstance(mode, bool):
