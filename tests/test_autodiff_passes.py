@@ -221,3 +221,33 @@ def test_whole_step_compiles_without_graph_break(clear_grad):
     np.testing.assert_allclose(wc.grad.numpy() if wc.grad is not None else 0, we.grad.numpy() if we.grad is not None else 0, rtol=1e-6)
     info = f.cache_info()
     assert not info["graph_breaks"] and info["fallbacks"] == 0
+
+
+def test_min_cut_is_the_smallest_minimum_cut_by_enumeration():
+    """Random small graphs (finite and infinite capacities, parallel and reverse edges):
+    the side returned holds the source, not the sink, its cut has the minimum capacity over
+    every source side (all enumerated), and it lies inside each side of that capacity."""
+    import itertools
+    import random
+    inf = float("inf")
+    for trial in range(150):
+        r = random.Random(trial)
+        n = r.randint(1, 6)
+        nodes = ["s", "t"] + list(range(n))
+        edges = [(r.choice(nodes), r.choice(nodes), r.choice([inf, r.randint(1, 9)])) for _ in range(r.randint(1, 14))]
+        edges = [(u, v, c) for u, v, c in edges if u != v]
+        g = FlowGraph()
+        for u, v, c in edges:
+            g.add_edge(u, v, c)
+
+        def cut(side):
+            return sum(c for u, v, c in edges if u in side and v not in side)
+        sides = [{"s", *sub} for k in range(n + 1) for sub in itertools.combinations(range(n), k)]
+        best = min(cut(x) for x in sides)
+        if best == inf:
+            with pytest.raises(ValueError):
+                g.min_cut("s", "t")
+            continue
+        got = g.min_cut("s", "t") & set(nodes)
+        assert "s" in got and "t" not in got and cut(got) == best
+        assert all(got <= x for x in sides if cut(x) == best)
