@@ -84,8 +84,6 @@ def test_sdpa_dropout_and_errors():
     assert abs(np_of(dropped).mean() - 1.0) < 0.25 and np.std(np_of(dropped)) > 0.1
     assert np.allclose(np_of(F.scaled_dot_product_attention(q, q, ones_v)), 1.0)
     assert plain.shape == (2, 8, 4)
-    with pytest.raises(RuntimeError, match="is_causal"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=fg.ones(8, 8, dtype=fg.bool), is_causal=True)
     with pytest.raises(RuntimeError, match="query"):
         F.scaled_dot_product_attention(q, fg.randn(2, 8, 3), q)
 
@@ -345,3 +343,19 @@ def test_low_precision_attention_keeps_scores_in_float32(dtype):
     np.testing.assert_allclose(got.detach().float().numpy(), want.float().numpy(), rtol=2e-2, atol=2e-2)
     got.float().sum().backward()
     assert fq.grad.dtype == dt and np.isfinite(fq.grad.float().numpy()).all()
+
+
+def test_sdpa_with_a_mask_and_is_causal_applies_both_as_torch():
+    """attn_mask together with is_causal=True (it raised): the causal mask and the given one
+    (boolean or additive) both apply, as torch 2.13's CPU kernel; gradients too."""
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((1, 2, 4, 8)), rng.standard_normal((1, 2, 5, 8)), rng.standard_normal((1, 2, 5, 8))
+    for mask in (rng.random((4, 5)) > 0.3, rng.standard_normal((4, 5))):
+        res = []
+        for lib in (fg, torch):
+            ts = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+            out = lib.nn.functional.scaled_dot_product_attention(*ts, attn_mask=lib.tensor(mask), is_causal=True)
+            out.pow(2).sum().backward()
+            res.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+        for a, b in zip(*res):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -270,3 +270,14 @@ def test_sorting_ops_compile_into_one_graph():
     fg.compile(lambda x: loss(fg, x), fullgraph=True)(x).backward()
     loss(torch, tx).backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+
+def test_multinomial_refuses_a_row_without_probability_mass():
+    """A row of zeros (a top-p mask that removed every token) raises torch's RuntimeError
+    instead of drawing arbitrary indices; rows with mass still draw only their categories."""
+    for p in ([0.0, 0.0, 0.0], [[0.0, 0.0], [1.0, 1.0]]):
+        for lib in (fg, torch):
+            with pytest.raises(RuntimeError, match="invalid multinomial distribution"):
+                lib.multinomial(lib.tensor(p), 1)
+    assert fg.multinomial(fg.tensor([[0.0, 1.0], [2.0, 0.0]]), 3, replacement=True).tolist() == [[1] * 3, [0] * 3]

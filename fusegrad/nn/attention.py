@@ -89,7 +89,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """``softmax(Q K^T / sqrt(E) + mask) V`` over the last two dims, as ``torch.nn.functional``'s.
 
     A boolean ``attn_mask`` marks the pairs that may attend (``True`` = keep); a float mask is added to the
-    scores. ``is_causal`` keeps key ``j <= i`` and excludes ``attn_mask``. Rows with no key left get zeros.
+    scores. ``is_causal`` keeps key ``j <= i`` (and ``attn_mask`` applies too). Rows with no key left get zeros.
     """
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise RuntimeError(f"scaled_dot_product_attention: query, key and value must have at least 2 dims, got "
@@ -110,12 +110,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     bias = None
     if is_causal:
-        if attn_mask is not None:
-            raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when "
-                               "is_causal=True")
         bias = _additive(_causal_keep(L, S), query.dtype, keep_when_true=True)
-    elif attn_mask is not None:
-        bias = _additive(attn_mask, query.dtype, keep_when_true=True)
+    if attn_mask is not None:  # (with is_causal too: both apply, as PyTorch's CPU kernels do)
+        mask = _additive(attn_mask, query.dtype, keep_when_true=True)
+        bias = mask if bias is None else O.add(bias, mask)
     low = query.dtype if query.dtype in (D.float16, D.bfloat16) else None
     if low is not None:  # scores and weights in float32, the output rounded once (PyTorch's CPU kernel)
         query, key, value = (O.to(t, D.float32) for t in (query, key, value))

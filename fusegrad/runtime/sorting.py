@@ -343,6 +343,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
                            f"replacement (n_sample={num_samples}, size {n})")
     if isinstance(p._data, np.ndarray) and (np.any(p._data < 0) or not np.all(np.isfinite(p._data))):
         raise RuntimeError("multinomial(): probability tensor contains either `inf`, `nan` or element < 0")
+    if isinstance(p._data, np.ndarray) and n and np.any(p._data.sum(-1) <= 0):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     p = p.detach()
     rows = p._data.shape[:-1]
     if replacement:
