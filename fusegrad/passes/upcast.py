@@ -6,6 +6,8 @@ becomes a float32 value, and the graph keeps the rounding the program asks for.
 - A value that enters half precision from elsewhere (``full``, random numbers, a reduction
   with a half ``dtype=``: an equation with a half result and no half operand) is rounded
   the same way.
+- A matmul's result is rounded too (a GEMM stores it in the half dtype, in eager and in
+  torch.compile alike, before what follows reads it).
 - Elementwise and other ops on half operands compute in float32 without rounding each
   result: they differ from eager only by the rounding of those intermediates (as
   torch.compile's results do).
@@ -71,7 +73,9 @@ def upcast(graph: Graph) -> Graph:
                 eqns.append(Eqn(P.cast, (x,), e.params, e.out, e.where))
             continue
         params = {**e.params, "dtype": _F32} if half_param else e.params
-        if out_half and not half_in:  # the value enters half precision here: round it as eager does
+        # the value enters half precision here, or a product (a library GEMM's result, stored in
+        # the half dtype by eager and by torch.compile alike): round it as eager does
+        if out_half and (not half_in or e.prim is P.matmul):
             mid = emit(e.prim, ins, params, Var(e.out.shape, _F32, e.out.trace), e.where)
             emit(P.reduce_precision, (mid,), {"dtype": e.out.dtype}, var(e.out), e.where)
         else:
