@@ -205,3 +205,28 @@ def test_inference_tensors_as_torch():
         out.append([b + 1 for b in before] == y.tolist()[0])
         return out
     assert program(fg) == program(torch)
+
+
+def test_index_softmax_and_repeat_misuses_raise_torchs_errors():
+    """index_copy with a non-int64 index, index_fill with an int32 one, (log_)softmax of
+    integers without a dtype, repeat_interleave with a wrong number of counts: torch's
+    exception types and messages (they computed, or leaked NumPy's ValueError)."""
+    cases = [lambda L: L.zeros(3, 2).index_copy_(0, L.tensor([0, 1], dtype=L.int32), L.ones(2, 2)),
+             lambda L: L.zeros(3, 2).index_copy(0, L.tensor([0.0, 1.0]), L.ones(2, 2)),
+             lambda L: L.zeros(3, 2).index_fill_(0, L.tensor([0, 1], dtype=L.int32), 1.0),
+             lambda L: L.softmax(L.tensor([1, 2]), 0), lambda L: L.softmax(L.tensor([[1, 2]]), 0),
+             lambda L: L.nn.functional.log_softmax(L.tensor([[True]]), 1),
+             lambda L: L.repeat_interleave(L.ones(3), L.tensor([1, 2])),
+             lambda L: L.repeat_interleave(L.ones(3, 2), L.tensor([1, 2, 3]), dim=1),
+             lambda L: L.repeat_interleave(L.ones(3), L.tensor([[1, 1, 1]]))]
+    for case in cases:
+        raised = []
+        for lib in (fg, torch):
+            try:
+                case(lib)
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                raised.append((type(e).__name__, str(e)))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+    assert fg.softmax(fg.tensor([1, 2]), 0, dtype=fg.float32).dtype == fg.float32
+    assert fg.repeat_interleave(fg.ones(3), fg.tensor([2])).shape == (6,)
+    assert fg.zeros(3, 2).index_add_(0, fg.tensor([0, 1], dtype=fg.int32), fg.ones(2, 2)).sum().item() == 4

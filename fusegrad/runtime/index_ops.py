@@ -26,6 +26,8 @@ def _index(index) -> Tensor:
 def index_fill(x, dim, index, value):
     """``x`` with the entries at ``index`` along ``dim`` set to ``value``."""
     x = O.as_t(x)
+    if isinstance(index, Tensor) and index._data.dtype != np.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
     out = O.clone(x)
     O.setitem(out, (slice(None),) * O._axes(x, dim)[0] + (_index(index),), value)
     return out
@@ -34,6 +36,8 @@ def index_fill(x, dim, index, value):
 def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
     """``x`` with ``source``'s slices along ``dim`` put (or added) at ``index``."""
     ax = O._axes(x, dim)[0]
+    if not accumulate and isinstance(index, Tensor) and index._data.dtype != np.int64:
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {O.scalar_name(index)}")
     index, source = _index(index), O.as_t(source)
     if source.dtype != x.dtype:
         raise RuntimeError(f"index_add_(): self ({O.scalar_name(x)}) and source ({O.scalar_name(source)}) must have "
@@ -145,8 +149,13 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     ax = O._axes(x, dim)[0]
     n = x.shape[ax]
     if isinstance(repeats, Tensor) and repeats.ndim > 0:
-        counts = np.broadcast_to(repeats._concrete("repeat_interleave() (data-dependent output shape)",
-                                                   host=True), (n,))
+        counts = repeats._concrete("repeat_interleave() (data-dependent output shape)", host=True)
+        if counts.ndim > 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+        if counts.shape not in ((1,), (n,)):
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                               f"{counts.shape[0]} and input.size({ax}) = {n}")
+        counts = np.broadcast_to(counts, (n,))
         if (counts < 0).any():
             raise RuntimeError("repeats can not be negative")
         return O.index_select(x, ax, wrap(np.repeat(np.arange(n, dtype=np.int64), counts)))

@@ -970,11 +970,22 @@ def _rewrapped(data) -> Tensor:
     return t
 
 
+def _softmax_input(x, dim, dtype, name: str) -> Tensor:
+    """``x`` as (log_)softmax computes on it: cast to ``dtype`` if given; an integer or bool
+    tensor without one is refused as by PyTorch's kernels (naming the one of ``dim``)."""
+    x = as_t(x)
+    if dtype is not None:
+        return to(x, dtype)
+    if x._data.dtype.kind in "iub":
+        last = x._data.ndim <= 1 or _axes(x, dim)[0] == x._data.ndim - 1
+        raise NotImplementedError(f"\"{name}_{'lastdim_' if last else ''}kernel_impl\" not implemented for "
+                                  f"'{scalar_name(x)}'")
+    return x
+
+
 @op
 def softmax(x, dim=None, dtype=None, _stacklevel=3):
-    x = _float(as_t(x))
-    if dtype is not None:
-        x = to(x, dtype)
+    x = _softmax_input(x, dim, dtype, "softmax")
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
 
     def softmax_of(x):
@@ -987,9 +998,7 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
 
 @op
 def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
-    x = _float(as_t(x))
-    if dtype is not None:
-        x = to(x, dtype)
+    x = _softmax_input(x, dim, dtype, "log_softmax")
     ax = (_axes(x, dim)[0],) if x._data.ndim else ()
 
     # (PyTorch's kernel along the last dimension rounds the sum and its log to a low-precision
