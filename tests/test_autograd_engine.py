@@ -1016,3 +1016,25 @@ def test_hook_order_tensor_hooks_then_retain_grad_then_node_prehooks():
         return log, y.grad.tolist(), x.grad.tolist()
 
     assert run(fg) == run(torch)
+
+
+def test_backward_inputs_of_a_non_leaf_that_retains_its_grad_counts_it_once():
+    """backward(inputs=[h]) for a non-leaf h that called retain_grad(): its .grad got the
+    gradient from the retain hook and again from inputs= (twice torch's); once and with a
+    second backward, with and without retain_grad, against torch."""
+    import torch
+    got = []
+    for lib in (fg, torch):
+        out = []
+        for retain in (True, False):
+            w = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+            h = w * 2.0
+            if retain:
+                h.retain_grad()
+            loss = (h * lib.tensor([1.0, 10.0, 100.0])).sum()
+            loss.backward(inputs=[h], retain_graph=True)
+            out.append(h.grad.tolist())
+            loss.backward(inputs=[h])
+            out += [h.grad.tolist(), w.grad]
+        got.append(out)
+    assert got[0] == got[1]

@@ -194,8 +194,8 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     if inputs is None:
         return None
     if accumulate:  # backward(inputs=...): a non-leaf among them accumulates its gradient too, as PyTorch's
-        for t, g in zip(inputs, captured):
-            if g is not None and t._grad_fn is not None:
+        for t, g in zip(inputs, captured):  # (one that retains its grad has had it from its hook already)
+            if g is not None and t._grad_fn is not None and not t._retains:
                 t._grad = g if t._grad is None else t._grad + g
         return None
     for i, g in enumerate(captured):
