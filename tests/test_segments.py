@@ -821,3 +821,29 @@ def test_a_break_inside_a_backward_reads_outputs_saved_by_nodes_of_concrete_inpu
             losses.append(step().item())
         return losses + [s.grad.item()] + z.grad.flatten().tolist()
     np.testing.assert_allclose(run(fusegrad, True), run(torch, False), rtol=1e-10)
+
+
+def test_a_compiled_in_place_helper_on_a_linear_output():
+    """A compiled helper scaling a Linear's output in place (features before a loss): the
+    segment's tensor comes from a composite node, whose context has no segment bookkeeping
+    (an AttributeError); values and gradients as torch's, on two calls."""
+    def program(lib, compile_):
+        enc = lib.nn.Linear(3, 4)
+        with lib.no_grad():
+            enc.weight.copy_(lib.arange(12.0).reshape(4, 3) / 10 - 0.5)
+            enc.bias.fill_(0.1)
+        x = lib.tensor([[1.0, -2.0, 0.5], [0.3, 0.7, -1.0]])
+
+        def scale_(z):
+            z.mul_(2.0)
+        f = compile_(scale_)
+        out = []
+        for _ in range(2):
+            enc.zero_grad()
+            z = enc(x)
+            f(z)
+            (z * z).sum().backward()
+            out += [z.detach().numpy().copy(), enc.weight.grad.numpy().copy()]
+        return out
+    for a, b in zip(program(fusegrad, fusegrad.compile), program(torch, lambda f: f)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)

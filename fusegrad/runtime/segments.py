@@ -237,13 +237,14 @@ class SegmentTrace(CaptureTrace):
 
     def _give(self, values: list, outs: list, n_live: int, updated: list) -> None:
         """The segment's tensors take its results: values, autograd nodes, in-place updates."""
-        from .compiled import _same_array
+        from .compiled import _Ctx, _same_array
         g = self.graph
         for t, v in zip(outs[:n_live], values):
             t._data = v._data
             if t._grad_fn is not None or not t._rg:  # (a leaf made here keeps requiring grad)
                 t._grad_fn, t._out_nr, t._rg = v._grad_fn, v._out_nr, v._rg
-        ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if c is not None}
+        # (the compiled plans' contexts; a segment run op by op gives other nodes, composites')
+        ctxs = {id(c): c for c in (getattr(v._grad_fn, "ctx", None) for v in values) if type(c) is _Ctx}
         if ctxs:
             used = {id(a) for e in g.eqns for a in e.inputs if type(a) is Var}
             inside = frozenset(v._out_nr for v, o in zip(values[:n_live], g.outputs) if id(o) in used)
