@@ -937,3 +937,40 @@ def test_a_compiled_module_follows_edits_between_calls():
     assert len(got) == len(want)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _anchor_cache_program(lib, compiled):
+    """A detector whose submodule caches a grid per feature size in a dict (torchvision's
+    AnchorGenerator, DETR's position embeddings), called compiled, then eagerly."""
+    class Anchors(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._cache = {}
+
+        def forward(self, f):
+            key = tuple(f.shape[-2:])
+            if key not in self._cache:
+                self._cache[key] = lib.arange(float(key[0] * key[1])) * 8 + 4
+            return self._cache[key]
+
+    class Det(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.anchors = Anchors()
+            self.w = lib.nn.Parameter(lib.tensor(2.0))
+
+        def forward(self, f):
+            return self.anchors(f) * self.w
+    m = Det()
+    cm = fusegrad.compile(m) if compiled else m
+    out = []
+    for shape in ((2, 3), (2, 3), (3, 2), (2, 3)):
+        out.append(cm(lib.ones(*shape)).tolist())
+        out.append(m(lib.ones(*shape)).tolist())
+    return out, sorted(m.anchors._cache)
+
+
+def test_a_submodules_cache_filled_inside_a_compiled_call_holds_real_tensors():
+    """The dict a submodule fills during a compiled call gets real tensors (it kept traced
+    ones: the next use raised 'used after the trace ended'); values as torch's."""
+    assert _anchor_cache_program(fusegrad, True) == _anchor_cache_program(torch, False)

@@ -73,7 +73,8 @@ def snapshot(objects: Iterable) -> list:
         elif hasattr(o, "named_parameters") and hasattr(o, "__dict__"):  # a module: its attributes set break
             modules = list(o.modules())
             held.append(("a module's training mode", modules, [m.training for m in modules]))
-            inner = list(_plain(o.__dict__).values())
+            # the containers it and its submodules hold (an anchor generator's cache of grids)
+            inner = [v for m in modules for v in _plain(m.__dict__).values()]
         elif _holds_state(o):
             held.append((f"an attribute of a {type(o).__name__}", o.__dict__, _plain(o.__dict__, _users(o))))
             inner = list(o.__dict__.values())
