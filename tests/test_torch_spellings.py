@@ -230,3 +230,26 @@ def test_index_softmax_and_repeat_misuses_raise_torchs_errors():
     assert fg.softmax(fg.tensor([1, 2]), 0, dtype=fg.float32).dtype == fg.float32
     assert fg.repeat_interleave(fg.ones(3), fg.tensor([2])).shape == (6,)
     assert fg.zeros(3, 2).index_add_(0, fg.tensor([0, 1], dtype=fg.int32), fg.ones(2, 2)).sum().item() == 4
+
+
+def test_unbatched_nll_targets_and_roll_argument_forms_as_torch():
+    """nll_loss/cross_entropy of a (C,) input take a 0-d or a (1,) target (the latter
+    raised); roll takes shifts and dims as ints, tuples or lists in any mix (some forms
+    raised TypeError); mismatched lengths raise torch's errors."""
+    logits = np.array([0.5, 1.0, -0.3])
+    cases = [lambda L: L.nn.functional.nll_loss(L.log_softmax(L.tensor(logits), 0), L.tensor([2])),
+             lambda L: L.nn.functional.cross_entropy(L.tensor(logits), L.tensor([2]), reduction="none"),
+             lambda L: L.nn.functional.nll_loss(L.tensor(logits), L.tensor([0, 1, 2])),
+             lambda L: L.nn.functional.nll_loss(L.tensor(logits), L.tensor([[1]]))]
+    x = np.arange(24.0).reshape(2, 3, 4)
+    cases += [lambda L, a=a: L.roll(L.tensor(x), *a) for a in
+              ((1, [2]), ((1,), 1), ((1, 1), (0, 1)), ([1], [2]), (1, (1, 2)), ((1, 2), (1,)), (2,))]
+    for case in cases:
+        got = []
+        for lib in (fg, torch):
+            try:
+                r = case(lib)
+                got.append((tuple(r.shape), np.round(r.numpy(), 6).tolist()))
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                got.append((type(e).__name__, str(e)))
+        assert got[0] == got[1], got

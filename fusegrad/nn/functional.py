@@ -466,9 +466,12 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
     if input.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
     if input.ndim == 1:
-        if target.ndim != 0:
+        if target.ndim > 1:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-        out = nll_loss(O.unsqueeze(input, 0), O.unsqueeze(target, 0), weight, None, ignore_index, None, reduction)
+        if target.ndim == 1 and target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+        target = O.reshape(target, (1,))
+        out = nll_loss(O.unsqueeze(input, 0), target, weight, None, ignore_index, None, reduction)
         return named(O.reshape(out, ()), "NllLossBackward0") if reduction == "none" else out
     if target.dtype.is_floating_point:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")

@@ -1294,8 +1294,10 @@ def roll(x, shifts, dims=None):
         if not isinstance(s, int) and len(s) != 1:
             raise RuntimeError(f"roll(): shifts {list(s)} need as many dims, got none")
         return roll(x.reshape(-1), s if isinstance(s, int) else s[0], 0).reshape(tuple(x.shape))
-    if isinstance(shifts, int):
-        shifts, dims = (shifts,), (dims,)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     out = x
     for s, d in zip(shifts, dims):
         n = out.shape[d]
