@@ -552,3 +552,22 @@ def test_half_precision_convolutions_with_bias_round_once_as_torch(dtype):
     want.append(want[0] * 2)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_integer_average_pooling_as_torch():
+    """avg_pool on int64 keeps the dtype and truncates each window's integer sum by its
+    divisor (it returned float32 averages); other integer dtypes raise torch's error."""
+    m = np.array([[[[0, 1, 2, 2], [1, 0, 2, 1], [-3, 1, 2, 2], [0, 0, 1, 1]]]])
+    cases = [lambda L, F: F.avg_pool2d(L.tensor(m), 2), lambda L, F: F.avg_pool1d(L.tensor(m[0]), 2),
+             lambda L, F: F.avg_pool2d(L.tensor(m), 3, 1, 1, count_include_pad=False),
+             lambda L, F: F.avg_pool2d(L.tensor(m), 2, divisor_override=3),
+             lambda L, F: F.avg_pool3d(L.tensor(m), (1, 2, 2)), lambda L, F: F.avg_pool2d(L.tensor(m).int(), 2)]
+    for case in cases:
+        got = []
+        for lib in (fg, torch):
+            try:
+                r = case(lib, lib.nn.functional)
+                got.append((str(r.dtype).split(".")[-1], r.tolist()))
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                got.append((type(e).__name__, str(e)))
+        assert got[0] == got[1], got

@@ -152,14 +152,19 @@ def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bo
     ks, st, pad, dil, outs, pads = _pool_args(input, n, kernel_size, stride, padding, 1, ceil_mode, name)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
+    integral = input.dtype == D.int64  # (PyTorch's kernel: the int64 sum divided, truncated)
+    if not input.dtype.is_floating_point and not integral:
+        from ..runtime.keywords import _type_name
+        raise NotImplementedError(f'"{name}" not implemented for \'{_type_name(input.dtype)}\'')
     axis = input.ndim - n
     win = windows(_padded(input, pads, 0.0), axis, ks, st, dil, outs, k_first=False)
     total = P.reshape(P.reduce_sum(win, axes=(axis + 1,), keepdims=False), shape=tuple(input.shape[:axis]) + outs)
+    mode = "trunc" if integral else None
     if divisor_override is not None:
-        out = O.div(total, float(divisor_override))
+        out = O.div(total, int(divisor_override) if integral else float(divisor_override), rounding_mode=mode)
     else:
         div = _avg_divisor(tuple(input.shape[-n:]), ks, st, pad, outs, count_include_pad)
-        out = O.div(total, _tensor(div.astype(input._data.dtype)))
+        out = O.div(total, _tensor(div.astype(input._data.dtype)), rounding_mode=mode)
     return own(named(out, f"AvgPool{n}DBackward0"), input)
 
 
