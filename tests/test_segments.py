@@ -847,3 +847,32 @@ def test_a_compiled_in_place_helper_on_a_linear_output():
         return out
     for a, b in zip(program(fusegrad, fusegrad.compile), program(torch, lambda f: f)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_helpers_differentiating_a_loss_passed_in():
+    """GradNorm/PCGrad helpers: a compiled function given a loss computed outside calls
+    autograd.grad on it, or backward() on several and reads .grad (the loss was traced as
+    a leaf: 'not used in the graph', or no .grad); run eagerly at that point, as torch."""
+    def program(lib, compile_):
+        w = lib.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+        x = lib.tensor([[1.0, 2.0], [3.0, -1.0]])
+
+        def grad_norm(loss, param):
+            g, = lib.autograd.grad(loss, param, retain_graph=True)
+            return g.norm()
+
+        def backward_and_norm(losses, param):
+            for loss in losses:
+                loss.backward(retain_graph=True)
+            return param.grad.norm()
+        gn, bn = compile_(grad_norm), compile_(backward_and_norm)
+        out = []
+        for _ in range(2):
+            w.grad = None
+            loss = (x @ w).tanh().sum()
+            out.append(gn(loss, w).item())
+            out.append(bn([loss, (x @ w).pow(2).mean()], w).item())
+            out.append(w.grad.numpy().copy())
+        return out
+    for a, b in zip(program(fusegrad, fusegrad.compile), program(torch, lambda f: f)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -81,8 +81,10 @@ def _outside_graph(outs: list, what: str):
 
 
 def _reaches(outs: list, ids: set) -> bool:
-    """Whether the backward from ``outs`` reaches a leaf whose id is in ``ids``."""
+    """Whether the backward from ``outs`` reaches a leaf whose id is in ``ids`` (or starts at one)."""
     from ..runtime.nodes import AccumulateGrad
+    if any(id(t) in ids for t in outs):  # (a loss passed in, differentiated inside: a GradNorm helper)
+        return True
     stack = [t._grad_fn for t in outs if isinstance(t, Tensor) and t._grad_fn is not None]
     seen: set = set()
     while stack:
