@@ -253,3 +253,28 @@ def test_unbatched_nll_targets_and_roll_argument_forms_as_torch():
             except Exception as e:  # noqa: BLE001 - the type and message are what is compared
                 got.append((type(e).__name__, str(e)))
         assert got[0] == got[1], got
+
+
+def test_dtype_misuses_raise_torchs_errors():
+    """An int32 class target, a binary cross entropy whose target dtype differs, Adam's
+    betas given as ints, ``~`` of a float tensor, an RNN fed another dtype than its weights,
+    antialiased nearest resizing and repeated flip dims: torch's exception and message (they
+    computed, or raised another type)."""
+    cases = [lambda L: L.nn.functional.cross_entropy(L.zeros(2, 3), L.tensor([0, 1], dtype=L.int32)),
+             lambda L: L.nn.functional.nll_loss(L.zeros(2, 3), L.tensor([0, 1], dtype=L.int32)),
+             lambda L: L.nn.functional.binary_cross_entropy(L.full((2,), 0.5, dtype=L.float64), L.ones(2)),
+             lambda L: L.optim.Adam([L.zeros(1, requires_grad=True)], betas=(0, 0.999)),
+             lambda L: ~L.ones(2),
+             lambda L: L.nn.GRU(2, 3).double()(L.zeros(4, 1, 2)),
+             lambda L: L.nn.functional.interpolate(L.zeros(1, 1, 4, 4), scale_factor=2, antialias=True),
+             lambda L: L.flip(L.zeros(2, 3), (0, -2))]
+    for case in cases:
+        raised = []
+        for lib in (fg, torch):
+            try:
+                case(lib)
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                raised.append((type(e).__name__, str(e).replace("fusegrad.", "torch.")))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+    assert fg.nn.functional.nll_loss(fg.zeros(2, 3), fg.tensor([0, 1], dtype=fg.uint8)).item() == 0.0
+    assert (~fg.tensor([1, 2])).tolist() == [-2, -3]

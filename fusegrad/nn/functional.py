@@ -475,6 +475,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, siz
         return named(O.reshape(out, ()), "NllLossBackward0") if reduction == "none" else out
     if target.dtype.is_floating_point:
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+    if target.dtype not in (D.int64, D.uint8):
+        from ..runtime.ops import scalar_name
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {scalar_name(target)}")
     if target.ndim == 0 or input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0] if target.ndim else 0}).")
@@ -581,6 +584,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor]
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if target.dtype != input.dtype:
+        from ..runtime.ops import scalar_name
+        raise RuntimeError(f"Found dtype {scalar_name(target)} but expected {scalar_name(input)}")
     if _concrete(input) and input.numel():
         a = input._concrete("binary_cross_entropy's input check", host=True)
         if not ((a >= 0) & (a <= 1)).all():  # (NaN too, as PyTorch's)

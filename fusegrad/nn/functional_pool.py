@@ -659,8 +659,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                                   f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
                                   f"nearest-exact (got {mode})")
     if antialias and mode not in ("bilinear", "bicubic"):
-        raise NotImplementedError("Anti-alias option is restricted to bilinear and bicubic modes and requires a "
-                                  "4-D tensor as input")
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
+                         "4-D tensor as input")
     outs, scales = _scales(input, n, size, scale_factor)
     if recompute_scale_factor:
         scales = tuple(s / o for s, o in zip(input.shape[2:], outs))

@@ -9,6 +9,7 @@ from ..ir.graph import Var
 from ..runtime import ops as O
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import no_grad
+from ..runtime.tensor import Tensor
 from ..tracer.live import guarded_value
 from .optimizer import Optimizer, ParamsT
 
@@ -35,6 +36,8 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not (all(isinstance(b, float) for b in betas[:2]) or all(isinstance(b, Tensor) for b in betas[:2])):
+            raise ValueError("betas must be either both floats or both Tensors")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
                         fused=fused, decoupled_weight_decay=decoupled_weight_decay)

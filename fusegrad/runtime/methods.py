@@ -25,6 +25,13 @@ def _functional():
     return functional
 
 
+def _invert(self):
+    """``~t``: bitwise NOT of a bool or integer tensor; Python's TypeError on others (as torch)."""
+    if self.dtype.is_floating_point:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return B.bitwise_not(self)
+
+
 def _bind() -> None:
     T = Tensor
     for name, ex in EXPORTS.items():
@@ -76,7 +83,7 @@ def _bind() -> None:
     T.__neg__ = O.neg
     T.__pos__ = lambda self: self
     T.__abs__ = O.abs
-    T.__invert__ = B.bitwise_not
+    T.__invert__ = _invert
     T.__eq__ = O.eq
     T.__ne__ = O.ne
     T.__lt__ = O.lt
@@ -99,3 +106,4 @@ def _bind() -> None:
 
 
 _bind()
+

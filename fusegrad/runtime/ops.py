@@ -1281,6 +1281,10 @@ def flip(x, *dims):
     """``flip(x, dims)``, and ``x.flip(0, 1)`` with the dims as separate arguments."""
     x = as_t(x)
     dims = _size_args(dims)
+    seen = [d % builtins.max(x._data.ndim, 1) for d in dims]
+    for k, d in enumerate(seen):
+        if d in seen[:k]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return named(P.flip(x, axes=_axes(x, dims)), "FlipBackward0")
 
 

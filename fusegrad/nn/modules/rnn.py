@@ -243,6 +243,10 @@ class RNNBase(Module):
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
                              "instead")
+        w = next((p for p in self._parameters.values() if p is not None), None)
+        if w is not None and input.is_floating_point() and input.dtype != w.dtype:
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
+                             f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{input.shape[-1]}")
