@@ -16,6 +16,19 @@ def _ck(lib):
     return fg.utils.checkpoint if lib is fg else torch.utils.checkpoint
 
 
+def _raise_alike(cases) -> None:
+    """Each case (a function of the library) raises in fusegrad what it raises in torch: the
+    exception's type and message (fusegrad's dtype names printed as torch's)."""
+    for case in cases:
+        raised = []
+        for lib in (fg, torch):
+            try:
+                case(lib)
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                raised.append((type(e).__name__, str(e).replace("fusegrad.", "torch.")))
+        assert len(raised) == 2 and raised[0] == raised[1], raised
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_checkpoint_options_are_its_own():
     log = []
@@ -113,14 +126,7 @@ def test_misuses_raise_torchs_errors():
              lambda lib: lib.zeros(2, 2).masked_fill_(lib.eye(2).long(), 1.0),
              lambda lib: lib.bincount(lib.tensor([1.0, 2.0])), lambda lib: lib.bincount(lib.tensor([True])),
              lambda lib: lib.bincount(lib.tensor([[1, 2]])), lambda lib: lib.tensor([1, 2]).nanmean()]
-    for case in cases:
-        raised = []
-        for lib in (fg, torch):
-            try:
-                case(lib)
-            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
-                raised.append((type(e).__name__, str(e)))
-        assert len(raised) == 2 and raised[0] == raised[1], raised
+    _raise_alike(cases)
     ok = fg.nn.Linear(2, 2)
     ok.register_buffer("weight_scale", fg.ones(1))  # (a new name, and a buffer re-registered, still pass)
     ok.register_buffer("weight_scale", fg.zeros(1))
@@ -219,14 +225,7 @@ def test_index_softmax_and_repeat_misuses_raise_torchs_errors():
              lambda L: L.repeat_interleave(L.ones(3), L.tensor([1, 2])),
              lambda L: L.repeat_interleave(L.ones(3, 2), L.tensor([1, 2, 3]), dim=1),
              lambda L: L.repeat_interleave(L.ones(3), L.tensor([[1, 1, 1]]))]
-    for case in cases:
-        raised = []
-        for lib in (fg, torch):
-            try:
-                case(lib)
-            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
-                raised.append((type(e).__name__, str(e)))
-        assert len(raised) == 2 and raised[0] == raised[1], raised
+    _raise_alike(cases)
     assert fg.softmax(fg.tensor([1, 2]), 0, dtype=fg.float32).dtype == fg.float32
     assert fg.repeat_interleave(fg.ones(3), fg.tensor([2])).shape == (6,)
     assert fg.zeros(3, 2).index_add_(0, fg.tensor([0, 1], dtype=fg.int32), fg.ones(2, 2)).sum().item() == 4
@@ -268,13 +267,6 @@ def test_dtype_misuses_raise_torchs_errors():
              lambda L: L.nn.GRU(2, 3).double()(L.zeros(4, 1, 2)),
              lambda L: L.nn.functional.interpolate(L.zeros(1, 1, 4, 4), scale_factor=2, antialias=True),
              lambda L: L.flip(L.zeros(2, 3), (0, -2))]
-    for case in cases:
-        raised = []
-        for lib in (fg, torch):
-            try:
-                case(lib)
-            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
-                raised.append((type(e).__name__, str(e).replace("fusegrad.", "torch.")))
-        assert len(raised) == 2 and raised[0] == raised[1], raised
+    _raise_alike(cases)
     assert fg.nn.functional.nll_loss(fg.zeros(2, 3), fg.tensor([0, 1], dtype=fg.uint8)).item() == 0.0
     assert (~fg.tensor([1, 2])).tolist() == [-2, -3]
