@@ -39,8 +39,9 @@ globals().update(_exports.functions(Tensor))
 from .runtime import keywords as _keywords  # noqa: E402
 
 _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
-from . import (_dynamo, _inductor, accelerator, amp, autograd, backends, compiler, cpu, cuda, distributed, distributions, func, hub,  # noqa: E402
-               jit, linalg, nn, optim, profiler, random, return_types, serialization, signal, testing, utils, viz)
+from . import (_dynamo, _inductor, accelerator, amp, autograd, backends, compiler, cpu, cuda,  # noqa: E402
+               distributed, distributions, func, hub, jit, linalg, nn, optim, profiler, random, return_types,
+               serialization, signal, testing, utils, viz)
 from . import multiprocessing  # noqa: E402  (torch.multiprocessing: after nn, whose Module it extends)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)

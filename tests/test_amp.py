@@ -443,7 +443,8 @@ def test_low_precision_interpolation_is_computed_in_float32_and_rounded_once():
     img, vol = rng.standard_normal((2, 3, 5, 7)), rng.standard_normal((1, 2, 3, 4, 5))
     F = fg.nn.functional
     for low in (fg.bfloat16, fg.float16):
-        for x, kw in ((img, dict(size=(4, 9), mode="bilinear")), (img, dict(size=(8, 9), mode="bicubic", align_corners=True)),
+        for x, kw in ((img, dict(size=(4, 9), mode="bilinear")),
+                      (img, dict(size=(8, 9), mode="bicubic", align_corners=True)),
                       (vol, dict(scale_factor=2, mode="trilinear")), (img[:, :, 0], dict(size=11, mode="linear"))):
             t = fg.tensor(x, dtype=low)
             got = F.interpolate(t, **kw)

@@ -248,7 +248,8 @@ def test_sorting_ops_compile_into_one_graph():
         return [x.argsort(dim=1, stable=True), x.argsort(dim=0, descending=True, stable=True),
                 lib.sort(x, 1, descending=True).values, lib.sort(x, dim=0, stable=True).indices,
                 x.kthvalue(2, 0).values, x.median(1).values, lib.searchsorted(s, v),
-                lib.searchsorted(s, v, right=True, out_int32=True), lib.searchsorted(s.expand(3, 4).contiguous(), x[:, :5]),
+                lib.searchsorted(s, v, right=True, out_int32=True),
+                lib.searchsorted(s.expand(3, 4).contiguous(), x[:, :5]),
                 (x.nan_to_num() * 3).long().argsort(dim=1, descending=True, stable=True),
                 (x > 0).argsort(dim=1, stable=True), lib.searchsorted(s, 0.3), x.topk(2, dim=0).values]
 

@@ -397,7 +397,8 @@ def _argsort(e: Eqn, buf: Callable, tag: str) -> list:
     L(f"{_INDENT}{row}[{k}] = {_el(buf(x), at(f'{last} - {k}' if down else k))}")
     L(f"{r} = np.argsort({row}, kind=\"mergesort\")")
     L(f"for {k} in range({n}):")
-    L(f"{_INDENT}{_el(buf(e.out), at(k))} = " + (f"np.int64({last} - {r}[{last} - {k}])" if down else f"np.int64({r}[{k}])"))
+    picked = f"{last} - {r}[{last} - {k}]" if down else f"{r}[{k}]"
+    L(f"{_INDENT}{_el(buf(e.out), at(k))} = np.int64({picked})")
     L.close(base)
     return L.lines
 

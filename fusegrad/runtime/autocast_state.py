@@ -3,8 +3,9 @@
 PyTorch's CPU autocast casts the operands of a short list of ops (matmul, linear, conv, ...)
 to the low dtype and those of another list (losses, ``prod``, ``cdist``, ``trace``) to
 float32; every other op runs on what it is given, promoting as usual. Two decorators
-below mark the ops of each list, a third ops on neither that are built from ops on one. Inside a marked op autocast is off, as PyTorch excludes
-its autocast dispatch key there, so an op built from others is cast once, at its boundary.
+below mark the ops of each list, a third ops on neither that are built from ops on one.
+Inside a marked op autocast is off, as PyTorch excludes its autocast dispatch key there, so
+an op built from others is cast once, at its boundary.
 Only float16, bfloat16 and float32 operands are cast; float64 and integer ones never are."""
 from __future__ import annotations
 

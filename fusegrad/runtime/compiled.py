@@ -863,7 +863,8 @@ class CompiledFunction:
         self._families: dict = {}
         self._sized: "OrderedDict[Any, Any]" = OrderedDict()
         # per signature, one variant per set of guard values; an eager decision always applies
-        self._cache = Variants(dynamo_config.recompile_limit, lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
+        self._cache = Variants(dynamo_config.recompile_limit,
+                               lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
         self._warmed: set = set()
         self._segments: dict = {}  # (IR fingerprint, ...) -> compiled segment (runtime.segments)
         self._segment_forms: dict = {}  # the same keys with float literals left out -> segments compiled

@@ -585,7 +585,8 @@ def masked_fill(x, mask, value):
     x = as_t(x)
     if isinstance(mask, Tensor) and mask._data.dtype.kind != "b":
         name = mask._data.dtype.name
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {_CPP_SCALAR.get(name, name)}")
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_CPP_SCALAR.get(name, name)}")
     if isinstance(value, Tensor):
         if value._data.ndim == 0 and type(value._data) is not Var and not value._rg:
             value = value.item()
