@@ -8,7 +8,7 @@ import weakref
 from typing import Callable, Optional, Union
 
 __all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling",
-           "cudagraph_mark_step_begin"]
+           "cudagraph_mark_step_begin", "allow_in_graph", "assume_constant_result", "graph_break"]
 
 
 def reset() -> None:
@@ -26,6 +26,28 @@ def is_compiling() -> bool:
 
 
 is_dynamo_compiling = is_compiling
+
+
+def allow_in_graph(fn: Callable) -> Callable:
+    """``fn`` itself: fusegrad traces into every function (what it cannot capture is a graph
+    break with its reason), so there is nothing to allow."""
+    return fn
+
+
+def assume_constant_result(fn: Callable) -> Callable:
+    """``fn`` itself: compiled code calls it at every call (a result that does not change
+    is only computed again, never stale)."""
+    return fn
+
+
+def graph_break(msg: str = "") -> None:
+    """A graph break here: inside ``compile`` the code before and after it runs as separate
+    compiled segments (listed, with ``msg``, in ``cache_info()["graph_breaks"]``); eagerly it
+    does nothing."""
+    from .tracer.trace import capture_trace, user_frame
+    tr = capture_trace()
+    if tr is not None:
+        tr.graph_break(f"torch._dynamo.graph_break({msg!r}) at {user_frame()}")
 
 
 def cudagraph_mark_step_begin() -> None:

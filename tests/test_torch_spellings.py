@@ -270,3 +270,22 @@ def test_dtype_misuses_raise_torchs_errors():
     _raise_alike(cases)
     assert fg.nn.functional.nll_loss(fg.zeros(2, 3), fg.tensor([0, 1], dtype=fg.uint8)).item() == 0.0
     assert (~fg.tensor([1, 2])).tolist() == [-2, -3]
+
+
+def test_dynamo_markers_programs_use():
+    """torch._dynamo.graph_break() (with its message) breaks a compiled function there and
+    does nothing eagerly; allow_in_graph and assume_constant_result return the function;
+    values as eager's."""
+    def f(x):
+        y = x.sin() * 2
+        fg._dynamo.graph_break("log here")
+        return y.cos() + 1
+    cf = fg.compile(f)
+    x = fg.linspace(-1, 1, 5)
+    for _ in range(3):
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    (reason,) = cf.cache_info()["graph_breaks"]
+    assert reason.startswith("torch._dynamo.graph_break('log here') at ") and __file__ in reason
+    g = fg.compiler.allow_in_graph(lambda t: t * 3)
+    assert g(x) is not None and fg.compiler.assume_constant_result(f) is f and fg._dynamo.allow_in_graph(f) is f
+    np.testing.assert_allclose(fg.compile(lambda x: g(x) + 1)(x).numpy(), (x * 3 + 1).numpy())
