@@ -1,4 +1,4 @@
-"""``nn.functional.grid_sample`` (bilinear, nearest, bicubic) and ``affine_grid`` against PyTorch: values and float64
+"""``nn.functional.grid_sample`` (bilinear, nearest, bicubic; 4-D and 5-D) and ``affine_grid`` against PyTorch: values and float64
 gradients over modes x padding modes x align_corners (grids with points outside [-1, 1], on
 pixel centres and exactly between pixels), errors and warnings, gradcheck, vmap, and a
 compiled spatial-transformer step against eager."""
@@ -149,8 +149,6 @@ def test_grid_sample_dtype_errors_and_unsupported():
         return lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2), lib.zeros(1, 1, 1, 2, dtype=lib.float64),
                                              align_corners=False)
     assert _raised(mixed, fg) == _raised(mixed, torch)
-    with pytest.raises(NotImplementedError, match="volumetric"):
-        F.grid_sample(fg.zeros(1, 1, 2, 2, 2), fg.zeros(1, 1, 1, 1, 3), align_corners=False)
 
 
 @pytest.mark.parametrize("theta_shape,size,dtype", [
@@ -207,3 +205,26 @@ def test_compiled_spatial_transformer_step():
         np.testing.assert_allclose(comp, eager, rtol=1e-12, atol=1e-12)
     info = compiled.cache_info()
     assert info["compiles"] == 1 and info["fallbacks"] == 0 and info["graph_breaks"] == []
+
+
+
+@pytest.mark.parametrize("mode,padding_mode,align_corners",
+                         list(itertools.product(["bilinear", "nearest"], ["zeros", "border", "reflection"],
+                                                [False, True])))
+def test_volumetric_grid_sample_values_and_gradients(mode, padding_mode, align_corners):
+    """5-D input (N, C, D, H, W) sampled at a (N, D_out, H_out, W_out, 3) grid: trilinear
+    (8 taps) or nearest, every padding mode; values, input and grid gradients against torch
+    (it raised NotImplementedError)."""
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    x = RNG.standard_normal((2, 3, 4, 5, 3))
+    g = RNG.uniform(-1.5, 1.5, (2, 3, 2, 4, 3))
+    g.reshape(-1, 3)[:4] = np.round(g.reshape(-1, 3)[:4] * 4) / 4  # on pixels and half-way between
+    (a, at), (b, bt) = _pair(x), _pair(g)
+    out, ref = F.grid_sample(a, b, **kw), torch.nn.functional.grid_sample(at, bt, **kw)
+    assert type(out.grad_fn).__name__ == type(ref.grad_fn).__name__
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=TOL, atol=TOL)
+    w = RNG.standard_normal(ref.shape)
+    (out * fg.tensor(w)).sum().backward()
+    (ref * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy(), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(b.grad.numpy(), bt.grad.numpy(), rtol=TOL, atol=TOL)

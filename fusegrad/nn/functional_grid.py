@@ -13,6 +13,7 @@ pixels round as there in nearest mode, and the gradient is zero where a coordina
 or lies on a border, as there."""
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from typing import Optional, Sequence
@@ -101,13 +102,11 @@ def _check_sampler(input: Tensor, grid: Tensor, mode: str) -> None:
     if input.ndim != k + 2 or grid.ndim != k + 2:
         raise RuntimeError(f"grid_sampler(): expected {k + 2}D input and grid with same number of dimensions, but "
                            f"got {shapes}")
-    if k == 3:
-        if mode == "bicubic":
-            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
-        raise NotImplementedError("grid_sample: volumetric (5-D) input is not supported; only 4-D (N, C, H, W)")
+    if k == 3 and mode == "bicubic":
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     if not input.is_floating_point():
-        raise NotImplementedError(f'"grid_sampler_2d_cpu_kernel_impl" not implemented for '
-                                  f"'{_type_name(input.dtype)}'")
+        kernel = "grid_sampler_2d_cpu_kernel_impl" if k == 2 else "grid_sampler3d_cpu"
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(input.dtype)}\'')
     if grid.dtype != input.dtype:
         raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(grid.dtype)}")
 
@@ -162,30 +161,37 @@ def _cubic_weights(t: Tensor) -> list:
     return [outer(O.add(t, 1)), inner(t), inner(O.rsub(t, 1)), outer(O.rsub(t, 2))]
 
 
-def _tap(flat: Tensor, ix: Tensor, iy: Tensor, h: int, w: int) -> Tensor:
-    """The (N, C, L) values of ``flat`` (N, C, H*W) at the integral-valued float pixel
-    indices ``ix``, ``iy`` (N, L); zero where they lie outside the input."""
-    inside = O.logical_and(O.logical_and(O.ge(ix, 0), O.le(ix, w - 1)), O.logical_and(O.ge(iy, 0), O.le(iy, h - 1)))
+def _tap(flat: Tensor, at: list, sizes: list) -> Tensor:
+    """The (N, C, L) values of ``flat`` (N, C, spatial sizes flattened) at the integral-valued
+    float pixel indices ``at`` (x, y[, z], each (N, L)) along ``sizes`` (W, H[, D]); zero
+    where they lie outside the input."""
+    inside = None
+    for i, size in zip(at, sizes):
+        ok = O.logical_and(O.ge(i, 0), O.le(i, size - 1))
+        inside = ok if inside is None else O.logical_and(inside, ok)
     # outside taps (NaN ones too) read pixel 0 and are zeroed below, so every index is in range;
-    # the row and column are converted separately so that large images index exactly
-    col = O.to(O.where(inside, ix, 0), D.int64)
-    row = O.to(O.where(inside, iy, 0), D.int64)
+    # each coordinate is converted separately so that large images index exactly
+    index, stride = None, 1
+    for i, size in zip(at, sizes):
+        term = O.mul(O.to(O.where(inside, i, 0), D.int64), stride)
+        index, stride = term if index is None else O.add(index, term), stride * size
     n, c, _ = flat.shape
-    index = O.expand(O.unsqueeze(O.add(O.mul(row, w), col), 1), n, c, ix.shape[1])
+    index = O.expand(O.unsqueeze(index, 1), n, c, at[0].shape[1])
     return O.where(O.unsqueeze(inside, 1), O.gather(flat, 2, index), 0)
 
 
 @float32_policy
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: Optional[bool] = None) -> Tensor:
-    """Sample ``input`` (N, C, H, W) at the normalized positions ``grid`` (N, H_out, W_out, 2).
+    """Sample ``input`` (N, C, H, W) at the normalized positions ``grid`` (N, H_out, W_out, 2),
+    or volumetric ``input`` (N, C, D, H, W) at ``grid`` (N, D_out, H_out, W_out, 3).
 
-    ``grid[..., 0]`` is x (along W) and ``grid[..., 1]`` is y, both in [-1, 1] across the input:
+    ``grid[..., 0]`` is x (along W), ``grid[..., 1]`` y (and ``[..., 2]`` z), in [-1, 1] across the input:
     with ``align_corners`` -1 and 1 are the centres of the corner pixels, without it (the
     default, with PyTorch's warning when not given) their outer edges. ``mode`` is 'bilinear',
-    'nearest' (ties to even) or 'bicubic' (16 taps); ``padding_mode`` says what positions outside the input read:
-    'zeros', the 'border' pixels, or the input's 'reflection' about its edges. Returns
-    (N, C, H_out, W_out). 5-D (volumetric) input raises NotImplementedError.
+    (trilinear for 5-D input), 'nearest' (ties to even) or 'bicubic' (16 taps; 4-D only);
+    ``padding_mode`` says what positions outside the input read: 'zeros', the 'border' pixels,
+    or the input's 'reflection' about its edges. Returns (N, C, *grid's output sizes).
     """
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -195,13 +201,15 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                          f"'reflection', but got: '{padding_mode}'")
     align_corners = _align(align_corners)
     _check_sampler(input, grid, mode)
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1], grid.shape[2]
-    points = (n, ho * wo)
-    flat = O.reshape(input, (n, c, h * w))
+    n, c = input.shape[:2]
+    sizes = list(input.shape[2:])[::-1]  # W, H[, D]: the order of the grid's coordinates
+    outs = tuple(grid.shape[1:-1])
+    points = (n, math.prod(outs))
+    flat = O.reshape(input, (n, c, math.prod(sizes)))
+    node = f"GridSampler{len(sizes)}DBackward0"
     if mode == "bicubic":
-        x = _source_index(O.reshape(O.select(grid, -1, 0), points), w, "zeros", align_corners)
-        y = _source_index(O.reshape(O.select(grid, -1, 1), points), h, "zeros", align_corners)
+        (w, h), (x, y) = sizes, (_source_index(O.reshape(O.select(grid, -1, k), points), size, "zeros",
+                                               align_corners) for k, size in enumerate(sizes))
         x0, y0 = O.floor(x), O.floor(y)
         wx, wy = _cubic_weights(O.sub(x, x0)), _cubic_weights(O.sub(y, y0))
         xs = [_pad_tap(O.add(x0, i - 1), w, padding_mode, align_corners) for i in range(4)]
@@ -210,28 +218,34 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
             ty = _pad_tap(O.add(y0, j - 1), h, padding_mode, align_corners)
             row = None
             for i in range(4):
-                term = O.mul(O.unsqueeze(wx[i], 1), _tap(flat, xs[i], ty, h, w))
+                term = O.mul(O.unsqueeze(wx[i], 1), _tap(flat, [xs[i], ty], sizes))
                 row = term if row is None else O.add(row, term)
             term = O.mul(O.unsqueeze(wy[j], 1), row)
             out = term if out is None else O.add(out, term)
-        return named(O.reshape(out, (n, c, ho, wo)), "GridSampler2DBackward0")
-    x = _source_index(O.reshape(O.select(grid, -1, 0), points), w, padding_mode, align_corners)
-    y = _source_index(O.reshape(O.select(grid, -1, 1), points), h, padding_mode, align_corners)
+        return named(O.reshape(out, (n, c) + outs), node)
+    coords = [_source_index(O.reshape(O.select(grid, -1, k), points), size, padding_mode, align_corners)
+              for k, size in enumerate(sizes)]
     if mode == "nearest":
-        rx, ry = O.round(x), O.round(y)
+        rounded = [O.round(v) for v in coords]
         # PyTorch gives the grid a gradient of zeros here, not none: adding an exact 0 that depends
         # on the (rounded, so zero-gradient) coordinates keeps the grid in the graph
-        s = O.add(rx, ry)
+        s = rounded[0]
+        for v in rounded[1:]:
+            s = O.add(s, v)
         zero = O.where(O.isfinite(s), O.sub(s, s), 0)
-        out = O.add(_tap(flat, rx, ry, h, w), O.unsqueeze(zero, 1))
-    else:
-        x0, y0 = O.floor(x), O.floor(y)
-        x1, y1 = O.add(x0, 1), O.add(y0, 1)
-        fx, fy = O.sub(x, x0), O.sub(y, y0)  # distances to the west and north taps
-        gx, gy = O.rsub(fx, 1), O.rsub(fy, 1)  # ... and to the east and south ones
+        out = O.add(_tap(flat, rounded, sizes), O.unsqueeze(zero, 1))
+    else:  # (bi/tri)linear: 2 ** k taps, the last coordinate's choice varying slowest, as PyTorch sums them
+        lows = [O.floor(v) for v in coords]
+        near = [O.sub(v, lo) for v, lo in zip(coords, lows)]  # distances to the lower taps
+        far = [O.rsub(f, 1) for f in near]  # ... and to the upper ones
         out = None
-        for tx, ty, weight in ((x0, y0, O.mul(gy, gx)), (x1, y0, O.mul(gy, fx)),
-                               (x0, y1, O.mul(fy, gx)), (x1, y1, O.mul(fy, fx))):
-            term = O.mul(_tap(flat, tx, ty, h, w), O.unsqueeze(weight, 1))
+        for corner in itertools.product((0, 1), repeat=len(sizes)):
+            at, weight = [], None
+            for k in reversed(range(len(sizes))):  # (z, then y, then x: PyTorch's product order)
+                up = corner[len(sizes) - 1 - k]
+                at.insert(0, O.add(lows[k], 1) if up else lows[k])
+                wk = near[k] if up else far[k]
+                weight = wk if weight is None else O.mul(weight, wk)
+            term = O.mul(_tap(flat, at, sizes), O.unsqueeze(weight, 1))
             out = term if out is None else O.add(out, term)
-    return named(O.reshape(out, (n, c, ho, wo)), "GridSampler2DBackward0")
+    return named(O.reshape(out, (n, c) + outs), node)
