@@ -89,6 +89,13 @@ OPS = {
     "pad_circular": lambda L, F, d: F.pad(d["lowimg"], (1, 1, 1, 1), mode="circular"),
     "interpolate_bilinear": lambda L, F, d: F.interpolate(d["lowimg"], scale_factor=2, mode="bilinear"),
     "interpolate_nearest": lambda L, F, d: F.interpolate(d["lowimg"], scale_factor=2),
+    "svdvals": lambda L, F, d: L.linalg.svdvals(d["sq"]),
+    "svd": lambda L, F, d: L.svd(d["sq"]).S,
+    "cholesky_ex": lambda L, F, d: L.linalg.cholesky_ex(d["sq"]).L,
+    "inv_ex": lambda L, F, d: L.linalg.inv_ex(d["sq"]).inverse,
+    "triangular_solve": lambda L, F, d: L.triangular_solve(d["low"][:3], d["sq"].triu()).solution,
+    "max_unpool2d": lambda L, F, d: F.max_unpool2d(*F.max_pool2d(d["lowimg"], 2, return_indices=True), 2),
+    "fractional_max_pool2d": lambda L, F, d: F.fractional_max_pool2d(d["lowimg"], 2, output_size=3),
 }
 
 

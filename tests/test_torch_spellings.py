@@ -266,7 +266,8 @@ def test_dtype_misuses_raise_torchs_errors():
              lambda L: ~L.ones(2),
              lambda L: L.nn.GRU(2, 3).double()(L.zeros(4, 1, 2)),
              lambda L: L.nn.functional.interpolate(L.zeros(1, 1, 4, 4), scale_factor=2, antialias=True),
-             lambda L: L.flip(L.zeros(2, 3), (0, -2))]
+             lambda L: L.flip(L.zeros(2, 3), (0, -2)),
+             lambda L: L.linalg.solve_triangular(L.eye(2).bfloat16(), L.ones(2, 1).bfloat16(), upper=True)]
     _raise_alike(cases)
     assert fg.nn.functional.nll_loss(fg.zeros(2, 3), fg.tensor([0, 1], dtype=fg.uint8)).item() == 0.0
     assert (~fg.tensor([1, 2])).tolist() == [-2, -3]

@@ -300,6 +300,7 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride
     return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size)
 
 
+@float32_policy
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
                  padding: IntOrTuple = 0, output_size: Optional[Sequence[int]] = None) -> Tensor:
     """The partial inverse of ``max_pool2d``: ``input`` (N, C, H, W) placed at the flat
@@ -307,6 +308,7 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride
     return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size)
 
 
+@float32_policy
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
                  padding: IntOrTuple = 0, output_size: Optional[Sequence[int]] = None) -> Tensor:
     """The partial inverse of ``max_pool3d``."""
@@ -508,6 +510,7 @@ def _fractional_max_pool(input: Tensor, n: int, kernel_size, output_size, output
     return (vals, indices) if return_indices else vals
 
 
+@float32_policy
 def fractional_max_pool2d(input: Tensor, kernel_size: IntOrTuple, output_size: Optional[IntOrTuple] = None,
                           output_ratio=None, return_indices: bool = False,
                           _random_samples: Optional[Tensor] = None):
@@ -519,6 +522,7 @@ def fractional_max_pool2d(input: Tensor, kernel_size: IntOrTuple, output_size: O
                                 "fractional_max_pool2d")
 
 
+@float32_policy
 def fractional_max_pool3d(input: Tensor, kernel_size: IntOrTuple, output_size: Optional[IntOrTuple] = None,
                           output_ratio=None, return_indices: bool = False,
                           _random_samples: Optional[Tensor] = None):

@@ -22,7 +22,7 @@ from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
 from .ops import (_axes, _float, abs, grad_only, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, own,
-                  pow, roll, sqrt, stack, sum, tril, triu, where)
+                  pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -126,6 +126,9 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     its upper or lower triangle (``torch.linalg.solve_triangular``)."""
     a, b = as_t(A), as_t(B)
     _square(a, "linalg.solve_triangular")
+    for t in (a, b):
+        if t._data.dtype.itemsize == 2 and t.is_floating_point():  # (no half-precision solver, as PyTorch's)
+            raise NotImplementedError(f"\"triangular_solve_cpu\" not implemented for '{scalar_name(t)}'")
     if unitriangular:
         n = a.shape[-1]
         eye = wrap(np.eye(n, dtype=a._data.dtype))
@@ -142,6 +145,7 @@ triangular_solve_type = _return_type("triangular_solve", ("solution", "cloned_co
 
 
 @op
+@float32_policy
 def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False):
     """The deprecated ``torch.triangular_solve``: ``X`` with ``A X = b`` (``op(A) = A^T``
     when ``transpose``) and a copy of ``A``, as PyTorch's."""
@@ -616,6 +620,7 @@ def linalg_svd(A, full_matrices: bool = True, *, driver=None, out=None):
     return _out("linalg.svd", linalg_svd_type(u, s, vh), out)
 
 
+@float32_policy
 def svdvals(A, *, driver=None, out=None) -> Tensor:
     """The singular values of each matrix of ``A``, descending (``torch.linalg.svdvals``); their
     gradient is ``U diag(gS) Vh``, defined at repeated singular values too."""
@@ -625,6 +630,7 @@ def svdvals(A, *, driver=None, out=None) -> Tensor:
 
 
 @op
+@float32_policy
 def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):  # noqa: A002
     """``U``, ``S`` and ``V`` (not ``Vh``) with ``input = U diag(S) V^T`` (``torch.svd``);
     ``some=False``: square ``U`` and ``V``; ``compute_uv=False``: ``U`` (m x m) and ``V``

@@ -237,6 +237,7 @@ def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):  # noqa: N
     return solve_ex_type(O.where(bad, float("nan"), x), info)
 
 
+@float32_policy
 def inv_ex(A, *, check_errors: bool = False):  # noqa: N803
     """``(inverse, info)`` of ``linalg.inv`` (``info`` and a singular matrix's NaN as ``solve_ex``'s)."""
     a = L._matrices(A, "linalg.inv_ex")
@@ -266,6 +267,7 @@ def _cholesky_info(a: np.ndarray) -> tuple:
     return w, info
 
 
+@float32_policy
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):  # noqa: N803
     """``(L, info)`` of ``linalg.cholesky``; ``info`` is the 1-based order of the first leading minor
     that is not positive-definite (then ``L`` is LAPACK's partial factor: only its columns before
