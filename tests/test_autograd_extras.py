@@ -673,3 +673,25 @@ def test_autograd_functional_detaches_without_create_graph_and_checks_strict_as_
         res.append([o.numpy() for o in outs] + [x.grad.numpy()])
     for ours, theirs in zip(res[1], res[0]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_functional_create_graph_results_have_a_graph_whatever_the_inputs():
+    """torch.autograd.functional with create_graph=True differentiates inputs that do not
+    require grad as fresh leaves that do: the results require grad (they did not), and with
+    inputs that do, their gradients match torch's."""
+    import torch
+    a = np.array([0.3, -0.2, 0.5])
+    got = []
+    for lib in (fg, torch):
+        AF = lib.autograd.functional
+        x = lib.tensor(a)
+        out = [AF.hessian(lambda t: (t ** 4).sum(), x, create_graph=True).requires_grad,
+               AF.jacobian(lambda t: t ** 3, x, create_graph=True).requires_grad,
+               AF.hvp(lambda t: (t ** 4).sum(), x, lib.ones(3, dtype=lib.float64), create_graph=True)[1].requires_grad,
+               AF.vjp(lambda t: t.exp(), x, lib.ones(3, dtype=lib.float64), create_graph=True)[1].requires_grad,
+               AF.hessian(lambda t: (t ** 4).sum(), x).requires_grad]
+        b = lib.tensor(a, requires_grad=True)
+        h = AF.hessian(lambda t: (t ** 4).sum(), b, create_graph=True)
+        out.append(np.round(lib.autograd.grad(h.trace(), b)[0].numpy(), 12).tolist())
+        got.append(out)
+    assert got[0] == got[1]

@@ -16,6 +16,21 @@ def _result(tree, func, inputs, create_graph: bool, strict: bool):
     return unflatten(spec, [x.detach() if isinstance(x, Tensor) else x for x in leaves])
 
 
+def _graph_inputs(inputs, create_graph: bool):
+    """``inputs`` as PyTorch's functionals differentiate them: with ``create_graph``, a float
+    tensor that does not require grad becomes a detached one that does, so the result has a
+    graph (its ``requires_grad`` set) whatever the caller's inputs."""
+    from ..runtime.tensor import Tensor
+    if not create_graph:
+        return inputs
+
+    def prep(t):
+        if isinstance(t, Tensor) and not t.requires_grad and t.is_floating_point():
+            return t.detach().requires_grad_(True)
+        return t
+    return tuple(prep(t) for t in inputs) if isinstance(inputs, tuple) else prep(inputs)
+
+
 def _check_strict(func, inputs) -> None:
     """PyTorch's strict mode: every output must require grad when the inputs do."""
     from ..func.pytree import flatten
@@ -32,6 +47,7 @@ def _check_strict(func, inputs) -> None:
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
+    inputs = _graph_inputs(inputs, create_graph)
     from ..func import jacrev
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
@@ -40,6 +56,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
+    inputs = _graph_inputs(inputs, create_graph)
     from ..func import hessian as h
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
@@ -47,6 +64,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    inputs = _graph_inputs(inputs, create_graph)
     from ..func import vjp as v_
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
@@ -59,6 +77,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    inputs = _graph_inputs(inputs, create_graph)
     from ..func import jvp as j_
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
@@ -95,9 +114,11 @@ def _hessian_product(func, inputs, v, left: bool):
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H @ v)``: the Hessian of a scalar function times ``v``."""
+    inputs = _graph_inputs(inputs, create_graph)
     return _result(_hessian_product(func, inputs, v, left=False), func, inputs, create_graph, strict)
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v @ H)``: ``v`` times the Hessian of a scalar function."""
+    inputs = _graph_inputs(inputs, create_graph)
     return _result(_hessian_product(func, inputs, v, left=True), func, inputs, create_graph, strict)
