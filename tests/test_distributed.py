@@ -42,7 +42,7 @@ def run_checks(n: int, names: list, timeout: float = 240) -> str:
     return out
 
 
-ALL = ["collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
+ALL = ["collectives", "object_collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
        "ddp_no_sync_accumulation", "ddp_unused_parameters_buffers_state_dict",
        "ddp_broadcasts_rank0_parameters", "ddp_gradient_layouts_differ_across_ranks", "ddp_compiled",
        "distributed_sampler", "sync_batch_norm"]
@@ -58,17 +58,21 @@ def test_two_ranks_collectives_ddp_sampler():
 
 
 def test_three_ranks():
-    run_checks(3, ["collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
+    run_checks(3, ["collectives", "object_collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
                    "ddp_unused_parameters_buffers_state_dict", "distributed_sampler", "sync_batch_norm"])
 
 
-def test_failing_rank_aborts_every_rank_quickly():
+@pytest.mark.parametrize("name,message", [("failing_rank", "boom on purpose"),
+                                          ("failing_rank_after_cleanup", "boom after cleanup")])
+def test_failing_rank_aborts_every_rank_quickly(name, message):
+    """A rank's uncaught exception ends the job, also after it destroyed its process group in a
+    ``finally`` (that hung: the abort hook went with the group)."""
     t0 = time.perf_counter()
-    p = mpiexec(3, [CHECKS, "failing_rank"], timeout=60)
+    p = mpiexec(3, [CHECKS, name], timeout=60)
     took = time.perf_counter() - t0
     err = p.stdout + p.stderr
     assert p.returncode != 0
-    assert "rank 1 of 3 raised ValueError: boom on purpose" in err, err[-3000:]
+    assert f"rank 1 of 3 raised ValueError: {message}" in err, err[-3000:]
     assert "MPI_Abort" in err
     assert took < 25, f"the job took {took:.1f}s to end"  # the other ranks would otherwise sleep 30s
 

@@ -134,7 +134,7 @@ def check_same(group: ProcessGroup, op: str, arrays, what: str = "tensor") -> No
         raise RuntimeError(f"{op}: the {what} shapes or dtypes differ across ranks ({per_rank})")
 
 
-def _member(group: Optional[ProcessGroup], op: str) -> Optional[ProcessGroup]:
+def member(group: Optional[ProcessGroup], op: str) -> Optional[ProcessGroup]:
     if capturing():  # a compiled graph would replay without communicating: that call runs eagerly
         raise GraphBreak(f"fusegrad.distributed.{op} inside a compiled function at {user_frame()}")
     g = resolve(group)
@@ -150,7 +150,7 @@ def _mpi_dtype_ok(a: np.ndarray, op: str) -> None:
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Optional[ProcessGroup] = None,
                async_op: bool = False) -> Optional[Work]:
     """Reduce ``tensor`` across ranks in place; every rank gets the result."""
-    g = _member(group, "all_reduce")
+    g = member(group, "all_reduce")
     if g is None:
         return None
     op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
@@ -184,7 +184,7 @@ def _averager(g: ProcessGroup, buf: np.ndarray, op: ReduceOp):
 def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group: Optional[ProcessGroup] = None,
            async_op: bool = False) -> Optional[Work]:
     """Reduce ``tensor`` across ranks into rank ``dst``'s tensor (global rank)."""
-    g = _member(group, "reduce")
+    g = member(group, "reduce")
     if g is None:
         return None
     op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
@@ -206,7 +206,7 @@ def reduce(tensor: Tensor, dst: int = 0, op: ReduceOp = ReduceOp.SUM, group: Opt
 def broadcast(tensor: Tensor, src: int = 0, group: Optional[ProcessGroup] = None, async_op: bool = False,
               group_src: Optional[int] = None) -> Optional[Work]:
     """Copy rank ``src``'s tensor (global rank) into every rank's tensor, in place."""
-    g = _member(group, "broadcast")
+    g = member(group, "broadcast")
     if g is None:
         return None
     root = group_src if group_src is not None else g.group_rank(src)
@@ -219,7 +219,7 @@ def broadcast(tensor: Tensor, src: int = 0, group: Optional[ProcessGroup] = None
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: Optional[ProcessGroup] = None,
                            async_op: bool = False) -> Optional[Work]:
     """Concatenate every rank's ``input_tensor`` along dim 0 (or stack) into ``output_tensor``."""
-    g = _member(group, "all_gather_into_tensor")
+    g = member(group, "all_gather_into_tensor")
     if g is None:
         return None
     op = "all_gather_into_tensor"
@@ -236,7 +236,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: O
 def all_gather(tensor_list: List[Tensor], tensor: Tensor, group: Optional[ProcessGroup] = None,
                async_op: bool = False) -> Optional[Work]:
     """Fill ``tensor_list[r]`` with rank r's ``tensor``, on every rank."""
-    g = _member(group, "all_gather")
+    g = member(group, "all_gather")
     if g is None:
         return None
     src = np.ascontiguousarray(_array(tensor, "tensor", "all_gather"))
@@ -271,7 +271,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
                           group: Optional[ProcessGroup] = None, async_op: bool = False) -> Optional[Work]:
     """Reduce ``input`` across ranks and leave rank r's slice (dim 0 split in world size parts)
     in ``output``."""
-    g = _member(group, "reduce_scatter_tensor")
+    g = member(group, "reduce_scatter_tensor")
     if g is None:
         return None
     name = "reduce_scatter_tensor"
@@ -291,7 +291,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
 def gather(tensor: Tensor, gather_list: Optional[List[Tensor]] = None, dst: int = 0,
            group: Optional[ProcessGroup] = None, async_op: bool = False) -> Optional[Work]:
     """Collect every rank's ``tensor`` into ``gather_list`` on rank ``dst`` (global rank)."""
-    g = _member(group, "gather")
+    g = member(group, "gather")
     if g is None:
         return None
     src = np.ascontiguousarray(_array(tensor, "tensor", "gather"))
@@ -310,7 +310,7 @@ def gather(tensor: Tensor, gather_list: Optional[List[Tensor]] = None, dst: int 
 def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: int = 0,
             group: Optional[ProcessGroup] = None, async_op: bool = False) -> Optional[Work]:
     """Rank ``src`` (global) sends ``scatter_list[r]`` to rank r, into its ``tensor``."""
-    g = _member(group, "scatter")
+    g = member(group, "scatter")
     if g is None:
         return None
     out, back = _buffer(tensor, "tensor", "scatter")
@@ -330,7 +330,7 @@ def scatter(tensor: Tensor, scatter_list: Optional[List[Tensor]] = None, src: in
 
 def barrier(group: Optional[ProcessGroup] = None, async_op: bool = False, device_ids=None) -> Optional[Work]:
     """Block until every rank of ``group`` has reached it."""
-    g = _member(group, "barrier")
+    g = member(group, "barrier")
     if g is None:
         return None
     return _run(lambda b: g.comm.Barrier() if b else g.comm.Ibarrier(), None, async_op)
@@ -343,7 +343,7 @@ def _p2p_header(a: np.ndarray) -> np.ndarray:
 
 def isend(tensor: Tensor, dst: int, group: Optional[ProcessGroup] = None, tag: int = 0) -> Optional[Work]:
     """Start sending ``tensor`` to global rank ``dst``; returns a Work to wait on."""
-    g = _member(group, "send")
+    g = member(group, "send")
     if g is None:
         return None
     buf = np.ascontiguousarray(_array(tensor, "tensor", "send"))
@@ -363,7 +363,7 @@ def send(tensor: Tensor, dst: int, group: Optional[ProcessGroup] = None, tag: in
 def irecv(tensor: Tensor, src: Optional[int] = None, group: Optional[ProcessGroup] = None,
           tag: int = 0) -> Optional[Work]:
     """Start receiving into ``tensor`` from global rank ``src`` (any rank when None)."""
-    g = _member(group, "recv")
+    g = member(group, "recv")
     if g is None:
         return None
     MPI = _mpi()

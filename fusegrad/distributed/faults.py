@@ -1,5 +1,8 @@
 """Fault handling: an uncaught exception on one rank aborts the whole MPI job (instead of
-leaving the other ranks blocked in a collective forever), naming the rank and the error."""
+leaving the other ranks blocked in a collective forever), naming the rank and the error. The
+hook stays for the rest of the process once a process group was made: programs destroy the
+group in a ``finally`` that runs before the exception reaches the top. (A rank that ends with
+``sys.exit(1)`` is not caught: SystemExit never reaches the hook.)"""
 from __future__ import annotations
 
 import sys
@@ -7,22 +10,14 @@ import traceback
 
 
 class _Hook:
-    """The excepthook in force (and the one it replaced), while a process group exists."""
-    previous = None
+    """The communicator the excepthook aborts (MPI's world), once one was given."""
     comm = None
 
 
 def install(comm) -> None:
     if _Hook.comm is None:
-        _Hook.previous = sys.excepthook
         sys.excepthook = _abort_on_exception
     _Hook.comm = comm
-
-
-def uninstall() -> None:
-    if _Hook.comm is not None:
-        sys.excepthook = _Hook.previous
-        _Hook.comm = _Hook.previous = None
 
 
 def _abort_on_exception(etype, value, tb) -> None:

@@ -117,8 +117,7 @@ def destroy_process_group(group: Optional[ProcessGroup] = None) -> None:
             raise RuntimeError("Default process group has not been initialized, "
                                "please make sure to call init_process_group.")
         g.comm.Free()
-        _World.group = GroupMember.WORLD = None
-        faults.uninstall()
+        _World.group = GroupMember.WORLD = None  # (the abort hook stays: see distributed.faults)
     elif group.comm is not None:
         group.comm.Free()
         group.comm = None

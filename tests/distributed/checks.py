@@ -32,6 +32,25 @@ def close(a, b, tol=1e-12):
 
 # ------------------------------------------------------------------ collectives vs NumPy
 @check
+def object_collectives():
+    """broadcast_object_list, all_gather_object, gather_object, scatter_object_list: picklable
+    objects (a config dict, a tensor, numbers) as torch.distributed moves them."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    cfg = [{"lr": 0.1, "name": "run"}, fg.arange(3.0) * 2] if r == n - 1 else [None, None]
+    dist.broadcast_object_list(cfg, src=n - 1)
+    assert cfg[0] == {"lr": 0.1, "name": "run"} and cfg[1].tolist() == [0.0, 2.0, 4.0]
+    got = [None] * n
+    dist.all_gather_object(got, {"rank": r, "loss": 1.0 / (r + 1)})
+    assert got == [{"rank": q, "loss": 1.0 / (q + 1)} for q in range(n)]
+    out = [None] * n if r == 0 else None
+    dist.gather_object(r * 10, out, dst=0)
+    assert out == (list(range(0, 10 * n, 10)) if r == 0 else None)
+    mine = [None]
+    dist.scatter_object_list(mine, [f"part {q}" for q in range(n)] if r == 0 else None, src=0)
+    assert mine == [f"part {r}"]
+
+
+@check
 def collectives():
     r, n = dist.get_rank(), dist.get_world_size()
     every = np.stack([data(q) for q in range(n)])
@@ -483,6 +502,21 @@ def failing_rank():
     time.sleep(30)  # never reached in time: the abort ends this rank too
 
 
+@check
+def failing_rank_after_cleanup():
+    """Rank 1 raises inside the tutorials' ``try: ... finally: destroy_process_group()``: the
+    group is gone when the exception reaches the top, and the abort still ends every rank."""
+    try:
+        if dist.get_rank() == 1:
+            time.sleep(0.3)
+            raise ValueError("boom after cleanup")
+        dist.barrier()
+        time.sleep(30)
+    finally:
+        if dist.get_rank() == 1:  # (the others wait in the barrier until the abort)
+            dist.destroy_process_group()
+
+
 def main(names):
     import os
 
@@ -507,4 +541,4 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or [k for k in CHECKS if k != "failing_rank"])
+    main(sys.argv[1:] or [k for k in CHECKS if not k.startswith("failing_rank")])
