@@ -974,3 +974,23 @@ def test_a_submodules_cache_filled_inside_a_compiled_call_holds_real_tensors():
     """The dict a submodule fills during a compiled call gets real tensors (it kept traced
     ones: the next use raised 'used after the trace ended'); values as torch's."""
     assert _anchor_cache_program(fusegrad, True) == _anchor_cache_program(torch, False)
+
+
+
+def test_a_compiled_module_follows_its_forward_set_and_deleted_on_the_instance():
+    """``m.forward = f`` then ``del m.forward`` (a hook added and removed by a library): the
+    compiled module runs the class's forward again (it kept the deleted one)."""
+    def program(lib, compile_):
+        class M(lib.nn.Module):
+            def forward(self, x):
+                return x + 1
+        m = M()
+        c = compile_(m)
+        x = lib.ones(2)
+        out = [c(x).tolist()]
+        m.forward = lambda x: x * 10
+        out.append(c(x).tolist())
+        del m.forward
+        out += [c(x).tolist(), c(x).tolist()]
+        return out
+    assert program(fusegrad, fusegrad.compile) == program(torch, lambda m: m)

@@ -390,6 +390,8 @@ class Module:
             del self._modules[name]
         else:
             object.__delattr__(self, name)
+            if not capturing():  # (compiled code that called this module retraces, as after a set)
+                self.__dict__["_attr_version"] = self.__dict__.get("_attr_version", 0) + 1
 
     def __dir__(self):
         keys = itertools.chain(super().__dir__(), self._parameters, self._buffers, self._modules)
