@@ -100,7 +100,7 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
         raise ValueError(f"init_process_group: init_method {init_method!r} is not supported with the MPI "
                          "backend (use env:// or leave it unset)")
     if _World.group is not None:
-        raise RuntimeError("trying to initialize the default process group twice!")
+        raise ValueError("trying to initialize the default process group twice!")
     MPI = _mpi()
     world = MPI.COMM_WORLD
     _check_env("RANK", world.Get_rank(), rank)

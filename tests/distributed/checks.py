@@ -39,6 +39,12 @@ def object_collectives():
     cfg = [{"lr": 0.1, "name": "run"}, fg.arange(3.0) * 2] if r == n - 1 else [None, None]
     dist.broadcast_object_list(cfg, src=n - 1)
     assert cfg[0] == {"lr": 0.1, "name": "run"} and cfg[1].tolist() == [0.0, 2.0, 4.0]
+    try:  # (a second default group is refused with torch's ValueError)
+        dist.init_process_group(backend="mpi")
+    except ValueError as e:
+        assert "twice" in str(e)
+    else:
+        raise AssertionError("a second init_process_group went unnoticed")
     got = [None] * n
     dist.all_gather_object(got, {"rank": r, "loss": 1.0 / (r + 1)})
     assert got == [{"rank": q, "loss": 1.0 / (q + 1)} for q in range(n)]
