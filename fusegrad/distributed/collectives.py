@@ -90,6 +90,25 @@ def _buffer(t: Tensor, what: str, op: str):
     return c, back
 
 
+def _wire(a: np.ndarray) -> np.ndarray:
+    """``a`` as MPI moves it: bfloat16 (which MPI has no type for) as its 16-bit patterns."""
+    return a.view(np.uint16) if a.dtype.name == "bfloat16" else a
+
+
+def _reducible(buf: np.ndarray, back: Callable[[], None]):
+    """(the array MPI reduces, the write-back after it): bfloat16 through a float32 copy (each
+    result rounded once) and bool through an int32 one (any/all by SUM/MAX/MIN/PRODUCT), which
+    MPI cannot reduce themselves."""
+    if buf.dtype.name != "bfloat16" and buf.dtype != np.bool_:
+        return buf, back
+    wide = buf.astype(np.float32 if buf.dtype.name == "bfloat16" else np.int32)
+
+    def narrow():
+        buf[...] = wide.astype(buf.dtype) if buf.dtype.name == "bfloat16" else wide != 0
+        back()
+    return wide, narrow
+
+
 def _chain(*fns) -> Callable[[], None]:
     def run():
         for f in fns:
@@ -154,11 +173,12 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Optional[Proc
     if g is None:
         return None
     op = ReduceOp(op)  # an Enum: a ReduceOp passes through, a value string converts
-    buf, back = _buffer(tensor, "tensor", "all_reduce")
-    _mpi_dtype_ok(buf, "all_reduce")
-    if op is ReduceOp.AVG and buf.dtype.kind not in "fc":
+    if op is ReduceOp.AVG and not tensor.is_floating_point():
         raise RuntimeError(f"all_reduce: ReduceOp.AVG needs a floating point tensor, got {tensor.dtype}")
+    buf, back = _buffer(tensor, "tensor", "all_reduce")
     check_same(g, "all_reduce", [buf])
+    buf, back = _reducible(buf, back)
+    _mpi_dtype_ok(buf, "all_reduce")
     return _run(lambda blocking: iallreduce(g, buf, op, blocking), _chain(_averager(g, buf, op), back),
                 async_op, (buf,))
 
@@ -212,6 +232,7 @@ def broadcast(tensor: Tensor, src: int = 0, group: Optional[ProcessGroup] = None
     root = group_src if group_src is not None else g.group_rank(src)
     buf, back = _buffer(tensor, "tensor", "broadcast")
     check_same(g, "broadcast", [buf])
+    buf = _wire(buf)
     return _run(lambda blocking: g.comm.Bcast(buf, root=root) if blocking else g.comm.Ibcast(buf, root=root),
                 back, async_op, (buf,))
 

@@ -57,6 +57,29 @@ def object_collectives():
 
 
 @check
+def bfloat16_and_bool_collectives():
+    """all_reduce of bfloat16 (summed in float32, rounded once) and of bool flags (any/all),
+    broadcast of bfloat16: MPI has no type for them (a TypeError, a BufferError)."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    vals = np.array([1.5, 2.25, -3.0, 0.1])
+    t = fg.tensor(vals).to(fg.bfloat16) * (r + 1)
+    dist.all_reduce(t)
+    want = sum((fg.tensor(vals).to(fg.bfloat16) * (q + 1)).float().numpy() for q in range(n))
+    assert t.dtype == fg.bfloat16 and t.float().tolist() == fg.tensor(want).to(fg.bfloat16).float().tolist()
+    m = fg.tensor([1.0, 5.0]).to(fg.bfloat16) * (r + 1)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    assert m.float().tolist() == [float(n), 5.0 * n]
+    stop = fg.tensor([r == n - 1, False])
+    dist.all_reduce(stop)
+    every = fg.tensor([True, r == 0])
+    dist.all_reduce(every, op=dist.ReduceOp.MIN)
+    assert stop.dtype == fg.bool and stop.tolist() == [True, False] and every.tolist() == [True, n == 1]
+    x = fg.tensor([r + 0.5, 7.0]).to(fg.bfloat16)
+    dist.broadcast(x, src=n - 1)
+    assert x.dtype == fg.bfloat16 and x.float().tolist() == [n - 0.5, 7.0]
+
+
+@check
 def collectives():
     r, n = dist.get_rank(), dist.get_world_size()
     every = np.stack([data(q) for q in range(n)])
