@@ -290,3 +290,15 @@ def test_dynamo_markers_programs_use():
     g = fg.compiler.allow_in_graph(lambda t: t * 3)
     assert g(x) is not None and fg.compiler.assume_constant_result(f) is f and fg._dynamo.allow_in_graph(f) is f
     np.testing.assert_allclose(fg.compile(lambda x: g(x) + 1)(x).numpy(), (x * 3 + 1).numpy())
+
+
+def test_a_compiled_backward_refuses_to_save_an_inference_tensor():
+    """Samples made under inference_mode fed to a compiled step whose parameters require grad
+    (a GAN's discriminator): torch's RuntimeError, as eagerly (it trained on them)."""
+    def case(lib):
+        lin = lib.nn.Linear(3, 2)
+        with lib.inference_mode():
+            x = lib.ones(4, 3)
+        step = lib.compile(lambda t: lin(t).sum()) if lib is fg else (lambda t: lin(t).sum())
+        step(x).backward()
+    _raise_alike([case])

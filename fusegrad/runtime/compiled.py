@@ -38,7 +38,7 @@ from ..tracer.live import CallTimeConst, LiveTensor
 from ..tracer.trace import _STACK, GraphBreak, Trace, current_traces
 from .blas_threads import TunedBlas, tuned
 from .debug import Dumper, log
-from .dispatch import _edge, replay_view
+from .dispatch import INFERENCE_SAVED, _edge, replay_view
 from .overlap import overlapping
 from . import forward_state, staged_backward
 from .autocast_state import STATE as AUTOCAST
@@ -629,6 +629,8 @@ def _residuals(plan: _Plan, res: tuple, tensors: list, arrays: list, primals: li
             residuals.append(next(made))
             continue
         src = tensors[a] if a < len(tensors) else plan.holders[a - len(tensors)]
+        if src._inf:  # (saved for the backward, as eager refuses: dispatch.record)
+            raise RuntimeError(INFERENCE_SAVED)
         if isinstance(src, CallTimeConst):  # a draw of this call's own
             residuals.append(arrays[a])
         elif src._grad_fn is None and src._base is None:
