@@ -326,21 +326,24 @@ def test_sdpa_kernel_chooses_backends_as_torch():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_low_precision_attention_keeps_scores_in_float32(dtype):
-    """float16/bfloat16 attention computes scores, softmax and the weighted sum in float32
-    and rounds once (PyTorch's CPU kernel keeps them in float32 too): it rounded each to the
-    low dtype, 1.6x torch's error. The result is the float32 one rounded; torch's is within
-    an ulp-level tolerance of it; gradients flow in the low dtype."""
+    """float16/bfloat16 attention as PyTorch's CPU flash kernel: scores, maxima and sums in
+    float32, the unnormalized weights rounded to the low dtype for the product with v (it
+    rounded each step to the low dtype, 1.6x torch's error; then computed all in float32,
+    an ulp off in a fifth of the outputs): bit for bit with torch, causal, masked (a fully
+    masked row gives zeros) and plain; gradients flow in the low dtype."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 3, 8, 16)) for _ in range(3))
+    mask = rng.random((8, 8)) > 0.4
+    mask[2] = False
     dt, tdt = getattr(fg, dtype), getattr(torch, dtype)
     fq, fk, fv = (fg.tensor(a, dtype=dt, requires_grad=True) for a in (q, k, v))
-    got = F.scaled_dot_product_attention(fq, fk, fv, is_causal=True)
-    assert got.dtype == dt
-    exact = F.scaled_dot_product_attention(*(t.detach().float() for t in (fq, fk, fv)), is_causal=True).to(dt)
-    np.testing.assert_array_equal(got.detach().float().numpy(), exact.float().numpy())
-    want = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a, dtype=tdt) for a in (q, k, v)),
-                                                            is_causal=True)
-    np.testing.assert_allclose(got.detach().float().numpy(), want.float().numpy(), rtol=2e-2, atol=2e-2)
+    for kw, tkw in ((dict(is_causal=True), dict(is_causal=True)), (dict(attn_mask=fg.tensor(mask)),
+                                                                   dict(attn_mask=torch.tensor(mask))), ({}, {})):
+        got = F.scaled_dot_product_attention(fq, fk, fv, **kw)
+        assert got.dtype == dt
+        want = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a, dtype=tdt) for a in (q, k, v)),
+                                                                **tkw)
+        np.testing.assert_array_equal(got.detach().float().numpy(), want.float().numpy())
     got.float().sum().backward()
     assert fq.grad.dtype == dt and np.isfinite(fq.grad.float().numpy()).all()
 

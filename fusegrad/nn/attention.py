@@ -115,12 +115,33 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         mask = _additive(attn_mask, query.dtype, keep_when_true=True)
         bias = mask if bias is None else O.add(bias, mask)
     low = query.dtype if query.dtype in (D.float16, D.bfloat16) else None
-    if low is not None:  # scores and weights in float32, the output rounded once (PyTorch's CPU kernel)
+    if low is not None and dropout_p == 0.0:
+        return O.laid_out_like(_attend_low(query, key, value, bias, scale, attn_mask is not None), query)
+    if low is not None:  # scores and weights in float32, the output rounded once
         query, key, value = (O.to(t, D.float32) for t in (query, key, value))
     out, _ = _attend(query, key, value, bias, dropout_p, scale, safe=attn_mask is not None)
     if low is not None:
         out = O.to(out, low)
     return O.laid_out_like(out, query)
+
+
+def _attend_low(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: float, safe: bool) -> Tensor:
+    """Half-precision attention as PyTorch's CPU flash kernel computes it: scores and their
+    row maxima and sums in float32, the unnormalized weights ``exp(s - max)`` rounded to the
+    half dtype for the product with ``v`` (accumulated in float32), then divided by the
+    float32 row sums and rounded once."""
+    low = q.dtype
+    q, k, v = (O.to(t, D.float32) for t in (q, k, v))
+    s = O.mul(O.matmul(q, O.transpose(k, -2, -1)), scale)
+    if bias is not None:
+        s = O.add(s, bias)
+    top = O.amax(s.detach(), -1, keepdim=True)
+    dead = O.eq(top, -math.inf)  # (rows with every key masked: zeros, as PyTorch's safe softmax)
+    e = O.exp(O.sub(s, O.where(dead, 0.0, top)))
+    out = O.div(O.matmul(O.to(O.to(e, low), D.float32), v), O.sum(e, -1, keepdim=True))
+    if safe:
+        out = O.where(dead, 0.0, out)
+    return O.to(out, low)
 
 
 def _repeat_heads(t: Tensor, groups: int) -> Tensor:
