@@ -80,6 +80,36 @@ def bfloat16_and_bool_collectives():
 
 
 @check
+def ddp_bfloat16_model():
+    """DDP of a bfloat16 model (its construction's broadcast and the bucketed gradient
+    all-reduce, summed in float32): three SGD steps equal to one bfloat16 process on the
+    concatenated batch (it raised MPI's BufferError)."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    g = np.random.default_rng(0)
+    weights = [g.standard_normal(s) for s in ((8, 4), (8,), (2, 8), (2,))]
+    x = fg.tensor(g.standard_normal((2 * n, 4))).to(fg.bfloat16)
+
+    def model():
+        m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        with fg.no_grad():
+            for p, w in zip(m.parameters(), weights):
+                p.copy_(fg.tensor(w))
+        return m.to(fg.bfloat16)
+    d, single = DDP(model()), model()
+    opts = fg.optim.SGD(d.parameters(), lr=0.1), fg.optim.SGD(single.parameters(), lr=0.1)
+    for _ in range(3):
+        for o in opts:
+            o.zero_grad()
+        d(x[2 * r:2 * r + 2]).float().pow(2).mean().backward()
+        sum(single(x[2 * q:2 * q + 2]).float().pow(2).mean() / n for q in range(n)).backward()
+        for o in opts:
+            o.step()
+    for p, q in zip(d.parameters(), single.parameters()):
+        assert p.dtype == p.grad.dtype == fg.bfloat16
+        np.testing.assert_array_equal(p.detach().float().numpy(), q.detach().float().numpy())
+
+
+@check
 def collectives():
     r, n = dist.get_rank(), dist.get_world_size()
     every = np.stack([data(q) for q in range(n)])

@@ -47,8 +47,11 @@ class _Bucket:
         self.request = None
 
     def renew(self) -> None:
-        """A fresh flat buffer (every slot is written before its all-reduce) and tags."""
-        self.flat = np.empty(self.offsets[-1] + len(self.params), dtype=self.params[0]._data.dtype)
+        """A fresh flat buffer (every slot is written before its all-reduce) and tags: float32
+        for bfloat16 gradients, which MPI cannot sum (``widened``: none is handed a slot)."""
+        dtype = self.params[0]._data.dtype
+        self.widened = dtype.name == "bfloat16"
+        self.flat = np.empty(self.offsets[-1] + len(self.params), dtype=np.float32 if self.widened else dtype)
         self.tags = self.flat[self.offsets[-1]:]
         self.tags[:] = 0
 
@@ -178,7 +181,7 @@ class Reducer:
         if not self.active or id(p) in self.marked:
             return None
         b, k = self.where[id(p)]
-        return b.hand(k) if b.settled[k] else None
+        return b.hand(k) if b.settled[k] and not b.widened else None
 
     def _mark(self, p) -> None:
         b, k = self.where[id(p)]
@@ -227,8 +230,8 @@ class Reducer:
                     avg = b.slot(k)
                     if p._grad is None and not (used is not None and used[id(p)]):
                         continue  # unused on every rank: no gradient, as in PyTorch
-                    if p._grad is None or self.grads_as_views:
-                        p._grad = wrap(avg)  # this iteration's bucket: nothing else writes it
+                    if p._grad is None or self.grads_as_views:  # (this iteration's bucket: nothing else writes it)
+                        p._grad = wrap(avg.astype(p._data.dtype) if b.widened else avg)
                     else:
                         p._grad._data[...] = avg
                         p._grad._bump()
