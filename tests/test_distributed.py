@@ -43,7 +43,8 @@ def run_checks(n: int, names: list, timeout: float = 240) -> str:
 
 
 ALL = ["collectives", "object_collectives", "bfloat16_and_bool_collectives", "ddp_bfloat16_model", "subgroups",
-       "mismatched_shapes", "ddp_matches_single_process", "ddp_no_sync_accumulation", "ddp_unused_parameters_buffers_state_dict",
+       "mismatched_shapes", "ddp_matches_single_process", "ddp_no_sync_accumulation",
+       "ddp_unused_parameters_buffers_state_dict",
        "ddp_broadcasts_rank0_parameters", "ddp_gradient_layouts_differ_across_ranks", "ddp_compiled",
        "distributed_sampler", "sync_batch_norm"]
 
