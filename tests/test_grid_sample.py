@@ -43,19 +43,26 @@ def _pair(a, requires_grad=True):
                          list(itertools.product(["bilinear", "nearest", "bicubic"], ["zeros", "border", "reflection"],
                                                 [False, True])))
 def test_grid_sample_values_and_gradients(mode, padding_mode, align_corners):
-    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
-    (x, xt), (g, gt) = _pair(X), _pair(GRID)
-    out, ref = F.grid_sample(x, g, **kw), torch.nn.functional.grid_sample(xt, gt, **kw)
-    assert tuple(out.shape) == tuple(ref.shape) == (2, 3, 3, 6)
+    out, g = _against_torch(X, GRID, dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners))
+    assert tuple(out.shape) == (2, 3, 3, 6)
+    if mode == "nearest":
+        assert not g.grad.numpy().any()
+
+
+def _against_torch(x, grid, kw):
+    """grid_sample of arrays ``x`` and ``grid`` with ``kw``: the node's name, values and both
+    gradients (of a random weighting) as torch's; fusegrad's output and grid tensor."""
+    (a, at), (g, gt) = _pair(x), _pair(grid)
+    out, ref = F.grid_sample(a, g, **kw), torch.nn.functional.grid_sample(at, gt, **kw)
+    assert tuple(out.shape) == tuple(ref.shape)
     assert type(out.grad_fn).__name__ == type(ref.grad_fn).__name__
     np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=TOL, atol=TOL)
     w = RNG.standard_normal(ref.shape)
     (out * fg.tensor(w)).sum().backward()
     (ref * torch.tensor(w)).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy(), rtol=TOL, atol=TOL)
     np.testing.assert_allclose(g.grad.numpy(), gt.grad.numpy(), rtol=TOL, atol=TOL)
-    if mode == "nearest":
-        assert not g.grad.numpy().any()
+    return out, g
 
 
 def test_grid_sample_float32_and_single_pixel_axes():
@@ -215,16 +222,8 @@ def test_volumetric_grid_sample_values_and_gradients(mode, padding_mode, align_c
     """5-D input (N, C, D, H, W) sampled at a (N, D_out, H_out, W_out, 3) grid: trilinear
     (8 taps) or nearest, every padding mode; values, input and grid gradients against torch
     (it raised NotImplementedError)."""
-    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
-    x = RNG.standard_normal((2, 3, 4, 5, 3))
     g = RNG.uniform(-1.5, 1.5, (2, 3, 2, 4, 3))
     g.reshape(-1, 3)[:4] = np.round(g.reshape(-1, 3)[:4] * 4) / 4  # on pixels and half-way between
-    (a, at), (b, bt) = _pair(x), _pair(g)
-    out, ref = F.grid_sample(a, b, **kw), torch.nn.functional.grid_sample(at, bt, **kw)
-    assert type(out.grad_fn).__name__ == type(ref.grad_fn).__name__
-    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=TOL, atol=TOL)
-    w = RNG.standard_normal(ref.shape)
-    (out * fg.tensor(w)).sum().backward()
-    (ref * torch.tensor(w)).sum().backward()
-    np.testing.assert_allclose(a.grad.numpy(), at.grad.numpy(), rtol=TOL, atol=TOL)
-    np.testing.assert_allclose(b.grad.numpy(), bt.grad.numpy(), rtol=TOL, atol=TOL)
+    out, _ = _against_torch(RNG.standard_normal((2, 3, 4, 5, 3)), g,
+                            dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners))
+    assert out.ndim == 5
