@@ -362,3 +362,20 @@ def test_sdpa_with_a_mask_and_is_causal_applies_both_as_torch():
             res.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
         for a, b in zip(*res):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_sdpa_refuses_masks_torch_refuses():
+    """An attn_mask of another dtype than bool, float32 or the query's, and one that requires
+    grad together with is_causal: torch's RuntimeError (they were computed)."""
+    cases = [lambda L: L.zeros(3, 3, dtype=L.int64), lambda L: L.zeros(3, 3, dtype=L.float64),
+             lambda L: L.zeros(1, 1, 3, 3, requires_grad=True)]
+    for make, causal in zip(cases, (False, False, True)):
+        got = []
+        for lib in (fg, torch):
+            q = lib.ones(1, 1, 3, 2)
+            with pytest.raises(RuntimeError) as e:
+                lib.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=make(lib), is_causal=causal)
+            got.append(str(e.value))
+        assert got[0] == got[1]
+    q = fg.ones(1, 1, 3, 2, dtype=fg.bfloat16)
+    assert F.scaled_dot_product_attention(q, q, q, attn_mask=fg.zeros(3, 3)).dtype == fg.bfloat16

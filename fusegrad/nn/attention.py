@@ -98,6 +98,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and "
                            f"value {list(value.shape)} disagree (query and key need the same last dim, key and "
                            "value the same sequence length)")
+    if attn_mask is not None and attn_mask.dtype not in (D.bool_, D.float32, query.dtype):
+        from ..runtime.ops import _CPP_SCALAR
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {_CPP_SCALAR.get(attn_mask.dtype.name, attn_mask.dtype.name)} and  "
+                           f"query.dtype: {_CPP_SCALAR.get(query.dtype.name, query.dtype.name)} instead.")
+    if is_causal and attn_mask is not None and attn_mask.requires_grad:  # (torch allows a constant one only)
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     from ..backends.cuda import flash_sdp_enabled, math_sdp_enabled
     if not (math_sdp_enabled() or flash_sdp_enabled()):  # (the kernels PyTorch has for the CPU)
         raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due to "
