@@ -302,3 +302,18 @@ def test_a_compiled_backward_refuses_to_save_an_inference_tensor():
         step = lib.compile(lambda t: lin(t).sum()) if lib is fg else (lambda t: lin(t).sum())
         step(x).backward()
     _raise_alike([case])
+
+
+def test_half_precision_linear_algebra_raises_torchs_errors():
+    """bfloat16/float16 matrices outside autocast: the LU-, SVD-, QR- and Cholesky-based
+    functions raise NotImplementedError naming torch's kernel, inv/slogdet/logdet torch's
+    RuntimeError."""
+    fns = ["linalg.det", "linalg.lu_factor", "linalg.inv", "linalg.slogdet", "linalg.svd", "linalg.qr",
+           "linalg.cholesky", "det", "logdet", "linalg.lu", "linalg.eigh"]
+
+    def call(name, half):
+        def case(lib):
+            mod = lib.linalg if name.startswith("linalg.") else lib
+            getattr(mod, name.split(".")[-1])(lib.eye(3).to(getattr(lib, half)))
+        return case
+    _raise_alike([call(name, half) for name in fns for half in ("bfloat16", "float16")])

@@ -87,12 +87,20 @@ def _square(a: Tensor, what: str) -> None:
                            f"{a.shape[-2]} by {a.shape[-1]} matrices")
 
 
+# the LAPACK kernels whose dispatch refuses a half-precision input before the function's own check
+_HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", "linalg.solve_ex": "lu_cpu",
+                 "linalg.lu": "lu_cpu", "linalg.svd": "linalg_svd_cpu", "linalg.qr": "geqrf_cpu",
+                 "linalg.cholesky": "cholesky_cpu"}
+
+
 def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
     if not a.dtype.is_floating_point:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")
     if a._data.dtype.itemsize < 4:
+        if what in _HALF_KERNELS:
+            raise NotImplementedError(f"\"{_HALF_KERNELS[what]}\" not implemented for '{_type_name(a._data.dtype)}'")
         raise RuntimeError(f"{what}: Low precision dtypes not supported. Got {_type_name(a._data.dtype)}")
 
 
@@ -331,7 +339,7 @@ def det(A, *, out=None) -> Tensor:
 @op
 def logdet(input) -> Tensor:  # noqa: A002
     """The log of each matrix's determinant: NaN where it is negative, -inf where 0 (``torch.logdet``)."""
-    s = slogdet(_matrices(input, "linalg.logdet"))
+    s = slogdet(_matrices(input, "logdet"))
     return named(log(s.sign) + s.logabsdet, "LogdetBackward0")
 
 
