@@ -357,6 +357,12 @@ def barrier(group: Optional[ProcessGroup] = None, async_op: bool = False, device
     return _run(lambda b: g.comm.Barrier() if b else g.comm.Ibarrier(), None, async_op)
 
 
+def monitored_barrier(group: Optional[ProcessGroup] = None, timeout=None, wait_all_ranks: bool = False) -> None:
+    """``barrier``: a rank that never arrives is one that failed, and that failure aborts
+    the job (distributed.faults), so there is no rank left to report."""
+    barrier(group)
+
+
 # ------------------------------------------------------------------ point to point
 def _p2p_header(a: np.ndarray) -> np.ndarray:
     return np.array(_signature([a]), dtype=np.int64)

@@ -109,6 +109,18 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
     faults.install(world)
 
 
+def get_global_rank(group: ProcessGroup, group_rank: int) -> int:
+    """The global rank of rank ``group_rank`` of ``group``."""
+    if not 0 <= group_rank < group.size():
+        raise ValueError(f"Group rank {group_rank} is not part of group {group.ranks}")
+    return group.ranks[group_rank]
+
+
+def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
+    """The rank inside ``group`` of global rank ``global_rank``."""
+    return group.group_rank(global_rank)
+
+
 def destroy_process_group(group: Optional[ProcessGroup] = None) -> None:
     """Free ``group``'s communicator (the default group and its excepthook when None)."""
     if group is None or group is _World.group:

@@ -196,6 +196,9 @@ def subgroups():
     r, n = dist.get_rank(), dist.get_world_size()
     members = list(range(0, n, 2)) if n > 2 else [1]  # {0, 2} with 3 ranks, {1} with 2
     g = dist.new_group(members)
+    assert [dist.get_global_rank(g, k) for k in range(len(members))] == members
+    assert [dist.get_group_rank(g, q) for q in members] == list(range(len(members)))
+    dist.monitored_barrier()
     if r in members:
         assert dist.get_rank(g) == members.index(r) and dist.get_world_size(g) == len(members)
         t = fg.tensor(data(r))
