@@ -42,7 +42,8 @@ def run_checks(n: int, names: list, timeout: float = 240) -> str:
     return out
 
 
-ALL = ["collectives", "object_collectives", "bfloat16_and_bool_collectives", "ddp_bfloat16_model", "subgroups",
+ALL = ["collectives", "object_collectives", "all_to_all_exchanges", "bfloat16_and_bool_collectives",
+       "ddp_bfloat16_model", "subgroups",
        "mismatched_shapes", "ddp_matches_single_process", "ddp_no_sync_accumulation",
        "ddp_unused_parameters_buffers_state_dict",
        "ddp_broadcasts_rank0_parameters", "ddp_gradient_layouts_differ_across_ranks", "ddp_compiled",
@@ -59,8 +60,9 @@ def test_two_ranks_collectives_ddp_sampler():
 
 
 def test_three_ranks():
-    run_checks(3, ["collectives", "object_collectives", "subgroups", "mismatched_shapes", "ddp_matches_single_process",
-                   "ddp_unused_parameters_buffers_state_dict", "distributed_sampler", "sync_batch_norm"])
+    run_checks(3, ["collectives", "object_collectives", "all_to_all_exchanges", "subgroups", "mismatched_shapes",
+                   "ddp_matches_single_process", "ddp_unused_parameters_buffers_state_dict", "distributed_sampler",
+                   "sync_batch_norm"])
 
 
 @pytest.mark.parametrize("name,message", [("failing_rank", "boom on purpose"),

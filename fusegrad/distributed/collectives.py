@@ -254,6 +254,70 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: O
                 (src, out))
 
 
+def _splits(sizes: Optional[list], rows: int, n: int, what: str, op: str) -> list:
+    """Rows per rank along dim 0: ``sizes``, or ``rows`` split evenly."""
+    if sizes is None:
+        if rows % n:
+            raise RuntimeError(f"{op}: {what} of {rows} rows does not split evenly over {n} ranks")
+        return [rows // n] * n
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != n or sum(sizes) != rows:
+        raise RuntimeError(f"{op}: split sizes {sizes} of {what} need one per rank ({n}) summing to its {rows} rows")
+    return sizes
+
+
+def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: Optional[list] = None,
+                      input_split_sizes: Optional[list] = None, group: Optional[ProcessGroup] = None,
+                      async_op: bool = False) -> Optional[Work]:
+    """Rank r's ``input`` rows of split q go to rank q's ``output`` rows of split r (even
+    splits along dim 0 unless sizes are given): a mixture of experts' dispatch."""
+    g = member(group, "all_to_all_single")
+    if g is None:
+        return None
+    op, n = "all_to_all_single", g.size()
+    src = np.ascontiguousarray(_array(input, "input", op))
+    out, back = _buffer(output, "output", op)
+    if src.dtype != out.dtype or src.shape[1:] != out.shape[1:]:
+        raise RuntimeError(f"{op}: output {list(out.shape)} {out.dtype} and input {list(src.shape)} {src.dtype} "
+                           "need one dtype and the same row shape")
+    row = int(np.prod(src.shape[1:], dtype=np.int64))
+    counts = [[s * row for s in _splits(sizes, a.shape[0] if a.ndim else 1, n, what, op)]
+              for sizes, a, what in ((input_split_sizes, src, "input"), (output_split_sizes, out, "output"))]
+    send, recv = ([_wire(a), (c, np.concatenate([[0], np.cumsum(c)[:-1]]).tolist())]
+                  for a, c in ((src, counts[0]), (out, counts[1])))
+    return _run(lambda b: g.comm.Alltoallv(send, recv) if b else g.comm.Ialltoallv(send, recv), back, async_op,
+                (src, out))
+
+
+def all_to_all(output_tensor_list: List[Tensor], input_tensor_list: List[Tensor],
+               group: Optional[ProcessGroup] = None, async_op: bool = False) -> Optional[Work]:
+    """``input_tensor_list[q]`` of rank r goes to ``output_tensor_list[r]`` of rank q."""
+    g = member(group, "all_to_all")
+    if g is None:
+        return None
+    op, n = "all_to_all", g.size()
+    if len(input_tensor_list) != n or len(output_tensor_list) != n:
+        raise RuntimeError(f"{op}: the tensor lists need one tensor per rank ({n})")
+    ins = [np.ascontiguousarray(_array(t, "input_tensor_list", op)) for t in input_tensor_list]
+    outs = [_array(t, "output_tensor_list", op) for t in output_tensor_list]
+    if len({a.dtype for a in ins + outs}) > 1:
+        raise RuntimeError(f"{op}: every tensor needs one dtype")
+    flat_in = np.concatenate([a.ravel() for a in ins]) if ins else np.empty(0)
+    flat_out = np.empty(sum(a.size for a in outs), ins[0].dtype)
+
+    def spread() -> None:
+        at = 0
+        for t, a in zip(output_tensor_list, outs):
+            a[...] = flat_out[at:at + a.size].reshape(a.shape)
+            at += a.size
+            t._bump()
+    sizes = ([a.size for a in ins], [a.size for a in outs])
+    send, recv = ([_wire(f), (c, np.concatenate([[0], np.cumsum(c)[:-1]]).tolist())]
+                  for f, c in ((flat_in, sizes[0]), (flat_out, sizes[1])))
+    return _run(lambda b: g.comm.Alltoallv(send, recv) if b else g.comm.Ialltoallv(send, recv), spread, async_op,
+                (flat_in, flat_out))
+
+
 def all_gather(tensor_list: List[Tensor], tensor: Tensor, group: Optional[ProcessGroup] = None,
                async_op: bool = False) -> Optional[Work]:
     """Fill ``tensor_list[r]`` with rank r's ``tensor``, on every rank."""

@@ -57,6 +57,28 @@ def object_collectives():
 
 
 @check
+def all_to_all_exchanges():
+    """all_to_all_single with even splits and with uneven ones (a mixture of experts'
+    dispatch), and all_to_all of tensor lists: rank r's part for rank q lands in rank q's
+    part from rank r, as torch.distributed's."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    src = fg.tensor(np.array([[100 * r + 10 * q + j, -1.0] for q in range(n) for j in range(2)]))
+    out = fg.zeros(2 * n, 2, dtype=fg.float64)
+    dist.all_to_all_single(out, src)
+    assert out[:, 0].tolist() == [100 * q + 10 * r + j for q in range(n) for j in range(2)]
+    send = [q + 1 for q in range(n)]  # rank r sends q + 1 rows to rank q
+    recv = [r + 1] * n
+    src = fg.tensor(np.array([1000 * r + q for q in range(n) for _ in range(q + 1)], dtype=np.int64))
+    out = fg.zeros(sum(recv), dtype=fg.int64)
+    dist.all_to_all_single(out, src, output_split_sizes=recv, input_split_sizes=send)
+    assert out.tolist() == [1000 * q + r for q in range(n) for _ in range(r + 1)]
+    ins = [fg.full((q + 1, 2), float(10 * r + q)).to(fg.bfloat16) for q in range(n)]
+    outs = [fg.zeros(r + 1, 2).to(fg.bfloat16) for _ in range(n)]
+    dist.all_to_all(outs, ins)
+    assert [o.float().tolist() for o in outs] == [[[float(10 * q + r)] * 2] * (r + 1) for q in range(n)]
+
+
+@check
 def bfloat16_and_bool_collectives():
     """all_reduce of bfloat16 (summed in float32, rounded once) and of bool flags (any/all),
     broadcast of bfloat16: MPI has no type for them (a TypeError, a BufferError)."""
