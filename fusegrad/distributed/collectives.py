@@ -254,6 +254,11 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: O
                 (src, out))
 
 
+def _vector(a: np.ndarray, counts: list) -> list:
+    """``a`` as a vector collective's buffer: elements per rank and where each rank's start."""
+    return [_wire(a), (counts, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist())]
+
+
 def _splits(sizes: Optional[list], rows: int, n: int, what: str, op: str) -> list:
     """Rows per rank along dim 0: ``sizes``, or ``rows`` split evenly."""
     if sizes is None:
@@ -283,8 +288,7 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: Optiona
     row = int(np.prod(src.shape[1:], dtype=np.int64))
     counts = [[s * row for s in _splits(sizes, a.shape[0] if a.ndim else 1, n, what, op)]
               for sizes, a, what in ((input_split_sizes, src, "input"), (output_split_sizes, out, "output"))]
-    send, recv = ([_wire(a), (c, np.concatenate([[0], np.cumsum(c)[:-1]]).tolist())]
-                  for a, c in ((src, counts[0]), (out, counts[1])))
+    send, recv = _vector(src, counts[0]), _vector(out, counts[1])
     return _run(lambda b: g.comm.Alltoallv(send, recv) if b else g.comm.Ialltoallv(send, recv), back, async_op,
                 (src, out))
 
@@ -311,9 +315,7 @@ def all_to_all(output_tensor_list: List[Tensor], input_tensor_list: List[Tensor]
             a[...] = flat_out[at:at + a.size].reshape(a.shape)
             at += a.size
             t._bump()
-    sizes = ([a.size for a in ins], [a.size for a in outs])
-    send, recv = ([_wire(f), (c, np.concatenate([[0], np.cumsum(c)[:-1]]).tolist())]
-                  for f, c in ((flat_in, sizes[0]), (flat_out, sizes[1])))
+    send, recv = _vector(flat_in, [a.size for a in ins]), _vector(flat_out, [a.size for a in outs])
     return _run(lambda b: g.comm.Alltoallv(send, recv) if b else g.comm.Ialltoallv(send, recv), spread, async_op,
                 (flat_in, flat_out))
 

@@ -12,6 +12,8 @@ import enum
 import math
 from typing import Iterator, Optional, Sequence, Tuple, Union
 
+from ..backends import cuda as _sdp_flags
+from ..backends.cuda import flash_sdp_enabled, math_sdp_enabled
 from ..ir import dtypes as D
 from ..runtime import ops as O
 from ..runtime.autocast_state import lower_precision
@@ -41,10 +43,10 @@ def sdpa_kernel(backends: Union[SDPBackend, Sequence[SDPBackend]], set_priority:
         backends = [backends]
     if not all(isinstance(b, SDPBackend) for b in backends):
         raise AssertionError("Backend must be an instance of SDPBackend or a list of SDPBackend instances")
-    from ..backends import cuda
-    with cuda.sdp_kernel(enable_flash=SDPBackend.FLASH_ATTENTION in backends, enable_math=SDPBackend.MATH in backends,
-                         enable_mem_efficient=SDPBackend.EFFICIENT_ATTENTION in backends,
-                         enable_cudnn=SDPBackend.CUDNN_ATTENTION in backends):
+    with _sdp_flags.sdp_kernel(enable_flash=SDPBackend.FLASH_ATTENTION in backends,
+                               enable_math=SDPBackend.MATH in backends,
+                               enable_mem_efficient=SDPBackend.EFFICIENT_ATTENTION in backends,
+                               enable_cudnn=SDPBackend.CUDNN_ATTENTION in backends):
         yield
 
 
@@ -61,15 +63,19 @@ def _additive(mask: Tensor, dtype, keep_when_true: bool) -> Tensor:
     return mask.to(dtype)
 
 
+def _scores(q: Tensor, k: Tensor, bias: Optional[Tensor], scale: float) -> Tensor:
+    """``q k^T * scale + bias``."""
+    s = O.mul(O.matmul(q, O.transpose(k, -2, -1)), scale)
+    return s if bias is None else O.add(s, bias)
+
+
 def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], dropout_p: float, scale: float,
             safe: bool) -> Tuple[Tensor, Tensor]:
     """``softmax(q k^T * scale + bias) v``, returning the output and the (post-dropout) weights.
 
     ``safe`` gives rows whose every key is masked zero weights (PyTorch's ``_safe_softmax``) instead of NaN.
     """
-    scores = O.mul(O.matmul(q, O.transpose(k, -2, -1)), scale)
-    if bias is not None:
-        scores = O.add(scores, bias)
+    scores = _scores(q, k, bias, scale)
     if safe:
         # a row is dead when its largest score is -inf (amax traces; all() needs concrete values)
         dead = O.eq(O.amax(scores.detach(), -1, keepdim=True), -math.inf)
@@ -99,13 +105,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                            f"value {list(value.shape)} disagree (query and key need the same last dim, key and "
                            "value the same sequence length)")
     if attn_mask is not None and attn_mask.dtype not in (D.bool_, D.float32, query.dtype):
-        from ..runtime.ops import _CPP_SCALAR
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                           f"attn_mask.dtype: {_CPP_SCALAR.get(attn_mask.dtype.name, attn_mask.dtype.name)} and  "
-                           f"query.dtype: {_CPP_SCALAR.get(query.dtype.name, query.dtype.name)} instead.")
+                           f"attn_mask.dtype: {O.cpp_scalar_name(attn_mask)} and  query.dtype: "
+                           f"{O.cpp_scalar_name(query)} instead.")
     if is_causal and attn_mask is not None and attn_mask.requires_grad:  # (torch allows a constant one only)
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
-    from ..backends.cuda import flash_sdp_enabled, math_sdp_enabled
     if not (math_sdp_enabled() or flash_sdp_enabled()):  # (the kernels PyTorch has for the CPU)
         raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due to "
                            "turning off both the math kernel and the fused kernels.")
@@ -139,9 +143,7 @@ def _attend_low(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], scale: 
     float32 row sums and rounded once."""
     low = q.dtype
     q, k, v = (O.to(t, D.float32) for t in (q, k, v))
-    s = O.mul(O.matmul(q, O.transpose(k, -2, -1)), scale)
-    if bias is not None:
-        s = O.add(s, bias)
+    s = _scores(q, k, bias, scale)
     top = O.amax(s.detach(), -1, keepdim=True)
     dead = O.eq(top, -math.inf)  # (rows with every key masked: zeros, as PyTorch's safe softmax)
     e = O.exp(O.sub(s, O.where(dead, 0.0, top)))

@@ -47,10 +47,10 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs) -> Tensor:
     if not STATE.enabled or not any(grads) or forward_state.STATE.level is not None or any(
             isinstance(x, Tensor) and type(x._data) is Var for x in inputs):
         return fn(*inputs)
-    if any(isinstance(x, Tensor) and x._inf for x in inputs):  # (PyTorch's kernel saves its inputs)
-        raise RuntimeError(INFERENCE_SAVED)
     edges = []
     for x, g in zip(inputs, grads):
+        if isinstance(x, Tensor) and x._inf:  # (PyTorch's kernel saves its inputs)
+            raise RuntimeError(INFERENCE_SAVED)
         if g and x._base is not None and x._view_fn and x._vver != x._vbox[0]:
             rederive(x)  # a view whose base changed in place: its grad_fn made again (dispatch.record)
         edges.append(((x._grad_fn, x._out_nr) if x._grad_fn is not None else (x._accumulator(), 0)) if g else None)

@@ -580,13 +580,17 @@ _CPP_SCALAR = {"float32": "float", "float64": "double", "int64": "long int", "in
                "int8": "signed char", "uint8": "unsigned char", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
+def cpp_scalar_name(t: Tensor) -> str:
+    """PyTorch's C++ name of ``t``'s scalar type in kernel messages (float, long int, ...)."""
+    name = t._data.dtype.name
+    return _CPP_SCALAR.get(name, name)
+
+
 @op(inplace="method")
 def masked_fill(x, mask, value):
     x = as_t(x)
     if isinstance(mask, Tensor) and mask._data.dtype.kind != "b":
-        name = mask._data.dtype.name
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{_CPP_SCALAR.get(name, name)}")
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {cpp_scalar_name(mask)}")
     if isinstance(value, Tensor):
         if value._data.ndim == 0 and type(value._data) is not Var and not value._rg:
             value = value.item()

@@ -71,21 +71,25 @@ def _not_users(filename: str) -> bool:
     return filename.startswith(_PACKAGE) or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
 
 
+def _user(f) -> tuple:
+    """(the innermost frame from ``f`` out that is outside fusegrad and the standard library,
+    or None; how many frames out it is)."""
+    level = 0
+    while f is not None and _not_users(f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return f, level
+
+
 def user_frame() -> str:
     """'file:line' of the innermost frame outside the fusegrad package and the standard library."""
-    f = sys._getframe(1)
-    while f is not None and _not_users(f.f_code.co_filename):
-        f = f.f_back
+    f = _user(sys._getframe(1))[0]
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
 
 
 def user_stacklevel() -> int:
     """The ``stacklevel`` at which the caller's ``warnings.warn`` names the innermost frame
     outside fusegrad (whatever wrappers, keyword or autocast, lie between)."""
-    f, level = sys._getframe(1), 1
-    while f is not None and _not_users(f.f_code.co_filename):
-        f, level = f.f_back, level + 1
-    return level
+    return _user(sys._getframe(1))[1] + 1
 
 
 class Trace:
