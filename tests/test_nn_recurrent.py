@@ -135,6 +135,19 @@ def test_errors_are_clear():
         m(fg.randn(0, 2, 3))
 
 
+def test_lstm_state_not_a_pair_raises_as_torch():
+    """An LSTM's state that is a lone tensor, a 1-tuple or a 3-tuple: torch's IndexError or RuntimeError."""
+    for lib in (fg, torch):
+        m, x, h = lib.nn.LSTM(3, 4), lib.zeros(5, 2, 3), lib.zeros(1, 2, 4)
+        with pytest.raises(IndexError):
+            m(x, h)
+        with pytest.raises(IndexError):
+            m(x, (h,))
+        with pytest.raises(RuntimeError, match="lstm expects two hidden states"):
+            m(x, (h, h, h))
+        assert tuple(m(x, [h, h])[0].shape) == (5, 2, 4)
+
+
 @pytest.mark.parametrize("name", ["LSTMCell", "GRUCell", "RNNCell"])
 def test_cells_gradcheck_and_gradgradcheck(name):
     fg.manual_seed(0)

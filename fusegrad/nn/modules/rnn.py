@@ -446,6 +446,11 @@ class LSTM(RNNBase):
 
     def forward(self, input: Tensor, hx: Optional[Tuple[Tensor, Tensor]] = None
                 ) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:
+        if hx is not None:
+            pair = (hx[0], hx[1])  # (indexed as PyTorch does: a lone tensor or a 1-tuple raise IndexError)
+            if not isinstance(hx, Tensor) and len(hx) != 2:
+                raise RuntimeError("lstm expects two hidden states")
+            hx = pair
         out, (h, c) = self._forward(input, hx)
         return out, (h, c)
 
