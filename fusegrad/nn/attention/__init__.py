@@ -12,14 +12,14 @@ import enum
 import math
 from typing import Iterator, Optional, Sequence, Tuple, Union
 
-from ..backends import cuda as _sdp_flags
-from ..backends.cuda import flash_sdp_enabled, math_sdp_enabled
-from ..ir import dtypes as D
-from ..runtime import ops as O
-from ..runtime.autocast_state import lower_precision
-from ..runtime.factory import ones, zeros
-from ..runtime.tensor import Tensor
-from . import functional as F
+from ...backends import cuda as _sdp_flags
+from ...backends.cuda import flash_sdp_enabled, math_sdp_enabled
+from ...ir import dtypes as D
+from ...runtime import ops as O
+from ...runtime.autocast_state import lower_precision
+from ...runtime.factory import ones, zeros
+from ...runtime.tensor import Tensor
+from .. import functional as F
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward", "SDPBackend", "sdpa_kernel"]
 
