@@ -994,3 +994,19 @@ def test_a_compiled_module_follows_its_forward_set_and_deleted_on_the_instance()
         out += [c(x).tolist(), c(x).tolist()]
         return out
     assert program(fusegrad, fusegrad.compile) == program(torch, lambda m: m)
+
+
+def test_a_compiled_module_follows_its_class_forward_patched_after_compiling():
+    """``M.forward = g`` on the class after a compiled call (a library patching a model
+    class): the compiled module runs the new forward, as torch.compile's guards make it."""
+    def program(lib):
+        class M(lib.nn.Module):
+            def forward(self, x):
+                return x + 1
+        c = lib.compile(M())
+        x = lib.ones(2)
+        out = [c(x).tolist()]
+        M.forward = lambda self, x: x * 10
+        out += [c(x).tolist(), c(x).tolist()]
+        return out
+    assert program(fusegrad) == program(torch) == [[2.0, 2.0], [10.0, 10.0], [10.0, 10.0]]

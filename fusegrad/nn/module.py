@@ -986,6 +986,8 @@ class Module:
             guard((id(self), "training"), lambda: self.training)
             d = self.__dict__  # its plain attributes (a temperature, a flag: set from outside since)
             guard((id(self), "attributes"), lambda: d.get("_attr_version", 0))
+            cls = type(self)  # and its class's forward (patched on the class since: the new one runs)
+            guard((id(self), "class forward"), lambda: cls.forward, identity=True)
             guard((id(self), "hooks"), self._hook_ids)  # and for its hooks (one added later runs)
             from ..tracer.capture import hook_guards  # (capture imports func, which imports nn)
             hook_guards([*d.get("_forward_pre_hooks", {}).values(), *d.get("_forward_hooks", {}).values()])
