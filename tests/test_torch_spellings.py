@@ -143,7 +143,14 @@ def test_deprecation_warnings_name_the_callers_line():
         fg.cholesky(fg.eye(2))
         fg.eye(2).cholesky()
         fg.nn.functional.grid_sample(fg.zeros(1, 1, 2, 2), fg.zeros(1, 1, 1, 2))
-    assert [r.filename for r in rec] == [__file__] * 4, [(r.filename, str(r.message)[:30]) for r in rec]
+        with fg.autocast("cpu", dtype=fg.bfloat16):
+            fg.nn.functional.mse_loss(fg.ones(2, 1), fg.ones(2, 3))
+            fg.nn.functional.softmax(fg.ones(2, 3))
+            fg.nn.Softmax(dim=None)(fg.ones(2, 3))
+            fg.nn.functional.dropout2d(fg.ones(2, 3, 4))
+            fg.nn.functional.upsample(fg.ones(1, 1, 2, 2), scale_factor=2)
+            fg.nn.functional.affine_grid(fg.eye(2, 3)[None], [1, 1, 2, 2])
+    assert [r.filename for r in rec] == [__file__] * 10, [(r.filename, str(r.message)[:30]) for r in rec]
 
 
 def test_dynamo_and_inductor_config_as_programs_set_them():

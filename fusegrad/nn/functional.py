@@ -18,6 +18,7 @@ from ..runtime.autocast_state import float32_policy, lower_precision
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
+from ..tracer.trace import user_stacklevel
 from .functional_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .functional_norm import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
 from .opmath import downcast, upcast
@@ -48,7 +49,7 @@ def _reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: 
         reduce = True if reduce is None else reduce
         reduction = "mean" if size_average and reduce else ("sum" if reduce else "none")
         warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
-                      "instead.", stacklevel=3)
+                      "instead.", stacklevel=user_stacklevel())
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     return reduction
@@ -62,9 +63,11 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
-def _softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
+def _softmax_dim(name: str, ndim: int) -> int:
+    """PyTorch's implicit dim (with its deprecation warning, at the user's line whatever
+    ``_stacklevel`` the caller passed, which counts PyTorch's own frames)."""
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=stacklevel)
+                  "as an argument.", stacklevel=user_stacklevel())
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -72,7 +75,7 @@ def _check_same_size(input: Tensor, target: Tensor) -> None:
     if tuple(target.shape) != tuple(input.shape):
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
                       f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
-                      "Please ensure they have the same size.", stacklevel=3)
+                      "Please ensure they have the same size.", stacklevel=user_stacklevel())
 
 
 def _in_place(input: Tensor, fn) -> Tensor:
@@ -209,14 +212,14 @@ def sigmoid(input: Tensor) -> Tensor:
 def softmax(input: Tensor, dim: Optional[int] = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``exp(x) / exp(x).sum(dim)``."""
     if dim is None:
-        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+        dim = _softmax_dim("softmax", input.ndim)
     return O.softmax(input, dim, dtype=dtype)
 
 
 def log_softmax(input: Tensor, dim: Optional[int] = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``log(softmax(x, dim))``, computed stably."""
     if dim is None:
-        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+        dim = _softmax_dim("log_softmax", input.ndim)
     return named(O.log_softmax(input, dim, dtype=dtype), "LogSoftmaxBackward0")
 
 

@@ -16,6 +16,7 @@ from ..runtime.tensor import Tensor
 from . import functional as F
 from .functional_losses import SCALAR_TYPE_NAMES
 from .opmath import downcast, upcast
+from ..tracer.trace import user_stacklevel
 
 __all__ = ["selu", "celu", "mish", "hardtanh", "relu6", "hardswish", "hardsigmoid", "prelu", "glu", "softsign",
            "tanhshrink", "softmin",
@@ -144,7 +145,7 @@ def tanhshrink(input: Tensor) -> Tensor:
 def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``softmax(-x, dim)``."""
     if dim is None:
-        dim = F._softmax_dim("softmin", input.ndim, _stacklevel)
+        dim = F._softmax_dim("softmin", input.ndim)
     return O.softmax(O.neg(input), dim, dtype=dtype)
 
 
@@ -228,7 +229,7 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
     """``softmax((logits + g) / tau)`` with ``g`` Gumbel(0, 1) noise; ``hard``: the one-hot of its argmax
     in the forward pass and the soft sample's gradient (straight-through)."""
     if eps != 1e-10:
-        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=user_stacklevel())
     u = rand(logits.shape, dtype=logits.dtype, device=logits.device)
     # u in [0, 1): -log(u) is in (0, inf], so the noise is finite or -inf (a class never drawn), never +inf
     gumbels = O.neg(O.log(O.neg(O.log(u))))

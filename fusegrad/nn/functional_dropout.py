@@ -6,6 +6,7 @@ import warnings
 from ..runtime import ops as O
 from ..runtime.factory import rand
 from ..runtime.tensor import Tensor
+from ..tracer.trace import user_stacklevel
 
 __all__ = ["dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
 
@@ -50,7 +51,7 @@ def _warn_rank(input: Tensor, spatial: int) -> None:
                       "an error in a future release. To retain the behavior and silence this warning, please use "
                       f"dropout instead. Note that {name} exists to provide channel-wise dropout on inputs with "
                       f"{spatial} spatial dimensions, a channel dimension, and an optional batch dimension (i.e. "
-                      f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=3)
+                      f"{spatial + 1}D or {spatial + 2}D inputs).", stacklevel=user_stacklevel())
 
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -61,7 +62,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
                       "This behavior will change in a future release to interpret the input as one without a "
                       "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
-                      "please switch to using dropout1d instead.", stacklevel=2)
+                      "please switch to using dropout1d instead.", stacklevel=user_stacklevel())
     return _channel_dropout(input, p, training, inplace, True)
 
 

@@ -74,7 +74,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: Optional[bool
     if align_corners and min(spatial) == 1:
         warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
                       "align_corners=True. This is not an intended use case of affine_grid. See the documentation "
-                      "of affine_grid for details.", stacklevel=2)
+                      "of affine_grid for details.", stacklevel=user_stacklevel())
     elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     n, points = size[0], math.prod(spatial)

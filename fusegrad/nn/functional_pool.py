@@ -22,6 +22,7 @@ from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 from .functional_conv import ntuple, windows
+from ..tracer.trace import user_stacklevel
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
@@ -714,6 +715,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
              align_corners: Optional[bool] = None) -> Tensor:
     """Deprecated alias of ``interpolate``."""
+    _deprecated_upsample("upsample")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
@@ -762,7 +764,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 
 def _deprecated_upsample(name: str) -> None:
-    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=3)
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=user_stacklevel())
 
 
 def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
@@ -851,7 +854,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = Non
     if weight.dtype == D.int64 and input.is_floating_point():
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
                       "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
-                      stacklevel=2)
+                      stacklevel=user_stacklevel())
         weight, input = input, weight
     if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
         raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "

@@ -12,6 +12,7 @@ from ..runtime.factory import arange, eye as _identity, rand, randn, tensor as _
 from ..runtime.grad_mode import no_grad
 from ..runtime.sorting import argsort
 from ..runtime.tensor import Tensor
+from ..tracer.trace import user_stacklevel
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -150,7 +151,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     on [a, b] accepted with the normal density's ratio to its peak."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
-                      "The distribution of values may be incorrect.", stacklevel=2)
+                      "The distribution of values may be incorrect.", stacklevel=user_stacklevel())
     shape, dtype = tuple(tensor.shape), tensor.dtype
     with no_grad():
         if _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std) > 0.3:
@@ -231,7 +232,7 @@ def _make_deprecate(meth: Callable) -> Callable:
 
     def deprecated_init(*args, **kwargs):
         warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning,
-                      stacklevel=2)
+                      stacklevel=user_stacklevel())
         return meth(*args, **kwargs)
 
     deprecated_init.__doc__ = f"Deprecated: use ``nn.init.{new_name}``."

@@ -35,6 +35,7 @@ from .composite import CompositeNode, one_node
 from .type_info import contiguous_format, is_laid_out, laid_out, preserve_format
 from .tensor import Tensor, wrap
 from .transfer import transfer
+from ..tracer.trace import user_stacklevel
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
 
@@ -1981,7 +1982,7 @@ def getitem(x: Tensor, key):
     parts = key if isinstance(key, tuple) else (key,)
     if builtins.any(_is_byte(k) for k in parts):  # a uint8 mask (deprecated in PyTorch, still read as one)
         warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=user_stacklevel())
         key = parts = tuple(ne(k, 0) if _is_byte(k) else k for k in parts)
     if builtins.any(type(k) is bool for k in parts) and not builtins.any(
             isinstance(k, (Tensor, list, np.ndarray, range)) for k in parts):
@@ -2404,7 +2405,7 @@ def meshgrid(*tensors, indexing=None):
     if indexing is None:
         import warnings
         warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=user_stacklevel())
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
