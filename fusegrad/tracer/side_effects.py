@@ -8,9 +8,31 @@ as it does eagerly. (A module attribute the user's code sets breaks where it is 
 ``nn.Module.__setattr__``.)"""
 from __future__ import annotations
 
+import builtins
 import collections
+import contextlib
+import threading
 import types
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
+
+@contextlib.contextmanager
+def printing_breaks(tr) -> Iterator[None]:
+    """While ``tr`` traces: ``print()`` from the traced code (on this thread) is a graph break,
+    since a replayed graph would not print; its segments then print at every call."""
+    real, owner = builtins.print, threading.get_ident()
+
+    def breaking_print(*args, **kwargs):
+        if threading.get_ident() != owner:
+            return real(*args, **kwargs)
+        from .trace import user_frame
+        tr.graph_break(f"print() at {user_frame()} (output each call makes, which a replayed graph would not)")
+
+    builtins.print = breaking_print
+    try:
+        yield
+    finally:
+        builtins.print = real
+
 
 _NOT_STATE = (type, types.ModuleType, types.FunctionType, types.MethodType, types.BuiltinFunctionType)
 
