@@ -431,3 +431,26 @@ def test_schedulers_keep_a_tensor_lr_base_apart_from_the_lr_they_update():
         got.append((lrs, float(opt.param_groups[0]["initial_lr"])))
     np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-6)
     assert got[1][1] == pytest.approx(got[0][1])
+
+
+@pytest.mark.torch
+def test_scheduler_stepped_before_the_optimizer_warns_as_torch(pt):
+    """``scheduler.step()`` before any ``optimizer.step()`` warns (PyTorch's order check);
+    after one it does not, and only the first scheduler step is checked."""
+    import warnings
+
+    def program(lib):
+        seen = []
+        for optimizer_first in (False, True):
+            opt = lib.optim.SGD([lib.zeros(2, requires_grad=True)], lr=1.0)
+            s = lib.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+            with warnings.catch_warnings(record=True) as rec:
+                warnings.simplefilter("always")
+                for _ in range(2):
+                    if optimizer_first:
+                        opt.step()
+                    s.step()
+            seen.append([str(r.message)[:60] for r in rec])
+        return seen
+    ours, theirs = program(fg), program(pt)
+    assert ours == theirs and len(theirs[0]) == 1 and theirs[1] == [], (ours, theirs)

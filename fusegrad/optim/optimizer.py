@@ -53,6 +53,7 @@ def _with_step_hooks(step: Callable) -> Callable:
     a subclass's step calls its base's)."""
     @functools.wraps(step)
     def hooked(self, *args, **kwargs):
+        self.__dict__["_opt_called"] = True  # (a scheduler stepped before any optimizer step warns)
         own = self.__dict__.get("_hooks")
         if (own is None and not _GLOBAL_HOOKS["step_pre"] and not _GLOBAL_HOOKS["step_post"]) or \
                 self.__dict__.get("_in_step"):
