@@ -1,4 +1,6 @@
 """Forward-mode AD, saved-tensor hooks, ``grad_fn._saved_*`` and autograd.functional, against PyTorch."""
+import importlib
+
 import numpy as np
 import pytest
 
@@ -695,3 +697,46 @@ def test_functional_create_graph_results_have_a_graph_whatever_the_inputs():
         out.append(np.round(lib.autograd.grad(h.trace(), b)[0].numpy(), 12).tolist())
         got.append(out)
     assert got[0] == got[1]
+
+
+@pytest.mark.torch
+def test_forward_over_reverse_reverse_over_forward_and_views_written_in_place():
+    """Eager forward AD composed with reverse mode, against PyTorch: the tangent of a
+    create_graph gradient (H v) through ops whose backward reads their saved output; the
+    gradient of a loss on a tangent (a Jacobian regularizer); in-place ops on views of a
+    dual tensor update its tangent."""
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        A = importlib.import_module(lib.__name__ + ".autograd.forward_ad")
+        x, v = lib.tensor([0.5, 1.2, 0.8, 2.0, 0.3]), lib.tensor([1.0, 0.5, -0.7, 0.2, 0.9])
+        out = {}
+        fs = {"exp": lambda z: z.exp().sum(), "tanh": lambda z: z.tanh().sum(), "sqrt": lambda z: z.sqrt().sum(),
+              "softmax": lambda z: (z.softmax(0) * lib.arange(5.0)).sum(), "prod": lambda z: z.prod(),
+              "norm": lambda z: z.norm(), "rsqrt": lambda z: z.rsqrt().sum()}
+        for name, f in fs.items():
+            with A.dual_level():
+                dual = A.make_dual(x.clone().requires_grad_(True), v)
+                g, = lib.autograd.grad(f(dual), dual, create_graph=True)
+                out["hvp_" + name] = A.unpack_dual(g).tangent.detach()
+        for name in ("tanh", "sigmoid", "exp"):
+            w = lib.tensor([[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2]], requires_grad=True)
+            with A.dual_level():
+                y = getattr(A.make_dual(lib.tensor([[1.0, 0.5, -0.3]]), lib.tensor([[0.2, -0.1, 0.4]])) @ w, name)()
+                (A.unpack_dual(y).tangent ** 2).sum().backward()
+            out["jreg_" + name] = w.grad
+        with A.dual_level():
+            z = A.make_dual(lib.arange(6.0).reshape(2, 3), lib.ones(2, 3))
+            z[:, 0].mul_(3)
+            out["view_mul"] = A.unpack_dual(z).tangent.clone()
+            w2 = A.make_dual(lib.arange(6.0).reshape(2, 3), lib.ones(2, 3))
+            w2[0].add_(w2[1] * 5)
+            out["view_add"] = A.unpack_dual(w2).tangent.clone()
+            u = A.make_dual(lib.arange(6.0).reshape(2, 3), lib.ones(2, 3))
+            row = u[1]
+            u.view(-1)[1:5].zero_()
+            out["view_zero"], out["sibling"] = A.unpack_dual(u).tangent.clone(), A.unpack_dual(row).tangent.clone()
+        return {k: t.numpy() for k, t in out.items()}
+    mine, ref = program(fg), program(torch)
+    for k in ref:
+        np.testing.assert_allclose(mine[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)

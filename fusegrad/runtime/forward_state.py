@@ -31,6 +31,18 @@ def get_tangent(t):
     return e[1]
 
 
+def holders(base) -> list:
+    """(tensor, tangent) of ``base`` and its views (the tensors sharing its version counter)
+    that hold a tangent."""
+    box = base._vbox
+    out = []
+    for ref, tangent in list(STATE.tangents.values()):
+        t = ref()
+        if t is not None and (t is base or (box is not None and t._vbox is box)):
+            out.append((t, tangent))
+    return out
+
+
 def set_tangent(t, tangent) -> None:
     key = id(t)
     tangents = STATE.tangents
@@ -44,21 +56,31 @@ def set_tangent(t, tangent) -> None:
 
 def propagate(prim, args, params, out) -> None:
     """Give ``out`` the tangent of ``prim`` applied to ``args`` (nothing if no operand has one)."""
-    from .tensor import Tensor, wrap
+    from .tensor import Tensor
     ts = [get_tangent(a) if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in ts) or prim.nondiff or not D.np_floating(out._data.dtype):
         return
     if prim.jvp is None:
         raise NotImplementedError(f"Trying to use forward AD with {prim.name} that does not support it.")
     STATE.busy = True
-    try:
-        saved = wrap(out._data)
-        t = prim.jvp(ts, args, saved, **params)
+    try:  # (out itself: a tangent that reads it stays differentiable through it, reverse over forward)
+        t = prim.jvp(ts, args, out, **params)
     finally:
         STATE.busy = False
     if t is not None:
         if t._data.dtype != out._data.dtype:
             t = t.to(out.dtype)
+        set_tangent(out, t)
+        node = out._grad_fn
+        if prim.saves_out and node is not None and getattr(node, "prim", None) is prim:
+            set_tangent(node, t)  # the output the node saves has it too: forward over reverse (saved_tangent)
+
+
+def saved_tangent(node, out) -> None:
+    """Give ``out``, the output ``node`` saved, rewrapped for a ``create_graph`` backward, the
+    tangent the output had, so the VJP's use of it carries its tangent as in PyTorch."""
+    t = get_tangent(node)
+    if t is not None:
         set_tangent(out, t)
 
 

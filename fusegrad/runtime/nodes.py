@@ -8,6 +8,7 @@ import traceback
 import weakref
 
 from . import tensor as _tensor  # module import: tolerates the tensor <-> nodes cycle
+from . import forward_state
 from .grad_mode import STATE
 from .saved_hooks import Packed, PackedArgs
 
@@ -134,6 +135,8 @@ class PrimNode(Node):
                 out._vbox = self.out_box
                 if STATE.enabled:  # create_graph: the saved output stays connected to this node
                     out._rg, out._grad_fn = True, self
+                    if forward_state.STATE.level is not None:
+                        forward_state.saved_tangent(self, out)
         ins = self.ins
         if type(ins) is PackedArgs:
             ins = ins.unpacked()

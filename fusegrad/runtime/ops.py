@@ -22,9 +22,9 @@ from ..tracer.trace import capturing
 from ..tracer.dynamic_float import DynamicFloat, FloatUsed
 from ..tracer import speculate
 from ..tracer.speculate import Speculated
-from . import devices
+from . import devices, forward_state
 from .autocast_state import float32_policy, lower_precision
-from .dispatch import bind, rederive
+from .dispatch import bind, rederive, replay_view
 from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
@@ -2142,7 +2142,10 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         new = fn(self)
     _write(self, new, written)
     self._bump()
-    carry_tangent(new, self)
+    if base is not None and self._view_fn:
+        _view_tangent(self, base, new)
+    else:
+        carry_tangent(new, self)
     if tracking and new._rg:
         self._regraft(new._grad_fn, new._out_nr)
         self._rg = True
@@ -2193,6 +2196,45 @@ def _embed_chain(t: Tensor, chain, base_shape) -> Tensor:
     return t
 
 
+def _view_tangent(view: Tensor, base: Tensor, new: Tensor) -> None:
+    """Forward AD: an in-place op wrote ``new`` into ``view`` of ``base``. PyTorch's tangents
+    of views are views of the base's tangent; here each tensor holds its own, so the base's
+    tangent (made from its views' where it has none) takes ``new``'s tangent (zero when it
+    has none) in the view's elements, and every view of the base holding a tangent gets its
+    part of the result."""
+    if forward_state.STATE.level is None:
+        return
+    holders = forward_state.holders(base)
+    t_new = forward_state.get_tangent(new)
+    if t_new is None and not holders:
+        return
+
+    def embed(t: Tensor, chain) -> Tensor:  # base-shaped: t in the chain's elements, else zero
+        return _embed_chain(t, chain, base._data.shape)
+
+    def mask(v: Tensor, chain) -> Tensor:
+        return embed(_const(np.ones(v._data.shape, dtype=np.bool_), v), chain)
+
+    forward_state.STATE.busy = True  # (the tangents' own arithmetic carries no tangent)
+    try:
+        tb = forward_state.get_tangent(base)
+        if tb is None:
+            tb = _const(np.zeros(base._data.shape, base._data.dtype), base)
+            for u, tu in holders:
+                if u is not base and u is not view and u._view_fn:
+                    tb = P.where(mask(u, u._view_fn), embed(tu, u._view_fn), tb)
+        tv = t_new if t_new is not None else _const(np.zeros(view._data.shape, view._data.dtype), view)
+        tb = P.where(mask(view, view._view_fn), embed(tv, view._view_fn), tb)
+        parts = [(u, replay_view(tb, u._view_fn)) for u, _ in holders if u is not base and u is not view
+                 and u._view_fn]
+    finally:
+        forward_state.STATE.busy = False
+    forward_state.set_tangent(base, tb)
+    forward_state.set_tangent(view, tv)
+    for u, tu in parts:
+        forward_state.set_tangent(u, tu)
+
+
 def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     """In-place op on a view of a tensor in the graph (PyTorch's CopySlices): the base's
     new value is the old base with the view's elements replaced by the op's result."""
@@ -2208,6 +2250,7 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     base_old = _snapshot(base)
     _write(view, new)
     view._bump()
+    _view_tangent(view, base, new)
     from .grad_mode import no_grad
     with no_grad():
         mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
