@@ -1010,3 +1010,30 @@ def test_a_compiled_module_follows_its_class_forward_patched_after_compiling():
         out += [c(x).tolist(), c(x).tolist()]
         return out
     assert program(fusegrad) == program(torch) == [[2.0, 2.0], [10.0, 10.0], [10.0, 10.0]]
+
+
+def test_a_compiled_module_differentiates_a_parameter_beside_its_detach_and_data():
+    """``w * w.detach()``, ``w * w.detach().max()``, ``w * w.data.sum()`` and a QAT scale
+    from ``w.detach().abs().max()`` in a compiled module's forward: the detached alias shares
+    the parameter's array but is a constant (gradients as torch's, not doubled or lost)."""
+    def program(lib, compile_):
+        out = []
+        for fn in (lambda w: w * w.detach(), lambda w: w * w.detach().max(), lambda w: w * w.data.sum(),
+                   lambda w: w.detach().sum() * w,
+                   lambda w: lib.fake_quantize_per_tensor_affine(w, float(w.detach().abs().max()) / 127, 0,
+                                                                 -128, 127)):
+            class M(lib.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.w = lib.nn.Parameter(lib.tensor([0.5, -1.0, 2.0]))
+
+                def forward(self, x):
+                    return x * fn(self.w)
+            m = M()
+            c = compile_(m)
+            for _ in range(2):
+                y = c(lib.tensor([1.0, 2.0, 3.0]))
+                y.sum().backward()
+                out.append((y.tolist(), m.w.grad.tolist()))
+        return out
+    assert program(fusegrad, fusegrad.compile) == program(torch, lambda m: m)

@@ -107,7 +107,7 @@ class CaptureTrace(Trace):
         if isinstance(x, Tensor):  # (each holder of a captured array: an alias, .data's, may come first)
             self.touch(x)
             owner = self.grad_owner(x)
-            if owner is not None and id(x._data) not in self._captured:
+            if owner is not None and self.capture_key(x) not in self._captured:
                 live_grad(owner, self)  # (x's array as read from the leaf: every later lift finds it)
         return super()._lift(x)
 

@@ -201,7 +201,7 @@ def _value(tr, v: Var, what: str) -> np.ndarray:
     from ..runtime.interpreter import run_arrays
     from .live import CallTimeConst, LiveArray, LiveGrad, LiveNumber
     g = tr.graph
-    known = {id(tr._captured[id(d)]): d for d in tr._keep if id(d) in tr._captured}
+    known = {id(v): d for v, d in tr.captured_arrays()}
     consts = []
     for var, holder in g.consts:
         if isinstance(holder, (LiveNumber, LiveArray)):

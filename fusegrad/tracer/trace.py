@@ -121,7 +121,8 @@ class Trace:
         self.stop_under_no_grad = stop_under_no_grad
         self.graph = Graph()
         self.level = len(_STACK.traces)
-        self._captured: dict[int, Var] = {}  # id of outer Var / concrete array -> input Var
+        # capture key (``capture_key``) of an outer Var / concrete array -> input Var
+        self._captured: dict = {}
         self._keep: list = []  # keeps captured objects alive so their ids stay unique
         # ids of leaves that require grad whose value an update without gradient (no_grad,
         # .data) replaced here: a differentiable use of one is a graph break (runtime.dispatch),
@@ -237,7 +238,7 @@ class Trace:
             d = x._data
             if type(d) is Var and d.trace is self:
                 return d
-            key = id(d)
+            key = self.capture_key(x)
             v = self._captured.get(key)
             if v is None:
                 v = self._lift_broadcast(x, d)
@@ -245,7 +246,7 @@ class Trace:
                     v = Var(d.shape, d.dtype, self)
                     self.graph.consts.append((v, x))
                 self._captured[key] = v
-                self._keep.append(d)
+                self._keep.append((v, d))
             return v
         if isinstance(x, (bool, int, float, np.number, np.bool_)):
             return x.item() if isinstance(x, (np.number, np.bool_)) else x
@@ -257,6 +258,16 @@ class Trace:
         if type(x) is DynamicFloat:
             raise FloatUsed("a primitive's operand", x.sources)
         raise TypeError(f"cannot use {type(x).__name__} as an operand of a traced op")
+
+    def captured_arrays(self) -> list:
+        """(input Var, array) of the concrete arrays this trace captured."""
+        return [e for e in self._keep if type(e) is tuple and isinstance(e[1], np.ndarray)]
+
+    def capture_key(self, x):
+        """What identifies a captured tensor's value: its array, and, where the trace follows
+        requires_grad, whether the holder requires grad: a parameter and its ``detach()`` or
+        ``.data`` share the array, but only the parameter's uses are differentiated."""
+        return (id(x._data), bool(x._rg)) if self.follows_requires_grad else id(x._data)
 
     def _lift_broadcast(self, x, d):
         """A captured array that is a broadcast view (zero strides, e.g. the ones seed that
@@ -272,7 +283,7 @@ class Trace:
         small = d[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(d.strides, d.shape))]
         holder = wrap(small)
         base = Var(small.shape, small.dtype, self)
-        self._keep.append(holder)
+        self._keep.append((base, holder))
         self.graph.consts.append((base, holder))
         out = Var(d.shape, d.dtype, self)
         self.graph.eqns.append(Eqn(broadcast_to, (base,), {"shape": tuple(d.shape)}, out))
