@@ -218,3 +218,27 @@ def test_compiled_equals_eager():
     for arr in (a, a[::-1].copy()):
         for got, want in zip(g(fg.tensor(arr)), f(fg.tensor(arr))):
             _same(got, want)
+
+
+def test_bfloat16_with_nan_sorts_scatters_and_fills_as_torch():
+    """bfloat16 (which NumPy sorts without placing NaN): sort, argsort, topk, msort, kthvalue,
+    nanmedian and unique put NaN where torch does; scatter_reduce/index_reduce amax and amin
+    without the tensor's own values, and random_() without bounds, work in bfloat16."""
+    import warnings
+
+    def program(lib):
+        b = lib.tensor([1.0, float("nan"), 3.0, -2.0, 0.5], dtype=lib.bfloat16)
+        s, i = lib.tensor([1.5, 2.25, -1.0, 4.0], dtype=lib.bfloat16), lib.tensor([1, 1, 0, 2])
+        out = [lib.sort(b).values, lib.sort(b, descending=True).values, lib.argsort(b), lib.topk(b, 2).values,
+               lib.msort(b), lib.kthvalue(b, 2).values, b.nanmedian(), lib.unique(b)]
+        for red in ("amax", "amin", "prod", "mean"):
+            for inc in (True, False):
+                out.append(lib.zeros(3, dtype=lib.bfloat16).scatter_reduce(0, i, s, red, include_self=inc))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch: index_reduce is in beta)
+            out.append(lib.zeros(3, dtype=lib.bfloat16).index_reduce(0, i, s, "amin", include_self=False))
+        r = lib.empty(2000, dtype=lib.bfloat16).random_()
+        out.append(lib.tensor([float(r.min()) >= 0, float(r.max()) <= 256, float(r.max()) > 200]))
+        return [t.float().numpy() for t in out]
+    for got, want in zip(program(fg), program(torch)):
+        np.testing.assert_array_equal(got, want)

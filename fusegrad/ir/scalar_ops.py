@@ -152,7 +152,7 @@ def reduce_identity(op: str, dtype: np.dtype):
     up = op in ("max", "fmax")
     if dt.kind == "b":
         return np.bool_(not up)
-    if dt.kind == "f":
+    if dt.kind == "f" or dt.kind == "V":  # (V: bfloat16)
         return dt.type(-np.inf if up else np.inf)
     info = np.iinfo(dt)
     return dt.type(info.min if up else info.max)

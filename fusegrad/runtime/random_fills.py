@@ -34,7 +34,8 @@ def random_(self: Tensor, from_=0, to=None, *, generator=None) -> Tensor:
         from_, to = 0, from_
     if to is None:
         dt = self._data.dtype
-        to = (2 ** (np.finfo(dt).nmant + 1) + 1 if dt.kind == "f" else
+        nmant = 7 if dt.kind == "V" else np.finfo(dt).nmant if dt.kind == "f" else None  # (V: bfloat16)
+        to = (2 ** (nmant + 1) + 1 if nmant is not None else
               2 if dt.kind == "b" else int(np.iinfo(dt).max) + 1)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")

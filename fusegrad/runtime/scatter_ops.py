@@ -31,7 +31,7 @@ def _identity(reduce: str, dtype: np.dtype):
         return 1
     if dtype.kind == "b":
         return reduce == "amin"
-    lo, hi = (-np.inf, np.inf) if dtype.kind == "f" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    lo, hi = (-np.inf, np.inf) if D.np_floating(dtype) else (np.iinfo(dtype).min, np.iinfo(dtype).max)
     return lo if reduce == "amax" else hi
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir import prims as P
 from .exports import op
 from .ops import (_axes, _return_type, as_t, cat, clamp, cumsum, div, eq, isnan, log, logical_and, logical_not,
@@ -198,7 +199,7 @@ def nanmedian(input, dim=None, keepdim=False):
         if flat._data.shape[0] == 0:
             return reshape(div(P.reduce_sum(flat, axes=(0,), keepdims=True), 0), ())  # NaN, as PyTorch
         m = reshape(nanmedian(flat.detach(), 0, True).values, ())
-        if flat._data.dtype.kind != "f":
+        if not D.np_floating(flat._data.dtype):
             return m
         # the gradient is shared evenly by the elements equal to the median (the NaNs, when it is
         # NaN), as PyTorch's evenly_distribute_backward: m - sum(m - x over them) / their count,
@@ -216,7 +217,7 @@ def nanmedian(input, dim=None, keepdim=False):
     if x._data.shape[ax] == 0:
         raise IndexError(f"median(): Expected reduction dim {ax} to have non-zero size.")
     v, i, _ = _sorted_along(x, ax, False, "nanmedian")  # NaNs sort last
-    if x._data.dtype.kind != "f":  # no NaN: the median
+    if not D.np_floating(x._data.dtype):  # no NaN: the median
         k = (x._data.shape[ax] - 1) // 2
         v, i = _reduced(narrow(v, ax, k, 1), narrow(i, ax, k, 1), ax, keepdim)
         return nanmedian_type(named(v, "NanmedianBackward1"), i)
@@ -286,8 +287,10 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     x = as_t(input)
     a, dev = x._concrete("unique() (data-dependent output shape)", host=True), x.device
     if dim is None:
-        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
-        return _unique_result(vals, inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype, dev)
+        flat = a.reshape(-1)  # (bfloat16 as float32: NumPy orders its NaN among the numbers)
+        vals, inv, cnt = np.unique(flat.astype(np.float32) if a.dtype.kind == "V" else flat, return_inverse=True,
+                                   return_counts=True, equal_nan=False)
+        return _unique_result(vals.astype(a.dtype, copy=False), inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype, dev)
     ax = _axes(x, dim)[0]
     moved = _slices(a, ax)
     if a.shape[ax] == 0:

@@ -15,7 +15,10 @@ __all__ = ["argsort", "searchsorted"]
 
 def _argsort_impl(x, axis, descending):
     """Stable in both directions (equal elements keep their order, as torch's stable=True);
-    NaN sorts above every number, as in PyTorch."""
+    NaN sorts above every number, as in PyTorch (bfloat16, which NumPy sorts without
+    placing NaN, is sorted as float32: the same order)."""
+    if x.dtype.kind == "V":
+        x = x.astype(np.float32)
     if not descending:
         return np.argsort(x, axis=axis, kind="stable").astype(np.int64, copy=False)
     # sort the reversed row ascending and reverse back: ties keep their original order
