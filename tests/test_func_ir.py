@@ -339,3 +339,18 @@ def test_softmax_family_stays_on_the_ir_path():
 def test_errors_as_torch():
     with pytest.raises(RuntimeError, match="scalar"):
         ff.grad(lambda x: x * 2)(fusegrad.tensor(np.ones(3)))
+
+
+def test_tangent_cotangent_shapes_and_integer_outputs_refused_as_torch():
+    """A tangent or cotangent of another shape than its primal or output, and vjp of an
+    integer output, raise torch.func's RuntimeErrors (they were broadcast or skipped)."""
+    def errors(lib):
+        x, out = lib.ones(3, 4), []
+        for call in (lambda: lib.func.jvp(lib.sin, (x,), (lib.ones(4),)),
+                     lambda: lib.func.vjp(lib.sin, x)[1](lib.ones(4)),
+                     lambda: lib.func.vjp(lambda t: t.argmax(), x)):
+            with pytest.raises(RuntimeError) as info:
+                call()
+            out.append(str(info.value).replace("fusegrad", "torch"))
+        return out
+    assert errors(fusegrad) == errors(torch)

@@ -38,7 +38,7 @@ from ..passes.dce import dce
 from ..runtime import ops as O
 from ..runtime.grad_mode import enable_grad
 from ..runtime.interpreter import run_tensors
-from ..runtime.tensor import Tensor, wrap
+from ..runtime.tensor import Size, Tensor, wrap
 from ..tracer.capture import Captured, Variants, capture, in_strict_capture
 from ..tracer.guards import flatten_call, signature
 from ..tracer.trace import GraphBreak, capturing
@@ -357,6 +357,10 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     res = _run(e.graph, values, e.get("forward runner", lambda: fused.GraphRunner(e.graph)))
     outs = e.outs(res)
     diff = [i for i in range(e.n_out) if _is_float(e.graph.outputs[i].dtype)]
+    if len(diff) != e.n_out:
+        bad = next(o for o in outs if not _is_float(o._data.dtype))
+        raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor "
+                           f"with dtype {bad.dtype}")
 
     def build():
         j = vjp_graph(e.graph, wrt, diff)
@@ -371,6 +375,10 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
             raise RuntimeError(f"Expected pytree structure of cotangents to be the same as pytree structure of "
                                f"outputs to the function: {len(cots)} cotangents for {e.n_out} outputs")
         cs = [cots[i] if isinstance(cots[i], Tensor) else O.as_t(cots[i]) for i in diff]
+        for k, (c, i) in enumerate(zip(cs, diff)):
+            if tuple(c.shape) != tuple(e.graph.outputs[i].shape):
+                raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of {c.shape} and output[{k}] "
+                                   f"has a shape of {Size(e.graph.outputs[i].shape)}.")
         grads = _run(g, values + cs, runner)
         return tuple(a.group([i], grads[a.ranges[i][0]:a.ranges[i][1]], i) for i in range(len(primals)))
     out = unflatten(e.out_spec, outs)
@@ -397,6 +405,11 @@ def _jvp(func: Callable, primals, tangents, has_aux: bool, strict: bool):
         tl, _ = flatten(list(tangents))
         if len(tl) != len(wrt) or not all(isinstance(t, Tensor) for t in tl):
             raise _Fallback("tangents do not match the primals")
+        for p, t in zip([a.tensors[i] for i in wrt], tl):
+            if tuple(t.shape) != tuple(p.shape):
+                raise RuntimeError(f"Trying to set a forward gradient that has a different size than that of the "
+                                   f"original Tensor, this is not supported. Tensor is of size {list(p.shape)} "
+                                   f"while the given forward gradient is of size {list(t.shape)}.")
         e = _entry(func, ("jvp",), a, has_aux)
     except (GraphBreak, _Fallback) as ex:
         _fallback(getattr(ex, "reason", str(ex)))
