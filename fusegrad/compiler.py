@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import Callable, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
+
+from .runtime.stance import set_stance  # noqa: F401
 
 __all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling",
-           "cudagraph_mark_step_begin", "allow_in_graph", "assume_constant_result", "graph_break"]
+           "cudagraph_mark_step_begin", "allow_in_graph", "assume_constant_result", "graph_break", "set_stance",
+           "explain"]
 
 
 def reset() -> None:
@@ -48,6 +51,38 @@ def graph_break(msg: str = "") -> None:
     tr = capture_trace()
     if tr is not None:
         tr.graph_break(f"torch._dynamo.graph_break({msg!r}) at {user_frame()}")
+
+
+class BreakReason(NamedTuple):
+    """One graph break: its reason, naming the user's file and line."""
+    reason: str
+    user_stack: tuple = ()
+
+
+class ExplainOutput(NamedTuple):
+    """What ``explain`` found: the graphs a call compiles into and the breaks between them."""
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 "Break Reasons:"]
+        lines += [f"  Break Reason {i + 1}:\n    Reason: {b.reason}" for i, b in enumerate(self.break_reasons)]
+        return "\n".join(lines) + "\n"
+
+
+def explain(f: Callable, *extra_args, **extra_kwargs) -> Callable:
+    """``explain(f)(*args)``: compile ``f`` afresh, call it on ``args`` and report its graph
+    breaks (``ExplainOutput``), as ``torch._dynamo.explain``."""
+    from .runtime.compiled import compile as compile_
+
+    def inner(*args, **kwargs):
+        cf = compile_(f)
+        cf(*args, *extra_args, **kwargs, **extra_kwargs)
+        breaks = [BreakReason(r) for r in cf.cache_info()["graph_breaks"]]
+        return ExplainOutput(len(breaks) + 1, len(breaks), breaks)
+    return inner
 
 
 def cudagraph_mark_step_begin() -> None:

@@ -325,3 +325,45 @@ def test_half_precision_linear_algebra_raises_torchs_errors():
             getattr(mod, name.split(".")[-1])(lib.eye(3).to(getattr(lib, half)))
         return case
     _raise_alike([call(name, half) for name in fns for half in ("bfloat16", "float16")])
+
+
+def test_dynamo_errors_explain_and_compile_stances():
+    """``torch._dynamo.exc.Unsupported`` is what fullgraph=True raises (a RuntimeError);
+    ``_dynamo.explain`` reports the breaks; ``compiler.set_stance``: force_eager runs the
+    Python at every call (also as a context manager and decorator), fail_on_recompile raises
+    on a new signature, eager_on_recompile runs it eagerly, an unknown stance is refused."""
+    def f(x):
+        print("logged")
+        return x.sin() + 1
+    with pytest.raises(fg._dynamo.exc.Unsupported, match="print"):
+        fg.compile(f, fullgraph=True)(fg.ones(2))
+    assert issubclass(fg._dynamo.exc.Unsupported, RuntimeError)
+    report = fg._dynamo.explain(f)(fg.ones(2))
+    assert report.graph_break_count == 1 and "print() at" in report.break_reasons[0].reason
+    calls = []
+
+    def g(x):
+        calls.append(1)
+        return x * 2
+    cg = fg.compile(g)
+    with fg.compiler.set_stance("force_eager"):
+        for _ in range(3):
+            cg(fg.ones(2))
+    assert len(calls) == 3 and cg.cache_info()["misses"] == 0
+    cg(fg.ones(2))
+    fg.compiler.set_stance("fail_on_recompile")
+    try:
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            cg(fg.ones(3, 3))
+        assert cg(fg.ones(2)).tolist() == [2.0, 2.0]
+        fg.compiler.set_stance("eager_on_recompile")
+        n = len(calls)
+        assert cg(fg.ones(3, 3)).shape == (3, 3) and len(calls) == n + 1
+    finally:
+        fg.compiler.set_stance("default")
+    eager_run = fg.compiler.set_stance("force_eager")(lambda: cg(fg.ones(4)))
+    before = len(calls)
+    eager_run()
+    assert len(calls) == before + 1 and fg.runtime.stance.STANCE.name == "default"
+    with pytest.raises(RuntimeError, match="invalid torch.compile stance"):
+        fg.compiler.set_stance("bogus")

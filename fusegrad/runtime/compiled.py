@@ -51,6 +51,8 @@ from .segments import run_segmented
 from . import speculation
 from .speculation import Speculative
 from ..tracer import speculate
+from .._dynamo import exc as _dynamo_exc
+from .stance import STANCE
 from ..compiler import _marked_dynamic, _static_dims
 from .._dynamo import config as dynamo_config
 from . import devices
@@ -917,6 +919,8 @@ class CompiledFunction:
         return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
+        if STANCE.force_eager:
+            return self.fn(*args, **kwargs)
         fast = self._fast
         if fast is not None and not kwargs:
             out = fast.run(args)
@@ -1052,6 +1056,11 @@ class CompiledFunction:
             if len(self._cache) >= self._cache.limit:
                 return self._give_up(f"recompile limit ({self._cache.limit}) reached for {self.__name__}; running "
                                      "eagerly")
+            if len(self._cache) and STANCE.name != "default":
+                if STANCE.name == "fail_on_recompile":
+                    raise _dynamo_exc.RecompileError(f"Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+                                         f"function name: {self.__name__}")
+                return _Eager("eager_on_recompile stance: a new signature runs eagerly")
             if len(self._cache):
                 self._stats["recompiles"] += 1
                 log("recompiles", f"{self.__name__}: " + (
@@ -1207,7 +1216,7 @@ class CompiledFunction:
                 return self._build(leaves, spec, False, counted)
             reason = e.reason
             if self.fullgraph:
-                raise RuntimeError(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
+                raise _dynamo_exc.Unsupported(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
             if reason not in self._stats["graph_breaks"]:
                 self._stats["graph_breaks"].append(reason)
             log("graph_breaks", reason)

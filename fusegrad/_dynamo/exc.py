@@ -1,0 +1,27 @@
+"""``torch._dynamo.exc``: the errors compile raises, as PyTorch names them (all
+RuntimeErrors): ``Unsupported`` for what ``fullgraph=True`` cannot capture,
+``RecompileError`` for a recompile under the ``fail_on_recompile`` stance."""
+
+
+class TorchDynamoException(RuntimeError):
+    """Base of the compiler's errors."""
+
+
+class Unsupported(TorchDynamoException):
+    """Code that cannot be captured in one graph (a graph break under ``fullgraph=True``)."""
+
+
+class RecompileError(TorchDynamoException):
+    """A recompile where the stance forbids one."""
+
+
+class TorchRuntimeError(TorchDynamoException):
+    """An error raised by an operation while compiling."""
+
+
+class InternalTorchDynamoError(TorchDynamoException):
+    """An error of the compiler itself."""
+
+
+class BackendCompilerFailed(TorchDynamoException):
+    """The backend failed to compile a graph."""
