@@ -204,10 +204,38 @@ def test_index_reduce_compiles_and_matches_torch(pt):
 def test_errors_keep_their_messages():
     x, i = fg.zeros(2, 3), fg.tensor([[0, 1]])
     with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
-        x.scatter_reduce(1, i, fg.ones(1, 2), "max")
+        x.scatter_reduce(1, i, fg.ones(1, 2), "max_")
     with pytest.raises(RuntimeError, match="Expected self.dtype to be equal to src.dtype"):
         x.scatter_reduce(1, i, fg.ones(1, 2, dtype=fg.float64), "amax")
     with pytest.raises(RuntimeError, match="out of bounds for dimension 1 with size 3"):
         x.scatter_reduce(1, fg.tensor([[0, 7]]), fg.ones(1, 2), "amax")
     with pytest.raises(RuntimeError, match="Expected reduce to be one of prod, mean, amax or amin"):
         x.index_reduce(0, fg.tensor([0]), fg.ones(1, 3), "sum")
+
+
+def test_scatter_index_add_and_masked_scatter_refuse_as_torch():
+    """Dtype and index checks with torch 2.13's errors: a source of another dtype (scatter_add,
+    masked_scatter), a float index, an index larger than the source, index_add_ out of range
+    (IndexError), tensors that do not broadcast (broadcast_tensors, a distribution's
+    parameters); and scatter_reduce's 'max'/'min' spellings of amax/amin."""
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        out = []
+        f32, f64, i = lib.zeros(2), lib.ones(1, dtype=lib.float64), lib.tensor([0])
+        for call in (lambda: f32.scatter_add(0, i, f64), lambda: f32.masked_scatter(lib.tensor([True, False]), f64),
+                     lambda: lib.zeros(3).index_add_(0, lib.tensor([5]), lib.ones(1)),
+                     lambda: lib.zeros(3).index_add_(0, lib.tensor([1.0]), lib.ones(1)),
+                     lambda: lib.zeros(3, 2).scatter_add_(0, lib.tensor([[0, 1, 2]]), lib.ones(1, 2)),
+                     lambda: lib.zeros(3, 2).scatter_add(0, lib.tensor([[0.0, 1.0]]), lib.ones(1, 2)),
+                     lambda: lib.broadcast_tensors(lib.zeros(3), lib.ones(2)),
+                     lambda: lib.distributions.Normal(lib.zeros(3), lib.ones(2))):
+            try:
+                call()
+                out.append("no error")
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                out.append(f"{type(e).__name__}: {e}")
+        for red in ("max", "min"):
+            out.append(lib.zeros(3).scatter_reduce(0, lib.tensor([0, 0, 1]), lib.tensor([2.0, 5.0, -1.0]), red).tolist())
+        return out
+    assert program(fg) == program(torch)

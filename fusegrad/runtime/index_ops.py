@@ -38,6 +38,8 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
     ax = O._axes(x, dim)[0]
     if not accumulate and isinstance(index, Tensor) and index._data.dtype != np.int64:
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got {O.scalar_name(index)}")
+    if accumulate and isinstance(index, Tensor) and index._data.dtype.kind not in "iu":
+        raise RuntimeError(f"index_add_(): Expected dtype int32/int64 for index but got: {O.scalar_name(index)}")
     index, source = _index(index), O.as_t(source)
     if source.dtype != x.dtype:
         raise RuntimeError(f"index_add_(): self ({O.scalar_name(x)}) and source ({O.scalar_name(source)}) must have "
@@ -48,9 +50,9 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
                            f"the shape of self {list(x.shape)} with {index.shape[0]} entries along dim {dim}")
     try:
         moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
-    except IndexError as e:  # (as PyTorch's: a RuntimeError from index_add_, an IndexError from index_copy_)
+    except IndexError as e:  # (as PyTorch's IndexErrors)
         msg = str(e).replace("dimension 0", f"dimension {ax}")
-        raise RuntimeError(msg) if accumulate else IndexError(f"index_copy_(): {msg}") from None
+        raise IndexError("index out of range in self" if accumulate else f"index_copy_(): {msg}") from None
     return O.movedim(moved, 0, ax)
 
 

@@ -1216,7 +1216,9 @@ def broadcast_shape_of(*xs) -> tuple:
 
 @op(method=False)
 def broadcast_tensors(*xs):
-    shp = broadcast_shape_of(*xs)
+    shp = ()
+    for x in xs:  # (pairwise, for PyTorch's error naming the sizes and the dim)
+        shp = _infer_size(shp, tuple(getattr(x, "shape", ())))
     return tuple(expand(as_t(x), shp) for x in xs)
 
 
@@ -1826,6 +1828,16 @@ def gather(x, dim, index, *, sparse_grad=False):
 @op
 def scatter_add(x, dim, index, src):
     x, index, src = as_t(x), as_t(index), as_t(src)
+    if index._data.dtype.kind not in "iu":
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if src._data.dtype != x._data.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    ax = _axes(x, dim)[0]
+    if index._data.ndim == x._data.ndim == src._data.ndim and builtins.any(
+            n > (x._data.shape[a] if a != ax else n) or n > src._data.shape[a]
+            for a, n in enumerate(index._data.shape)):
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(x.shape)} apart "
+                           f"from dimension {ax} and to be no larger size than src {list(src.shape)}")
     return named(P.scatter_add(x, index, src, axis=_axes(x, dim)[0]), "ScatterAddBackward0")
 
 
@@ -2423,8 +2435,6 @@ def index_put_(self, indices, values, accumulate=False):
 
 @op(function=False)
 def scatter_add_(self, dim, index, src):
-    if isinstance(src, Tensor) and src.dtype != self.dtype:
-        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     return inplace(self, lambda old: scatter_add(old, dim, index, src), src)
 
 

@@ -41,6 +41,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     """``input`` with each ``src[i][j]...`` reduced (``reduce``: sum, prod, mean, amax, amin)
     into the position ``index[i][j]...`` names along ``dim``; ``include_self``: whether
     ``input``'s own values at the scattered positions take part."""
+    reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # (PyTorch 2.13 takes these spellings too)
     if reduce not in _REDUCES:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     if index.dtype.np.kind not in "iu":
@@ -94,6 +95,9 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
     row-major order, with ``source``'s leading elements."""
     if mask.dtype.np.kind != "b":
         raise RuntimeError("masked_scatter_: expected BoolTensor for mask")
+    if source.dtype != input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{O.scalar_name(input)} and {O.scalar_name(source)}")
     m = O.broadcast_to(mask, tuple(input.shape))
     flat = O.reshape(m, (-1,))
     pos = O.sub(O.cumsum(O.to(flat, D.int64), 0), 1)
