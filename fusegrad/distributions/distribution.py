@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Optional
 
+from ..ir.graph import Var
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Size, Tensor
 from . import constraints
@@ -38,7 +39,7 @@ class Distribution:
                 if param not in self.__dict__ and isinstance(getattr(type(self), param), lazy_property):
                     continue  # the parameter given in another form (probs for logits) was checked
                 value = getattr(self, param)
-                if not bool(constraint.check(value).all()):
+                if not _all_true(constraint.check(value)):
                     raise ValueError(f"Expected parameter {param} ({type(value).__name__} of shape "
                                      f"{tuple(value.shape)}) of distribution {self!r} to satisfy the constraint "
                                      f"{constraint!r}, but found invalid values:\n{value}")
@@ -141,7 +142,7 @@ class Distribution:
                 raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: {tuple(actual_shape)} "
                                  f"vs {tuple(expected_shape)}.")
         support = self.support
-        if not bool(support.check(value).all()):
+        if not _all_true(support.check(value)):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) to "
                              f"be within the support ({support!r}) of the distribution {self!r}, but found invalid "
                              f"values:\n{value}")
@@ -151,3 +152,15 @@ class Distribution:
         args = ", ".join(f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}"
                          for p in names)
         return self.__class__.__name__ + "(" + args + ")"
+
+
+def _all_true(valid) -> bool:
+    """Whether a validation's check holds everywhere (PyTorch's ``_is_all_true``). Inside a
+    compiled trace that must stay one graph (``fullgraph=True``), the check is left out,
+    as torch.compile leaves its assertion to the kernels, rather than breaking the graph;
+    elsewhere reading it is a graph break, so the check runs at every call."""
+    from ..tracer.trace import capture_trace
+    tr = capture_trace()
+    if tr is not None and getattr(tr, "one_graph", False) and type(valid._data) is Var:
+        return True
+    return bool(valid.all())

@@ -111,6 +111,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
     arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
+        tr.one_graph = not speculating  # (fullgraph=True: a value check cannot break the graph)
         tr.attribute_stores = {}
         tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
