@@ -367,3 +367,34 @@ def test_dynamo_errors_explain_and_compile_stances():
     assert len(calls) == before + 1 and fg.runtime.stance.STANCE.name == "default"
     with pytest.raises(RuntimeError, match="invalid torch.compile stance"):
         fg.compiler.set_stance("bogus")
+
+
+def test_loader_settings_fixed_and_non_leaf_deepcopy_refused_as_torch():
+    """A DataLoader's batch_size, drop_last and sampler cannot be set after construction, and
+    deepcopy of a non-leaf tensor (or a module holding one: a pruned layer) raises, as in torch."""
+    import copy
+    import importlib
+
+    def program(lib):
+        data, prune = importlib.import_module(lib.__name__ + ".utils.data"), \
+            importlib.import_module(lib.__name__ + ".nn.utils.prune")
+        dl = data.DataLoader(data.TensorDataset(lib.arange(6.0)), batch_size=2)
+        cases = [lambda attr=attr, v=v: setattr(dl, attr, v) for attr, v in (("batch_size", 4), ("drop_last", True),
+                                                                          ("sampler", [0, 1]))]
+        dl.num_workers = 0  # (others may change)
+        b = lib.ones(2, requires_grad=True) * 2
+        cases += [lambda: copy.deepcopy(b), lambda: copy.deepcopy(prune.l1_unstructured(lib.nn.Linear(3, 2),
+                                                                                         "weight", 0.5))]
+        return _errors(cases) + [len(list(dl)), copy.deepcopy(lib.ones(2, requires_grad=True)).requires_grad]
+    assert program(fg) == program(torch)
+
+
+def _errors(cases) -> list:
+    out = []
+    for case in cases:
+        try:
+            case()
+            out.append("no error")
+        except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+            out.append(f"{type(e).__name__}: {str(e).replace('fusegrad', 'torch')}")
+    return out

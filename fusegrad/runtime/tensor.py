@@ -367,6 +367,13 @@ class Tensor:
         return (_rebuild, (data, self._rg) + extra)
 
     def __deepcopy__(self, memo):
+        if self._grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
+                               "because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
         d = self._data
         t = wrap(np.array(self._concrete("deepcopy"), copy=True) if type(d) is np.ndarray or type(d) is Var
                  else devices.copy(d))  # (a CUDA or meta payload: copied on its device)

@@ -116,6 +116,13 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self._workers: Optional[_WorkerPool] = None
+        self._initialized = True
+
+    def __setattr__(self, attr: str, val) -> None:
+        if self.__dict__.get("_initialized") and attr in ("batch_size", "batch_sampler", "sampler", "drop_last",
+                                                           "dataset", "persistent_workers"):
+            raise ValueError(f"{attr} attribute should not be set after {type(self).__name__} is initialized")
+        object.__setattr__(self, attr, val)
 
     @property
     def _auto_collation(self) -> bool:
