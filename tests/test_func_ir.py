@@ -342,13 +342,17 @@ def test_errors_as_torch():
 
 
 def test_tangent_cotangent_shapes_and_integer_outputs_refused_as_torch():
-    """A tangent or cotangent of another shape than its primal or output, and vjp of an
-    integer output, raise torch.func's RuntimeErrors (they were broadcast or skipped)."""
+    """A tangent or cotangent of another shape than its primal or output, vjp of an integer
+    output (they were broadcast or skipped), primals that are not a tuple, argnums out of
+    range and has_aux without a pair raise torch.func's RuntimeErrors."""
     def errors(lib):
         x, out = lib.ones(3, 4), []
         for call in (lambda: lib.func.jvp(lib.sin, (x,), (lib.ones(4),)),
                      lambda: lib.func.vjp(lib.sin, x)[1](lib.ones(4)),
-                     lambda: lib.func.vjp(lambda t: t.argmax(), x)):
+                     lambda: lib.func.vjp(lambda t: t.argmax(), x),
+                     lambda: lib.func.jvp(lib.sin, x, (x,)), lambda: lib.func.jvp(lib.sin, [x], [x]),
+                     lambda: lib.func.grad(lambda t: t.sum(), argnums=2)(x),
+                     lambda: lib.func.grad(lambda t: t.sum(), has_aux=True)(x)):
             with pytest.raises(RuntimeError) as info:
                 call()
             out.append(str(info.value).replace("fusegrad", "torch"))

@@ -85,11 +85,17 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
     def wrapper(*args, **kwargs):
         tracked = _any_tracked(args)
         nums = _argnums_tuple(argnums)
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise RuntimeError(f"Got argnum={n}, but only {len(args)} positional inputs")
         with enable_grad():
             new_args, diff, specs = _split(args, nums)
             out = func(*new_args, **kwargs)
             aux = None
             if has_aux:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise RuntimeError("grad_and_value(f)(*args): output of function f should be a tuple: "
+                                       "(output, aux) if has_aux is True")
                 out, aux = out
             if not isinstance(out, Tensor) or out.numel() != 1:
                 raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
@@ -137,10 +143,19 @@ JVP_STRICT = ("jvp(f, primals, tangents, strict=True): The output of f is indepe
               "This is not allowed with strict=True.")
 
 
+def check_jvp_arguments(primals, tangents) -> None:
+    """torch.func.jvp's refusal of primals or tangents that are not tuples."""
+    for name, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, tuple):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be valid "
+                               "to call f(*primals).")
+
+
 def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: bool = False):
     """``(func(*primals), J·tangents)`` by the double-VJP construction: the VJP is linear
     in its cotangent u, so differentiating <vjp(u), t> with respect to u gives J·t
     (``strict``: an output independent of the primals raises)."""
+    check_jvp_arguments(primals, tangents)
     tracked = _any_tracked(primals) or _any_tracked(tangents)
     with enable_grad():
         diff, specs, out, aux = _forward(func, primals, has_aux)

@@ -389,6 +389,7 @@ def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: boo
     """``(func(*primals), J·tangents)`` by the JVP pass: one evaluation of the forward-mode
     graph (a closed graph per signature: see fusegrad.func.fused). ``strict``: an output
     that does not depend on the primals raises, as torch.func's, instead of a zero tangent."""
+    _eager.check_jvp_arguments(primals, tangents)
     if isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list)):
         base, chain = chain_of(func)
         return fused.call((base, chain + (("jvp", has_aux, strict),)),
