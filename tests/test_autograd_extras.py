@@ -740,3 +740,25 @@ def test_forward_over_reverse_reverse_over_forward_and_views_written_in_place():
     mine, ref = program(fg), program(torch)
     for k in ref:
         np.testing.assert_allclose(mine[k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+@pytest.mark.torch
+def test_functional_refuses_as_torch():
+    """autograd.functional: a strategy other than its two names, forward mode without
+    vectorize, and v=None where the input or output has more than one element raise as torch's."""
+    torch = pytest.importorskip("torch")
+
+    def errors(lib):
+        AF, x, out = importlib.import_module(lib.__name__ + ".autograd.functional"), lib.ones(3), []
+        for call in (lambda: AF.jacobian(lib.sin, x, strategy="forward-mode"),
+                     lambda: AF.jacobian(lib.sin, x, strategy="bogus"),
+                     lambda: AF.hessian(lambda a: a.sum(), x, outer_jacobian_strategy="bogus"),
+                     lambda: AF.jvp(lib.sin, x), lambda: AF.vjp(lib.sin, x)):
+            try:
+                call()
+                out.append("no error")
+            except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+                out.append(f"{type(e).__name__}: {e}")
+        out.append(np.round(AF.jacobian(lib.sin, x, strategy="forward-mode", vectorize=True).numpy(), 6).tolist())
+        return out
+    assert errors(fg) == errors(torch)

@@ -3,11 +3,12 @@ Without ``create_graph`` their results are detached, as PyTorch's; ``strict`` ch
 function's outputs are computed differentiably from its inputs."""
 from __future__ import annotations
 
+from ..runtime.tensor import Tensor
+
 
 def _result(tree, func, inputs, create_graph: bool, strict: bool):
     """``tree`` (the transform's result) detached unless ``create_graph``, after the strict check."""
     from ..func.pytree import flatten, unflatten
-    from ..runtime.tensor import Tensor
     if strict:
         _check_strict(func, inputs)
     if create_graph:
@@ -20,7 +21,6 @@ def _graph_inputs(inputs, create_graph: bool):
     """``inputs`` as PyTorch's functionals differentiate them: with ``create_graph``, a float
     tensor that does not require grad becomes a detached one that does, so the result has a
     graph (its ``requires_grad`` set) whatever the caller's inputs."""
-    from ..runtime.tensor import Tensor
     if not create_graph:
         return inputs
 
@@ -35,7 +35,6 @@ def _check_strict(func, inputs) -> None:
     """PyTorch's strict mode: every output must require grad when the inputs do."""
     from ..func.pytree import flatten
     from ..runtime.grad_mode import enable_grad
-    from ..runtime.tensor import Tensor
     args = tuple(a.detach().requires_grad_(True) for a in (inputs if isinstance(inputs, tuple) else (inputs,)))
     with enable_grad():
         outs = [o for o in flatten(func(*args))[0] if isinstance(o, Tensor)]
@@ -47,6 +46,7 @@ def _check_strict(func, inputs) -> None:
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
+    _check_strategy(strategy, vectorize)
     inputs = _graph_inputs(inputs, create_graph)
     from ..func import jacrev
     single = not isinstance(inputs, tuple)
@@ -56,6 +56,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
+    _check_strategy(outer_jacobian_strategy, vectorize, hint=False)
     inputs = _graph_inputs(inputs, create_graph)
     from ..func import hessian as h
     single = not isinstance(inputs, tuple)
@@ -70,6 +71,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     args = (inputs,) if single else inputs
     out, fn = v_(func, *args)
     if v is None:
+        if not (isinstance(out, Tensor) and out.numel() == 1):
+            raise RuntimeError("The vector v can only be None if the user-provided function returns a single Tensor "
+                               "with a single element.")
         from ..runtime.factory import ones_like
         v = ones_like(out)
     g = fn(v)
@@ -82,10 +86,24 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
     if v is None:
+        if not (single and args[0].numel() == 1):
+            raise RuntimeError("The vector v can only be None if the input to the user-provided function is a "
+                               "single Tensor with a single element.")
         from ..runtime.factory import ones_like
         v = tuple(ones_like(a) for a in args)
     vs = (v,) if single and not isinstance(v, tuple) else v
     return _result(j_(func, args, vs), func, inputs, create_graph, strict)
+
+
+def _check_strategy(strategy: str, vectorize: bool, hint: bool = True) -> None:
+    """PyTorch's checks of a Jacobian strategy: one of two names; forward mode only vectorized."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".' + (
+            ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be more performant. '
+            'Otherwise, prefer to use "reverse-mode".' if hint else ""))
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+                                  "only implemented for `vectorize=True`.")
 
 
 def _hessian_product(func, inputs, v, left: bool):
