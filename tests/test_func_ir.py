@@ -349,7 +349,7 @@ def test_tangent_cotangent_shapes_and_integer_outputs_refused_as_torch():
         x, out = lib.ones(3, 4), []
         for call in (lambda: lib.func.jvp(lib.sin, (x,), (lib.ones(4),)),
                      lambda: lib.func.vjp(lib.sin, x)[1](lib.ones(4)),
-                     lambda: lib.func.vjp(lambda t: t.argmax(), x),
+                     lambda: lib.func.vjp(lambda t: t.argmax(), x), lambda: lib.func.jacrev(lambda t: t.argmax())(x),
                      lambda: lib.func.jvp(lib.sin, x, (x,)), lambda: lib.func.jvp(lib.sin, [x], [x]),
                      lambda: lib.func.grad(lambda t: t.sum(), argnums=2)(x),
                      lambda: lib.func.grad(lambda t: t.sum(), has_aux=True)(x)):

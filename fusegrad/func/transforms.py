@@ -31,6 +31,7 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir import prims as P
 from ..ir.graph import Eqn, Var
 from ..passes.autodiff import active, jvp_graph, vjp_graph
@@ -449,7 +450,11 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
             wrt = a.wrt(nums)
             e = _entry(func, (kind, nums), a, has_aux)
             outs = e.graph.outputs[:e.n_out]
-            if not all(_is_float(o.dtype) for o in outs):
+            bad = next((o for o in outs if not _is_float(o.dtype)), None)
+            if bad is not None and kind == "jacrev":
+                raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got "
+                                   f"Tensor with dtype {D.from_numpy_dtype(bad.dtype)}")
+            if bad is not None:
                 raise _Fallback("a non-floating output")
             ins = [a.tensors[i] for i in wrt]
             if kind == "jacrev":
