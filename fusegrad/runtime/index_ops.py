@@ -48,6 +48,10 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
     if source.ndim != x.ndim or source.shape[ax] != index.shape[0]:
         raise RuntimeError(f"index_{'add' if accumulate else 'copy'}_(): source {list(source.shape)} must have "
                            f"the shape of self {list(x.shape)} with {index.shape[0]} entries along dim {dim}")
+    if accumulate and x.ndim > 1 and D.np_half(x._data.dtype):
+        # (PyTorch adds whole half-precision slices in float32, rounding once; single elements,
+        # as index_put's, one at a time)
+        return O.to(_along(O.to(x, D.float32), ax, index, O.to(source, D.float32), True), x.dtype)
     try:
         moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
     except IndexError as e:  # (as PyTorch's IndexErrors)

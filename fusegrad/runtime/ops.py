@@ -1846,6 +1846,9 @@ def index_select(x, dim, index):
     x, index = as_t(x), as_t(index)
     ax = _axes(x, dim)[0]
     key = tuple("T" if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
+    if D.np_half(x._data.dtype) and x._data.ndim > 1 and STATE.enabled and x._rg:
+        # (PyTorch's backward adds half-precision rows in float32, rounding once: exact casts around it)
+        return named(to(P.index(to(x, D.float32), index, key=key), x.dtype), "IndexSelectBackward0")
     return named(P.index(x, index, key=key), "IndexSelectBackward0")
 
 

@@ -55,13 +55,12 @@ index = Primitive("index", _index_impl, vjp=_index_vjp,
 
 
 def _index_put_impl(x, v, *idx, key, accumulate):
-    if accumulate and np_half(x.dtype):  # (sums into half precision: in float32)
-        f32 = np.float32
-        return _index_put_impl(x.astype(f32), np.asarray(v).astype(f32), *idx, key=key, accumulate=True).astype(x.dtype)
     out = np.array(x, copy=True)
     k = numpy_key(key, idx)
     if accumulate:
-        if not _add_along_axis(out, key, idx, v):
+        if np_half(x.dtype):  # (PyTorch's CPU kernel adds one value at a time, each sum rounded to the dtype)
+            np.add.at(out, k, np.asarray(v).astype(x.dtype, copy=False))
+        elif not _add_along_axis(out, key, idx, v):
             np.add.at(out, k, v)
     else:
         out[k] = v
