@@ -1059,8 +1059,8 @@ class CompiledFunction:
                                      "eagerly")
             if len(self._cache) and STANCE.name != "default":
                 if STANCE.name == "fail_on_recompile":
-                    raise _dynamo_exc.RecompileError(f"Detected recompile when torch.compile stance is 'fail_on_recompile'. "
-                                         f"function name: {self.__name__}")
+                    raise _dynamo_exc.RecompileError("Detected recompile when torch.compile stance is "
+                                                     f"'fail_on_recompile'. function name: {self.__name__}")
                 return _Eager("eager_on_recompile stance: a new signature runs eagerly")
             if len(self._cache):
                 self._stats["recompiles"] += 1
