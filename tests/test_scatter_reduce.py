@@ -236,6 +236,7 @@ def test_scatter_index_add_and_masked_scatter_refuse_as_torch():
             except Exception as e:  # noqa: BLE001 - the type and message are what is compared
                 out.append(f"{type(e).__name__}: {e}")
         for red in ("max", "min"):
-            out.append(lib.zeros(3).scatter_reduce(0, lib.tensor([0, 0, 1]), lib.tensor([2.0, 5.0, -1.0]), red).tolist())
+            src = lib.tensor([2.0, 5.0, -1.0])
+            out.append(lib.zeros(3).scatter_reduce(0, lib.tensor([0, 0, 1]), src, red).tolist())
         return out
     assert program(fg) == program(torch)

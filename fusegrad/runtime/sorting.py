@@ -290,7 +290,8 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         flat = a.reshape(-1)  # (bfloat16 as float32: NumPy orders its NaN among the numbers)
         vals, inv, cnt = np.unique(flat.astype(np.float32) if a.dtype.kind == "V" else flat, return_inverse=True,
                                    return_counts=True, equal_nan=False)
-        return _unique_result(vals.astype(a.dtype, copy=False), inv.reshape(a.shape), cnt, return_inverse, return_counts, a.dtype, dev)
+        return _unique_result(vals.astype(a.dtype, copy=False), inv.reshape(a.shape), cnt, return_inverse,
+                              return_counts, a.dtype, dev)
     ax = _axes(x, dim)[0]
     moved = _slices(a, ax)
     if a.shape[ax] == 0:
