@@ -856,6 +856,38 @@ def test_checkpoint_double_backward_matches_torch(pt):
 
 
 @pytest.mark.torch
+def test_checkpoint_recomputes_under_the_forwards_autocast_and_refuses_partial_reentrant(pt):
+    """Both variants recompute under the autocast state the forward ran in (a bfloat16 block
+    recomputed in float32 gave other gradients than without checkpointing), as torch's; the
+    reentrant one refuses autograd.grad and backward(inputs=) as torch's (it accumulated into
+    every parameter's .grad besides)."""
+    rng = np.random.default_rng(5)
+    w_np, x_np = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+
+    def program(lib):
+        out = []
+        for reentrant in (None, False, True):
+            w = lib.nn.Parameter(lib.tensor(w_np))
+            x = lib.tensor(x_np, requires_grad=True)
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                block = lambda t: lib.tanh(t @ w) @ w  # noqa: E731
+                y = block(x) if reentrant is None else lib.utils.checkpoint.checkpoint(block, x,
+                                                                                       use_reentrant=reentrant)
+            y.float().square().sum().backward()
+            out.append([w.grad.numpy(), x.grad.numpy()])
+            z = lib.utils.checkpoint.checkpoint(lambda t: (t @ w).sum(), x, use_reentrant=True)
+            for call in (lambda: lib.autograd.grad(z, x, retain_graph=True), lambda: z.backward(inputs=[x])):
+                with pytest.raises(RuntimeError, match="use_reentrant=True, torch.utils.checkpoint is incompatible"):
+                    call()
+        return out
+    mine, ref = program(fg), program(pt)
+    for grads, ref_grads in zip(mine, ref):
+        for got, plain, want in zip(grads, mine[0], ref_grads):
+            np.testing.assert_array_equal(got, plain)  # checkpointing changes nothing
+            np.testing.assert_allclose(got, want, rtol=0.05, atol=0.2)  # (bfloat16 backward rounding)
+
+
+@pytest.mark.torch
 def test_first_and_second_derivatives_at_exactly_zero_match_torch(pt):
     """Newton's method from w = 0 reads the Hessian of BCE with logits at logits of exactly
     0: logsigmoid, softplus, BCE with logits, smooth L1 and Huber have PyTorch's first and

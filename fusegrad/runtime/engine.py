@@ -47,8 +47,10 @@ def _run_pre_hooks(hooks, gs):
 
 class _Running(threading.local):
     """The backward running in this thread: ``graph`` is (the nodes it reaches, those it
-    runs or None for all of them), or None; a new tuple per backward (multi-grad hooks)."""
+    runs or None for all of them), or None; a new tuple per backward (multi-grad hooks).
+    ``partial``: it was given ``inputs`` (``autograd.grad``, ``backward(inputs=...)``)."""
     graph: Optional[tuple] = None
+    partial = False
 
 
 RUNNING = _Running()
@@ -120,9 +122,9 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
     target_nodes = {e[0] for e in targets} if targets is not None else ()
     anomaly = STATE.anomaly
     owned: dict = {}  # gradient sums this backward allocated itself (safe to update in place)
-    prev_enabled, prev_graph = STATE.enabled, RUNNING.graph
+    prev_enabled, prev_graph, prev_partial = STATE.enabled, RUNNING.graph, RUNNING.partial
     STATE.enabled = create_graph
-    RUNNING.graph = (seen, needed)
+    RUNNING.graph, RUNNING.partial = (seen, needed), inputs is not None
     # fills in VJP rules (primitives without tensor operands) are made where the gradients flow
     devices.DEFAULT.append(roots[0].device if roots else devices.DEFAULT[-1])
     try:
@@ -189,7 +191,7 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                 if d == 0:
                     ready.append(c)
     finally:
-        STATE.enabled, RUNNING.graph = prev_enabled, prev_graph
+        STATE.enabled, RUNNING.graph, RUNNING.partial = prev_enabled, prev_graph, prev_partial
         devices.DEFAULT.pop()
     if inputs is None:
         return None

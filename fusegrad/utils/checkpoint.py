@@ -21,7 +21,9 @@ from ..autograd.function import Function
 from ..ir.graph import Var
 from ..autograd.functions import backward as _backward, grad as _grad
 from ..func.pytree import flatten
+from ..runtime.autocast_state import STATE as AUTOCAST
 from ..runtime.dispatch import _edge
+from ..runtime.engine import RUNNING
 from ..runtime.factory import get_rng_state, set_rng_state
 from ..runtime.grad_mode import STATE, enable_grad, no_grad
 from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
@@ -29,6 +31,16 @@ from ..runtime.tensor import Tensor, wrap
 from ..tracer.trace import capturing, current_traces
 
 __all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
+
+
+@contextlib.contextmanager
+def _autocast_as(dtype) -> Iterator[None]:
+    """Run the block under the autocast state the forward ran under (its low dtype or None)."""
+    prev, AUTOCAST.dtype = AUTOCAST.dtype, dtype
+    try:
+        yield
+    finally:
+        AUTOCAST.dtype = prev
 
 
 @contextlib.contextmanager
@@ -65,6 +77,7 @@ class CheckpointFunction(Function):
     def forward(ctx, run_function: Callable, preserve_rng_state: bool, *args):
         ctx.run_function = run_function
         ctx.fwd_rng_state = get_rng_state() if preserve_rng_state else None
+        ctx.autocast = AUTOCAST.dtype
         ctx.tensor_indices = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.inputs = [None if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*(args[i] for i in ctx.tensor_indices))
@@ -73,10 +86,14 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        if RUNNING.partial:  # (its nested backward would accumulate into every leaf's .grad)
+            raise RuntimeError("When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
+                               "passing an `inputs` parameter to .backward(). To resolve this error, you can either "
+                               "set use_reentrant=False, or call .backward() without passing the `inputs` argument.")
         inputs = list(ctx.inputs)
         for i, t in zip(ctx.tensor_indices, ctx.saved_tensors):
             inputs[i] = t
-        with _rng_state(ctx.fwd_rng_state):
+        with _rng_state(ctx.fwd_rng_state), _autocast_as(ctx.autocast):
             detached = _detach(inputs)
             with enable_grad():
                 outputs = ctx.run_function(*detached)
@@ -141,6 +158,7 @@ def _tensor_slots(out: Any) -> List[Any]:
 def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args: tuple, kwargs: dict,
                               context_fn: Callable) -> Any:
     rng = get_rng_state() if preserve_rng_state else None
+    low = AUTOCAST.dtype
     detached = _detach(args)
     forward_context, recompute_context = context_fn()
     with forward_context:
@@ -156,7 +174,7 @@ def _checkpoint_non_reentrant(function: Callable, preserve_rng_state: bool, args
 
     def backward_fn(*grads):
         create_graph = STATE.enabled  # the engine runs nodes with grad mode = create_graph
-        with _rng_state(rng):
+        with _rng_state(rng), _autocast_as(low):
             # for higher-order gradients the recomputed graph must reach the real inputs
             inputs = list(args) if create_graph else _detach(args)
             with enable_grad(), recompute_context:
