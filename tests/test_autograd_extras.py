@@ -704,7 +704,7 @@ def test_forward_over_reverse_reverse_over_forward_and_views_written_in_place():
     """Eager forward AD composed with reverse mode, against PyTorch: the tangent of a
     create_graph gradient (H v) through ops whose backward reads their saved output; the
     gradient of a loss on a tangent (a Jacobian regularizer); in-place ops on views of a
-    dual tensor update its tangent."""
+    dual tensor update its tangent, and copy_/fill_ of a dual value carry its tangent."""
     torch = pytest.importorskip("torch")
 
     def program(lib):
@@ -736,6 +736,18 @@ def test_forward_over_reverse_reverse_over_forward_and_views_written_in_place():
             row = u[1]
             u.view(-1)[1:5].zero_()
             out["view_zero"], out["sibling"] = A.unpack_dual(u).tangent.clone(), A.unpack_dual(row).tangent.clone()
+            src = A.make_dual(lib.ones(3), lib.tensor([1.0, 2.0, 3.0]))
+            plain, block = lib.zeros(3), lib.zeros(2, 3)
+            plain.copy_(src)
+            block[1].copy_(src * 2)
+            out["copy"], out["copy_view"] = A.unpack_dual(plain).tangent.clone(), A.unpack_dual(block).tangent.clone()
+            filled = lib.zeros(2)
+            filled.fill_(A.make_dual(lib.tensor(1.5), lib.tensor(4.0)))
+            out["fill"] = A.unpack_dual(filled).tangent.clone()
+            over = A.make_dual(lib.zeros(2), lib.ones(2))
+            over.copy_(lib.tensor([5.0, 6.0]))  # (a plain source: the tangent becomes zero)
+            t = A.unpack_dual(over).tangent
+            out["overwritten"] = t.clone() if t is not None else lib.zeros(2)
         return {k: t.numpy() for k, t in out.items()}
     mine, ref = program(fg), program(torch)
     for k in ref:

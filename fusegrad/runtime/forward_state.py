@@ -7,6 +7,8 @@ itself carries nothing for the common case of no forward AD."""
 from __future__ import annotations
 
 import weakref
+
+import numpy as np
 from typing import Optional
 
 from ..ir import dtypes as D
@@ -85,8 +87,11 @@ def saved_tangent(node, out) -> None:
 
 
 def carry_tangent(src, dst) -> None:
-    """An in-place op wrote ``src``'s value into ``dst``: so goes its tangent."""
+    """An in-place op wrote ``src``'s value into ``dst``: so goes its tangent (none: zero)."""
     if STATE.level is not None:
         t = get_tangent(src)
         if t is not None:
             set_tangent(dst, t)
+        elif get_tangent(dst) is not None and isinstance(dst._data, np.ndarray):
+            from .tensor import wrap
+            set_tangent(dst, wrap(np.zeros(dst._data.shape, dst._data.dtype)))

@@ -2387,7 +2387,7 @@ def zero_(self):
 
 @op
 def fill_(self, value):
-    if isinstance(value, Tensor) and value._rg:
+    if isinstance(value, Tensor) and (value._rg or forward_state.get_tangent(value) is not None):
         return inplace(self, lambda old: _filled_like(old, value, "FillBackward1"), value)
     v = value.item() if isinstance(value, Tensor) else value
     return inplace(self, lambda old: _filled_like(old, v, "FillBackward0"))
@@ -2404,7 +2404,11 @@ def copy_(self, src, non_blocking=False):
         if tuple(s.shape) != tuple(old.shape):
             s = expand(s, old.shape)
         if not s._rg:
-            return wrap(s._data) if not old._rg else named(add(mul(old, 0), s), "CopyBackwards")
+            if old._rg:
+                return named(add(mul(old, 0), s), "CopyBackwards")
+            out = wrap(s._data)
+            carry_tangent(s, out)  # (forward AD: a dual source's tangent is copied too)
+            return out
         return named(add(mul(wrap(old._data), 0), s), "CopyBackwards")  # no grad to old either way
     return inplace(self, fn, src)
 
