@@ -442,3 +442,23 @@ def test_indexed_writes_of_another_dtype_raise_as_torch():
                 case(m, m.zeros(3, 2), m.ones(1, 2, dtype=m.float64), m.tensor([0]))
             raised.append(str(e.value))
         assert raised[0] == raised[1]
+
+
+def test_lerp_rounds_as_torch_and_refuses_mixed_dtypes():
+    """lerp as PyTorch's kernel: ``a + w (b - a)`` below a weight of 0.5, ``b - (b - a)(1 - w)``
+    from it, each a fused multiply-add (bit for bit in float32 and bfloat16; an EMA's
+    ``lerp_(p, 1.0)`` copies p exactly); an ``end`` of another dtype is refused."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(20000).astype(np.float32), rng.standard_normal(20000).astype(np.float32)
+    w = rng.random(20000).astype(np.float32)
+
+    def program(m):
+        A, B = m.tensor(a), m.tensor(b)
+        out = [m.lerp(A, B, v) for v in (0.3, 0.9, 1.0, -0.7)] + [m.lerp(A, B, m.tensor(w))]
+        out += [m.lerp(A.bfloat16(), B.bfloat16(), v).float() for v in (0.3, 0.9)]
+        out.append(A.clone().lerp_(B, 1.0))
+        with pytest.raises(RuntimeError, match="expected dtype c10::BFloat16 for `end` but got dtype float"):
+            A.bfloat16().lerp_(B, 0.5)
+        return [t.numpy() for t in out]
+    for got, want in zip(program(fg), program(torch)):
+        np.testing.assert_array_equal(got, want)

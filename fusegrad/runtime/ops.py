@@ -604,9 +604,33 @@ def masked_fill(x, mask, value):
 
 @op(inplace="method")
 def lerp(a, b, w):
-    """``a + w * (b - a)``, one node (in float32 for low-precision inputs, rounded once)."""
-    return one_node("LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0",
-                    lambda a, b, w: add(a, mul(w, sub(b, a))), as_t(a), b, w)
+    """``a + w * (b - a)`` for ``|w| < 0.5``, else ``b - (b - a) * (1 - w)``, as PyTorch's kernel
+    (each a fused multiply-add: one rounding), one node (in float32 for low-precision inputs,
+    rounded once)."""
+    a = as_t(a)
+    for name, t in (("end", b), ("weight", w)):
+        if isinstance(t, Tensor) and t.dtype != a.dtype and (name == "end" or t.ndim > 0):
+            raise RuntimeError(f"expected dtype {cpp_scalar_name(a)} for `{name}` but got dtype {cpp_scalar_name(t)}")
+    return one_node("LerpBackward1" if isinstance(w, Tensor) else "LerpBackward0", _lerp, a, b, w)
+
+
+def _lerp(a, b, w):
+    d = sub(b, a)
+    if isinstance(w, Tensor):
+        small, one_minus = lt(abs(w), 0.5), sub(1.0, w)
+    else:  # (the weight in the tensors' dtype, 1 - w rounded there too, as PyTorch's opmath does)
+        w = float(np.asarray(w, a._data.dtype)) if a._data.dtype.kind == "f" else w
+        small, one_minus = builtins.abs(w) < 0.5, float(np.asarray(1.0 - w, a._data.dtype))
+    if a._data.dtype == np.float32:  # a fused multiply-add: the exact product (in float64), rounded once
+        wide = D.float64
+        near = to(add(to(a, wide), mul(to(w, wide) if isinstance(w, Tensor) else w, to(d, wide))), D.float32)
+        far = to(sub(to(as_t(b), wide), mul(to(d, wide), to(one_minus, wide) if isinstance(w, Tensor)
+                                                    else one_minus)), D.float32)
+    else:
+        near, far = add(a, mul(w, d)), sub(b, mul(d, one_minus))
+    if isinstance(small, bool):
+        return near if small else far
+    return where(small, near, far)
 
 
 def _on_cuda(*ts) -> bool:
