@@ -222,7 +222,7 @@ def test_compiled_equals_eager():
 
 def test_bfloat16_with_nan_sorts_scatters_and_fills_as_torch():
     """bfloat16 (which NumPy sorts without placing NaN): sort, argsort, topk, msort, kthvalue,
-    nanmedian and unique put NaN where torch does; scatter_reduce/index_reduce amax and amin
+    nanmedian, unique and searchsorted put NaN where torch does; scatter_reduce/index_reduce amax and amin
     without the tensor's own values, and random_() without bounds, work in bfloat16."""
     import warnings
 
@@ -230,7 +230,8 @@ def test_bfloat16_with_nan_sorts_scatters_and_fills_as_torch():
         b = lib.tensor([1.0, float("nan"), 3.0, -2.0, 0.5], dtype=lib.bfloat16)
         s, i = lib.tensor([1.5, 2.25, -1.0, 4.0], dtype=lib.bfloat16), lib.tensor([1, 1, 0, 2])
         out = [lib.sort(b).values, lib.sort(b, descending=True).values, lib.argsort(b), lib.topk(b, 2).values,
-               lib.msort(b), lib.kthvalue(b, 2).values, b.nanmedian(), lib.unique(b)]
+               lib.msort(b), lib.kthvalue(b, 2).values, b.nanmedian(), lib.unique(b),
+               lib.searchsorted(lib.tensor([-1.0, 0.0, 1.0, 2.0], dtype=lib.bfloat16), b)]
         for red in ("amax", "amin", "prod", "mean"):
             for inc in (True, False):
                 out.append(lib.zeros(3, dtype=lib.bfloat16).scatter_reduce(0, i, s, red, include_self=inc))

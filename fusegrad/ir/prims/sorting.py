@@ -38,6 +38,8 @@ argsort = Primitive("argsort", _argsort_impl, abstract=lambda a, p: (a[0][0], np
 
 def _searchsorted_impl(seq, v, right, dtype):
     side = "right" if right else "left"
+    if seq.dtype.kind == "V" or v.dtype.kind == "V":  # (bfloat16: searched as float32, which orders NaN)
+        seq, v = seq.astype(np.float32), v.astype(np.float32)
     if seq.ndim == 1:
         return np.searchsorted(seq, v, side=side).astype(dtype, copy=False)
     rows_s = seq.reshape(-1, seq.shape[-1])
