@@ -358,3 +358,22 @@ def test_derivatives_simplified_to_an_argument_are_new_tensors():
         for a, b in zip(got[:3], want[:3]):
             np.testing.assert_array_equal(a, b)
         assert got[3:] == want[3:]
+
+
+def test_print_and_side_effects_in_transformed_functions_run_once_per_call():
+    """``print`` and a list append in a function under ``func.grad`` (first and later calls)
+    run once per call as in torch.func (the capture's trace printed, then its fallback again)."""
+    import contextlib
+    import io
+    calls = []
+
+    def loss(w):
+        calls.append(1)
+        print("loss called")
+        return (w.sin() ** 2).sum()
+    g = fusegrad.func.grad(loss)
+    for _ in range(3):
+        before, buf = len(calls), io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            g(fusegrad.ones(5))
+        assert len(calls) - before == 1 and buf.getvalue() == "loss called\n"

@@ -31,7 +31,7 @@ from ..passes.fusion import Fused, fuse
 from ..passes.partition import REMAT_POLICIES, partition
 from ..passes.pipeline import optimize
 from ..tracer.capture import Captured, CaptureTrace, Variants, capture, members, read_references
-from ..tracer import dynamic_float, side_effects
+from ..tracer import dynamic_float
 from ..tracer.dynamic_float import ArgBox, DynamicFloat, FloatUsed
 from ..tracer.guards import flatten_call, grad_bits, module_key, signature
 from ..tracer.live import CallTimeConst, LiveTensor
@@ -122,8 +122,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         out = None
         before = _shallow(args, kwargs)
         try:
-            with side_effects.printing_breaks(tr):
-                out = fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         finally:
             escaped = speculate.finish(tr, out) if speculating else ""
         if _shallow(args, kwargs) != before:  # (the trace's copies: a replay would not fill the caller's)

@@ -188,7 +188,8 @@ def capture(fn: Callable, leaves: list, keep_requires_grad: bool = False,
                                  "its next() must run at every call")
             held = side_effects.snapshot(around) + side_effects.hold_names(names)
             modes = side_effects.global_modes()
-            yield tr, tleaves
+            with side_effects.printing_breaks(tr):
+                yield tr, tleaves
             changed_mode = side_effects.restore_modes(modes)
             if changed_mode:
                 raise GraphBreak(f"{getattr(fn, '__name__', 'the function')} sets {changed_mode} for the code after "
