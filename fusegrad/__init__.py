@@ -56,7 +56,8 @@ from .absent_devices import mps, xpu  # noqa: E402
 from .runtime.settings import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402
                                is_deterministic_algorithms_warn_only_enabled, set_default_device,
                                use_deterministic_algorithms)
-from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+from .amp import (autocast, get_autocast_cpu_dtype, get_autocast_dtype, is_autocast_cpu_enabled,  # noqa: E402
+                  is_autocast_enabled)
 from .serialization import load, save  # noqa: E402
 from .autograd.anomaly import is_anomaly_enabled  # noqa: E402
 from .runtime.torch_switches import (get_float32_matmul_precision, set_anomaly_enabled,  # noqa: E402

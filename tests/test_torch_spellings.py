@@ -398,3 +398,23 @@ def _errors(cases) -> list:
         except Exception as e:  # noqa: BLE001 - the type and message are what is compared
             out.append(f"{type(e).__name__}: {str(e).replace('fusegrad', 'torch')}")
     return out
+
+
+def test_deprecated_autocast_queries_and_checked_arguments_as_torch():
+    """``is_autocast_cpu_enabled``/``get_autocast_cpu_dtype`` (deprecated, warning as torch's);
+    MultiheadAttention's key_padding_mask of the wrong length (AssertionError) and a per-channel
+    fake quantization's int64 zero point (RuntimeError) refused as torch's."""
+    import warnings
+
+    def program(lib):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            out = [lib.is_autocast_cpu_enabled()]
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                out += [lib.is_autocast_cpu_enabled(), str(lib.get_autocast_cpu_dtype()).split(".")[-1]]
+        out.append(sorted({str(r.message).split(" (Triggered")[0] for r in rec}))
+        m, x = lib.nn.MultiheadAttention(4, 2, batch_first=True), lib.ones(2, 3, 4)
+        return out + _errors([lambda: m(x, x, x, key_padding_mask=lib.zeros(2, 5, dtype=lib.bool)),
+                              lambda: lib.fake_quantize_per_channel_affine(lib.ones(2, 2), lib.ones(2),
+                                                                           lib.zeros(2, dtype=lib.long), 0, 0, 255)])
+    assert program(fg) == program(torch)

@@ -77,7 +77,17 @@ def get_autocast_dtype(device_type: str) -> D.dtype:
 
 
 def get_autocast_cpu_dtype() -> D.dtype:
+    """Deprecated spelling of ``get_autocast_dtype("cpu")`` (with PyTorch's warning)."""
+    warnings.warn("torch.get_autocast_cpu_dtype() is deprecated. Please use torch.get_autocast_dtype('cpu') "
+                  "instead.", DeprecationWarning, stacklevel=2)
     return get_autocast_dtype("cpu")
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """Deprecated spelling of ``is_autocast_enabled("cpu")`` (with PyTorch's warning)."""
+    warnings.warn("torch.is_autocast_cpu_enabled() is deprecated. Please use torch.is_autocast_enabled('cpu') "
+                  "instead.", DeprecationWarning, stacklevel=2)
+    return is_autocast_enabled("cpu")
 
 
 def is_autocast_available(device_type: str) -> bool:

@@ -62,6 +62,8 @@ def fake_quantize_per_channel_affine(input: Tensor, scale: Tensor, zero_point: T
     along ``axis``."""
     x = O.as_t(input)
     ax = O._axes(x, axis)[0]
+    if zero_point.dtype not in (D.int32, D.float32, D.float16):
+        raise RuntimeError(f"Zero-point must be Int32, Float or Half, found {O.scalar_name(zero_point)}")
     if scale.shape[0] != x.shape[ax] or zero_point.shape[0] != x.shape[ax]:
         raise RuntimeError("dimensions of scale and zero-point are not consistent with input tensor")
     shape = (-1,) + (1,) * (x.ndim - ax - 1)

@@ -241,6 +241,10 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
         bias = _additive(attn_mask, q.dtype, keep_when_true=False)
         bias = O.reshape(bias, N, num_heads, L, S) if bias.ndim == 3 else bias
     if key_padding_mask is not None:
+        for i, want in enumerate((N, S)):
+            if key_padding_mask.shape[i] != want:
+                raise AssertionError(f"Expected key_padded_mask.shape[{i}] to be {want}, but got "
+                                     f"{key_padding_mask.shape[i]}")
         pad = O.reshape(_additive(key_padding_mask, q.dtype, keep_when_true=False), N, 1, 1, S)
         bias = pad if bias is None else O.add(bias, pad)
     # (without weights PyTorch calls scaled_dot_product_attention, whose fully masked rows are
