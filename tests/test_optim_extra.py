@@ -436,14 +436,17 @@ def test_schedulers_keep_a_tensor_lr_base_apart_from_the_lr_they_update():
 @pytest.mark.torch
 def test_scheduler_stepped_before_the_optimizer_warns_as_torch(pt):
     """``scheduler.step()`` before any ``optimizer.step()`` warns (PyTorch's order check);
-    after one it does not, and only the first scheduler step is checked."""
+    after one it does not, and only the first scheduler step is checked; an optimizer step
+    replaced after the scheduler was made warns that it was overridden."""
     import warnings
 
     def program(lib):
         seen = []
-        for optimizer_first in (False, True):
+        for optimizer_first in (False, True, "overridden"):
             opt = lib.optim.SGD([lib.zeros(2, requires_grad=True)], lr=1.0)
             s = lib.optim.lr_scheduler.StepLR(opt, 1, 0.5)
+            if optimizer_first == "overridden":  # (a logging wrapper set after the scheduler: torch's warning)
+                opt.step = (lambda step: lambda *a, **k: step(*a, **k))(opt.step)
             with warnings.catch_warnings(record=True) as rec:
                 warnings.simplefilter("always")
                 for _ in range(2):
@@ -453,4 +456,5 @@ def test_scheduler_stepped_before_the_optimizer_warns_as_torch(pt):
             seen.append([str(r.message)[:60] for r in rec])
         return seen
     ours, theirs = program(fg), program(pt)
-    assert ours == theirs and len(theirs[0]) == 1 and theirs[1] == [], (ours, theirs)
+    assert ours == theirs and len(theirs[0]) == 1 and theirs[1] == [] and "overridden" in theirs[2][0], \
+        (ours, theirs)

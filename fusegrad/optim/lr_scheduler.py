@@ -48,6 +48,7 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
+        self._opt_step = optimizer.__dict__.get("step")  # (a step set on the instance later: overridden)
         if last_epoch == -1:
             for group in optimizer.param_groups:
                 if "initial_lr" not in group:  # (a tensor lr is updated in place: its own copy, as PyTorch's)
@@ -92,7 +93,13 @@ class LRScheduler:
 
     def step(self, epoch: Optional[int] = None) -> None:
         """Advance one epoch (or jump to ``epoch``, deprecated) and set the new rates."""
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+        if self._step_count == 1 and self.optimizer.__dict__.get("step") is not self._opt_step:
+            warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                          "initialization. Please, make sure to call `optimizer.step()` before "
+                          "`lr_scheduler.step()`. See more details at "
+                          "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                          stacklevel=2)
+        elif self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and "
                           "later, you should call them in the opposite order: `optimizer.step()` before "
                           "`lr_scheduler.step()`.  Failure to do this will result in PyTorch skipping the first "
