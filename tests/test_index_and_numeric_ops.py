@@ -462,3 +462,9 @@ def test_lerp_rounds_as_torch_and_refuses_mixed_dtypes():
         return [t.numpy() for t in out]
     for got, want in zip(program(fg), program(torch)):
         np.testing.assert_array_equal(got, want)
+    # a compiled EMA whose decay changes per call: the weight read at each call, values as eager's
+    ema = fg.compile(lambda p, q, decay: p.lerp(q, 1 - decay))
+    A, B = fg.tensor(a), fg.tensor(b)
+    for decay in (0.1, 0.01, 0.6, 0.001):
+        np.testing.assert_array_equal(ema(A, B, decay).numpy(), A.lerp(B, 1 - decay).numpy())
+    assert ema.cache_info()["compiles"] <= 2 and not ema.cache_info()["notes"]

@@ -616,10 +616,12 @@ def lerp(a, b, w):
 
 def _lerp(a, b, w):
     d = sub(b, a)
+    if not isinstance(w, (Tensor, int, float)):  # (a number compile reads at each call: a 0-d tensor of a's dtype)
+        w = add(_const(np.zeros((), a._data.dtype), a), w)
     if isinstance(w, Tensor):
         small, one_minus = lt(abs(w), 0.5), sub(1.0, w)
     else:  # (the weight in the tensors' dtype, 1 - w rounded there too, as PyTorch's opmath does)
-        w = float(np.asarray(w, a._data.dtype)) if a._data.dtype.kind == "f" else w
+        w = float(np.asarray(w, a._data.dtype))
         small, one_minus = builtins.abs(w) < 0.5, float(np.asarray(1.0 - w, a._data.dtype))
     if a._data.dtype == np.float32:  # a fused multiply-add: the exact product (in float64), rounded once
         wide = D.float64
