@@ -48,7 +48,8 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
-        self._opt_step = optimizer.__dict__.get("step")  # (a step set on the instance later: overridden)
+        # (a step set on the optimizer instance after this: overridden, warned at the first step)
+        optimizer.__dict__["_step_when_scheduled"] = optimizer.__dict__.get("step")
         if last_epoch == -1:
             for group in optimizer.param_groups:
                 if "initial_lr" not in group:  # (a tensor lr is updated in place: its own copy, as PyTorch's)
@@ -93,7 +94,8 @@ class LRScheduler:
 
     def step(self, epoch: Optional[int] = None) -> None:
         """Advance one epoch (or jump to ``epoch``, deprecated) and set the new rates."""
-        if self._step_count == 1 and self.optimizer.__dict__.get("step") is not self._opt_step:
+        opt = self.optimizer.__dict__
+        if self._step_count == 1 and opt.get("step") is not opt.get("_step_when_scheduled"):
             warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
                           "initialization. Please, make sure to call `optimizer.step()` before "
                           "`lr_scheduler.step()`. See more details at "

@@ -604,9 +604,9 @@ def masked_fill(x, mask, value):
 
 @op(inplace="method")
 def lerp(a, b, w):
-    """``a + w * (b - a)`` for ``|w| < 0.5``, else ``b - (b - a) * (1 - w)``, as PyTorch's kernel
-    (each a fused multiply-add: one rounding), one node (in float32 for low-precision inputs,
-    rounded once)."""
+    """``a + w * (b - a)`` for ``|w| < 0.5``, else ``b - (b - a) * (1 - w)`` (so ``w = 1`` gives
+    ``b`` exactly), as PyTorch's kernel branches; one node (in float32 for low-precision
+    inputs, rounded once). PyTorch fuses each multiply-add: results may differ in the last bit."""
     a = as_t(a)
     for name, t in (("end", b), ("weight", w)):
         if isinstance(t, Tensor) and t.dtype != a.dtype and (name == "end" or t.ndim > 0):
@@ -616,23 +616,11 @@ def lerp(a, b, w):
 
 def _lerp(a, b, w):
     d = sub(b, a)
-    if not isinstance(w, (Tensor, int, float)):  # (a number compile reads at each call: a 0-d tensor of a's dtype)
-        w = add(_const(np.zeros((), a._data.dtype), a), w)
-    if isinstance(w, Tensor):
-        small, one_minus = lt(abs(w), 0.5), sub(1.0, w)
-    else:  # (the weight in the tensors' dtype, 1 - w rounded there too, as PyTorch's opmath does)
-        w = float(np.asarray(w, a._data.dtype))
-        small, one_minus = builtins.abs(w) < 0.5, float(np.asarray(1.0 - w, a._data.dtype))
-    if a._data.dtype == np.float32:  # a fused multiply-add: the exact product (in float64), rounded once
-        wide = D.float64
-        near = to(add(to(a, wide), mul(to(w, wide) if isinstance(w, Tensor) else w, to(d, wide))), D.float32)
-        far = to(sub(to(as_t(b), wide), mul(to(d, wide), to(one_minus, wide) if isinstance(w, Tensor)
-                                                    else one_minus)), D.float32)
-    else:
-        near, far = add(a, mul(w, d)), sub(b, mul(d, one_minus))
-    if isinstance(small, bool):
-        return near if small else far
-    return where(small, near, far)
+    if type(w) in (int, float):  # (1 - w rounded in the tensors' dtype, as PyTorch's opmath does)
+        one_minus = float(np.asarray(1.0 - float(np.asarray(w, a._data.dtype)), a._data.dtype))
+        return add(a, mul(w, d)) if builtins.abs(w) < 0.5 else sub(b, mul(d, one_minus))
+    w = w if isinstance(w, Tensor) else add(_const(np.zeros((), a._data.dtype), a), w)  # (a number read per call)
+    return where(lt(abs(w), 0.5), add(a, mul(w, d)), sub(b, mul(d, sub(1.0, w))))
 
 
 def _on_cuda(*ts) -> bool:
