@@ -398,6 +398,7 @@ def test_median_of_integers_keeps_the_dtype():
 
 def test_out_of_range_indices_raise_torchs_error_types_and_messages():
     cases = [lambda m: m.zeros(2, 3).index_add_(1, m.tensor([5]), m.ones(2, 1)),
+             lambda m: m.zeros(3).index_add_(0, m.tensor([5]), m.ones(1)),
              lambda m: m.zeros(3, 2).index_copy_(0, m.tensor([-4]), m.ones(1, 2)),
              lambda m: m.nn.functional.embedding_bag(m.tensor([1, 3]), m.ones(3, 2), m.tensor([0]))]
     for case in cases:

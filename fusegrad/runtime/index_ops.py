@@ -54,9 +54,11 @@ def _along(x: Tensor, dim, index, source, accumulate: bool) -> Tensor:
         return O.to(_along(O.to(x, D.float32), ax, index, O.to(source, D.float32), True), x.dtype)
     try:
         moved = O.index_put(O.movedim(x, ax, 0), (index,), O.movedim(source, ax, 0), accumulate)
-    except IndexError as e:  # (as PyTorch's IndexErrors)
+    except IndexError as e:  # (as PyTorch's: index_add_ of a 1-d tensor names no index)
         msg = str(e).replace("dimension 0", f"dimension {ax}")
-        raise IndexError("index out of range in self" if accumulate else f"index_copy_(): {msg}") from None
+        if not accumulate:
+            raise IndexError(f"index_copy_(): {msg}") from None
+        raise (IndexError("index out of range in self") if x.ndim == 1 else RuntimeError(msg)) from None
     return O.movedim(moved, 0, ax)
 
 
