@@ -1,5 +1,5 @@
 """FlexAttention (``nn.attention.flex_attention``) against PyTorch's CPU implementation: score
-and mask mods, block masks and their bookkeeping, GQA, lse, fully masked rows, dtypes, errors;
+and mask mods, block masks, their bookkeeping and slices, GQA, lse, fully masked rows, dtypes, errors;
 gradients (which PyTorch's CPU kernel refuses) by float64 gradcheck and against SDPA's, compiled."""
 import importlib
 import warnings
@@ -71,10 +71,16 @@ def _program(lib):
             out[f"{name}.{field}"] = getattr(m, field)
         text.append(f"{m.shape} {m.sparsity():.4f} {m.numel()} {m}")
     text.append(repr(bm2).replace("torch.Size", "Size").replace("fusegrad.Size", "Size"))
+    for name, sliced in (("b1", bm2[1]), ("q1", bm2[:, :, 1]), ("bh", bm2[0, 1]), ("last", bm2[-1, :, 2]),
+                         ("t", bm2[0:2, 1:2, lib.tensor([0, 2])])):
+        text.append(f"{list(sliced.shape)} {sliced.sparsity():.4f}")
+        for field in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks"):
+            out[f"{name}.{field}"] = getattr(sliced, field)
     for call in (lambda: fa.flex_attention(q, k2, v2), lambda: fa.flex_attention(q[:, :3], k2, v2, enable_gqa=True),
                  lambda: fa.flex_attention(q[:, :, :8], k, v, block_mask=bm),
                  lambda: fa.flex_attention(q[0], k[0], v[0]),
-                 lambda: fa.flex_attention(q, k, v, return_lse=True, return_aux=fa.AuxRequest(lse=True))):
+                 lambda: fa.flex_attention(q, k, v, return_lse=True, return_aux=fa.AuxRequest(lse=True)),
+                 lambda: fa.flex_attention(q, k, v, block_mask=bm2[:, :, 0])):
         try:
             call()
             text.append("no error")

@@ -54,6 +54,11 @@ def noop_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
     return tensor(True)
 
 
+def _sliced_mask_mod_error(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+    """The mask_mod of a sliced BlockMask: its indices no longer match the mask's."""
+    raise RuntimeError("Cannot use mask_mod from a sliced BlockMask")
+
+
 def _combine(mask_mods, start: bool, op, name: str):
     if not all(callable(m) for m in mask_mods):
         raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
@@ -128,7 +133,19 @@ class BlockMask:
         else:
             self.full_kv_num_blocks, self.full_kv_indices = _ordered(full)
             self.full_q_num_blocks, self.full_q_indices = _ordered(np.swapaxes(full, -1, -2))
+        self._partial, self._full = partial, full
         self._dense = partial | full if full is not None else partial
+
+    def __getitem__(self, index) -> "BlockMask":
+        """The mask of the given batches, heads and query blocks (integers keep their dim, as in
+        PyTorch); its mask_mod is unusable until the caller sets one (flex decoding does)."""
+        index = index if isinstance(index, tuple) else (index,)
+        padded = (*index, slice(None), slice(None), slice(None))[:3]
+        key = tuple(i.numpy() if isinstance(i, Tensor) else
+                    (slice(i + n, i + n + 1) if -n <= i < 0 else slice(i, i + 1)) if isinstance(i, int) else i
+                    for i, n in zip(padded, self._partial.shape[:3]))
+        return BlockMask(self._partial[key], None if self._full is None else self._full[key], self.seq_lengths,
+                         self.BLOCK_SIZE, _sliced_mask_mod_error)
 
     @property
     def shape(self) -> Tuple[int, ...]:
