@@ -161,6 +161,8 @@ KL_PAIRS = [
      dict(loc=np.array([0.3, -1.0]), scale=np.array([0.7, 2.0])), "Normal"),
     ("normal_uniform", dict(loc=np.array([0.3]), scale=np.array([0.7])), "Normal",
      dict(low=np.array([0.0]), high=np.array([1.0])), "Uniform"),
+    ("normal_laplace", dict(loc=np.array([0.3, -1.0, 2.0]), scale=np.array([1.5, 0.4, 2.0])), "Normal",
+     dict(loc=np.array([0.0, 0.5, 2.5]), scale=np.array([1.0, 2.0, 0.7])), "Laplace"),
     ("bernoulli", dict(probs=np.array([0.2, 0.0, 1.0, 0.5, 0.3])), "Bernoulli",
      dict(probs=np.array([0.6, 0.3, 0.4, 0.0, 1.0])), "Bernoulli"),
     ("categorical", dict(probs=np.array([[0.2, 0.0, 0.8], [0.3, 0.3, 0.4]])), "Categorical",

@@ -136,6 +136,16 @@ def _kl_normal_normal(p, q):
     return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
 
 
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    loc_diff = p.loc - q.loc
+    ratio = loc_diff / p.scale
+    t1 = (p.scale / q.scale).log()
+    t2 = math.sqrt(2 / math.pi) * p.scale * O.exp(-0.5 * ratio.pow(2))
+    t3 = loc_diff * O.erf(math.sqrt(0.5) * ratio)
+    return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
 @register_kl(Uniform, Uniform)
 def _kl_uniform_uniform(p, q):
     result = ((q.high - q.low) / (p.high - p.low)).log()
