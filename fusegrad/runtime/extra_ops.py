@@ -233,19 +233,12 @@ def _batches(name: str, input, batch1, batch2):  # noqa: A002
         if t._data.ndim != 3:
             raise RuntimeError(f"{what} must be a 3D tensor")
     if not (x.dtype == a.dtype == b.dtype):
-        raise RuntimeError(f"Input dtypes must be the same, got: input {_c_name(x)}, batch1: {_c_name(a)}, "
-                           f"batch2: {_c_name(b)}")
+        raise RuntimeError(f"Input dtypes must be the same, got: input {O.cpp_scalar_name(x)}, "
+                           f"batch1: {O.cpp_scalar_name(a)}, batch2: {O.cpp_scalar_name(b)}")
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
     return x, a, b
-
-
-def _c_name(t: Tensor) -> str:
-    """A dtype as ATen's C++ type name (float, double, long, ...)."""
-    return {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool"}.get(t.dtype.name, t.dtype.name)
 
 
 def _add_scaled(x: Tensor, r: Tensor, beta, alpha) -> Tensor:

@@ -578,7 +578,8 @@ def clamp_max(x, m):
 
 
 _CPP_SCALAR = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "int16": "short int",
-               "int8": "signed char", "uint8": "unsigned char", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+               "int8": "signed char", "uint8": "unsigned char", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+               "bool": "bool"}
 
 
 def cpp_scalar_name(t: Tensor) -> str:
@@ -1580,19 +1581,12 @@ def _sparse_operand(a, b) -> bool:
         getattr(a, "layout", None) is sparse_coo or getattr(b, "layout", None) is sparse_coo)
 
 
-# the C++ names PyTorch's matrix products print a dtype by
-_C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-              "bool": "bool"}
-
-
 def _same_dtype(a: Tensor, b: Tensor) -> None:
     """A matrix product's operands have one dtype (PyTorch promotes none: a float32 model
     fed bfloat16 or float64 inputs raises)."""
     if a._data.dtype != b._data.dtype:
-        na, nb = (D.from_numpy_dtype(t._data.dtype).name for t in (a, b))
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C10_NAMES.get(na, na)} != "
-                           f"{_C10_NAMES.get(nb, nb)}")
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {cpp_scalar_name(a)} != "
+                           f"{cpp_scalar_name(b)}")
 
 
 def _mm_check(a, b, what):
