@@ -141,3 +141,16 @@ def check_breaks_at(f, x, op: str) -> None:
     np.testing.assert_allclose(a1.grad.numpy(), a2.grad.numpy(), rtol=1e-12)
     breaks = cf.cache_info()["graph_breaks"]
     assert any(f"{op} has no kernel lowering" in b for b in breaks), breaks
+
+
+def errors_of(cases) -> list:
+    """What each case (a function of no arguments) raises, as 'Type: message' with fusegrad's
+    name printed as torch's, or 'no error': for comparing refusals with PyTorch's."""
+    out = []
+    for case in cases:
+        try:
+            case()
+            out.append("no error")
+        except Exception as e:  # noqa: BLE001 - the type and message are what is compared
+            out.append(f"{type(e).__name__}: {str(e).replace('fusegrad', 'torch')}")
+    return out
