@@ -10,8 +10,8 @@ from .codegen import cpu_target as _cpu_target  # noqa: E402
 
 _cpu_target.prefer_full_width_vectors()  # before anything imports Numba (codegen/cpu_target.py)
 from .ir import dtypes as _D
-from .ir.dtypes import (bfloat16, dtype, float16, float32, float64, get_default_dtype, int8, int16, int32,
-                        int64, promote_types, set_default_dtype, uint8)
+from .ir.dtypes import (bfloat16, complex64, complex128, dtype, float16, float32, float64, get_default_dtype, int8,
+                        int16, int32, int64, promote_types, set_default_dtype, uint8)
 from .ir.dtypes import bool_ as bool  # noqa: A001  (torch.bool)
 from .runtime.tensor import Size, Tensor, device
 from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitive dispatcher)
@@ -23,6 +23,7 @@ from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extra
 from .runtime import quant_ops as _quant_ops, segment_ops as _segment_ops  # noqa: F401,E402
 from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa: F401,E402
 from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402
+from .runtime import complex_ops as _complex_ops  # noqa: F401,E402  (real, imag, conj, polar, view_as_real, ...)
 from .runtime import legacy_methods as _legacy_methods, control_flow as _control_flow  # noqa: F401,E402
 from .runtime import api_gaps_top as _api_gaps_top  # noqa: F401,E402  (asarray, put, gradient, ...)
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
@@ -71,6 +72,8 @@ from .runtime.type_info import (channels_last, channels_last_3d, contiguous_form
 globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
 
 double = float64
+cfloat = complex64
+cdouble = complex128
 float = float32  # noqa: A001
 half = float16
 long = int64

@@ -11,7 +11,7 @@ try:  # ml_dtypes ships bfloat16 as a real NumPy dtype
 except ImportError:  # pragma: no cover - ml_dtypes is a dependency
     _BF16 = None
 
-_BOOL, _INT, _FLOAT = 0, 1, 2
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
 class dtype:
@@ -31,7 +31,21 @@ class dtype:
 
     @property
     def is_complex(self) -> bool:
-        return False
+        return self.category == _COMPLEX
+
+    def to_real(self) -> "dtype":
+        """The real dtype of a complex one's parts (``complex64.to_real()`` is float32); others
+        are returned as they are."""
+        return _REAL.get(self, self)
+
+    def to_complex(self) -> "dtype":
+        """The complex dtype with this float dtype's parts (float32: complex64; float16 and
+        bfloat16, which have no complex dtype here, complex64); complex dtypes stay."""
+        if self.category == _COMPLEX:
+            return self
+        if self.category != _FLOAT:
+            raise RuntimeError(f"to_complex is only supported for floating point dtypes, got {self}")
+        return complex128 if self.rank >= 4 else complex64
 
     @property
     def is_signed(self) -> bool:
@@ -54,8 +68,11 @@ float16 = dtype("float16", np.float16, _FLOAT, 1)
 bfloat16 = dtype("bfloat16", _BF16, _FLOAT, 1)
 float32 = dtype("float32", np.float32, _FLOAT, 3)
 float64 = dtype("float64", np.float64, _FLOAT, 4)
+complex64 = dtype("complex64", np.complex64, _COMPLEX, 3)
+complex128 = dtype("complex128", np.complex128, _COMPLEX, 4)
+_REAL = {complex64: float32, complex128: float64}
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
 
 
 def np_half(d: np.dtype) -> bool:
@@ -126,7 +143,10 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     if a.category != b.category:
-        return a if a.category > b.category else b
+        hi, lo = (a, b) if a.category > b.category else (b, a)
+        if hi.category == _COMPLEX and lo.category == _FLOAT and lo.rank > hi.rank:
+            return complex128  # complex64 with float64: the parts need float64
+        return hi
     if a.rank == b.rank:  # float16 with bfloat16
         return float32
     if a is uint8 or b is uint8:  # uint8 with a signed int needs the next signed width
@@ -140,6 +160,8 @@ def _scalar_dtype(v) -> dtype:
         return bool_
     if isinstance(v, int):
         return int64
+    if isinstance(v, complex):
+        return get_default_dtype().to_complex()
     return get_default_dtype()
 
 
@@ -150,7 +172,7 @@ def result_type(*args) -> dtype:
     for a in args:
         if hasattr(a, "_data"):
             g, d = (0 if a._data.ndim else 1), from_numpy_dtype(a._data.dtype)
-        elif isinstance(a, (bool, int, float, np.number, np.bool_)):
+        elif isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
             if isinstance(a, (np.number, np.bool_)):
                 a = a.item()
             g, d = 2, _scalar_dtype(a)
@@ -164,5 +186,8 @@ def result_type(*args) -> dtype:
         if out is None:
             out = d
         elif d.category > out.category:
-            out = get_default_dtype() if (g == 2 and d.category == _FLOAT) else d
+            if d.category == _COMPLEX and out.category == _FLOAT:
+                out = out.to_complex()  # a float tensor keeps its precision (PyTorch's combine_categories)
+            else:
+                out = get_default_dtype() if (g == 2 and d.category == _FLOAT) else d
     return out if out is not None else get_default_dtype()

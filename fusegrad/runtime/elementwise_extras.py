@@ -1,6 +1,6 @@
 """More elementwise ops, composed from fusegrad's (their gradients are those ops'):
 ``heaviside``, ``copysign``, ``fmax``/``fmin`` (NaN-ignoring), ``signbit``, ``isposinf``,
-``isneginf``, ``isreal``, ``deg2rad``/``rad2deg``, ``ldexp``, ``frexp`` and ``nextafter``
+``isneginf``, ``deg2rad``/``rad2deg``, ``ldexp``, ``frexp`` and ``nextafter``
 (NumPy, eagerly), and the row-wise ``logcumsumexp`` and ``renorm``."""
 from __future__ import annotations
 
@@ -78,13 +78,6 @@ def isposinf(input: Tensor) -> Tensor:  # noqa: A002
 def isneginf(input: Tensor) -> Tensor:  # noqa: A002
     """Whether each element is -inf."""
     return O.logical_and(O.isinf(input), O.lt(input, 0))
-
-
-@op
-def isreal(input: Tensor) -> Tensor:  # noqa: A002
-    """True everywhere: fusegrad has no complex dtypes."""
-    from .factory import ones
-    return ones(tuple(input.shape), dtype=D.bool_, device=input.device)
 
 
 @op(inplace="both")

@@ -37,6 +37,8 @@ def _infer_np_dtype(data) -> np.dtype:
         return np.dtype(np.int64)
     if isinstance(data, (float, np.floating)):
         return D.get_default_dtype().np
+    if isinstance(data, complex):
+        return D.get_default_dtype().to_complex().np
     if isinstance(data, abc.Sequence) and not isinstance(data, (str, bytes)):  # a list, tuple, deque...
         kinds = [_infer_np_dtype(x) for x in data]
         if not kinds:

@@ -75,7 +75,8 @@ def write_out(name: str, result: Any, out: Any) -> Any:
 
 def _type_name(dt) -> str:
     return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}.get(dt.name, dt.name)
+            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(dt.name, dt.name)
 
 
 def _has_out(fn: Callable) -> bool:

@@ -1,7 +1,7 @@
 """Numeric ops with PyTorch's signatures, composed from other ops (so their gradients,
-batching and lowering are those ops'): ``hypot``, ``xlogy``, ``frac``, ``sgn``,
+batching and lowering are those ops'): ``hypot``, ``xlogy``, ``frac``,
 ``float_power``, ``nansum``, ``nanmean``, ``diff``, ``aminmax``, ``median``, ``rot90``,
-``fliplr``, ``flipud``, ``mvlgamma``, ``angle`` and ``Tensor.fill_diagonal_``."""
+``fliplr``, ``flipud``, ``mvlgamma`` and ``Tensor.fill_diagonal_``."""
 from __future__ import annotations
 
 import math
@@ -51,12 +51,6 @@ def zero_log(x, y, pole: float):
 def frac(x):
     """The fractional part ``x - trunc(x)`` (its gradient is 1)."""
     return O.sub(x, O.trunc(x))
-
-
-@op(inplace="method")
-def sgn(x):
-    """The sign of a real tensor (``sign``)."""
-    return O.sign(x)
 
 
 @op(inplace="method")
@@ -212,15 +206,3 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:  # noqa: A002
     """The multivariate log-gamma of dimension ``p`` (``special.multigammaln``)."""
     from ..special import multigammaln
     return multigammaln(input, p)
-
-
-@op
-def angle(input: Tensor) -> Tensor:  # noqa: A002
-    """The argument of a real number: pi for negative values, 0 otherwise (NaN stays NaN);
-    integers give floats. Its gradient is 0."""
-    x = O.as_t(input)
-    if not x.dtype.is_floating_point:
-        x = O.to(x, D.get_default_dtype())
-    d = x.detach()
-    value = O.where(O.isnan(d), d, O.where(O.lt(d, 0), math.pi, 0.0))
-    return O.named(O.add(value, O.mul(O.grad_only(x), 0.0)), "AngleBackward0")

@@ -188,12 +188,14 @@ def _binary(prim, a, b, name=None):
 
 
 # ---------------------------------------------------------------- unary math
-def _unary(prim, name=None, to_float=True):
+def _unary(prim, name=None, to_float=True, complex_prim=None):
+    """The op of unary primitive ``prim`` (``complex_prim`` for complex operands, where the
+    real rule does not hold for them: ``abs``)."""
     def op(input, *, out=None):  # noqa: A002 - PyTorch's names (no adapter: runtime/keywords.py)
         x = input if isinstance(input, Tensor) else as_t(input)
         if to_float and x._data.dtype.kind in "iub":
             x = _float(x)
-        r = bind(prim, (x,), {})
+        r = bind(complex_prim if complex_prim is not None and x._data.dtype.kind == "c" else prim, (x,), {})
         if name:
             r = named(r, name)
         return r if out is None else write_out(prim.name, r, out)
@@ -211,7 +213,7 @@ tan = op(_unary(P.tan))
 tanh = op(_unary(P.tanh), inplace="both")
 sigmoid = op(_unary(P.sigmoid), inplace="both")
 relu = op(_unary(P.relu, to_float=False), inplace="both")
-abs = op(_unary(P.abs_, "AbsBackward0", to_float=False), inplace="both")
+abs = op(_unary(P.abs_, "AbsBackward0", to_float=False, complex_prim=P.cabs), inplace="both")
 sign = op(_unary(P.sign, "SignBackward0", to_float=False), inplace="method")
 sqrt = op(_unary(P.sqrt), inplace="both")
 rsqrt = op(_unary(P.rsqrt))
@@ -783,7 +785,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
     x = as_t(x)
     if dtype is not None:
         x = to(x, dtype)
-    if not D.np_floating(x._data.dtype):
+    if not D.np_floating(x._data.dtype) and x._data.dtype.kind != "c":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {x.dtype.name.capitalize()}")
     full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)

@@ -104,6 +104,24 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
+class _ComplexFormatter:
+    """Complex elements as PyTorch prints them: the real parts with one formatter, the
+    imaginary parts with another, joined with their sign and a ``j`` (``1.+2.j``)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.real, self.imag = _Formatter(values.real), _Formatter(values.imag)
+        self.max_width = self.real.max_width + self.imag.max_width + 1
+
+    def format(self, value: complex) -> str:
+        real = self.real.format(value.real)
+        imag = (self.imag.format(value.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
+def _formatter(values: np.ndarray):
+    return _ComplexFormatter(values) if values.dtype.kind == "c" else _Formatter(values)
+
+
 def _plain(a: np.ndarray) -> List[Any]:
     """Elements as Python numbers (half precisions through float64, exactly)."""
     return (a.astype(np.float64) if a.dtype.kind == "f" or D.np_floating(a.dtype) else a).tolist()
@@ -154,7 +172,7 @@ def tensor_str(a: np.ndarray, indent: int) -> str:
     if a.size == 0:
         return "[]"
     summarize = a.size > PRINT_OPTS.threshold
-    return _nested(a, indent, summarize, _Formatter(_summarized(a) if summarize else a))
+    return _nested(a, indent, summarize, _formatter(_summarized(a) if summarize else a))
 
 
 def _add_suffixes(body: str, suffixes: List[str], indent: int) -> str:
@@ -186,7 +204,7 @@ def tensor_repr(a: np.ndarray, dtype: D.dtype, grad_fn: Any, requires_grad: bool
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append("size=" + str(tuple(a.shape)))
-        if dtype not in (default, D.int64, D.bool_):
+        if dtype not in (default, default.to_complex(), D.int64, D.bool_):
             suffixes.append(f"dtype={dtype}")
         body = tensor_str(a, indent)
     if grad_fn is not None:

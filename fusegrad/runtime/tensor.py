@@ -152,7 +152,7 @@ class Tensor:
                                    "a computed variable in a subgraph that doesn't require differentiation use "
                                    "var_no_grad = var.detach().")
             return self
-        if requires_grad and self._data.dtype.kind not in "fV" and self.dtype.name != "bfloat16":
+        if requires_grad and self._data.dtype.kind not in "fVc" and self.dtype.name != "bfloat16":
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
         if requires_grad and self._inf and not STATE.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")

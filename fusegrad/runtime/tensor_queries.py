@@ -1,14 +1,12 @@
 """Questions about tensors and small factories of the ``torch`` namespace: ``is_nonzero``,
-``is_same_size``, ``is_signed``, ``is_complex`` (never: no complex dtypes) and the conjugation
-ops that are identities on real tensors (``conj``, ``resolve_conj``, ...), ``typename``,
-``scalar_tensor`` and ``randint_like``; the Tensor's ``nbytes``, ``itemsize`` and
+``is_same_size``, ``is_signed``, ``typename``, ``scalar_tensor`` and ``randint_like``; the Tensor's ``nbytes``, ``itemsize`` and
 ``storage_offset`` (bound in ``runtime.methods``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import dtypes as D
-from .exports import alias, op
+from .exports import op
 from .tensor import Tensor
 
 
@@ -33,31 +31,6 @@ def is_same_size(input: Tensor, other: Tensor) -> bool:  # noqa: A002
 def is_signed(input: Tensor) -> bool:  # noqa: A002
     """Whether ``input``'s dtype is signed (floats and signed integers)."""
     return input.dtype.np.kind in "if" or input.dtype == D.bfloat16
-
-
-@op
-def is_complex(input: Tensor) -> bool:  # noqa: A002
-    """Whether ``input`` is complex: never (fusegrad has no complex dtypes)."""
-    return False
-
-
-@op
-def conj(input: Tensor) -> Tensor:  # noqa: A002
-    """``input`` itself: the conjugate of a real tensor (fusegrad has no complex dtypes)."""
-    return input
-
-
-alias(conj, "resolve_conj", "resolve_neg")
-alias(conj, "conj_physical", inplace="both")
-
-
-@op
-def is_conj(input: Tensor) -> bool:  # noqa: A002
-    """Whether ``input`` is a lazily conjugated view: never (real tensors only)."""
-    return False
-
-
-alias(is_conj, "is_neg")
 
 
 @op(method=False)

@@ -7,3 +7,4 @@ from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .complex import *  # noqa: F401,F403

@@ -32,6 +32,8 @@ ELEMENTWISE_BINARY: list = []
 
 def _unary(name, impl, deriv, scalar, node_name=None, saves="in"):
     def vjp(g, ins, out, needs):
+        if g._data.dtype.kind == "c":
+            ins, out = conj_operands(ins, out)
         return (mul(g, deriv(ins[0], out)),)
 
     def jvp(ts, ins, out):
@@ -151,17 +153,23 @@ def _sub_vjp(g, ins, out, needs):
 
 
 def _mul_vjp(g, ins, out, needs):
+    if g._data.dtype.kind == "c":
+        ins, out = conj_operands(ins, out)
     x, y = ins
     return _grads(ins, needs, mul(g, y) if needs[0] else None, mul(g, x) if needs[1] else None)
 
 
 def _div_vjp(g, ins, out, needs):
+    if g._data.dtype.kind == "c":
+        ins, out = conj_operands(ins, out)
     x, y = ins
     gx = div(g, y)
     return _grads(ins, needs, gx, neg(div(mul(gx, x), y)) if needs[1] else None)
 
 
 def _pow_vjp(g, ins, out, needs):
+    if g._data.dtype.kind == "c":
+        ins, out = conj_operands(ins, out)
     x, y = ins
     gx = gy = None
     if needs[0]:
@@ -202,6 +210,8 @@ def _lin_jvp(f):
             t = _bcast(t, out)
             ones = t * 0.0 + 1.0
             gi = f(ones, bins, out, needs)[i]
+            if gi._data.dtype.kind == "c":  # (the VJP's partial is conjugated: PyTorch's convention)
+                gi = conj(gi)
             term = t * gi
             acc = term if acc is None else acc + term
         return acc
@@ -349,8 +359,11 @@ def _cast_impl(x, dtype):
 
 def _cast_vjp(g, ins, out, needs, dtype=None):
     x = ins[0]
-    if x.dtype.np.kind != "f" and x.dtype.name != "bfloat16":
+    kind = x.dtype.np.kind
+    if kind != "f" and kind != "c" and x.dtype.name != "bfloat16":
         return (None,)
+    if kind != "c" and g._data.dtype.kind == "c":  # a real tensor made complex: its gradient's real part
+        g = real(g)
     return (cast(g, dtype=x.dtype.np),)
 
 
@@ -939,3 +952,6 @@ hermite_polynomial_h = _polynomial("hermite_polynomial_h", _in_dtype(_hermite_h)
 hermite_polynomial_he = _polynomial("hermite_polynomial_he", _in_dtype(_hermite_he))
 laguerre_polynomial_l = _polynomial("laguerre_polynomial_l", _in_dtype(_laguerre_l))
 legendre_polynomial_p = _polynomial("legendre_polynomial_p", _in_dtype(_legendre_p))
+
+
+from .complex import conj, conj_operands, real  # noqa: E402  (the complex rules build on the ones above)

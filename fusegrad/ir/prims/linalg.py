@@ -10,6 +10,7 @@ import numpy as np
 
 from ..primitive import PRIMS, Primitive
 from .batchdims import elementwise_rule, to_front
+from .complex import conj_operands
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
@@ -68,6 +69,8 @@ def _mm_vjp(g, ins, out, needs):
     # transpose of a C-ordered product (PyTorch's layout rule: a gradient's strides follow its
     # input's): the weight gradient of Linear's x @ w.t() comes out as w's own C order,
     # which .grad would otherwise get by a strided copy.
+    if g._data.dtype.kind == "c":
+        ins, out = conj_operands(ins, out)
     a, b = ins
     plain = len(shape_of(a)) == len(shape_of(b)) == 2
     ga = gb = None
