@@ -23,7 +23,7 @@ from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extra
 from .runtime import quant_ops as _quant_ops, segment_ops as _segment_ops  # noqa: F401,E402
 from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa: F401,E402
 from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402
-from .runtime import complex_ops as _complex_ops  # noqa: F401,E402  (real, imag, conj, polar, view_as_real, ...)
+from .runtime import complex_ops as _complex_ops, fft_ops as _fft_ops  # noqa: F401,E402  (real, conj, polar, stft, ...)
 from .runtime import legacy_methods as _legacy_methods, control_flow as _control_flow  # noqa: F401,E402
 from .runtime import api_gaps_top as _api_gaps_top  # noqa: F401,E402  (asarray, put, gradient, ...)
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
@@ -41,7 +41,7 @@ from .runtime import keywords as _keywords  # noqa: E402
 
 _keywords.install(globals(), Tensor)  # PyTorch's keyword names and out= (runtime/keywords.py)
 from . import (_dynamo, _inductor, accelerator, amp, autograd, backends, compiler, cpu, cuda,  # noqa: E402
-               distributed, distributions, func, hub, jit, linalg, nn, optim, profiler, random, return_types,
+               distributed, distributions, fft, func, hub, jit, linalg, nn, optim, profiler, random, return_types,
                serialization, signal, testing, utils, viz)
 from . import multiprocessing  # noqa: E402  (torch.multiprocessing: after nn, whose Module it extends)
 from .func import vmap  # noqa: E402  (torch.vmap)

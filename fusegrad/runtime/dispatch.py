@@ -18,6 +18,7 @@ from ..cuda.driver import STATE as _CUDA
 from ..cuda.driver import contiguous, is_device_array, track
 from ..ir import dtypes as D
 from ..ir.graph import Var
+from ..ir.prims.complex import NO_COMPLEX_LOWERING
 from ..ir.prims.elementwise import stop_gradient
 from ..ir.primitive import install_dispatcher, install_node_classes
 from ..tracer.trace import _STACK, capturing, escaped, user_frame
@@ -26,6 +27,13 @@ from .grad_mode import STATE
 from .meta import STATE as _META
 from .nodes import node_class
 from .tensor import Tensor, wrap
+
+
+def _complex_values(args, params) -> bool:
+    """Whether an op reads or makes complex values (which kernels cannot hold)."""
+    if getattr(params.get("dtype"), "kind", None) == "c":  # (a cast to a complex dtype)
+        return True
+    return any(isinstance(a, Tensor) and a._data.dtype.kind == "c" for a in args)
 
 
 def _traced_payload(prim, args, params):
@@ -44,8 +52,9 @@ def _traced_payload(prim, args, params):
         top = _STACK.traces[-1]
     if top is None:
         return None
-    if prim.no_lowering and top.unlowered_breaks:
-        top.graph_break(f"{prim.name} has no kernel lowering: {prim.no_lowering} (cpu backend) at {user_frame()}")
+    if top.unlowered_breaks and (prim.no_lowering or _complex_values(args, params)):
+        why = prim.no_lowering or NO_COMPLEX_LOWERING
+        top.graph_break(f"{prim.name} has no kernel lowering: {why} (cpu backend) at {user_frame()}")
         return None  # (a segmented trace computed the operands at the break: computed eagerly)
     if top.rebound_leaves and STATE.enabled and not prim.nondiff and any(
             isinstance(a, Tensor) and id(a) in top.rebound_leaves and type(a._data) is Var and a._data.trace is top

@@ -377,6 +377,11 @@ def set_rng_state(state: Tensor) -> None:
 
 def _random(prim, size, dtype, generator, requires_grad, draws=1, device=None):
     shape = _shape(size)
+    if _np_dtype(dtype).kind == "c":  # real and imaginary parts drawn apart; a normal's of variance 1/2 each
+        part = D.from_numpy_dtype(_np_dtype(dtype)).to_real()
+        re, im = (_random(prim, size, part, generator, False, draws, device) for _ in range(2))
+        z = P.make_complex(re, im)
+        return _finish(z * math.sqrt(0.5) if prim is P.normal else z, requires_grad, device)
     meta = _on_meta(shape, _np_dtype(dtype), requires_grad, device)
     if meta is not None:  # (draws nothing: the generator does not advance, as in PyTorch)
         return meta

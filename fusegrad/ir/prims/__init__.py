@@ -8,3 +8,4 @@ from .linalg import *  # noqa: F401,F403
 from .creation import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .complex import *  # noqa: F401,F403
+from .fft import *  # noqa: F401,F403

@@ -1,0 +1,326 @@
+"""``torch.fft``'s transforms with PyTorch's signatures (``n``/``s`` sizes that trim or
+zero-pad, ``dim``, ``norm`` of "backward", "forward" or "ortho"), their frequency helpers,
+and ``torch.stft``/``torch.istft``, built on the primitives of ``fusegrad.ir.prims.fft``."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import prims as P
+from . import ops as O
+from .complex_ops import conj, real, view_as_real
+from .dispatch import bind
+from .exports import op
+from .keywords import _type_name
+from .tensor import Tensor
+
+_NORMS = ("backward", "forward", "ortho")
+
+
+def _scale(norm: Optional[str], n: int, forward: bool) -> float:
+    """The factor ``norm`` puts on a transform over ``n`` points (forward or inverse)."""
+    norm = norm or "backward"
+    if norm not in _NORMS:
+        raise ValueError(f"Invalid normalization mode: {norm}")
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n) if n else 1.0
+    return 1.0 if (norm == "backward") == forward else (1.0 / n if n else 1.0)
+
+
+def _axes(x: Tensor, dim, s, default_all: bool, what: str) -> tuple:
+    nd = x.dim()
+    if dim is None:
+        if s is not None:
+            dim = tuple(range(nd - len(s), nd))
+        else:
+            dim = tuple(range(nd)) if default_all else (nd - 1,)
+    elif isinstance(dim, int):
+        dim = (dim,)
+    axes = []
+    for d in dim:
+        if not -nd <= d < max(nd, 1):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {d})")
+        axes.append(d % nd)
+    if len(set(axes)) != len(axes):
+        raise RuntimeError(f"{what} dims must be unique")
+    if s is not None and len(s) != len(axes):
+        raise RuntimeError(f"When given, dim and shape arguments must have the same length")
+    return tuple(axes)
+
+
+def _resized(x: Tensor, axes, sizes) -> Tensor:
+    """``x`` trimmed or zero-padded to ``sizes`` along ``axes`` (-1 or None: as it is)."""
+    for a, n in zip(axes, sizes):
+        if n is None or n == -1:
+            continue
+        if n < 1:
+            raise RuntimeError(f"Invalid number of data points ({n}) specified")
+        have = x.shape[a]
+        if n < have:
+            x = O.narrow(x, a, 0, n)
+        elif n > have:
+            widths = tuple((0, n - have) if d == a else (0, 0) for d in range(x.dim()))
+            x = bind(P.pad, (x,), {"widths": widths, "value": 0.0})
+    return x
+
+
+def _floating(x: Tensor, what: str) -> Tensor:
+    if x.dtype.is_complex or x.dtype in (D.float32, D.float64):
+        return x
+    if x.dtype.is_floating_point:  # (half precisions: PyTorch's CPU FFTs refuse them too)
+        raise RuntimeError(f"Unsupported dtype {x.dtype}")
+    return O.to(x, D.get_default_dtype())
+
+
+def _as_complex(x: Tensor) -> Tensor:
+    return x if x.dtype.is_complex else O.to(x, x.dtype.to_complex())
+
+
+def _c2c(x, s, dim, norm, forward: bool, default_all: bool, what: str) -> Tensor:
+    x = _floating(O.as_t(x), what)
+    axes = _axes(x, dim, s, default_all, what)
+    x = _resized(_as_complex(x), axes, s or [None] * len(axes))
+    n = math.prod(x.shape[a] for a in axes)
+    return bind(P.fft_c2c, (x,), {"axes": axes, "forward": forward, "scale": _scale(norm, n, forward)})
+
+
+def _r2c(x, s, dim, norm, default_all: bool, what: str, onesided: bool = True) -> Tensor:
+    x = _floating(O.as_t(x), what)
+    if x.dtype.is_complex:
+        raise RuntimeError(f"{what} expects a real input tensor, but got {_type_name(x.dtype)}")
+    axes = _axes(x, dim, s, default_all, what)
+    x = _resized(x, axes, s or [None] * len(axes))
+    n = math.prod(x.shape[a] for a in axes)
+    return bind(P.fft_r2c, (x,), {"axes": axes, "onesided": onesided, "scale": _scale(norm, n, True)})
+
+
+def _c2r(x, s, dim, norm, default_all: bool, what: str) -> Tensor:
+    x = _as_complex(_floating(O.as_t(x), what))
+    axes = _axes(x, dim, s, default_all, what)
+    sizes = list(s) if s is not None else [None] * len(axes)
+    last = sizes[-1] if sizes[-1] not in (None, -1) else 2 * (x.shape[axes[-1]] - 1)
+    if last < 1:
+        raise RuntimeError(f"Invalid number of data points ({last}) specified")
+    x = _resized(x, axes, sizes[:-1] + [last // 2 + 1])
+    n = math.prod(x.shape[a] for a in axes[:-1]) * last
+    return bind(P.fft_c2r, (x,), {"axes": axes, "last_size": last, "scale": _scale(norm, n, False)})
+
+
+def _one(s):
+    return None if s is None else (s,)
+
+
+def fft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The one-dimensional discrete Fourier transform along ``dim``."""
+    return _c2c(input, _one(n), dim, norm, True, False, "fft")
+
+
+def ifft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The one-dimensional inverse discrete Fourier transform along ``dim``."""
+    return _c2c(input, _one(n), dim, norm, False, False, "ifft")
+
+
+def fft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
+    return _c2c(input, s, dim, norm, True, False, "fft2")
+
+
+def ifft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
+    return _c2c(input, s, dim, norm, False, False, "ifft2")
+
+
+def fftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
+    """The N-dimensional transform over ``dim`` (all dimensions, or the last ``len(s)``)."""
+    return _c2c(input, s, dim, norm, True, True, "fftn")
+
+
+def ifftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
+    return _c2c(input, s, dim, norm, False, True, "ifftn")
+
+
+def rfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The transform of a real signal: its n // 2 + 1 non-negative frequencies."""
+    return _r2c(input, _one(n), dim, norm, False, "rfft")
+
+
+def rfft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
+    return _r2c(input, s, dim, norm, False, "rfft2")
+
+
+def rfftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
+    return _r2c(input, s, dim, norm, True, "rfftn")
+
+
+def irfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The real signal (of ``n`` samples, by default 2 (m - 1)) of a onesided spectrum."""
+    return _c2r(input, _one(n), dim, norm, False, "irfft")
+
+
+def irfft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
+    return _c2r(input, s, dim, norm, False, "irfft2")
+
+
+def irfftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
+    return _c2r(input, s, dim, norm, True, "irfftn")
+
+
+_SWAPPED = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def hfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The real transform of a signal with Hermitian symmetry, given by its first half."""
+    return _c2r(_conj(input), _one(n), dim, _SWAPPED[norm], False, "hfft")
+
+
+def ihfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+    """The inverse of ``hfft``: the first half of a real signal's inverse transform."""
+    return _conj(_r2c(input, _one(n), dim, _SWAPPED[norm], False, "ihfft"))
+
+
+def _conj(x):
+    return conj(O.as_t(x))
+
+
+def _freq_tensor(values: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
+    from .factory import tensor
+    return tensor(values, dtype=dtype or D.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def fftfreq(n: int, d: float = 1.0, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+            out=None) -> Tensor:
+    """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
+    r = _freq_tensor(np.fft.fftfreq(n, d), dtype, device, requires_grad)
+    return r if out is None else out.copy_(r)
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+             out=None) -> Tensor:
+    """The non-negative sample frequencies of ``rfft`` over ``n`` points."""
+    r = _freq_tensor(np.fft.rfftfreq(n, d), dtype, device, requires_grad)
+    return r if out is None else out.copy_(r)
+
+
+def _shift(x, dim, sign: int) -> Tensor:
+    x = O.as_t(x)
+    dims = tuple(range(x.dim())) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    return O.roll(x, tuple(sign * (x.shape[d] // 2) for d in dims), dims)
+
+
+def fftshift(input, dim=None) -> Tensor:  # noqa: A002
+    """The zero frequency moved to the centre of ``dim`` (all dimensions by default)."""
+    return _shift(input, dim, 1)
+
+
+def ifftshift(input, dim=None) -> Tensor:  # noqa: A002
+    """The inverse of ``fftshift``."""
+    return _shift(input, dim, -1)
+
+
+def _window(window: Optional[Tensor], win_length: int, n_fft: int, like: Tensor) -> Tensor:
+    """The window padded with zeros on both sides to ``n_fft`` (PyTorch's centring)."""
+    from .factory import ones
+    if window is None:
+        window = ones(win_length, dtype=like.dtype.to_real(), device=like.device)
+    if window.dim() != 1 or window.shape[0] != win_length:
+        raise RuntimeError(f"stft: expected a 1D window tensor of size equal to win_length={win_length}, but got "
+                           f"window with size {list(window.shape)}")
+    left = (n_fft - win_length) // 2
+    if win_length == n_fft:
+        return window
+    return bind(P.pad, (window,), {"widths": ((left, n_fft - win_length - left),), "value": 0.0})
+
+
+@op
+def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length: Optional[int] = None,  # noqa: A002
+         window: Optional[Tensor] = None, center: bool = True, pad_mode: str = "reflect", normalized: bool = False,
+         onesided: Optional[bool] = None, return_complex: Optional[bool] = None) -> Tensor:
+    """The short-time Fourier transform: frames of ``n_fft`` samples every ``hop_length``,
+    windowed, transformed; (batch,) frequencies x frames, complex (``return_complex``) or as
+    (real, imaginary) pairs."""
+    from ..nn import functional as F
+    x = O.as_t(input)
+    if return_complex is None:
+        if not x.dtype.is_complex and (window is None or not window.dtype.is_complex):
+            raise RuntimeError("stft requires the return_complex parameter be given for real inputs, and will "
+                               "further require that return_complex=True in a future PyTorch release.")
+        return_complex = True
+    if x.dim() not in (1, 2):
+        raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got {x.dim()}D tensor")
+    hop = hop_length if hop_length is not None else n_fft // 4
+    win = win_length if win_length is not None else n_fft
+    if n_fft <= 0 or hop <= 0 or not 0 < win <= n_fft:
+        raise RuntimeError(f"stft: expected 0 < n_fft, 0 < hop_length and 0 < win_length <= n_fft, but got "
+                           f"n_fft={n_fft}, hop_length={hop}, win_length={win}")
+    batched = x.dim() == 2
+    if not batched:
+        x = O.unsqueeze(x, 0)
+    if center:
+        half = n_fft // 2
+        x = O.squeeze(F.pad(O.unsqueeze(x, 1), (half, half), mode=pad_mode), 1)
+    if x.shape[-1] < n_fft:
+        raise RuntimeError(f"stft: expected 0 < n_fft <= {x.shape[-1]}, but got n_fft={n_fft}")
+    frames = O.mul(x.unfold(-1, n_fft, hop), _window(window, win, n_fft, x))
+    onesided = (not frames.dtype.is_complex) if onesided is None else onesided
+    norm = "ortho" if normalized else "backward"
+    if onesided:
+        spec = _r2c(frames, None, -1, norm, False, "stft")
+    else:
+        spec = _c2c(frames, None, -1, norm, True, False, "stft")
+    spec = O.transpose(spec, -1, -2)
+    if not batched:
+        spec = O.squeeze(spec, 0)
+    return spec if return_complex else view_as_real(spec)
+
+
+@op
+def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length: Optional[int] = None,  # noqa: A002
+          window: Optional[Tensor] = None, center: bool = True, normalized: bool = False,
+          onesided: Optional[bool] = None, length: Optional[int] = None, return_complex: bool = False) -> Tensor:
+    """The inverse of ``stft``: each frame's inverse transform, windowed, overlapped and
+    added, divided by the overlapped squared window."""
+    from ..nn import functional as F
+    spec = O.as_t(input)
+    if not spec.dtype.is_complex:
+        raise RuntimeError("istft requires a complex-valued input tensor")
+    hop = hop_length if hop_length is not None else n_fft // 4
+    win = win_length if win_length is not None else n_fft
+    batched = spec.dim() == 3
+    if not batched:
+        spec = O.unsqueeze(spec, 0)
+    n_frames = spec.shape[-1]
+    onesided = (spec.shape[-2] != n_fft) if onesided is None else onesided
+    norm = "ortho" if normalized else "backward"
+    frames = O.transpose(spec, -1, -2)
+    if onesided:
+        if return_complex:
+            raise RuntimeError("cannot have onesided output if window or input is complex")
+        frames = _c2r(frames, (n_fft,), (-1,), norm, False, "istft")
+    else:
+        frames = _c2c(frames, None, -1, norm, False, False, "istft")
+        if not return_complex:
+            frames = real(frames)
+    w = _window(window, win, n_fft, frames)
+    frames = O.mul(frames, w)
+    total = n_fft + hop * (n_frames - 1)
+
+    def overlap_add(f):  # (batch, frames, n_fft) -> (batch, total)
+        cols = O.transpose(f, 1, 2)
+        return O.reshape(F.fold(cols, output_size=(1, total), kernel_size=(1, n_fft), stride=(1, hop)),
+                         (f.shape[0], total))
+    y = overlap_add(frames)
+    env = overlap_add(O.expand(O.unsqueeze(O.unsqueeze(O.mul(w, w), 0), 0), (1, n_frames, n_fft)))
+    start = n_fft // 2 if center else 0
+    end = total - (n_fft // 2 if center else 0) if length is None else start + length
+    y, env = y[:, start:min(end, total)], env[:, start:min(end, total)]
+    if bool((O.abs(env) < 1e-11).any()):
+        raise RuntimeError("istft(...): window overlap add min: 0, the NOLA constraint is not satisfied")
+    y = O.div(y, env)
+    if length is not None and y.shape[-1] < length:
+        y = _resized(y, (1,), (length,))
+    return y if batched else O.squeeze(y, 0)
+
+
+FFT_FUNCTIONS = (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, irfft, rfft2, irfft2, rfftn, irfftn, hfft, ihfft,
+                 fftfreq, rfftfreq, fftshift, ifftshift)
