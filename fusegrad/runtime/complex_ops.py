@@ -48,8 +48,16 @@ def conj(input: Tensor) -> Tensor:  # noqa: A002
     return bind(P.conj, (input,), {}) if _is_complex(input) else input
 
 
-alias(conj, "resolve_conj", "resolve_neg")
 alias(conj, "conj_physical", inplace="both")
+
+
+@op
+def resolve_conj(input: Tensor) -> Tensor:  # noqa: A002
+    """``input`` itself: conjugation here always computes its result, so none is pending."""
+    return input
+
+
+alias(resolve_conj, "resolve_neg")
 
 
 @op
@@ -97,7 +105,7 @@ def view_as_real(input: Tensor) -> Tensor:  # noqa: A002
 def view_as_complex(input: Tensor) -> Tensor:  # noqa: A002
     """Pairs along the last dimension (of size 2, stride 1) as complex elements."""
     if input.dtype not in (D.float32, D.float64):
-        raise RuntimeError(f"view_as_complex is only supported for float and double tensors, but got a tensor "
+        raise RuntimeError(f"view_as_complex is only supported for half, float and double tensors, but got a tensor "
                            f"of scalar type: {_type_name(input.dtype)}")
     if input.dim() == 0 or input.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")

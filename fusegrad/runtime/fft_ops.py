@@ -24,7 +24,7 @@ def _scale(norm: Optional[str], n: int, forward: bool) -> float:
     """The factor ``norm`` puts on a transform over ``n`` points (forward or inverse)."""
     norm = norm or "backward"
     if norm not in _NORMS:
-        raise ValueError(f"Invalid normalization mode: {norm}")
+        raise RuntimeError(f"Invalid normalization mode: \"{norm}\"")
     if norm == "ortho":
         return 1.0 / math.sqrt(n) if n else 1.0
     return 1.0 if (norm == "backward") == forward else (1.0 / n if n else 1.0)

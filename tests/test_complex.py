@@ -1,0 +1,187 @@
+"""Complex tensors and torch.fft against PyTorch: values and complex128 gradients (PyTorch's
+convention, dL/dRe + i dL/dIm, checked once against finite differences too), dtype
+promotion, printing, errors, random draws, and a compiled function that breaks its graph
+at complex values (LLaMA's rotary embedding)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+_RNG = np.random.default_rng(11)
+
+
+def _c(*s):
+    return _RNG.standard_normal(s) + 1j * _RNG.standard_normal(s)
+
+
+def _r(*s):
+    return _RNG.standard_normal(s)
+
+
+Z, W, X = _c(3, 4), _c(3, 4), _r(3, 4)
+M = _c(4, 2)
+K4, K33, W10, W12, S20 = _c(4), _c(3, 3), _r(3, 10), _r(3, 12), _r(2, 20)
+
+
+def _losses(T, z, w, x, m):
+    """Real scalars from the complex ops under test (z, w, m complex; x real)."""
+    c = lambda a: T.tensor(a)  # noqa: E731
+    hann = T.hann_window(8, dtype=T.float64)
+    spec = lambda: T.stft(x.reshape(-1), 8, hop_length=2, window=hann, return_complex=True)  # noqa: E731
+    return [
+        (((z * w + x) / (w - 2)).exp().abs() ** 2).sum(),
+        (z.real * w.imag + T.view_as_real(z * x).sum(-1) ** 2).sum(),
+        T.view_as_real(T.polar(x.abs() + 0.1, x * 2) * z).pow(2).sum(),
+        (T.angle(z) * x).sum() + (T.sgn(w) * z).real.sum() + T.sgn(z * 0).abs().sum(),
+        (T.view_as_complex(T.stack([x, x * 2], -1)) * z).abs().sum(),
+        ((z @ m) * (z @ m.conj())).real.sum() + (z @ x.t().to(z.dtype)).abs().sum(),
+        (z.conj() * w.sqrt() + (z * z).log()).imag.sum() + T.tanh(z).abs().sum() + (z ** 2).real.sum(),
+        (T.complex(x, x * x) * z).abs().sum() + (z / (1 + 2j)).real.sum() + (2j * x).imag.sum(),
+        T.cat([z, w]).mean().abs() + (T.stack([z, w]).sum(0) * 2).abs().sum() + z[1:].sum().real,
+        (T.fft.fft(z) * c(K4)).real.sum() + T.fft.fft(x, n=6).abs().sum() + T.fft.ifft(z, norm="ortho").abs().sum(),
+        T.fft.ifft(w, n=2, dim=0, norm="forward").real.sum() + (T.fft.rfft(x) * c(K4[:3])).imag.sum(),
+        T.fft.rfft(x, n=5, norm="ortho").abs().sum() + (T.fft.irfft(z) * c(W10[:, :6])).sum(),
+        (T.fft.irfft(w, n=7, norm="forward") ** 2).sum() + T.fft.fft2(z).abs().sum(),
+        T.fft.fftn(x, s=(4, 4)).real.sum() + T.fft.ifftn(z, dim=(0,)).imag.sum(),
+        (T.fft.irfft2(T.fft.rfft2(x) * c(K33), s=(3, 4)) * x).sum() + T.fft.rfftn(x).abs().sum(),
+        (T.fft.irfftn(z, s=(3, 6)) * c(W12[:, :6])).sum() + (T.fft.hfft(w) * c(W10[:, :6])).sum(),
+        T.fft.ihfft(x).abs().sum() + (T.fft.fftshift(z).abs() * x).sum() + (T.fft.ifftshift(x, dim=1) * x).sum(),
+        (spec().abs() ** 2).sum(),
+        T.view_as_real(T.stft(x, 4, hop_length=1, win_length=3, center=False, normalized=True,
+                              return_complex=True)).pow(2).sum(),
+        (T.istft(spec(), 8, hop_length=2, window=hann, length=12) * x.reshape(-1)).sum(),
+    ]
+
+
+def _run(T):
+    z, w, m = (T.tensor(a, requires_grad=True) for a in (Z, W, M))
+    x = T.tensor(X, requires_grad=True)
+    outs = []
+    for loss in _losses(T, z, w, x, m):
+        gs = T.autograd.grad(loss, (z, w, x, m), allow_unused=True)
+        outs.append([loss.detach().numpy()] + [None if g is None else g.resolve_conj().numpy() for g in gs])
+    return outs
+
+
+def test_values_and_gradients_match_pytorch():
+    for i, (got, want) in enumerate(zip(_run(fg), _run(torch))):
+        for g, e in zip(got, want):
+            assert (g is None) == (e is None), i
+            if e is not None:
+                np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-10, err_msg=f"loss {i}")
+
+
+def test_gradient_convention_is_pytorchs_by_finite_differences():
+    def loss(T, z):
+        return (T.fft.hfft(z * z.conj() + z) * T.tensor(W10[:, :6])).sum()
+    z = fg.tensor(Z, requires_grad=True)
+    g, = fg.autograd.grad(loss(fg, z), z)
+    eps, base = 1e-6, loss(fg, fg.tensor(Z)).item()
+    for k in range(4):
+        dre, dim = Z.copy(), Z.copy()
+        dre[1, k] += eps
+        dim[1, k] += 1j * eps
+        fd = (loss(fg, fg.tensor(dre)).item() - base) / eps + 1j * (loss(fg, fg.tensor(dim)).item() - base) / eps
+        assert abs(g.numpy()[1, k] - fd) < 1e-4
+
+
+def test_dtypes_promotion_and_printing():
+    cases = [
+        lambda T: (T.tensor([1.0, 2.0]) * 1j).dtype,
+        lambda T: (T.tensor([1.0, 2.0], dtype=T.float64) * 1j).dtype,
+        lambda T: (T.tensor([1, 2]) * 1j).dtype,
+        lambda T: (T.ones(2) * T.tensor(1j, dtype=T.complex128)).dtype,
+        lambda T: (T.ones(2, dtype=T.int64) * T.tensor(1j, dtype=T.complex128)).dtype,
+        lambda T: T.promote_types(T.complex64, T.float64),
+        lambda T: T.promote_types(T.complex64, T.float16),
+        lambda T: T.tensor([1 + 2j]).dtype, lambda T: T.tensor([1 + 2j]).abs().dtype,
+        lambda T: T.tensor([1.0, 2.0]).to(T.cfloat).dtype, lambda T: T.complex64.to_real(),
+        lambda T: T.float64.to_complex(), lambda T: T.cdouble.is_complex, lambda T: T.float32.is_complex,
+        lambda T: T.can_cast(T.complex64, T.float32), lambda T: T.can_cast(T.float32, T.complex64),
+        lambda T: T.tensor([1 + 2j]).is_complex(), lambda T: T.is_complex(T.ones(1)),
+        lambda T: T.tensor([1 + 2j, 3.5]).isreal().tolist(), lambda T: T.ones(2).isreal().tolist(),
+        lambda T: T.tensor([1.0, -2.0]).angle().tolist(), lambda T: T.tensor([1 + 2j, 0j]).sgn().tolist(),
+        lambda T: T.tensor([1 + 2j]).item(), lambda T: T.zeros(2, dtype=T.cfloat).tolist(),
+        lambda T: T.full((2,), 1 + 1j).dtype, lambda T: T.tensor([1 + 2j]).real.tolist(),
+        lambda T: T.fft.fftfreq(5, 0.5).tolist(), lambda T: T.fft.rfftfreq(6).tolist(),
+        lambda T: T.fft.rfft(T.ones(4)).dtype, lambda T: T.fft.fft(T.ones(4, dtype=T.float64)).dtype,
+        lambda T: T.fft.irfft(T.ones(3, dtype=T.complex64)).shape,
+    ]
+    for i, f in enumerate(cases):
+        got, want = f(fg), f(torch)
+        assert str(got).replace("fusegrad", "torch") == str(want), (i, got, want)
+    prints = [
+        lambda T: T.tensor([1 + 2j, 3 - 1j]), lambda T: T.tensor([1.5 + 2j, 3 - 1.25j], dtype=T.cdouble),
+        lambda T: T.tensor([[1e-5 + 2j, 300 - 1j], [0j, 1j]]), lambda T: T.tensor([1 + 2j], requires_grad=True) * 2,
+        lambda T: T.tensor(1 + 2j), lambda T: T.tensor([float("nan") + 1j, 2 - float("inf") * 1j]),
+        lambda T: T.tensor([], dtype=T.cfloat), lambda T: T.arange(30.0).reshape(3, 10).to(T.cfloat) * (1 - 0.5j),
+    ]
+    for f in prints:
+        assert repr(f(fg)).replace("fusegrad", "torch") == repr(f(torch))
+
+
+def test_errors_match_pytorch():
+    calls = [
+        lambda T: T.tensor([1.0]).imag, lambda T: T.view_as_real(T.ones(2)),
+        lambda T: T.view_as_complex(T.ones(2, 3)), lambda T: T.view_as_complex(T.ones(2, 2, dtype=T.int64)),
+        lambda T: T.view_as_complex(T.ones(2, 4)[:, ::2]), lambda T: T.complex(T.ones(2), T.ones(2, dtype=T.float64)),
+        lambda T: T.complex(T.ones(2, dtype=T.int64), T.ones(2, dtype=T.int64)),
+        lambda T: T.fft.rfft(T.ones(4, dtype=T.cfloat)), lambda T: T.fft.fft(T.ones(4), norm="bad"),
+        lambda T: T.fft.fft(T.ones(4), dim=2), lambda T: T.stft(T.ones(16), 4),
+    ]
+    for i, f in enumerate(calls):
+        errs = []
+        for T in (fg, torch):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    f(T)
+                    errs.append(None)
+                except Exception as e:  # noqa: BLE001 - comparing the kinds
+                    errs.append((type(e).__name__, str(e).split("\n")[0]))
+        assert errs[0] is not None and errs[0][0] == errs[1][0], (i, errs)
+        assert errs[0][1] == errs[1][1] or i in (9,), (i, errs)
+
+
+def test_random_complex_draws_have_pytorchs_parts():
+    fg.manual_seed(0)
+    z = fg.randn(40000, dtype=fg.cfloat)
+    assert z.dtype is fg.complex64
+    assert abs(z.real.var().item() - 0.5) < 0.02 and abs(z.imag.var().item() - 0.5) < 0.02
+    u = fg.rand(40000, dtype=fg.cdouble)
+    assert 0 <= u.real.min().item() and u.imag.max().item() < 1 and abs(u.imag.mean().item() - 0.5) < 0.02
+
+
+def _rope(T, xq, xk, freqs):
+    """LLaMA's apply_rotary_emb, as its reference code writes it."""
+    xq_ = T.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = T.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    f = freqs.view(1, xq_.shape[1], 1, xq_.shape[-1])
+    q = T.view_as_real(xq_ * f).flatten(3)
+    k = T.view_as_real(xk_ * f).flatten(3)
+    return (q.type_as(xq) * k.type_as(xk).sin()).sum()
+
+
+def test_rotary_embedding_eager_and_compiled():
+    q0, k0 = _r(2, 5, 3, 8).astype(np.float32), _r(2, 5, 3, 8).astype(np.float32)
+    results = []
+    for T, compiled in ((torch, False), (fg, False), (fg, True)):
+        freqs = 1.0 / (10000.0 ** (T.arange(0, 8, 2)[:4].float() / 8))
+        freqs = T.polar(T.ones(5, 4), T.outer(T.arange(5).float(), freqs))
+        q, k = T.tensor(q0, requires_grad=True), T.tensor(k0, requires_grad=True)
+        f = fg.compile(lambda a, b: _rope(fg, a, b, freqs)) if compiled else (lambda a, b: _rope(T, a, b, freqs))
+        loss = f(q, k)
+        loss.backward()
+        results.append((loss.item(), q.grad.numpy(), k.grad.numpy()))
+        if compiled:
+            breaks = f.cache_info()["graph_breaks"]
+            assert any("complex" in b for b in breaks), breaks
+    for got in results[1:]:
+        np.testing.assert_allclose(got[0], results[0][0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], results[0][1], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[2], results[0][2], rtol=1e-4, atol=1e-5)
