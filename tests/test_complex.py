@@ -111,6 +111,15 @@ def test_dtypes_promotion_and_printing():
         lambda T: T.fft.fftfreq(5, 0.5).tolist(), lambda T: T.fft.rfftfreq(6).tolist(),
         lambda T: T.fft.rfft(T.ones(4)).dtype, lambda T: T.fft.fft(T.ones(4, dtype=T.float64)).dtype,
         lambda T: T.fft.irfft(T.ones(3, dtype=T.complex64)).shape,
+        lambda T: T.ones(2).cfloat().dtype, lambda T: T.ones(2).cdouble().dtype,
+        lambda T: T.tensor([[1 + 2j, 3 - 1j], [0.5j, -2 + 0j]]).mH.tolist(),
+        lambda T: T.tensor([[1 + 2j, 3 - 1j], [0.5j, -2 + 0j]]).adjoint().tolist(),
+        lambda T: T.vdot(T.tensor([1 + 2j, 3 - 1j]), T.tensor([0.5j, -2 + 0j])).item(),
+        lambda T: round(T.tensor([[1 + 2j, 3 - 1j], [0.5j, -2 + 0j]]).norm().item(), 5),
+        lambda T: [round(v, 5) for v in T.linalg.vector_norm(T.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]]), dim=1).tolist()],
+        lambda T: round(T.tensor([[1 + 2j, 3 - 1j], [0.5j, -2 + 0j]]).var().item(), 5),
+        lambda T: complex(T.tensor([1 + 2j])), lambda T: T.tensor([1 + 2j]).type(),
+        lambda T: T.finfo(T.cfloat).eps, lambda T: T.tensor([1j]).to(T.cdouble).dtype,
     ]
     for i, f in enumerate(cases):
         got, want = f(fg), f(torch)
@@ -133,6 +142,7 @@ def test_errors_match_pytorch():
         lambda T: T.complex(T.ones(2, dtype=T.int64), T.ones(2, dtype=T.int64)),
         lambda T: T.fft.rfft(T.ones(4, dtype=T.cfloat)), lambda T: T.fft.fft(T.ones(4), norm="bad"),
         lambda T: T.fft.fft(T.ones(4), dim=2), lambda T: T.stft(T.ones(16), 4),
+        lambda T: T.tensor([1 + 1j]).sign(), lambda T: T.ones(2).add_(1j),
     ]
     for i, f in enumerate(calls):
         errs = []
@@ -146,6 +156,14 @@ def test_errors_match_pytorch():
                     errs.append((type(e).__name__, str(e).split("\n")[0]))
         assert errs[0] is not None and errs[0][0] == errs[1][0], (i, errs)
         assert errs[0][1] == errs[1][1] or i in (9,), (i, errs)
+
+
+def test_checkpoint_round_trip_with_pytorch(tmp_path):
+    torch.save({"z": torch.tensor([1 + 2j, 3 - 1j]), "w": torch.tensor([0.5j], dtype=torch.cdouble)}, tmp_path / "t.pt")
+    d = fg.load(tmp_path / "t.pt")
+    assert d["z"].dtype is fg.complex64 and d["w"].dtype is fg.complex128 and d["z"].tolist() == [1 + 2j, 3 - 1j]
+    fg.save({"z": d["z"] * 2j}, tmp_path / "f.pt")
+    assert torch.load(tmp_path / "f.pt")["z"].tolist() == [-4 + 2j, 2 + 6j]
 
 
 def test_random_complex_draws_have_pytorchs_parts():

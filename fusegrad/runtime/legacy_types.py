@@ -28,7 +28,8 @@ class LegacyType(type):
         return f"<class 'torch.{cls.__name__}'>"
 
 
-TYPES = {name: LegacyType(name, (), {"dtype": d, "__module__": "fusegrad"}) for d, name in _TYPE_NAMES.items()}
+TYPES = {name: LegacyType(name, (), {"dtype": d, "__module__": "fusegrad"}) for d, name in _TYPE_NAMES.items()
+         if not d.is_complex}  # (torch has no torch.ComplexFloatTensor, though x.type() names it)
 
 
 class _AnyTensor(type):

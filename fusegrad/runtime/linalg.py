@@ -95,6 +95,8 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
 
 def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
+    if a.dtype.is_complex:
+        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet")
     if not a.dtype.is_floating_point:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")
@@ -185,7 +187,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
             raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
                                f"{_type_name(dtype.np)}")
         x = x.to(dtype)
-    elif not x.dtype.is_floating_point:
+    elif not x.dtype.is_floating_point and not x.dtype.is_complex:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(x._data.dtype)}")
     axes = _axes(x, dim)
@@ -209,7 +211,8 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
     elif p == 1:
         r = sum(abs(x), axes, keepdim)
     elif p == 2:
-        r = _root(sum(x * x, axes, keepdim), 2)
+        m = abs(x) if x.dtype.is_complex else x
+        r = _root(sum(m * m, axes, keepdim), 2)
     else:
         r = _root(sum(pow(abs(x), p), axes, keepdim), p)
     return _out("linalg.vector_norm", named(r, "LinalgVectorNormBackward0"), out)

@@ -8,6 +8,7 @@ import warnings
 
 from ..ir.prims.shapes import broadcast_shapes
 from .autocast_state import float32_policy
+from .complex_ops import conj
 from . import linalg as L
 from . import ops as O
 from .exports import op
@@ -56,10 +57,10 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
 
 @op
 def vdot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
-    """The dot product of two 1-D tensors (no conjugation: fusegrad has no complex dtypes)."""
+    """The dot product of two 1-D tensors, the first conjugated."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    return O.dot(input, other)
+    return O.dot(conj(input), other)
 
 
 @op
@@ -87,11 +88,11 @@ def adjoint(input: Tensor) -> Tensor:  # noqa: A002
     if input.ndim < 2:
         raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
                            f"{input.ndim}-D tensor.")
-    return O.transpose(input, -2, -1)
+    return conj(O.transpose(input, -2, -1))
 
 
 def matrix_h(self: Tensor) -> Tensor:
     """``Tensor.H``: the (conjugate) transpose of a matrix."""
     if self.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
-    return O.transpose(self, 0, 1) if self.ndim == 2 else self
+    return conj(O.transpose(self, 0, 1) if self.ndim == 2 else self)

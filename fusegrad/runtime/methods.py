@@ -42,7 +42,7 @@ def _bind() -> None:
     T.where = lambda self, cond, other: O.where(cond, self, other)
     for name, d in [("float", D.float32), ("double", D.float64), ("half", D.float16), ("bfloat16", D.bfloat16),
                     ("long", D.int64), ("int", D.int32), ("short", D.int16), ("bool", D.bool_), ("byte", D.uint8),
-                    ("char", D.int8)]:
+                    ("char", D.int8), ("cfloat", D.complex64), ("cdouble", D.complex128)]:
         setattr(T, name, O._caster(d))
     T.is_floating_point = lambda self: self.dtype.is_floating_point
     T.is_contiguous = O.is_contiguous

@@ -28,7 +28,7 @@ from .dispatch import bind, rederive, replay_view
 from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
-from .keywords import write_out
+from .keywords import _type_name, write_out
 from .layouts import sparse_coo
 from .nodes import PrimNode, node_class
 from .composite import CompositeNode, one_node
@@ -214,7 +214,15 @@ tanh = op(_unary(P.tanh), inplace="both")
 sigmoid = op(_unary(P.sigmoid), inplace="both")
 relu = op(_unary(P.relu, to_float=False), inplace="both")
 abs = op(_unary(P.abs_, "AbsBackward0", to_float=False, complex_prim=P.cabs), inplace="both")
-sign = op(_unary(P.sign, "SignBackward0", to_float=False), inplace="method")
+_sign = _unary(P.sign, "SignBackward0", to_float=False)
+
+
+@op(inplace="method")
+def sign(input, *, out=None):  # noqa: A002
+    if isinstance(input, Tensor) and input._data.dtype.kind == "c":
+        raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
+                                  "torch.sgn instead.")
+    return _sign(input, out=out)
 sqrt = op(_unary(P.sqrt), inplace="both")
 rsqrt = op(_unary(P.rsqrt))
 erf = op(_unary(P.erf))
@@ -581,7 +589,7 @@ def clamp_max(x, m):
 
 _CPP_SCALAR = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "int16": "short int",
                "int8": "signed char", "uint8": "unsigned char", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-               "bool": "bool"}
+               "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
 def cpp_scalar_name(t: Tensor) -> str:
@@ -730,7 +738,8 @@ def type_as(x, other):
 # Tensor.type()'s names, as PyTorch's legacy tensor types (programs compare these strings)
 _TYPE_NAMES = {D.float32: "FloatTensor", D.float64: "DoubleTensor", D.float16: "HalfTensor",
                D.bfloat16: "BFloat16Tensor", D.int64: "LongTensor", D.int32: "IntTensor", D.int16: "ShortTensor",
-               D.int8: "CharTensor", D.uint8: "ByteTensor", D.bool_: "BoolTensor"}
+               D.int8: "CharTensor", D.uint8: "ByteTensor", D.bool_: "BoolTensor", D.complex64: "ComplexFloatTensor",
+               D.complex128: "ComplexDoubleTensor"}
 
 
 def _tensor_type(x, dtype=None, non_blocking=False, **kwargs):
@@ -891,6 +900,8 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     m = P.reduce_sum(x, axes=axes, keepdims=True)
     m = P.div(m, float(n))
     d = P.sub(x, m)
+    if d._data.dtype.kind == "c":  # the mean squared modulus: a real variance
+        d = P.cabs(d)
     r = P.reduce_sum(P.mul(d, d), axes=axes, keepdims=bool(keepdim))
     denom = builtins.max(n - correction, 0)
     r = P.div(r, float(denom)) if denom else P.mul(r, float("nan"))
@@ -1635,7 +1646,6 @@ def mv(a, v):
 def dot(a, b):
     a, b = as_t(a), as_t(b)
     if a._data.dtype != b._data.dtype:
-        from .keywords import _type_name
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_type_name(a._data.dtype)} and "
                            f"{_type_name(b._data.dtype)}")
     if a.ndim != 1 or b.ndim != 1:
@@ -2313,8 +2323,8 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
 def _write(dst: Tensor, src: Tensor, written=None) -> None:
     d, s = dst._data, src._data
     if s.dtype != d.dtype and not np.can_cast(s.dtype, d.dtype, "same_kind"):
-        raise RuntimeError(f"result type {D.from_numpy_dtype(s.dtype).name.capitalize()} can't be cast to the desired "
-                           f"output type {D.from_numpy_dtype(d.dtype).name.capitalize()}")
+        raise RuntimeError(f"result type {_type_name(s.dtype)} can't be cast to the desired "
+                           f"output type {_type_name(d.dtype)}")
     if type(d) is not np.ndarray:  # a CUDA tensor: written on its device
         if devices.of(s) != dst.device:
             raise devices.mixed_error(dst.device, devices.of(s))

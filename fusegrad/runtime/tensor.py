@@ -347,6 +347,9 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._scalar("int(tensor)"))
 
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex(tensor)"))
+
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iub":
             raise TypeError("only integer tensors of a single element can be converted to an index")

@@ -15,6 +15,7 @@ class finfo:  # noqa: N801 - PyTorch's name
 
     def __init__(self, type: Optional[D.dtype] = None):  # noqa: A002 - PyTorch's keyword
         dt = D.get_default_dtype() if type is None else D.to_dtype(type)
+        dt = dt.to_real()  # (a complex dtype's limits are its parts')
         if not dt.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
                             "'torch.finfo'")

@@ -29,13 +29,14 @@ class TorchName:
 STORAGE_DTYPES: Dict[str, D.dtype] = {
     "FloatStorage": D.float32, "DoubleStorage": D.float64, "HalfStorage": D.float16, "BFloat16Storage": D.bfloat16,
     "LongStorage": D.int64, "IntStorage": D.int32, "ShortStorage": D.int16, "CharStorage": D.int8,
-    "ByteStorage": D.uint8, "BoolStorage": D.bool_,
+    "ByteStorage": D.uint8, "BoolStorage": D.bool_, "ComplexFloatStorage": D.complex64,
+    "ComplexDoubleStorage": D.complex128,
 }
 STORAGE_NAMES = {dt: TorchName("torch", name) for name, dt in STORAGE_DTYPES.items()}
 
 # torch.<name> for every dtype (with PyTorch's aliases when reading)
 DTYPE_ALIASES = {"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64, "int": D.int32,
-                 "short": D.int16}
+                 "short": D.int16, "cfloat": D.complex64, "cdouble": D.complex128}
 DTYPE_BY_NAME: Dict[str, D.dtype] = {**{dt.name: dt for dt in STORAGE_DTYPES.values()}, **DTYPE_ALIASES}
 DTYPE_NAMES = {dt: TorchName("torch", dt.name) for dt in STORAGE_DTYPES.values()}
 

@@ -6,6 +6,7 @@ Unary differentiable ops are defined by their derivative ``d(x, out)``: the VJP 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -350,6 +351,9 @@ where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp
 
 
 def _cast_impl(x, dtype):
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
+        x = x.real
     if dtype.itemsize == 2 or x.dtype.kind == "f" and dtype.itemsize < x.dtype.itemsize:
         # (to a half type or a narrower float: overflowing to inf is expected; PyTorch says nothing)
         with np.errstate(over="ignore", invalid="ignore"):
