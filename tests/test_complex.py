@@ -203,3 +203,25 @@ def test_rotary_embedding_eager_and_compiled():
         np.testing.assert_allclose(got[0], results[0][0], rtol=1e-5)
         np.testing.assert_allclose(got[1], results[0][1], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got[2], results[0][2], rtol=1e-4, atol=1e-5)
+
+
+def _func_results(T):
+    func = T.func
+    x = T.tensor(X)
+    z = T.tensor(Z[0])
+    return [
+        func.vmap(func.grad(lambda v: T.fft.rfft(v).abs().pow(2).sum()))(x),
+        func.jacrev(lambda v: T.fft.irfft(T.fft.rfft(v) * (1 + 2j), n=4))(x[0]),
+        func.jacfwd(lambda v: T.fft.fft(v).abs())(x[0]),
+        func.vmap(lambda v: T.view_as_real(T.fft.fft(v)))(x),
+        func.grad(lambda v: (v * v.conj()).real.sum() + v.abs().sum())(z),
+        func.hessian(lambda v: T.fft.rfft(v).abs().pow(2).sum())(x[0]),
+    ]
+
+
+def test_function_transforms_match_torch_func():
+    for got, want in zip(_func_results(fg), _func_results(torch)):
+        np.testing.assert_allclose(got.numpy(), want.resolve_conj().numpy(), rtol=1e-9, atol=1e-10)
+    for T in (fg, torch):
+        with pytest.raises(RuntimeError, match="implicitly created only for real scalar outputs"):
+            T.func.grad(lambda v: v.sum())(T.tensor(Z[0]))

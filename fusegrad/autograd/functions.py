@@ -32,6 +32,9 @@ def _make_grads(outputs: list, grads: list, create_graph: bool, batched: bool = 
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t._rg:
                 raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+            if t._data.dtype.kind == "c":
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
+                                   f"torch.{t.dtype.name}")
             d = t._data  # traced: a fill in the output's own trace, folded into a literal 1
             g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(move(np.ones(d.shape, dtype=d.dtype), t.device))
         elif not isinstance(g, Tensor):

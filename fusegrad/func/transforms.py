@@ -65,7 +65,7 @@ class _Fallback(Exception):
 
 
 def _is_float(dtype) -> bool:
-    return dtype.kind == "f" or dtype.name == "bfloat16"
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
 
 
 # ------------------------------------------------------------------ tracing
@@ -314,8 +314,8 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
             wrt = a.wrt(nums)
             e = _entry(func, ("grad", nums), a, has_aux)
             o = e.graph.outputs[0] if e.n_out == 1 else None
-            if o is None or o.size != 1 or not _is_float(o.dtype):
-                raise _Fallback("the output is not one floating scalar")
+            if o is None or o.size != 1 or not _is_float(o.dtype) or o.dtype.kind == "c":
+                raise _Fallback("the output is not one real floating scalar")
             g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0], unit_cotangents=True)))
         except (GraphBreak, _Fallback) as ex:
             _fallback(getattr(ex, "reason", str(ex)))

@@ -17,7 +17,7 @@ from ..tracer.trace import Trace
 
 
 def _differentiable(v) -> bool:
-    return isinstance(v, Var) and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
+    return isinstance(v, Var) and (v.dtype.kind in "fc" or v.dtype.name == "bfloat16")
 
 
 def active(graph: Graph, seeds: set) -> set:
