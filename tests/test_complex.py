@@ -225,3 +225,30 @@ def test_function_transforms_match_torch_func():
     for T in (fg, torch):
         with pytest.raises(RuntimeError, match="implicitly created only for real scalar outputs"):
             T.func.grad(lambda v: v.sum())(T.tensor(Z[0]))
+
+
+def _forward_and_custom(T):
+    fw = T.autograd.forward_ad
+    x, t = T.tensor(X[0]), T.tensor(X[1])
+    with fw.dual_level():
+        d = fw.make_dual(x, t)
+        a = fw.unpack_dual(T.view_as_real((T.fft.rfft(d * 2) * (1 + 1j)).exp()).sum(-1)).tangent
+        z = T.complex(d, d * d)
+        b = fw.unpack_dual((z * z.conj()).real + z.abs() + T.angle(z)).tangent
+
+    class Rotate(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            return v * 2j
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * -2j
+    w = T.tensor(Z[1], requires_grad=True)
+    Rotate.apply(w).abs().sum().backward()
+    return [a, b, w.grad]
+
+
+def test_forward_mode_and_custom_functions_match_pytorch():
+    for got, want in zip(_forward_and_custom(fg), _forward_and_custom(torch)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-10)

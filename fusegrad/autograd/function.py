@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from ..ir.dtypes import np_floating
+from ..ir.dtypes import np_differentiable
 from ..ir.graph import Var
 from ..runtime import forward_state as FW
 from ..runtime.grad_mode import STATE, no_grad
@@ -131,7 +131,7 @@ class Function(metaclass=_FunctionMeta):
         node = cls._node(ctx, args, outs) if record else None
         results, diff_results = [], []
         for i, o in enumerate(outs):
-            diff = isinstance(o, Tensor) and id(o) not in ctx._non_diff and np_floating(o._data.dtype)
+            diff = isinstance(o, Tensor) and id(o) not in ctx._non_diff and np_differentiable(o._data.dtype)
             if isinstance(o, Tensor) and any(o is a for a in args):
                 if id(o) in ctx._dirty:  # modified in place: the input itself, its history continued
                     if o._grad_fn is None and o._rg:

@@ -84,6 +84,11 @@ def np_half(d: np.dtype) -> bool:
 def np_floating(d: np.dtype) -> bool:
     """Whether a NumPy dtype is a float one (ml_dtypes' bfloat16 has NumPy kind "V", not "f")."""
     return d.kind == "f" or d == _BF16
+
+
+def np_differentiable(d: np.dtype) -> bool:
+    """Whether gradients flow through values of NumPy dtype ``d``: floats and complex numbers."""
+    return d.kind in "fc" or d == _BF16
 _BY_NP = {d.np: d for d in ALL if d.np is not None}
 _BY_NAME = {d.name: d for d in ALL}
 

@@ -68,7 +68,7 @@ def _traced_payload(prim, args, params):
             return None
         top.rebound_use = top.rebound_use or reason
     out = top.emit(prim, args, params)
-    if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_floating(out.dtype):
+    if not STATE.enabled and top.stop_under_no_grad and not prim.nondiff and D.np_differentiable(out.dtype):
         # computed under no_grad: the graph must not differentiate through it either. Every user trace may be
         # differentiated: func transforms', compile's if an output requires grad (known only after tracing),
         # vmap's when its graph is replayed under autograd

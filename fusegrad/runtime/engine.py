@@ -289,7 +289,7 @@ def _check_nan(node: Node, outs) -> None:
     for i, g in enumerate(outs):
         if g is not None and not isinstance(g._data, np.ndarray):
             continue
-        if g is not None and D.np_floating(g._data.dtype) and np.isnan(g._data).any():
+        if g is not None and D.np_differentiable(g._data.dtype) and np.isnan(g._data).any():
             if node.stack:  # as PyTorch: the forward's traceback is a warning, the error names the node
                 warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the "
                               "error:\n" + "".join(node.stack[-4:]), UserWarning, stacklevel=2)

@@ -4,7 +4,7 @@ and ``torch.stft``/``torch.istft``, built on the primitives of ``fusegrad.ir.pri
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def _axes(x: Tensor, dim, s, default_all: bool, what: str) -> tuple:
     if len(set(axes)) != len(axes):
         raise RuntimeError(f"{what} dims must be unique")
     if s is not None and len(s) != len(axes):
-        raise RuntimeError(f"When given, dim and shape arguments must have the same length")
+        raise RuntimeError("When given, dim and shape arguments must have the same length")
     return tuple(axes)
 
 

@@ -60,7 +60,7 @@ def propagate(prim, args, params, out) -> None:
     """Give ``out`` the tangent of ``prim`` applied to ``args`` (nothing if no operand has one)."""
     from .tensor import Tensor
     ts = [get_tangent(a) if isinstance(a, Tensor) else None for a in args]
-    if all(t is None for t in ts) or prim.nondiff or not D.np_floating(out._data.dtype):
+    if all(t is None for t in ts) or prim.nondiff or not D.np_differentiable(out._data.dtype):
         return
     if prim.jvp is None:
         raise NotImplementedError(f"Trying to use forward AD with {prim.name} that does not support it.")

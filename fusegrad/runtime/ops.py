@@ -2198,7 +2198,7 @@ def _through_alias(base: Tensor, new: Tensor, trace) -> Var:
     ulp of ``new``); compile's traces, which differentiate by requires_grad, give a base
     that requires grad a graph break before this (leaves excepted: their later reads in
     the same graph are rare, and their values stay exact)."""
-    if trace.follows_requires_grad or not D.np_floating(new._data.dtype):
+    if trace.follows_requires_grad or not D.np_differentiable(new._data.dtype):
         return new._data
     from ..ir.prims.elementwise import add, stop_gradient, sub
     return add(base, stop_gradient(sub(new, base)))._data
