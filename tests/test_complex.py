@@ -252,3 +252,28 @@ def _forward_and_custom(T):
 def test_forward_mode_and_custom_functions_match_pytorch():
     for got, want in zip(_forward_and_custom(fg), _forward_and_custom(torch)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-10)
+
+
+def _optimizer_runs(T):
+    out = []
+    for make in (lambda ps: T.optim.Adam(ps, lr=0.1, amsgrad=True), lambda ps: T.optim.AdamW(ps, lr=0.1),
+                 lambda ps: T.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+                 lambda ps: T.optim.RMSprop(ps, lr=0.05, centered=True, momentum=0.5),
+                 lambda ps: T.optim.Adagrad(ps, lr=0.1, weight_decay=0.1)):
+        p = T.nn.Parameter(T.tensor([1 + 2j, -1 + 0.5j, 0.25 - 3j]))
+        opt = make([p])
+        for _ in range(3):
+            opt.zero_grad()
+            (p.abs() ** 2 + p.real * 3 - p.imag).sum().backward()
+            opt.step()
+        out.append(p.detach().numpy())
+    return out
+
+
+def test_optimizers_update_complex_parameters_as_pytorchs():
+    for got, want in zip(_optimizer_runs(fg), _optimizer_runs(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    p = fg.nn.Parameter(fg.tensor([1 + 2j]))
+    p.abs().sum().backward()
+    with pytest.raises(RuntimeError, match="does not support complex parameters"):
+        fg.optim.Adamax([p]).step()

@@ -14,7 +14,10 @@ from .optimizer import Optimizer, ParamsT
 class Adagrad(Optimizer):
     """PyTorch's Adagrad: ``s += g^2``, ``p -= clr * g / (sqrt(s) + eps)`` with
     ``clr = lr / (1 + (step - 1) * lr_decay)``. The state exists from construction
-    (``sum`` starts at ``initial_accumulator_value``), as in PyTorch."""
+    (``sum`` starts at ``initial_accumulator_value``), as in PyTorch. A complex parameter is
+    updated as pairs of real numbers."""
+
+    supports_complex = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: Optional[bool] = None, *,
@@ -39,6 +42,7 @@ class Adagrad(Optimizer):
                 step = self._count(state["step"])
                 g = self._decayed_grad(p, h, maximize, weight_decay)
                 clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])
-                state["sum"].addcmul_(g, g, value=1)
-                std = O.add(O.sqrt(state["sum"]), h["eps"])
+                p, g, acc = self.as_real(p, g, state["sum"])
+                acc.addcmul_(g, g, value=1)
+                std = O.add(O.sqrt(acc), h["eps"])
                 p.addcdiv_(g, std, value=-clr)

@@ -19,7 +19,9 @@ class Adam(Optimizer):
     ``v = beta2 * v + (1 - beta2) * g * g`` (with amsgrad, the running max of ``v``), then
     ``p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``. Weight decay is
     added to the gradient, or with ``decoupled_weight_decay`` (AdamW) applied as
-    ``p *= 1 - lr * weight_decay``."""
+    ``p *= 1 - lr * weight_decay``. A complex parameter is updated as pairs of real numbers."""
+
+    supports_complex = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -69,10 +71,13 @@ class Adam(Optimizer):
                     else:
                         g = O.add(g, O.mul(p, h["weight_decay"]))
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                max_sq = state["max_exp_avg_sq"] if amsgrad else exp_avg_sq
+                if p._data.dtype.kind == "c":
+                    p, g, exp_avg, exp_avg_sq, max_sq = self.as_real(p, g, exp_avg, exp_avg_sq, max_sq)
                 exp_avg.lerp_(g, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
                 if amsgrad:
-                    second = state["max_exp_avg_sq"].copy_(O.maximum(state["max_exp_avg_sq"], exp_avg_sq))
+                    second = max_sq.copy_(O.maximum(max_sq, exp_avg_sq))
                 else:
                     second = exp_avg_sq
                 if type(step_t._data) is Var:  # inside fusegrad.compile: keep the step in the graph

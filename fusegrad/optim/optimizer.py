@@ -83,6 +83,8 @@ class Optimizer:
     pairs, or of dicts (parameter groups with their own hyperparameters); ``defaults``
     fills the hyperparameters a group leaves out."""
 
+    supports_complex = False  # whether its update handles complex parameters (``as_real``)
+
     def __init__(self, params: ParamsT, defaults: Dict[str, Any]) -> None:
         self.defaults = defaults
         self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
@@ -231,9 +233,20 @@ class Optimizer:
                 g = O.add(g, O.mul(p, h["weight_decay"]))
         return g
 
+    def _params_with_grad(self, group: Dict[str, Any]) -> List[Tensor]:
+        ps = [p for p in group["params"] if p.grad is not None]
+        if not self.supports_complex and any(p._data.dtype.kind == "c" for p in ps):
+            raise RuntimeError(f"{type(self).__name__} does not support complex parameters in fusegrad yet "
+                               "(Adam, AdamW, RMSprop, Adagrad and SGD do)")
+        return ps
+
     @staticmethod
-    def _params_with_grad(group: Dict[str, Any]) -> List[Tensor]:
-        return [p for p in group["params"] if p.grad is not None]
+    def as_real(*tensors: Tensor) -> tuple:
+        """Complex tensors as views of their parts (``view_as_real``), the rest as they are:
+        an update written for real tensors then treats each part as a number of its own, as
+        PyTorch's optimizers do for complex parameters (None stays None)."""
+        from ..runtime.complex_ops import view_as_real
+        return tuple(view_as_real(t) if t is not None and t._data.dtype.kind == "c" else t for t in tensors)
 
     def _params_and_hyper(self, group: Dict[str, Any],
                           names: Sequence[str]) -> Iterator[Tuple[Tensor, Dict[str, Any]]]:
@@ -268,7 +281,7 @@ class Optimizer:
         out = cache[p.dtype] = {}
         # (a half-precision parameter's are float32, as PyTorch's scalars: bfloat16 rounds
         # 0.999 to 1, and Adam's 1 - beta2 to 0, which stopped its updates)
-        dtype = np.dtype(np.float32) if p._data.dtype.itemsize == 2 else p._data.dtype
+        dtype = np.dtype(np.float32) if p._data.dtype.itemsize == 2 else p.dtype.to_real().np  # (complex: its parts')
         for name in names:
             path = ("betas", int(name[-1]) - 1) if name.startswith("beta") else (name,)
             v = live_number(group, *path, dtype=dtype)

@@ -13,7 +13,10 @@ from .optimizer import Optimizer, ParamsT
 class RMSprop(Optimizer):
     """PyTorch's RMSprop: ``v = alpha * v + (1 - alpha) * g^2``; centered subtracts the
     square of the running mean of ``g``; ``p -= lr * g / (sqrt(v) + eps)``, or through a
-    momentum buffer ``b = momentum * b + g / (sqrt(v) + eps)``."""
+    momentum buffer ``b = momentum * b + g / (sqrt(v) + eps)``. A complex parameter is updated
+    as pairs of real numbers."""
+
+    supports_complex = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
@@ -34,17 +37,17 @@ class RMSprop(Optimizer):
                 state = self._lazy_state(p, buffers)
                 g = self._decayed_grad(p, h, maximize, weight_decay)
                 self._count(state["step"])
-                square_avg = state["square_avg"]
+                square_avg, grad_avg, buf = (state.get(k) for k in ("square_avg", "grad_avg", "momentum_buffer"))
+                if p._data.dtype.kind == "c":
+                    p, g, square_avg, grad_avg, buf = self.as_real(p, g, square_avg, grad_avg, buf)
                 square_avg.mul_(h["alpha"]).addcmul_(g, g, value=1 - h["alpha"])
                 if centered:
-                    grad_avg = state["grad_avg"]
                     grad_avg.lerp_(g, 1 - h["alpha"])
                     avg = O.sqrt(O.sub(square_avg, O.mul(grad_avg, grad_avg)))
                 else:
                     avg = O.sqrt(square_avg)
                 avg = O.add(avg, h["eps"])
                 if momentum > 0:
-                    buf = state["momentum_buffer"]
                     buf.mul_(h["momentum"]).addcdiv_(g, avg)
                     p.sub_(O.mul(buf, h["lr"]))
                 else:

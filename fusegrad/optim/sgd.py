@@ -12,7 +12,10 @@ from .optimizer import Optimizer, ParamsT
 class SGD(Optimizer):
     """PyTorch's SGD: ``g = grad + weight_decay * p``; with momentum,
     ``buf = momentum * buf + (1 - dampening) * g`` (``buf = g`` on the first step) and
-    ``g = g + momentum * buf`` (Nesterov) or ``g = buf``; then ``p -= lr * g``."""
+    ``g = g + momentum * buf`` (Nesterov) or ``g = buf``; then ``p -= lr * g`` (complex
+    parameters too: the update is linear)."""
+
+    supports_complex = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,

@@ -4,12 +4,14 @@ and ``torch.stft``/``torch.istft``, built on the primitives of ``fusegrad.ir.pri
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Optional
 
 import numpy as np
 
 from ..ir import dtypes as D
 from ..ir import prims as P
+from ..tracer.trace import user_stacklevel
 from . import ops as O
 from .complex_ops import conj, real, view_as_real
 from .dispatch import bind
@@ -218,10 +220,21 @@ def ifftshift(input, dim=None) -> Tensor:  # noqa: A002
     return _shift(input, dim, -1)
 
 
-def _window(window: Optional[Tensor], win_length: int, n_fft: int, like: Tensor) -> Tensor:
+_NO_WINDOW = {
+    "stft": "A window was not provided. A rectangular window will be applied,which is known to cause spectral "
+            "leakage. Other windows such as torch.hann_window or torch.hamming_window are recommended to reduce "
+            "spectral leakage.",
+    "istft": "A window was not provided. A rectangular window will be applied.Please provide the same window used "
+             "by stft to make the inversion lossless.",
+}
+
+
+def _window(window: Optional[Tensor], win_length: int, n_fft: int, like: Tensor, what: str) -> Tensor:
     """The window padded with zeros on both sides to ``n_fft`` (PyTorch's centring)."""
     from .factory import ones
     if window is None:
+        warnings.warn(_NO_WINDOW[what] + "To suppress this warning and use a rectangular window, explicitly set "
+                      "`window=torch.ones(n_fft, device=<device>)`.", UserWarning, stacklevel=user_stacklevel())
         window = ones(win_length, dtype=like.dtype.to_real(), device=like.device)
     if window.dim() != 1 or window.shape[0] != win_length:
         raise RuntimeError(f"stft: expected a 1D window tensor of size equal to win_length={win_length}, but got "
@@ -261,7 +274,7 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
         x = O.squeeze(F.pad(O.unsqueeze(x, 1), (half, half), mode=pad_mode), 1)
     if x.shape[-1] < n_fft:
         raise RuntimeError(f"stft: expected 0 < n_fft <= {x.shape[-1]}, but got n_fft={n_fft}")
-    frames = O.mul(x.unfold(-1, n_fft, hop), _window(window, win, n_fft, x))
+    frames = O.mul(x.unfold(-1, n_fft, hop), _window(window, win, n_fft, x, "stft"))
     onesided = (not frames.dtype.is_complex) if onesided is None else onesided
     norm = "ortho" if normalized else "backward"
     if onesided:
@@ -301,7 +314,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
         frames = _c2c(frames, None, -1, norm, False, False, "istft")
         if not return_complex:
             frames = real(frames)
-    w = _window(window, win, n_fft, frames)
+    w = _window(window, win, n_fft, frames, "istft")
     frames = O.mul(frames, w)
     total = n_fft + hop * (n_frames - 1)
 

@@ -136,8 +136,10 @@ def live_number(source, *path, dtype: np.dtype = np.dtype(np.float32)):
         return v
     guard((id(source), path, "nonzero"), lambda: _read_path(source, path) != 0)
     trace = current_traces()[-1]
-    if getattr(trace, "runs_in_call", False):  # a segment runs at the next break: the number as read now
-        return wrap(trace.lift(wrap(np.asarray(v, dtype=dtype))))
+    if getattr(trace, "runs_in_call", False):
+        # a segment runs at the next break: the number as read now, an input of each segment
+        # that uses it (lifted on use: one read before a break may be used after it)
+        return wrap(np.asarray(v, dtype=dtype))
     holder = wrap(np.asarray(v, dtype=dtype), LiveNumber)
     holder.source, holder.path = source, path
     return wrap(current_traces()[-1].lift(holder))

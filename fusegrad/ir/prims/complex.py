@@ -122,6 +122,9 @@ cabs = Primitive("cabs", np.abs, abstract=lambda a, p: (a[0][0], _real_of(a[0][1
 
 
 def _view_as_real_impl(z):
+    """The parts over ``z``'s own memory (PyTorch's view), where its last axis lets them."""
+    if z.ndim == 0 or z.strides[-1] == z.itemsize:
+        return z.reshape(z.shape or (1,)).view(_real_of(z.dtype)).reshape(z.shape + (2,))
     return np.stack([z.real, z.imag], axis=-1)
 
 
@@ -139,3 +142,4 @@ view_as_complex = Primitive("view_as_complex", _view_as_complex_impl,
                             vjp=lambda g, ins, out, needs: (view_as_real(g),),
                             jvp=lambda ts, ins, out: None if ts[0] is None else view_as_complex(ts[0]),
                             node_name="ViewAsComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)
+view_as_real.aliases = "maybe"  # (optimizers update complex parameters through it, as PyTorch's)
