@@ -15,7 +15,7 @@ __all__ = ["assert_close", "make_tensor"]
 
 #: (rtol, atol) by dtype, as torch.testing's defaults; integers and bool compare exactly
 _TOLERANCES = {D.float16: (1e-3, 1e-5), D.bfloat16: (1.6e-2, 1e-5), D.float32: (1.3e-6, 1e-5),
-               D.float64: (1e-7, 1e-7)}
+               D.float64: (1e-7, 1e-7), D.complex64: (1.3e-6, 1e-5), D.complex128: (1e-7, 1e-7)}
 
 
 class _Mismatch(AssertionError):
@@ -90,7 +90,7 @@ def _compare_arrays(a, e, path: tuple, rtol, atol, equal_nan: bool, check_dtype:
     if rtol is None:
         rtol, atol = max(_TOLERANCES.get(da, (0.0, 0.0)), _TOLERANCES.get(de, (0.0, 0.0)))
     exact = rtol == 0 and atol == 0
-    floating = av.dtype.kind == "f" or ev.dtype.kind == "f" or D.np_floating(av.dtype) or D.np_floating(ev.dtype)
+    floating = D.np_differentiable(av.dtype) or D.np_differentiable(ev.dtype)  # (complex values: compared as such)
     # differences in the inputs' common dtype, as PyTorch computes them (scalars in double)
     work = (np.dtype(np.float64) if scalars else np.result_type(av.dtype, ev.dtype)) if floating \
         else np.dtype(np.int64)
@@ -107,7 +107,7 @@ def _compare_arrays(a, e, path: tuple, rtol, atol, equal_nan: bool, check_dtype:
     if close.all():
         return
     with np.errstate(divide="ignore", invalid="ignore"):
-        real = np.float64 if scalars else work if floating else np.float32
+        real = np.float64 if scalars else np.abs(np.zeros(0, work)).dtype if floating else np.float32
         rel = diff.astype(real) / np.abs(ev).astype(real)
     word = "equal" if exact else "close"
     bound = (lambda tol: "") if exact else (lambda tol: f" (up to {tol} allowed)")

@@ -50,6 +50,9 @@ def _axes(x: Tensor, dim, s, default_all: bool, what: str) -> tuple:
         raise RuntimeError(f"{what} dims must be unique")
     if s is not None and len(s) != len(axes):
         raise RuntimeError("When given, dim and shape arguments must have the same length")
+    for a, n in zip(axes, s or [None] * len(axes)):
+        if (n is None or n == -1) and x.shape[a] == 0:
+            raise RuntimeError("Invalid number of data points (0) specified")
     return tuple(axes)
 
 
@@ -73,7 +76,7 @@ def _floating(x: Tensor, what: str) -> Tensor:
     if x.dtype.is_complex or x.dtype in (D.float32, D.float64):
         return x
     if x.dtype.is_floating_point:  # (half precisions: PyTorch's CPU FFTs refuse them too)
-        raise RuntimeError(f"Unsupported dtype {x.dtype}")
+        raise RuntimeError(f"Unsupported dtype {_type_name(x.dtype)}")
     return O.to(x, D.get_default_dtype())
 
 
