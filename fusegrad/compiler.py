@@ -11,7 +11,7 @@ from .runtime.stance import set_stance  # noqa: F401
 
 __all__ = ["mark_dynamic", "mark_static", "reset", "disable", "is_compiling", "is_dynamo_compiling",
            "cudagraph_mark_step_begin", "allow_in_graph", "assume_constant_result", "graph_break", "set_stance",
-           "explain"]
+           "explain", "substitute_in_graph"]
 
 
 def reset() -> None:
@@ -41,6 +41,13 @@ def assume_constant_result(fn: Callable) -> Callable:
     """``fn`` itself: compiled code calls it at every call (a result that does not change
     is only computed again, never stale)."""
     return fn
+
+
+def substitute_in_graph(original_fn: Callable, *, can_constant_fold_through: bool = False,
+                        skip_signature_check: bool = False, is_embedded_type: bool = False) -> Callable:
+    """A decorator that registers a traceable stand-in for ``original_fn``; fusegrad traces
+    ``original_fn`` itself, so the stand-in is returned as it is."""
+    return lambda traceable_fn: traceable_fn
 
 
 def graph_break(msg: str = "") -> None:
@@ -161,3 +168,35 @@ def _marked_dynamic(leaves: list) -> bool:
 def _static_dims(leaves: list) -> set:
     """(leaf position, dim) of every dimension marked static."""
     return {(i, d) for i, (_d, static) in _tensor_marks(leaves) for d in static}
+
+
+def maybe_mark_dynamic(t, index: Union[int, list, tuple]) -> None:
+    """``mark_dynamic``, as a hint (PyTorch's does not insist on the dimension staying symbolic;
+    neither does fusegrad's marking)."""
+    mark_dynamic(t, index)
+
+
+def mark_static_address(t, guard: bool = False) -> None:
+    """Nothing to do: compiled code reads its tensors where they are at every call."""
+
+
+def forbid_in_graph(fn: Callable) -> Callable:
+    """``fn`` kept out of compiled code: called while compiling it raises (AssertionError, as
+    PyTorch's), eagerly it runs."""
+    @functools.wraps(fn)
+    def outside(*args, **kwargs):
+        from .tracer.trace import capture_trace
+        if capture_trace() is not None:
+            raise AssertionError(f"Attempt to trace forbidden callable {fn}")
+        return fn(*args, **kwargs)
+    return outside
+
+
+def nonstrict_trace(traceable_fn: Callable) -> Callable:
+    """``traceable_fn`` itself: fusegrad traces every function it calls."""
+    return traceable_fn
+
+
+def dont_skip_tracing(fn: Optional[Callable] = None):
+    """``fn`` itself (or a decorator returning it): fusegrad skips tracing no function."""
+    return fn if fn is not None else (lambda f: f)

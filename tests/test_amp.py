@@ -405,7 +405,7 @@ def test_autocast_recurrent_layers_output_dtypes_and_values_as_torch():
     """Under CPU bfloat16 autocast PyTorch's LSTM (oneDNN's, on the low-precision list) takes
     and returns bfloat16 (output and both states, with or without initial states, 2 layers
     bidirectional too); RNN's matmuls make it bfloat16; GRU, the cells and a projected LSTM
-    end in float32. Values agree to bfloat16's precision and the float32 weights get float32
+    end in float32; bfloat16 inputs are taken too (autocast exempts them from the dtype check). Values agree to bfloat16's precision and the float32 weights get float32
     gradients."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
@@ -424,6 +424,8 @@ def test_autocast_recurrent_layers_output_dtypes_and_values_as_torch():
         with lib.autocast("cpu", dtype=lib.bfloat16):
             outs = [*mods[0](xs)[0:1], *mods[0](xs, (hs, hs))[1], mods[1](xs)[0], mods[2](xs)[0], mods[3](xs)[0],
                     *mods[4](xs[0]), *mods[5](xs)[1]]
+            low = xs.to(lib.bfloat16)  # (a convolution's output under autocast: the layers take it too)
+            outs += [mods[0](low)[0], mods[2](low)[0], mods[3](low)[0]]
         sum(o.float().sum() for o in outs).backward()
         return ([str(o.dtype).split(".")[1] for o in outs], [o.detach().float().numpy() for o in outs],
                 [(str(p.grad.dtype), p.grad.numpy()) for m in mods for p in m.parameters()])

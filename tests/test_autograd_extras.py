@@ -756,6 +756,51 @@ def test_forward_over_reverse_reverse_over_forward_and_views_written_in_place():
 
 
 @pytest.mark.torch
+def test_gradients_take_their_inputs_dtype_as_pytorchs_engine():
+    """A custom Function's float64 gradient for a float32 input, or float32 for a bfloat16
+    one (custom_fwd's cast_inputs pattern), and float64 grad_outputs, arrive in the input's
+    (output's) dtype, rounded; a hook that changes the dtype is refused."""
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        out = [lib.autograd.grad(x * 2, x, grad_outputs=lib.ones(2, dtype=lib.float64))[0].dtype]
+
+        class F64(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return (g * 2).double()
+        h = x * 1.0
+        h.retain_grad()
+        F64.apply(h).sum().backward()
+        out.append(h.grad.dtype)
+
+        class Id32(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a.float()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+        xb = x.to(lib.bfloat16)
+        xb.retain_grad()
+        (Id32.apply(xb) * lib.tensor([1 / 3, 1.001])).sum().backward()
+        out += [xb.grad.dtype, xb.grad.tolist()]
+        y = x * 3
+        y.register_hook(lambda g: g.double())
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            out.append(str(e))
+        return [str(v).replace("fusegrad.", "torch.") for v in out]
+    assert program(fg) == program(torch)
+
+
 def test_functional_refuses_as_torch():
     """autograd.functional: a strategy other than its two names, forward mode without
     vectorize, and v=None where the input or output has more than one element raise as torch's."""

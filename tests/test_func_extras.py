@@ -364,3 +364,13 @@ def test_jvp_and_a_call_of_the_same_function_compile(monkeypatch):
     got = fusegrad.compile(lambda a: g(fusegrad, a))(fusegrad.tensor(s0))
     for ours, theirs in zip(got, want):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+def test_vmap_out_dims_as_a_dict_matching_a_dict_output():
+    """out_dims given as a pytree of the output's structure (a dict), as torch.func takes it."""
+    f = lambda d, x: {"a": (d["w"] * x).sum(), "b": d["w"] + x}  # noqa: E731
+    w = fusegrad.tensor(np.arange(6.0).reshape(3, 2))
+    r = ff.vmap(f, in_dims=({"w": 0}, None), out_dims={"a": 0, "b": 1})({"w": w}, fusegrad.ones(2))
+    assert tuple(r["a"].shape) == (3,) and tuple(r["b"].shape) == (2, 3)
+    np.testing.assert_allclose(r["b"].numpy(), (w.numpy() + 1).T)
+    np.testing.assert_allclose(r["a"].numpy(), w.numpy().sum(1))

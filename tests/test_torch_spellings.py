@@ -370,6 +370,57 @@ def test_dynamo_errors_explain_and_compile_stances():
         fg.compiler.set_stance("bogus")
 
 
+def test_dynamo_recompile_settings_and_markers_as_torchs():
+    """``config.error_on_recompile`` raises RecompileError at a second signature,
+    ``fail_on_recompile_limit_hit`` FailOnRecompileLimitHit (not a RuntimeError) at the limit,
+    the fail_on_recompile stance a plain RuntimeError; maybe_mark_dynamic and the other markers
+    HF-style code calls exist and keep the values."""
+    torch = pytest.importorskip("torch")
+    import torch._dynamo  # noqa: F401
+
+    def program(lib):
+        out = []
+        f = lib.compile(lambda t: t.sin() * 2, dynamic=False)
+        f(lib.ones(2))
+        lib._dynamo.config.error_on_recompile = True
+        try:
+            f(lib.ones(3))
+        except Exception as e:  # noqa: BLE001 - its kind is the result
+            out.append(type(e).__name__)
+        finally:
+            lib._dynamo.config.error_on_recompile = False
+        g = lib.compile(lambda t: t.cos() + 1, dynamic=False)
+        g(lib.ones(2))
+        try:
+            with lib.compiler.set_stance("fail_on_recompile"):
+                g(lib.ones(5))
+        except Exception as e:  # noqa: BLE001
+            out.append(type(e).__name__)
+        old = lib._dynamo.config.recompile_limit
+        lib._dynamo.config.recompile_limit, lib._dynamo.config.fail_on_recompile_limit_hit = 1, True
+        try:
+            h = lib.compile(lambda t: t.exp(), dynamic=False)
+            h(lib.ones(1))
+            h(lib.ones(2))
+        except Exception as e:  # noqa: BLE001
+            out.append((type(e).__name__, isinstance(e, RuntimeError)))
+        finally:
+            lib._dynamo.config.recompile_limit, lib._dynamo.config.fail_on_recompile_limit_hit = old, False
+        x = lib.ones(3, 4)
+        lib._dynamo.maybe_mark_dynamic(x, 0)
+        lib._dynamo.mark_static_address(x)
+        triple = lib._dynamo.forbid_in_graph(lambda u: u * 3)
+        try:
+            lib.compile(lambda t: triple(t) + 1)(x)
+        except AssertionError as e:
+            out.append(type(e).__name__)
+        out.append(triple(x).sum().item())
+        out.append(lib._dynamo.nonstrict_trace(abs)(-2) + lib._dynamo.dont_skip_tracing(abs)(-1))
+        out.append(lib.compiler.substitute_in_graph(abs, skip_signature_check=True)(lambda v: v)(5))
+        return out
+    assert program(fg) == program(torch)
+
+
 def test_loader_settings_fixed_and_non_leaf_deepcopy_refused_as_torch():
     """A DataLoader's batch_size, drop_last and sampler cannot be set after construction, and
     deepcopy of a non-leaf tensor (or a module holding one: a pruned layer) raises, as in torch."""

@@ -1,6 +1,7 @@
 """``torch._dynamo.config``: the settings programs set before compiling, with PyTorch's
 defaults. ``recompile_limit`` (alias ``cache_size_limit``) is read by ``compile``: the
-signatures one compiled function keeps before further ones run eagerly. The others are
+signatures one compiled function keeps before further ones run eagerly (or, with
+``fail_on_recompile_limit_hit``, raise); ``error_on_recompile`` makes any recompile raise. The others are
 accepted and do not change fusegrad's compiler (its graph breaks always fall back to eager
 code, as ``suppress_errors`` asks; it specializes and generalizes sizes on its own rules)."""
 from __future__ import annotations
@@ -20,6 +21,7 @@ specialize_int = False
 optimize_ddp = True
 inline_inbuilt_nn_modules = True
 error_on_recompile = False
+fail_on_recompile_limit_hit = False
 _ALIASES = {"cache_size_limit": "recompile_limit", "accumulated_cache_size_limit": "accumulated_recompile_limit"}
 
 

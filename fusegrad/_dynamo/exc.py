@@ -1,6 +1,7 @@
 """``torch._dynamo.exc``: the errors compile raises, as PyTorch names them (all
 RuntimeErrors): ``Unsupported`` for what ``fullgraph=True`` cannot capture,
-``RecompileError`` for a recompile under the ``fail_on_recompile`` stance."""
+``RecompileError`` for a recompile with ``config.error_on_recompile`` set,
+``FailOnRecompileLimitHit`` at the recompile limit with ``config.fail_on_recompile_limit_hit``."""
 
 
 class TorchDynamoException(RuntimeError):
@@ -13,6 +14,11 @@ class Unsupported(TorchDynamoException):
 
 class RecompileError(TorchDynamoException):
     """A recompile where the stance forbids one."""
+
+
+class FailOnRecompileLimitHit(Exception):
+    """The recompile limit was reached with ``config.fail_on_recompile_limit_hit`` set (not a
+    RuntimeError, as PyTorch's)."""
 
 
 class TorchRuntimeError(TorchDynamoException):

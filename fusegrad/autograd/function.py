@@ -161,7 +161,7 @@ class Function(metaclass=_FunctionMeta):
         node.n_out = len(outs)
         node.out_meta = tuple((o._data.shape, o._data.dtype) if isinstance(o, Tensor) else ((), None) for o in outs)
         nargs = len(args)
-        shapes = [tuple(a._data.shape) if isinstance(a, Tensor) else None for a in args]
+        metas = [(tuple(a._data.shape), a._data.dtype) if isinstance(a, Tensor) else (None, None) for a in args]
 
         def backward_fn(*grads):
             res = cls.backward(ctx, *grads)
@@ -170,16 +170,21 @@ class Function(metaclass=_FunctionMeta):
             if len(res) < nargs or any(g is not None for g in res[nargs:]):  # (extra Nones are allowed)
                 raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of gradients "
                                    f"(expected {nargs}, got {len(res)})")
-            return tuple(_validated(cls, g, shape, i) for i, (g, shape) in enumerate(zip(res[:nargs], shapes)))
+            return tuple(_validated(cls, g, meta, i) for i, (g, meta) in enumerate(zip(res[:nargs], metas)))
         node.backward_fn = backward_fn
         return node
 
 
-def _validated(cls, g, shape: Optional[tuple], i: int):
-    """Gradient ``i`` as PyTorch's ``validate_outputs`` takes it: summed down to its input's
-    ``shape`` when it broadcasts to it (a backward that kept a size-1 dimension), an error
-    naming the Function when it does not."""
-    if not isinstance(g, Tensor) or shape is None or tuple(g._data.shape) == shape:
+def _validated(cls, g, meta: tuple, i: int):
+    """Gradient ``i`` as PyTorch's ``validate_outputs`` takes it: in its input's dtype
+    (``meta``: shape, NumPy dtype), summed down to its input's shape when it broadcasts to it
+    (a backward that kept a size-1 dimension), an error naming the Function when it does not."""
+    shape, dtype = meta
+    if not isinstance(g, Tensor) or shape is None:
+        return g
+    if g._data.dtype != dtype:  # (a float32 gradient for a bfloat16 input is rounded, as PyTorch's)
+        g = g.real.to(dtype) if g._data.dtype.kind == "c" and dtype.kind != "c" else g.to(dtype)
+    if tuple(g._data.shape) == shape:
         return g
     from ..ir.prims.shapes import broadcast_shapes
     try:

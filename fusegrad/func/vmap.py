@@ -123,7 +123,7 @@ def _write_back(x: Tensor, in_dim: Optional[int], t: Tensor, bdim: Optional[int]
 def _flat_out_dims(out_dims, ospec, n: int) -> list:
     if isinstance(out_dims, int) or out_dims is None:
         return [out_dims] * n
-    dl = flatten(list(out_dims))[0]
+    dl = flatten(out_dims if isinstance(out_dims, dict) else list(out_dims))[0]
     if len(dl) == n:
         return dl
     if ospec is not None and ospec[0] in (tuple, list) and len(out_dims) == len(ospec[1]):

@@ -1054,14 +1054,19 @@ class CompiledFunction:
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
             if len(self._cache) >= self._cache.limit:
+                if dynamo_config.fail_on_recompile_limit_hit:
+                    raise _dynamo_exc.FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
                 return self._give_up(f"recompile limit ({self._cache.limit}) reached for {self.__name__}; running "
                                      "eagerly")
             if len(self._cache) and STANCE.name != "default":
-                if STANCE.name == "fail_on_recompile":
-                    raise _dynamo_exc.RecompileError("Detected recompile when torch.compile stance is "
-                                                     f"'fail_on_recompile'. function name: {self.__name__}")
+                if STANCE.name == "fail_on_recompile":  # (a plain RuntimeError, as PyTorch's)
+                    raise RuntimeError("Detected recompile when torch.compile stance is "
+                                       f"'fail_on_recompile'. function name: {self.__name__}")
                 return _Eager("eager_on_recompile stance: a new signature runs eagerly")
             if len(self._cache):
+                if dynamo_config.error_on_recompile:
+                    raise _dynamo_exc.RecompileError(f"Recompiling function {self.__name__}: a new signature "
+                                                     "(torch._dynamo.config.error_on_recompile is set)")
                 self._stats["recompiles"] += 1
                 log("recompiles", f"{self.__name__}: " + (
                     "a captured tensor's shape, dtype or requires_grad, or a Python value the trace "

@@ -41,6 +41,9 @@ def _run_pre_hooks(hooks, gs):
         elif gs[0] is not None:
             r = h(gs[0])
             if r is not None:
+                if hasattr(r, "_data") and r._data.dtype != gs[0]._data.dtype:
+                    raise RuntimeError(f"hook '{getattr(h, '__name__', h)}' has changed the type of value (was "
+                                       f"{gs[0].type()} got {r.type()})")
                 gs = [r] + list(gs[1:])
     return gs
 

@@ -14,7 +14,7 @@ import math
 import warnings
 from typing import List, Optional, Tuple
 
-from ...runtime.autocast_state import in_low_precision
+from ...runtime.autocast_state import STATE as AUTOCAST, in_low_precision
 from ...runtime import ops as O
 from ...runtime.factory import empty, zeros
 from ...runtime.tensor import Tensor
@@ -244,7 +244,7 @@ class RNNBase(Module):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
                              "instead")
         w = next((p for p in self._parameters.values() if p is not None), None)
-        if w is not None and input.is_floating_point() and input.dtype != w.dtype:
+        if w is not None and input.is_floating_point() and input.dtype != w.dtype and AUTOCAST.dtype is None:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
                              f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
         if input.shape[-1] != self.input_size:
