@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import to_front
 from .elementwise import cast, div, eq, mul, sum_to, where
 from .shapes import broadcast_shapes, shape_of
 
@@ -142,4 +143,7 @@ view_as_complex = Primitive("view_as_complex", _view_as_complex_impl,
                             vjp=lambda g, ins, out, needs: (view_as_real(g),),
                             jvp=lambda ts, ins, out: None if ts[0] is None else view_as_complex(ts[0]),
                             node_name="ViewAsComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)
-view_as_real.aliases = "maybe"  # (optimizers update complex parameters through it, as PyTorch's)
+view_as_real.aliases = "maybe"
+# (both work on the last axis: vmap's batch axis goes to the front)
+view_as_real.batch = lambda args, bdims: (view_as_real(to_front(args[0], bdims[0])), 0)
+view_as_complex.batch = lambda args, bdims: (view_as_complex(to_front(args[0], bdims[0])), 0)  # (optimizers update complex parameters through it, as PyTorch's)

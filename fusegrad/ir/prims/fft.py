@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..primitive import Primitive
+from .batchdims import to_front
 from .complex import NO_COMPLEX_LOWERING, real
 from .creation import iota
 from .elementwise import cast, ge, le, logical_and, mul
@@ -108,3 +109,14 @@ def _c2r_vjp(g, ins, out, needs, axes, last_size, scale):
 fft_c2r = Primitive("fft_c2r", _c2r_impl, abstract=_c2r_abstract, vjp=_c2r_vjp,
                     jvp=lambda ts, ins, out, **p: None if ts[0] is None else fft_c2r(ts[0], **p),
                     node_name="FftC2RBackward0", no_lowering=NO_COMPLEX_LOWERING)
+
+
+def _batch_rule(prim):
+    """vmap's batch axis moves to the front, where no transform axis is (they shift by one)."""
+    def rule(args, bdims, axes, **params):
+        return prim(to_front(args[0], bdims[0]), axes=tuple(a + 1 for a in axes), **params), 0
+    return rule
+
+
+for _p in (fft_c2c, fft_r2c, fft_c2r):
+    _p.batch = _batch_rule(_p)
