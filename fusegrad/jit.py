@@ -3,8 +3,9 @@
 fusegrad has no TorchScript: ``script`` and ``trace`` return what they are given, which then
 runs as the Python it is (TorchScript is a subset of Python with the same results), and
 the decorators (``ignore``, ``unused``, ``export``) leave functions as they are. To compile
-a function or module, use ``fusegrad.compile``. Saving or loading TorchScript archives
-raises: save a ``state_dict`` with ``fusegrad.save`` instead."""
+a function or module, use ``fusegrad.compile``. ``save`` pickles the module whole (as
+``fusegrad.save(module, f)``) for ``load`` to give back; PyTorch's TorchScript archives
+cannot be loaded."""
 from __future__ import annotations
 
 from typing import Any, Callable, Final  # noqa: F401  (torch.jit.Final)
@@ -88,10 +89,27 @@ def wait(future: Future) -> Any:
 
 
 def save(m: Any, f: Any, _extra_files=None) -> None:
-    raise RuntimeError("fusegrad.jit.save: fusegrad has no TorchScript; save the weights with "
-                       "fusegrad.save(model.state_dict(), f) and rebuild the module in Python")
+    """Save the (scripted or traced, so plain) module ``m`` whole, pickled in PyTorch's zip
+    format as ``fusegrad.save(m, f)``: ``jit.load`` gives it back where its class can be
+    imported. Not a TorchScript archive: PyTorch's ``jit.load`` cannot read it."""
+    import pickle
+    from .serialization import save as save_whole
+    try:
+        save_whole(m, f)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        raise RuntimeError(f"fusegrad.jit.save: the module is pickled whole, so its class must be importable "
+                           f"(defined at a module's top level) ({e}); or save model.state_dict() with "
+                           "fusegrad.save") from None
 
 
 def load(f: Any, map_location=None, _extra_files=None, _restore_shapes: bool = False) -> Any:
-    raise RuntimeError("fusegrad.jit.load: fusegrad has no TorchScript; load a state_dict saved with "
-                       "fusegrad.save or torch.save through fusegrad.load and load_state_dict")
+    """The module ``jit.save`` wrote (unpickled with its code: trusted files only). A
+    TorchScript archive written by PyTorch has no Python module to rebuild and is refused."""
+    import pickle
+    from .serialization import load as load_whole
+    try:
+        return load_whole(f, map_location=map_location, weights_only=False)
+    except (pickle.UnpicklingError, KeyError, RuntimeError, ImportError) as e:
+        raise RuntimeError(f"fusegrad.jit.load: not a module saved by fusegrad.jit.save ({e}); fusegrad has no "
+                           "TorchScript, so PyTorch's TorchScript archives cannot be loaded: load their "
+                           "state_dict with fusegrad.load and load_state_dict instead") from None
