@@ -77,6 +77,10 @@ def _cases(rng):
         "integer": (lambda i, j: [i // j, i % j, torch.fmod(i, j), torch.div(i, j, rounding_mode="trunc")],
                     (idx - 1, idx + 1)),
         "no_grad_update": (_no_grad_update, (x.clone().requires_grad_(),)),
+        "complex": (lambda a, c: [torch.view_as_real(torch.complex(a, c) * torch.polar(a.abs(), c).conj()),
+                                  torch.view_as_complex(torch.stack([a, c], -1)).abs(), torch.complex(a, c).real,
+                                  torch.fft.ifft(torch.fft.fft(a)).imag, torch.fft.irfft(torch.fft.rfft(a), n=4)],
+                    (x, y)),
     }
 
 
@@ -85,7 +89,7 @@ def _leaves(out):
 
 
 @pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
-                                    "sorting", "special", "integer", "no_grad_update"])
+                                    "sorting", "special", "integer", "no_grad_update", "complex"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")
