@@ -276,6 +276,28 @@ add("straight_through", [("2x3", lambda: [rnd((2, 3))])],
 for _p in ("gammainc", "gammaincc"):
     add(_p, [("x", lambda: [np.full((2, 3), 2.5), _r((2, 3), 0.5, 2.0)])], diff=(1,))
 
+# complex primitives, on real inputs and outputs (parts through make_complex/view_as_real),
+# so finite differences see PyTorch's gradient convention
+_C = lambda a, b: PRIMS["make_complex"](a, b)  # noqa: E731
+_VR = lambda z: PRIMS["view_as_real"](z)  # noqa: E731
+_VC = lambda x: PRIMS["view_as_complex"](x)  # noqa: E731
+_X = [("2x3x2", lambda: [rnd((2, 3, 2))])]  # (one input: the parts of a 2x3 complex tensor)
+add("make_complex", _X, fn=lambda x: _VR(_C(x[..., 0], x[..., 1]) * _C(x[..., 1], x[..., 0])))
+add("conj", _X, fn=lambda x: _VR(PRIMS["conj"](_VC(x)) * _C(x[..., 1], x[..., 0])))
+add("real", _X, fn=lambda x: PRIMS["real"](_VC(x) * _C(x[..., 1], x[..., 0])))
+add("imag", _X, fn=lambda x: PRIMS["imag"](_VC(x) * _VC(x)))
+add("cabs", [("2x3x2", lambda: [away0((2, 3, 2))])], fn=lambda x: PRIMS["cabs"](_VC(x)))
+add("view_as_real", [("2x3x2", lambda: [rnd((2, 3, 2))])], fn=lambda x: _VR(_VC(x) * _VC(x)))
+add("view_as_complex", [("2x3x2", lambda: [rnd((2, 3, 2))])], fn=lambda x: _VR(PRIMS["exp"](_VC(x))))
+add("fft_c2c", [("2x5x2", lambda: [rnd((2, 5, 2))])],
+    fn=lambda x: _VR(PRIMS["fft_c2c"](_VC(x) * _VC(x), axes=(1,), forward=False, scale=0.2)))
+add("fft_r2c", [("2x5", lambda: [rnd((2, 5))]), ("3x4", lambda: [rnd((3, 4))])],
+    fn=lambda a: _VR(PRIMS["fft_r2c"](a * a, axes=(0, 1), onesided=True, scale=0.5)))
+add("fft_c2r", [("2x4x2", lambda: [rnd((2, 4, 2))])],
+    fn=lambda x: PRIMS["fft_c2r"](_VC(x), axes=(1,), last_size=6, scale=1 / 6) ** 2)
+add("fft_c2r", [("2x4x2_odd", lambda: [rnd((2, 4, 2))])],
+    fn=lambda x: PRIMS["fft_c2r"](_VC(x), axes=(0, 1), last_size=7, scale=1.0) ** 2)
+
 DIFF_PRIMS = sorted(n for n, p in PRIMS.items() if not p.nondiff)
 
 
