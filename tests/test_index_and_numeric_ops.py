@@ -445,6 +445,30 @@ def test_indexed_writes_of_another_dtype_raise_as_torch():
         assert raised[0] == raised[1]
 
 
+def test_setitem_with_an_index_tensor_refuses_another_dtype_as_torch():
+    """``x[idx] = v`` with a tensor index: v of another dtype raises (a 0-d one with a boolean
+    mask is a fill, and is cast); with basic indexing or a Python number it is cast."""
+    def program(m):
+        out = []
+        for v in (m.tensor(5.0, dtype=m.float64), m.tensor([5.0, 6.0], dtype=m.float64), m.tensor([1, 2]), 3):
+            for key in (m.tensor([0, 1]), m.tensor([True, False, True, False]), slice(0, 2)):
+                y = m.zeros(4)
+                try:
+                    y[key] = v
+                    out.append(y.tolist())
+                except RuntimeError as e:
+                    out.append(str(e))
+        return out
+    assert program(fg) == program(torch)
+
+
+def test_roll_of_an_empty_dimension_and_cat_of_nothing_as_torch():
+    for m in (fg, torch):
+        assert tuple(m.roll(m.zeros(0, 3), 1, 0).shape) == (0, 3) and tuple(m.roll(m.zeros(0, 3), 2).shape) == (0, 3)
+        with pytest.raises(ValueError, match="non-empty list"):
+            m.cat([])
+
+
 def test_lerp_branches_as_torch_and_refuses_mixed_dtypes():
     """lerp as PyTorch's kernel: ``a + w (b - a)`` below a weight of 0.5, ``b - (b - a)(1 - w)``
     from it (an EMA's ``lerp_(p, 1.0)`` copies p exactly; elsewhere within one unit in the last

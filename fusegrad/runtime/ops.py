@@ -1343,7 +1343,7 @@ def roll(x, shifts, dims=None):
     out = x
     for s, d in zip(shifts, dims):
         n = out.shape[d]
-        s %= n
+        s = s % n if n else 0  # (an empty dimension: nothing moves)
         if s:
             out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
     return out if out is not x else named(clone(x), "RollBackward0")  # (no shift: still a new tensor)
@@ -1353,7 +1353,7 @@ def roll(x, shifts, dims=None):
 def cat(tensors: Sequence, dim=0):
     ts = [as_t(t) for t in tensors]
     if not ts:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     ts = [t for t in ts if not (t._data.ndim == 1 and t._data.shape[0] == 0)] or ts[:1]
     rt = D.result_type(*ts).np
     ts = [P.cast(t, dtype=rt) if t._data.dtype != rt else t for t in ts]
@@ -2081,6 +2081,10 @@ def setitem(x: Tensor, key, value) -> None:
         template, idx = basic, ()
     value = value if isinstance(value, Tensor) else _scalar(value)
     if isinstance(value, Tensor) and value._data.dtype != x._data.dtype:
+        if basic is None:  # (an advanced index: PyTorch's index_put casts nothing)
+            raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                               f"{_type_name(x._data.dtype)} for the destination and {_type_name(value._data.dtype)} "
+                               "for the source.")
         value = P.cast(value, dtype=x._data.dtype)
     inplace(x, lambda old: named(P.index_put(old, value, *idx, key=template, accumulate=False),
                                  "CopySlices" if basic is not None else "IndexPutBackward0"), value,
