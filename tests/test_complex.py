@@ -305,3 +305,21 @@ def test_compiled_training_step_with_complex_parameters_matches_eager():
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-5, atol=1e-6)
+
+
+def _unitary_evolution(T):
+    """A quantum-simulation pattern: U = exp(-iH) with H built from real parameters, plus the
+    inverse and a solve of a complex matrix; gradients to complex and real leaves."""
+    a = T.tensor(Z[:, :3] + 3 * np.eye(3), requires_grad=True)
+    b = T.tensor(M[:3], requires_grad=True)
+    h = T.tensor(X[0, :3], requires_grad=True)
+    u = T.linalg.matrix_exp(-1j * (T.diag(h).to(T.complex128) + a * 0.1))
+    loss = (u @ b).abs().pow(2).sum() + T.linalg.inv(a).real.sum() + T.linalg.solve(a, b).imag.sum()
+    return [loss.detach(), *T.autograd.grad(loss, (a, b, h))]
+
+
+def test_holomorphic_linear_algebra_of_complex_matrices_as_pytorchs():
+    for got, want in zip(_unitary_evolution(fg), _unitary_evolution(torch)):
+        np.testing.assert_allclose(got.numpy(), want.resolve_conj().numpy(), rtol=1e-9, atol=1e-10)
+    with pytest.raises(RuntimeError, match="complex matrices are not supported"):
+        fg.linalg.det(fg.tensor(Z[:, :3]))

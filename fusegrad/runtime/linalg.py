@@ -93,11 +93,16 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
                  "linalg.cholesky": "cholesky_cpu"}
 
 
+# the holomorphic functions, whose gradients hold for complex matrices (prims.linalg.holomorphic)
+_COMPLEX_OK = frozenset({"linalg.inv", "linalg.solve", "linalg.matrix_exp"})
+
+
 def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
-    if a.dtype.is_complex:
-        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet")
-    if not a.dtype.is_floating_point:
+    if a.dtype.is_complex and what not in _COMPLEX_OK:
+        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet (inv, "
+                           "solve and matrix_exp take them)")
+    if not a.dtype.is_floating_point and not a.dtype.is_complex:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")
     if a._data.dtype.itemsize < 4:

@@ -64,6 +64,16 @@ def _transposed(x) -> bool:
     return type(d) is np.ndarray and d.ndim == 2 and d.flags.f_contiguous and not d.flags.c_contiguous
 
 
+def holomorphic(vjp):
+    """``vjp`` for complex operands too: its real rule on conjugated operands and result
+    (PyTorch's convention, ``prims.complex.conj_operands``); exact for holomorphic maps."""
+    def rule(g, ins, out, needs, **params):
+        if g._data.dtype.kind == "c":
+            ins, out = conj_operands(ins, out)
+        return vjp(g, ins, out, needs, **params)
+    return rule
+
+
 def _mm_vjp(g, ins, out, needs):
     # A 2-D operand stored transposed gets its gradient in the same order, computed as the
     # transpose of a C-ordered product (PyTorch's layout rule: a gradient's strides follow its
@@ -312,7 +322,7 @@ def _lu_solve_impl(a, b):
 
 _solve_vjp, _solve_jvp = _system_rules(lambda a, r, transposed: solve(swap_last(a) if transposed else a, r),
                                        lambda x: x)
-solve = Primitive("solve", _lu_solve_impl, abstract=_system_abstract("linalg.solve"), vjp=_solve_vjp,
+solve = Primitive("solve", _lu_solve_impl, abstract=_system_abstract("linalg.solve"), vjp=holomorphic(_solve_vjp),
                   jvp=_solve_jvp, saves="in,out", node_name="LinalgSolveExBackward0", no_lowering=_NO_LOWERING,
                   batch=_pair_batch("solve"))
 
@@ -327,7 +337,7 @@ def _inv_impl(a):
 
 inv = Primitive("inv", _inv_impl, abstract=lambda a, p: a[0],
                 # d(A^-1) = -A^-1 dA A^-1, so gA = -A^-T g A^-T
-                vjp=lambda g, ins, out, needs: (-matmul(swap_last(out), matmul(g, swap_last(out))),),
+                vjp=holomorphic(lambda g, ins, out, needs: (-matmul(swap_last(out), matmul(g, swap_last(out))),)),
                 jvp=lambda ts, ins, out: None if ts[0] is None else -matmul(out, matmul(ts[0], out)),
                 saves="out", node_name="LinalgInvExBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("inv"))
 
@@ -441,7 +451,7 @@ def _expm_block(a, t):
 
 matrix_exp = Primitive("matrix_exp", _expm_impl, abstract=lambda a, p: a[0],
                        # <G, D exp(A)[T]> = <D exp(A^T)[G], T>
-                       vjp=lambda g, ins, out, needs: (_expm_block(swap_last(ins[0]), g),),
+                       vjp=holomorphic(lambda g, ins, out, needs: (_expm_block(swap_last(ins[0]), g),)),
                        jvp=lambda ts, ins, out: None if ts[0] is None else _expm_block(ins[0], ts[0]),
                        saves="in", node_name="LinalgMatrixExpBackward0", no_lowering=_NO_LOWERING,
                        batch=_front_batch("matrix_exp"))
