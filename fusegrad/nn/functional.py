@@ -15,7 +15,7 @@ from ..runtime import ops as O
 from ..runtime.composite import one_node
 from ..runtime.factory import arange, rand, tensor as _tensor
 from ..runtime.autocast_state import float32_policy, lower_precision
-from ..runtime.grad_mode import no_grad
+from ..runtime.grad_mode import STATE as GRAD, no_grad
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
 from ..tracer.trace import user_stacklevel
@@ -291,6 +291,11 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
             raise IndexError("index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
+    if sparse and weight.requires_grad and GRAD.enabled and _concrete(input, weight):
+        if scale_grad_by_freq:  # (PyTorch raises it at backward)
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+        from .sparse_grad import SparseEmbedding
+        return named(SparseEmbedding.apply(weight, input, padding_idx), "EmbeddingBackward0")
     out = weight[input]
     if scale_grad_by_freq:
         counts = O.sum(one_hot(O.reshape(input, -1).long(), num), 0)

@@ -14,6 +14,7 @@ from .radam import RAdam
 from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
 __all__ = ["Adadelta", "Adafactor", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
-           "Rprop", "ASGD", "SGD", "lr_scheduler", "swa_utils"]
+           "Rprop", "ASGD", "SGD", "SparseAdam", "lr_scheduler", "swa_utils"]

@@ -18,6 +18,7 @@ class Adagrad(Optimizer):
     updated as pairs of real numbers."""
 
     supports_complex = True
+    supports_sparse = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: Optional[bool] = None, *,

@@ -22,6 +22,7 @@ class Adam(Optimizer):
     ``p *= 1 - lr * weight_decay``. A complex parameter is updated as pairs of real numbers."""
 
     supports_complex = True
+    sparse_refusal = "Adam does not support sparse gradients, please consider SparseAdam instead"
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,

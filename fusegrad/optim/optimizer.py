@@ -84,6 +84,9 @@ class Optimizer:
     fills the hyperparameters a group leaves out."""
 
     supports_complex = False  # whether its update handles complex parameters (``as_real``)
+    # whether it takes sparse gradients (a sparse embedding's): read through ``dense_grad``
+    supports_sparse = False
+    sparse_refusal = "{} does not support sparse gradients"
 
     def __init__(self, params: ParamsT, defaults: Dict[str, Any]) -> None:
         self.defaults = defaults
@@ -225,7 +228,8 @@ class Optimizer:
         """``p``'s gradient (negated with ``maximize``) with weight decay: added as
         ``weight_decay * p`` or, ``decoupled``, applied to ``p`` as ``p *= 1 - lr * wd``."""
         from ..runtime import ops as O
-        g = O.neg(p.grad) if maximize else p.grad
+        g = Optimizer.dense_grad(p, weight_decay, "weight_decay option is not compatible with sparse gradients")
+        g = O.neg(g) if maximize else g
         if weight_decay != 0:
             if decoupled:
                 p.mul_(1 - h["lr"] * h["weight_decay"])
@@ -235,10 +239,24 @@ class Optimizer:
 
     def _params_with_grad(self, group: Dict[str, Any]) -> List[Tensor]:
         ps = [p for p in group["params"] if p.grad is not None]
+        if not self.supports_sparse and any(getattr(p.grad, "is_sparse", False) for p in ps):
+            raise RuntimeError(self.sparse_refusal.format(type(self).__name__))
         if not self.supports_complex and any(p._data.dtype.kind == "c" for p in ps):
             raise RuntimeError(f"{type(self).__name__} does not support complex parameters in fusegrad yet "
                                "(Adam, AdamW, RMSprop, Adagrad and SGD do)")
         return ps
+
+    @staticmethod
+    def dense_grad(p: Tensor, weight_decay: Any, refusal: str) -> Tensor:
+        """``p``'s gradient as a dense tensor: a sparse one (where the update of the rows it
+        leaves out is zero, the dense update is the same) densified; ``refusal`` is
+        PyTorch's error for a sparse gradient with weight decay."""
+        g = p.grad
+        if getattr(g, "is_sparse", False):
+            if weight_decay != 0:
+                raise RuntimeError(refusal)
+            g = g.to_dense()
+        return g
 
     @staticmethod
     def as_real(*tensors: Tensor) -> tuple:

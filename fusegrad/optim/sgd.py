@@ -16,6 +16,7 @@ class SGD(Optimizer):
     parameters too: the update is linear)."""
 
     supports_complex = True
+    supports_sparse = True
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
@@ -42,7 +43,9 @@ class SGD(Optimizer):
             hyper: dict = {}
             for p in self._params_with_grad(group):
                 h = self._hyper(group, ("lr", "momentum", "dampening", "weight_decay"), p, hyper)
-                g = O.neg(p.grad) if maximize else p.grad
+                g = self.dense_grad(p, weight_decay, "add(sparse, dense) is not supported. Use add(dense, sparse) "
+                                    "instead.")
+                g = O.neg(g) if maximize else g
                 if weight_decay != 0:
                     g = O.add(g, O.mul(p, h["weight_decay"]))
                 if momentum != 0:

@@ -65,9 +65,19 @@ def will_run(graph: tuple, node) -> bool:
 
 
 def _sum(a, b, node, k):
+    if getattr(b, "is_sparse", False) or getattr(a, "is_sparse", False):  # (a sparse embedding's gradient)
+        return _sparse_sum(a, b)
     if not hasattr(b, "_data"):
         raise TypeError(f"{node.name()} returned {type(b).__name__} as gradient {k}; expected a Tensor or None")
     return a + b
+
+
+def _sparse_sum(a, b):
+    """Sparse gradients add up as sparse (their entries together), with a dense one as dense."""
+    if getattr(a, "is_sparse", False) and getattr(b, "is_sparse", False):
+        return a + b
+    dense, sparse = (b, a) if getattr(a, "is_sparse", False) else (a, b)
+    return dense + sparse.to_dense()
 
 
 def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_graph: bool,
@@ -182,12 +192,13 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                     b = buf[nr]
                     if b is None:
                         buf[nr] = g
-                    elif owned.get(id(b)) is b:  # a sum the engine made itself: add in place
+                    elif owned.get(id(b)) is b and hasattr(g, "_data"):  # a sum the engine made itself: add in place
                         np.add(b._data, g._data, out=b._data)
                     else:
                         buf[nr] = s = _sum(b, g, node, k)
                         # traced sums (IR values under compile) cannot be updated in place
-                        if not create_graph and type(s._data) is np.ndarray and s._data.shape == b._data.shape:
+                        if not create_graph and type(getattr(s, "_data", None)) is np.ndarray and \
+                                s._data.shape == b._data.shape:
                             owned[id(s)] = s
                 d = deps[c] - 1
                 deps[c] = d
@@ -249,6 +260,9 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
     if g.shape != leaf.shape:
         raise RuntimeError(f"Function AccumulateGrad returned an invalid gradient: got shape {list(g.shape)}, "
                            f"expected {list(leaf.shape)}")
+    if getattr(g, "is_sparse", False):  # kept sparse (.grad of a sparse embedding), summed as PyTorch sums it
+        leaf._grad = g if leaf._grad is None else _sparse_sum(leaf._grad, g)
+        return
     if g.dtype is not leaf.dtype:
         g = g.to(leaf.dtype)
     keep = create_graph or type(g._data) is Var  # traced grads (tracing a backward) are never copied
@@ -290,7 +304,7 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
 
 def _check_nan(node: Node, outs) -> None:
     for i, g in enumerate(outs):
-        if g is not None and not isinstance(g._data, np.ndarray):
+        if g is not None and not isinstance(getattr(g, "_data", None), np.ndarray):
             continue
         if g is not None and D.np_differentiable(g._data.dtype) and np.isnan(g._data).any():
             if node.stack:  # as PyTorch: the forward's traceback is a warning, the error names the node

@@ -29,7 +29,7 @@ from ..ir.graph import Var
 from .guards import const_guard, module_tensor_ids
 from .live import guard, guards_hold, live_grad
 from . import dynamic_float, python_random, side_effects
-from .trace import GraphBreak, Trace
+from .trace import GraphBreak, Trace, user_frame
 
 _EMPTY = object()  # an empty closure cell's value
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # fusegrad/
@@ -82,6 +82,9 @@ class CaptureTrace(Trace):
             self.check_graded_input(leaf, "reads")
             return
         g = leaf._grad
+        if getattr(g, "is_sparse", False):
+            self.graph_break(f"a sparse gradient (an embedding with sparse=True) is read at {user_frame()}")
+            return
         if g is not None and type(g._data) is Var:  # (made by a backward in the trace: a value of it)
             return
         guard(("grad set", id(leaf)), lambda: leaf._grad is not None)

@@ -1,0 +1,90 @@
+"""Embedding(sparse=True) gives the weight a sparse COO gradient, as PyTorch's (one entry
+per looked-up index, padding_idx's left out, summed as sparse across backwards and
+lookups); SGD, Adagrad and SparseAdam take it (the others refuse, with PyTorch's errors);
+compiled steps with one match eager."""
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+W = np.random.default_rng(0).standard_normal((10, 4))
+
+
+def _train(T):
+    out = []
+    for name, kw in [("SparseAdam", {"lr": 0.1}), ("SGD", {"lr": 0.1}),
+                     ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}), ("Adagrad", {"lr": 0.1}),
+                     ("Adam", {}), ("Adagrad", {"weight_decay": 0.1}), ("SGD", {"lr": 0.1, "weight_decay": 0.1}),
+                     ("RMSprop", {})]:
+        e = T.nn.Embedding(10, 4, sparse=True, padding_idx=0)
+        with T.no_grad():
+            e.weight.copy_(T.tensor(W, dtype=T.float32))
+        lin = T.nn.Linear(4, 1)
+        with T.no_grad():
+            lin.weight.fill_(0.5)
+            lin.bias.fill_(0.1)
+        opt, opt2 = getattr(T.optim, name)(e.parameters(), **kw), T.optim.SGD(lin.parameters(), lr=0.1)
+        try:
+            for step in range(4):
+                idx = T.tensor([[1, 2, 1, 0], [3, 3, 5, 2]][step % 2])
+                opt.zero_grad()
+                opt2.zero_grad()
+                ((lin(e(idx)) ** 2).mean() + e(T.tensor([7, 1])).sum() * 0.1).backward()
+                opt.step()
+                opt2.step()
+            out.append(np.round(e.weight.detach().numpy(), 5).tolist())
+        except RuntimeError as ex:
+            out.append(str(ex))
+    lin = T.nn.Linear(2, 2)
+    opt = T.optim.SparseAdam(lin.parameters())
+    lin(T.ones(2)).sum().backward()
+    with pytest.raises(RuntimeError) as ex:
+        opt.step()
+    return out + [str(ex.value)]
+
+
+def test_optimizers_on_sparse_gradients_as_pytorchs():
+    assert _train(fg) == _train(torch)
+
+
+def test_the_gradient_is_sparse_and_sums_as_pytorchs():
+    def grads(T):
+        e = T.nn.Embedding(10, 3, sparse=True, padding_idx=0)
+        with T.no_grad():
+            e.weight.copy_(T.tensor(W[:, :3], dtype=T.float32))
+        e(T.tensor([1, 2, 1, 0])).sum().backward()
+        first = (e.weight.grad.is_sparse, e.weight.grad._nnz(), e.weight.grad._indices().tolist(),
+                 e.weight.grad._values().tolist())
+        e(T.tensor([[3, 1]])).pow(2).sum().backward()
+        g = e.weight.grad
+        e2 = T.nn.Embedding(4, 2, sparse=True, scale_grad_by_freq=True)
+        try:
+            e2(T.tensor([1, 1])).sum().backward()
+        except RuntimeError as ex:
+            refused = str(ex)
+        return first, g._nnz(), g.coalesce().indices().tolist(), np.round(g.to_dense().numpy(), 5).tolist(), refused
+    assert grads(fg) == grads(torch)
+
+
+def test_a_compiled_step_with_a_sparse_embedding_matches_eager():
+    results = []
+    for compiled in (False, True):
+        e = fg.nn.Embedding(10, 4, sparse=True)
+        with fg.no_grad():
+            e.weight.copy_(fg.tensor(W, dtype=fg.float32))
+        opt = fg.optim.SparseAdam(e.parameters(), lr=0.1)
+
+        def step(idx):
+            opt.zero_grad()
+            loss = (e(idx) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        f = fg.compile(step) if compiled else step
+        losses = [f(fg.tensor([[1, 2, 1], [3, 5, 2]][i % 2])).item() for i in range(4)]
+        results.append((losses, e.weight.detach().numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-5)  # (float32 rounding)
