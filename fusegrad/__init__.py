@@ -45,6 +45,7 @@ from . import (_dynamo, _inductor, accelerator, amp, autograd, backends, compile
                serialization, signal, testing, utils, viz)
 from . import multiprocessing  # noqa: E402  (torch.multiprocessing: after nn, whose Module it extends)
 from .func import vmap  # noqa: E402  (torch.vmap)
+from .torch_ops import ops  # noqa: E402  (torch.ops.aten.mm.default, ...)
 from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)
 from .runtime.layouts import layout, sparse_coo, strided  # noqa: E402
 from .runtime.sparse_coo import sparse_coo_tensor  # noqa: E402

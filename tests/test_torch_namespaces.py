@@ -184,3 +184,40 @@ def test_foreach_ops_match_torch():
     assert ours[1] == theirs[1]
     for a, b in zip(ours[0], theirs[0]):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_torch_ops_and_selective_checkpointing_as_torchs():
+    """``torch.ops.aten.<op>.<overload>``: named, hashable and callable as PyTorch's;
+    selective checkpointing (context_fn=create_selective_checkpoint_contexts(policy)) gives
+    plain checkpointing's values and gradients; a packet in the op list is refused."""
+    torch = pytest.importorskip("torch")
+    import functools
+
+    def program(T):
+        from importlib import import_module
+        ck = import_module(T.__name__ + ".utils.checkpoint")
+        ops = T.ops.aten
+        out = [str(ops.mm.default), ops.mm.default.name(), ops.add.Tensor.name(), ops.mm.default == ops.mm.default,
+               len({ops.mm.default, ops.mm.default, ops.addmm.default}),
+               ops.mm.default(T.ones(2, 2), T.ones(2, 2)).tolist(), ops.add.Tensor(T.ones(2), T.ones(2)).tolist()]
+        rng = np.random.default_rng(43)
+        lin1, lin2 = T.nn.Linear(4, 8), T.nn.Linear(8, 4)
+        with T.no_grad():
+            for p in list(lin1.parameters()) + list(lin2.parameters()):
+                p.copy_(T.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3))
+        save = [ops.mm.default, ops.addmm.default]
+
+        def policy(ctx, op, *args, **kwargs):
+            return ck.CheckpointPolicy.MUST_SAVE if op in save else ck.CheckpointPolicy.PREFER_RECOMPUTE
+        for pol in (policy, save):
+            x = T.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+            y = ck.checkpoint(lambda v: v + lin2(T.nn.functional.gelu(lin1(v))), x, use_reentrant=False,
+                              context_fn=functools.partial(ck.create_selective_checkpoint_contexts, pol))
+            y.pow(2).sum().backward()
+            out += [np.round(y.detach().numpy(), 5).tolist(), np.round(x.grad.numpy(), 5).tolist()]
+        try:
+            ck.create_selective_checkpoint_contexts([ops.mm])
+        except ValueError as e:
+            out.append(str(e)[:60])
+        return out
+    assert program(fg) == program(torch)

@@ -14,6 +14,7 @@ be alive when the checkpoint's backward runs."""
 from __future__ import annotations
 
 import contextlib
+import enum
 import warnings
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
@@ -28,9 +29,11 @@ from ..runtime.factory import get_rng_state, set_rng_state
 from ..runtime.grad_mode import STATE, enable_grad, no_grad
 from ..runtime.nodes import AccumulateGrad, FunctionNode, node_class
 from ..runtime.tensor import Tensor, wrap
+from ..torch_ops import OpOverload, OpOverloadPacket
 from ..tracer.trace import capturing, current_traces
 
-__all__ = ["checkpoint", "checkpoint_sequential", "noop_context_fn"]
+__all__ = ["CheckpointPolicy", "SelectiveCheckpointContext", "checkpoint", "checkpoint_sequential",
+           "create_selective_checkpoint_contexts", "noop_context_fn"]
 
 
 @contextlib.contextmanager
@@ -213,6 +216,41 @@ def _checkpoint_traced(function: Callable, args: tuple, kwargs: dict) -> Any:
     for tr, since in starts:
         tr.mark_recompute(since, outs)
     return out
+
+
+class CheckpointPolicy(enum.Enum):
+    """What a selective-checkpointing policy says of an op: save its result or recompute it."""
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+    MUST_CPU_OFFLOAD = 4
+    PREFER_CPU_OFFLOAD = 5
+
+
+class SelectiveCheckpointContext:
+    """The ``ctx`` a policy function is given (``is_recompute``: during the recomputation)."""
+
+    def __init__(self, *, is_recompute: bool) -> None:
+        self.is_recompute = is_recompute
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation: bool = False):
+    """The ``context_fn`` of selective checkpointing, for ``checkpoint(..., context_fn=...)``:
+    ``policy_fn_or_list`` (ops to save, as ``torch.ops.aten.mm.default``, or a function
+    ``(ctx, op, *args, **kwargs) -> CheckpointPolicy``) says which results PyTorch keeps
+    rather than recomputes. fusegrad's checkpoint recomputes the whole function (the results
+    and gradients are the same; only the memory kept differs)."""
+    if isinstance(policy_fn_or_list, list):
+        for op in policy_fn_or_list:
+            if not isinstance(op, OpOverload):
+                name = f"{op.namespace}.{op.op}" if isinstance(op, OpOverloadPacket) else op
+                raise ValueError(f"Expected op in `op_list` to be an OpOverload but got: {name} of type "
+                                 f"{type(op)}. Please update the OpOverloadPacket to a specific OpOverload.For "
+                                 "example, if you have `torch.ops.aten.mm`, change it to `torch.ops.aten.mm.default`.")
+    elif not callable(policy_fn_or_list):
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    return contextlib.nullcontext(), contextlib.nullcontext()
 
 
 def noop_context_fn() -> Tuple[contextlib.nullcontext, contextlib.nullcontext]:
