@@ -88,3 +88,28 @@ def test_a_compiled_step_with_a_sparse_embedding_matches_eager():
         results.append((losses, e.weight.detach().numpy()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-5)  # (float32 rounding)
+
+
+def _bags(T):
+    out = []
+    for kw, inp, off, psw in [({"mode": "sum"}, [1, 2, 2, 5], [0, 2], None),
+                              ({"mode": "mean"}, [1, 2, 2, 5, 0, 7], [0, 2, 2], None),
+                              ({"mode": "sum", "padding_idx": 2}, [1, 2, 2, 5], [0, 1], None),
+                              ({"mode": "sum"}, [[1, 3], [4, 4]], None, [[0.5, 2.0], [1.0, -1.0]]),
+                              ({"mode": "mean"}, [[1, 3], [4, 0]], None, None)]:
+        eb = T.nn.EmbeddingBag(10, 4, sparse=True, **kw)
+        with T.no_grad():
+            eb.weight.copy_(T.tensor(W, dtype=T.float32))
+        y = eb(T.tensor(inp), T.tensor(off) if off is not None else None,
+               per_sample_weights=T.tensor(psw) if psw is not None else None)
+        (y * T.tensor(np.arange(y.numel(), dtype=np.float32).reshape(tuple(y.shape)))).sum().backward()
+        g = eb.weight.grad
+        out.append((g.is_sparse, g._nnz(), g._indices().tolist(), np.round(g._values().numpy(), 5).tolist(),
+                    np.round(y.detach().numpy(), 5).tolist()))
+    return out
+
+
+def test_embedding_bag_sparse_gradients_as_pytorchs():
+    """One entry per index in a bag, in input order, scaled as the mode and per-sample
+    weights scale it; the padding index left out."""
+    assert _bags(fg) == _bags(torch)

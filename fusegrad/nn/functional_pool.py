@@ -18,6 +18,7 @@ from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.autocast_state import autocast_off, float32_policy
 from ..runtime.factory import full_like, rand
+from ..runtime.grad_mode import STATE as GRAD
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
@@ -909,7 +910,13 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = Non
     if padding_idx is not None:
         keep = O.ne(idx, padding_idx)
         valid = keep if valid is None else O.logical_and(valid, keep)
-    rows = weight[idx]  # (B, L, D)
+    if sparse and weight.requires_grad and GRAD.enabled and _concrete(idx, weight):
+        if scale_grad_by_freq:
+            raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+        from .sparse_grad import SparseEmbedding
+        rows = SparseEmbedding.apply(weight, idx, None, valid)  # (valid: the bags' positions, padding left out)
+    else:
+        rows = weight[idx]  # (B, L, D)
     if scale_grad_by_freq:
         counts = O.sum(one_hot(O.to(flat, D.int64), num), 0)
         freq = O.unsqueeze(O.to(counts[idx], rows.dtype), -1)
