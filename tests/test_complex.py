@@ -323,3 +323,17 @@ def test_holomorphic_linear_algebra_of_complex_matrices_as_pytorchs():
         np.testing.assert_allclose(got.numpy(), want.resolve_conj().numpy(), rtol=1e-9, atol=1e-10)
     with pytest.raises(RuntimeError, match="complex matrices are not supported"):
         fg.linalg.det(fg.tensor(Z[:, :3]))
+
+
+def test_real_and_imag_are_views_written_through_as_pytorchs():
+    def program(T):
+        z = T.tensor([1 + 2j, 3 - 1j])
+        z.imag.zero_()
+        z.real[0] = 5
+        r = z.real
+        z.mul_(2)
+        return z.tolist(), r.tolist(), r._version == z._version
+    assert program(fg) == program(torch)
+    v = fg.tensor([1 + 2j], requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="through .real or .imag"):
+        v.real.mul_(2)  # (recorded by autograd: refused rather than written wrongly)

@@ -2276,6 +2276,14 @@ def _view_tangent(view: Tensor, base: Tensor, new: Tensor) -> None:
         forward_state.set_tangent(u, tu)
 
 
+def _no_part_views(chain) -> None:
+    """Refuse an in-place op that autograd records through ``.real``/``.imag``: those views
+    select parts of elements, which the base's new value (elements replaced) cannot express."""
+    if builtins.any(prim is P.real or prim is P.imag for prim, _ in chain):
+        raise RuntimeError("in-place update through .real or .imag of a complex tensor that requires grad: not "
+                           "supported by fusegrad; build the new tensor with torch.complex(real, imag) instead")
+
+
 def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     """In-place op on a view of a tensor in the graph (PyTorch's CopySlices): the base's
     new value is the old base with the view's elements replaced by the op's result."""
@@ -2283,6 +2291,7 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     if chain is None:
         raise RuntimeError("in-place op on a tensor sharing memory with another tensor of unknown layout; "
                            "clone() it first")
+    _no_part_views(chain)
     if type(view._data) is np.ndarray and _overlaps(view._data):
         raise RuntimeError(_OVERLAP)
     if chain and view._vver != view._vbox[0]:  # the base changed since the view's grad_fn was made
@@ -2311,6 +2320,7 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
     whose elements share memory, detached views of a base that requires grad and views of
     tensors from outside the trace still break.)"""
     chain = view._view_fn
+    _no_part_views(chain)
     # fn reads a stand-in: the nodes it records keep the view's old value, which deriving the
     # view again from the updated base would change under them (mul_'s saved operand)
     trace.lift(view)  # (derived again first if the base was updated since)

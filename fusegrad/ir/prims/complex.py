@@ -56,7 +56,7 @@ conj = Primitive("conj", np.conjugate, abstract=lambda a, p: a[0],
                  vjp=lambda g, ins, out, needs: (conj(g),), jvp=lambda ts, ins, out: None if ts[0] is None else conj(ts[0]),
                  kind="elementwise", node_name="ConjBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
-real = Primitive("real", lambda x: np.real(x).copy(), abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
+real = Primitive("real", np.real, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
                  vjp=lambda g, ins, out, needs: (_as_complex(g, ins[0]),),
                  jvp=lambda ts, ins, out: None if ts[0] is None else real(ts[0]),
                  kind="elementwise", node_name="RealBackward0", no_lowering=NO_COMPLEX_LOWERING)
@@ -66,7 +66,7 @@ def _imag_vjp(g, ins, out, needs):
     return (make_complex(mul(g, 0.0), g),)
 
 
-imag = Primitive("imag", lambda x: np.imag(x).copy(), abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
+imag = Primitive("imag", np.imag, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
                  vjp=_imag_vjp, jvp=lambda ts, ins, out: None if ts[0] is None else imag(ts[0]),
                  kind="elementwise", node_name="ImagBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
@@ -144,6 +144,7 @@ view_as_complex = Primitive("view_as_complex", _view_as_complex_impl,
                             jvp=lambda ts, ins, out: None if ts[0] is None else view_as_complex(ts[0]),
                             node_name="ViewAsComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)
 view_as_real.aliases = "maybe"
+real.aliases = imag.aliases = True  # (views of the parts: writes through z.real reach z, as PyTorch's)
 # (both work on the last axis: vmap's batch axis goes to the front)
 view_as_real.batch = lambda args, bdims: (view_as_real(to_front(args[0], bdims[0])), 0)
 view_as_complex.batch = lambda args, bdims: (view_as_complex(to_front(args[0], bdims[0])), 0)  # (optimizers update complex parameters through it, as PyTorch's)
