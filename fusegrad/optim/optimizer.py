@@ -14,6 +14,7 @@ from ..ir.graph import Var
 from ..runtime.factory import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad
 from ..runtime.nodes import RemovableHandle
+from ..runtime.sparse_coo import SparseCOOTensor
 from ..runtime.tensor import Tensor
 from ..tracer.live import guard
 from ..nn.module import _typename, _zero_grad
@@ -239,7 +240,7 @@ class Optimizer:
 
     def _params_with_grad(self, group: Dict[str, Any]) -> List[Tensor]:
         ps = [p for p in group["params"] if p.grad is not None]
-        if not self.supports_sparse and any(getattr(p.grad, "is_sparse", False) for p in ps):
+        if not self.supports_sparse and any(type(p._grad) is SparseCOOTensor for p in ps):
             raise RuntimeError(self.sparse_refusal.format(type(self).__name__))
         if not self.supports_complex and any(p._data.dtype.kind == "c" for p in ps):
             raise RuntimeError(f"{type(self).__name__} does not support complex parameters in fusegrad yet "
