@@ -278,8 +278,6 @@ def test_dense_only_operations_raise():
         fg.ones(3, 4, dtype=fg.float64) + s
     with pytest.raises(NotImplementedError, match="SparseCPU"):
         np.asarray(s)
-    with pytest.raises(NotImplementedError, match="two sparse"):
-        fg.sparse.mm(s, s.t())
     with pytest.raises(RuntimeError, match="Expected dim 0 size 4, got 3"):
         fg.sparse.mm(s, fg.ones(3, 2, dtype=fg.float64))
     with pytest.raises(RuntimeError, match="expected scalar type Double but found Float"):
@@ -408,3 +406,21 @@ def test_compiled_gcn_step_matches_eager():
         return fg.sparse.mm(m.to_sparse(), x).sum(1)
     dense = fg.tensor(np.diag(np.arange(N, dtype=np.float32)))
     _close(fg.compile(from_dense)(dense, x), from_dense(dense, x), tol=1e-5)
+
+
+def test_sparse_sparse_products_index_select_and_addmm_as_torch():
+    """Two sparse matrices multiply to a sparse one (torch.sparse.mm, mm, @), index_select
+    picks slices along a sparse dimension (repeats too), addmm takes a sparse mat1: values
+    as torch's."""
+    torch = pytest.importorskip("torch")
+
+    def program(T):
+        i = T.tensor([[0, 1, 1, 2, 0], [2, 0, 0, 1, 2]])
+        v = T.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+        s = T.sparse_coo_tensor(i, v, (3, 3))
+        out = [T.sparse.mm(s, s).to_dense(), (s @ s).to_dense(), s.mm(s.t()).to_dense(),
+               s.coalesce().index_select(0, T.tensor([2, 0, 2])).to_dense(),
+               s.index_select(1, T.tensor([0])).to_dense(),
+               T.addmm(T.ones(3, 2), s, T.ones(3, 2), beta=0.5, alpha=2.0)]
+        return [o.tolist() for o in out] + [T.sparse.mm(s, s).is_sparse]
+    assert program(fg) == program(torch)

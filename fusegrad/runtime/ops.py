@@ -1687,6 +1687,10 @@ ger = alias(outer, "ger")
 @op
 @lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
+    if not isinstance(a, Tensor) and getattr(a, "is_sparse", False):  # (a sparse mat1: torch.sparse.addmm's)
+        from .sparse_ops import addmm as sparse_addmm
+        return sparse_addmm(as_t(bias), a, b, beta=beta, alpha=alpha)
+
     def addmm_of(bias, a, b):
         dt = D.promote_types(D.promote_types(bias.dtype, a.dtype), b.dtype)
         low = dt in (D.float16, D.bfloat16)  # computed in float32 and rounded once, as PyTorch's kernel

@@ -281,6 +281,22 @@ class SparseCOOTensor:
 
     swapdims = swapaxes = transpose
 
+    def index_select(self, dim: int, index: Tensor) -> "SparseCOOTensor":
+        """The slices at ``index`` along sparse dimension ``dim`` (repeats repeat them), as
+        torch's sparse index_select; differentiable in the values."""
+        d = _dim(dim, self.dim())
+        if d >= self.sparse_dim():
+            raise NotImplementedError("index_select: fusegrad selects along sparse dimensions only")
+        idx = self._idx._concrete("sparse index_select", host=True)
+        want = np.asarray(O.as_t(index)._concrete("sparse index_select", host=True)).reshape(-1)
+        j, k = np.nonzero(want[:, None] == idx[d][None, :])  # (new position, entry) pairs, by new position
+        new_idx = idx[:, k].copy()
+        new_idx[d] = j
+        size = list(self._size)
+        size[d] = len(want)
+        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        return SparseCOOTensor(tensor(new_idx, device=self._idx.device), val, size, False)
+
     # ------------------------------------------------------------ arithmetic
     def mul(self, other) -> "SparseCOOTensor":
         """Times a number or 0-d tensor (every value scaled), or a dense tensor of the same

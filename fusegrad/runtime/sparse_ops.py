@@ -45,9 +45,6 @@ def _dense_sparse(d: Tensor, s: SparseCOOTensor, name: str) -> Tensor:
 def _operands(a, b, what: str, dense_dims: tuple):
     """(sparse, dense, sparse first) of a product's operands: one must be sparse, the
     other dense with a number of dimensions in ``dense_dims``."""
-    if isinstance(a, SparseCOOTensor) and isinstance(b, SparseCOOTensor):
-        raise NotImplementedError(f"{what}: fusegrad does not multiply two sparse tensors (convert one with "
-                                  ".to_dense())")
     first = isinstance(a, SparseCOOTensor)
     s, d = (a, O.as_t(b)) if first else (b, O.as_t(a))
     if s.sparse_dim() != 2 or s.dense_dim():
@@ -61,15 +58,26 @@ def _operands(a, b, what: str, dense_dims: tuple):
     return s, d, first
 
 
+def _sparse_sparse(a: SparseCOOTensor, b: SparseCOOTensor, name: str) -> SparseCOOTensor:
+    """The product of two sparse matrices, sparse (its nonzero entries, coalesced), as torch's;
+    differentiable in both operands' values (through the sparse-dense product)."""
+    return _product(a, b.to_dense(), name).to_sparse().coalesce()
+
+
 def mm(mat1, mat2) -> Tensor:
     """torch.sparse.mm: the matrix product of a sparse and a dense matrix (either order),
-    dense; differentiable in both (the sparse one through its values)."""
+    dense, or of two sparse matrices, sparse; differentiable (a sparse operand through its values)."""
+    if isinstance(mat1, SparseCOOTensor) and isinstance(mat2, SparseCOOTensor):
+        return _sparse_sparse(mat1, mat2, "SparseAddmmBackward0")
     s, d, first = _operands(mat1, mat2, "sparse.mm", (2,))
     return _product(s, d, "SparseAddmmBackward0") if first else _dense_sparse(d, s, "SparseAddmmBackward0")
 
 
 def spmm(input, mat2) -> Tensor:
-    """torch.spmm / torch.mm / Tensor.mm with a sparse operand: the dense matrix product."""
+    """torch.spmm / torch.mm / Tensor.mm with a sparse operand: the dense matrix product (of
+    two sparse ones, sparse)."""
+    if isinstance(input, SparseCOOTensor) and isinstance(mat2, SparseCOOTensor):
+        return _sparse_sparse(input, mat2, "MmBackward0")
     s, d, first = _operands(input, mat2, "mm", (2,))
     return _product(s, d, "MmBackward0") if first else _dense_sparse(d, s, "MmBackward0")
 
@@ -84,7 +92,10 @@ def addmm(mat: Tensor, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
 
 
 def matmul(input, other) -> Tensor:
-    """torch.matmul / ``@`` with a sparse matrix operand and a dense matrix or vector."""
+    """torch.matmul / ``@`` with a sparse matrix operand and a dense matrix or vector (two
+    sparse matrices: sparse)."""
+    if isinstance(input, SparseCOOTensor) and isinstance(other, SparseCOOTensor):
+        return _sparse_sparse(input, other, "MmBackward0")
     s, d, first = _operands(input, other, "matmul", (1, 2))
     name = "MmBackward0" if d.ndim == 2 else "MvBackward0"
     return _product(s, d, name) if first else _dense_sparse(d, s, name)
