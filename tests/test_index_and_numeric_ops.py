@@ -446,18 +446,34 @@ def test_indexed_writes_of_another_dtype_raise_as_torch():
 
 
 def test_setitem_with_an_index_tensor_refuses_another_dtype_as_torch():
-    """``x[idx] = v`` with a tensor index: v of another dtype raises (a 0-d one with a boolean
-    mask is a fill, and is cast); with basic indexing or a Python number it is cast."""
+    """``x[idx] = v`` with a tensor index: v of another dtype raises, but a one-element v at
+    exactly one boolean mask (with basic parts beside it: a masked fill) is cast, as with
+    basic indexing or a Python number; index_put_ alike."""
     def program(m):
         out = []
-        for v in (m.tensor(5.0, dtype=m.float64), m.tensor([5.0, 6.0], dtype=m.float64), m.tensor([1, 2]), 3):
-            for key in (m.tensor([0, 1]), m.tensor([True, False, True, False]), slice(0, 2)):
+        mask3, mask2 = m.tensor([True, False, True]), m.tensor([True, False])
+        for v in (m.tensor(5.0, dtype=m.float64), m.tensor([5.0, 6.0], dtype=m.float64), m.tensor([1, 2]), 3,
+                  m.tensor([2.5], dtype=m.float64), m.tensor(True)):
+            for key in (m.tensor([0, 1]), m.tensor([True, False, True, False]), slice(0, 2),
+                        [True, False, True, False], np.array([True, False, True, False])):
                 y = m.zeros(4)
                 try:
                     y[key] = v
                     out.append(y.tolist())
                 except RuntimeError as e:
                     out.append(str(e))
+            for key in ((mask3, 0), (mask3, slice(None)), (slice(None), mask2), (Ellipsis, mask2), (1, mask2),
+                        (mask3, m.tensor([0, 1]))) if not isinstance(v, m.Tensor) or v.numel() == 1 else ():
+                y = m.zeros(3, 2)
+                try:
+                    y[key] = v
+                    out.append(y.tolist())
+                except (RuntimeError, IndexError) as e:
+                    out.append(str(e)[:50])
+            try:
+                out.append(m.zeros(4).index_put_((m.tensor([True, False, True, False]),), v).tolist())
+            except (RuntimeError, TypeError, AttributeError) as e:
+                out.append(type(e).__name__)
         return out
     assert program(fg) == program(torch)
 

@@ -2064,6 +2064,17 @@ def _no_byte_masks(key) -> None:
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
 
 
+def _one_mask(key) -> bool:
+    """Whether the advanced part of an index is exactly one boolean mask (no integer arrays)."""
+    masks = 0
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, (Tensor, np.ndarray)) or (isinstance(k, list) and k):
+            if np.asarray(k._data if isinstance(k, Tensor) else k).dtype.kind != "b":
+                return False
+            masks += 1
+    return masks == 1
+
+
 def setitem(x: Tensor, key, value) -> None:
     _no_byte_masks(key)
     if type(value) is DynamicFloat:  # a float argument read at each call: a 0-d tensor of x's dtype
@@ -2085,7 +2096,9 @@ def setitem(x: Tensor, key, value) -> None:
         template, idx = basic, ()
     value = value if isinstance(value, Tensor) else _scalar(value)
     if isinstance(value, Tensor) and value._data.dtype != x._data.dtype:
-        if basic is None:  # (an advanced index: PyTorch's index_put casts nothing)
+        if basic is None and not (value.numel() == 1 and _one_mask(key)):
+            # (an advanced index: PyTorch's index_put casts nothing, but a one-element value at
+            # one boolean mask, which it turns into a masked fill)
             raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                                f"{_type_name(x._data.dtype)} for the destination and {_type_name(value._data.dtype)} "
                                "for the source.")
@@ -2474,7 +2487,10 @@ def scalar_name(t: Tensor) -> str:
 
 @op
 def index_put_(self, indices, values, accumulate=False):
-    if isinstance(values, Tensor) and values.dtype != self.dtype:
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    if isinstance(values, Tensor) and values.dtype != self.dtype and not (
+            not accumulate and values.numel() == 1 and _one_mask(tuple(indices))):  # (a masked fill: cast)
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got {scalar_name(self)} "
                            f"for the destination and {scalar_name(values)} for the source.")
     return inplace(self, lambda old: index_put(old, indices, values, accumulate), values)
