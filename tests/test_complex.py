@@ -335,5 +335,17 @@ def test_real_and_imag_are_views_written_through_as_pytorchs():
         return z.tolist(), r.tolist(), r._version == z._version
     assert program(fg) == program(torch)
     v = fg.tensor([1 + 2j], requires_grad=True) * 1
-    with pytest.raises(RuntimeError, match="through .real or .imag"):
+    with pytest.raises(RuntimeError, match="through .real, .imag"):
         v.real.mul_(2)  # (recorded by autograd: refused rather than written wrongly)
+
+
+def test_prod_gradient_and_view_as_complex_alias_as_pytorchs():
+    def program(T):
+        z = T.tensor(Z[0], requires_grad=True)
+        g, = T.autograd.grad((z.prod() * (1 - 2j)).real + z[1:].prod(0).abs(), z)
+        x = T.zeros(2, 2)
+        c = T.view_as_complex(x)
+        c[0] = 1 + 2j
+        x[1, 1] = 5.0
+        return [g.resolve_conj().numpy().round(9).tolist(), x.tolist(), c.tolist()]
+    assert program(fg) == program(torch)

@@ -6,6 +6,7 @@ accepted and do not change fusegrad's compiler (its graph breaks always fall bac
 code, as ``suppress_errors`` asks; it specializes and generalizes sizes on its own rules)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 
@@ -23,6 +24,38 @@ inline_inbuilt_nn_modules = True
 error_on_recompile = False
 fail_on_recompile_limit_hit = False
 _ALIASES = {"cache_size_limit": "recompile_limit", "accumulated_cache_size_limit": "accumulated_recompile_limit"}
+
+
+class _Patch(contextlib.ContextDecorator):
+    """Settings changed inside a ``with`` block or a decorated function, restored after."""
+
+    def __init__(self, changes: dict) -> None:
+        self.changes, self.saved = changes, []
+
+    def __enter__(self):
+        module = sys.modules[__name__]
+        self.saved.append({name: getattr(module, name) for name in self.changes})
+        for name, value in self.changes.items():
+            setattr(module, name, value)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        module = sys.modules[__name__]
+        for name, value in self.saved.pop().items():
+            setattr(module, name, value)
+
+
+def patch(arg1=None, arg2=None, **kwargs) -> _Patch:
+    """``config.patch(name, value)``, ``config.patch({name: value})`` or
+    ``config.patch(name=value)``: a context manager and decorator setting them meanwhile."""
+    changes = dict(kwargs)
+    if isinstance(arg1, str):
+        changes[arg1] = arg2
+    elif isinstance(arg1, dict):
+        changes.update(arg1)
+    for name in changes:
+        getattr(sys.modules[__name__], name)  # (an unknown name raises now, as PyTorch's)
+    return _Patch(changes)
 
 
 class _Config(types.ModuleType):

@@ -1014,6 +1014,20 @@ class CompiledFunction:
         return Lowered(entry)
 
     # -------------------------------------------------------------- cache
+    def _refuse_recompile(self):
+        """What a recompile meets first: the fail_on_recompile stance (a plain RuntimeError, as
+        PyTorch's) or ``config.error_on_recompile`` raise, eager_on_recompile runs the call
+        eagerly (returned), else None."""
+        if STANCE.name == "fail_on_recompile":
+            raise RuntimeError("Detected recompile when torch.compile stance is "
+                               f"'fail_on_recompile'. function name: {self.__name__}")
+        if STANCE.name == "eager_on_recompile":
+            return _Eager("eager_on_recompile stance: a new signature runs eagerly")
+        if dynamo_config.error_on_recompile:
+            raise _dynamo_exc.RecompileError(f"Recompiling function {self.__name__}: a new signature "
+                                             "(torch._dynamo.config.error_on_recompile is set)")
+        return None
+
     def _entry(self, leaves, spec, spec_key):
         base = signature(leaves, spec_key, self._owner)
         key = base + (grad_bits(leaves),) if base in self._grad_keyed else base
@@ -1043,6 +1057,10 @@ class CompiledFunction:
             seen = self._families.get(family)
             if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
                                        or (seen is not None and key not in seen)):
+                if seen is not True and (len(self._cache) or seen):  # (going symbolic: a recompile)
+                    refused = self._refuse_recompile()
+                    if refused is not None:
+                        return refused
                 return self._build_sized(key, family, leaves, spec)
             missing = _optimizer_state_missing(self.fn, leaves)
             warm = (key, tuple(getattr(o, "_structure", 0) for o in _reachable_optimizers(self.fn, leaves)), missing)
@@ -1058,15 +1076,10 @@ class CompiledFunction:
                     raise _dynamo_exc.FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
                 return self._give_up(f"recompile limit ({self._cache.limit}) reached for {self.__name__}; running "
                                      "eagerly")
-            if len(self._cache) and STANCE.name != "default":
-                if STANCE.name == "fail_on_recompile":  # (a plain RuntimeError, as PyTorch's)
-                    raise RuntimeError("Detected recompile when torch.compile stance is "
-                                       f"'fail_on_recompile'. function name: {self.__name__}")
-                return _Eager("eager_on_recompile stance: a new signature runs eagerly")
             if len(self._cache):
-                if dynamo_config.error_on_recompile:
-                    raise _dynamo_exc.RecompileError(f"Recompiling function {self.__name__}: a new signature "
-                                                     "(torch._dynamo.config.error_on_recompile is set)")
+                refused = self._refuse_recompile()
+                if refused is not None:
+                    return refused
                 self._stats["recompiles"] += 1
                 log("recompiles", f"{self.__name__}: " + (
                     "a captured tensor's shape, dtype or requires_grad, or a Python value the trace "

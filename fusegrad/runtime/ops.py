@@ -2294,11 +2294,16 @@ def _view_tangent(view: Tensor, base: Tensor, new: Tensor) -> None:
 
 
 def _no_part_views(chain) -> None:
-    """Refuse an in-place op that autograd records through ``.real``/``.imag``: those views
-    select parts of elements, which the base's new value (elements replaced) cannot express."""
-    if builtins.any(prim is P.real or prim is P.imag for prim, _ in chain):
-        raise RuntimeError("in-place update through .real or .imag of a complex tensor that requires grad: not "
-                           "supported by fusegrad; build the new tensor with torch.complex(real, imag) instead")
+    """Refuse an in-place op that autograd records through ``.real``/``.imag`` or
+    ``view_as_real``/``view_as_complex``: those views reinterpret parts of elements, which the
+    base's new value (elements replaced) cannot express."""
+    if builtins.any(prim in _PART_VIEWS for prim, _ in chain):
+        raise RuntimeError("in-place update through .real, .imag, view_as_real or view_as_complex of a tensor "
+                           "that requires grad: not supported by fusegrad; build the new tensor with "
+                           "torch.complex(real, imag) instead")
+
+
+_PART_VIEWS = (P.real, P.imag, P.view_as_real, P.view_as_complex)
 
 
 def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:

@@ -130,6 +130,11 @@ def _view_as_real_impl(z):
 
 
 def _view_as_complex_impl(x):
+    """The pairs as complex numbers over ``x``'s own memory (PyTorch's view), where its
+    layout lets them (last axis contiguous, the others in whole pairs)."""
+    it = x.itemsize
+    if x.strides[-1] == it and all(s % (2 * it) == 0 for s in x.strides[:-1]) and x.ctypes.data % (2 * it) == 0:
+        return x.view(_complex_of(x.dtype))[..., 0]
     return _make_complex_impl(x[..., 0], x[..., 1])
 
 
@@ -143,7 +148,7 @@ view_as_complex = Primitive("view_as_complex", _view_as_complex_impl,
                             vjp=lambda g, ins, out, needs: (view_as_real(g),),
                             jvp=lambda ts, ins, out: None if ts[0] is None else view_as_complex(ts[0]),
                             node_name="ViewAsComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)
-view_as_real.aliases = "maybe"
+view_as_real.aliases = view_as_complex.aliases = "maybe"
 real.aliases = imag.aliases = True  # (views of the parts: writes through z.real reach z, as PyTorch's)
 # (both work on the last axis: vmap's batch axis goes to the front)
 view_as_real.batch = lambda args, bdims: (view_as_real(to_front(args[0], bdims[0])), 0)

@@ -91,26 +91,30 @@ reduce_min = Primitive("reduce_min", _nonempty(np.min, "min"), abstract=_red_abs
                        jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="min", node_name="AminBackward0")
 
 
-def _prod_vjp(g, ins, out, needs, axes, keepdims):
-    """Product of the other elements, exact with zeros: out/x where x != 0, else the
-    product of the non-zero others when x is the only zero."""
-    x = ins[0]
+def _others(x, out, axes, keepdims, dtype):
+    """Each element's partial derivative of the product: the product of the other elements,
+    exact with zeros (out/x where x != 0, else the product of the non-zero others when x is
+    the only zero)."""
     shp = shape_of(x)
     is0 = eq(x, 0)
     nz = where(is0, 1.0, x)
     prod_nz = expand_reduced(reduce_prod(nz, axes=axes, keepdims=keepdims), shp, axes, keepdims)
-    zeros = expand_reduced(reduce_sum(cast(is0, dtype=g.dtype.np), axes=axes, keepdims=keepdims), shp, axes, keepdims)
-    others = where(is0, where(eq(zeros, 1.0), prod_nz, 0.0), div(expand_reduced(out, shp, axes, keepdims), nz))
-    return (mul(others, expand_reduced(g, shp, axes, keepdims)),)
+    zeros = expand_reduced(reduce_sum(cast(is0, dtype=dtype), axes=axes, keepdims=keepdims), shp, axes, keepdims)
+    return where(is0, where(eq(zeros, 1.0), prod_nz, 0.0), div(expand_reduced(out, shp, axes, keepdims), nz))
+
+
+def _prod_vjp(g, ins, out, needs, axes, keepdims):
+    if g._data.dtype.kind == "c":  # (PyTorch's convention: the conjugated partials)
+        ins, out = conj_operands(ins, out)
+    others = _others(ins[0], out, axes, keepdims, g.dtype.np)
+    return (mul(others, expand_reduced(g, shape_of(ins[0]), axes, keepdims)),)
 
 
 def _prod_jvp(ts, ins, out, axes, keepdims):
     if ts[0] is None:
         return None
-    from .creation import full
-    ones = full(shape=shape_of(out), value=1.0, dtype=ts[0].dtype.np)  # a cotangent: out's shape
-    g1 = _prod_vjp(ones, ins, out, (True,), axes, keepdims)[0]
-    return reduce_sum(g1 * ts[0], axes=axes, keepdims=keepdims)
+    others = _others(ins[0], out, axes, keepdims, ts[0].dtype.np)
+    return reduce_sum(others * ts[0], axes=axes, keepdims=keepdims)
 
 
 reduce_prod = Primitive("reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
@@ -180,3 +184,5 @@ for _p in (reduce_sum, reduce_max, reduce_min, reduce_prod):
 for _p in (argmax, argmin):
     _p.batch = _arg_batch(_p)
 cumsum.batch = _cumsum_batch
+
+from .complex import conj_operands  # noqa: E402  (defined after the elementwise rules it builds on)
