@@ -98,8 +98,8 @@ def save(m: Any, f: Any, _extra_files=None) -> None:
         save_whole(m, f)
     except (pickle.PicklingError, AttributeError, TypeError) as e:
         raise RuntimeError(f"fusegrad.jit.save: the module is pickled whole, so its class must be importable "
-                           f"(defined at a module's top level) ({e}); or save model.state_dict() with "
-                           "fusegrad.save") from None
+                           f"(defined at a module's top level) and its attributes and hooks picklable (no lambdas) "
+                           f"({e}); or save model.state_dict() with fusegrad.save") from None
 
 
 def load(f: Any, map_location=None, _extra_files=None, _restore_shapes: bool = False) -> Any:

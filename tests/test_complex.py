@@ -349,3 +349,42 @@ def test_prod_gradient_and_view_as_complex_alias_as_pytorchs():
         x[1, 1] = 5.0
         return [g.resolve_conj().numpy().round(9).tolist(), x.tolist(), c.tolist()]
     assert program(fg) == program(torch)
+
+
+def _module_and_optimizer_cases(T):
+    class Rope(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("freqs", T.polar(T.ones(3), T.arange(3.0)))
+            self.lin = T.nn.Linear(2, 2)
+    out = []
+    import warnings as w
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        m = Rope().to(T.float64)
+        out += [str(m.freqs.dtype), str(m.lin.weight.dtype), np.round(m.freqs.numpy(), 5).tolist()]
+        m = Rope().to(T.complex128)
+        out += [str(m.freqs.dtype), str(m.lin.weight.dtype)]
+    ema = T.tensor([1 + 2j, 3 - 1j])
+    ema.lerp_(T.tensor([0j, 1j]), 0.1)
+    out.append(np.round(ema.numpy(), 6).tolist())
+    p = T.nn.Parameter(T.tensor(Z[0]))
+    opt = T.optim.LBFGS([p], lr=0.5, max_iter=4)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p.conj()).real.sum() + (p * T.tensor(Z[1])).real.sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    out.append(np.round(p.detach().numpy(), 6).tolist())
+    with T.autocast("cpu", dtype=T.bfloat16):
+        out.append(str(T.fft.rfft2(T.ones(4, 4, dtype=T.bfloat16)).dtype))
+    return [str(v).replace("fusegrad.", "torch.") for v in out]
+
+
+def test_modules_lerp_lbfgs_and_autocast_with_complex_values_as_pytorchs():
+    """Module.to(real) casts complex buffers to their real parts and to(complex) casts float
+    parameters; lerp of complex tensors; LBFGS on complex parameters works on their parts;
+    FFTs of bfloat16 under autocast run in float32."""
+    assert _module_and_optimizer_cases(fg) == _module_and_optimizer_cases(torch)

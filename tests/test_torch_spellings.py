@@ -459,3 +459,60 @@ def test_deprecated_autocast_queries_and_checked_arguments_as_torch():
                               lambda: lib.fake_quantize_per_channel_affine(lib.ones(2, 2), lib.ones(2),
                                                                            lib.zeros(2, dtype=lib.long), 0, 0, 255)])
     assert program(fg) == program(torch)
+
+
+def test_context_values_formats_fill_overflow_and_batched_grad_dtypes_as_torch():
+    """``with no_grad() as x`` gives None and ``with autocast(...) as a`` the autocast; a
+    format spec on a tensor that is not 0-d raises TypeError; a half-precision fill that
+    overflows raises; is_grads_batched gradients take the output's dtype."""
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        out = []
+        for cm in (lib.no_grad(), lib.enable_grad(), lib.set_grad_enabled(True), lib.inference_mode()):
+            with cm as v:
+                out.append(v is None)
+        with lib.autocast("cpu") as a:
+            out.append(type(a).__name__)
+        out.append(f"{lib.tensor(1.5):.2f}")
+        for f in (lambda: f"{lib.tensor([1.0, 2.0]):.2f}", lambda: f"{lib.tensor([1.5]):.1f}",
+                  lambda: lib.zeros(2, dtype=lib.half).fill_(1e6),
+                  lambda: lib.zeros(2, dtype=lib.half).masked_fill(lib.tensor([True, False]), -1e9),
+                  lambda: lib.zeros(2, dtype=lib.bfloat16).masked_fill(lib.tensor([True, False]), 1e39)):
+            try:
+                f()
+                out.append("no error")
+            except (TypeError, RuntimeError) as e:
+                out.append(f"{type(e).__name__}: {e}")
+        out.append(str(lib.zeros(2, dtype=lib.half).masked_fill(lib.tensor([True, False]), float("-inf"))))
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        g, = lib.autograd.grad(x * 2, x, lib.eye(2, dtype=lib.float64), is_grads_batched=True)
+        out.append(str(g.dtype))
+        with lib._dynamo.config.patch(recompile_limit=3):
+            out.append(lib._dynamo.config.recompile_limit)
+        out.append(lib._dynamo.config.recompile_limit)
+        return [str(v).replace("fusegrad.", "torch.") for v in out]
+    assert program(fg) == program(torch)
+
+
+def test_recompile_checks_fire_where_a_new_shape_would_go_symbolic():
+    """A second shape, which compiles a symbolic graph: the fail_on_recompile stance raises
+    (plain RuntimeError), error_on_recompile raises RecompileError, eager_on_recompile runs it
+    eagerly; a third size after a symbolic graph exists is no recompile."""
+    f = fg.compile(lambda t: t.sin() * 2)
+    f(fg.ones(2, 4))
+    fg.compiler.set_stance("fail_on_recompile")
+    try:
+        with pytest.raises(RuntimeError, match="fail_on_recompile") as e:
+            f(fg.ones(3, 4))
+        assert type(e.value) is RuntimeError
+        fg.compiler.set_stance("eager_on_recompile")
+        np.testing.assert_allclose(f(fg.ones(3, 4)).numpy(), np.sin(np.ones((3, 4))) * 2, rtol=1e-6)
+    finally:
+        fg.compiler.set_stance("default")
+    with fg._dynamo.config.patch(error_on_recompile=True):
+        with pytest.raises(fg._dynamo.exc.RecompileError):
+            f(fg.ones(5, 4))
+    f(fg.ones(5, 4))  # (now symbolic)
+    with fg._dynamo.config.patch(error_on_recompile=True):
+        np.testing.assert_allclose(f(fg.ones(6, 4)).numpy(), np.sin(np.ones((6, 4))) * 2, rtol=1e-6)

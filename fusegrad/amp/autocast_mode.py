@@ -47,10 +47,11 @@ class autocast:
             raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
         self._prev: list = []
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> "autocast":
         self._prev.append(STATE.dtype)
         if self.device == "cpu":
             STATE.dtype = self.fast_dtype.np if self._enabled else None
+        return self
 
     def __exit__(self, *exc) -> bool:
         STATE.dtype = self._prev.pop()

@@ -39,7 +39,7 @@ def _make_grads(outputs: list, grads: list, create_graph: bool, batched: bool = 
             g = filled(d.trace, d, 1.0) if type(d) is Var else wrap(move(np.ones(d.shape, dtype=d.dtype), t.device))
         elif not isinstance(g, Tensor):
             g = wrap(move(np.full(t._data.shape, g, dtype=t._data.dtype), t.device))
-        elif g._data.dtype != t._data.dtype and not batched:  # (the output's dtype, as PyTorch's engine casts it)
+        elif g._data.dtype != t._data.dtype:  # (the output's dtype, as PyTorch's engine casts it)
             g = g.to(t.dtype)
         elif batched and (g.ndim == 0 or tuple(g.shape[1:]) != tuple(t.shape)):
             raise RuntimeError(f"If `is_grads_batched=True`, we interpret the first dimension of each grad_output "

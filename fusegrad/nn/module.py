@@ -17,7 +17,7 @@ from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 from ..ir.graph import Var
 from ..tracer.live import guard
-from ..tracer.trace import capture_trace, capturing, user_frame
+from ..tracer.trace import capture_trace, capturing, user_frame, user_stacklevel
 from .buffer import Buffer
 from .parameter import Parameter, UninitializedParameter
 
@@ -574,7 +574,7 @@ class Module:
 
     def to(self, *args, **kwargs) -> "Module":
         """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``
-        (floating-point ones only), ``to(device, dtype)``, ``to(tensor)``, and lay the 4-d and
+        (floating-point and complex ones only), ``to(device, dtype)``, ``to(tensor)``, and lay the 4-d and
         5-d ones out in ``memory_format`` (``to(memory_format=torch.channels_last)``)."""
         from ..runtime.devices import resolve
         dtype, device = kwargs.get("dtype"), kwargs.get("device")
@@ -589,14 +589,22 @@ class Module:
         dev = resolve(device) if device is not None else None
         if dtype is not None:
             dtype = D.to_dtype(dtype)
-            if not dtype.is_floating_point:
+            if not dtype.is_floating_point and not dtype.is_complex:
                 raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                                 f"dtype={dtype}")
+            if dtype.is_complex:
+                warnings.warn("Complex modules are a new feature under active development whose design may change, "
+                              "and some modules might not work as expected when using complex tensors as parameters "
+                              "or buffers. Please file an issue at https://github.com/pytorch/pytorch/issues/new?"
+                              "template=bug-report.yml if a complex module does not work as expected.",
+                              UserWarning, stacklevel=user_stacklevel())
         if fmt is not None:
             self._apply(lambda t: t.to(memory_format=fmt) if t.ndim in (4, 5) else t)
         if dtype is None and dev is None:
             return self
-        return self._apply(lambda t: t.to(device=dev, dtype=dtype if t.is_floating_point() else None))
+        # (complex tensors too: a complex buffer cast to a real dtype keeps its real part, as PyTorch)
+        return self._apply(lambda t: t.to(device=dev, dtype=dtype if t.is_floating_point() or t.is_complex()
+                                          else None))
 
     def to_empty(self, *, device=None, recurse: bool = True) -> "Module":
         """Replace parameters and buffers by uninitialized tensors of the same shapes (and

@@ -122,6 +122,16 @@ def _tensor(x: Any) -> Any:
     return x
 
 
+def _real_size(p: Tensor) -> int:
+    return p.numel() * (2 if p.is_complex() else 1)
+
+
+def _parts(a: np.ndarray) -> np.ndarray:
+    """``a`` flat, a complex array as its (real, imaginary) pairs."""
+    a = np.ascontiguousarray(a).reshape(-1)
+    return a.view(a.real.dtype) if a.dtype.kind == "c" else a
+
+
 class LBFGS(Optimizer):
     """PyTorch's L-BFGS: ``step(closure)`` runs up to ``max_iter`` iterations (and
     ``max_eval`` closure calls), each a two-loop recursion over the last ``history_size``
@@ -145,14 +155,18 @@ class LBFGS(Optimizer):
         self._params = self.param_groups[0]["params"]
 
     def _gather_flat_grad(self) -> np.ndarray:
-        return np.concatenate([np.zeros(p.numel(), p._data.dtype) if p.grad is None
-                               else p.grad._concrete("LBFGS").reshape(-1) for p in self._params])
+        """The gradients in one real vector (a complex one as its parts, as PyTorch's)."""
+        return np.concatenate([np.zeros(_real_size(p), p.dtype.to_real().np) if p.grad is None
+                               else _parts(p.grad._concrete("LBFGS")) for p in self._params])
 
     def _add_grad(self, step_size, update: np.ndarray) -> None:
         offset = 0
         for p in self._params:
-            n = p.numel()
-            chunk = update[offset:offset + n].reshape(tuple(p.shape))
+            n = _real_size(p)
+            chunk = update[offset:offset + n]
+            if p.is_complex():
+                chunk = np.ascontiguousarray(chunk).view(p._data.dtype)
+            chunk = chunk.reshape(tuple(p.shape))
             p.add_(wrap(np.asarray(chunk * np.asarray(step_size, dtype=chunk.dtype), dtype=chunk.dtype)))
             offset += n
 

@@ -13,6 +13,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from ..tracer.trace import user_stacklevel
 from . import ops as O
+from .autocast_state import STATE as AUTOCAST
 from .complex_ops import conj, real, view_as_real
 from .dispatch import bind
 from .exports import op
@@ -75,8 +76,10 @@ def _resized(x: Tensor, axes, sizes) -> Tensor:
 def _floating(x: Tensor, what: str) -> Tensor:
     if x.dtype.is_complex or x.dtype in (D.float32, D.float64):
         return x
-    if x.dtype.is_floating_point:  # (half precisions: PyTorch's CPU FFTs refuse them too)
-        raise RuntimeError(f"Unsupported dtype {_type_name(x.dtype)}")
+    if x.dtype.is_floating_point:
+        if AUTOCAST.dtype is not None:  # (under autocast FFTs run in float32, as PyTorch's policy lists them)
+            return O.to(x, D.float32)
+        raise RuntimeError(f"Unsupported dtype {_type_name(x.dtype)}")  # (as PyTorch's CPU FFTs)
     return O.to(x, D.get_default_dtype())
 
 

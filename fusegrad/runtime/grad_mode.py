@@ -44,9 +44,8 @@ class _GradMode:
     def _reset(prev: tuple) -> None:
         STATE.enabled, STATE.inference = prev
 
-    def __enter__(self):
+    def __enter__(self) -> None:  # (``with no_grad() as x``: x is None, as PyTorch's)
         self._prev.append(self._set())
-        return self
 
     def __exit__(self, *exc):
         self._reset(self._prev.pop())
@@ -108,8 +107,8 @@ class set_grad_enabled(_GradMode):
         super().__init__(mode)
         self._prev.append(self._set())  # torch.set_grad_enabled(False) works without `with`
 
-    def __enter__(self):
-        return self
+    def __enter__(self) -> None:
+        pass
 
     def __call__(self, fn):  # as a decorator: undo the constructor's switch, apply per call
         if self._prev:

@@ -612,7 +612,16 @@ def masked_fill(x, mask, value):
             value = to(value, x.dtype)
     if not isinstance(value, Tensor) and x._data.dtype.kind in "biu":  # the value takes x's dtype, as PyTorch's
         value = bool(value) if x._data.dtype.kind == "b" else int(value)
+    _fits(value, x)
     return named(where(mask, value, x), "MaskedFillBackward0")
+
+
+def _fits(value, x: Tensor) -> None:
+    """PyTorch's error for a fill value a half-precision ``x`` cannot hold (overflow to inf)."""
+    if isinstance(value, float) and x._data.dtype.itemsize == 2 and D.np_floating(x._data.dtype) and \
+            math.isfinite(value) and builtins.abs(value) > float(np.finfo(np.float32).max if x.dtype is D.bfloat16
+                                                                  else np.finfo(np.float16).max):
+        raise RuntimeError(f"value cannot be converted to type {cpp_scalar_name(x)} without overflow")
 
 
 @op(inplace="method")
@@ -630,7 +639,8 @@ def lerp(a, b, w):
 def _lerp(a, b, w):
     d = sub(b, a)
     if type(w) in (int, float):  # (1 - w rounded in the tensors' dtype, as PyTorch's opmath does)
-        one_minus = float(np.asarray(1.0 - float(np.asarray(w, a._data.dtype)), a._data.dtype))
+        part = a._data.dtype if a._data.dtype.kind != "c" else D.from_numpy_dtype(a._data.dtype).to_real().np
+        one_minus = float(np.asarray(1.0 - float(np.asarray(w, part)), part))
         return add(a, mul(w, d)) if builtins.abs(w) < 0.5 else sub(b, mul(d, one_minus))
     w = w if isinstance(w, Tensor) else add(_const(np.zeros((), a._data.dtype), a), w)  # (a number read per call)
     return where(lt(abs(w), 0.5), add(a, mul(w, d)), sub(b, mul(d, sub(1.0, w))))
@@ -2448,6 +2458,7 @@ def fill_(self, value):
     if isinstance(value, Tensor) and (value._rg or forward_state.get_tangent(value) is not None):
         return inplace(self, lambda old: _filled_like(old, value, "FillBackward1"), value)
     v = value.item() if isinstance(value, Tensor) else value
+    _fits(v, self)
     return inplace(self, lambda old: _filled_like(old, v, "FillBackward0"))
 
 

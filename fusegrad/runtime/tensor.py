@@ -514,6 +514,8 @@ class Tensor:
         d = self._data
         if type(d) is not Var and type(d) is not MetaArray and d.ndim == 0:
             return format(self.item(), spec)
+        if spec:  # (PyTorch formats only 0-d tensors with a spec)
+            raise TypeError("unsupported format string passed to Tensor.__format__")
         return repr(self)
 
 
