@@ -388,3 +388,22 @@ def test_modules_lerp_lbfgs_and_autocast_with_complex_values_as_pytorchs():
     parameters; lerp of complex tensors; LBFGS on complex parameters works on their parts;
     FFTs of bfloat16 under autocast run in float32."""
     assert _module_and_optimizer_cases(fg) == _module_and_optimizer_cases(torch)
+
+
+def test_fullgraph_compile_of_complex_code_runs_one_interpreted_graph():
+    """fullgraph=True cannot break at the complex values kernels cannot hold: the one graph
+    runs on the IR interpreter instead (a note says so), with eager's values and gradients."""
+    def spec(x):
+        return fg.fft.rfft(x * 2, norm="ortho").abs().pow(2).sum()
+    x0 = _r(8)
+    cf = fg.compile(spec, fullgraph=True)
+    for f in (spec, cf):
+        x = fg.tensor(x0, requires_grad=True)
+        loss = f(x)
+        loss.backward()
+        if f is spec:
+            want = (loss.item(), x.grad.numpy())
+    np.testing.assert_allclose(loss.item(), want[0], rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), want[1], rtol=1e-12)
+    info = cf.cache_info()
+    assert info["graph_breaks"] == [] and any("runs interpreted" in n for n in info["notes"]), info

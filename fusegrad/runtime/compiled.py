@@ -1233,12 +1233,21 @@ class CompiledFunction:
             if symbolic and isinstance(e, Unsupported):  # no symbolic kernels for it: this size static
                 return self._build(leaves, spec, False, counted)
             reason = e.reason
-            if self.fullgraph:
+            if self.fullgraph and isinstance(e, Unsupported) and self.backend_name != "eager":
+                # one graph the backend cannot lower (complex values, a solver): it runs on the IR interpreter
+                note = f"{self.__name__}: fullgraph=True graph runs interpreted: {reason}"
+                if note not in self._stats["notes"]:  # (the caller holds the lock)
+                    self._stats["notes"].append(note)
+                with _collector_paused():
+                    plan = _compile(self.fn, leaves, spec, "eager", self.remat, self.__name__, False, False, floats,
+                                    frozenset(self._live_names))
+            elif self.fullgraph:
                 raise _dynamo_exc.Unsupported(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
-            if reason not in self._stats["graph_breaks"]:
-                self._stats["graph_breaks"].append(reason)
-            log("graph_breaks", reason)
-            return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
+            else:
+                if reason not in self._stats["graph_breaks"]:
+                    self._stats["graph_breaks"].append(reason)
+                log("graph_breaks", reason)
+                return _Segmented(reason) if isinstance(e, GraphBreak) else _Eager(reason)
         if type(plan) is Speculative:
             if plan.escaped:  # later calls run their Python in segments; this one runs the trace's code
                 if plan.escaped not in self._stats["notes"]:

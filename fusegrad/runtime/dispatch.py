@@ -52,7 +52,8 @@ def _traced_payload(prim, args, params):
         top = _STACK.traces[-1]
     if top is None:
         return None
-    if top.unlowered_breaks and (prim.no_lowering or _complex_values(args, params)):
+    # (under fullgraph=True it is recorded: a graph the backend cannot lower runs interpreted)
+    if top.unlowered_breaks and not top.one_graph and (prim.no_lowering or _complex_values(args, params)):
         why = prim.no_lowering or NO_COMPLEX_LOWERING
         top.graph_break(f"{prim.name} has no kernel lowering: {why} (cpu backend) at {user_frame()}")
         return None  # (a segmented trace computed the operands at the break: computed eagerly)

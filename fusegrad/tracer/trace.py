@@ -103,6 +103,7 @@ class Trace:
     # solver) is a graph break, so it runs eagerly between compiled segments rather than
     # the whole call running eagerly
     unlowered_breaks = False
+    one_graph = False  # compile's trace under fullgraph=True: nothing may break it
     # compile's whole-function trace: (id(module), name) -> (module, its buffers dict or None,
     # name, tensor) of traced tensors the code assigned to module attributes (nn.module)
     attribute_stores: Optional[dict] = None
