@@ -2303,17 +2303,21 @@ def _view_tangent(view: Tensor, base: Tensor, new: Tensor) -> None:
         forward_state.set_tangent(u, tu)
 
 
-def _no_part_views(chain) -> None:
-    """Refuse an in-place op that autograd records through ``.real``/``.imag`` or
-    ``view_as_real``/``view_as_complex``: those views reinterpret parts of elements, which the
-    base's new value (elements replaced) cannot express."""
-    if builtins.any(prim in _PART_VIEWS for prim, _ in chain):
-        raise RuntimeError("in-place update through .real, .imag, view_as_real or view_as_complex of a tensor "
-                           "that requires grad: not supported by fusegrad; build the new tensor with "
-                           "torch.complex(real, imag) instead")
+def _no_part_views(chain, parts=(P.real, P.imag, P.view_as_real, P.view_as_complex)) -> None:
+    """Refuse an in-place op that autograd records through views that reinterpret the
+    elements (``view_as_real``/``view_as_complex``; in traces and under forward AD also
+    ``.real``/``.imag``): the base's new value (elements replaced) cannot express them."""
+    if builtins.any(prim in parts for prim, _ in chain):
+        raise RuntimeError("in-place update through view_as_real or view_as_complex (in compiled code or under "
+                           "forward AD also .real or .imag) of a tensor that requires grad: not supported by "
+                           "fusegrad; build the new tensor with torch.complex(real, imag) instead")
 
 
-_PART_VIEWS = (P.real, P.imag, P.view_as_real, P.view_as_complex)
+def _part_of(chain):
+    """The ``.real``/``.imag`` primitive in a view chain (at most one: they give real
+    tensors), and the chain's other views, which select elements and so commute with it."""
+    part = next((prim for prim, _ in chain if prim is P.real or prim is P.imag), None)
+    return part, ([c for c in chain if c[0] is not part] if part is not None else chain)
 
 
 def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
@@ -2323,7 +2327,10 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     if chain is None:
         raise RuntimeError("in-place op on a tensor sharing memory with another tensor of unknown layout; "
                            "clone() it first")
-    _no_part_views(chain)
+    _no_part_views(chain, (P.view_as_real, P.view_as_complex))
+    part, rest = _part_of(chain)
+    if part is not None and forward_state.STATE.level is not None:
+        _no_part_views(chain)
     if type(view._data) is np.ndarray and _overlaps(view._data):
         raise RuntimeError(_OVERLAP)
     if chain and view._vver != view._vbox[0]:  # the base changed since the view's grad_fn was made
@@ -2335,8 +2342,13 @@ def _inplace_view(view: Tensor, base: Tensor, fn) -> Tensor:
     _view_tangent(view, base, new)
     from .grad_mode import no_grad
     with no_grad():
-        mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
-    base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
+        mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), rest, base._data.shape)
+    if part is None:
+        base_new = named(P.where(mask, _embed_chain(new, chain, base._data.shape), base_old), "CopySlices")
+    else:  # z.real[...] written: the part's new value, the other part as it was
+        written = P.where(mask, _embed_chain(new, rest, base._data.shape), part(base_old))
+        other = P.imag(base_old) if part is P.real else P.real(base_old)
+        base_new = named(P.make_complex(*((written, other) if part is P.real else (other, written))), "CopySlices")
     base._regraft(base_new._grad_fn, 0)
     base._rg = True
     view._rg = True
