@@ -89,6 +89,8 @@ def _as_complex(x: Tensor) -> Tensor:
 
 def _c2c(x, s, dim, norm, forward: bool, default_all: bool, what: str) -> Tensor:
     x = _floating(O.as_t(x), what)
+    if forward and not x.dtype.is_complex:  # (a real signal's full spectrum: PyTorch's r2c, not onesided)
+        return _r2c(x, s, dim, norm, default_all, what, onesided=False)
     axes = _axes(x, dim, s, default_all, what)
     x = _resized(_as_complex(x), axes, s or [None] * len(axes))
     n = math.prod(x.shape[a] for a in axes)

@@ -342,10 +342,16 @@ class Tensor:
         return bool(a.reshape(()))
 
     def __float__(self) -> float:
-        return float(self._scalar("float(tensor)"))
+        return float(self._real_scalar("float(tensor)", "double"))
 
     def __int__(self) -> int:
-        return int(self._scalar("int(tensor)"))
+        return int(self._real_scalar("int(tensor)", "int64_t"))
+
+    def _real_scalar(self, what: str, cpp: str):
+        v = self._scalar(what)
+        if isinstance(v, complex):  # (PyTorch's message for a complex value)
+            raise RuntimeError(f"value cannot be converted to type {cpp} without overflow")
+        return v
 
     def __complex__(self) -> complex:
         return complex(self._scalar("complex(tensor)"))

@@ -59,7 +59,7 @@ conj = Primitive("conj", np.conjugate, abstract=lambda a, p: a[0],
 real = Primitive("real", np.real, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
                  vjp=lambda g, ins, out, needs: (_as_complex(g, ins[0]),),
                  jvp=lambda ts, ins, out: None if ts[0] is None else real(ts[0]),
-                 kind="elementwise", node_name="RealBackward0", no_lowering=NO_COMPLEX_LOWERING)
+                 kind="elementwise", node_name="SelectBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
 
 def _imag_vjp(g, ins, out, needs):
@@ -68,7 +68,7 @@ def _imag_vjp(g, ins, out, needs):
 
 imag = Primitive("imag", np.imag, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
                  vjp=_imag_vjp, jvp=lambda ts, ins, out: None if ts[0] is None else imag(ts[0]),
-                 kind="elementwise", node_name="ImagBackward0", no_lowering=NO_COMPLEX_LOWERING)
+                 kind="elementwise", node_name="SelectBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
 
 def _make_complex_impl(re, im):
