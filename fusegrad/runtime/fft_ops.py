@@ -87,7 +87,7 @@ def _as_complex(x: Tensor) -> Tensor:
     return x if x.dtype.is_complex else O.to(x, x.dtype.to_complex())
 
 
-def _c2c(x, s, dim, norm, forward: bool, default_all: bool, what: str) -> Tensor:
+def _c2c(x, s, dim, norm, default_all: bool, what: str, forward: bool = True) -> Tensor:
     x = _floating(O.as_t(x), what)
     if forward and not x.dtype.is_complex:  # (a real signal's full spectrum: PyTorch's r2c, not onesided)
         return _r2c(x, s, dim, norm, default_all, what, onesided=False)
@@ -97,6 +97,8 @@ def _c2c(x, s, dim, norm, forward: bool, default_all: bool, what: str) -> Tensor
     return bind(P.fft_c2c, (x,), {"axes": axes, "forward": forward, "scale": _scale(norm, n, forward)})
 
 
+def _ifft(x, s, dim, norm, default_all: bool, what: str) -> Tensor:
+    return _c2c(x, s, dim, norm, default_all, what, forward=False)
 def _r2c(x, s, dim, norm, default_all: bool, what: str, onesided: bool = True) -> Tensor:
     x = _floating(O.as_t(x), what)
     if x.dtype.is_complex:
@@ -123,57 +125,31 @@ def _one(s):
     return None if s is None else (s,)
 
 
-def fft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The one-dimensional discrete Fourier transform along ``dim``."""
-    return _c2c(input, _one(n), dim, norm, True, False, "fft")
+def _family(transform, names: tuple, what: str) -> tuple:
+    """The 1-D, 2-D and N-D functions of one transform (``fft``, ``fft2``, ``fftn`` and their
+    kin) with PyTorch's signatures: ``n`` and one ``dim``; ``s`` and the last two dims; ``s``
+    and every dim (or the last ``len(s)``)."""
+    def one(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
+        return transform(input, _one(n), dim, norm, False, names[0])
+
+    def two(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
+        return transform(input, s, dim, norm, False, names[1])
+
+    def many(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
+        return transform(input, s, dim, norm, True, names[2])
+    for f, name, dims in zip((one, two, many), names, ("one dimension", "two dimensions", "N dimensions")):
+        f.__name__ = f.__qualname__ = name
+        f.__doc__ = f"{what} over {dims} (``torch.fft.{name}``)."
+    return one, two, many
 
 
-def ifft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The one-dimensional inverse discrete Fourier transform along ``dim``."""
-    return _c2c(input, _one(n), dim, norm, False, False, "ifft")
-
-
-def fft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
-    return _c2c(input, s, dim, norm, True, False, "fft2")
-
-
-def ifft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
-    return _c2c(input, s, dim, norm, False, False, "ifft2")
-
-
-def fftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
-    """The N-dimensional transform over ``dim`` (all dimensions, or the last ``len(s)``)."""
-    return _c2c(input, s, dim, norm, True, True, "fftn")
-
-
-def ifftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
-    return _c2c(input, s, dim, norm, False, True, "ifftn")
-
-
-def rfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The transform of a real signal: its n // 2 + 1 non-negative frequencies."""
-    return _r2c(input, _one(n), dim, norm, False, "rfft")
-
-
-def rfft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
-    return _r2c(input, s, dim, norm, False, "rfft2")
-
-
-def rfftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
-    return _r2c(input, s, dim, norm, True, "rfftn")
-
-
-def irfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The real signal (of ``n`` samples, by default 2 (m - 1)) of a onesided spectrum."""
-    return _c2r(input, _one(n), dim, norm, False, "irfft")
-
-
-def irfft2(input, s=None, dim=(-2, -1), norm=None) -> Tensor:  # noqa: A002
-    return _c2r(input, s, dim, norm, False, "irfft2")
-
-
-def irfftn(input, s=None, dim=None, norm=None) -> Tensor:  # noqa: A002
-    return _c2r(input, s, dim, norm, True, "irfftn")
+fft, fft2, fftn = _family(_c2c, ("fft", "fft2", "fftn"), "The discrete Fourier transform")
+ifft, ifft2, ifftn = _family(_ifft, ("ifft", "ifft2", "ifftn"), "The inverse discrete Fourier transform")
+rfft, rfft2, rfftn = _family(_r2c, ("rfft", "rfft2", "rfftn"),
+                             "The transform of a real signal, its non-negative frequencies on the last dimension")
+irfft, irfft2, irfftn = _family(_c2r, ("irfft", "irfft2", "irfftn"),
+                                "The real signal of a onesided spectrum (by default 2 (m - 1) samples on the last "
+                                "dimension)")
 
 
 _SWAPPED = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -288,7 +264,7 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
     if onesided:
         spec = _r2c(frames, None, -1, norm, False, "stft")
     else:
-        spec = _c2c(frames, None, -1, norm, True, False, "stft")
+        spec = _c2c(frames, None, -1, norm, False, "stft")
     spec = O.transpose(spec, -1, -2)
     if not batched:
         spec = O.squeeze(spec, 0)
@@ -319,7 +295,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
             raise RuntimeError("cannot have onesided output if window or input is complex")
         frames = _c2r(frames, (n_fft,), (-1,), norm, False, "istft")
     else:
-        frames = _c2c(frames, None, -1, norm, False, False, "istft")
+        frames = _ifft(frames, None, -1, norm, False, "istft")
         if not return_complex:
             frames = real(frames)
     w = _window(window, win, n_fft, frames, "istft")
