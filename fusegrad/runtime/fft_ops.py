@@ -146,10 +146,10 @@ def _family(transform, names: tuple, what: str) -> tuple:
 fft, fft2, fftn = _family(_c2c, ("fft", "fft2", "fftn"), "The discrete Fourier transform")
 ifft, ifft2, ifftn = _family(_ifft, ("ifft", "ifft2", "ifftn"), "The inverse discrete Fourier transform")
 rfft, rfft2, rfftn = _family(_r2c, ("rfft", "rfft2", "rfftn"),
-                             "The transform of a real signal, its non-negative frequencies on the last dimension")
+                             "The transform of a real signal (the last dimension's non-negative frequencies)")
 irfft, irfft2, irfftn = _family(_c2r, ("irfft", "irfft2", "irfftn"),
-                                "The real signal of a onesided spectrum (by default 2 (m - 1) samples on the last "
-                                "dimension)")
+                                "The real signal of a onesided spectrum (2 (m - 1) samples on the last dimension "
+                                "unless sized)")
 
 
 _SWAPPED = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
