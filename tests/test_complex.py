@@ -142,7 +142,8 @@ def test_errors_match_pytorch():
         lambda T: T.complex(T.ones(2, dtype=T.int64), T.ones(2, dtype=T.int64)),
         lambda T: T.fft.rfft(T.ones(4, dtype=T.cfloat)), lambda T: T.fft.fft(T.ones(4), norm="bad"),
         lambda T: T.fft.fft(T.ones(4), dim=2), lambda T: T.stft(T.ones(16), 4),
-        lambda T: T.tensor([1 + 1j]).sign(), lambda T: T.ones(2).add_(1j),
+        lambda T: T.tensor([1 + 1j]).sign(), lambda T: T.ones(2).add_(1j), lambda T: T.tensor([1j]) < 1,
+        lambda T: 1 <= T.tensor([1j]), lambda T: float(T.tensor(1j)),
     ]
     for i, f in enumerate(calls):
         errs = []

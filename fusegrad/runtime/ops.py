@@ -516,19 +516,27 @@ def minimum(a, b):
     return _binary(P.minimum, a, b, "MinimumBackward0")
 
 
-def _cmp(prim):
+def _cmp(prim, ordered: bool = False):
+    """The comparison op of ``prim``; ``ordered`` ones refuse complex operands, as PyTorch's."""
     def op(a, b):
+        if ordered and (_is_complex_operand(a) or _is_complex_operand(b)):
+            x = a if _is_complex_operand(a) else b
+            raise NotImplementedError(f"\"{prim.name}_cpu\" not implemented for '{_type_name(x._data.dtype)}'")
         return _binary(prim, a, b)
     op.__name__ = prim.name
     return op
 
 
+def _is_complex_operand(x) -> bool:
+    return isinstance(x, Tensor) and x._data.dtype.kind == "c"
+
+
 eq = op(_cmp(P.eq))
 ne = op(_cmp(P.ne))
-lt = op(_cmp(P.lt))
-le = op(_cmp(P.le))
-gt = op(_cmp(P.gt))
-ge = op(_cmp(P.ge))
+lt = op(_cmp(P.lt, True))
+le = op(_cmp(P.le, True))
+gt = op(_cmp(P.gt, True))
+ge = op(_cmp(P.ge, True))
 greater, greater_equal, less, less_equal, not_equal = (alias(gt, "greater"), alias(ge, "greater_equal"), alias(lt, "less"),
                                                        alias(le, "less_equal"), alias(ne, "not_equal"))
 logical_and = op(_cmp(P.logical_and))
