@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Final  # noqa: F401  (torch.jit.Final)
 
 __all__ = ["Final", "Future", "ScriptFunction", "ScriptModule", "annotate", "export", "fork", "ignore",
-           "is_scripting", "is_tracing", "load", "save", "script", "trace", "unused", "wait"]
+           "freeze", "is_scripting", "is_tracing", "load", "save", "script", "trace", "unused", "wait"]
 
 
 class ScriptModule:
@@ -77,6 +77,15 @@ class Future:
 
     def value(self) -> Any:
         return self._value
+
+
+def freeze(mod: Any, preserved_attrs=None, optimize_numerics: bool = True) -> Any:
+    """``mod`` itself (its weights are read as they are at every call); PyTorch's check that
+    it is in eval mode."""
+    if getattr(mod, "training", False):
+        raise RuntimeError("Freezing is currently only implemented for modules in eval mode. Please call .eval() on "
+                           "your module before freezing.")
+    return mod
 
 
 def fork(func: Callable, *args, **kwargs) -> Future:

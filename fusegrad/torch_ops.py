@@ -17,12 +17,20 @@ class OpOverload:
     def name(self) -> str:
         return f"{self.namespace}::{self.op}" + ("" if self.overload == "default" else f".{self.overload}")
 
+    @property
+    def overloadpacket(self) -> "OpOverloadPacket":
+        return OpOverloadPacket(self.namespace, self.op)
+
     def __call__(self, *args, **kwargs) -> Any:
+        """fusegrad's op of this name: a top-level function, else ``nn.functional``'s, else
+        the first argument's method (``view``, ``expand``, in-place ``add_``)."""
         import fusegrad
-        if self.op.endswith("_") and args and hasattr(args[0], self.op):  # (in place: the method)
+        fn = getattr(fusegrad, self.op, None) if not self.op.endswith("_") else None
+        if not callable(fn):
+            fn = getattr(fusegrad.nn.functional, self.op, None)
+        if not callable(fn) and args and callable(getattr(args[0], self.op, None)):
             return getattr(args[0], self.op)(*args[1:], **kwargs)
-        fn = getattr(fusegrad, self.op, None)
-        if fn is None or not callable(fn):
+        if not callable(fn):
             raise NotImplementedError(f"torch.ops.{self.namespace}.{self.op}: fusegrad has no op named {self.op!r}")
         return fn(*args, **kwargs)
 

@@ -85,6 +85,7 @@ def test_a_compiled_step_with_a_sparse_embedding_matches_eager():
             return loss
         f = fg.compile(step) if compiled else step
         losses = [f(fg.tensor([[1, 2, 1], [3, 5, 2]][i % 2])).item() for i in range(4)]
+        assert e.weight.grad.is_sparse  # (compiled too: the lookup runs eagerly, its gradient sparse)
         results.append((losses, e.weight.detach().numpy()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-5)  # (float32 rounding)
@@ -113,3 +114,30 @@ def test_embedding_bag_sparse_gradients_as_pytorchs():
     """One entry per index in a bag, in input order, scaled as the mode and per-sample
     weights scale it; the padding index left out."""
     assert _bags(fg) == _bags(torch)
+
+
+def test_sparse_gradient_zeroing_selection_and_bags_compiled_as_torch():
+    """zero_grad(set_to_none=False) empties a sparse gradient; torch.index_select takes a
+    sparse tensor; a compiled fastText-style step (EmbeddingBag(sparse=True), SGD) keeps the
+    gradient sparse and matches eager."""
+    def program(T, compile_fn):
+        e = T.nn.EmbeddingBag(10, 4, mode="mean", sparse=True)
+        with T.no_grad():
+            e.weight.copy_(T.tensor(W, dtype=T.float32))
+        opt = T.optim.SGD(e.parameters(), lr=0.5)
+
+        def step(tokens, offsets):
+            opt.zero_grad()
+            loss = (e(tokens, offsets) ** 2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        f = compile_fn(step)
+        losses = [f(T.tensor([1, 2, 4, 4, 7]), T.tensor([0, 2])).item() for _ in range(3)]
+        out = [np.round(losses, 5).tolist(), e.weight.grad.is_sparse, np.round(e.weight.detach().numpy(), 5).tolist()]
+        opt.zero_grad(set_to_none=False)
+        out += [e.weight.grad.to_dense().abs().sum().item(), e.weight.grad._nnz()]
+        s = T.sparse_coo_tensor(T.tensor([[0, 1], [1, 0]]), T.tensor([1.0, 2.0]), (2, 2))
+        out.append(T.index_select(s, 0, T.tensor([1])).to_dense().tolist())
+        return out
+    assert program(fg, fg.compile) == program(fg, lambda f: f) == program(torch, lambda f: f)

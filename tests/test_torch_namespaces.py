@@ -221,3 +221,23 @@ def test_torch_ops_and_selective_checkpointing_as_torchs():
             out.append(str(e)[:60])
         return out
     assert program(fg) == program(torch)
+
+
+def test_aten_ops_reach_functional_and_methods_and_jit_freeze():
+    x = fg.ones(2, 3)
+    assert tuple(fg.ops.aten.view.default(x, [3, 2]).shape) == (3, 2)
+    assert tuple(fg.ops.aten.expand.default(fg.ones(1, 3), [4, 3]).shape) == (4, 3)
+    np.testing.assert_allclose(fg.ops.aten.gelu.default(x).numpy(), fg.nn.functional.gelu(x).numpy())
+    assert fg.ops.aten.mm.default.overloadpacket is not None
+    net = fg.nn.Linear(3, 2)
+    with pytest.raises(RuntimeError, match="eval mode"):
+        fg.jit.freeze(net)
+    assert fg.jit.freeze(net.eval()) is net
+
+
+def test_automatic_dynamic_shapes_off_keeps_sizes_static():
+    f = fg.compile(lambda t: t.sin() * 2)
+    with fg._dynamo.config.patch(automatic_dynamic_shapes=False):
+        for n in (2, 3, 4):
+            f(fg.ones(n, 4))
+    assert f.cache_info()["symbolic_sizes"] == 0 and f.cache_info()["compiles"] == 3

@@ -1,7 +1,8 @@
 """``torch._dynamo.config``: the settings programs set before compiling, with PyTorch's
 defaults. ``recompile_limit`` (alias ``cache_size_limit``) is read by ``compile``: the
 signatures one compiled function keeps before further ones run eagerly (or, with
-``fail_on_recompile_limit_hit``, raise); ``error_on_recompile`` makes any recompile raise. The others are
+``fail_on_recompile_limit_hit``, raise); ``error_on_recompile`` makes any recompile raise;
+``automatic_dynamic_shapes`` False keeps a changed size static (a compile per size). The others are
 accepted and do not change fusegrad's compiler (its graph breaks always fall back to eager
 code, as ``suppress_errors`` asks; it specializes and generalizes sizes on its own rules)."""
 from __future__ import annotations

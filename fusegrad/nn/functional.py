@@ -291,7 +291,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
             raise IndexError("index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    if sparse and weight.requires_grad and GRAD.enabled and _concrete(input, weight):
+    if sparse and weight.requires_grad and GRAD.enabled:  # (compiled: a custom Function, run eagerly)
         if scale_grad_by_freq:  # (PyTorch raises it at backward)
             raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
         from .sparse_grad import SparseEmbedding

@@ -910,7 +910,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = Non
     if padding_idx is not None:
         keep = O.ne(idx, padding_idx)
         valid = keep if valid is None else O.logical_and(valid, keep)
-    if sparse and weight.requires_grad and GRAD.enabled and _concrete(idx, weight):
+    if sparse and weight.requires_grad and GRAD.enabled:  # (compiled: a custom Function, run eagerly)
         if scale_grad_by_freq:
             raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
         from .sparse_grad import SparseEmbedding

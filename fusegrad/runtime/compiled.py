@@ -1055,8 +1055,8 @@ class CompiledFunction:
             self._stats["misses"] += 1
             family = self._family(key, leaves)
             seen = self._families.get(family)
-            if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves)
-                                       or (seen is not None and key not in seen)):
+            if family is not None and (self.dynamic or seen is True or _marked_dynamic(leaves) or (
+                    seen is not None and key not in seen and dynamo_config.automatic_dynamic_shapes)):
                 if seen is not True and (len(self._cache) or seen):  # (going symbolic: a recompile)
                     refused = self._refuse_recompile()
                     if refused is not None:

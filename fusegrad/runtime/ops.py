@@ -1887,6 +1887,8 @@ def scatter_add(x, dim, index, src):
 
 @op
 def index_select(x, dim, index):
+    if not isinstance(x, Tensor) and getattr(x, "is_sparse", False):
+        return x.index_select(dim, index)
     x, index = as_t(x), as_t(index)
     ax = _axes(x, dim)[0]
     key = tuple("T" if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))

@@ -281,6 +281,13 @@ class SparseCOOTensor:
 
     swapdims = swapaxes = transpose
 
+    def zero_(self) -> "SparseCOOTensor":
+        """Every entry removed, in place (``zero_grad(set_to_none=False)`` of a sparse gradient)."""
+        self._idx = self._idx[:, :0]
+        self._val = self._val[:0]
+        self._coalesced = True
+        return self
+
     def index_select(self, dim: int, index: Tensor) -> "SparseCOOTensor":
         """The slices at ``index`` along sparse dimension ``dim`` (repeats repeat them), as
         torch's sparse index_select; differentiable in the values."""
