@@ -15,13 +15,12 @@ from .batchdims import to_front
 from .elementwise import cast, div, eq, mul, sum_to, where
 from .shapes import broadcast_shapes, shape_of
 
-__all__ = ["conj", "real", "imag", "make_complex", "cabs", "view_as_real", "view_as_complex", "conj_operands",
-           "is_complex_value"]
+__all__ = ["conj", "real", "imag", "make_complex", "cabs", "view_as_real", "view_as_complex", "conj_operands"]
 
 NO_COMPLEX_LOWERING = "complex numbers have no scalar operations in the kernel IR"
 
 
-def is_complex_value(x) -> bool:
+def _is_complex_value(x) -> bool:
     """Whether ``x`` (a tensor or a Python number) is complex."""
     d = getattr(x, "_data", None)
     return isinstance(x, complex) if d is None else d.dtype.kind == "c"
@@ -30,7 +29,7 @@ def is_complex_value(x) -> bool:
 def _conj_value(x):
     if isinstance(x, complex):
         return x.conjugate()
-    return conj(x) if is_complex_value(x) else x
+    return conj(x) if _is_complex_value(x) else x
 
 
 def conj_operands(ins, out):
@@ -39,11 +38,13 @@ def conj_operands(ins, out):
     return tuple(_conj_value(x) for x in ins), (None if out is None else _conj_value(out))
 
 
-def _complex_of(npdt: np.dtype) -> np.dtype:
+def complex_of(npdt: np.dtype) -> np.dtype:
+    """The complex NumPy dtype with parts of float dtype ``npdt``."""
     return np.dtype(np.complex128 if npdt == np.float64 else np.complex64)
 
 
-def _real_of(npdt: np.dtype) -> np.dtype:
+def real_of(npdt: np.dtype) -> np.dtype:
+    """The NumPy dtype of the parts of complex dtype ``npdt``."""
     return np.dtype(np.float64 if npdt == np.complex128 else np.float32)
 
 
@@ -56,7 +57,7 @@ conj = Primitive("conj", np.conjugate, abstract=lambda a, p: a[0],
                  vjp=lambda g, ins, out, needs: (conj(g),), jvp=lambda ts, ins, out: None if ts[0] is None else conj(ts[0]),
                  kind="elementwise", node_name="ConjBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
-real = Primitive("real", np.real, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
+real = Primitive("real", np.real, abstract=lambda a, p: (a[0][0], real_of(a[0][1])),
                  vjp=lambda g, ins, out, needs: (_as_complex(g, ins[0]),),
                  jvp=lambda ts, ins, out: None if ts[0] is None else real(ts[0]),
                  kind="elementwise", node_name="SelectBackward0", no_lowering=NO_COMPLEX_LOWERING)
@@ -66,13 +67,13 @@ def _imag_vjp(g, ins, out, needs):
     return (make_complex(mul(g, 0.0), g),)
 
 
-imag = Primitive("imag", np.imag, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])),
+imag = Primitive("imag", np.imag, abstract=lambda a, p: (a[0][0], real_of(a[0][1])),
                  vjp=_imag_vjp, jvp=lambda ts, ins, out: None if ts[0] is None else imag(ts[0]),
                  kind="elementwise", node_name="SelectBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
 
 def _make_complex_impl(re, im):
-    out = np.empty(np.broadcast_shapes(re.shape, im.shape), _complex_of(re.dtype))
+    out = np.empty(np.broadcast_shapes(re.shape, im.shape), complex_of(re.dtype))
     out.real, out.imag = re, im
     return out
 
@@ -93,7 +94,7 @@ def _make_complex_jvp(ts, ins, out):
 
 
 make_complex = Primitive("make_complex", _make_complex_impl,
-                         abstract=lambda a, p: (broadcast_shapes(a[0][0], a[1][0]), _complex_of(a[0][1])),
+                         abstract=lambda a, p: (broadcast_shapes(a[0][0], a[1][0]), complex_of(a[0][1])),
                          vjp=_make_complex_vjp, jvp=_make_complex_jvp, kind="elementwise",
                          node_name="ComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
@@ -117,7 +118,7 @@ def _cabs_jvp(ts, ins, out):
     return where(zero, 0.0, div(real(mul(conj(z), ts[0])), where(zero, 1.0, out)))
 
 
-cabs = Primitive("cabs", np.abs, abstract=lambda a, p: (a[0][0], _real_of(a[0][1])), vjp=_cabs_vjp,
+cabs = Primitive("cabs", np.abs, abstract=lambda a, p: (a[0][0], real_of(a[0][1])), vjp=_cabs_vjp,
                  jvp=_cabs_jvp, saves="in,out", kind="elementwise", node_name="AbsBackward0",
                  no_lowering=NO_COMPLEX_LOWERING)
 
@@ -125,7 +126,7 @@ cabs = Primitive("cabs", np.abs, abstract=lambda a, p: (a[0][0], _real_of(a[0][1
 def _view_as_real_impl(z):
     """The parts over ``z``'s own memory (PyTorch's view), where its last axis lets them."""
     if z.ndim == 0 or z.strides[-1] == z.itemsize:
-        return z.reshape(z.shape or (1,)).view(_real_of(z.dtype)).reshape(z.shape + (2,))
+        return z.reshape(z.shape or (1,)).view(real_of(z.dtype)).reshape(z.shape + (2,))
     return np.stack([z.real, z.imag], axis=-1)
 
 
@@ -134,17 +135,17 @@ def _view_as_complex_impl(x):
     layout lets them (last axis contiguous, the others in whole pairs)."""
     it = x.itemsize
     if x.strides[-1] == it and all(s % (2 * it) == 0 for s in x.strides[:-1]) and x.ctypes.data % (2 * it) == 0:
-        return x.view(_complex_of(x.dtype))[..., 0]
+        return x.view(complex_of(x.dtype))[..., 0]
     return _make_complex_impl(x[..., 0], x[..., 1])
 
 
 view_as_real = Primitive("view_as_real", _view_as_real_impl,
-                         abstract=lambda a, p: (tuple(a[0][0]) + (2,), _real_of(a[0][1])),
+                         abstract=lambda a, p: (tuple(a[0][0]) + (2,), real_of(a[0][1])),
                          vjp=lambda g, ins, out, needs: (view_as_complex(g),),
                          jvp=lambda ts, ins, out: None if ts[0] is None else view_as_real(ts[0]),
                          node_name="ViewAsRealBackward0", no_lowering=NO_COMPLEX_LOWERING)
 view_as_complex = Primitive("view_as_complex", _view_as_complex_impl,
-                            abstract=lambda a, p: (tuple(a[0][0])[:-1], _complex_of(a[0][1])),
+                            abstract=lambda a, p: (tuple(a[0][0])[:-1], complex_of(a[0][1])),
                             vjp=lambda g, ins, out, needs: (view_as_real(g),),
                             jvp=lambda ts, ins, out: None if ts[0] is None else view_as_complex(ts[0]),
                             node_name="ViewAsComplexBackward0", no_lowering=NO_COMPLEX_LOWERING)

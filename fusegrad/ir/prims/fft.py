@@ -17,7 +17,7 @@ import numpy as np
 
 from ..primitive import Primitive
 from .batchdims import to_front
-from .complex import NO_COMPLEX_LOWERING, real
+from .complex import NO_COMPLEX_LOWERING, complex_of, real, real_of
 from .creation import iota
 from .elementwise import cast, ge, le, logical_and, mul
 from .layout import pad, reshape
@@ -44,13 +44,9 @@ fft_c2c = Primitive("fft_c2c", _c2c_impl, abstract=lambda a, p: a[0], vjp=_c2c_v
                     node_name="FftC2CBackward0", no_lowering=NO_COMPLEX_LOWERING)
 
 
-def _complex_of(npdt):
-    return np.dtype(np.complex128 if npdt == np.float64 else np.complex64)
-
-
 def _r2c_impl(x, axes, onesided, scale):
     out = np.fft.rfftn(x, axes=axes) if onesided else np.fft.fftn(x, axes=axes)
-    return _scaled(out.astype(_complex_of(x.dtype), copy=False), scale)
+    return _scaled(out.astype(complex_of(x.dtype), copy=False), scale)
 
 
 def _r2c_abstract(avals, params):
@@ -58,7 +54,7 @@ def _r2c_abstract(avals, params):
     shape = list(shape)
     if params["onesided"]:
         shape[params["axes"][-1]] = shape[params["axes"][-1]] // 2 + 1
-    return tuple(shape), _complex_of(dt)
+    return tuple(shape), complex_of(dt)
 
 
 def _r2c_vjp(g, ins, out, needs, axes, onesided, scale):
@@ -86,7 +82,7 @@ def _c2r_abstract(avals, params):
     (shape, dt), = avals
     shape = list(shape)
     shape[params["axes"][-1]] = params["last_size"]
-    return tuple(shape), np.dtype(np.float64 if dt == np.complex128 else np.float32)
+    return tuple(shape), real_of(dt)
 
 
 def _c2r_vjp(g, ins, out, needs, axes, last_size, scale):
