@@ -65,9 +65,9 @@ def will_run(graph: tuple, node) -> bool:
 
 
 def _sum(a, b, node, k):
-    if getattr(b, "is_sparse", False) or getattr(a, "is_sparse", False):  # (a sparse embedding's gradient)
-        return _sparse_sum(a, b)
-    if not hasattr(b, "_data"):
+    if not hasattr(b, "_data") or not hasattr(a, "_data"):  # (a tensor's slot: anything else is rare)
+        if getattr(b, "is_sparse", False) or getattr(a, "is_sparse", False):  # (a sparse embedding's gradient)
+            return _sparse_sum(a, b)
         raise TypeError(f"{node.name()} returned {type(b).__name__} as gradient {k}; expected a Tensor or None")
     return a + b
 
@@ -260,7 +260,8 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
     if g.shape != leaf.shape:
         raise RuntimeError(f"Function AccumulateGrad returned an invalid gradient: got shape {list(g.shape)}, "
                            f"expected {list(leaf.shape)}")
-    if getattr(g, "is_sparse", False):  # kept sparse (.grad of a sparse embedding), summed as PyTorch sums it
+    if not hasattr(g, "_data") or (leaf._grad is not None and not hasattr(leaf._grad, "_data")):
+        # sparse (.grad of a sparse embedding): kept so, summed as PyTorch sums it
         leaf._grad = g if leaf._grad is None else _sparse_sum(leaf._grad, g)
         return
     if g.dtype is not leaf.dtype:

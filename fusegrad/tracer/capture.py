@@ -82,7 +82,7 @@ class CaptureTrace(Trace):
             self.check_graded_input(leaf, "reads")
             return
         g = leaf._grad
-        if getattr(g, "is_sparse", False):
+        if g is not None and not hasattr(g, "_data"):  # (a sparse gradient)
             self.graph_break(f"a sparse gradient (an embedding with sparse=True) is read at {user_frame()}")
             return
         if g is not None and type(g._data) is Var:  # (made by a backward in the trace: a value of it)
