@@ -136,7 +136,10 @@ class LBFGS(Optimizer):
     """PyTorch's L-BFGS: ``step(closure)`` runs up to ``max_iter`` iterations (and
     ``max_eval`` closure calls), each a two-loop recursion over the last ``history_size``
     curvature pairs, then a fixed step ``lr`` or, with ``line_search_fn="strong_wolfe"``,
-    a strong-Wolfe line search. One parameter group only."""
+    a strong-Wolfe line search. One parameter group only. A complex parameter is optimized as
+    pairs of real numbers, as PyTorch's."""
+
+    supports_complex = True
 
     def __init__(self, params: ParamsT, lr: float = 1, max_iter: int = 20, max_eval: Optional[int] = None,
                  tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9, history_size: int = 100,

@@ -244,7 +244,7 @@ class Optimizer:
             raise RuntimeError(self.sparse_refusal.format(type(self).__name__))
         if not self.supports_complex and any(p._data.dtype.kind == "c" for p in ps):
             raise RuntimeError(f"{type(self).__name__} does not support complex parameters in fusegrad yet "
-                               "(Adam, AdamW, RMSprop, Adagrad and SGD do)")
+                               "(Adam, AdamW, RMSprop, Adagrad, SGD and LBFGS do)")
         return ps
 
     @staticmethod
