@@ -420,3 +420,28 @@ def test_fullgraph_compile_of_complex_code_runs_one_interpreted_graph():
     np.testing.assert_allclose(x.grad.numpy(), want[1], rtol=1e-12)
     info = cf.cache_info()
     assert info["graph_breaks"] == [] and any("runs interpreted" in n for n in info["notes"]), info
+
+
+def _statistics_and_transforms(T):
+    z = T.tensor(Z[:2])
+    x = T.tensor(Z[0], requires_grad=True)
+    v = T.linalg.vecdot(x, T.tensor(Z[1]))
+    g, = T.autograd.grad(v.real + v.imag, x)
+    p = T.nn.Parameter(T.tensor(Z[2]))
+    opt = T.optim.Adagrad([p], lr=0.1, initial_accumulator_value=0.5)
+    p.abs().sum().backward()
+    opt.step()
+    out = [np.round(T.cov(z).numpy(), 9).tolist(), np.round(T.corrcoef(z).numpy(), 9).tolist(), np.round(complex(v), 9),
+           np.round(g.resolve_conj().numpy(), 9).tolist(), np.round(p.detach().numpy(), 9).tolist()]
+    for jac in (T.func.jacrev, T.func.jacfwd):
+        try:
+            jac(lambda t: t * 1j)(T.ones(2))
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+def test_covariance_vecdot_adagrad_and_jacobians_of_complex_values_as_pytorchs():
+    """cov/corrcoef conjugate (Hermitian), vecdot conjugates its first operand, Adagrad's
+    initial accumulator fills both parts, Jacobians of complex outputs are refused."""
+    assert _statistics_and_transforms(fg) == _statistics_and_transforms(torch)

@@ -450,6 +450,10 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
             wrt = a.wrt(nums)
             e = _entry(func, (kind, nums), a, has_aux)
             outs = e.graph.outputs[:e.n_out]
+            cx = next((i for i, o in enumerate(outs) if o.dtype.kind == "c"), None)
+            if cx is not None:  # (PyTorch's Jacobians are of real outputs only)
+                raise RuntimeError(f"{kind}: Expected all outputs to be real but received complex tensor at flattened "
+                                   f"input idx: {cx}")
             bad = next((o for o in outs if not _is_float(o.dtype)), None)
             if bad is not None and kind == "jacrev":
                 raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got "

@@ -31,7 +31,8 @@ class Adagrad(Optimizer):
             for p in group["params"]:
                 state = self.state[p]
                 state["step"] = tensor(0.0)
-                state["sum"] = full_like(p, group["initial_accumulator_value"])
+                v = group["initial_accumulator_value"]  # (a complex parameter's parts each start there)
+                state["sum"] = full_like(p, complex(v, v) if p.is_complex() else v)
 
     @no_grad()
     def _update(self) -> None:

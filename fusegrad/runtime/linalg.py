@@ -94,7 +94,7 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
 
 
 # the holomorphic functions, whose gradients hold for complex matrices (prims.linalg.holomorphic)
-_COMPLEX_OK = frozenset({"linalg.inv", "linalg.solve", "linalg.matrix_exp"})
+_COMPLEX_OK = frozenset({"linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.matrix_exp"})
 
 
 def _floating(a: Tensor, what: str) -> None:
@@ -451,7 +451,8 @@ def cross(input, other, dim: Optional[int] = None, *, out=None) -> Tensor:  # no
 @lower_precision
 def vecdot(x, y, *, dim: int = -1, out=None) -> Tensor:
     """The dot product of the vectors along ``dim`` of ``x`` and ``y`` (broadcast) (``torch.linalg.vecdot``)."""
-    return _out("linalg.vecdot", sum(as_t(x) * y, dim), out)
+    x = as_t(x)
+    return _out("linalg.vecdot", sum((x.conj() if x.dtype.is_complex else x) * y, dim), out)
 
 
 @op(method=False)
@@ -550,7 +551,7 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor: 
                   else w_sum - correction * (w * as_t(aweights)).sum() / w_sum)
     xm = x - avg.unsqueeze(1)
     factor = (factor.clamp(min=0) if isinstance(factor, Tensor) else max(factor, 0))
-    c = matmul(xm if w is None else xm * w, xm.mT) / factor
+    c = matmul(xm if w is None else xm * w, xm.mH) / factor  # (complex variables: conjugated, as PyTorch's)
     return c.squeeze()
 
 
@@ -562,7 +563,11 @@ def corrcoef(input) -> Tensor:  # noqa: A002
     if c.ndim == 0:
         return c / c
     sd = sqrt(diagonal(c))
-    return (c / sd.unsqueeze(1) / sd.unsqueeze(0)).clamp(-1, 1)
+    r = c / sd.unsqueeze(1) / sd.unsqueeze(0)
+    if r.dtype.is_complex:  # (each part clipped, as PyTorch's)
+        from .complex_ops import complex as make_complex
+        return make_complex(r.real.clamp(-1, 1), r.imag.clamp(-1, 1))
+    return r.clamp(-1, 1)
 
 
 # ---------------------------------------------------------------- QR
