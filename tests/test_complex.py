@@ -445,3 +445,21 @@ def test_covariance_vecdot_adagrad_and_jacobians_of_complex_values_as_pytorchs()
     """cov/corrcoef conjugate (Hermitian), vecdot conjugates its first operand, Adagrad's
     initial accumulator fills both parts, Jacobians of complex outputs are refused."""
     assert _statistics_and_transforms(fg) == _statistics_and_transforms(torch)
+
+
+def _hermitian_transforms(T):
+    z = T.tensor(Z[:3, :, None] * np.linspace(1, 2, 5) * (1 + 0.5j), requires_grad=True)
+    r = T.tensor(W12[:, :6], requires_grad=True)
+    losses = [(T.fft.hfft2(z, s=(4, 8)) * T.tensor(np.arange(96.0).reshape(3, 4, 8) % 7)).sum(),
+              (T.fft.hfftn(z, dim=(0, 2), norm="ortho") ** 2).sum(), T.fft.ihfft2(r).abs().sum(),
+              (T.fft.ihfftn(r, s=(2, 6)) * (1 + 2j)).real.sum()]
+    out = []
+    for loss in losses:
+        gz, gr = T.autograd.grad(loss, (z, r), allow_unused=True)
+        out.append([round(loss.item(), 8)] + [None if g is None else np.round(g.resolve_conj().numpy(), 8).tolist()
+                                               for g in (gz, gr)])
+    return out
+
+
+def test_hermitian_fft_variants_as_pytorchs():
+    assert _hermitian_transforms(fg) == _hermitian_transforms(torch)

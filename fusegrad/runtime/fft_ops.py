@@ -155,14 +155,21 @@ irfft, irfft2, irfftn = _family(_c2r, ("irfft", "irfft2", "irfftn"),
 _SWAPPED = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
-def hfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The real transform of a signal with Hermitian symmetry, given by its first half."""
-    return _c2r(_conj(input), _one(n), dim, _SWAPPED[norm], False, "hfft")
+def _hermitian(x, s, dim, norm, default_all: bool, what: str) -> Tensor:
+    """The real transform of a signal with Hermitian symmetry given by its first half: the
+    inverse real transform of its conjugate, the normalization swapped."""
+    return _c2r(_conj(x), s, dim, _SWAPPED[norm], default_all, what)
 
 
-def ihfft(input, n=None, dim=-1, norm=None) -> Tensor:  # noqa: A002
-    """The inverse of ``hfft``: the first half of a real signal's inverse transform."""
-    return _conj(_r2c(input, _one(n), dim, _SWAPPED[norm], False, "ihfft"))
+def _ihermitian(x, s, dim, norm, default_all: bool, what: str) -> Tensor:
+    """The inverse of ``_hermitian``: the first half of a real signal's inverse transform."""
+    return _conj(_r2c(x, s, dim, _SWAPPED[norm], default_all, what))
+
+
+hfft, hfft2, hfftn = _family(_hermitian, ("hfft", "hfft2", "hfftn"),
+                             "The real transform of a signal with Hermitian symmetry, given by its first half")
+ihfft, ihfft2, ihfftn = _family(_ihermitian, ("ihfft", "ihfft2", "ihfftn"),
+                                "The first half of a real signal's inverse transform (the inverse of hfft)")
 
 
 def _conj(x):
@@ -317,7 +324,3 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     if length is not None and y.shape[-1] < length:
         y = _resized(y, (1,), (length,))
     return y if batched else O.squeeze(y, 0)
-
-
-FFT_FUNCTIONS = (fft, ifft, fft2, ifft2, fftn, ifftn, rfft, irfft, rfft2, irfft2, rfftn, irfftn, hfft, ihfft,
-                 fftfreq, rfftfreq, fftshift, ifftshift)
