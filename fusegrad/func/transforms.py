@@ -64,10 +64,6 @@ class _Fallback(Exception):
     """This call runs with the eager-autograd implementation; the message says why."""
 
 
-def _is_float(dtype) -> bool:
-    return dtype.kind in "fc" or dtype.name == "bfloat16"
-
-
 # ------------------------------------------------------------------ tracing
 class _Entry(Captured):
     """One traced signature: the source graph (outputs: the function's output leaves, then
@@ -242,7 +238,7 @@ class _Args:
             lo, hi = self.ranges[i]
             for j in range(lo, hi):
                 x = self.leaves[j]
-                if not isinstance(x, Tensor) or not _is_float(x._data.dtype):
+                if not isinstance(x, Tensor) or not D.np_differentiable(x._data.dtype):
                     raise _Fallback("differentiating with respect to a non-floating or non-Tensor input")
                 out.append(self.input_pos[j])
         return out
@@ -314,7 +310,7 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
             wrt = a.wrt(nums)
             e = _entry(func, ("grad", nums), a, has_aux)
             o = e.graph.outputs[0] if e.n_out == 1 else None
-            if o is None or o.size != 1 or not _is_float(o.dtype) or o.dtype.kind == "c":
+            if o is None or o.size != 1 or not D.np_differentiable(o.dtype) or o.dtype.kind == "c":
                 raise _Fallback("the output is not one real floating scalar")
             g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0], unit_cotangents=True)))
         except (GraphBreak, _Fallback) as ex:
@@ -357,9 +353,9 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     values = a.tensors + e.consts()
     res = _run(e.graph, values, e.get("forward runner", lambda: fused.GraphRunner(e.graph)))
     outs = e.outs(res)
-    diff = [i for i in range(e.n_out) if _is_float(e.graph.outputs[i].dtype)]
+    diff = [i for i in range(e.n_out) if D.np_differentiable(e.graph.outputs[i].dtype)]
     if len(diff) != e.n_out:
-        bad = next(o for o in outs if not _is_float(o._data.dtype))
+        bad = next(o for o in outs if not D.np_differentiable(o._data.dtype))
         raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor "
                            f"with dtype {bad.dtype}")
 
@@ -454,7 +450,7 @@ def _jac_call(func, argnums, has_aux, kind: str, randomness: str):
             if cx is not None:  # (PyTorch's Jacobians are of real outputs only)
                 raise RuntimeError(f"{kind}: Expected all outputs to be real but received complex tensor at flattened "
                                    f"input idx: {cx}")
-            bad = next((o for o in outs if not _is_float(o.dtype)), None)
+            bad = next((o for o in outs if not D.np_differentiable(o.dtype)), None)
             if bad is not None and kind == "jacrev":
                 raise RuntimeError(f"vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got "
                                    f"Tensor with dtype {D.from_numpy_dtype(bad.dtype)}")

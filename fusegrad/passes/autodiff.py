@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..ir import dtypes as D
 from ..ir.graph import Graph, Var
 from ..ir.prims import full
 from ..runtime.grad_mode import no_grad
@@ -17,7 +18,7 @@ from ..tracer.trace import Trace
 
 
 def _differentiable(v) -> bool:
-    return isinstance(v, Var) and (v.dtype.kind in "fc" or v.dtype.name == "bfloat16")
+    return isinstance(v, Var) and D.np_differentiable(v.dtype)
 
 
 def active(graph: Graph, seeds: set) -> set:

@@ -69,7 +69,7 @@ def is_conj(input: Tensor) -> bool:  # noqa: A002
 alias(is_conj, "is_neg")
 
 
-def _float_pair(what: str, a: Tensor, b: Tensor) -> None:
+def _float_pair(a: Tensor, b: Tensor) -> None:
     if a.dtype not in (D.float32, D.float64) or b.dtype not in (D.float32, D.float64):
         raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
                            f"{_type_name(a.dtype)} and {_type_name(b.dtype)}")
@@ -81,14 +81,14 @@ def _float_pair(what: str, a: Tensor, b: Tensor) -> None:
 @op(method=False)
 def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A002
     """The complex tensor ``real + i imag`` (float operands of one dtype, broadcast)."""
-    _float_pair("complex", real, imag)
+    _float_pair(real, imag)
     return bind(P.make_complex, (real, imag), {})
 
 
 @op(method=False)
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     """The complex tensor of moduli ``abs`` and arguments ``angle``."""
-    _float_pair("polar", abs, angle)
+    _float_pair(abs, angle)
     return O.named(bind(P.make_complex, (O.mul(abs, O.cos(angle)), O.mul(abs, O.sin(angle))), {}),
                    "PolarBackward0")
 

@@ -519,16 +519,13 @@ def minimum(a, b):
 def _cmp(prim, ordered: bool = False):
     """The comparison op of ``prim``; ``ordered`` ones refuse complex operands, as PyTorch's."""
     def op(a, b):
-        if ordered and (_is_complex_operand(a) or _is_complex_operand(b)):
-            x = a if _is_complex_operand(a) else b
-            raise NotImplementedError(f"\"{prim.name}_cpu\" not implemented for '{_type_name(x._data.dtype)}'")
+        if ordered:
+            for x in (a, b):
+                if isinstance(x, Tensor) and x._data.dtype.kind == "c":
+                    raise NotImplementedError(f"\"{prim.name}_cpu\" not implemented for '{_type_name(x._data.dtype)}'")
         return _binary(prim, a, b)
     op.__name__ = prim.name
     return op
-
-
-def _is_complex_operand(x) -> bool:
-    return isinstance(x, Tensor) and x._data.dtype.kind == "c"
 
 
 eq = op(_cmp(P.eq))
@@ -2089,7 +2086,8 @@ def _one_mask(key) -> bool:
     masks = 0
     for k in key if isinstance(key, tuple) else (key,):
         if isinstance(k, (Tensor, np.ndarray)) or (isinstance(k, list) and k):
-            if np.asarray(k._data if isinstance(k, Tensor) else k).dtype.kind != "b":
+            kind = k._data.dtype.kind if isinstance(k, Tensor) else np.asarray(k).dtype.kind
+            if kind != "b":
                 return False
             masks += 1
     return masks == 1
