@@ -53,6 +53,10 @@ class OpOverloadPacket:
     def __init__(self, namespace: str, op: str) -> None:
         self.namespace, self.op = namespace, op
 
+    @property
+    def __name__(self) -> str:  # noqa: A003 - PyTorch's packets are named by their op
+        return self.op
+
     def __getattr__(self, overload: str) -> OpOverload:
         if overload.startswith("__"):
             raise AttributeError(overload)
