@@ -96,6 +96,31 @@ def install_node_classes(node_class: Callable[[str], type]) -> None:
             p.node_cls = node_class(p.node_name)
 
 
+_COMPLEX_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def refuse_complex(prim: "Primitive", error: Callable[[str], Exception]) -> "Primitive":
+    """Make ``prim`` raise ``error(PyTorch's name of the dtype)`` for a complex operand, eagerly
+    and when traced: PyTorch has no such kernel (an order of complex numbers, a rounding),
+    and NumPy's would answer silently."""
+    impl, abstract = prim.impl, prim.abstract
+
+    def refused(dtypes):
+        for dt in dtypes:
+            if dt is not None and np.dtype(dt).kind == "c":
+                raise error(_COMPLEX_NAMES.get(np.dtype(dt).name, str(dt)))
+
+    def checked_impl(*args, **params):
+        refused(getattr(a, "dtype", None) for a in args)
+        return impl(*args, **params)
+
+    def checked_abstract(avals, params):
+        refused(a[1] if isinstance(a, tuple) else None for a in avals)
+        return abstract(avals, params)
+    prim.impl, prim.abstract = checked_impl, checked_abstract
+    return prim
+
+
 def _abstract_by_eval(impl: Callable) -> Callable:
     """Shape rule by running ``impl`` on zero-strided stand-ins: exact for any NumPy impl,
     and cheap for the layout and indexing ops that use it."""

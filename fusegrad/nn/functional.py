@@ -410,6 +410,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
              weight: Optional[Tensor] = None) -> Tensor:
     """Mean squared error."""
     _check_same_size(input, target)
+    O.refuse_complex_input(input, "mse_cpu")
     reduction = _reduction(size_average, reduce, reduction)
     if weight is not None:
         diff = O.sub(input, target)

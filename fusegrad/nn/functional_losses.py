@@ -56,6 +56,10 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1 * x2) / (max(|x1|, eps) * max(|x2|, eps))`` along ``dim`` (inputs broadcast)."""
+    for x in (x1, x2):
+        if x.is_complex():
+            raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
+                               f"{'ComplexDouble' if x.dtype == D.complex128 else 'ComplexFloat'}")
     n1 = O.clamp_min(O.norm(x1, 2, dim, keepdim=True), eps)
     n2 = O.clamp_min(O.norm(x2, 2, dim, keepdim=True), eps)
     return O.sum(O.mul(O.div(x1, n1), O.div(x2, n2)), dim)

@@ -516,13 +516,9 @@ def minimum(a, b):
     return _binary(P.minimum, a, b, "MinimumBackward0")
 
 
-def _cmp(prim, ordered: bool = False):
-    """The comparison op of ``prim``; ``ordered`` ones refuse complex operands, as PyTorch's."""
+def _cmp(prim):
+    """The comparison op of ``prim`` (the ordered ones' primitives refuse complex operands)."""
     def op(a, b):
-        if ordered:
-            for x in (a, b):
-                if isinstance(x, Tensor) and x._data.dtype.kind == "c":
-                    raise NotImplementedError(f"\"{prim.name}_cpu\" not implemented for '{_type_name(x._data.dtype)}'")
         return _binary(prim, a, b)
     op.__name__ = prim.name
     return op
@@ -530,10 +526,10 @@ def _cmp(prim, ordered: bool = False):
 
 eq = op(_cmp(P.eq))
 ne = op(_cmp(P.ne))
-lt = op(_cmp(P.lt, True))
-le = op(_cmp(P.le, True))
-gt = op(_cmp(P.gt, True))
-ge = op(_cmp(P.ge, True))
+lt = op(_cmp(P.lt))
+le = op(_cmp(P.le))
+gt = op(_cmp(P.gt))
+ge = op(_cmp(P.ge))
 greater, greater_equal, less, less_equal, not_equal = (alias(gt, "greater"), alias(ge, "greater_equal"), alias(lt, "less"),
                                                        alias(le, "less_equal"), alias(ne, "not_equal"))
 logical_and = op(_cmp(P.logical_and))
@@ -957,7 +953,8 @@ def logsumexp(x, dim, keepdim=False):
     axes = _axes(x, dim)
     if builtins.any(x._data.shape[a] == 0 for a in axes):  # log(0): -inf, as PyTorch's
         return named(P.add(P.reduce_sum(x, axes=axes, keepdims=bool(keepdim)), float("-inf")), "LogsumexpBackward0")
-    m = P.reduce_max(x, axes=axes, keepdims=True)
+    # (complex values shift by their largest real part, as PyTorch's)
+    m = P.reduce_max(P.real(x) if x._data.dtype.kind == "c" else x, axes=axes, keepdims=True)
     m = where(isinf_t(m), 0.0, m)
     m = _shift(m)
     s = P.reduce_sum(P.exp(P.sub(x, m)), axes=axes, keepdims=True)
@@ -2514,6 +2511,12 @@ def normal_(self, mean=0.0, std=1.0, generator=None):
     from .factory import randn
     with _no_grad():
         return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
+
+
+def refuse_complex_input(x: Tensor, kernel: str) -> None:
+    """PyTorch's error for an op ``x`` meets that has no kernel for complex values."""
+    if x._data.dtype.kind == "c":
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(x._data.dtype)}'")
 
 
 def scalar_name(t: Tensor) -> str:

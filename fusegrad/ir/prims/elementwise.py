@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .. import scalar_ops
-from ..primitive import Primitive
+from ..primitive import Primitive, refuse_complex
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
@@ -102,6 +102,7 @@ tan = _unary("tan", np.tan, lambda x, o: add(mul(o, o), 1.0), "tan", saves="out"
 tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh", saves="out")
 sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid", saves="out")
 relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu", saves="out")
+refuse_complex(relu, lambda t: NotImplementedError("clamp is not supported for complex types"))
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs")
 sign = _zero_deriv("sign", scalar_ops.sign, "sign")
 sqrt = _unary("sqrt", _quiet(np.sqrt), lambda x, o: div(0.5, o), "sqrt", saves="out")
@@ -111,6 +112,8 @@ floor = _zero_deriv("floor", np.floor, "floor")
 ceil = _zero_deriv("ceil", np.ceil, "ceil")
 round_ = _zero_deriv("round", np.round, "round")
 trunc = _zero_deriv("trunc", np.trunc, "trunc")
+for _p, _kernel in ((erf, "erf_vml_cpu"), (floor, "floor"), (ceil, "ceil"), (round_, "round_vml_cpu"), (trunc, "trunc")):
+    refuse_complex(_p, lambda t, k=_kernel: NotImplementedError(f"\"{k}\" not implemented for '{t}'"))
 
 
 # ---------------------------------------------------------------- binary, broadcasting
@@ -293,6 +296,8 @@ isnan = Primitive("isnan", np.isnan, abstract=lambda a, p: (a[0][0], np.dtype(np
                   kind="elementwise", scalar="isnan", nondiff=True)
 maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max")
 minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
+for _p in (maximum, minimum):
+    refuse_complex(_p, lambda t, n=_p.name: RuntimeError(f"{n} not implemented for complex tensors."))
 
 # Integer floor division and Python's remainder (the divisor's sign), exact over all of
 # int64 where a float64 division is exact only below 2**53. A zero divisor gives 0 (the
@@ -300,6 +305,8 @@ minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
 floordiv = Primitive("floordiv", _quiet(np.floor_divide), abstract=_bin_abstract, kind="elementwise",
                      scalar="floordiv", nondiff=True)
 mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="elementwise", scalar="mod", nondiff=True)
+for _p in (lt, le, gt, ge, atan2, floordiv, mod):  # (complex numbers have no order)
+    refuse_complex(_p, lambda t, n=_p.name: NotImplementedError(f"\"{n}_cpu\" not implemented for '{t}'"))
 
 
 # ---------------------------------------------------------------- stop_gradient

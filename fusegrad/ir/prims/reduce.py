@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import np_half
-from ..primitive import Primitive
+from ..primitive import Primitive, refuse_complex
 from .batchdims import example_axis, to_front
 from .elementwise import cast, div, eq, mul, where
 from .shapes import reduced_shape, shape_of
@@ -89,6 +89,8 @@ reduce_max = Primitive("reduce_max", _nonempty(np.max, "max"), abstract=_red_abs
                        jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="max", node_name="AmaxBackward0")
 reduce_min = Primitive("reduce_min", _nonempty(np.min, "min"), abstract=_red_abstract, vjp=_extreme_vjp,
                        jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="min", node_name="AminBackward0")
+for _p, _kernel in ((reduce_max, "max_values_cpu"), (reduce_min, "min_values_cpu")):
+    refuse_complex(_p, lambda t, k=_kernel: NotImplementedError(f"\"{k}\" not implemented for '{t}'"))
 
 
 def _others(x, out, axes, keepdims, dtype):
@@ -138,6 +140,8 @@ def _arg(f, what):
 
 argmax = Primitive("argmax", _arg(np.argmax, "argmax"), abstract=_arg_abstract, kind="reduce", nondiff=True)
 argmin = Primitive("argmin", _arg(np.argmin, "argmin"), abstract=_arg_abstract, kind="reduce", nondiff=True)
+for _p in (argmax, argmin):
+    refuse_complex(_p, lambda t, n=_p.name: RuntimeError(f"{n}(): does not support complex input"))
 
 
 def _cumsum_vjp(g, ins, out, needs, axis):

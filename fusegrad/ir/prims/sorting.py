@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..primitive import Primitive
+from ..primitive import Primitive, refuse_complex
 from .batchdims import broadcast_batch, example_axis, to_front
 from .shapes import shape_of
 
@@ -34,6 +34,7 @@ def _argsort_batch(args, bdims, axis, descending):
 
 argsort = Primitive("argsort", _argsort_impl, abstract=lambda a, p: (a[0][0], np.dtype(np.int64)),
                     nondiff=True, batch=_argsort_batch)
+refuse_complex(argsort, lambda t: RuntimeError("Sort does not support complex dtypes on CPU"))
 
 
 def _searchsorted_impl(seq, v, right, dtype):
@@ -64,3 +65,4 @@ def _searchsorted_batch(args, bdims, right, dtype):
 searchsorted = Primitive("searchsorted", _searchsorted_impl,
                          abstract=lambda a, p: (a[1][0], np.dtype(p["dtype"])),
                          nondiff=True, batch=_searchsorted_batch)
+refuse_complex(searchsorted, lambda t: NotImplementedError(f"\"searchsorted_out_cpu\" not implemented for '{t}'"))
