@@ -105,17 +105,23 @@ def refuse_complex(prim: "Primitive", error: Callable[[str], Exception]) -> "Pri
     and NumPy's would answer silently."""
     impl, abstract = prim.impl, prim.abstract
 
-    def refused(dtypes):
-        for dt in dtypes:
-            if dt is not None and np.dtype(dt).kind == "c":
-                raise error(_COMPLEX_NAMES.get(np.dtype(dt).name, str(dt)))
+    def refuse(dt):
+        raise error(_COMPLEX_NAMES.get(np.dtype(dt).name, str(dt)))
 
-    def checked_impl(*args, **params):
-        refused(getattr(a, "dtype", None) for a in args)
-        return impl(*args, **params)
+    def checked_impl(x, *rest, **params):  # (the eager hot path: as few steps as can be)
+        if type(x) is np.ndarray and x.dtype.kind == "c":
+            refuse(x.dtype)
+        if rest:
+            for a in rest:
+                if type(a) is np.ndarray and a.dtype.kind == "c":
+                    refuse(a.dtype)
+            return impl(x, *rest, **params)
+        return impl(x, **params)
 
     def checked_abstract(avals, params):
-        refused(a[1] if isinstance(a, tuple) else None for a in avals)
+        for a in avals:
+            if isinstance(a, tuple) and np.dtype(a[1]).kind == "c":
+                refuse(a[1])
         return abstract(avals, params)
     prim.impl, prim.abstract = checked_impl, checked_abstract
     return prim
