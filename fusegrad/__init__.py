@@ -44,6 +44,7 @@ from . import (_dynamo, _inductor, accelerator, amp, autograd, backends, compile
                distributed, distributions, fft, func, hub, jit, linalg, nn, optim, profiler, random, return_types,
                serialization, signal, testing, utils, viz)
 from . import multiprocessing  # noqa: E402  (torch.multiprocessing: after nn, whose Module it extends)
+from . import fx  # noqa: E402  (after nn: its GraphModule is a Module)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .torch_ops import ops  # noqa: E402  (torch.ops.aten.mm.default, ...)
 from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)

@@ -5,4 +5,4 @@ from ..compiler import (allow_in_graph, assume_constant_result, disable, dont_sk
                         forbid_in_graph, graph_break, is_compiling, is_dynamo_compiling, mark_dynamic,
                         mark_static, mark_static_address, maybe_mark_dynamic, nonstrict_trace, reset,
                         substitute_in_graph)
-from . import config, exc  # noqa: F401
+from . import config, exc, testing  # noqa: F401

@@ -17,11 +17,11 @@ import threading
 import types
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from ..codegen.backend import Unsupported, get_backend
+from ..codegen.backend import Unsupported, get_backend, register_backend
 from ..codegen.cpu import CpuExecutable
 from ..func.pytree import flatten, unflatten
 from ..ir.dtypes import get_default_dtype
@@ -844,10 +844,19 @@ LIVE: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 class CompiledFunction:
     """The object ``fusegrad.compile`` returns: call it like the original function."""
 
-    def __init__(self, fn: Callable, backend: str, fullgraph: bool, remat: str, dynamic: Optional[bool] = None):
+    def __init__(self, fn: Callable, backend: Union[str, Callable], fullgraph: bool, remat: str,
+                 dynamic: Optional[bool] = None):
         if remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {REMAT_POLICIES}, got {remat!r}")
         self.fn = fn
+        self._backend = backend  # (as given: a deep copy compiles with it too)
+        #: a backend people write (called with each graph: runtime.graph_module), by the name registered
+        self.user_backend = callable(backend)
+        if self.user_backend:
+            from .graph_module import UserBackend
+            user = UserBackend(backend)
+            register_backend(user.name, lambda: user)
+            backend = user.name
         self.backend_name = backend
         self.fullgraph = fullgraph
         self.remat = remat
@@ -900,7 +909,7 @@ class CompiledFunction:
     def __deepcopy__(self, memo: dict) -> "CompiledFunction":
         """A compiled copy of a deep copy of the function (an EMA or best-model snapshot of a
         compiled model, AveragedModel's copy): its own caches, compiled again on first call."""
-        return CompiledFunction(copy.deepcopy(self.fn, memo), self.backend_name, self.fullgraph, self.remat,
+        return CompiledFunction(copy.deepcopy(self.fn, memo), self._backend, self.fullgraph, self.remat,
                                 self.dynamic)
 
     def cache_info(self) -> dict:
@@ -1364,10 +1373,12 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         stages["note"] = f"backend {backend_name!r} is not available; using {backend.name!r}"
     plan = _Plan(traced, stages)
 
-    def build(graph: Graph, donate: Optional[dict] = None):
+    def build(graph: Graph, donate: Optional[dict] = None, backward: bool = False):
         if symbolic and not _symbolic_runs(graph):
             raise Unsupported("the shape-symbolic kernels do not run GEMM epilogues (X + c * A @ B) yet")
-        return backend.compile(graph, donate, symbolic=symbolic, blas_nearby=blas_nearby)
+        # (a backend may compile backward graphs its own way: a user's sees forward graphs only)
+        how = getattr(backend, "compile_backward", None) if backward else None
+        return (how or backend.compile)(graph, donate, symbolic=symbolic, blas_nearby=blas_nearby)
     rg = list(input_rg) + [h._rg for _, h in opt.consts]
     plan.wrt = [i for i, r in enumerate(rg) if r] if traced.diff_outputs else []
     plan.reaches = _reaching(opt, plan.wrt, traced.diff_outputs)
@@ -1389,8 +1400,8 @@ def plan_of(traced: _Traced, input_rg: list, backend_name: str, remat: str, name
         plan.res_args = [arg_pos.get(v.id) for v in saved]
         fwd.outputs = fwd.outputs[:len(opt.outputs)] + [v for v, a in zip(saved, plan.res_args) if a is None]
         plan.forward = build(fwd)  # primal consts are positional inputs here
-        plan.backward = build(bwd)
-        plan.build = lambda graph: tuned(build(graph))
+        plan.backward = build(bwd, backward=True)
+        plan.build = lambda graph: tuned(build(graph, backward=True))
         stages.update(joint=joint, forward=fwd, backward=bwd)
         stages["fused"] = getattr(plan.forward, "stages", {}).get("fused", stages["forward"])
         _kernel_stage(stages, plan.forward, plan.backward)

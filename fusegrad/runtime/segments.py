@@ -26,7 +26,7 @@ from ..ir.graph import Var
 from ..tracer.capture import CaptureTrace
 from ..tracer.live import CallTimeConst, LiveNumber
 from ..tracer.rng import RngKey
-from ..tracer.trace import _STACK, GraphBreak
+from ..tracer.trace import _STACK, GraphBreak, outside_traces
 from .engine import RUNNING
 from .grad_mode import enable_grad
 from .interpreter import run_tensors
@@ -304,19 +304,16 @@ def _op_by_op(g, operands: list) -> list:
     """The segment evaluated op by op on tensors (eager autograd records it, whatever the grad
     mode at the break: what ran under no_grad was traced with a stop_gradient per op)."""
     values = list(operands) + [wrap(h.draw()) if isinstance(h, CallTimeConst) else h for _, h in g.consts]
-    trs, _STACK.traces[:] = list(_STACK.traces), []
-    try:
-        with enable_grad():
-            return run_tensors(g, values)
-    finally:
-        _STACK.traces[:] = trs
+    with outside_traces(), enable_grad():
+        return run_tensors(g, values)
 
 
 def run_segmented(owner, args: tuple, kwargs: dict, entry):
     """One call of ``owner.fn`` run as compiled segments around its graph breaks. Code that
     raises GraphBreak itself (a collective, DDP) before any break ran on makes the call, and
     the signature's later calls (``entry.eager``), run eagerly."""
-    probe = entry.small is None and SEGMENT_MIN_WORK > 0
+    # (a backend people write is handed every segment, however small, as torch.compile's is)
+    probe = entry.small is None and SEGMENT_MIN_WORK > 0 and not owner.user_backend
     tr = SegmentTrace(owner, probe)
     try:
         with tr:

@@ -38,6 +38,16 @@ def current_traces() -> list:
     return _STACK.traces
 
 
+@contextlib.contextmanager
+def outside_traces():
+    """No trace active inside: operations compute on concrete tensors, recorded by none."""
+    traces, _STACK.traces[:] = list(_STACK.traces), []
+    try:
+        yield
+    finally:
+        _STACK.traces[:] = traces
+
+
 def escaped(var) -> RuntimeError:
     """The error for using ``var`` after its trace ended: a traced tensor the function
     stored outside itself (a global, a list, an object's attribute)."""
