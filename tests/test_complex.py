@@ -478,3 +478,10 @@ def test_logsumexp_of_complex_values_shifts_by_the_real_part():
     z = np.array([[1 + 2j, 3 - 1j, -2 + 0.5j], [200 + 1j, 199 - 3j, 0j]], np.complex64)
     got = fg.logsumexp(fg.tensor(z), 1).numpy()
     np.testing.assert_allclose(got, torch.logsumexp(torch.tensor(z), 1).numpy(), rtol=1e-5)
+
+
+def test_the_complex_to_real_cast_warning_names_the_users_line():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fg.tensor([1 + 2j]).float()
+    assert [x.filename for x in w if "imaginary part" in str(x.message)] == [__file__]

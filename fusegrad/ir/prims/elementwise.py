@@ -359,7 +359,9 @@ where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp
 
 def _cast_impl(x, dtype):
     if x.dtype.kind == "c" and dtype.kind != "c":
-        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
+        from ...tracer.trace import user_stacklevel  # (at the user's line, as PyTorch's; only when it warns)
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
+                      stacklevel=user_stacklevel())
         x = x.real
     if dtype.itemsize == 2 or x.dtype.kind == "f" and dtype.itemsize < x.dtype.itemsize:
         # (to a half type or a narrower float: overflowing to inf is expected; PyTorch says nothing)
