@@ -26,6 +26,8 @@ from .runtime import tensor_queries as _tensor_queries, random_fills as _random_
 from .runtime import complex_ops as _complex_ops, fft_ops as _fft_ops  # noqa: F401,E402  (real, conj, polar, stft, ...)
 from .runtime import legacy_methods as _legacy_methods, control_flow as _control_flow  # noqa: F401,E402
 from .runtime import api_gaps_top as _api_gaps_top  # noqa: F401,E402  (asarray, put, gradient, ...)
+from .runtime import interop as _interop, copy_variants as _copy_variants  # noqa: F401,E402  (from_dlpack, view_copy)
+from .runtime import sym_numbers as _sym_numbers  # noqa: F401,E402  (sym_int, sym_max, ...)
 from .runtime import methods as _methods  # noqa: F401  (binds Tensor methods)
 from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                                  set_grad_enabled)

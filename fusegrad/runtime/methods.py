@@ -57,7 +57,9 @@ def _bind() -> None:
         data, dtype=dtype or self.dtype, device=device or self.device, **k)
     T.stride = lambda self, dim=None: (tuple(s // self._data.dtype.itemsize for s in self._data.strides)
                                        if dim is None else self._data.strides[dim] // self._data.dtype.itemsize)
-    T.data_ptr = lambda self: data_pointer(self._data)
+    T.data_ptr = T.const_data_ptr = lambda self: data_pointer(self._data)
+    # the dims from the outermost in memory to the innermost (ties in their order), as PyTorch's
+    T.dim_order = lambda self: tuple(sorted(range(self.dim()), key=lambda d: -self.stride(d)))
     T.hardshrink = lambda self, lambd=0.5: _functional().hardshrink(self, lambd)
     T.prelu = lambda self, weight: _functional().prelu(self, weight)
     T.H = property(matrix_h)

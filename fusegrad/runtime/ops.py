@@ -1315,9 +1315,11 @@ def clone(x, memory_format=None):
     order = _order(x, memory_format)
     if type(x._data) is not Var and not x._rg and not capturing():  # (compile records the copy)
         d = x._data
-        out = wrap(laid_out(d, order) if order is not None or (memory_format is contiguous_format
-                                                              and type(d) is np.ndarray)
-                   else devices.copy(d, keep_layout=True))
+        if order is not None or (memory_format is contiguous_format and type(d) is np.ndarray):
+            a = laid_out(d, order)
+            out = wrap(a.copy(order="K") if a is d or np.shares_memory(a, d) else a)  # (laid out so already)
+        else:
+            out = wrap(devices.copy(d, keep_layout=True))
         carry_tangent(x, out)
         return out
     r = named(P.add(x, 0) if x._data.dtype.kind != "b" else P.logical_or(x, False), "CloneBackward0")

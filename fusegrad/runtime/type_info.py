@@ -70,7 +70,8 @@ class memory_format:  # noqa: N801 - PyTorch's name
 
 
 def laid_out(data, order):
-    """Host array ``data`` copied so that its dims lie in memory in ``order`` (None: C order)."""
+    """Host array ``data`` with its dims in memory in ``order`` (None: C order): a copy, or
+    ``data`` itself where it is laid out so already."""
     if order is None:
         return np.ascontiguousarray(data)
     return np.ascontiguousarray(data.transpose(order)).transpose(np.argsort(order))
