@@ -67,3 +67,10 @@ def test_clone_in_a_memory_format_the_tensor_has_is_still_a_copy():
         y = x.clone(memory_format=fmt)
         y.fill_(-1.0)
         assert x.min().item() >= 0 and y.is_contiguous(memory_format=fmt)
+
+
+def test_broadcast_to_takes_sizes_as_the_method_does():
+    x = np.arange(3, dtype=np.float32)
+    for call in (lambda T, t: t.broadcast_to(2, 3), lambda T, t: t.broadcast_to((2, 3)),
+                 lambda T, t: T.broadcast_to(t, (2, 3))):
+        np.testing.assert_array_equal(call(fg, fg.tensor(x)).numpy(), call(torch, torch.tensor(x)).numpy())

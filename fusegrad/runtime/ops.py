@@ -1248,8 +1248,9 @@ def expand_as(x, other):
 
 
 @op
-def broadcast_to(x, shape):
-    return expand(x, shape)
+def broadcast_to(x, *shape):
+    """``x`` expanded to ``shape`` (a sequence, or the sizes themselves as the method takes them)."""
+    return expand(x, *shape)
 
 
 def broadcast_shape_of(*xs) -> tuple:
