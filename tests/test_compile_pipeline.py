@@ -46,7 +46,8 @@ def _cases(rng):
                                                torch.floor, torch.ceil, torch.round, torch.trunc, torch.expm1)]
                   + [torch.log(p), torch.log1p(p), torch.sqrt(p), torch.rsqrt(p), a * a.detach()], (x, pos)),
         "binary": (lambda a, c, v: [a + c, a - c, a * v, a / c, torch.pow(a.abs() + 0.5, c), torch.maximum(a, c),
-                                    torch.minimum(a, c), torch.atan2(a, c), a * 2.5 - 1], (x, y, b)),
+                                    torch.minimum(a, c), torch.atan2(a, c), a * 2.5 - 1, torch.fmod(a, c.abs() + 0.1),
+                                    torch.remainder(a, -0.3), a // 0.3], (x, y, b)),
         "compare": (lambda a, c: [a == c, a != c, a < c, a <= c, a > c, a >= c, (a > 0) & (c > 0), (a > 0) | (c > 0),
                                   (a > 0) ^ (c > 0), ~(a > 0), torch.isnan(a), torch.where(a > c, a, c)], (x, y)),
         "reduce": (lambda a: [a.sum(), a.sum(1), a.mean(0, keepdim=True), a.amax(1), a.amin(0), a.prod(1),

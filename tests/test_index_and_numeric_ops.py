@@ -514,3 +514,25 @@ def test_lerp_branches_as_torch_and_refuses_mixed_dtypes():
     for decay in (0.1, 0.01, 0.6, 0.001):
         np.testing.assert_allclose(ema(A, B, decay).numpy(), A.lerp(B, 1 - decay).numpy(), rtol=0, atol=5e-7)
     assert ema.cache_info()["compiles"] <= 2 and not ema.cache_info()["notes"]
+
+
+def test_float_remainders_and_floor_division_are_exact_as_pytorchs():
+    """fmod and remainder of floats are the exact remainders, floor division the exact
+    quotient's floor (3.0 // 0.3 is 9), eagerly and compiled; gradients as PyTorch's."""
+    a = np.concatenate([np.arange(24, dtype=np.float32) / 7, -np.arange(24, dtype=np.float32) / 7, [-1e-20]])
+    ops = (lambda T, x: T.fmod(x, 0.4), lambda T, x: T.remainder(x, 0.4), lambda T, x: x // 0.3,
+           lambda T, x: T.div(x, -0.3, rounding_mode="floor"), lambda T, x: T.fmod(x, -0.3))
+    f = lambda T, x: [op(T, x) for op in ops]  # noqa: E731
+    want = [r.numpy() for r in f(torch, torch.tensor(a))]
+    for got in (f(fg, fg.tensor(a)), fg.compile(lambda x: f(fg, x))(fg.tensor(a))):
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g.numpy(), w)
+            assert k not in (0, 4) or (np.signbit(g.numpy()) == np.signbit(w)).all()  # (fmod(-0.0, b) is -0.0)
+    grads = []
+    for T in (fg, torch):
+        x = T.tensor([0.3, 1.7, -0.6], requires_grad=True)
+        y = T.tensor([0.7, -0.8, 0.9], requires_grad=True)
+        (T.fmod(x, y) * 2 + T.remainder(x, y) * 3 + T.div(x, y, rounding_mode="floor")).sum().backward()
+        grads.append((x.grad.numpy(), y.grad.numpy()))
+    for g, w in zip(*grads):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

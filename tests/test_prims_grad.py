@@ -134,6 +134,12 @@ for _p, (_dx, _dy) in [("add", (rnd, rnd)), ("sub", (rnd, rnd)), ("mul", (rnd, r
                        ("pow", (pos, rnd)), ("atan2", (away0, pos))]:
     add(_p, binary_cases(_dx, _dy))
 add("pow", [("int_exponent_neg_base", lambda: [away0((2, 3)), np.array([[2.0, 3.0, 1.0]])])], diff=(0,))
+# the remainders and floor division of floats, where a / b is away from an integer (their jumps)
+_NUM = np.array([[0.3, 1.7, -0.6], [2.9, -2.2, 0.45]])
+_DEN = np.array([[0.7, -0.8, 0.9]])
+for _p in ("mod", "fmod", "floordiv"):
+    add(_p, [("bcast", lambda: [_NUM.copy(), _DEN.copy()]), ("0d", lambda: [_NUM.copy(), _DEN[:, 2].reshape(())]),
+             ("T", lambda: [T(_NUM.T.copy()), strided(_NUM + 0.1)])])
 add("maximum", minmax_cases())
 add("minimum", minmax_cases())
 

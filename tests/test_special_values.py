@@ -59,8 +59,8 @@ BINARY = {
     "logical_and": (fg.logical_and, np.logical_and), "logical_or": (fg.logical_or, np.logical_or),
     "logical_xor": (fg.logical_xor, np.logical_xor), "maximum": (fg.maximum, np.maximum),
     "minimum": (fg.minimum, np.minimum), "where": (lambda x, y: fg.where(x > y, x, y), lambda x, y: np.where(x > y, x, y)),
-    # (the ops bind these two for integers only; on floats they are NumPy's floor_divide and remainder)
-    "floordiv": (PRIMS["floordiv"], np.floor_divide), "mod": (PRIMS["mod"], np.remainder),
+    "floordiv": (lambda x, y: x // y, np.floor_divide), "mod": (fg.remainder, np.remainder),
+    "fmod": (fg.fmod, np.fmod),
     "straight_through": (PRIMS["straight_through"], lambda x, y: y),
 }
 DTYPES = {"float32": (np.float32, fg.float32), "float64": (np.float64, fg.float64)}

@@ -159,6 +159,7 @@ _FUNCS: dict[str, Callable] = {
     "sigmoid": _fm_or("sigmoid", lambda a, dt: f"({_typed(dt, 1)} / ({_typed(dt, 1)} + np.exp(-{a[0]})))"),
     "tan": _np("tan"),
     "atan2": _np("arctan2"),
+    "fmod": _np("fmod"),
     "sqrt": _np("sqrt"),
     "floor": _np("floor", int_identity=True),
     "ceil": _np("ceil", int_identity=True),

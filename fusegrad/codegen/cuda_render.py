@@ -92,7 +92,7 @@ def _errstate(fn: Callable) -> Callable:
 # The simulator's transcendentals: NumPy's (inf/NaN where CUDA gives them), quietly.
 SIM_MATH = {name: _errstate(getattr(np, np_name)) for name, np_name in (
     ("exp", "exp"), ("expm1", "expm1"), ("log", "log"), ("log1p", "log1p"), ("sin", "sin"), ("cos", "cos"),
-    ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("pow", "power"), ("atan2", "arctan2"),
+    ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("pow", "power"), ("atan2", "arctan2"), ("fmod", "fmod"),
     ("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"), ("rint", "rint"))}
 SIM_MATH["erf"] = _errstate(lambda x: type(x)(math.erf(x)))
 
@@ -143,7 +143,7 @@ class _Scalars:
             return _INFIX[op].format(*a)
         if op in ("floor", "ceil", "trunc", "round"):
             return a[0] if dt.kind in "iub" else self.call("rint" if op == "round" else op, a, dt)
-        if op in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "erf", "atan2"):
+        if op in ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "erf", "atan2", "fmod"):
             return self.call(op, a, dt)
         if op == "pow":
             return self.call("pow", a, dt) if dt.kind == "f" else int_power(a) if dt.kind == "i" else \

@@ -117,8 +117,9 @@ _OPS = [
     ("fmax", 2, _typed(np.fmax)),  # NaN-ignoring (kernel passes: a float max counts NaNs apart)
     ("fmin", 2, _typed(np.fmin)),
     ("atan2", 2, _typed(np.arctan2)),
-    ("floordiv", 2, _typed(np.floor_divide)),  # integers only (prims.floordiv)
+    ("floordiv", 2, _typed(np.floor_divide)),  # the exact quotient's floor (prims.floordiv)
     ("mod", 2, _typed(np.remainder)),  # Python's: the divisor's sign
+    ("fmod", 2, _typed(np.fmod)),  # C's: the dividend's sign
     ("eq", 2, _pred(np.equal)),
     ("ne", 2, _pred(np.not_equal)),
     ("lt", 2, _pred(np.less)),

@@ -394,9 +394,9 @@ def _div(a, b, rounding_mode):
     b = _cast_to(b, to)
     if isinstance(a, _SCALARS):
         a = full_as(b, a)
+    if rounding_mode == "floor":  # (the exact quotient's floor, as PyTorch's: 3.0 // 0.3 is 9)
+        return _binary(P.floordiv, a, b, "DivBackward0")
     r = _binary(P.div, a, b, "DivBackward0")
-    if rounding_mode == "floor":
-        return floor(r)
     if rounding_mode == "trunc":
         return trunc(r)
     return r
@@ -454,27 +454,28 @@ def floor_divide(a, b):
     return div(a, b, rounding_mode="floor")
 
 
-def _modulo(a, b, rounding, name, what):
-    """a - rounding(a / b) * b in primitives (traceable); integers exactly, in their dtype."""
+def _modulo(a, b, prim, name, what):
+    """The exact remainder ``prim`` (mod: Python's, fmod: C's) in the operands' dtype."""
     a, b = _promote2(as_t(a), b)
     if a._data.dtype == np.bool_:
         raise NotImplementedError(f'"{what}_cpu" not implemented for \'Bool\'')
-    if D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
-        return named(sub(a, mul(rounding(div(a, b)), b)), name)
-    _check_divisor(b)
-    return P.mod(a, b) if rounding is floor else _int_fmod(a, b)
+    if not D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
+        _check_divisor(b)
+        if prim is P.fmod:  # (integers' C remainder from Python's: Numba's np.fmod of integers is wrong)
+            return _int_fmod(a, b)
+    return _binary(prim, a, b, name)
 
 
 @op
 def remainder(a, b):
     """Python's modulo: the result takes the divisor's sign."""
-    return _modulo(a, b, floor, "RemainderBackward0", "remainder")
+    return _modulo(a, b, P.mod, "RemainderBackward0", "remainder")
 
 
 @op
 def fmod(a, b):
     """C's fmod: the result takes the dividend's sign."""
-    return _modulo(a, b, trunc, "FmodBackward0", "fmod")
+    return _modulo(a, b, P.fmod, "FmodBackward0", "fmod")
 
 
 @op(inplace="method")

@@ -16,7 +16,7 @@ from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
-           "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod",
+           "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod", "fmod",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
            "logical_not", "isnan", "stop_gradient", "straight_through", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
@@ -299,13 +299,30 @@ minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
 for _p in (maximum, minimum):
     refuse_complex(_p, lambda t, n=_p.name: RuntimeError(f"{n} not implemented for complex tensors."))
 
-# Integer floor division and Python's remainder (the divisor's sign), exact over all of
-# int64 where a float64 division is exact only below 2**53. A zero divisor gives 0 (the
-# ops raise for it first, as PyTorch, where its value is known).
+# Floor division, Python's remainder (the divisor's sign) and C's (the dividend's), exact:
+# integers over all of int64, where a float64 division is exact only below 2**53; floats as
+# PyTorch's kernels (3.0 // 0.3 is 9, the exact quotient's floor, where floor(3.0 / 0.3) is
+# 10). An integer zero divisor gives 0 (the ops raise for it first, as PyTorch, where its
+# value is known). The remainders' derivatives are those of a - rounded(a / b) * b.
+def _floordiv_vjp(g, ins, out, needs):
+    return _grads(ins, needs, g * 0, g * 0)
+
+
+def _remainder_vjp(rounding):
+    def vjp(g, ins, out, needs):
+        a, b = ins
+        return _grads(ins, needs, g, neg(g * rounding(a / b)) if needs[1] else None)
+    return vjp
+
+
 floordiv = Primitive("floordiv", _quiet(np.floor_divide), abstract=_bin_abstract, kind="elementwise",
-                     scalar="floordiv", nondiff=True)
-mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="elementwise", scalar="mod", nondiff=True)
-for _p in (lt, le, gt, ge, atan2, floordiv, mod):  # (complex numbers have no order)
+                     scalar="floordiv", vjp=_floordiv_vjp, jvp=lambda ts, ins, out: None)
+mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="elementwise", scalar="mod",
+                vjp=_remainder_vjp(floor), jvp=_lin_jvp(_remainder_vjp(floor)), saves="in")
+# (fmod of floats: the runtime computes integers' from mod, as Numba's np.fmod of integers is wrong)
+fmod = Primitive("fmod", _quiet(np.fmod), abstract=_bin_abstract, kind="elementwise", scalar="fmod",
+                 vjp=_remainder_vjp(trunc), jvp=_lin_jvp(_remainder_vjp(trunc)), saves="in")
+for _p in (lt, le, gt, ge, atan2, floordiv, mod, fmod):  # (complex numbers have no order)
     refuse_complex(_p, lambda t, n=_p.name: NotImplementedError(f"\"{n}_cpu\" not implemented for '{t}'"))
 
 
