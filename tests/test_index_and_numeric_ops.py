@@ -528,6 +528,10 @@ def test_float_remainders_and_floor_division_are_exact_as_pytorchs():
         for k, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_array_equal(g.numpy(), w)
             assert k not in (0, 4) or (np.signbit(g.numpy()) == np.signbit(w)).all()  # (fmod(-0.0, b) is -0.0)
+    for dt in ("float16", "bfloat16"):  # (a Python scalar rounded to the half dtype first, as PyTorch's)
+        for g, w in zip(f(fg, fg.tensor(a[:48]).to(getattr(fg, dt))), f(torch, torch.tensor(a[:48]).to(getattr(torch, dt)))):
+            assert str(g.dtype).split(".")[1] == str(w.dtype).split(".")[1]
+            np.testing.assert_array_equal(g.float().numpy(), w.float().numpy())
     grads = []
     for T in (fg, torch):
         x = T.tensor([0.3, 1.7, -0.6], requires_grad=True)

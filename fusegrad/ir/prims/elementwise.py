@@ -303,7 +303,8 @@ for _p in (maximum, minimum):
 # integers over all of int64, where a float64 division is exact only below 2**53; floats as
 # PyTorch's kernels (3.0 // 0.3 is 9, the exact quotient's floor, where floor(3.0 / 0.3) is
 # 10). An integer zero divisor gives 0 (the ops raise for it first, as PyTorch, where its
-# value is known). The remainders' derivatives are those of a - rounded(a / b) * b.
+# value is known). The remainders' derivatives are those of a - rounded(a / b) * b. A Python
+# scalar beside bfloat16 is rounded to bfloat16 first, as PyTorch's kernels take it.
 def _floordiv_vjp(g, ins, out, needs):
     return _grads(ins, needs, g * 0, g * 0)
 
@@ -315,13 +316,13 @@ def _remainder_vjp(rounding):
     return vjp
 
 
-floordiv = Primitive("floordiv", _quiet(np.floor_divide), abstract=_bin_abstract, kind="elementwise",
-                     scalar="floordiv", vjp=_floordiv_vjp, jvp=lambda ts, ins, out: None)
-mod = Primitive("mod", _quiet(np.remainder), abstract=_bin_abstract, kind="elementwise", scalar="mod",
-                vjp=_remainder_vjp(floor), jvp=_lin_jvp(_remainder_vjp(floor)), saves="in")
+floordiv = Primitive("floordiv", _bf16_scalars(_quiet(np.floor_divide), True), abstract=_bin_abstract,
+                     kind="elementwise", scalar="floordiv", vjp=_floordiv_vjp, jvp=lambda ts, ins, out: None)
+mod = Primitive("mod", _bf16_scalars(_quiet(np.remainder), True), abstract=_bin_abstract, kind="elementwise",
+                scalar="mod", vjp=_remainder_vjp(floor), jvp=_lin_jvp(_remainder_vjp(floor)), saves="in")
 # (fmod of floats: the runtime computes integers' from mod, as Numba's np.fmod of integers is wrong)
-fmod = Primitive("fmod", _quiet(np.fmod), abstract=_bin_abstract, kind="elementwise", scalar="fmod",
-                 vjp=_remainder_vjp(trunc), jvp=_lin_jvp(_remainder_vjp(trunc)), saves="in")
+fmod = Primitive("fmod", _bf16_scalars(_quiet(np.fmod), True), abstract=_bin_abstract, kind="elementwise",
+                 scalar="fmod", vjp=_remainder_vjp(trunc), jvp=_lin_jvp(_remainder_vjp(trunc)), saves="in")
 for _p in (lt, le, gt, ge, atan2, floordiv, mod, fmod):  # (complex numbers have no order)
     refuse_complex(_p, lambda t, n=_p.name: NotImplementedError(f"\"{n}_cpu\" not implemented for '{t}'"))
 
