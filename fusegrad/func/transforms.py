@@ -42,7 +42,7 @@ from ..runtime.interpreter import run_tensors
 from ..runtime.tensor import Size, Tensor, wrap
 from ..tracer.capture import Captured, Variants, capture, in_strict_capture
 from ..tracer.guards import flatten_call, signature
-from ..tracer.trace import GraphBreak, capturing
+from ..tracer.trace import GraphBreak, capturing, current_traces
 from . import fused
 from . import eager as _eager
 from .eager import _argnums_tuple
@@ -159,6 +159,13 @@ def _optimized(graph):
             opt.eqns.append(_copy(o, out))
             opt.outputs[k] = out
     return opt
+
+
+def _inlined() -> bool:
+    """Whether a transform runs right inside compile's trace (not inside another transform's,
+    whose rules, vmap's batching and the pipeline's factoring after it, want optimized graphs)."""
+    traces = current_traces()
+    return bool(traces) and traces[-1].captures_state
 
 
 def _output_roots(graph) -> list:
@@ -312,7 +319,9 @@ def grad_and_value(func: Callable, argnums: Union[int, Sequence[int]] = 0, has_a
             o = e.graph.outputs[0] if e.n_out == 1 else None
             if o is None or o.size != 1 or not D.np_differentiable(o.dtype) or o.dtype.kind == "c":
                 raise _Fallback("the output is not one real floating scalar")
-            g = e.get(("vjp", tuple(wrt)), lambda: _optimized(vjp_graph(e.graph, wrt, [0], unit_cotangents=True)))
+            inlined = _inlined()  # (then compile's pipeline optimizes the gradient with the rest of its graph)
+            g = e.get(("vjp", tuple(wrt), inlined), lambda: (lambda j: j if inlined else _optimized(j))(
+                vjp_graph(e.graph, wrt, [0], unit_cotangents=True)))
         except (GraphBreak, _Fallback) as ex:
             _fallback(getattr(ex, "reason", str(ex)))
             return _eager.grad_and_value(func, argnums, has_aux)(*args, **kwargs)
