@@ -815,3 +815,21 @@ def test_functional_refuses_as_torch():
         out.append(np.round(AF.jacobian(lib.sin, x, strategy="forward-mode", vectorize=True).numpy(), 6).tolist())
         return out
     assert errors(fg) == errors(torch)
+
+
+def test_a_deep_copied_parameter_starts_without_gradients_and_create_graph_grads_are_clones():
+    """PyTorch's Parameter.__deepcopy__ copies the data only (an unrolled GAN's surrogate
+    discriminator must not start with the original's stale gradients), and AccumulateGrad
+    under create_graph stores a clone: never a view, so zero_grad(set_to_none=False) works."""
+    import copy
+    torch = pytest.importorskip("torch")
+    for T in (fg, torch):
+        lin = T.nn.Linear(2, 2)
+        lin(T.ones(1, 2)).pow(2).sum().backward(create_graph=True)
+        assert lin.weight.grad._base is None and type(lin.weight.grad.grad_fn).__name__ == "CopyBackwards"
+        twin = copy.deepcopy(lin)
+        assert twin.weight.grad is None and isinstance(twin.weight, T.nn.Parameter) and twin.weight.requires_grad
+        T.optim.SGD(lin.parameters(), lr=0.1).zero_grad(set_to_none=False)
+        assert lin.weight.grad.abs().sum().item() == 0 and not lin.weight.grad.requires_grad
+        frozen = T.nn.Parameter(T.ones(2), requires_grad=False)
+        assert not copy.deepcopy(frozen).requires_grad

@@ -48,6 +48,13 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
+    def __deepcopy__(self, memo):
+        """A new parameter over a copy of the data, without the ``.grad`` (as PyTorch's: a
+        copied module, an EMA or a surrogate model, starts with no gradients)."""
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(wrap(np.array(self._concrete("deepcopy"), copy=True)), self._rg)
+        return memo[id(self)]
+
     def __reduce_ex__(self, proto):
         return (_rebuild_parameter, (np.array(self._concrete("pickling")), self._rg))
 
@@ -83,6 +90,11 @@ class UninitializedTensorMixin:
     def __reduce_ex__(self, proto):
         # (Parameter's pickles the data: it would come back as a Parameter of no elements)
         return (type(self), (self.requires_grad, None, self.dtype))
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, None, self.dtype)
+        return memo[id(self)]
 
 
 def is_lazy(tensor) -> bool:

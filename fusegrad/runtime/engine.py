@@ -282,6 +282,11 @@ def _accumulate(leaf, g, create_graph: bool, into=None) -> None:
             g = wrap(dest)
         elif not keep:
             g = wrap(devices.copy(g._data))
+        elif create_graph and type(g._data) is not Var:
+            # as PyTorch's AccumulateGrad under grad mode: a clone (differentiable), never a view
+            # of another tensor (zero_grad's detach_ refuses views) nor shared with another leaf
+            from .ops import clone, named
+            g = named(clone(g), "CopyBackwards")  # (PyTorch's copies into a new tensor)
         elif g._base is not None and not g._rg:
             # a traced view of a backward temporary: .grad is a tensor of its own, so that an
             # in-place update of it (clip_grad_norm_) does not write through a view
