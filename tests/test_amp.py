@@ -459,3 +459,23 @@ def test_low_precision_interpolation_is_computed_in_float32_and_rounded_once():
             got = F.interpolate(t, **kw)
             assert got.dtype == low
             np.testing.assert_array_equal(got.float().numpy(), F.interpolate(t.float(), **kw).to(low).float().numpy())
+
+
+def test_pools_keep_their_dtype_under_autocast_and_round_half_results_once():
+    """Average pools are not on autocast's lists (a float32 input stays float32, as an ASPP
+    branch's image pool), and of bfloat16/float16 inputs they accumulate in float32 and round
+    once, as PyTorch's kernels: the same values."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((1, 2, 9, 9)).astype(np.float32) * 3
+    calls = (lambda F, t: F.adaptive_avg_pool2d(t, 3), lambda F, t: F.adaptive_avg_pool2d(t, 1),
+             lambda F, t: F.interpolate(t, size=(5, 5), mode="area"), lambda F, t: F.avg_pool2d(t, 3),
+             lambda F, t: F.adaptive_avg_pool1d(t.flatten(2), 4), lambda F, t: F.interpolate(t, size=(4, 4), mode="bilinear"))
+    for T in (fg, torch):
+        with T.autocast("cpu", dtype=T.bfloat16):
+            assert all(c(T.nn.functional, T.tensor(x)).dtype == T.float32 for c in calls)
+    for dt in ("bfloat16", "float16"):
+        for c in calls:
+            got = c(fg.nn.functional, fg.tensor(x).to(getattr(fg, dt)))
+            want = c(torch.nn.functional, torch.tensor(x).to(getattr(torch, dt)))
+            assert str(got.dtype).endswith(dt)
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())

@@ -17,6 +17,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.autocast_state import autocast_off, float32_policy
+from ..runtime.composite import one_node
 from ..runtime.factory import full_like, rand
 from ..runtime.grad_mode import STATE as GRAD
 from ..runtime.factory import tensor as _tensor
@@ -159,15 +160,16 @@ def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bo
         from ..runtime.keywords import _type_name
         raise NotImplementedError(f'"{name}" not implemented for \'{_type_name(input.dtype)}\'')
     axis = input.ndim - n
-    win = windows(_padded(input, pads, 0.0), axis, ks, st, dil, outs, k_first=False)
-    total = P.reshape(P.reduce_sum(win, axes=(axis + 1,), keepdims=False), shape=tuple(input.shape[:axis]) + outs)
     mode = "trunc" if integral else None
-    if divisor_override is not None:
-        out = O.div(total, int(divisor_override) if integral else float(divisor_override), rounding_mode=mode)
-    else:
-        div = _avg_divisor(tuple(input.shape[-n:]), ks, st, pad, outs, count_include_pad)
-        out = O.div(total, _tensor(div.astype(input._data.dtype)), rounding_mode=mode)
-    return own(named(out, f"AvgPool{n}DBackward0"), input)
+
+    def mean(x):  # (a float16 or bfloat16 x in float32, rounded once: one_node, as PyTorch's kernel)
+        win = windows(_padded(x, pads, 0.0), axis, ks, st, dil, outs, k_first=False)
+        total = P.reshape(P.reduce_sum(win, axes=(axis + 1,), keepdims=False), shape=tuple(x.shape[:axis]) + outs)
+        if divisor_override is not None:
+            return O.div(total, int(divisor_override) if integral else float(divisor_override), rounding_mode=mode)
+        div = _avg_divisor(tuple(x.shape[-n:]), ks, st, pad, outs, count_include_pad)
+        return O.div(total, _tensor(div.astype(x._data.dtype)), rounding_mode=mode)
+    return own(one_node(f"AvgPool{n}DBackward0", mean, input), input)
 
 
 def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
@@ -335,23 +337,26 @@ def _adaptive_args(input: Tensor, output_size, n: int, name: str) -> tuple:
 
 
 def _along(x: Tensor, m: np.ndarray, axis: int) -> Tensor:
-    """Contract dim ``axis`` of ``x`` with the constant matrix ``m`` (out, in)."""
+    """Contract dim ``axis`` of ``x`` with the constant matrix ``m`` (out, in): a pooling, in
+    ``x``'s dtype whatever autocast says (the primitive, not autocast's matmul)."""
     x = O.movedim(x, axis, -1)
-    x = O.matmul(x, _tensor(np.ascontiguousarray(m.T).astype(x._data.dtype)))
+    x = P.matmul(x, _tensor(np.ascontiguousarray(m.T).astype(x._data.dtype)))
     return O.movedim(x, -1, axis)
 
 
 def _adaptive_avg(input: Tensor, output_size, n: int, name: str) -> Tensor:
     outs = _adaptive_args(input, output_size, n, name)
-    x = input
-    for i, o in enumerate(outs):
-        size = input.shape[input.ndim - n + i]
-        start, end = _adaptive_bounds(size, o)
-        m = np.zeros((o, size))
-        for r, (a, b) in enumerate(zip(start, end)):
-            m[r, a:b] = 1.0 / (b - a)
-        x = _along(x, m, input.ndim - n + i)
-    return own(named(x, f"AdaptiveAvgPool{n}DBackward0"), input)
+
+    def mean(x):  # (a float16 or bfloat16 x in float32, rounded once: one_node, as PyTorch's kernel)
+        for i, o in enumerate(outs):
+            size = input.shape[input.ndim - n + i]
+            start, end = _adaptive_bounds(size, o)
+            m = np.zeros((o, size))
+            for r, (a, b) in enumerate(zip(start, end)):
+                m[r, a:b] = 1.0 / (b - a)
+            x = _along(x, m, input.ndim - n + i)
+        return x
+    return own(one_node(f"AdaptiveAvgPool{n}DBackward0", mean, input), input)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: IntOrTuple) -> Tensor:
