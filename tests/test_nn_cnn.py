@@ -571,3 +571,26 @@ def test_integer_average_pooling_as_torch():
             except Exception as e:  # noqa: BLE001 - the type and message are what is compared
                 got.append((type(e).__name__, str(e)))
         assert got[0] == got[1], got
+
+
+def test_channels_last_layout_follows_through_the_layers_pytorch_keeps_it_in():
+    """A channels-last input gives channels-last outputs from the layers PyTorch keeps the layout
+    in (a decoder's convT(x).permute(0, 2, 3, 1).view(-1, C) works), with PyTorch's strides."""
+    x = np.random.default_rng(0).standard_normal((2, 8, 5, 6)).astype(np.float32)
+    layers = [lambda nn: nn.ConvTranspose2d(8, 4, 2, stride=2), lambda nn: nn.MaxPool2d(2), lambda nn: nn.GroupNorm(2, 8),
+              lambda nn: nn.Upsample(scale_factor=2), lambda nn: nn.Upsample(scale_factor=2, mode="bilinear"),
+              lambda nn: nn.AvgPool2d(2), lambda nn: nn.AdaptiveAvgPool2d(3), lambda nn: nn.AdaptiveMaxPool2d(2),
+              lambda nn: nn.PixelShuffle(2)]
+    for make in layers:
+        strides = []
+        for T in (fg, torch):
+            T.manual_seed(0)
+            t = T.tensor(x).to(memory_format=T.channels_last)
+            y = make(T.nn).to(memory_format=T.channels_last)(t)
+            strides.append(tuple(y.stride()))
+        assert strides[0] == strides[1], (make, strides)
+    t = fg.tensor(x).to(memory_format=fg.channels_last)
+    assert fg.cat([t, t], 1).is_contiguous(memory_format=fg.channels_last)
+    assert fg.cat([t, t.contiguous()], 1).is_contiguous()
+    y = fg.nn.ConvTranspose2d(8, 4, 2, stride=2)(t)
+    assert tuple(y.permute(0, 2, 3, 1).view(-1, 4).shape) == (240, 4)

@@ -8,7 +8,6 @@ transforms and ``compile`` alike. A transposed convolution is the convolution of
 zero-dilated input with the flipped, transposed kernel."""
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Optional, Sequence, Union
 
@@ -241,7 +240,7 @@ def conv_transpose(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride
         x = P.slice_(x, key=key)
     pads = [(max(e, 0), max(e + op, 0)) for e, op in zip(edge, output_padding)]
     out = convolution(_pad_input(x, pads, "zeros"), w, bias, 1, 0, dilation, groups, n, name)
-    return named(out, "ConvolutionBackward0")
+    return own(named(out, "ConvolutionBackward0"), input, order=channels_last_order(input._data))
 
 
 @lower_precision

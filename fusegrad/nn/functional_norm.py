@@ -11,7 +11,7 @@ from ..runtime import ops as O
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
-from ..runtime.type_info import finfo
+from ..runtime.type_info import channels_last_order, finfo
 from .opmath import downcast, upcast
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm"]
@@ -118,7 +118,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Optional[Tensor] = None, 
     centered = O.sub(x, mean)
     var = O.mean(O.mul(centered, centered), (2,), keepdim=True)
     out = O.reshape(O.mul(centered, O.rsqrt(O.add(var, eps))), tuple(input.shape))
-    out = own(named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0"), input)
+    out = own(named(_affine(out, weight, bias, _channel_shape(input)), "NativeGroupNormBackward0"), input,
+              order=channels_last_order(input._data))  # (a channels-last input's layout, as PyTorch's)
     return downcast(out, low)
 
 

@@ -23,6 +23,7 @@ from ..runtime.grad_mode import STATE as GRAD
 from ..runtime.factory import tensor as _tensor
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
+from ..runtime.type_info import channels_last_order
 from .functional_conv import ntuple, windows
 from ..tracer.trace import user_stacklevel
 
@@ -89,7 +90,7 @@ def _max_pool(input: Tensor, n: int, kernel_size, stride, padding, dilation, cei
     win = P.reshape(win, shape=tuple(input.shape[:axis]) + outs + (math.prod(ks),))
     which = P.argmax(win, axis=input.ndim, keepdims=True)
     vals = P.reshape(P.gather(win, which, axis=input.ndim), shape=tuple(input.shape[:axis]) + outs)
-    vals = own(named(vals, f"MaxPool{n}DWithIndicesBackward0"), input)
+    vals = own(named(vals, f"MaxPool{n}DWithIndicesBackward0"), input, order=_follows(input))
     if not return_indices:
         return vals
     return vals, _flat_indices(P.reshape(which, shape=vals._data.shape), ks, st, pad, dil, input.shape[-n:])
@@ -169,7 +170,7 @@ def _avg_pool(input: Tensor, n: int, kernel_size, stride, padding, ceil_mode: bo
             return O.div(total, int(divisor_override) if integral else float(divisor_override), rounding_mode=mode)
         div = _avg_divisor(tuple(x.shape[-n:]), ks, st, pad, outs, count_include_pad)
         return O.div(total, _tensor(div.astype(x._data.dtype)), rounding_mode=mode)
-    return own(one_node(f"AvgPool{n}DBackward0", mean, input), input)
+    return own(one_node(f"AvgPool{n}DBackward0", mean, input), input, order=_follows(input))
 
 
 def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: Optional[IntOrTuple] = None,
@@ -336,6 +337,12 @@ def _adaptive_args(input: Tensor, output_size, n: int, name: str) -> tuple:
     return tuple(s if o is None else int(o) for s, o in zip(input.shape[-n:], outs))
 
 
+def _follows(input: Tensor):
+    """The layout a pooled or resampled result has, as PyTorch's: ``input``'s channels-last
+    order where it is laid out so, else None (C order)."""
+    return channels_last_order(input._data)
+
+
 def _along(x: Tensor, m: np.ndarray, axis: int) -> Tensor:
     """Contract dim ``axis`` of ``x`` with the constant matrix ``m`` (out, in): a pooling, in
     ``x``'s dtype whatever autocast says (the primitive, not autocast's matmul)."""
@@ -356,7 +363,7 @@ def _adaptive_avg(input: Tensor, output_size, n: int, name: str) -> Tensor:
                 m[r, a:b] = 1.0 / (b - a)
             x = _along(x, m, input.ndim - n + i)
         return x
-    return own(one_node(f"AdaptiveAvgPool{n}DBackward0", mean, input), input)
+    return own(one_node(f"AdaptiveAvgPool{n}DBackward0", mean, input), input, order=_follows(input))
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: IntOrTuple) -> Tensor:
@@ -390,7 +397,8 @@ def _adaptive_max(input: Tensor, output_size, n: int, return_indices: bool, name
     perm = tuple(range(nl)) + tuple(nl + 2 * i for i in range(n)) + tuple(nl + 2 * i + 1 for i in range(n))
     x = O.reshape(O.permute(x, perm), lead + outs + (-1,))
     which = P.argmax(x, axis=x.ndim - 1, keepdims=True)
-    vals = own(named(O.squeeze(P.gather(x, which, axis=x.ndim - 1), -1), f"AdaptiveMaxPool{n}DBackward0"), input)
+    vals = own(named(O.squeeze(P.gather(x, which, axis=x.ndim - 1), -1), f"AdaptiveMaxPool{n}DBackward0"), input,
+               order=_follows(input))
     if not return_indices:
         return vals
     # flat index of each window offset, row-major over the per-dim tables
@@ -695,7 +703,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             src = np.minimum(np.floor((np.arange(o) + shift) * sc).astype(np.int64), s - 1)
             x = O.index_select(x, 2 + i, _tensor(src))
         exact = "Exact" if shift else ""
-        return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input)
+        return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input, order=_follows(input))
     passes = list(enumerate(zip(input.shape[2:], outs, scales)))
     if input.dtype == D.uint8:  # images: in float, the last dim first, each pass rounded to uint8 as PyTorch's
         x, passes = O.to(x, D.float32), passes[::-1]
@@ -715,7 +723,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if input.dtype == D.uint8 or low:
         x = O.to(x, input.dtype)
     kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
-    return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input)
+    return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input, order=_follows(input))
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
@@ -737,7 +745,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     nl = len(lead)
     x = O.reshape(input, lead + (C // (r * r), r, r, H, W))
     x = O.permute(x, tuple(range(nl)) + tuple(nl + i for i in (0, 3, 1, 4, 2)))
-    return O.reshape(x, lead + (C // (r * r), H * r, W * r))
+    return own(O.reshape(x, lead + (C // (r * r), H * r, W * r)), input, order=_follows(input))
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:

@@ -32,7 +32,7 @@ from .keywords import _type_name, write_out
 from .layouts import sparse_coo
 from .nodes import PrimNode, node_class
 from .composite import CompositeNode, one_node
-from .type_info import contiguous_format, is_laid_out, laid_out, preserve_format
+from .type_info import channels_last_order, contiguous_format, is_laid_out, laid_out, preserve_format
 from .tensor import Tensor, wrap
 from .transfer import transfer
 from ..tracer.trace import user_stacklevel
@@ -1378,7 +1378,11 @@ def cat(tensors: Sequence, dim=0):
         if t._data.ndim != ts[0]._data.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != ax):
             raise RuntimeError(f"cat: Sizes of tensors must match except in dimension {ax}. Expected sizes "
                                f"{list(ts[0].shape)} but got {list(t.shape)}")
-    return named(P.concatenate(*ts, axis=ax), "CatBackward0")
+    out = named(P.concatenate(*ts, axis=ax), "CatBackward0")
+    order = channels_last_order(ts[0]._data)  # (all channels-last: so is the result, as PyTorch's)
+    if order is not None and builtins.all(channels_last_order(t._data) == order for t in ts[1:]):
+        out._data = laid_out(out._data, order)
+    return out
 
 
 concat = concatenate = alias(cat, "concat", "concatenate")
