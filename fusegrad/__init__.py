@@ -69,11 +69,13 @@ from .runtime.torch_switches import (get_float32_matmul_precision, set_anomaly_e
                                      set_float32_matmul_precision)
 from math import e, inf, nan, pi  # noqa: E402  (torch.pi, ...)
 from .runtime.printing import set_printoptions  # noqa: E402  (get_printoptions, printoptions: runtime.printing)
-from .runtime.legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
+from .runtime.legacy_types import STORAGES as _LEGACY_STORAGES, TYPES as _LEGACY_TYPES  # noqa: E402
+from .runtime.tensor_queries import TypedStorage, UntypedStorage  # noqa: E402,F401
 from .runtime.type_info import (channels_last, channels_last_3d, contiguous_format, finfo, iinfo,  # noqa: E402
                                 legacy_contiguous_format, memory_format, preserve_format)
 
 globals().update(_LEGACY_TYPES)  # torch.FloatTensor, torch.LongTensor, ...
+globals().update(_LEGACY_STORAGES)  # torch.FloatStorage, torch.ByteStorage, ...
 
 double = float64
 cfloat = complex64

@@ -74,3 +74,16 @@ def test_broadcast_to_takes_sizes_as_the_method_does():
     for call in (lambda T, t: t.broadcast_to(2, 3), lambda T, t: t.broadcast_to((2, 3)),
                  lambda T, t: T.broadcast_to(t, (2, 3))):
         np.testing.assert_array_equal(call(fg, fg.tensor(x)).numpy(), call(torch, torch.tensor(x)).numpy())
+
+
+def test_legacy_storages_and_from_numpy_refusals_as_pytorchs():
+    buf = bytes(range(12))
+    for T in (fg, torch):
+        img = T.ByteTensor(T.ByteStorage.from_buffer(buf))  # (older torchvision's to_tensor of a PIL image)
+        assert img.view(2, 2, 3).permute(2, 0, 1).tolist() == torch.arange(12).view(2, 2, 3).permute(2, 0, 1).tolist()
+        assert T.FloatTensor(T.FloatStorage([1, 2.5])).tolist() == [1.0, 2.5] and len(T.FloatStorage(3)) == 3
+        assert isinstance(T.ones(2).untyped_storage(), T.UntypedStorage)
+        with pytest.raises(ValueError, match="negative"):
+            T.from_numpy(np.arange(4)[::-1])
+        with pytest.raises(TypeError, match="dims"):
+            T.flip(T.ones(2))

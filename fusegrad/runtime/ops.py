@@ -1334,6 +1334,8 @@ def clone(x, memory_format=None):
 def flip(x, *dims):
     """``flip(x, dims)``, and ``x.flip(0, 1)`` with the dims as separate arguments."""
     x = as_t(x)
+    if not dims:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
     dims = _size_args(dims)
     seen = [d % builtins.max(x._data.ndim, 1) for d in dims]
     for k, d in enumerate(seen):

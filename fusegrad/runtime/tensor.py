@@ -564,6 +564,9 @@ def _legacy_new(args: tuple, dtype) -> Tensor:
     if isinstance(first, Tensor):  # an alias, in the autograd graph too
         from . import ops
         return ops.view(first, tuple(first.shape))
+    if hasattr(first, "_root"):  # a storage (torch.ByteTensor(torch.ByteStorage.from_buffer(b))): its memory, 1-d
+        root = first._root.reshape(-1)
+        return wrap(root if root.dtype == dt.np else root.view(np.uint8).view(dt.np))
     if isinstance(first, (float, bool, complex)) or isinstance(first, np.generic):
         raise TypeError(f"new(): data must be a sequence (got {type(first).__name__})")
     return tensor(first, dtype=dt)
