@@ -222,3 +222,30 @@ def test_fuse_bn_eval_matches_torch(kind):
     # (float32 sums of outputs up to ~20: the order of the additions differs from torch's)
     np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(outs[1][0], outs[1][1], rtol=1e-4, atol=1e-5)
+
+
+def test_ctc_loss_edge_lengths_blank_labels_and_refusals_as_pytorch():
+    """An utterance with no frames left (loss 0 for an empty transcript, else inf, no
+    gradient), a target holding the blank id (a label to PyTorch's kernel), and PyTorch's
+    refusals: negative lengths, half-precision inputs outside autocast."""
+    lp = np.random.default_rng(3).standard_normal((6, 3, 5)).astype(np.float32)
+    targets = np.array([[1, 2, 3], [1, 0, 2], [4, 4, 0]])
+    res = []
+    for T in (fg, torch):
+        x = T.tensor(lp, requires_grad=True)
+        logp = x.log_softmax(2)
+        vals = []
+        for in_lens, tg_lens, zi in (([6, 0, 5], [3, 0, 2], False), ([6, 0, 6], [3, 2, 3], True), ([5, 6, 0], [3, 3, 2], True)):
+            loss = T.nn.functional.ctc_loss(logp, T.tensor(targets), T.tensor(in_lens), T.tensor(tg_lens),
+                                            reduction="none", zero_infinity=zi)
+            vals.append(loss.detach().numpy())
+        x.grad = None
+        T.nn.functional.ctc_loss(logp, T.tensor(targets), T.tensor([6, 0, 4]), T.tensor([3, 2, 2]),
+                                 zero_infinity=True).backward()
+        res.append(vals + [x.grad.numpy()])
+        with pytest.raises(RuntimeError, match="input_lengths to have value at least 0"):
+            T.nn.functional.ctc_loss(logp, T.tensor(targets), T.tensor([6, -1, 5]), T.tensor([3, 3, 2]))
+        with pytest.raises(NotImplementedError, match="ctc_loss_cpu"):
+            T.nn.functional.ctc_loss(logp.detach().bfloat16(), T.tensor(targets), T.tensor([6, 6, 5]), T.tensor([3, 3, 2]))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

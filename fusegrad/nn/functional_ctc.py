@@ -26,7 +26,8 @@ def _ints(x: Union[Tensor, Sequence[int]]) -> list:
 
 def _lattice(targets: Tensor, target_lengths: list, blank: int):
     """Per sample the blank-interleaved label sequence (padded with blanks) and the mask of
-    positions that may be entered by skipping one (a label that differs from the one two back)."""
+    positions that may be entered by skipping one (a label that differs from the one two back;
+    a label equal to the blank id counts as a label, as PyTorch's kernel takes it)."""
     tg = np.asarray(targets.tolist(), dtype=np.int64)
     n, width = len(target_lengths), 2 * max(target_lengths, default=0) + 1
     ext = np.full((n, width), blank, dtype=np.int64)
@@ -36,7 +37,8 @@ def _lattice(targets: Tensor, target_lengths: list, blank: int):
         offset += length
         ext[i, 1:2 * length:2] = labels
     skip = np.zeros((n, width), dtype=bool)
-    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    skip[:, 2:] = ext[:, 2:] != ext[:, :-2]
+    skip[:, ::2] = False  # (the blanks between labels are entered from the one before only)
     return ext, skip
 
 
@@ -69,8 +71,15 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Union[Tensor, Se
     if unbatched:
         log_probs = O.unsqueeze(log_probs, 1)
         targets = O.unsqueeze(targets, 0) if targets.ndim == 1 else targets
+    if log_probs._data.dtype.itemsize == 2:  # (under autocast the float32 policy cast it already)
+        from ..runtime.keywords import _type_name
+        raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{_type_name(log_probs._data.dtype)}'")
     in_lens, tg_lens = _ints(input_lengths), _ints(target_lengths)
     T, N, C = log_probs.shape
+    for what, lens in (("input_lengths", in_lens), ("target_lengths", tg_lens)):
+        if min(lens, default=0) < 0:
+            raise RuntimeError(f"Expected {what} to have value at least 0, but got value {min(lens)} (while "
+                               "checking arguments for ctc_loss_allocate_outputs)")
     if len(in_lens) != N or len(tg_lens) != N:
         raise RuntimeError(f"input_lengths must be of size batch_size ({N}) and target_lengths too")
     if max(in_lens, default=0) > T:
@@ -91,6 +100,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Union[Tensor, Se
     start[:, 0] = 0.0
     start[np.asarray(tg_lens) > 0, 1] = 0.0
     alpha = O.add(O.select(lp, 0, 0), _tensor(start))
+    empty = np.asarray(in_lens) == 0
+    if empty.any():  # no frames: the empty alignment alone (loss 0 for an empty target, else inf), no gradient
+        start[:, 1] = _NEG_INF
+        alpha = O.where(_tensor(empty[:, None]), _tensor(start), alpha)
     for t in range(1, T):
         step = O.add(_logaddexp(alpha, _shift(alpha, 1), O.add(_shift(alpha, 2), skip_mask)), O.select(lp, 0, t))
         running = _tensor(np.asarray([t < n for n in in_lens])[:, None])
