@@ -379,3 +379,29 @@ def test_sdpa_refuses_masks_torch_refuses():
         assert got[0] == got[1]
     q = fg.ones(1, 1, 3, 2, dtype=fg.bfloat16)
     assert F.scaled_dot_product_attention(q, q, q, attn_mask=fg.zeros(3, 3)).dtype == fg.bfloat16
+
+
+def test_encoder_layer_inference_reads_a_float_padding_mask_as_pytorchs_fused_kernel_and_int_masks_refused():
+    """In eval under no_grad PyTorch's TransformerEncoderLayer runs its fused kernel, which
+    reads a float 0/1 key padding mask as boolean (padded where non-zero); elsewhere the float
+    mask is added. Integer masks are refused, as PyTorch's attention refuses them."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    params = None
+    outs = []
+    for T in (fg, torch):
+        layer = T.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        params = params or [rng.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3 for p in layer.parameters()]
+        with T.no_grad():
+            for p, v in zip(layer.parameters(), params):
+                p.copy_(T.tensor(v))
+        m = T.tensor([[0.0, 0, 0, 1], [0, 0, 1, 1]])
+        layer.eval()
+        with T.no_grad():
+            fused = layer(T.tensor(x), src_key_padding_mask=m)
+        added = layer(T.tensor(x), src_key_padding_mask=m)
+        outs.append((fused.numpy(), added.detach().numpy()))
+        with pytest.raises(AssertionError, match="only bool and floating types of key_padding_mask"):
+            layer.self_attn(T.tensor(x), T.tensor(x), T.tensor(x), key_padding_mask=m.long())
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

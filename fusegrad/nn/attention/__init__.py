@@ -212,6 +212,9 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
     Returns the ``(L, N, E)`` output and, when ``need_weights``, the attention weights
     ``(N, L, S)`` averaged over heads (or ``(N, num_heads, L, S)``).
     """
+    for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
+        if mask is not None and not (mask.dtype == D.bool_ or mask.dtype.is_floating_point):
+            raise AssertionError(f"only bool and floating types of {name} are supported")  # (an int mask: not added)
     L, N, E = query.shape
     head_dim = E // num_heads
     if is_causal and key_padding_mask is None and not need_weights:

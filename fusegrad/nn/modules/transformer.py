@@ -90,8 +90,24 @@ class TransformerEncoderLayer(_TransformerLayer):
     def _ff_block(self, x: Tensor) -> Tensor:
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
+    def _fast_path(self, src: Tensor) -> bool:
+        """Whether PyTorch's forward takes its fused inference kernel (its conditions)."""
+        from ...amp.autocast_mode import is_autocast_enabled
+        from ...runtime.grad_mode import is_grad_enabled
+        attn = self.self_attn
+        if (src.dim() != 3 or self.training or not attn.batch_first or attn.in_proj_bias is None
+                or not attn._qkv_same_embed_dim or not self.activation_relu_or_gelu or self.norm1.eps != self.norm2.eps
+                or attn.num_heads % 2 == 1 or is_autocast_enabled()
+                or any(m._forward_hooks or m._forward_pre_hooks for m in self.modules())):
+            return False
+        return not (is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in self.parameters())))
+
     def forward(self, src: Tensor, src_mask: Optional[Tensor] = None, src_key_padding_mask: Optional[Tensor] = None,
                 is_causal: bool = False) -> Tensor:
+        if src_key_padding_mask is not None and src_mask is None and src_key_padding_mask.dtype.is_floating_point \
+                and self._fast_path(src):
+            # PyTorch's fused inference kernel reads a float padding mask as boolean (non-zero: padded)
+            src_key_padding_mask = O.ne(src_key_padding_mask, 0)
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
