@@ -135,20 +135,22 @@ def _dims(t, dim: Union[int, list, tuple]) -> list:
     return [d % nd for d in dims]
 
 
-def mark_dynamic(t, dim: Union[int, list, tuple]) -> None:
+def mark_dynamic(t, dim: Union[int, list, tuple], *, min: Optional[int] = None,  # noqa: A002 - PyTorch's names
+                 max: Optional[int] = None, specialize_on=None) -> None:  # noqa: A002
     """Compile the first call with ``t`` with dimension ``dim`` symbolic (its size may vary
-    without a kernel compiled again)."""
+    without a kernel compiled again). ``min``/``max`` are PyTorch's range hints: a symbolic
+    dimension here serves every size, so they change nothing."""
     dyn, static = _marks(t)
     for d in _dims(t, dim):
         dyn.add(d)
         static.discard(d)
 
 
-def mark_static(t, dim: Union[int, list, tuple]) -> None:
-    """Keep dimension ``dim`` of ``t`` static: a change of its size compiles anew (with
-    static sizes) instead of going symbolic."""
+def mark_static(t, dim: Union[int, list, tuple, None] = None) -> None:
+    """Keep dimension ``dim`` of ``t`` (every dimension when None) static: a change of its size
+    compiles anew (with static sizes) instead of going symbolic."""
     dyn, static = _marks(t)
-    for d in _dims(t, dim):
+    for d in _dims(t, tuple(range(t.dim())) if dim is None else dim):
         static.add(d)
         dyn.discard(d)
 

@@ -144,3 +144,18 @@ def test_causal_attention_at_new_lengths_compiles_no_kernel():
                                    rtol=1e-10, atol=1e-12)
     assert len(cpu_render._COMPILED) == kernels, "a new length compiled kernels"
     assert cf.cache_info()["symbolic_sizes"] == 4
+
+
+def test_mark_dynamic_takes_pytorchs_range_hints_and_mark_static_every_dim():
+    fg = fusegrad
+    f = fg.compile(lambda x: (x * 2).sum(0))
+    a = fg.ones(5, 3)
+    fg._dynamo.mark_dynamic(a, 0, min=2, max=64)
+    np.testing.assert_allclose(f(a).numpy(), [10.0] * 3)
+    for n in (6, 7):
+        np.testing.assert_allclose(f(fg.ones(n, 3)).numpy(), [2.0 * n] * 3)
+    assert f.cache_info()["compiles"] == 1
+    g = fg.compile(lambda x: x + 1, dynamic=True)
+    b = fg.ones(4, 2)
+    fg._dynamo.mark_static(b)
+    assert g(b).shape == (4, 2)
