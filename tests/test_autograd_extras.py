@@ -833,3 +833,16 @@ def test_a_deep_copied_parameter_starts_without_gradients_and_create_graph_grads
         assert lin.weight.grad.abs().sum().item() == 0 and not lin.weight.grad.requires_grad
         frozen = T.nn.Parameter(T.ones(2), requires_grad=False)
         assert not copy.deepcopy(frozen).requires_grad
+
+
+def test_capturable_optimizers_refuse_cpu_parameters_and_is_view():
+    torch = pytest.importorskip("torch")
+    for T in (fg, torch):
+        x = T.ones(3)
+        assert [x._is_view(), x[1:]._is_view(), x.view(3)._is_view()] == [False, True, True]
+        for opt in (T.optim.Adam, T.optim.AdamW, T.optim.RMSprop):
+            p = T.nn.Parameter(T.ones(2))
+            p.grad = T.ones(2)
+            with pytest.raises(AssertionError, match="capturable=True"):
+                opt([p], capturable=True).step()
+            opt([p]).step()

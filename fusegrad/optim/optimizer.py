@@ -242,6 +242,9 @@ class Optimizer:
         ps = [p for p in group["params"] if p.grad is not None]
         if not self.supports_sparse and any(type(p._grad) is SparseCOOTensor for p in ps):
             raise RuntimeError(self.sparse_refusal.format(type(self).__name__))
+        if group.get("capturable") and any(not p.is_cuda for p in ps):  # (CUDA graphs' option: as PyTorch)
+            raise AssertionError("If capturable=True, params and state_steps must be on supported devices: "
+                                 "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].")
         if not self.supports_complex and any(p._data.dtype.kind == "c" for p in ps):
             raise RuntimeError(f"{type(self).__name__} does not support complex parameters in fusegrad yet "
                                "(Adam, AdamW, RMSprop, Adagrad, SGD and LBFGS do)")

@@ -167,6 +167,10 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self._grad_fn is None
 
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (PyTorch's private query, which libraries use)."""
+        return self._base is not None
+
     @property
     def grad(self) -> Optional["Tensor"]:
         trs = speculate.STACK.traces  # (the trace stack: read on every .grad, without an import)
