@@ -846,3 +846,15 @@ def test_capturable_optimizers_refuse_cpu_parameters_and_is_view():
             with pytest.raises(AssertionError, match="capturable=True"):
                 opt([p], capturable=True).step()
             opt([p]).step()
+
+
+def test_an_inference_tensor_into_a_convolution_with_trainable_weights_raises_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for T in (fg, torch):
+        conv = T.nn.Conv2d(3, 3, 1)
+        with T.inference_mode():
+            x = T.ones(1, 3, 2, 2) * 2
+        with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+            conv(x).sum().backward()
+        with T.no_grad():
+            assert conv(x).shape == (1, 3, 2, 2)

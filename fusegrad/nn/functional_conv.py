@@ -17,6 +17,8 @@ from ..ir import prims as P
 from ..runtime import ops as O
 from ..runtime.autocast_state import lower_precision
 from ..runtime.factory import tensor as _tensor
+from ..runtime.dispatch import INFERENCE_SAVED
+from ..runtime.grad_mode import STATE as GRAD
 from ..runtime.ops import named, own
 from ..runtime.type_info import channels_last_order
 from ..runtime.tensor import Tensor
@@ -117,6 +119,8 @@ def convolution(input: Tensor, weight: Tensor, bias: Optional[Tensor], stride, p
     if weight.ndim != n + 2:
         raise RuntimeError(f"weight should have {n + 2} dimensions for {name}, but got weight of size "
                            f"{list(weight.shape)}")
+    if input._inf and GRAD.enabled and (weight._rg or (bias is not None and bias._rg)):
+        raise RuntimeError(INFERENCE_SAVED)  # (PyTorch's convolution saves its input; ours saves its windows)
     N, C = input.shape[:2]
     O_, Cg = weight.shape[:2]
     ks = tuple(weight.shape[2:])
