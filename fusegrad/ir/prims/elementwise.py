@@ -112,7 +112,8 @@ floor = _zero_deriv("floor", np.floor, "floor")
 ceil = _zero_deriv("ceil", np.ceil, "ceil")
 round_ = _zero_deriv("round", np.round, "round")
 trunc = _zero_deriv("trunc", np.trunc, "trunc")
-for _p, _kernel in ((erf, "erf_vml_cpu"), (floor, "floor"), (ceil, "ceil"), (round_, "round_vml_cpu"), (trunc, "trunc")):
+for _p, _kernel in ((erf, "erf_vml_cpu"), (floor, "floor"), (ceil, "ceil"), (round_, "round_vml_cpu"),
+                   (trunc, "trunc")):
     refuse_complex(_p, lambda t, k=_kernel: NotImplementedError(f"\"{k}\" not implemented for '{t}'"))
 
 
