@@ -40,6 +40,7 @@ def _cases(rng):
     pos = _t(rng, 3, 4, low=0.1, high=3.0)
     b = _t(rng, 4)
     idx = torch.tensor([[0, 2, 1, 0], [1, 1, 0, 2]])
+    targets = torch.tensor([[1, 2]])  # (captured: the CTC lattice is built from its values on the host)
     return {
         "unary": (lambda a, p: [f(a) for f in (torch.neg, torch.exp, torch.sin, torch.cos, torch.tan, torch.tanh,
                                                torch.sigmoid, torch.relu, torch.abs, torch.sign, torch.erf,
@@ -82,6 +83,8 @@ def _cases(rng):
                                   torch.view_as_complex(torch.stack([a, c], -1)).abs(), torch.complex(a, c).real,
                                   torch.fft.ifft(torch.fft.fft(a)).imag, torch.fft.irfft(torch.fft.rfft(a), n=4)],
                     (x, y)),
+        "ctc": (lambda a: torch.nn.functional.ctc_loss(a.reshape(3, 1, 4).log_softmax(2), targets, [3], [2],
+                                                       reduction="sum"), (x,)),
     }
 
 
@@ -90,7 +93,7 @@ def _leaves(out):
 
 
 @pytest.mark.parametrize("family", ["unary", "binary", "compare", "reduce", "layout", "matmul", "indexing",
-                                    "sorting", "special", "integer", "no_grad_update", "complex"])
+                                    "sorting", "special", "integer", "no_grad_update", "complex", "ctc"])
 def test_every_family_matches_eager(family, rng):
     fn, args = _cases(rng)[family]
     cf = torch.compile(fn, backend="eager")
@@ -107,9 +110,9 @@ def test_cases_cover_every_primitive(rng):
     for fn, args in _cases(rng).values():
         seen |= {e.prim.name for e in torch.make_ir(fn)(*args).eqns}
     seen |= {e.prim.name for e in torch.make_ir(lambda a: torch.rand(3) + torch.randn(3) + a)(torch.ones(3)).eqns}
-    # embed and full only arise from VJP rules; iota has no Tensor-level op that traces;
+    # embed, full and ctc_grad only arise from VJP rules; iota has no Tensor-level op that traces;
     # reduce_precision only from passes.upcast (tests/test_compile_half.py)
-    assert set(PRIMS) - seen <= {"embed", "full", "iota", "reduce_precision"}
+    assert set(PRIMS) - seen <= {"embed", "full", "ctc_grad", "iota", "reduce_precision"}
 
 
 def test_random_ops_draw_fresh_numbers_per_call():

@@ -141,6 +141,11 @@ for _p in ("mod", "fmod", "floordiv"):
     add(_p, [("bcast", lambda: [_NUM.copy(), _DEN.copy()]), ("0d", lambda: [_NUM.copy(), _DEN[:, 2].reshape(())]),
              ("T", lambda: [T(_NUM.T.copy()), strided(_NUM + 0.1)])])
 add("maximum", minmax_cases())
+# CTC's negative log-likelihood of log-probabilities (log_softmax first: its gradient is PyTorch's,
+# as if log_softmax came next); the lattice: blank 0, labels [1, 2] and [2, 2] (a repeat: no skip)
+_CTC = (np.array([[0, 1, 0, 2, 0], [0, 2, 0, 2, 0]]), np.array([4, 3]), np.array([2, 2]))
+CASES.append(Case("ctc_nll", "2x4x3", lambda: [rnd((4, 2, 3))], gg=False, fn=lambda x: PRIMS["ctc_nll"](
+    x.log_softmax(2), *(fusegrad.tensor(a, device=x.device) for a in _CTC), zero_infinity=False)))
 add("minimum", minmax_cases())
 
 # where(cond, x, y): cond is not differentiable

@@ -9,3 +9,4 @@ from .creation import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .complex import *  # noqa: F401,F403
 from .fft import *  # noqa: F401,F403
+from .ctc import *  # noqa: F401,F403
