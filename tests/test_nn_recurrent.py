@@ -225,3 +225,23 @@ def test_pad_sequence_matches_torch():
     xs = [fg.tensor(a, requires_grad=True) for a in arrays]
     nn.utils.rnn.pad_sequence(xs).sum().backward()
     assert all(np.all(np_of(x.grad) == 1.0) for x in xs)
+
+
+def test_unrolled_steps_of_a_compiled_lstm_share_their_kernels():
+    """Each step of an unrolled recurrent layer writes its own row of the stacked output; the
+    row's offset is the program's, not the kernel's, so a longer sequence compiles no more
+    kernels (each distinct kernel costs a Numba compile, ~0.5 s), and values match eager."""
+    counts = []
+    for steps in (3, 6):
+        fg.manual_seed(0)
+        m = nn.LSTM(4, 6, batch_first=True)
+        c = fg.compile(lambda x: m(x)[0].pow(2).sum())
+        x = fg.randn(2, steps, 4)
+        c(x).backward()
+        got = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        m(x)[0].pow(2).sum().backward()
+        for g, w in zip(got, m.parameters()):
+            np.testing.assert_allclose(g.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+        counts.append(c.lower(x).kernel_source().count("@njit"))
+    assert counts[0] == counts[1], counts

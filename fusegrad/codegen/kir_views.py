@@ -8,6 +8,7 @@ by one kernel become stores into one buffer at advancing offsets, which kir_rero
 into a loop, and the entry passes the whole buffer."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Callable
 
 from .kir import Assign, Buffer, Guard, Kernel, Load, Loop, Op, Store, Update, iadd
@@ -19,12 +20,20 @@ _ROLES = {frozenset({"in"}): "in", frozenset({"out"}): "out"}
 def onto_parts(lg: LoweredGroup, part_of: Callable) -> LoweredGroup:
     """``lg`` with each buffer whose Var ``part_of(var)`` places in a larger one, as
     ``(whole Var, offset)``, replaced by accesses to the whole at that offset (one kernel
-    buffer per whole, read and/or written); None leaves a buffer as it is."""
+    buffer per whole, read and/or written), where the kernel holds several parts of that
+    whole or the whole itself; None leaves a buffer as it is. A lone part stays a buffer of
+    its own, which the entry passes at its offset: the kernel's code then does not depend on
+    where the part lies, so the steps of an unrolled loop, each writing its own row of a
+    stacked result, share one kernel."""
     moved: dict = {}  # kernel buffer name -> (name of the whole's buffer, offset)
     wholes: dict = {}  # whole Var id -> position in the new buffers
     bufs, binds = [], []
-    for b, v in zip(lg.kernel.params(), lg.binds):
-        place = part_of(v)
+    places = [part_of(v) for v in lg.binds]
+    bound = {v.id for v in lg.binds}
+    parts = Counter(p[0].id for p in places if p is not None)
+    for b, v, place in zip(lg.kernel.params(), lg.binds, places):
+        if place is not None and parts[place[0].id] < 2 and place[0].id not in bound:
+            place = None
         if place is None:
             bufs.append(b)
             binds.append(v)
