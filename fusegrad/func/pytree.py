@@ -1,7 +1,16 @@
-"""Minimal pytrees: nested tuples, lists and dicts with tensor (or other) leaves."""
+"""Minimal pytrees: nested tuples, lists and dicts with tensor (or other) leaves; also the
+containers models return: other mappings (``OrderedDict``, a ``ModelOutput``, ``UserDict``)
+and dataclass instances, rebuilt as their own type (a copy of the original, its entries
+replaced)."""
 from __future__ import annotations
 
+import copy
+import dataclasses
+from collections.abc import Mapping
 from typing import Any, Callable
+
+#: the first item of an object container's spec: (OBJECT, type, names, spec, template, mapping)
+OBJECT = "object"
 
 
 def flatten(tree) -> tuple[list, Any]:
@@ -13,11 +22,38 @@ def flatten(tree) -> tuple[list, Any]:
             leaves += l
             specs.append((len(l), s))
         return leaves, (type(tree), specs)
-    if isinstance(tree, dict):
+    if type(tree) is dict:
         keys = list(tree.keys())
         l, s = flatten([tree[k] for k in keys])
         return l, (dict, keys, s)
+    if isinstance(tree, Mapping):
+        keys = list(tree.keys())
+        l, s = flatten([tree[k] for k in keys])
+        return l, (OBJECT, type(tree), keys, s, _template(tree, keys, True), True)
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        names = [f.name for f in dataclasses.fields(tree)]
+        l, s = flatten([getattr(tree, n) for n in names])
+        return l, (OBJECT, type(tree), names, s, _template(tree, names, False), False)
     return [tree], None
+
+
+def _template(obj, names: list, mapping: bool):
+    """A shallow copy of ``obj`` with its entries cleared (None), to copy again when rebuilding;
+    None where it cannot be copied so (rebuilt as a dict, or the dataclass from its fields)."""
+    try:
+        t = copy.copy(obj)
+        for n in names:
+            _put(t, n, None, mapping)
+        return t
+    except Exception:  # noqa: BLE001 - an object that refuses copying or None entries
+        return None
+
+
+def _put(obj, name, value, mapping: bool) -> None:
+    if mapping:
+        obj[name] = value
+    else:
+        object.__setattr__(obj, name, value)  # (a frozen dataclass too)
 
 
 def children(spec) -> list:
@@ -37,6 +73,15 @@ def _build(spec, it):
         _, keys, s = spec
         vals = _build(s, it)
         return dict(zip(keys, vals))
+    if spec[0] is OBJECT:
+        _, typ, names, s, template, mapping = spec
+        vals = _build(s, it)
+        if template is None:
+            return dict(zip(names, vals)) if mapping else typ(**dict(zip(names, vals)))
+        obj = copy.copy(template)
+        for n, v in zip(names, vals):
+            _put(obj, n, v, mapping)
+        return obj
     typ, specs = spec
     vals = [_build(s, it) for _, s in specs]
     if typ is tuple or typ is list:

@@ -16,6 +16,7 @@ class OptimizedModule(Module):
     def __init__(self, mod: Module, compiled) -> None:
         super().__init__()
         self._orig_mod = mod
+        self.training = mod.training  # (the wrapper's own flag, as PyTorch's copies it)
         self.__dict__["_compiled"] = compiled  # (not a submodule)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

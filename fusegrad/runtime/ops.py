@@ -1721,7 +1721,11 @@ def addmm(bias, a, b, *, beta=1, alpha=1):
         r = matmul(a, b)
         if alpha != 1:
             r = mul(r, alpha)
-        r = add(mul(bias, beta) if beta != 1 else bias, r)
+        if beta == 0:  # the input ignored, its NaNs and infinities too, as PyTorch's (its gradient then 0)
+            if bias._rg:
+                r = where(P.full(shape=tuple(r._data.shape), value=False, dtype=np.dtype(np.bool_)), bias, r)
+        else:
+            r = add(mul(bias, beta) if beta != 1 else bias, r)
         return to(r, dt) if low else r
     return one_node("AddmmBackward0", addmm_of, as_t(bias), as_t(a), as_t(b))
 

@@ -88,7 +88,10 @@ def addmm(mat: Tensor, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
     if not isinstance(mat1, SparseCOOTensor):
         raise RuntimeError("sparse.addmm: expected mat1 to be a sparse tensor")
     prod = mm(mat1, mat2)
-    return O.add(O.mul(mat, beta) if beta != 1 else mat, O.mul(prod, alpha) if alpha != 1 else prod)
+    prod = O.mul(prod, alpha) if alpha != 1 else prod
+    if beta == 0:  # (mat ignored, its NaNs too, as PyTorch's)
+        return prod
+    return O.add(O.mul(mat, beta) if beta != 1 else mat, prod)
 
 
 def matmul(input, other) -> Tensor:

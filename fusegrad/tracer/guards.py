@@ -6,7 +6,7 @@ import functools
 import types
 from typing import Any
 
-from ..func.pytree import flatten
+from ..func.pytree import OBJECT, flatten
 from ..ir.dtypes import get_default_dtype
 from ..runtime import autocast_state
 from ..runtime.grad_mode import STATE
@@ -46,6 +46,8 @@ def _spec_key(spec) -> Any:
         return None
     if spec[0] is dict:
         return ("dict", tuple(spec[1]), _spec_key(spec[2]))
+    if spec[0] is OBJECT:  # (a mapping or dataclass: its type, names and entries, not its template)
+        return (OBJECT, spec[1], tuple(spec[2]), _spec_key(spec[3]))
     return (spec[0].__qualname__, tuple((n, _spec_key(s)) for n, s in spec[1]))
 
 
