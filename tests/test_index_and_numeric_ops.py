@@ -540,3 +540,15 @@ def test_float_remainders_and_floor_division_are_exact_as_pytorchs():
         grads.append((x.grad.numpy(), y.grad.numpy()))
     for g, w in zip(*grads):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_integer_inputs_to_float_losses_and_huge_ints_raise_as_pytorch():
+    for T in (fg, torch):
+        a, b = T.tensor([1, 2]), T.tensor([2, 2])
+        for f, kernel in ((T.nn.functional.mse_loss, "mse_cpu"), (T.nn.functional.smooth_l1_loss, "smooth_l1_cpu"),
+                          (T.nn.functional.huber_loss, "huber_cpu")):
+            with pytest.raises(NotImplementedError, match=kernel):
+                f(a, b)
+        with pytest.raises(ValueError, match="Overflow"):
+            T.tensor([2 ** 70])
+        assert T.tensor([2 ** 63 - 1]).tolist() == [2 ** 63 - 1]

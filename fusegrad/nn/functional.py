@@ -410,7 +410,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
              weight: Optional[Tensor] = None) -> Tensor:
     """Mean squared error."""
     _check_same_size(input, target)
-    O.refuse_complex_input(input, "mse_cpu")
+    O.refuse_kinds(input, "mse_cpu", "iubc")
     reduction = _reduction(size_average, reduce, reduction)
     if weight is not None:
         diff = O.sub(input, target)
@@ -439,6 +439,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
                    beta: float = 1.0) -> Tensor:
     """Squared error below ``beta`` (divided by ``2 beta``), absolute error above."""
     _check_same_size(input, target)
+    O.refuse_kinds(input, "smooth_l1_cpu", "iubc")
     reduction = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -456,6 +457,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Optional[Tensor] = None) -> Tensor:
     """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
     _check_same_size(input, target)
+    O.refuse_kinds(input, "huber_cpu", "iubc")
     reduction = _reduction(None, None, reduction)
     def huber(input, target):
         r = O.sub(input, target)

@@ -58,7 +58,10 @@ def _to_array(data, dtype) -> np.ndarray:
         return np.array(data._concrete("tensor()", host=True), dtype=dtype, copy=True)
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
         data = _untensor(data)
-    return np.array(data, dtype=dtype)
+    try:
+        return np.array(data, dtype=dtype)
+    except OverflowError:  # (a Python int beyond int64: PyTorch's ValueError)
+        raise ValueError("Overflow when unpacking long long") from None
 
 
 def _flat(data):

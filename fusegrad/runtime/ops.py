@@ -2527,9 +2527,10 @@ def normal_(self, mean=0.0, std=1.0, generator=None):
         return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
 
 
-def refuse_complex_input(x: Tensor, kernel: str) -> None:
-    """PyTorch's error for an op ``x`` meets that has no kernel for complex values."""
-    if x._data.dtype.kind == "c":
+def refuse_kinds(x: Tensor, kernel: str, kinds: str = "c") -> None:
+    """PyTorch's error for an op ``x`` meets that has no kernel for its dtype's kind (NumPy's
+    letters: "c" complex, "iub" integers and bool)."""
+    if x._data.dtype.kind in kinds:
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{_type_name(x._data.dtype)}'")
 
 

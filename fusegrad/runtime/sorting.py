@@ -14,7 +14,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from .exports import op
 from .ops import (_axes, _return_type, as_t, cat, clamp, cumsum, div, eq, isnan, log, logical_and, logical_not,
-                  logical_or, maximum, minimum, named, narrow, neg, refuse_complex_input, reshape, sub, where)
+                  logical_or, maximum, minimum, named, narrow, neg, refuse_kinds, reshape, sub, where)
 from .devices import move
 from .factory import arange
 from .tensor import Tensor, wrap
@@ -126,7 +126,7 @@ def _cumextreme(input, dim, largest: bool, name: str, result):
         _scalar_dim(x, dim, name)
         v, i = _cumextreme(reshape(x, (1,)), 0, largest, name, result)
         return result(reshape(v, ()), reshape(i, ()))
-    refuse_complex_input(x, f"{name}_cpu")
+    refuse_kinds(x, f"{name}_cpu")
     ax = _axes(x, dim)[0]
     d = _wide(x)
     m = _scan(d, ax, maximum if largest else minimum)  # the running extreme; NaN from the first NaN on
@@ -286,7 +286,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     order, optionally with each element's index into them and each one's count. Runs
     eagerly: its output shape depends on the values."""
     x = as_t(input)
-    refuse_complex_input(x, "unique")
+    refuse_kinds(x, "unique")
     a, dev = x._concrete("unique() (data-dependent output shape)", host=True), x.device
     if dim is None:
         flat = a.reshape(-1)  # (bfloat16 as float32: NumPy orders its NaN among the numbers)
