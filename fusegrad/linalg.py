@@ -2,10 +2,10 @@
 from .runtime.linalg import (LinAlgError, cholesky, cond, det, eigh, eigvalsh, inv, linalg_cross as cross,
                              linalg_qr as qr, linalg_svd as svd, matrix_exp, matrix_norm, matrix_power, matrix_rank,
                              multi_dot, norm, pinv, slogdet, solve, solve_triangular, svdvals, vecdot, vector_norm)
-from .runtime.linalg_more import (cholesky_ex, diagonal, inv_ex, lstsq, lu, lu_factor, lu_factor_ex, lu_solve, matmul,
-                                  solve_ex, tensorinv, tensorsolve, vander)
+from .runtime.linalg_more import (cholesky_ex, diagonal, eig, eigvals, inv_ex, lstsq, lu, lu_factor, lu_factor_ex,
+                                  lu_solve, matmul, solve_ex, tensorinv, tensorsolve, vander)
 
 __all__ = ["LinAlgError", "cholesky", "cond", "cross", "det", "eigh", "eigvalsh", "inv", "matrix_exp", "matrix_norm",
            "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular",
-           "svd", "svdvals", "vecdot", "vector_norm", "cholesky_ex", "diagonal", "inv_ex", "lstsq", "lu", "lu_factor",
-           "lu_factor_ex", "lu_solve", "matmul", "solve_ex", "tensorinv", "tensorsolve", "vander"]
+           "svd", "svdvals", "vecdot", "vector_norm", "cholesky_ex", "diagonal", "eig", "eigvals", "inv_ex", "lstsq",
+           "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "solve_ex", "tensorinv", "tensorsolve", "vander"]

@@ -485,3 +485,17 @@ def test_the_complex_to_real_cast_warning_names_the_users_line():
         warnings.simplefilter("always")
         fg.tensor([1 + 2j]).float()
     assert [x.filename for x in w if "imaginary part" in str(x.message)] == [__file__]
+
+
+def test_general_eigendecomposition_of_real_matrices_as_pytorchs():
+    rng = np.random.default_rng(2)
+    for dt in (np.float32, np.float64):
+        a = rng.standard_normal((2, 4, 4)).astype(dt)
+        w, v = fg.linalg.eig(fg.tensor(a))
+        tw, tv = torch.linalg.eig(torch.tensor(a))
+        assert str(w.dtype).split(".")[1] == str(tw.dtype).split(".")[1]
+        np.testing.assert_allclose(w.numpy(), tw.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.abs(v.numpy()), np.abs(tv.numpy()), rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(fg.linalg.eigvals(fg.tensor(a)).numpy(), tw.numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="gradient"):
+        fg.linalg.eigvals(fg.ones(2, 2, requires_grad=True))
