@@ -26,15 +26,24 @@ def flatten(tree) -> tuple[list, Any]:
         keys = list(tree.keys())
         l, s = flatten([tree[k] for k in keys])
         return l, (dict, keys, s)
-    if isinstance(tree, Mapping):
+    kind = _KINDS.get(type(tree))
+    if kind is None:
+        kind = _KINDS[type(tree)] = ("mapping" if isinstance(tree, Mapping) else
+                                     "fields" if dataclasses.is_dataclass(tree) and not isinstance(tree, type) else "")
+    if kind == "mapping":
         keys = list(tree.keys())
         l, s = flatten([tree[k] for k in keys])
         return l, (OBJECT, type(tree), keys, s, _template(tree, keys, True), True)
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+    if kind == "fields":
         names = [f.name for f in dataclasses.fields(tree)]
         l, s = flatten([getattr(tree, n) for n in names])
         return l, (OBJECT, type(tree), names, s, _template(tree, names, False), False)
     return [tree], None
+
+
+#: cache: a type -> "mapping", "fields" (a dataclass) or "" (a leaf): the checks cost an ABC
+#: lookup per leaf, and flattening a call's arguments is on compiled code's per-call path
+_KINDS: dict = {}
 
 
 def _template(obj, names: list, mapping: bool):
