@@ -70,3 +70,29 @@ def test_compiled_module_training_flag_and_addmm_beta_zero():
         r.sum().backward()
         assert r.tolist() == [[3.0, 3.0], [3.0, 3.0]] and b.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
         assert T.full((2, 2), float("nan")).addmm_(T.ones(2, 3), T.ones(3, 2), beta=0).tolist() == r.tolist()
+
+
+def test_an_object_made_inside_and_returned_runs_the_function_in_segments():
+    """A cache object the function creates and returns (``past_key_values = DynamicCache()``)
+    holds the tensors it computed: the call runs with the graph broken there, as eager."""
+    class Cache:
+        def __init__(self):
+            self.k = []
+
+        def update(self, k):
+            self.k.append(k)
+            return fg.cat(self.k, 0)
+    lin = fg.nn.Linear(2, 2)
+
+    def f(x, cache=None):
+        cache = Cache() if cache is None else cache
+        return cache.update(lin(x)).sum(0), cache
+    cf = fg.compile(f)
+    x = fg.ones(1, 2)
+    for _ in range(2):
+        o, c = cf(x)
+        o2, c2 = cf(x, c)
+        assert c2 is c and len(c.k) == 2 and (c.k[0] * 2).shape == (1, 2)
+        np.testing.assert_allclose(o2.detach().numpy(), 2 * o.detach().numpy(), rtol=1e-6)
+        o2.sum().backward()
+    assert any("Cache" in r for r in cf.cache_info()["graph_breaks"])

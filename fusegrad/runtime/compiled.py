@@ -164,6 +164,22 @@ def _hyperparameters(fn, leaves: list) -> list:
             for opt in _reachable_optimizers(fn, leaves) for g in opt.param_groups]
 
 
+def _holds_traced(x, tr, depth: int = 3) -> bool:
+    """Whether object ``x`` holds (in its attributes, a few containers deep) a tensor trace
+    ``tr`` computed: returned as it is, later calls would hand back the first call's object."""
+    if isinstance(x, Tensor):
+        return type(x._data) is Var and x._data.trace is tr
+    if depth == 0:
+        return False
+    if isinstance(x, (list, tuple)):
+        return any(_holds_traced(v, tr, depth - 1) for v in x)
+    if isinstance(x, dict):
+        return any(_holds_traced(v, tr, depth - 1) for v in x.values())
+    attrs = getattr(x, "__dict__", None)  # (a module's updates are replayed as its side effects)
+    return type(attrs) is dict and not isinstance(x, type) and "_parameters" not in attrs and any(
+        _holds_traced(v, tr, depth - 1) for v in attrs.values())
+
+
 def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
     g = tr.graph
     out_leaves, out_spec = flatten(out)
@@ -206,6 +222,10 @@ def _finish_trace(tr: CaptureTrace, out, inputs: list) -> _Traced:
             else:  # (the same tensor returned twice is one tensor, as eagerly)
                 slots.append(("t", index[id(x)] if id(x) in index else output(x)))
         else:
+            if _holds_traced(x, tr):
+                raise GraphBreak(f"the function returns a {type(x).__name__} holding tensors it computed (objects "
+                                 "other than tuples, lists, dicts, mappings and dataclasses are not rebuilt at each "
+                                 "call)")
             slots.append(("v", x))
     for b in inner.values():  # a base only its views return: an output no slot names
         if id(b) not in index:
