@@ -240,3 +240,21 @@ def test_legacy_format_checkpoints_load(weights_only):
             except Exception as e:  # noqa: BLE001 - the type and message are what is compared
                 raised.append((type(e), str(e)))
         assert len(raised) == 2 and raised[0] == raised[1], raised
+
+
+def test_legacy_format_is_written_as_pytorch_reads_it():
+    """fusegrad.save(..., _use_new_zipfile_serialization=False): PyTorch's legacy format (its
+    header and storage records), read back by torch.load (weights_only too) and fusegrad.load."""
+    torch = pytest.importorskip("torch")
+    base = fg.arange(10.0)
+    obj = {"sd": fg.nn.Linear(3, 2).state_dict(), "a": base, "b": base[2:6], "i": fg.tensor([1, -2]),
+           "h": fg.tensor([0.5, 2.0], dtype=fg.float16), "step": 7}
+    buf = io.BytesIO()
+    fg.save(obj, buf, _use_new_zipfile_serialization=False)
+    ref = io.BytesIO()
+    torch.save({"x": torch.ones(1)}, ref, _use_new_zipfile_serialization=False)
+    assert buf.getvalue()[:40] == ref.getvalue()[:40]  # (magic number, version, system information)
+    for got in (torch.load(io.BytesIO(buf.getvalue()), weights_only=True), fg.load(io.BytesIO(buf.getvalue()))):
+        assert got["step"] == 7 and got["i"].tolist() == [1, -2] and got["b"].tolist() == [2.0, 3.0, 4.0, 5.0]
+        assert str(got["h"].dtype).endswith("float16") and got["b"].storage_offset() == 2
+        np.testing.assert_array_equal(got["sd"]["weight"].numpy(), obj["sd"]["weight"].numpy())

@@ -15,6 +15,7 @@ from . import names as N
 from .pickling import TorchPickler, TorchUnpickler
 from .restricted import (UNSAFE_MESSAGE, WeightsOnlyUnpickler, add_safe_globals, clear_safe_globals,
                          get_safe_globals, safe_globals)
+from .legacy import write_legacy
 from .zipformat import ArchiveReader, FileLike, is_zip, write_archive
 
 DEFAULT_PROTOCOL = 2
@@ -25,16 +26,22 @@ MapLocation = Union[None, str, device, Dict[str, str], Callable[[Any, str], Any]
 def save(obj: Any, f: FileLike, pickle_module: Any = pickle, pickle_protocol: int = DEFAULT_PROTOCOL,
          _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False) -> None:
     """Save ``obj`` to ``f`` (a path or a binary file object) as ``torch.save`` does: a zip
-    archive that ``torch.load`` and ``fusegrad.load`` read. Tensors that view one array
-    share one storage."""
-    if not _use_new_zipfile_serialization:
-        raise NotImplementedError("fusegrad.save writes PyTorch's zip format only "
-                                  "(_use_new_zipfile_serialization=False is the legacy format)")
+    archive that ``torch.load`` and ``fusegrad.load`` read, or with
+    ``_use_new_zipfile_serialization=False`` PyTorch's legacy format (serialization/legacy.py).
+    Tensors that view one array share one storage."""
     if pickle_protocol < 2:
         raise ValueError(f"fusegrad.save: pickle_protocol must be at least 2, got {pickle_protocol}")
     buf = io.BytesIO()
-    pickler = TorchPickler(buf, pickle_protocol)
+    pickler = TorchPickler(buf, pickle_protocol, legacy=not _use_new_zipfile_serialization)
     pickler.dump(obj)
+    if not _use_new_zipfile_serialization:
+        data = write_legacy(buf.getvalue(), pickler.storages, pickler.counts, pickle_protocol)
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as out:
+                out.write(data)
+        else:
+            f.write(data)
+        return
     if isinstance(f, (str, os.PathLike)):
         archive = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
     else:

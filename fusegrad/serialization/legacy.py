@@ -6,6 +6,7 @@ each storage's element count (int64) and bytes in that order. (The older tar for
 PyTorch 0.x is not read.)"""
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 from typing import Any, Callable, Dict
@@ -14,6 +15,23 @@ import numpy as np
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
+
+
+def write_legacy(data_pkl: bytes, storages: Dict[str, bytes], counts: Dict[str, int], protocol: int) -> bytes:
+    """A legacy checkpoint of the pickled object ``data_pkl`` (storage ids with a view slot,
+    see ``TorchPickler``) and its ``storages`` (key -> little-endian bytes, ``counts[key]``
+    elements)."""
+    out = io.BytesIO()
+    info = {"protocol_version": PROTOCOL_VERSION, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    for head in (MAGIC_NUMBER, PROTOCOL_VERSION, info):
+        pickle.dump(head, out, protocol)
+    out.write(data_pkl)
+    keys = sorted(storages)
+    pickle.dump(keys, out, protocol)
+    for key in keys:
+        out.write(struct.pack("<q", counts[key]))
+        out.write(storages[key])
+    return out.getvalue()
 
 
 def load_legacy(f, unpickler: Callable, place: Callable[[np.ndarray, str], np.ndarray],

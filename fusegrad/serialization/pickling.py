@@ -29,14 +29,17 @@ class TorchPickler(pickle._Pickler):
     collects the bytes of every storage in ``storages``. Tensors viewing one array share one
     storage, as in PyTorch."""
 
-    def __init__(self, file: io.BytesIO, protocol: int) -> None:
+    def __init__(self, file: io.BytesIO, protocol: int, legacy: bool = False) -> None:
         super().__init__(file, protocol)
+        self.legacy = legacy  # (the legacy format's ids end in a view's metadata: None)
         self.storages: Dict[str, bytes] = {}
+        self.counts: Dict[str, int] = {}  # storage key -> its elements
         self._refs: Dict[int, Tuple[_StorageRef, np.ndarray]] = {}  # id(root array) -> (ref, root)
 
     def persistent_id(self, obj: Any) -> Optional[tuple]:
         if type(obj) is _StorageRef:
-            return ("storage", N.STORAGE_NAMES[obj.dtype], obj.key, obj.location, obj.numel)
+            sid = ("storage", N.STORAGE_NAMES[obj.dtype], obj.key, obj.location, obj.numel)
+            return sid + (None,) if self.legacy else sid
         return None
 
     def save(self, obj: Any, save_persistent_id: bool = True) -> None:
@@ -88,6 +91,7 @@ class TorchPickler(pickle._Pickler):
         if known is None:
             ref = _StorageRef(str(len(self.storages)), dtype, root.size, location)
             self.storages[ref.key] = root.astype(root.dtype.newbyteorder("<"), copy=False).tobytes()
+            self.counts[ref.key] = root.size
             self._refs[id(root)] = (ref, root)  # holds root: its id stays unique while pickling
         else:
             ref = known[0]
