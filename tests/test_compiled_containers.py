@@ -19,14 +19,10 @@ def _model_output(T):
         loss: Optional[object] = None
         logits: Optional[object] = None
 
-        def __post_init__(self):
+        def __post_init__(self):  # (its fields are attributes and items both)
             for f in dataclasses.fields(self):
                 if getattr(self, f.name) is not None:
                     self[f.name] = getattr(self, f.name)
-
-        def __setitem__(self, key, value):
-            super().__setitem__(key, value)
-            super().__setattr__(key, value)
     return ModelOutput
 
 

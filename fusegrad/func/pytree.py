@@ -61,8 +61,8 @@ def _template(obj, names: list, mapping: bool):
 def _put(obj, name, value, mapping: bool) -> None:
     if mapping:
         obj[name] = value
-    else:
-        object.__setattr__(obj, name, value)  # (a frozen dataclass too)
+    if not mapping or (isinstance(name, str) and name in getattr(obj, "__dataclass_fields__", ())):
+        object.__setattr__(obj, name, value)  # (a frozen dataclass too; a dataclass that is a dict: both)
 
 
 def children(spec) -> list:
