@@ -590,6 +590,7 @@ def test_channels_last_layout_follows_through_the_layers_pytorch_keeps_it_in():
             strides.append(tuple(y.stride()))
         assert strides[0] == strides[1], (make, strides)
     t = fg.tensor(x).to(memory_format=fg.channels_last)
+    assert all(f(t, d).is_contiguous() for f in (fg.softmax, fg.log_softmax) for d in (1, -1))  # (C order, as PyTorch's)
     assert fg.cat([t, t], 1).is_contiguous(memory_format=fg.channels_last)
     assert fg.cat([t, t.contiguous()], 1).is_contiguous()
     y = fg.nn.ConvTranspose2d(8, 4, 2, stride=2)(t)

@@ -1042,7 +1042,7 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
             m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
             e = P.exp(P.sub(x, m))
             return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
-    return one_node("SoftmaxBackward0", softmax_of, x)
+    return own(one_node("SoftmaxBackward0", softmax_of, x), x)  # (C order whatever x's layout, as PyTorch's)
 
 
 @op
@@ -1061,7 +1061,7 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
         with np.errstate(invalid="ignore"):
             s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
             return P.sub(s, rounded(P.log(rounded(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))))
-    return one_node("LogSoftmaxBackward0", log_softmax_of, x)
+    return own(one_node("LogSoftmaxBackward0", log_softmax_of, x), x)
 
 
 # ---------------------------------------------------------------- shapes and views
