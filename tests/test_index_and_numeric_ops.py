@@ -552,3 +552,18 @@ def test_integer_inputs_to_float_losses_and_huge_ints_raise_as_pytorch():
         with pytest.raises(ValueError, match="Overflow"):
             T.tensor([2 ** 70])
         assert T.tensor([2 ** 63 - 1]).tolist() == [2 ** 63 - 1]
+
+
+def test_loss_weight_and_target_dtypes_and_integer_var_refused_as_pytorch():
+    for T in (fg, torch):
+        x, y = T.ones(4, 3), T.tensor([0, 1, 2, 1])
+        F = T.nn.functional
+        for call in (lambda: F.cross_entropy(x, y, weight=T.ones(3, dtype=T.float64)),
+                     lambda: F.nll_loss(x, y, weight=T.ones(3, dtype=T.float64))):
+            with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+                call()
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+            F.binary_cross_entropy_with_logits(x, (x > 0).long())
+        for call in (lambda: T.tensor([1, 2, 3]).std(), lambda: T.var(T.tensor([1, 2]), 0)):
+            with pytest.raises(RuntimeError, match="std and var only support floating point"):
+                call()

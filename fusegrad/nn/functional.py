@@ -468,12 +468,20 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
 
 # ---------------------------------------------------------------- classification losses
+def _same_dtype_weight(input: Tensor, weight: Optional[Tensor]) -> None:
+    """Class weights in the input's dtype, as PyTorch's kernels take them (numpy's float64
+    weights beside float32 logits raise there)."""
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {O.scalar_name(input)} but found {O.scalar_name(weight)}")
+
+
 @float32_policy
 def nll_loss(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of class indices ``target`` under log-probabilities
     ``input`` of shape (N, C, ...) or (C,); the mean is weighted by the targets' weights."""
     reduction = _reduction(size_average, reduce, reduction)
+    _same_dtype_weight(input, weight)
     if input.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
     if input.ndim == 1:
@@ -530,6 +538,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     """Softmax cross entropy of logits ``input`` (N, C, ...) or (C,) against class indices
     or class probabilities (``target`` shaped like ``input``)."""
     reduction = _reduction(size_average, reduce, reduction)
+    _same_dtype_weight(input, weight)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     class_dim = 0 if input.ndim == 1 else 1
@@ -626,6 +635,10 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Opti
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    if not target.dtype.is_floating_point:  # (its loss cannot be written in the target's dtype)
+        raise RuntimeError(f"result type {O.scalar_name(input)} can't be cast to the desired output type "
+                           f"{O.scalar_name(target)}")
+
     def bce_logits(input, target):
         log_sig = logsigmoid(input)
         if pos_weight is not None:

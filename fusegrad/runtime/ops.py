@@ -905,6 +905,8 @@ def argmin(x, dim=None, keepdim=False):
 @op
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = as_t(x)
+    if x._data.dtype.kind in "iub":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     axes = _axes(x, dim)
