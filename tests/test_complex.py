@@ -499,3 +499,14 @@ def test_general_eigendecomposition_of_real_matrices_as_pytorchs():
         np.testing.assert_allclose(fg.linalg.eigvals(fg.tensor(a)).numpy(), tw.numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(NotImplementedError, match="gradient"):
         fg.linalg.eigvals(fg.ones(2, 2, requires_grad=True))
+
+
+def test_complex_exponent_gradient_and_logcumsumexp_as_pytorchs():
+    z = np.array([0.3 + 0.4j, -0.2 + 0.9j])
+    got, want = [], []
+    for T, out in ((fg, got), (torch, want)):
+        e = T.tensor(z, requires_grad=True)
+        (2 ** e).abs().sum().backward()
+        out += [e.grad.numpy(), T.logcumsumexp(T.tensor(np.array([0.1 - 0.5j, 0.7 + 0.2j, -0.3 + 0.1j])), 0).numpy()]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

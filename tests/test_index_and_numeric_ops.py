@@ -549,6 +549,7 @@ def test_integer_inputs_to_float_losses_and_huge_ints_raise_as_pytorch():
                           (T.nn.functional.huber_loss, "huber_cpu")):
             with pytest.raises(NotImplementedError, match=kernel):
                 f(a, b)
+        assert abs(T.nn.functional.mse_loss(a, b.float()).item() - 0.5) < 1e-7  # (promoted: a float loss)
         with pytest.raises(ValueError, match="Overflow"):
             T.tensor([2 ** 70])
         assert T.tensor([2 ** 63 - 1]).tolist() == [2 ** 63 - 1]

@@ -406,11 +406,17 @@ def _weighted(loss: Tensor, weight: Optional[Tensor], input: Tensor, reduction: 
 
 
 @float32_policy
+def _refuse_integers(input: Tensor, target: Tensor, kernel: str) -> None:
+    """PyTorch's refusal of a loss kernel's integer (or complex) operands: the promoted
+    dtype decides (an integer input beside a float target is fine)."""
+    O.refuse_kinds(input if not target.dtype.is_floating_point else target, kernel, "iubc")
+
+
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Optional[Tensor] = None) -> Tensor:
     """Mean squared error."""
     _check_same_size(input, target)
-    O.refuse_kinds(input, "mse_cpu", "iubc")
+    _refuse_integers(input, target, "mse_cpu")
     reduction = _reduction(size_average, reduce, reduction)
     if weight is not None:
         diff = O.sub(input, target)
@@ -439,7 +445,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
                    beta: float = 1.0) -> Tensor:
     """Squared error below ``beta`` (divided by ``2 beta``), absolute error above."""
     _check_same_size(input, target)
-    O.refuse_kinds(input, "smooth_l1_cpu", "iubc")
+    _refuse_integers(input, target, "smooth_l1_cpu")
     reduction = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -457,7 +463,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Optional[Tensor] = None) -> Tensor:
     """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
     _check_same_size(input, target)
-    O.refuse_kinds(input, "huber_cpu", "iubc")
+    _refuse_integers(input, target, "huber_cpu")
     reduction = _reduction(None, None, reduction)
     def huber(input, target):
         r = O.sub(input, target)

@@ -131,7 +131,8 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:  # noqa: A002
     x = _ft(input)
     if x.ndim == 0:
         return O.mul(x, 1.0)
-    m = O.amax(x.detach(), dim, keepdim=True)
+    d = x.detach()
+    m = O.amax(d.real if d.is_complex() else d, dim, keepdim=True)  # (complex values: by the real part)
     m = O.where(O.isfinite(m), m, 0.0)
     return O.named(O.add(O.log(O.cumsum(O.exp(O.sub(x, m)), dim)), m), "LogcumsumexpBackward0")
 

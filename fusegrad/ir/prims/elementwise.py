@@ -181,8 +181,9 @@ def _pow_vjp(g, ins, out, needs):
         # x**(y-1) * y, with 0 where y == 0 so that x == 0 gives no nan (PyTorch's rule)
         gx = g * where(eq(y, 0), 0.0, y * x ** (y - 1.0)) if hasattr(y, "shape") else (
             g * 0.0 if y == 0 else g * (y * x ** (y - 1.0)))
-    if needs[1]:
-        gy = g * where(logical_and(eq(x, 0), ge(y, 0)), 0.0, out * log(x))
+    if needs[1]:  # (a complex exponent: its real part's sign, as PyTorch's rule reads it)
+        yr = real(y) if hasattr(y, "shape") and y.dtype.np.kind == "c" else y
+        gy = g * where(logical_and(eq(x, 0), ge(yr, 0)), 0.0, out * log(x))
     return _grads(ins, needs, gx, gy)
 
 
