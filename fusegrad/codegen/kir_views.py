@@ -1,11 +1,13 @@
-"""Part views as offsets: a lowered loop group whose buffers are parts of a larger buffer
-(a concatenation computed in place: each part written by an earlier loop group straight
-into its rows) addresses that buffer at the part's offset instead.
+"""Part views as offsets: a lowered loop group holding several parts of a larger buffer (a
+concatenation computed in place: each part written by an earlier loop group straight into
+its rows), or the larger buffer and a part of it, addresses that buffer at the parts'
+offsets instead.
 
-Each part costs no view object at run time nor in the compiled entry (a Numba array view
-per part costs its array analysis milliseconds: W3's gradient has hundreds), parts written
-by one kernel become stores into one buffer at advancing offsets, which kir_reroll turns
-into a loop, and the entry passes the whole buffer."""
+Parts written by one kernel become stores into one buffer at advancing offsets, which
+kir_reroll turns into a loop (W3's gradient has hundreds), and the entry passes the whole
+buffer. A kernel's lone part stays a buffer of its own, which the program passes at its
+offset (cpu_program's operands carry one), so that the kernel's code does not depend on
+where the part lies: the steps of an unrolled loop share one kernel."""
 from __future__ import annotations
 
 from collections import Counter
