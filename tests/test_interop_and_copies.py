@@ -87,3 +87,18 @@ def test_legacy_storages_and_from_numpy_refusals_as_pytorchs():
             T.from_numpy(np.arange(4)[::-1])
         with pytest.raises(TypeError, match="dims"):
             T.flip(T.ones(2))
+
+
+def test_in_place_remainder_and_floor_division_and_formats_of_another_rank():
+    for T in (fg, torch):
+        y = T.tensor([5, 7])
+        z = y
+        y %= 3
+        w = T.tensor([5.0, 7.0])
+        v = w
+        w //= 2
+        assert y is z and z.tolist() == [2, 1] and w is v and v.tolist() == [2.0, 3.0]
+        assert not T.ones(3, 4).is_contiguous(memory_format=T.channels_last)
+        assert not T.ones(2, 3, 4, 5).is_contiguous(memory_format=T.channels_last_3d)
+        with pytest.raises(RuntimeError, match="required rank 4"):
+            T.ones(3).contiguous(memory_format=T.channels_last)

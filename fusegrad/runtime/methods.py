@@ -100,6 +100,8 @@ def _bind() -> None:
     T.__isub__ = T.sub_
     T.__imul__ = T.mul_
     T.__itruediv__ = T.div_
+    T.__imod__ = T.remainder_
+    T.__ifloordiv__ = T.floor_divide_
     T.__iand__ = T.bitwise_and_
     T.__ior__ = T.bitwise_or_
     T.__ixor__ = T.bitwise_xor_

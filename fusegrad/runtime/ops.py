@@ -1277,7 +1277,10 @@ def is_contiguous(x: Tensor, memory_format=None) -> bool:
     value is (layouts are the compiler's), unless it is a view: then as eager's view of a
     dense base would be (``x.t()`` is not, so ``x.t().contiguous()`` is a copy, not an alias)."""
     d = x._data
-    order = _order(x, memory_format)
+    try:
+        order = _order(x, memory_format)
+    except RuntimeError:  # (a format of another rank: not laid out so, as PyTorch answers)
+        return False
     if type(d) is Var:
         d = _view_layout(x)
         if d is None:  # (the compiler's layout is C order: channels_last only where that coincides)
