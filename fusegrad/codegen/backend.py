@@ -12,7 +12,9 @@ graphs that differ only in sizes (same rank, dtypes and broadcast pattern): a fr
 that traces one function at several sizes compiles each distinct kernel once (the cpu
 backend: codegen.cpu_symbolic; a backend without such kernels may ignore it).
 A backend that cannot lower an op raises ``Unsupported`` (the compiler falls back to
-eager for that signature). Backends register by name; ``"cpu"`` registers itself from
+eager for that signature). A backend may also have ``compile_backward`` (same arguments),
+which the compiler uses for backward graphs instead (a backend people write sees forward
+graphs only: runtime/graph_module.py). Backends register by name; ``"cpu"`` registers itself from
 ``fusegrad.codegen.cpu`` when that module exists."""
 from __future__ import annotations
 

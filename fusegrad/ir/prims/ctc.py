@@ -43,8 +43,12 @@ def _lse(*terms: np.ndarray) -> np.ndarray:
 
 
 def _shift(x: np.ndarray, k: int) -> np.ndarray:
+    """``x`` moved ``k`` lattice positions along dim 1 (right for k > 0, left for k < 0), -inf entering."""
     out = np.full_like(x, _NEG_INF)
-    out[:, k:] = x[:, :-k]
+    if k > 0:
+        out[:, k:] = x[:, :-k]
+    else:
+        out[:, :k] = x[:, -k:]
     return out
 
 
@@ -70,20 +74,16 @@ def _recursions(lp, ext, il, tl, beta: bool):
     if not beta:
         return alpha, None, nll, lpe
     b = np.full(lpe.shape, _NEG_INF)
-    width = ext.shape[1]
-    skip_next = np.full((N, width), _NEG_INF)
-    skip_next[:, :-2] = skip[:, 2:]  # (moving back from s + 2 to s where s + 2 may be entered by a skip)
+    skip_back = _shift(skip, -2)  # (moving back from s + 2 to s where s + 2 may be entered by a skip)
+    has = tl > 0
     for t in range(T - 1, -1, -1):
-        later = b[t + 1] if t + 1 < T else np.full((N, width), _NEG_INF)
-        nxt1 = np.full((N, width), _NEG_INF)
-        nxt1[:, :-1] = later[:, 1:]
-        nxt2 = np.full((N, width), _NEG_INF)
-        nxt2[:, :-2] = later[:, 2:]
-        step = _lse(later, nxt1, nxt2 + skip_next) + lpe[t]
-        start = np.full((N, width), _NEG_INF)  # each sample's last frame: end in the last label or blank
+        step = np.full_like(skip, _NEG_INF)
+        if t + 1 < T:
+            later = b[t + 1]
+            step = _lse(later, _shift(later, -1), _shift(later, -2) + skip_back) + lpe[t]
+        start = np.full_like(skip, _NEG_INF)  # each sample's last frame: end in the last label or blank
         start[n, 2 * tl] = lpe[t, n, 2 * tl]
-        start[n, np.maximum(2 * tl - 1, 0)] = np.where(tl > 0, lpe[t, n, np.maximum(2 * tl - 1, 0)],
-                                                       start[n, np.maximum(2 * tl - 1, 0)])
+        start[n[has], 2 * tl[has] - 1] = lpe[t, n[has], 2 * tl[has] - 1]
         b[t] = np.where((t == il - 1)[:, None], start, np.where((t < il - 1)[:, None], step, _NEG_INF))
     return alpha, b, nll, lpe
 
