@@ -102,3 +102,13 @@ def test_in_place_remainder_and_floor_division_and_formats_of_another_rank():
         assert not T.ones(2, 3, 4, 5).is_contiguous(memory_format=T.channels_last_3d)
         with pytest.raises(RuntimeError, match="required rank 4"):
             T.ones(3).contiguous(memory_format=T.channels_last)
+
+
+def test_random_integer_factories_take_requires_grad_as_pytorchs():
+    """(the channels-last tutorial's ``torch.randint(1, 10, (2, 8, 4, 4), dtype=torch.float32,
+    requires_grad=True)``)"""
+    for T in (fg, torch):
+        assert T.randint(1, 10, (2, 3), dtype=T.float32, requires_grad=True).requires_grad
+        assert T.randperm(3, dtype=T.float64, requires_grad=True).requires_grad
+        with pytest.raises(RuntimeError, match="floating point"):
+            T.randint(0, 5, (2,), requires_grad=True)

@@ -417,20 +417,21 @@ rand_like = _like(rand)
 randn_like = _like(randn)
 
 
-def randint(low, high=None, size=None, dtype=None, generator=None, device=None) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, generator=None, device=None,
+            requires_grad: bool = False) -> Tensor:
     if high is None:
         low, high = 0, low
     elif size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         low, high, size = 0, low, high
     u = _random(P.uniform, (size,), D.float64, generator, False)
     from . import ops
-    return _finish(ops.floor(u * (high - low) + low).to(dtype or D.int64), False, device)
+    return _finish(ops.floor(u * (high - low) + low).to(dtype or D.int64), requires_grad, device)
 
 
-def randperm(n: int, dtype=None, generator=None, device=None) -> Tensor:
+def randperm(n: int, dtype=None, generator=None, device=None, requires_grad: bool = False) -> Tensor:
     u = _random(P.uniform, ((n,),), D.float64, generator, False)
     perm = np.argsort(u._concrete("randperm"), kind="stable").astype(_np_dtype(dtype, np.dtype(np.int64)))
-    return _finish(wrap(perm), False, device)
+    return _finish(wrap(perm), requires_grad, device)
 
 
 def normal(mean=0.0, std=1.0, size=None, generator=None, device=None) -> Tensor:
