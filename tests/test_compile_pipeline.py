@@ -441,7 +441,7 @@ def _branchy(a):
 
 
 def _itemy(a):
-    return a * a.sum().item()
+    return a * float(a.sum().item())
 
 
 class _Square(torch.autograd.Function):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import contextlib
+import math
 
 import numpy as np
 import pytest
@@ -414,7 +415,7 @@ def test_a_number_read_each_call_into_arithmetic_stops_compiling_new_segments():
     call: after two such variants that segment runs op by op instead of compiling per call."""
     def f(m, x):
         s = x.sum().item()
-        return (x * (1.0 / (abs(s) + 1.0))).tanh().sum()
+        return (x * (1.0 / (math.fabs(s) + 1.0))).tanh().sum()
 
     cf = fusegrad.compile(lambda x: f(fusegrad, x))
     rng = np.random.default_rng(0)
@@ -439,7 +440,7 @@ def test_small_segments_run_eagerly_and_large_ones_compiled(monkeypatch):
 
     def f(x):
         y = x.sin() * 2
-        s = y.sum().item()  # used as a number: a break
+        s = float(y.sum().item())  # used as a number: a break
         return (y * s).sum()
 
     for shape, compiled in (((4, 3), False), ((512, 256), True)):
@@ -467,7 +468,7 @@ def test_composite_ops_and_nll_loss_after_a_break():
     def make(m):
         def f(x, w, y):
             h = (x @ w).tanh()
-            s = h.sum().item()  # a number used as such: segments
+            s = float(h.sum().item())  # a number used as such: segments
             out = h.mean() * s + h.softmax(1).sum() + h.log_softmax(1).mean()
             out = out + m.nn.functional.mse_loss(h, x[:, :2]) + m.nn.functional.cross_entropy(h, y)
             return out

@@ -300,6 +300,59 @@ def test_number_used_as_an_operand_is_a_python_number():
         np.testing.assert_allclose(got.numpy(), f(torch.tensor(xa)).numpy(), rtol=1e-15)
 
 
+def _scaled(m):
+    def f(x, q):
+        s = x.sum().item()  # detached: no gradient flows through it
+        scale = 1.0 / (abs(s) + 1e-3)  # arithmetic on the number: computed in the graph too
+        n = (q > 0).sum().item()  # an int: a weak operand beside int and float tensors
+        return (x * scale).tanh() * s + q * n + n / 2, -s * 2 + 1
+    return f
+
+
+def test_item_as_an_operand_and_in_arithmetic_replays_one_graph_fullgraph_too():
+    """item()'s number as a tensor op's operand and in arithmetic with numbers is computed
+    in the graph at every call (with PyTorch's dtypes and gradients: item() detaches), so
+    the function compiles once, no segments, and fullgraph=True accepts it; a branch on the
+    number is what fullgraph refuses, naming the line."""
+    f, ref = _scaled(fusegrad), _scaled(torch)
+    for fullgraph in (False, True):
+        cf = fusegrad.compile(f, fullgraph=fullgraph)
+        rng = np.random.default_rng(0)
+        for k in range(3):
+            xa, qa = rng.standard_normal(5), rng.integers(-3, 4, 5)
+            x, xt = fusegrad.tensor(xa, requires_grad=True), torch.tensor(xa, requires_grad=True)
+            (got, g_num), (want, w_num) = cf(x, fusegrad.tensor(qa)), ref(xt, torch.tensor(qa))
+            assert got.dtype == fusegrad.float64 and type(g_num) is float
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+            assert g_num == pytest.approx(w_num, rel=1e-12)
+            got.sum().backward()
+            want.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-14)
+            q32 = fusegrad.tensor(qa.astype(np.int32))
+            assert cf(x, q32)[0].dtype == fusegrad.float64
+        info = cf.cache_info()
+        assert info["segments"] == 0 and info["graph_breaks"] == [] and info["notes"] == [], info
+
+    def branchy(x):
+        if x.sum().item() * 2 > 1:
+            return x + 1
+        return x - 1
+    with pytest.raises(RuntimeError, match=r"data-dependent branching: the number Tensor\.item\(\) returned at "
+                                           r".*test_speculation\.py:\d+, compared \(> 1\)"):
+        fusegrad.compile(branchy, fullgraph=True)(fusegrad.ones(3))
+
+
+def test_a_read_number_divides_a_float64_tensor_in_float64():
+    """A float argument read at each call (a DynamicFloat, from the third call on) divides
+    a float64 tensor in float64: it was cast to the default float32."""
+    cf = fusegrad.compile(lambda x, lr: (x / lr, lr / x, x // lr))
+    x = fusegrad.tensor([1.0, 2.5, -3.0], dtype=fusegrad.float64)
+    for lr in (2.0, 3.0, 0.7):
+        for got, want in zip(cf(x, lr), (x.numpy() / lr, lr / x.numpy(), np.floor_divide(x.numpy(), lr))):
+            assert got.dtype == fusegrad.float64
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-15)
+
+
 def test_print_in_compiled_code_prints_at_every_call():
     """``print`` of text (not of a tensor) in a compiled function: a named graph break, so it
     prints at every call as torch.compile's graph break does; fullgraph=True refuses it."""

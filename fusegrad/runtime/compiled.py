@@ -104,14 +104,16 @@ class _Traced(Captured):
 
 
 def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_name: str = "eager",
-           floats: Optional[_Floats] = None, live_names: frozenset = frozenset()) -> _Traced:
+           floats: Optional[_Floats] = None, live_names: frozenset = frozenset(), one_graph: bool = False) -> _Traced:
     """Trace ``fn`` on ``leaves``; ``speculating``: ``item()`` and ``bool()`` of traced values
     are computed and guarded (tracer.speculate) rather than graph breaks; for the cpu backend
     a primitive it cannot lower is a graph break. ``floats``: the leaves that are float
-    arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats."""
+    arguments read at each call, here 0-d tensors, which ``fn`` gets as DynamicFloats.
+    ``one_graph`` (fullgraph=True): nothing may break the graph, and a guarded read of a
+    value (a branch on it) is a GraphBreak."""
     with capture(fn, leaves, keep_requires_grad=True, breaks_on_print=True, live_names=live_names) as (tr, tleaves):
         tr.unlowered_breaks = backend_name == "cpu"
-        tr.one_graph = not speculating  # (fullgraph=True: a value check cannot break the graph)
+        tr.one_graph = one_graph
         tr.attribute_stores = {}
         tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
@@ -133,7 +135,10 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         if speculating and tr.speculated:
             if not escaped and _hyperparameters(fn, leaves) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
-            traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
+            if one_graph and (escaped or tr.speculation_guards):
+                tr.graph_break(escaped or speculate.branching(tr))
+            if escaped or tr.speculation_guards:  # (else every read value is used in the graph alone)
+                traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
 
 
@@ -1247,7 +1252,7 @@ class CompiledFunction:
         try:
             with _collector_paused():
                 plan = _compile(self.fn, leaves, spec, self.backend_name, self.remat, self.__name__, symbolic,
-                                not self.fullgraph, floats, frozenset(self._live_names))
+                                self.fullgraph, floats, frozenset(self._live_names))
         except FloatUsed as e:
             if floats is not None or not self._live_names:
                 raise
@@ -1268,7 +1273,7 @@ class CompiledFunction:
                 if note not in self._stats["notes"]:  # (the caller holds the lock)
                     self._stats["notes"].append(note)
                 with _collector_paused():
-                    plan = _compile(self.fn, leaves, spec, "eager", self.remat, self.__name__, False, False, floats,
+                    plan = _compile(self.fn, leaves, spec, "eager", self.remat, self.__name__, False, True, floats,
                                     frozenset(self._live_names))
             elif self.fullgraph:
                 raise _dynamo_exc.Unsupported(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
@@ -1361,9 +1366,9 @@ def _symbolic_runs(graph: Graph) -> bool:
 
 
 def _compile(fn, leaves, spec, backend_name: str, remat: str, name: str, symbolic: bool = False,
-             speculating: bool = False, floats: Optional[_Floats] = None, live_names: frozenset = frozenset()) -> Any:
-    """The plan of one signature (a Speculative one when the trace read traced values)."""
-    traced = _trace(fn, leaves, spec, speculating, backend_name, floats, live_names)
+             fullgraph: bool = False, floats: Optional[_Floats] = None, live_names: frozenset = frozenset()) -> Any:
+    """The plan of one signature (a Speculative one when the trace branched on traced values)."""
+    traced = _trace(fn, leaves, spec, True, backend_name, floats, live_names, fullgraph)
     if floats is not None and (floats.kept() or traced.speculation is not None):
         raise FloatUsed("kept after the call" if floats.kept() else "beside a guarded read of a tensor's value")
     rg = [x._rg for x in leaves if isinstance(x, Tensor)]

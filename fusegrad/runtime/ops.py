@@ -163,8 +163,8 @@ def _promote2(a, b):
             s = _wrapped(s, t._data.dtype)
             return (t, s) if t_first else (s, t)
         return a, b  # a weak Python scalar keeps the tensor's dtype
-    if ts is Speculated:
-        s = s.number("an operand of a tensor op")
+    if ts is Speculated:  # (traced: its value in the graph, else the number)
+        s = s.operand(t) if s.traced() else s.number("an operand of a tensor op")
         return _promote2(t, s) if t_first else _promote2(s, t)
     if ts is DynamicFloat:
         s = s.operand(t)
@@ -384,12 +384,12 @@ def _div(a, b, rounding_mode):
     (``int64 // True`` is int64, ``int64 / float16`` float16)."""
     a = a if isinstance(a, _DIV_OPERANDS) else as_t(a)
     b = b if isinstance(b, _DIV_OPERANDS) else as_t(b)
-    rt = D.result_type(a, b).np if type(a) not in _READ_LATER and type(b) not in _READ_LATER else None
-    if rounding_mode is not None and rt is not None and rt.kind in "iub":
+    rt = D.result_type(_stand_in(a), _stand_in(b)).np
+    if rounding_mode is not None and rt.kind in "iub":
         if rt.kind == "b":
             raise NotImplementedError(f'"div_{rounding_mode}_cpu" not implemented for \'Bool\'')
         return _int_div(a, b, rounding_mode)
-    to = D.get_default_dtype().np if rt is None or rt.kind in "iub" else rt
+    to = D.get_default_dtype().np if rt.kind in "iub" else rt
     a = _cast_to(a, to)
     b = _cast_to(b, to)
     if isinstance(a, _SCALARS):
@@ -403,6 +403,11 @@ def _div(a, b, rounding_mode):
 
 
 true_divide = alias(div, "true_divide")
+
+
+def _stand_in(x):
+    """``x``, or this trace's value of a number read at each call (for the result dtype)."""
+    return x.value if type(x) in _READ_LATER else x
 
 
 def _cast_to(x, dt: np.dtype):

@@ -44,6 +44,15 @@ class ArgBox(threading.local):
         return self.values[index]
 
 
+def weak_dtype(value, like: np.dtype) -> np.dtype:
+    """The dtype a Python number ``value`` takes as an operand beside a tensor of dtype
+    ``like`` (a weak scalar): ``like`` when floating, when both are integral or for a bool,
+    else the default float dtype for a float and int64 for an int."""
+    if type(value) is bool or D.np_floating(like) or (type(value) is int and like.kind in "iu"):
+        return np.dtype(like)
+    return D.get_default_dtype().np if type(value) is float else np.dtype(np.int64)
+
+
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
             "!=": operator.ne, "truth": lambda v, _: bool(v)}
 
@@ -65,15 +74,8 @@ class DynamicFloat:
         return cls(value, lambda: box[index], made, sources=frozenset((index,)))
 
     def operand(self, like):
-        """The number as a traced 0-d tensor beside the tensor ``like``: of its dtype when
-        floating (or when both are integral), else of the default dtype (as a Python number
-        promotes)."""
-        kind = like._data.dtype.kind
-        if D.np_floating(like._data.dtype) or (type(self.value) is int and kind in "iu"):
-            dtype = like._data.dtype
-        else:
-            dtype = D.get_default_dtype().np if type(self.value) is float else np.dtype(np.int64)
-        return P.cast(self.tensor, dtype=np.dtype(dtype))
+        """The number as a traced 0-d tensor beside the tensor ``like`` (see weak_dtype)."""
+        return P.cast(self.tensor, dtype=weak_dtype(self.value, like._data.dtype))
 
     def _compare(self, op: str, other) -> bool:
         if type(other) is DynamicFloat:

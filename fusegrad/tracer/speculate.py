@@ -7,13 +7,17 @@ breaking the graph. ``bool`` returns the truth value;
 ``item()`` returns a ``Speculated`` number. Comparing it with a Python number (``<``,
 ``<=``, ``>``, ``>=``, ``==``, ``!=``) or taking its truth gives a plain bool, which the
 trace records as a guard: (the value's position, the comparison, the other number, the
-result).
+result). As an operand of a tensor op it is its traced value (a weak scalar, outside
+autodiff, as the number is), and arithmetic with numbers (``+ - * / // % **``, negation,
+``abs``) gives another ``Speculated``, computed in the graph too (``lr * scale.item()``);
+neither is a use of the number itself, so the trace stays one later calls replay, and
+one compile(fullgraph=True) accepts when nothing branches on the values.
 
 The compiled function (runtime.speculation) computes the guarded values first, checks the
 guards, and only then runs the rest of the graph, so a call whose values would take another
 branch never runs the code traced for this one. As for all compiled code, the Python code
 in between runs only when traced. So a trace whose code used the number as such
-(arithmetic, ``float()``, printing, an operand of a tensor op), kept it after returning
+(``float()``, printing, a size or an index, other arithmetic), kept it after returning
 (appended it to a list), or changed an optimizer's hyperparameters is not replayed: it
 computes its own call (its Python already ran), and later calls run in segments
 (runtime.segments), which run the Python at every call. A read that would need random
@@ -34,6 +38,7 @@ from .trace import _STACK as STACK, user_frame
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
             "==": operator.eq, "!=": operator.ne, "truth": lambda v, _: bool(v)}
 _NUMBER = (bool, int, float)
+_DTYPES = {float: np.float64, int: np.int64, bool: np.bool_}  # (a number's type: the dtype it is traced in)
 
 
 def guard_holds(guard: tuple, values: tuple) -> bool:
@@ -77,10 +82,34 @@ class Speculated:
         return getattr(self.value, name)
 
     def number(self, use: str):
-        """The number itself, for ``use`` (an operand of a tensor op: a weak Python scalar,
-        as the value would be, not a tensor of the default dtype)."""
+        """The number itself, for ``use``."""
         self._used(use)
         return self.value
+
+    def traced(self) -> bool:
+        """Whether the number is still its trace's value, that trace innermost (so tensor
+        ops on it record there)."""
+        tr = self._trace
+        return tr is not None and STACK.traces and STACK.traces[-1] is tr and type(self.value) in _NUMBER
+
+    def tensor(self):
+        """The value as a traced 0-d tensor of its Python type's dtype (float64, int64 or
+        bool), outside autodiff (``item()`` detaches)."""
+        from ..ir import prims as P
+        from ..runtime.tensor import wrap
+        v = self._trace.speculated[self._index][0]
+        t = P.stop_gradient(wrap(v))
+        if v.shape != ():
+            t = P.reshape(t, shape=())
+        dt = np.dtype(_DTYPES[type(self.value)])
+        return t if v.dtype == dt else P.cast(t, dtype=dt)
+
+    def operand(self, like):
+        """The number as an operand beside the tensor ``like``: its traced value in the dtype
+        the number would take (dynamic_float.weak_dtype)."""
+        from ..ir import prims as P
+        from .dynamic_float import weak_dtype
+        return P.cast(self.tensor(), dtype=weak_dtype(self.value, like._data.dtype))
 
     def _used(self, use: str) -> None:
         """The traced code needs the number itself (``use``): this trace is for this call only."""
@@ -108,12 +137,51 @@ def _unary(name: str, fn):
     return method
 
 
-def _binary(name: str, fn, reflected: bool):
+def _traced_unary(name: str, fn, op_name: str):
+    def method(self):
+        if self.traced():
+            return _derived(fn(self.value), op_name, (self,), self)
+        self._used(f"'{name}'")
+        return fn(self.value)
+    method.__name__ = name
+    return method
+
+
+def _binary(name: str, fn, reflected: bool, op_name: Optional[str] = None):
+    """``self <name> other``; with ``op_name`` (the runtime op computing it), a Speculated
+    traced in the graph too while ``other`` is a number or a Speculated of the same trace."""
     def method(self, other):
+        if op_name is not None and self.traced() and (
+                type(other) in _NUMBER or (type(other) is Speculated and other._trace is self._trace)):
+            a, b = (other, self) if reflected else (self, other)
+            return _derived(fn(_plain(a), _plain(b)), op_name, (a, b), self)
         self._used(f"'{name}'")
         return fn(_plain(other), self.value) if reflected else fn(self.value, _plain(other))
     method.__name__ = name
     return method
+
+
+def _derived(value, op_name: str, operands: tuple, like: Speculated):
+    """A Speculated ``value``, traced as ops.``op_name`` of ``operands`` (numbers and
+    Speculateds) computed in the dtype of value's Python type."""
+    from ..ir import prims as P
+    from ..runtime import ops as O
+    if type(value) not in _DTYPES:  # (a complex power: the number itself)
+        like._used(f"'{op_name}'")
+        return value
+    dt = np.dtype(_DTYPES[type(value)])
+    args = []
+    for x in operands:
+        if type(x) is Speculated:
+            t = x.tensor()
+            args.append(t if t._data.dtype == dt else P.cast(t, dtype=dt))
+        else:
+            args.append(type(value)(x))
+    traced = getattr(O, op_name)(*args)
+    tr = like._trace
+    s = Speculated(value, tr, len(tr.speculated), like._where)
+    tr.speculated.append((traced._data, weakref.ref(s), like._where))
+    return s
 
 
 for _name, _op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">="), ("__eq__", "=="),
@@ -121,16 +189,19 @@ for _name, _op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__"
     setattr(Speculated, _name, _comparison(_op))
 for _name, _fn in (("__float__", float), ("__int__", int), ("__index__", operator.index), ("__complex__", complex),
                    ("__round__", round), ("__trunc__", math.trunc), ("__floor__", math.floor), ("__ceil__", math.ceil),
-                   ("__abs__", abs), ("__neg__", operator.neg), ("__pos__", operator.pos),
+                   ("__pos__", operator.pos),
                    ("__invert__", operator.invert), ("__hash__", hash), ("__str__", str), ("__repr__", repr),
                    ("__format__", format)):
     setattr(Speculated, _name, _unary(_name, _fn))
-for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul), ("truediv", operator.truediv),
-                   ("floordiv", operator.floordiv), ("mod", operator.mod), ("divmod", divmod), ("pow", pow),
-                   ("and", operator.and_), ("or", operator.or_), ("xor", operator.xor), ("lshift", operator.lshift),
-                   ("rshift", operator.rshift)):
-    setattr(Speculated, f"__{_name}__", _binary(f"__{_name}__", _fn, False))
-    setattr(Speculated, f"__r{_name}__", _binary(f"__r{_name}__", _fn, True))
+for _name, _fn, _op in (("add", operator.add, "add"), ("sub", operator.sub, "sub"), ("mul", operator.mul, "mul"),
+                        ("truediv", operator.truediv, "div"), ("floordiv", operator.floordiv, "floor_divide"),
+                        ("mod", operator.mod, "remainder"), ("pow", pow, "pow"), ("divmod", divmod, None),
+                        ("and", operator.and_, None), ("or", operator.or_, None), ("xor", operator.xor, None),
+                        ("lshift", operator.lshift, None), ("rshift", operator.rshift, None)):
+    setattr(Speculated, f"__{_name}__", _binary(f"__{_name}__", _fn, False, _op))
+    setattr(Speculated, f"__r{_name}__", _binary(f"__r{_name}__", _fn, True, _op))
+for _name, _fn, _op in (("__neg__", operator.neg, "neg"), ("__abs__", abs, "abs")):
+    setattr(Speculated, _name, _traced_unary(_name, _fn, _op))
 
 
 def traced(t) -> Optional[Var]:
@@ -251,6 +322,15 @@ def finish(tr, out) -> str:
         if sys.getrefcount(s) > expected:
             why = why or f"the number Tensor.item() returned at {where} is kept after the function returns"
     return why
+
+
+def branching(tr) -> str:
+    """What the first guard of ``tr`` branches on, for fullgraph=True's refusal."""
+    k, op, other, _ = tr.speculation_guards[0]
+    _, ref, where = tr.speculated[k]
+    what = f"bool() of a traced tensor at {where}" if ref is None else \
+        f"the number Tensor.item() returned at {where}, {'tested' if op == 'truth' else f'compared ({op} {other!r})'}"
+    return f"data-dependent branching: {what}"
 
 
 def returned(tr, x) -> Optional[Var]:
