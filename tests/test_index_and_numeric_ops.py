@@ -550,6 +550,9 @@ def test_integer_inputs_to_float_losses_and_huge_ints_raise_as_pytorch():
             with pytest.raises(NotImplementedError, match=kernel):
                 f(a, b)
         assert abs(T.nn.functional.mse_loss(a, b.float()).item() - 0.5) < 1e-7  # (promoted: a float loss)
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+            T.nn.functional.huber_loss(a, b.float())  # (huber's output takes the input's dtype)
+        assert abs(T.nn.functional.huber_loss(a.float(), b).item() - 0.25) < 1e-7
         with pytest.raises(ValueError, match="Overflow"):
             T.tensor([2 ** 70])
         assert T.tensor([2 ** 63 - 1]).tolist() == [2 ** 63 - 1]

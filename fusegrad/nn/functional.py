@@ -464,6 +464,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """Squared error below ``delta`` (halved), ``delta``-scaled absolute error above."""
     _check_same_size(input, target)
     _refuse_integers(input, target, "huber_cpu")
+    if not input.dtype.is_floating_point and target.dtype.is_floating_point:  # (its output takes input's dtype)
+        raise RuntimeError(f"result type {O.scalar_name(target)} can't be cast to the desired output type "
+                           f"{O.scalar_name(input)}")
     reduction = _reduction(None, None, reduction)
     def huber(input, target):
         r = O.sub(input, target)
