@@ -26,6 +26,7 @@ from ..ir import dtypes as D
 from ..ir import prims as P
 from . import ops as O
 from .autocast_state import float32_policy, lower_precision
+from .complex_ops import complex as make_complex, imag, real
 from .composite import one_node
 from .exports import alias, op
 from .grad_mode import STATE, no_grad
@@ -93,11 +94,37 @@ def _cos_of_asin(x):
     return O.sqrt(O.mul(O.sub(1.0, x), O.add(1.0, x)))
 
 
+def _complex(x) -> bool:
+    return x._data.dtype.kind == "c"
+
+
+# Complex formulas add real constants to real parts and scale part by part: a complex
+# product or sum with a constant would lose the signed zeros that pick the side of a
+# branch cut (PyTorch's and C99's asin(2+0j) is pi/2 + 1.317j, asin(2-0j) pi/2 - 1.317j)
+# and turn infinities into NaNs.
+def _plus(z, c: float):
+    """``z + c`` for a real number ``c``."""
+    return make_complex(O.add(real(z), c), imag(z))
+
+
+def _scaled(z, c: float, turn: bool = False):
+    """``c * z``, or with ``turn`` ``c * i * z``."""
+    if turn:
+        return make_complex(O.mul(imag(z), -c), O.mul(real(z), c))
+    return make_complex(O.mul(real(z), c), O.mul(imag(z), c))
+
+
 def _asin(x):
+    if _complex(x):  # -i asinh(iz)
+        return _scaled(_asinh(_scaled(x, 1.0, turn=True)), -1.0, turn=True)
     return O.atan2(x, _cos_of_asin(x))
 
 
 def _acos(x):
+    if _complex(x):  # -2i log(sqrt((1 + z) / 2) + i sqrt((1 - z) / 2)): no cancellation near z = 1
+        half = _scaled(x, 0.5)
+        root = O.add(O.sqrt(_plus(half, 0.5)), _scaled(O.sqrt(_plus(O.neg(half), 0.5)), 1.0, turn=True))
+        return _scaled(O.log(root), -2.0, turn=True)
     return O.atan2(_cos_of_asin(x), x)
 
 
@@ -112,12 +139,19 @@ def _asinh_pos(a):
 
 
 def _asinh(x):
+    if _complex(x):  # log(z + sqrt(z^2 + 1)) on the half plane Re z >= 0 (no cancellation), odd
+        neg = O.lt(real(x), 0)
+        z = O.where(neg, O.neg(x), x)
+        r = O.log(O.add(z, O.sqrt(_plus(O.mul(z, z), 1.0))))
+        return O.where(neg, O.neg(r), r)
     neg = O.lt(x, 0)
     r = _asinh_pos(O.where(neg, O.neg(x), x))  # (odd: the gradient at 0 is 1, as |x|'s would not give)
     return O.where(neg, O.neg(r), r)
 
 
 def _acosh(x):
+    if _complex(x):  # log(z + sqrt(z + 1) sqrt(z - 1)), with the principal branches of each
+        return O.log(O.add(x, O.mul(O.sqrt(_plus(x, 1.0)), O.sqrt(_plus(x, -1.0)))))
     big = O.gt(x, _BIG)
     u = O.sub(O.where(big, 1.0, O.where(O.lt(x, 0), 0.5, x)), 1.0)  # x < 1: NaN (sqrt of a negative)
     small = O.log1p(O.add(u, O.sqrt(O.mul(u, O.add(u, 2.0)))))
@@ -125,7 +159,13 @@ def _acosh(x):
 
 
 def _atanh(x):
-    return O.mul(O.sub(O.log1p(x), O.log1p(O.neg(x))), 0.5)
+    d = O.sub(O.log1p(x), O.log1p(O.neg(x)))
+    return _scaled(d, 0.5) if _complex(x) else O.mul(d, 0.5)
+
+
+def atan_complex(x):
+    """atan of complex ``x``, -i atanh(iz) (runtime.ops.atan's: atan2 is real only)."""
+    return _scaled(_atanh(_scaled(x, 1.0, turn=True)), -1.0, turn=True)
 
 
 def _unary(fn, name: str, node: str):
@@ -201,7 +241,12 @@ def _log_pair(name: str, input, other):  # noqa: A002
 
 def _logaddexp(a, b, base2: bool):
     """max(a, b) + log1p(exp(-|a - b|)) (base 2: log1p(2^-|a-b|) / ln 2), with the branch
-    chosen by a where so that the gradient at a == b is split evenly."""
+    chosen by a where so that the gradient at a == b is split evenly; complex operands by
+    their real parts, as PyTorch's."""
+    if _complex(a):
+        first = O.ge(real(a), real(b))
+        m, other = O.where(first, a, b), O.where(first, b, a)
+        return O.add(m, O.log1p(O.exp(O.sub(other, m))))
     first = O.ge(a, b)
     m = O.where(first, a, b)
     same_inf = O.logical_and(O.eq(a, b), O.isinf(a))  # (the infinity itself: d = 0, not inf - inf)

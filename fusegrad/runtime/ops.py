@@ -314,6 +314,9 @@ def atan2(y, x):
 @op
 def atan(x):
     x = _float(as_t(x))
+    if x._data.dtype.kind == "c":
+        from .extra_ops import atan_complex  # (it imports this module)
+        return named(atan_complex(x), "AtanBackward0")
     return named(atan2(x, ones_of(x)), "AtanBackward0")
 
 
