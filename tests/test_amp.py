@@ -48,6 +48,8 @@ OPS = {
     "cat": lambda L, F, d: L.cat([d["low"], d["x"]]),
     "layer_norm": lambda L, F, d: F.layer_norm(d["low"], (3,)),
     "mse_loss": lambda L, F, d: F.mse_loss(d["low"], d["x"]),
+    "mse_loss_both_low": lambda L, F, d: F.mse_loss(d["low"], d["low"].flip(0), reduction="none"),
+    "l1_loss_both_low": lambda L, F, d: F.l1_loss(d["low"], d["low"].flip(0)),
     "l1_loss": lambda L, F, d: F.l1_loss(d["low"], d["x"]),
     "smooth_l1_loss": lambda L, F, d: F.smooth_l1_loss(d["low"], d["x"]),
     "huber_loss": lambda L, F, d: F.huber_loss(d["low"], d["x"]),

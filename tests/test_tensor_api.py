@@ -418,6 +418,10 @@ def test_cat_stack_split_chunk():
     run_both(lambda m, a: a.chunk(2), rn(5, 2))
     run_both(lambda m, a: m.unbind(a, 1), rn(2, 3))
     run_both(lambda m, a, b: m.cat([a, b], 0), rn(2, 3), np.ones((1, 3), np.int64))
+    for m in (fg, torch):
+        for chunks in (0, -1):  # (-1 gave one empty chunk, 0 a ZeroDivisionError)
+            with pytest.raises(RuntimeError, match=f"chunk expects `chunks` to be greater than 0, got: {chunks}"):
+                m.ones(4).chunk(chunks)
 
 
 # ---------------------------------------------------------------- where / masked_fill / clamp

@@ -405,13 +405,13 @@ def _weighted(loss: Tensor, weight: Optional[Tensor], input: Tensor, reduction: 
     return _reduce(loss, reduction)
 
 
-@float32_policy
 def _refuse_integers(input: Tensor, target: Tensor, kernel: str) -> None:
     """PyTorch's refusal of a loss kernel's integer (or complex) operands: the promoted
     dtype decides (an integer input beside a float target is fine)."""
     O.refuse_kinds(input if not target.dtype.is_floating_point else target, kernel, "iubc")
 
 
+@float32_policy
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Optional[Tensor] = None) -> Tensor:
     """Mean squared error."""

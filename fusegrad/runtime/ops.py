@@ -1478,6 +1478,8 @@ def split(x, split_size_or_sections, dim=0):
 
 @op
 def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = x.shape[dim]
     if n == 0:  # an empty dim: as many empty chunks as asked, as PyTorch's
         return split(x, [0] * chunks, dim)
