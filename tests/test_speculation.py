@@ -342,6 +342,23 @@ def test_item_as_an_operand_and_in_arithmetic_replays_one_graph_fullgraph_too():
         fusegrad.compile(branchy, fullgraph=True)(fusegrad.ones(3))
 
 
+def test_fullgraph_runs_data_dependent_sizes_in_segments_as_torch_compiles_them():
+    """Under fullgraph=True, PyTorch's graph captures data-dependent sizes (a boolean mask's
+    selection, nonzero, bincount, a tensor's value as a slice bound); fusegrad runs such a
+    function in segments with PyTorch's values, naming the read (it raised Unsupported)."""
+    def f(m, e, x):
+        e = e[:, e[0] != e[1]]  # (a GNN's remove_self_loops)
+        deg = m.bincount(e[1], minlength=4).float()
+        return (x[e[0]] / deg[e[1]][:, None]).sum(0) + x[: int(deg.max())].sum(), (x > 0).nonzero()
+    e, x = np.array([[0, 1, 2, 2, 3], [1, 1, 0, 2, 1]]), np.random.default_rng(0).standard_normal((4, 3))
+    cf = fusegrad.compile(lambda e, x: f(fusegrad, e, x), fullgraph=True)
+    for k in range(2):
+        got, want = cf(fusegrad.tensor(e), fusegrad.tensor(x + k)), f(torch, torch.tensor(e), torch.tensor(x + k))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12)
+    assert "needs a concrete value" in cf.cache_info()["graph_breaks"][0], cf.cache_info()
+
+
 def test_a_read_number_divides_a_float64_tensor_in_float64():
     """A float argument read at each call (a DynamicFloat, from the third call on) divides
     a float64 tensor in float64: it was cast to the default float32."""

@@ -1275,9 +1275,9 @@ class CompiledFunction:
                 with _collector_paused():
                     plan = _compile(self.fn, leaves, spec, "eager", self.remat, self.__name__, False, True, floats,
                                     frozenset(self._live_names))
-            elif self.fullgraph:
+            elif self.fullgraph and not getattr(e, "data_dependent", False):
                 raise _dynamo_exc.Unsupported(f"fullgraph=True: cannot compile {self.__name__}: {reason}") from e
-            else:
+            else:  # (under fullgraph=True a data-dependent size too: PyTorch's graph captures it, ours breaks)
                 if reason not in self._stats["graph_breaks"]:
                     self._stats["graph_breaks"].append(reason)
                 log("graph_breaks", reason)

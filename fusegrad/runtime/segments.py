@@ -94,7 +94,7 @@ class SegmentTrace(CaptureTrace):
                 return v
         return super()._lift(x)
 
-    def graph_break(self, reason: str) -> None:
+    def graph_break(self, reason: str, data_dependent: bool = False) -> None:
         self.owner._note_break(reason)
         self.flush()
         self.resumed = True

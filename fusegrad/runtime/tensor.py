@@ -279,7 +279,7 @@ class Tensor:
             from ..tracer.trace import escaped, user_frame
             if not d.trace.active:
                 raise escaped(d)
-            d.trace.graph_break(f"{what} needs a concrete value at {user_frame()}")
+            d.trace.graph_break(f"{what} needs a concrete value at {user_frame()}", data_dependent=True)
             if type(self._data) is Var:  # (a segmented trace computes every tensor it tracks)
                 raise RuntimeError(f"{what}: a tensor the compiled code made was not computed at the graph "
                                    f"break at {user_frame()}")

@@ -21,9 +21,12 @@ class GraphBreak(Exception):
     """Raised while tracing at something the compiler cannot capture; ``reason`` names
     the construct and the user's source line."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, data_dependent: bool = False):
         super().__init__(reason)
         self.reason = reason
+        # a tensor's value read as data (a data-dependent size: nonzero, bincount, a mask's
+        # selection, .numpy()), which torch.compile(fullgraph=True) captures symbolically
+        self.data_dependent = data_dependent
 
 
 class _Stack(threading.local):
@@ -154,11 +157,11 @@ class Trace:
         self.active = False
         return False
 
-    def graph_break(self, reason: str) -> None:
+    def graph_break(self, reason: str, data_dependent: bool = False) -> None:
         """Something the compiler cannot capture (``reason`` names it and the user's line):
         raises GraphBreak; compile's segmented trace (runtime.segments) instead runs what
         it recorded so far and returns, so the operation runs on concrete values."""
-        raise GraphBreak(reason)
+        raise GraphBreak(reason, data_dependent)
 
     @contextlib.contextmanager
     def eagerly(self, reason: str):
