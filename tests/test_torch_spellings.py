@@ -406,6 +406,15 @@ def test_dynamo_recompile_settings_and_markers_as_torchs():
             out.append((type(e).__name__, isinstance(e, RuntimeError)))
         finally:
             lib._dynamo.config.recompile_limit, lib._dynamo.config.fail_on_recompile_limit_hit = old, False
+        lib._dynamo.config.recompile_limit = 2
+        try:  # (fullgraph=True fails at the limit too: it raised a RuntimeError)
+            k = lib.compile(lambda t, s: t.sum() + len(s), fullgraph=True)
+            for n in range(3):
+                k(lib.ones(1), "r" * n)
+        except Exception as e:  # noqa: BLE001
+            out.append((type(e).__name__, isinstance(e, RuntimeError), "fullgraph=True" in str(e)))
+        finally:
+            lib._dynamo.config.recompile_limit = old
         x = lib.ones(3, 4)
         lib._dynamo.maybe_mark_dynamic(x, 0)
         lib._dynamo.mark_static_address(x)

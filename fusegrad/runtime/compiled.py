@@ -1106,8 +1106,10 @@ class CompiledFunction:
                 log("recompiles", f"{self.__name__}: optimizer state missing; first call runs eagerly")
                 return _Eager("warm-up: optimizer state created eagerly")
             if len(self._cache) >= self._cache.limit:
-                if dynamo_config.fail_on_recompile_limit_hit:
-                    raise _dynamo_exc.FailOnRecompileLimitHit("Hard failure due to fail_on_recompile_limit_hit")
+                if dynamo_config.fail_on_recompile_limit_hit or self.fullgraph:
+                    raise _dynamo_exc.FailOnRecompileLimitHit(
+                        f"{self.__name__}: recompile limit ({self._cache.limit}) reached. Hard failure due to "
+                        + ("fullgraph=True" if self.fullgraph else "fail_on_recompile_limit_hit"))
                 return self._give_up(f"recompile limit ({self._cache.limit}) reached for {self.__name__}; running "
                                      "eagerly")
             if len(self._cache):
