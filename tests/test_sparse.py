@@ -424,3 +424,35 @@ def test_sparse_sparse_products_index_select_and_addmm_as_torch():
                T.addmm(T.ones(3, 2), s, T.ones(3, 2), beta=0.5, alpha=2.0)]
         return [o.tolist() for o in out] + [T.sparse.mm(s, s).is_sparse]
     assert program(fg) == program(torch)
+
+
+def test_csr_matrices_as_torch():
+    """sparse_csr_tensor, to_sparse_csr, the CSR parts and print, conversions, products with
+    dense matrices and sampled_addmm, with their gradients, as torch's (they were missing)."""
+    import warnings
+    got, want = [], []
+    for T, out in ((fg, got), (torch, want)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch's beta-state and invariant-check warnings)
+            crow, col = T.tensor([0, 2, 3, 5]), T.tensor([0, 2, 1, 0, 2])
+            v = T.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=T.float64, requires_grad=True)
+            s = T.sparse_csr_tensor(crow, col, v, size=(3, 3))
+            d = T.tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+            m1 = T.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+            m2 = T.tensor(np.arange(12.0).reshape(4, 3) / 7, requires_grad=True)
+            r = T.sparse.sampled_addmm(s, m1, m2, beta=0.5, alpha=2.0)
+            prod = (s @ d) + T.sparse.mm(s, d) + s.matmul(d) + T.mm(s * 2, d) + (d.t() @ s).t()
+            (prod.sum() + r.values().sum()).backward()
+            x = T.tensor([[0.0, 1.5], [2.0, 0.0]])
+            out += [str(s).replace("torch.", "").replace("fusegrad.", ""), s.layout is T.sparse_csr, s.is_sparse,
+                    s.is_sparse_csr, s._nnz(), tuple(s.shape), s.crow_indices(), s.col_indices(), s.to_dense(),
+                    s.to_sparse().indices(), x.to_sparse_csr().crow_indices(), x.to_sparse().to_sparse_csr().values(),
+                    (-s).layout is T.sparse_csr, r.values(), prod, v.grad, d.grad, m1.grad, m2.grad,
+                    T.sparse_csr_tensor(crow, col, v.detach()).shape]
+            with pytest.raises(RuntimeError, match="indices expected sparse coordinate tensor layout"):
+                s.indices()
+    for g, w in zip(got, want):
+        if isinstance(g, (fg.Tensor, torch.Tensor)):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12)
+        else:
+            assert g == w

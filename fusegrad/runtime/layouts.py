@@ -1,5 +1,6 @@
-"""Tensor layouts, as ``torch.layout``: ``fusegrad.strided`` (every dense Tensor) and
-``fusegrad.sparse_coo`` (``runtime.sparse_coo.SparseCOOTensor``)."""
+"""Tensor layouts, as ``torch.layout``: ``fusegrad.strided`` (every dense Tensor),
+``fusegrad.sparse_coo`` (``runtime.sparse_coo.SparseCOOTensor``) and ``fusegrad.sparse_csr``
+(``runtime.sparse_csr.SparseCSRTensor``)."""
 from __future__ import annotations
 
 
@@ -19,7 +20,8 @@ class layout:
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
-_BY_NAME = {l.name: l for l in (strided, sparse_coo)}
+sparse_csr = layout("sparse_csr")
+_BY_NAME = {l.name: l for l in (strided, sparse_coo, sparse_csr)}
 
 
 def _named(name: str) -> layout:

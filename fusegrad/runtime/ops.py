@@ -29,7 +29,7 @@ from .exports import alias, op
 from .forward_state import carry_tangent
 from .grad_mode import STATE
 from .keywords import _type_name, write_out
-from .layouts import sparse_coo
+from .layouts import sparse_coo, sparse_csr
 from .nodes import PrimNode, node_class
 from .composite import CompositeNode, one_node
 from .type_info import channels_last_order, contiguous_format, is_laid_out, laid_out, preserve_format
@@ -1627,10 +1627,13 @@ def matmul(a, b):
 
 
 def _sparse_operand(a, b) -> bool:
-    """Whether an operand of a matrix product is a sparse COO tensor (runtime/sparse_coo.py),
+    """Whether an operand of a matrix product is a sparse COO or CSR tensor (runtime/sparse_coo.py),
     whose product runtime/sparse_ops.py computes (checked past the dense operands at once)."""
-    return not (isinstance(a, Tensor) and isinstance(b, Tensor)) and (
-        getattr(a, "layout", None) is sparse_coo or getattr(b, "layout", None) is sparse_coo)
+    return not (isinstance(a, Tensor) and isinstance(b, Tensor)) and (_sparse(a) or _sparse(b))
+
+
+def _sparse(x) -> bool:
+    return getattr(x, "layout", None) in (sparse_coo, sparse_csr)
 
 
 def _same_dtype(a: Tensor, b: Tensor) -> None:
@@ -1724,7 +1727,7 @@ ger = alias(outer, "ger")
 @op
 @lower_precision
 def addmm(bias, a, b, *, beta=1, alpha=1):
-    if not isinstance(a, Tensor) and getattr(a, "is_sparse", False):  # (a sparse mat1: torch.sparse.addmm's)
+    if not isinstance(a, Tensor) and _sparse(a):  # (a sparse mat1: torch.sparse.addmm's)
         from .sparse_ops import addmm as sparse_addmm
         return sparse_addmm(as_t(bias), a, b, beta=beta, alpha=alpha)
 

@@ -1,13 +1,15 @@
-"""Where sparse COO tensors meet the rest of fusegrad: the top-level names
-(``sparse_coo_tensor``, ``spmm``, ``layout``, ``strided``, ``sparse_coo``) and the Tensor
-members ``to_sparse``, ``to_sparse_coo``, ``to_dense``, ``is_sparse`` and ``layout``. (The
+"""Where sparse COO and CSR tensors meet the rest of fusegrad: the top-level names
+(``sparse_coo_tensor``, ``sparse_csr_tensor``, ``spmm``, ``layout``, ``strided``, ``sparse_coo``,
+``sparse_csr``) and the Tensor members ``to_sparse``, ``to_sparse_coo``, ``to_sparse_csr``,
+``to_dense``, ``is_sparse``, ``is_sparse_csr`` and ``layout``. (The
 dense products route a sparse operand to ``runtime.sparse_ops`` themselves: ``ops.mm`` and
 ``ops.matmul``.)"""
 from __future__ import annotations
 
 from . import sparse_ops
-from .layouts import layout, sparse_coo, strided
-from .sparse_coo import sparse_coo_tensor, to_sparse, to_sparse_coo
+from .layouts import layout, sparse_coo, sparse_csr, strided
+from .sparse_coo import SparseCOOTensor, sparse_coo_tensor, to_sparse, to_sparse_coo
+from .sparse_csr import sparse_csr_tensor, to_sparse_csr
 
 
 def _dense_to_dense(self, dtype=None, *, masked_grad=None):
@@ -18,10 +20,12 @@ def _dense_to_dense(self, dtype=None, *, masked_grad=None):
 def install(namespace: dict, tensor_cls: type) -> None:
     """Bind the names above in ``namespace`` (the ``fusegrad`` module's) and on
     ``tensor_cls``."""
-    namespace.update(sparse_coo_tensor=sparse_coo_tensor, spmm=sparse_ops.spmm, layout=layout,
-                     strided=strided, sparse_coo=sparse_coo)
+    namespace.update(sparse_coo_tensor=sparse_coo_tensor, sparse_csr_tensor=sparse_csr_tensor, spmm=sparse_ops.spmm,
+                     layout=layout, strided=strided, sparse_coo=sparse_coo, sparse_csr=sparse_csr)
+    SparseCOOTensor.to_sparse_csr = to_sparse_csr
     T = tensor_cls
-    T.is_sparse = False
+    T.is_sparse = T.is_sparse_csr = False
+    T.to_sparse_csr = to_sparse_csr
     T.layout = strided
     T.to_sparse = to_sparse
     T.to_sparse_coo = to_sparse_coo

@@ -387,6 +387,10 @@ class SparseCOOTensor:
         return (_rebuild, (self._idx, self._val, self._size, self._coalesced))
 
     # ------------------------------------------------------------ printing
+    def _printed(self) -> tuple:
+        """(name, tensor) of the parts its print shows."""
+        return ("indices", self._idx), ("values", self._val)
+
     def __repr__(self) -> str:
         return _repr(self)
 
@@ -547,25 +551,25 @@ def _repr(s: SparseCOOTensor) -> str:
     suffixes += ["size=" + str(s._size), f"nnz={s._nnz()}"]
     if s.dtype not in (D.get_default_dtype(), D.int64, D.bool_):
         suffixes.append(f"dtype={s.dtype}")
-    suffixes.append(f"layout={sparse_coo}")
+    suffixes.append(f"layout={s.layout}")
     if s.grad_fn is not None:
         suffixes.append(f"grad_fn=<{type(s.grad_fn).__name__}>")
     elif s.requires_grad:
         suffixes.append("requires_grad=True")
     parts = []
-    for name, t in (("indices", s._idx), ("values", s._val)):
+    for name, t in s._printed():
         a = t._concrete("printing", host=True)
         body = tensor_str(a, indent + len(name) + len("=tensor("))
         if a.size == 0:
             body += ", size=" + str(tuple(a.shape))
         parts.append(f"{name}=tensor({body})")
     out = prefix + (",\n" + " " * indent).join(parts)
-    # torch's _add_suffixes with force_newline: the first suffix starts a line
-    last = None
+    # torch's _add_suffixes, with force_newline for COO: its first suffix starts a line
+    last, force = len(out) - out.rfind("\n") + 1, s.layout is sparse_coo
     for suffix in suffixes:
-        if last is None or last + len(suffix) + 2 > PRINT_OPTS.linewidth:
+        if force or last + len(suffix) + 2 > PRINT_OPTS.linewidth:
             out += ",\n" + " " * indent + suffix
-            last = indent + len(suffix)
+            last, force = indent + len(suffix), False
         else:
             out += ", " + suffix
             last += len(suffix) + 2

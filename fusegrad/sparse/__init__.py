@@ -1,5 +1,6 @@
-"""torch.sparse: the products, sums and softmax of sparse COO tensors
-(``runtime/sparse_ops.py``; the tensors themselves: ``runtime/sparse_coo.py``), and the
+"""torch.sparse: the products, sums and softmax of sparse COO and CSR tensors
+(``runtime/sparse_ops.py``; the tensors themselves: ``runtime/sparse_coo.py``,
+``runtime/sparse_csr.py``; ``sampled_addmm``), and the
 legacy constructors ``FloatTensor``/``DoubleTensor``. Importing it binds the sparse names in
 ``fusegrad`` and on Tensor (``runtime/sparse_bindings.py``)."""
 from __future__ import annotations
@@ -11,10 +12,12 @@ from typing import Optional, Sequence
 from ..ir import dtypes as _D
 from ..runtime import sparse_bindings as _bindings
 from ..runtime.sparse_coo import SparseCOOTensor, sparse_coo_tensor as _sparse_coo_tensor
+from ..runtime.sparse_csr import SparseCSRTensor, sampled_addmm
 from ..runtime.sparse_ops import addmm, log_softmax, mm, softmax, sum  # noqa: A004  (torch.sparse.sum)
 from ..runtime.tensor import Tensor as _Tensor
 
-__all__ = ["DoubleTensor", "FloatTensor", "SparseCOOTensor", "addmm", "log_softmax", "mm", "softmax", "sum"]
+__all__ = ["DoubleTensor", "FloatTensor", "SparseCOOTensor", "SparseCSRTensor", "addmm", "log_softmax", "mm",
+           "sampled_addmm", "softmax", "sum"]
 
 
 def _legacy(indices, values, size, dtype) -> SparseCOOTensor:
