@@ -198,6 +198,39 @@ def test_whole_step_follows_changes_to_the_param_groups(name, backend):
     assert info["fallbacks"] == 0 and info["compiles"] == (2 if name == "sgd_momentum" else 1), info
 
 
+def test_a_custom_optimizer_reading_its_learning_rate_follows_a_scheduler():
+    """A custom optimizer's step reads ``group["lr"]`` as a number, which its trace bakes
+    in: the compiled step is guarded on the groups' values, so a scheduler's change traces
+    it again (it replayed the first rate: from the fourth step on the losses left eager's),
+    while fusegrad's own optimizers read their rates at every call (one compile)."""
+    class ScaledSGD(optim.Optimizer):
+        def __init__(self, params, lr):
+            super().__init__(params, dict(lr=lr, scale=1.0))
+
+        @torch.no_grad()
+        def step(self):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.sub_(p.grad * (g["lr"] * g["scale"]))
+
+    def run(compiled):
+        X, Y = _data()
+        m = _model()
+        opt = ScaledSGD(m.parameters(), lr=0.1)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        step = mse_step(m, opt)
+        fn = torch.compile(step) if compiled else step
+        losses = []
+        for _ in range(7):
+            losses.append(fn(X, Y).item())
+            sched.step()
+        return np.array(losses), fn
+    ref, _ = run(False)
+    got, cf = run(True)
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
+    assert cf.cache_info()["compiles"] == 4, cf.cache_info()  # (rates 0.1, 0.05, 0.025, 0.0125)
+
+
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
 def test_updates_through_data_and_detach_reach_the_tensor(backend):
     """In-place updates through ``p.data`` (a manual SGD step, old PyTorch style) or

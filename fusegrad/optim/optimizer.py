@@ -79,6 +79,24 @@ def _with_step_hooks(step: Callable) -> Callable:
     return hooked
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def guard_plain_hyperparameters(opt: "Optimizer") -> None:
+    """Inside compile's trace, guard the compiled code on the plain values in the
+    param_groups of an optimizer whose ``step`` is not fusegrad's: such a step (a custom
+    optimizer's ``p.add_(buf, alpha=-group["lr"])``) reads them as numbers the trace bakes
+    in, so a scheduler's change must retrace rather than replay the old value. fusegrad's
+    optimizers read theirs at every call (``Optimizer._hyper``)."""
+    if getattr(type(opt).step, "__module__", "").startswith("fusegrad."):
+        return
+    for g in opt.param_groups:
+        for k, v in g.items():
+            if k != "params" and (isinstance(v, _PLAIN) or (
+                    type(v) is tuple and all(isinstance(x, _PLAIN) for x in v))):
+                guard(("param group value", id(g), k), functools.partial(g.get, k))
+
+
 class Optimizer:
     """Base class of optimizers. ``params`` is an iterable of tensors, of ``(name, tensor)``
     pairs, or of dicts (parameter groups with their own hyperparameters); ``defaults``

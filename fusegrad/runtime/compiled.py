@@ -118,6 +118,9 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         tr.rebound_use = ""  # (a GAN step's D used again after its optimizer step: see _finish_trace)
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
+        from ..optim.optimizer import guard_plain_hyperparameters
+        for opt in _reachable_optimizers(fn, leaves):
+            guard_plain_hyperparameters(opt)
         if speculating:
             speculate.start(tr, leaves)
             hyper = _hyperparameters(fn, leaves)
