@@ -252,6 +252,9 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
         return_complex = True
     if x.dim() not in (1, 2):
         raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got {x.dim()}D tensor")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):  # (raw int16 PCM, say)
+        raise RuntimeError(f"stft({x.type()}{list(x.shape)}, n_fft={n_fft}) : expected a tensor of floating point "
+                           "or complex values")
     hop = hop_length if hop_length is not None else n_fft // 4
     win = win_length if win_length is not None else n_fft
     if n_fft <= 0 or hop <= 0 or not 0 < win <= n_fft:
@@ -288,6 +291,9 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     spec = O.as_t(input)
     if not spec.dtype.is_complex:
         raise RuntimeError("istft requires a complex-valued input tensor")
+    if length is not None and length <= 0:  # (PyTorch's message: its NOLA check's reduction of nothing)
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument.")
     hop = hop_length if hop_length is not None else n_fft // 4
     win = win_length if win_length is not None else n_fft
     batched = spec.dim() == 3
