@@ -119,11 +119,12 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         args, kwargs = unflatten(spec, floats.traced(tleaves) if floats is not None else tleaves)
         inputs = [(t, t._data) for t in tleaves if isinstance(t, Tensor)]
         from ..optim.optimizer import guard_plain_hyperparameters
-        for opt in _reachable_optimizers(fn, leaves):
+        optimizers = _reachable_optimizers(fn, leaves)
+        for opt in optimizers:
             guard_plain_hyperparameters(opt)
         if speculating:
             speculate.start(tr, leaves)
-            hyper = _hyperparameters(fn, leaves)
+            hyper = _hyperparameters(optimizers)
         out = None
         before = _shallow(args, kwargs)
         try:
@@ -136,7 +137,7 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         traced = _finish_trace(tr, out, inputs)
         _read_names_live(traced)
         if speculating and tr.speculated:
-            if not escaped and _hyperparameters(fn, leaves) != hyper:
+            if not escaped and _hyperparameters(optimizers) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
             if one_graph and (escaped or tr.speculation_guards):
                 tr.graph_break(escaped or speculate.branching(tr))
@@ -165,11 +166,10 @@ def _shallow(args: tuple, kwargs: dict) -> list:
     return out
 
 
-def _hyperparameters(fn, leaves: list) -> list:
-    """The numbers in the param_groups of the optimizers ``fn`` reaches: a function that
-    reads traced values and changes these must run its Python at every call."""
-    return [{k: v for k, v in g.items() if isinstance(v, (int, float))}
-            for opt in _reachable_optimizers(fn, leaves) for g in opt.param_groups]
+def _hyperparameters(optimizers: list) -> list:
+    """The numbers in the param_groups of ``optimizers`` (those the function reaches): a
+    function that reads traced values and changes these must run its Python at every call."""
+    return [{k: v for k, v in g.items() if isinstance(v, (int, float))} for opt in optimizers for g in opt.param_groups]
 
 
 def _holds_traced(x, tr, depth: int = 3) -> bool:
@@ -1341,11 +1341,12 @@ def _symbols(leaves: list) -> dict:
 def _reachable_optimizers(fn, leaves: list) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
     ``self``, the call's arguments (``leaves``), and two levels of those objects' attributes
-    or items (``trainer.opt``, ``cfg["opts"]["g"]``, a list of (model, optimizer) pairs)."""
+    or items (``trainer.opt``, ``cfg["opts"]["g"]``, a list of (model, optimizer) pairs); not
+    the attributes of modules it names (``torch.nn``: thousands, none an optimizer)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
     objs += read_references(fn) + [x for x in leaves if not isinstance(x, Tensor)]
-    inner = [v for o in objs if not isinstance(o, Tensor) for v in members(o)]
+    inner = [v for o in objs if not isinstance(o, (Tensor, types.ModuleType)) for v in members(o)]
     found, seen = [], set()
     for o in objs + inner + [v for o in inner if isinstance(o, (dict, list, tuple)) for v in members(o)]:
         if isinstance(o, Optimizer) and id(o) not in seen:

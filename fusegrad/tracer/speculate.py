@@ -90,7 +90,7 @@ class Speculated:
         """Whether the number is still its trace's value, that trace innermost (so tensor
         ops on it record there)."""
         tr = self._trace
-        return tr is not None and STACK.traces and STACK.traces[-1] is tr and type(self.value) in _NUMBER
+        return tr is not None and bool(STACK.traces) and STACK.traces[-1] is tr and type(self.value) in _NUMBER
 
     def tensor(self):
         """The value as a traced 0-d tensor of its Python type's dtype (float64, int64 or
