@@ -522,3 +522,26 @@ def test_consume_prefix_in_state_dict_strips_a_wrappers_prefix_as_torch():
         del sd["other.weight"]
         lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.BatchNorm1d(3)).load_state_dict(sd)
     assert got == want
+
+
+def test_int_mm_and_causal_bias_masks_as_torch():
+    """torch._int_mm (int8 GEMM, exact in int32) and torch.nn.attention.bias's causal masks
+    as scaled_dot_product_attention's attn_mask (both were missing: int8 inference, a chunk
+    of queries attending to a longer KV cache)."""
+    import importlib
+    rng = np.random.default_rng(0)
+    a, w = rng.integers(-128, 127, (17, 8)), rng.integers(-128, 127, (8, 5))
+    q, k = rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 2, 5, 4))
+    out = []
+    for T in (fg, torch):
+        bias = importlib.import_module(f"{T.__name__}.nn.attention.bias")
+        r = T._int_mm(T.tensor(a, dtype=T.int8), T.tensor(w, dtype=T.int8))
+        with pytest.raises(RuntimeError, match="Expected self dtype to be int8 or uint8 but got float"):
+            T._int_mm(T.tensor(a, dtype=T.float32), T.tensor(w, dtype=T.int8))
+        masks = [bias.causal_lower_right(3, 5), bias.causal_upper_left(3, 5)]
+        out.append([str(r.dtype).split(".")[1], r.numpy()] + [m._materialize().numpy() for m in masks] + [
+            T.nn.functional.scaled_dot_product_attention(T.tensor(q), T.tensor(k), T.tensor(k), attn_mask=m).numpy()
+            for m in masks])
+    assert out[0][0] == out[1][0] == "int32"
+    for g, want in zip(out[0][1:], out[1][1:]):
+        np.testing.assert_allclose(g, want, rtol=1e-12)

@@ -271,6 +271,23 @@ def logaddexp2(input, other, *, out=None):  # noqa: A002
     return _out("logaddexp2", one_node("Logaddexp2Backward0", lambda a, b: _logaddexp(a, b, True), a, b), out)
 
 
+# ---------------------------------------------------------------- _int_mm
+@op(name="_int_mm", method=False)
+def int_mm(input, mat2):  # noqa: A002
+    """``torch._int_mm``: the product of int8 (or uint8) matrices, exact in int32 (int8
+    inference's GEMM)."""
+    for what, t, kinds in (("self", input, "int8 or uint8"), ("mat2", mat2, "of type int8")):
+        if not isinstance(t, Tensor) or t.dtype not in (D.int8, D.uint8):
+            found = _dtype_name(t).lower() if isinstance(t, Tensor) else type(t).__name__
+            raise RuntimeError(f"int_mm_out_cpu: Expected {what} dtype to be {kinds} but got {found}")
+        if t.ndim != 2:
+            raise RuntimeError(f"int_mm_out_cpu: Expected 2D tensor for {what}, but got {t.ndim}D tensor")
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"int_mm_out_cpu: self.size(1) needs to match mat2.size(0) but got {input.shape[1]} "
+                           f"and {mat2.shape[0]}")
+    return O.mm(O.to(input, D.int32), O.to(mat2, D.int32))
+
+
 # ---------------------------------------------------------------- baddbmm, addbmm
 def _batches(name: str, input, batch1, batch2):  # noqa: A002
     x, a, b = O.as_t(input), O.as_t(batch1), O.as_t(batch2)

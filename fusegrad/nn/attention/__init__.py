@@ -104,6 +104,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise RuntimeError(f"scaled_dot_product_attention: query {list(query.shape)}, key {list(key.shape)} and "
                            f"value {list(value.shape)} disagree (query and key need the same last dim, key and "
                            "value the same sequence length)")
+    if attn_mask is not None and not isinstance(attn_mask, Tensor):
+        from .bias import CausalBias
+        if isinstance(attn_mask, CausalBias):  # (torch.nn.attention.bias's)
+            attn_mask = attn_mask._materialize(query.device)
     if attn_mask is not None and attn_mask.dtype not in (D.bool_, D.float32, query.dtype):
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                            f"attn_mask.dtype: {O.cpp_scalar_name(attn_mask)} and  query.dtype: "
