@@ -25,6 +25,10 @@ class OpOverload:
         """fusegrad's op of this name: a top-level function, else ``nn.functional``'s, else
         the first argument's method (``view``, ``expand``, in-place ``add_``)."""
         import fusegrad
+        from .library import OPERATORS
+        custom = OPERATORS.get(f"{self.namespace}::{self.op}")
+        if custom is not None:  # (torch.library.custom_op's)
+            return custom(*args, **kwargs)
         fn = getattr(fusegrad, self.op, None) if not self.op.endswith("_") else None
         if not callable(fn):
             fn = getattr(fusegrad.nn.functional, self.op, None)

@@ -545,3 +545,41 @@ def test_int_mm_and_causal_bias_masks_as_torch():
     assert out[0][0] == out[1][0] == "int32"
     for g, want in zip(out[0][1:], out[1][1:]):
         np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
+def test_library_custom_op_with_registered_autograd_as_torch():
+    """torch.library.custom_op with register_fake and register_autograd (its forward leaves
+    the tensor world through NumPy): values, the registered gradient, torch.ops.<ns>.<name>,
+    a compiled caller and a mutating op, as torch's (torch.library was missing)."""
+    got = []
+    for T in (fg, torch):
+        @T.library.custom_op("apigaps::scaled_sin", mutates_args=())
+        def scaled_sin(x: T.Tensor, scale: float = 2.0) -> T.Tensor:
+            return T.from_numpy(np.sin(x.detach().numpy()) * scale)
+
+        scaled_sin.register_fake(lambda x, scale=2.0: T.empty_like(x))
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.scale = inputs[1]
+
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0].cos() * ctx.scale, None
+        scaled_sin.register_autograd(backward, setup_context=setup_context)
+
+        @T.library.custom_op("apigaps::add_one_", mutates_args=("x",))
+        def add_one_(x: T.Tensor) -> None:
+            x.add_(1)
+        x = T.tensor([0.1, 0.5, 1.0], dtype=T.float64, requires_grad=True)
+        y = scaled_sin(x, scale=3.0)
+        y.sum().backward()
+        g1 = x.grad.clone()
+        x.grad = None
+        out = T.compile(lambda t: (scaled_sin(t) * t).sum())(x)
+        out.backward()
+        t = T.zeros(2)
+        add_one_(t)
+        got.append([y.detach().numpy(), g1.numpy(), T.ops.apigaps.scaled_sin(x.detach(), 1.5).numpy(),
+                    out.detach().numpy(), x.grad.numpy(), t.numpy()])
+    for g, w in zip(*got):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
