@@ -159,3 +159,30 @@ def test_mark_dynamic_takes_pytorchs_range_hints_and_mark_static_every_dim():
     b = fg.ones(4, 2)
     fg._dynamo.mark_static(b)
     assert g(b).shape == (4, 2)
+
+
+def test_a_size_new_at_every_call_runs_eagerly_after_the_limit(monkeypatch):
+    """A decode step whose KV cache grows by cat at every call: each new length traced and
+    planned anew, many times eager's cost per call; past NEW_SIZES_LIMIT new sizes in a row
+    further new sizes run eagerly (with eager's values, noted), while a size seen before
+    still runs its plan and starts the count again."""
+    from fusegrad.runtime import compiled
+    monkeypatch.setattr(compiled, "NEW_SIZES_LIMIT", 4)
+    w = fusegrad.tensor(np.linspace(-0.5, 0.5, 64, dtype=np.float32).reshape(8, 8))
+
+    def step(x, past):
+        past = fusegrad.cat([past, (x @ w)[:, None]], dim=1)
+        att = fusegrad.softmax(past @ x[:, :, None], dim=1)
+        return (att * past).sum(1), past
+
+    cf = fusegrad.compile(step, dynamic=True)
+    x, past = fusegrad.ones(2, 8), fusegrad.zeros(2, 1, 8)
+    xe, pe = x, past
+    for _ in range(10):
+        x, past = cf(x, past)
+        xe, pe = step(xe, pe)
+        np.testing.assert_allclose(x.numpy(), xe.numpy(), rtol=1e-6)
+    info = cf.cache_info()
+    assert info["fallbacks"] == 10 - 4 and any("4 new sizes in a row" in n for n in info["notes"]), info
+    cf(fusegrad.ones(2, 8), fusegrad.zeros(2, 1, 8))  # (a size seen before: its plan, no fallback)
+    assert cf.cache_info()["fallbacks"] == info["fallbacks"]

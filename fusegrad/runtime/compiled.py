@@ -63,6 +63,10 @@ from .tensor import Tensor, wrap, zeros_like_meta
 #: counter is new at every call, and each value would compile)
 VALUE_LIMIT = 2
 SIZED_LIMIT = 64  # per-size plans kept per symbolic function (least recently used dropped)
+# new sizes in a row (no call of a size seen before in between) after which further new sizes
+# run eagerly: a decode step whose KV cache grows at every call would trace and plan anew each
+# time (the kernels are shared, the per-size plan is not), many times eager's cost
+NEW_SIZES_LIMIT = 32
 _BackwardNode = node_class("CompiledFunctionBackward", FunctionNode)
 
 
@@ -904,6 +908,7 @@ class CompiledFunction:
         # True once compiled symbolically; the per-size plans of symbolic families (LRU)
         self._families: dict = {}
         self._sized: "OrderedDict[Any, Any]" = OrderedDict()
+        self._new_sizes = 0  # sizes built in a row without a call of a known size (NEW_SIZES_LIMIT)
         # per signature, one variant per set of guard values; an eager decision always applies
         self._cache = Variants(dynamo_config.recompile_limit,
                                lambda e: type(e) not in (_Plan, Speculative) or e.traced.holds())
@@ -1074,6 +1079,8 @@ class CompiledFunction:
                 entry = self._sized.get(key)
                 if entry is not None and type(entry) in (_Plan, Speculative) and not entry.traced.holds():
                     entry = None
+                if entry is not None:
+                    self._new_sizes = 0
             if entry is not None:
                 self._stats["hits"] += 1
                 return entry
@@ -1219,7 +1226,12 @@ class CompiledFunction:
             for i, p in enumerate(parts)), *rest)
 
     def _build_sized(self, key, family, leaves, spec):
-        """A plan for this size with shape-symbolic kernels (see ``compile``'s ``dynamic``)."""
+        """A plan for this size with shape-symbolic kernels (see ``compile``'s ``dynamic``);
+        past NEW_SIZES_LIMIT new sizes in a row, eager (not under fullgraph=True)."""
+        if self._new_sizes >= NEW_SIZES_LIMIT and not self.fullgraph:
+            return self._give_up(f"{self.__name__}: {NEW_SIZES_LIMIT} new sizes in a row (a size that changes at "
+                                 "every call: each would trace and plan anew); further new sizes run eagerly")
+        self._new_sizes += 1
         first = self._families.get(family) is not True
         if first:
             self._stats["recompiles"] += bool(len(self._cache))
