@@ -152,6 +152,7 @@ def test_errors_match_pytorch():
         lambda T: T.tensor([1j]).erf(), lambda T: T.searchsorted(T.tensor([1j, 2]), T.tensor([1j])),
         lambda T: T.nn.functional.mse_loss(T.tensor([1j]), T.tensor([2j])), lambda T: T.tensor([1j]) % 2,
         lambda T: T.nn.functional.cosine_similarity(T.tensor([[1j]]), T.tensor([[2j]])),
+        lambda T: T.nansum(T.tensor([1j, 2])), lambda T: T.nanmean(T.tensor([1j, 2])),
         # (integer PCM passed by mistake; a negative length: fusegrad returned a spectrogram, an empty signal)
         lambda T: T.stft(T.arange(64, dtype=T.int16), 16, 4, window=T.hann_window(16), return_complex=True),
         lambda T: T.istft(T.stft(T.arange(64.0), 16, 4, window=T.hann_window(16), return_complex=True), 16, 4,
