@@ -231,6 +231,33 @@ def test_a_custom_optimizer_reading_its_learning_rate_follows_a_scheduler():
     assert cf.cache_info()["compiles"] == 4, cf.cache_info()  # (rates 0.1, 0.05, 0.025, 0.0125)
 
 
+def test_an_optimizer_reached_through_the_users_own_module_is_warmed_up():
+    """An optimizer the step reaches as an attribute of a module of the user's
+    (``cfg.opt.step()``) is found as one named directly (its state made by an eager first
+    call), though the modules of fusegrad, NumPy and the standard library are not scanned."""
+    import types
+    cfg = types.ModuleType("trainer_cfg")
+    cfg.__file__ = "/home/user/project/trainer_cfg.py"
+
+    def run(compiled):
+        X, Y = _data()
+        m = _model()
+        cfg.opt = optim.Adam(m.parameters(), lr=0.01)
+
+        def step(X, Y):
+            cfg.opt.zero_grad()
+            loss = ((m(X) - Y) ** 2).mean()
+            loss.backward()
+            cfg.opt.step()
+            return loss
+        fn = torch.compile(step) if compiled else step
+        return np.array([fn(X, Y).item() for _ in range(4)]), fn
+    ref, _ = run(False)
+    got, cf = run(True)
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    assert cf.cache_info()["warmups"] == 1 and cf.cache_info()["compiles"] == 1, cf.cache_info()
+
+
 @pytest.mark.parametrize("backend", ["eager", "cpu"])
 def test_updates_through_data_and_detach_reach_the_tensor(backend):
     """In-place updates through ``p.data`` (a manual SGD step, old PyTorch style) or

@@ -13,6 +13,7 @@ import copy
 import functools
 import gc
 import itertools
+import sys
 import threading
 import types
 import weakref
@@ -1353,18 +1354,27 @@ def _symbols(leaves: list) -> dict:
 def _reachable_optimizers(fn, leaves: list) -> list:
     """Optimizers ``fn`` can reach: through its closure, the globals it names, its bound
     ``self``, the call's arguments (``leaves``), and two levels of those objects' attributes
-    or items (``trainer.opt``, ``cfg["opts"]["g"]``, a list of (model, optimizer) pairs); not
-    the attributes of modules it names (``torch.nn``: thousands, none an optimizer)."""
+    or items (``trainer.opt``, ``cfg["opts"]["g"]``, a list of (model, optimizer) pairs); of
+    the modules it names only the user's own (``torch.nn``, ``np``: thousands, none an optimizer)."""
     from ..optim.optimizer import Optimizer
     objs = [fn.__self__] if hasattr(fn, "__self__") else []
     objs += read_references(fn) + [x for x in leaves if not isinstance(x, Tensor)]
-    inner = [v for o in objs if not isinstance(o, (Tensor, types.ModuleType)) for v in members(o)]
+    inner = [v for o in objs if not isinstance(o, Tensor) and not _library_module(o) for v in members(o)]
     found, seen = [], set()
     for o in objs + inner + [v for o in inner if isinstance(o, (dict, list, tuple)) for v in members(o)]:
         if isinstance(o, Optimizer) and id(o) not in seen:
             seen.add(id(o))
             found.append(o)
     return found
+
+
+def _library_module(o) -> bool:
+    """Whether ``o`` is a module of fusegrad, the standard library or an installed package."""
+    if not isinstance(o, types.ModuleType):
+        return False
+    path = getattr(o, "__file__", None) or ""
+    return (o.__name__.partition(".")[0] in ("fusegrad", *sys.stdlib_module_names) or not path
+            or "site-packages" in path or "dist-packages" in path)
 
 
 def _optimizer_state_missing(fn, leaves: list) -> tuple:
