@@ -35,7 +35,7 @@ from .composite import CompositeNode, one_node
 from .type_info import channels_last_order, contiguous_format, is_laid_out, laid_out, preserve_format
 from .tensor import Tensor, wrap
 from .transfer import transfer
-from ..tracer.trace import user_stacklevel
+from ..tracer.trace import GraphBreak, current_traces, user_frame, user_stacklevel
 
 _SCALARS = (bool, int, float, np.number, np.bool_)
 
@@ -2174,7 +2174,6 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            "clone to get a normal tensor before doing inplace update.See "
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
-    from ..tracer.trace import GraphBreak, current_traces, user_frame
     trs = current_traces()
     if grad_on and self._rg and self._grad_fn is None:
         if trs and id(self) in getattr(trs[-1], "nonleaf_inputs", ()):
@@ -2192,8 +2191,8 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
     if trs and base is not None and self._view_fn is None:
         raise GraphBreak(f"in-place update of a strided view (unfold, as_strided) at {user_frame()}: the call "
                          "runs eagerly, where the view shares its base's memory")
-    if captured or type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var
-                                                           for o in others):
+    if trs and (captured or type(self._data) is Var or builtins.any(isinstance(o, Tensor) and type(o._data) is Var
+                                                                    for o in others)):
         # tracing (the target or an operand is traced): rebind the target's SSA value. A
         # view's update runs eagerly on its memory (before the view is lifted: its input
         # value would otherwise be written back over its base's later updates); so does an
