@@ -583,3 +583,27 @@ def test_library_custom_op_with_registered_autograd_as_torch():
                     out.detach().numpy(), x.grad.numpy(), t.numpy()])
     for g, w in zip(*got):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_copies_of_expanded_tensors_and_argument_checks_as_torch():
+    """.float()/.to()/.clone() of an expanded tensor are laid out densely in C order (YOLO's
+    ``grid.expand(...).float().view(1, -1, 2)`` raised: NumPy's "K" order put the expanded
+    dims innermost); arange's step checks, repeat_interleave's negative counts, where's
+    non-boolean condition and torch._assert as PyTorch's."""
+    for T in (fg, torch):
+        yv, xv = T.meshgrid(T.arange(3), T.arange(5), indexing="ij")
+        grid = T.stack((xv, yv), 2).expand((1, 4, 3, 5, 2))
+        for copy in (grid.float(), grid.to(T.float64), grid.clone(), grid.type_as(T.ones(1))):
+            assert copy.is_contiguous() and copy.stride() == (120, 30, 10, 2, 1)
+            assert tuple(copy.view(1, -1, 2).shape) == (1, 60, 2)
+        for call, message in ((lambda: T.arange(0, 10, 0), "step must be nonzero"),
+                              (lambda: T.arange(10, 0, 1), "inconsistent with step sign"),
+                              (lambda: T.arange(0.0, -1.0, 0.5), "inconsistent with step sign"),
+                              (lambda: T.repeat_interleave(T.tensor([-1, 2])), "repeats can not be negative"),
+                              (lambda: T.where(T.tensor([1, 0]), T.ones(2), T.zeros(2)),
+                               "where expected condition to be a boolean tensor")):
+            with pytest.raises(RuntimeError, match=message):
+                call()
+        T._assert(T.tensor(True), "fine")
+        with pytest.raises(AssertionError, match="bad shape"):
+            T._assert(T.tensor(1) > 2, "bad shape")

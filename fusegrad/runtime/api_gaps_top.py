@@ -2,7 +2,7 @@
 ``empty_strided``, ``frombuffer`` and the deprecated inclusive ``range``; ``fill``, ``put``
 (``Tensor.put_``), ``as_strided``, ``gradient``, the deprecated ``cholesky`` and ``nuclear_norm``;
 process settings (interop threads, flush-denormal, warn-always, the legacy default tensor
-type); and the Tensor's ``pin_memory``/``is_pinned``, ``new_empty_strided``, ``resize_as``,
+type); ``_assert``; and the Tensor's ``pin_memory``/``is_pinned``, ``new_empty_strided``, ``resize_as``,
 ``output_nr`` and ``name`` (the last two bound as properties at import)."""
 from __future__ import annotations
 
@@ -309,6 +309,15 @@ def nuclear_norm(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # n
         raise RuntimeError(f"Expected a tensor with 2 dimensions, but got a tensor with {input.ndim} dimensions "
                            "instead.")
     return L.matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+
+
+# ---------------------------------------------------------------- checks
+@op(name="_assert", method=False)
+def assert_(condition, message: str) -> None:
+    """``torch._assert``: AssertionError(``message``) unless ``condition`` (a bool or a
+    one-element tensor) holds (torchvision's and DETR's shape checks call it)."""
+    if not condition:
+        raise AssertionError(message)
 
 
 # ---------------------------------------------------------------- process settings

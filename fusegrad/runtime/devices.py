@@ -12,6 +12,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..cuda import driver
+from ..ir.prims.elementwise import preserved_order
 from .meta import NO_DATA, MetaArray
 
 _KNOWN = ("cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, maia, xla, lazy, vulkan, mps, "
@@ -43,7 +44,7 @@ class device:
         else:
             raise TypeError(f"device() received an invalid combination of arguments - got ({type!r})")
         if index is not None and index < 0:
-            raise RuntimeError(f"Device index must not be negative")
+            raise RuntimeError("Device index must not be negative")
         self.type = type
         self.index = index
 
@@ -167,7 +168,7 @@ def copy(data: Any, keep_layout: bool = False) -> Any:
     if type(data) is MetaArray:
         return MetaArray(data.shape, data.dtype, data.strides if keep_layout else None)
     if type(data) is np.ndarray or not driver.is_device_array(data):
-        return np.array(data, copy=True, order="K" if keep_layout else "C")
+        return np.array(data, copy=True, order=preserved_order(data) if keep_layout else "C")
     return driver.copy(data)
 
 

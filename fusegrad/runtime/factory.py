@@ -234,6 +234,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise RuntimeError("step must be nonzero")
+    if (vals[1] - vals[0]) * vals[2] < 0:  # (NumPy returns an empty range)
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
     npdt = D.to_dtype(dtype).np

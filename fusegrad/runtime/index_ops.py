@@ -151,6 +151,8 @@ def repeat_interleave(x, repeats=None, dim=None, *, output_size=None):
     x = O.as_t(x)
     if repeats is None:  # repeat_interleave(counts)
         counts = x._concrete("repeat_interleave() (data-dependent output shape)", host=True)
+        if (counts < 0).any():
+            raise RuntimeError("repeats can not be negative")
         return wrap(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
     if dim is None:
         x, dim = O.reshape(x, (-1,)), 0

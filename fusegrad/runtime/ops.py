@@ -557,9 +557,10 @@ def equal(a, b) -> bool:
 def where(cond, x=None, y=None):
     if x is None and y is None:
         return nonzero(cond, as_tuple=True)
+    if isinstance(cond, Tensor) and cond._data.dtype.kind != "b":
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{scalar_name(cond)}")
     cond = as_t(cond)
-    if cond._data.dtype.kind != "b":
-        cond = P.cast(cond, dtype=np.dtype(np.bool_))
     if isinstance(x, Tensor) or isinstance(y, Tensor):
         if isinstance(x, Tensor) and isinstance(y, Tensor):
             x, y = _promote2(x, y)

@@ -377,6 +377,14 @@ where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp
                   saves="in", kind="elementwise", scalar="where", checked=slice(0, 1))
 
 
+def preserved_order(a: np.ndarray) -> str:
+    """NumPy's copy order for PyTorch's ``preserve_format`` of ``a``: its strides' order
+    ("K"), but C order for an expanded array (a stride 0), which PyTorch lays out densely
+    (NumPy's "K" would put the expanded dims innermost: YOLO's ``grid.expand(...).float()``
+    then refused ``.view``)."""
+    return "C" if 0 in a.strides and a.size > 1 else "K"
+
+
 def _cast_impl(x, dtype):
     if x.dtype.kind == "c" and dtype.kind != "c":
         from ...tracer.trace import user_stacklevel  # (at the user's line, as PyTorch's; only when it warns)
@@ -386,8 +394,8 @@ def _cast_impl(x, dtype):
     if dtype.itemsize == 2 or x.dtype.kind == "f" and dtype.itemsize < x.dtype.itemsize:
         # (to a half type or a narrower float: overflowing to inf is expected; PyTorch says nothing)
         with np.errstate(over="ignore", invalid="ignore"):
-            return x.astype(dtype, copy=False)
-    return x.astype(dtype, copy=False)
+            return x.astype(dtype, order=preserved_order(x), copy=False)
+    return x.astype(dtype, order=preserved_order(x), copy=False)
 
 
 def _cast_vjp(g, ins, out, needs, dtype=None):
