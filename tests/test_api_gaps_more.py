@@ -604,6 +604,7 @@ def test_copies_of_expanded_tensors_and_argument_checks_as_torch():
                                "where expected condition to be a boolean tensor")):
             with pytest.raises(RuntimeError, match=message):
                 call()
+        assert T.arange(end=4).tolist() == [0, 1, 2, 3] and T.arange(start=1, end=3).tolist() == [1, 2]
         T._assert(T.tensor(True), "fine")
         with pytest.raises(AssertionError, match="bad shape"):
             T._assert(T.tensor(1) > 2, "bad shape")

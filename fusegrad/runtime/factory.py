@@ -230,9 +230,13 @@ def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: boo
                 device=device if device is not None else t.device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if end is None:
+        if start is None:
+            raise TypeError("arange() missing required argument 'end'")
         start, end = 0, start
+    elif start is None:  # (arange(end=n), as YOLOv8 writes it)
+        start = 0
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     if vals[2] == 0:
         raise RuntimeError("step must be nonzero")
