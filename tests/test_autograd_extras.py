@@ -858,3 +858,40 @@ def test_an_inference_tensor_into_a_convolution_with_trainable_weights_raises_as
             conv(x).sum().backward()
         with T.no_grad():
             assert conv(x).shape == (1, 3, 2, 2)
+
+
+def test_second_derivatives_through_piecewise_linear_layers_are_zeros_as_torchs():
+    """A PINN's u_xx through ReLU/LeakyReLU/Hardtanh/ReLU6 layers and max pooling: PyTorch's
+    backward functions take the input, so the first derivative stays connected to it and
+    the second is zeros; ours raised "does not require grad" / "not used in the graph" (the
+    VJPs read the input only through masks: Primitive.mask_vjp)."""
+    import torch as T
+    rng = np.random.default_rng(39)
+    ws = [rng.standard_normal(s) for s in ((8, 1), (8,), (1, 8), (1,))]
+    got = []
+    for L in (fg, T):
+        L.set_default_dtype(L.float64)
+        try:
+            out = []
+            for act in (L.nn.ReLU(), L.nn.LeakyReLU(0.1), L.nn.Hardtanh(), L.nn.ReLU6()):
+                net = L.nn.Sequential(L.nn.Linear(1, 8), act, L.nn.Linear(8, 1))
+                with L.no_grad():
+                    for p, w in zip(net.parameters(), ws):
+                        p.copy_(L.tensor(w))
+                x = L.linspace(-1, 1, 7)[:, None].requires_grad_(True)
+                u = net(x)
+                u_x = L.autograd.grad(u, x, L.ones_like(u), create_graph=True)[0]
+                u_xx = L.autograd.grad(u_x, x, L.ones_like(u_x), create_graph=True)[0]
+                loss = (u_xx + 1).pow(2).mean() + u_x.pow(2).mean()
+                loss.backward()
+                out += [u_x.detach().numpy(), u_xx.detach().numpy(), net[0].weight.grad.numpy()]
+            z = L.tensor([-1.5, -0.3, 0.4, 1.2, 2.5, -2.2], requires_grad=True)
+            d1, = L.autograd.grad(L.nn.functional.max_pool1d(z.view(1, 1, 6), 2).sum(), z, create_graph=True)
+            d1r = L.relu(z).sum()
+            g1, = L.autograd.grad(d1r, z, create_graph=True)
+            out += [L.autograd.grad(d1.sum(), z)[0].numpy(), L.autograd.grad(g1.sum(), z)[0].numpy()]
+            got.append(out)
+        finally:
+            L.set_default_dtype(L.float32)
+    for g, w in zip(*got):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)

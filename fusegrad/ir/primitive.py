@@ -33,14 +33,14 @@ PRIMS: dict[str, "Primitive"] = {}
 class Primitive:
     __slots__ = ("name", "impl", "abstract", "vjp", "jvp", "saves_in", "saves_out", "kind",
                  "scalar", "no_lowering", "node_name", "nondiff", "effect", "node_cls", "checked", "reads", "batch", "aliases",
-                 "contiguous")
+                 "contiguous", "mask_vjp")
 
     def __init__(self, name: str, impl: Callable, *, abstract: Optional[Callable] = None,
                  vjp: Optional[Callable] = None, jvp: Optional[Callable] = None, saves: str = "",
                  kind: str = "opaque", scalar: Optional[str] = None, node_name: Optional[str] = None,
                  nondiff: bool = False, effect: bool = False, checked: slice = slice(None),
                  reads: Optional[Callable] = None, batch: Optional[Callable] = None,
-                 no_lowering: Optional[str] = None):
+                 no_lowering: Optional[str] = None, mask_vjp: bool = False):
         check_lowering(name, kind, scalar, no_lowering)
         self.name = name
         self.impl = impl
@@ -67,6 +67,10 @@ class Primitive:
         # operands' layout, a view theirs; a matmul's follows its operands' memory order, as
         # the gradient layout contract wants): x.transpose(0, 1).sum(-1).view(-1) works
         self.contiguous = kind in ("reduce", "scan", "gather", "layout")
+        # whether its VJP reads the primal values only through masks (relu's out > 0, a max's
+        # winner): under create_graph its gradients stay connected to the input with
+        # derivative zero, as PyTorch's backward functions that take the input (runtime.nodes)
+        self.mask_vjp = mask_vjp
         if name in PRIMS:
             raise ValueError(f"primitive {name!r} is defined twice")
         PRIMS[name] = self

@@ -7,6 +7,9 @@ from __future__ import annotations
 import traceback
 import weakref
 
+import numpy as np
+
+from ..ir import prims as P
 from . import tensor as _tensor  # module import: tolerates the tensor <-> nodes cycle
 from . import forward_state
 from .grad_mode import STATE
@@ -147,7 +150,10 @@ class PrimNode(Node):
             needs = (edges[0] is not None,)
         else:
             needs = tuple(e is not None for e in edges)
-        return self.prim.vjp(grads[0], ins, out, needs, **self.params)
+        res = self.prim.vjp(grads[0], ins, out, needs, **self.params)
+        if STATE.enabled and self.prim.mask_vjp:  # create_graph
+            return _connected(res, ins, out, needs)
+        return res
 
     def _check_versions(self):
         check_versions(self.versions, type(self).__name__)
@@ -175,6 +181,30 @@ class PrimNode(Node):
         if self.prim.saves_in or self.prim.saves_out:  # apply() now raises; shape-only rules keep theirs
             self.out_data = self.out_box = self.ins = None
             self.versions = ()
+
+
+def _connected(grads, ins, out, needs):
+    """Under create_graph, the gradients of a primitive whose VJP reads the primal values
+    only through masks (``Primitive.mask_vjp``: relu's ``g * (out > 0)``, where's, a max's)
+    made to depend on the input they flow to, with derivative zero, as PyTorch's backward
+    functions do (``threshold_backward`` takes the input): a second derivative through them
+    is zeros, not "does not require grad" or "not used in the graph" (a PINN's u_xx through
+    a ReLU net)."""
+    if out is not None and not out._rg:
+        out = None
+    linked = None
+    for i, g in enumerate(grads):
+        if not (needs[i] and type(g) is _tensor.Tensor):
+            continue
+        x = ins[i] if i < len(ins) else None
+        anchor = x if isinstance(x, _tensor.Tensor) and x._rg else out
+        if anchor is None or anchor.shape != g.shape or anchor.dtype != g.dtype:
+            continue
+        if linked is None:
+            linked = list(grads)
+        never = P.full(shape=tuple(g.shape), value=False, dtype=np.dtype(np.bool_))
+        linked[i] = P.where(never, anchor, g)
+    return grads if linked is None else type(grads)(linked) if isinstance(grads, tuple) else linked
 
 
 class AccumulateGrad(Node):

@@ -298,6 +298,7 @@ isnan = Primitive("isnan", np.isnan, abstract=lambda a, p: (a[0][0], np.dtype(np
                   kind="elementwise", scalar="isnan", nondiff=True)
 maximum = _binary("maximum", np.maximum, _minmax_vjp(gt), "max")
 minimum = _binary("minimum", np.minimum, _minmax_vjp(lt), "min")
+relu.mask_vjp = maximum.mask_vjp = minimum.mask_vjp = True  # (see Primitive.mask_vjp)
 for _p in (maximum, minimum):
     refuse_complex(_p, lambda t, n=_p.name: RuntimeError(f"{n} not implemented for complex tensors."))
 
@@ -374,7 +375,7 @@ def _where_jvp(ts, ins, out):
 
 
 where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp, jvp=_where_jvp,
-                  saves="in", kind="elementwise", scalar="where", checked=slice(0, 1))
+                  saves="in", kind="elementwise", scalar="where", checked=slice(0, 1), mask_vjp=True)
 
 
 def preserved_order(a: np.ndarray) -> str:

@@ -139,7 +139,7 @@ def _gather_vjp(g, ins, out, needs, axis):
 
 gather = Primitive("gather", _gather_impl, abstract=lambda a, p: (a[1][0], a[0][1]), vjp=_gather_vjp,
                    jvp=lambda ts, ins, out, axis: None if ts[0] is None else gather(ts[0], ins[1], axis=axis),
-                   saves="in", kind="gather", node_name="GatherBackward0", checked=slice(1, 2))
+                   saves="in", kind="gather", node_name="GatherBackward0", checked=slice(1, 2), mask_vjp=True)
 
 
 def _scatter_at(ufunc, base, idx, src, axis, what):
