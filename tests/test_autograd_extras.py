@@ -895,3 +895,14 @@ def test_second_derivatives_through_piecewise_linear_layers_are_zeros_as_torchs(
             L.set_default_dtype(L.float32)
     for g, w in zip(*got):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
+
+
+def test_functional_hessian_refuses_a_function_with_more_than_one_output_element():
+    """autograd.functional.hessian of a function returning several elements raises as
+    PyTorch's (it returned a stack of per-element Hessians)."""
+    import torch as T
+    for L in (fg, T):
+        with pytest.raises(RuntimeError, match="should contain a single element"):
+            L.autograd.functional.hessian(lambda x: x ** 2, L.tensor([1.0, 2.0]))
+        assert L.autograd.functional.hessian(lambda x: (x ** 3).sum(), L.tensor([1.0, 2.0])).tolist() == \
+            [[6.0, 0.0], [0.0, 12.0]]

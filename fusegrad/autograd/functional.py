@@ -61,7 +61,16 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     from ..func import hessian as h
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
-    return _result(h(func, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs, create_graph, strict)
+
+    def scalar(*a):
+        out = func(*a)
+        if not isinstance(out, Tensor):
+            raise RuntimeError("The function given to hessian should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError("The Tensor returned by the function given to hessian should contain a single element")
+        return out
+    return _result(h(scalar, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs, create_graph,
+                   strict)
 
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
