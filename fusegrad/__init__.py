@@ -50,6 +50,7 @@ from . import fx  # noqa: E402  (after nn: its GraphModule is a Module)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .torch_ops import ops  # noqa: E402  (torch.ops.aten.mm.default, ...)
 from . import library  # noqa: E402  (torch.library.custom_op)
+from . import quasirandom  # noqa: E402  (torch.quasirandom.SobolEngine)
 from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)
 from .runtime.layouts import layout, sparse_coo, strided  # noqa: E402
 from .runtime.sparse_coo import sparse_coo_tensor  # noqa: E402

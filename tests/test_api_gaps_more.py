@@ -608,3 +608,25 @@ def test_copies_of_expanded_tensors_and_argument_checks_as_torch():
         T._assert(T.tensor(True), "fine")
         with pytest.raises(AssertionError, match="bad shape"):
             T._assert(T.tensor(1) > 2, "bad shape")
+
+
+def test_sobol_engine_draws_pytorchs_unscrambled_sequence():
+    """torch.quasirandom.SobolEngine (was missing): the unscrambled points, fast_forward,
+    reset, draw_base2's power-of-two rule, dtypes and the dimension limit as PyTorch's; a
+    scrambled draw lies in [0, 1) and repeats with its seed."""
+    out = []
+    for T in (fg, torch):
+        e = T.quasirandom.SobolEngine(5)
+        a = e.draw(6)
+        f = T.quasirandom.SobolEngine(3).fast_forward(5)
+        b = f.draw(2, dtype=T.float64)
+        with pytest.raises(ValueError, match="power of 2"):
+            f.draw_base2(2)
+        with pytest.raises(ValueError, match="Supported range of dimensionality"):
+            T.quasirandom.SobolEngine(30000)
+        s = T.quasirandom.SobolEngine(4, scramble=True, seed=1).draw(8)
+        assert bool(((s >= 0) & (s < 1)).all())
+        assert T.equal(s, T.quasirandom.SobolEngine(4, scramble=True, seed=1).draw(8))
+        out.append([a.numpy(), b.numpy(), e.reset().draw_base2(3).numpy(), e.num_generated, str(b.dtype)[-7:]])
+    for g, w in zip(*out):
+        np.testing.assert_array_equal(g, w)
