@@ -195,7 +195,9 @@ def test_pdist_matches_torch(p):
 def test_pdist_shapes_and_errors():
     assert tuple(F.pdist(fg.randn(1, 3)).shape) == (0,) and tuple(F.pdist(fg.randn(0, 3)).shape) == (0,)
     for f, t in [(fg.randn(2, 3, 4), torch.randn(2, 3, 4)), (fg.randn(3), torch.randn(3)),
-                 (fg.ones(3, 3, dtype=fg.int64), torch.ones(3, 3, dtype=torch.long))]:
+                 (fg.ones(3, 3, dtype=fg.int64), torch.ones(3, 3, dtype=torch.long)),
+                 (fg.ones(3, 2, dtype=fg.bfloat16), torch.ones(3, 2, dtype=torch.bfloat16)),
+                 (fg.ones(3, 2, dtype=fg.float16), torch.ones(3, 2, dtype=torch.float16))]:
         raises_like(lambda: F.pdist(f), lambda: TF.pdist(t))
     raises_like(lambda: F.pdist(fg.randn(3, 2), -1.0), lambda: TF.pdist(torch.randn(3, 2), -1.0))
 

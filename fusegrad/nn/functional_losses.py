@@ -172,6 +172,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if not input.dtype.is_floating_point:
         raise RuntimeError("pdist only supports floating-point dtypes")
+    if input.dtype.itemsize == 2:  # (PyTorch's CPU kernel has none for half types)
+        raise NotImplementedError(f"\"pdist\" not implemented for '{O.scalar_name(input)}'")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     first, second = np.triu_indices(input.shape[0], 1)  # pair positions from the shape only
