@@ -35,6 +35,7 @@ class CustomOpDef:
         self._backward: Optional[Callable] = None
         self._setup: Optional[Callable] = None
         self._kernels: dict = {}
+        self._functions: dict = {}  # implementation -> its autograd.Function
         self.__name__ = self._name
         self.__doc__ = fn.__doc__
         OPERATORS[qualname] = self
@@ -45,10 +46,14 @@ class CustomOpDef:
             return fn(*args, **kwargs)
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return self._function(fn).apply(*bound.args)
+        function = self._functions.get(fn)
+        if function is None:
+            function = self._functions[fn] = self._function(fn)
+        return function.apply(*bound.args)
 
     def _function(self, fn: Callable) -> type:
-        """An autograd.Function running ``fn`` with the registered backward."""
+        """An autograd.Function running ``fn`` with the registered backward (made once per
+        implementation, kept in ``_functions``)."""
         op = self
 
         class CustomOp(Function):

@@ -447,7 +447,7 @@ def test_csr_matrices_as_torch():
             out += [str(s).replace("torch.", "").replace("fusegrad.", ""), s.layout is T.sparse_csr, s.is_sparse,
                     s.is_sparse_csr, s._nnz(), tuple(s.shape), s.crow_indices(), s.col_indices(), s.to_dense(),
                     s.to_sparse().indices(), x.to_sparse_csr().crow_indices(), x.to_sparse().to_sparse_csr().values(),
-                    (-s).layout is T.sparse_csr, r.values(), prod, v.grad, d.grad, m1.grad, m2.grad,
+                    (-s).layout is T.sparse_csr, s.clone().layout is T.sparse_csr, r.values(), prod, v.grad, d.grad, m1.grad, m2.grad,
                     T.sparse_csr_tensor(crow, col, v.detach()).shape]
             with pytest.raises(RuntimeError, match="indices expected sparse coordinate tensor layout"):
                 s.indices()

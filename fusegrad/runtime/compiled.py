@@ -144,9 +144,9 @@ def _trace(fn: Callable, leaves: list, spec, speculating: bool = False, backend_
         if speculating and tr.speculated:
             if not escaped and _hyperparameters(optimizers) != hyper:
                 escaped = "the function changes an optimizer's hyperparameters"
-            if one_graph and (escaped or tr.speculation_guards):
-                tr.graph_break(escaped or speculate.branching(tr))
             if escaped or tr.speculation_guards:  # (else every read value is used in the graph alone)
+                if one_graph:
+                    tr.graph_break(escaped or speculate.branching(tr))
                 traced.speculation = (tr.speculated, tr.speculation_guards, escaped)
     return traced.seal()
 

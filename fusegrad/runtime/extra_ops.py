@@ -94,10 +94,6 @@ def _cos_of_asin(x):
     return O.sqrt(O.mul(O.sub(1.0, x), O.add(1.0, x)))
 
 
-def _complex(x) -> bool:
-    return x._data.dtype.kind == "c"
-
-
 # Complex formulas add real constants to real parts and scale part by part: a complex
 # product or sum with a constant would lose the signed zeros that pick the side of a
 # branch cut (PyTorch's and C99's asin(2+0j) is pi/2 + 1.317j, asin(2-0j) pi/2 - 1.317j)
@@ -115,13 +111,13 @@ def _scaled(z, c: float, turn: bool = False):
 
 
 def _asin(x):
-    if _complex(x):  # -i asinh(iz)
+    if x.is_complex():  # -i asinh(iz)
         return _scaled(_asinh(_scaled(x, 1.0, turn=True)), -1.0, turn=True)
     return O.atan2(x, _cos_of_asin(x))
 
 
 def _acos(x):
-    if _complex(x):  # -2i log(sqrt((1 + z) / 2) + i sqrt((1 - z) / 2)): no cancellation near z = 1
+    if x.is_complex():  # -2i log(sqrt((1 + z) / 2) + i sqrt((1 - z) / 2)): no cancellation near z = 1
         half = _scaled(x, 0.5)
         root = O.add(O.sqrt(_plus(half, 0.5)), _scaled(O.sqrt(_plus(O.neg(half), 0.5)), 1.0, turn=True))
         return _scaled(O.log(root), -2.0, turn=True)
@@ -139,7 +135,7 @@ def _asinh_pos(a):
 
 
 def _asinh(x):
-    if _complex(x):  # log(z + sqrt(z^2 + 1)) on the half plane Re z >= 0 (no cancellation), odd
+    if x.is_complex():  # log(z + sqrt(z^2 + 1)) on the half plane Re z >= 0 (no cancellation), odd
         neg = O.lt(real(x), 0)
         z = O.where(neg, O.neg(x), x)
         r = O.log(O.add(z, O.sqrt(_plus(O.mul(z, z), 1.0))))
@@ -150,7 +146,7 @@ def _asinh(x):
 
 
 def _acosh(x):
-    if _complex(x):  # log(z + sqrt(z + 1) sqrt(z - 1)), with the principal branches of each
+    if x.is_complex():  # log(z + sqrt(z + 1) sqrt(z - 1)), with the principal branches of each
         return O.log(O.add(x, O.mul(O.sqrt(_plus(x, 1.0)), O.sqrt(_plus(x, -1.0)))))
     big = O.gt(x, _BIG)
     u = O.sub(O.where(big, 1.0, O.where(O.lt(x, 0), 0.5, x)), 1.0)  # x < 1: NaN (sqrt of a negative)
@@ -160,7 +156,7 @@ def _acosh(x):
 
 def _atanh(x):
     d = O.sub(O.log1p(x), O.log1p(O.neg(x)))
-    return _scaled(d, 0.5) if _complex(x) else O.mul(d, 0.5)
+    return _scaled(d, 0.5) if x.is_complex() else O.mul(d, 0.5)
 
 
 def atan_complex(x):
@@ -243,7 +239,7 @@ def _logaddexp(a, b, base2: bool):
     """max(a, b) + log1p(exp(-|a - b|)) (base 2: log1p(2^-|a-b|) / ln 2), with the branch
     chosen by a where so that the gradient at a == b is split evenly; complex operands by
     their real parts, as PyTorch's."""
-    if _complex(a):
+    if a.is_complex():
         first = O.ge(real(a), real(b))
         m, other = O.where(first, a, b), O.where(first, b, a)
         return O.add(m, O.log1p(O.exp(O.sub(other, m))))

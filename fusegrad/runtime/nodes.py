@@ -204,7 +204,7 @@ def _connected(grads, ins, out, needs):
             linked = list(grads)
         never = P.full(shape=tuple(g.shape), value=False, dtype=np.dtype(np.bool_))
         linked[i] = P.where(never, anchor, g)
-    return grads if linked is None else type(grads)(linked) if isinstance(grads, tuple) else linked
+    return grads if linked is None else tuple(linked)
 
 
 class AccumulateGrad(Node):

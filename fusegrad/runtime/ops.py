@@ -560,18 +560,10 @@ def where(cond, x=None, y=None):
     if isinstance(cond, Tensor) and cond._data.dtype.kind != "b":
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{scalar_name(cond)}")
-    cond = as_t(cond)
-    if isinstance(x, Tensor) or isinstance(y, Tensor):
-        if isinstance(x, Tensor) and isinstance(y, Tensor):
-            x, y = _promote2(x, y)
-        elif isinstance(x, Tensor):
-            x, y = _promote2(x, y)
-        else:
-            x, y = _promote2(x, y)
-    else:
+    if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
         x = as_t(x)
-        x, y = _promote2(x, y)
-    return named(P.where(cond, x, y), "WhereBackward0")
+    x, y = _promote2(x, y)
+    return named(P.where(as_t(cond), x, y), "WhereBackward0")
 
 
 @op(inplace="both")

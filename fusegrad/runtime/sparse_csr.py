@@ -55,6 +55,9 @@ class SparseCSRTensor(SparseCOOTensor):
     def to_sparse_csr(self, dense_dim: Optional[int] = None) -> "SparseCSRTensor":
         return self
 
+    def clone(self) -> "SparseCSRTensor":
+        return SparseCSRTensor(O.clone(self._crow), O.clone(self._idx), O.clone(self._val), self._size)
+
     def _with_values(self, val: Tensor) -> "SparseCSRTensor":
         return SparseCSRTensor(self._crow, self._idx, val, self._size)
 
@@ -78,7 +81,7 @@ def _value_wise(name: str):
     return method
 
 
-for _name in ("mul", "div", "neg", "detach", "clone", "to", "type", "double", "float", "half", "cpu", "cuda"):
+for _name in ("mul", "div", "neg", "detach", "to", "type", "double", "float", "half", "cpu", "cuda"):
     setattr(SparseCSRTensor, _name, _value_wise(_name))
 SparseCSRTensor.__mul__ = SparseCSRTensor.__rmul__ = SparseCSRTensor.multiply = SparseCSRTensor.mul
 SparseCSRTensor.__truediv__ = SparseCSRTensor.divide = SparseCSRTensor.div
