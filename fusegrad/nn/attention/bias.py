@@ -45,18 +45,18 @@ class CausalBias:
         return repr(self._materialize())
 
 
-def _sizes(size: tuple) -> tuple:
+def _sizes(size: tuple, name: str) -> tuple:
     if len(size) != 2:
-        raise AssertionError("causal_upper_left only supports 2D tensors")
+        raise AssertionError(f"{name} only supports 2D tensors")
     return size
 
 
 def causal_upper_left(*size) -> CausalBias:
     """The mask of ``size`` (queries, keys) aligned at the upper left (``is_causal=True``'s)."""
-    return CausalBias(CausalVariant.UPPER_LEFT, *_sizes(size))
+    return CausalBias(CausalVariant.UPPER_LEFT, *_sizes(size, "causal_upper_left"))
 
 
 def causal_lower_right(*size) -> CausalBias:
     """The mask of ``size`` (queries, keys) aligned at the lower right: the last query sees
     every key."""
-    return CausalBias(CausalVariant.LOWER_RIGHT, *_sizes(size))
+    return CausalBias(CausalVariant.LOWER_RIGHT, *_sizes(size, "causal_lower_right"))
