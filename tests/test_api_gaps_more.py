@@ -585,6 +585,58 @@ def test_library_custom_op_with_registered_autograd_as_torch():
         np.testing.assert_allclose(g, w, rtol=1e-12)
 
 
+def test_library_opcheck_as_torch():
+    """torch.library.opcheck (was missing; PyTorch's custom-op tutorial ends with it): the
+    same checks pass and fail as torch's, with its messages: an undeclared mutation, no
+    fake implementation, a fake one of the wrong shape, no registered autograd under a
+    backward, an unknown check's name."""
+    got = []
+    for T in (fg, torch):
+        ns = f"opcheck_{T.__name__}"
+
+        @T.library.custom_op(f"{ns}::numpy_sin", mutates_args=())
+        def numpy_sin(x: T.Tensor, scale: float) -> T.Tensor:
+            return T.from_numpy(np.sin(x.detach().numpy()) * scale)
+        numpy_sin.register_fake(lambda x, scale: T.empty_like(x))
+        numpy_sin.register_autograd(lambda ctx, g: (g * ctx.saved_tensors[0].cos() * ctx.scale, None),
+                                    setup_context=lambda ctx, inputs, output: (
+                                        ctx.save_for_backward(inputs[0]), setattr(ctx, "scale", inputs[1])))
+
+        def op(name, body, fake=None):
+            defined = T.library.custom_op(f"{ns}::{name}", body, mutates_args=())
+            if fake is not None:
+                defined.register_fake(fake)
+            return defined
+
+        def add_in_place(x: T.Tensor) -> T.Tensor:
+            x.add_(1)
+            return x.clone()
+
+        def sine(x: T.Tensor) -> T.Tensor:
+            return x.sin()
+        mutating = op("mutating", add_in_place, lambda x: T.empty_like(x))
+        unfaked = op("unfaked", sine)
+        misfaked = op("misfaked", sine, lambda x: x.new_empty(x.shape[0] + 1))
+        no_autograd = op("no_autograd", sine, lambda x: T.empty_like(x))
+        x = T.tensor([0.3, -1.2, 2.0], dtype=T.float64)
+        leaf = x.clone().requires_grad_()
+        row = [T.library.opcheck(numpy_sin, (leaf, 2.0)),
+               T.library.opcheck(getattr(getattr(T.ops, ns), "numpy_sin").default, (x,), {"scale": 0.5},
+                                 test_utils=("test_schema", "test_aot_dispatch_static")),
+               {k: type(v).__name__ if isinstance(v, Exception) else v
+                for k, v in T.library.opcheck(unfaked, (x,), raise_exception=False).items()}]
+        for defined, args, kw in ((mutating, (x,), {}), (unfaked, (x,), {}),
+                                  (misfaked, (x,), {"test_utils": "test_faketensor"}), (no_autograd, (leaf,), {}),
+                                  (numpy_sin, (leaf, 1.0), {"test_utils": ("bogus",)})):
+            with pytest.raises(Exception) as info:
+                T.library.opcheck(defined, args, **kw)
+            text = str(info.value).replace("fusegrad.Size", "torch.Size")
+            row.append((type(info.value).__name__, text.replace(ns, "NS").split(" (scroll")[0]))
+        row.append(x.tolist())  # copies were checked: the argument itself is untouched
+        got.append(row)
+    assert got[0] == got[1]
+
+
 def test_copies_of_expanded_tensors_and_argument_checks_as_torch():
     """.float()/.to()/.clone() of an expanded tensor are laid out densely in C order (YOLO's
     ``grid.expand(...).float().view(1, -1, 2)`` raised: NumPy's "K" order put the expanded
