@@ -93,15 +93,17 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
                  "linalg.cholesky": "cholesky_cpu"}
 
 
-# the holomorphic functions, whose gradients hold for complex matrices (prims.linalg.holomorphic)
-_COMPLEX_OK = frozenset({"linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.matrix_exp"})
+# the functions that take complex matrices (their rules are written for them, prims.linalg)
+_COMPLEX_OK = frozenset({"linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.matrix_exp", "linalg.slogdet",
+                         "linalg.det", "logdet", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.svd",
+                         "linalg.matrix_norm", "linalg.matrix_rank", "linalg.cond"})
 
 
 def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
     if a.dtype.is_complex and what not in _COMPLEX_OK:
-        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet (inv, "
-                           "solve and matrix_exp take them)")
+        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet (the "
+                           "factorizations, inv, solve, det and matrix_exp take them)")
     if not a.dtype.is_floating_point and not a.dtype.is_complex:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")
@@ -333,7 +335,8 @@ def slogdet(A, *, out=None):
     """The sign and the log of the absolute value of each matrix's determinant
     (``torch.linalg.slogdet``); a singular matrix has sign 0 and log-magnitude -inf."""
     both = P.slogdet(_matrices(A, "linalg.slogdet"))
-    return _out("linalg.slogdet", slogdet_type(both[..., 0], both[..., 1]), out)
+    logabs = both[..., 1]
+    return _out("linalg.slogdet", slogdet_type(both[..., 0], logabs.real if logabs.is_complex() else logabs), out)
 
 
 @op
@@ -579,7 +582,7 @@ _QR_MODES = ("reduced", "complete", "r")
 def linalg_qr(A, mode: str = "reduced", *, out=None):
     """``Q`` with orthonormal columns and upper-triangular ``R`` with ``A = Q R``
     (``torch.linalg.qr``); ``mode="complete"``: square ``Q``; ``"r"``: ``R`` only (``Q``
-    empty). ``R`` is ``triu(Q^T A)``, so its gradient flows through ``Q``'s rule."""
+    empty). ``R`` is ``triu(Q^H A)``, so its gradient flows through ``Q``'s rule."""
     if mode not in _QR_MODES:
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
                            "'r', or 'complete'")
@@ -588,7 +591,7 @@ def linalg_qr(A, mode: str = "reduced", *, out=None):
         raise RuntimeError("linalg.qr: The input tensor A must have at least 2 dimensions.")
     _floating(a, "linalg.qr")
     q = P.qr_q(a, complete=mode == "complete")
-    r = triu(matmul(q.mT, a))
+    r = triu(matmul(q.mH, a))
     return _out("linalg.qr", qr_type(zeros(0, dtype=a.dtype) if mode == "r" else q, r), out)
 
 
@@ -638,7 +641,7 @@ def linalg_svd(A, full_matrices: bool = True, *, driver=None, out=None):
     u, s, vh = (own(named(t, "LinalgSvdBackward0"), a) for t in (packed[..., :m * cu].reshape(batch + (m, cu)),
                                                                   packed[..., m * cu:m * cu + k],
                                                                   packed[..., m * cu + k:].reshape(batch + (cv, n))))
-    return _out("linalg.svd", linalg_svd_type(u, s, vh), out)
+    return _out("linalg.svd", linalg_svd_type(u, own(s.real, a) if s.is_complex() else s, vh), out)
 
 
 @float32_policy
@@ -664,7 +667,7 @@ def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):  # noqa
         r = svd_type(zeros(batch + (m, m), dtype=a.dtype), svdvals(a), zeros(batch + (n, n), dtype=a.dtype))
     else:
         u, s, vh = linalg_svd(a, full_matrices=not some)
-        r = svd_type(u, s, vh.mT)
+        r = svd_type(u, s, vh.mH)
     return _out("svd", r, out)
 
 
@@ -686,9 +689,9 @@ def _tolerance(s: Tensor, m: int, n: int, atol, rtol) -> Tensor:
 
 
 def _hermitian_full(a: Tensor) -> Tensor:
-    """The symmetric matrix that ``a``'s lower triangle defines (what ``hermitian=True`` reads)."""
+    """The Hermitian matrix that ``a``'s lower triangle defines (what ``hermitian=True`` reads)."""
     low = tril(a)
-    return low + tril(a, -1).mT
+    return low + tril(a, -1).mH
 
 
 def _pinv_svd(a: Tensor, atol, rtol) -> Tensor:
@@ -696,7 +699,7 @@ def _pinv_svd(a: Tensor, atol, rtol) -> Tensor:
     u, s, vh = linalg_svd(a, full_matrices=False)
     keep = s > _tolerance(s.detach(), m, n, atol, rtol)
     sinv = where(keep, 1.0 / where(keep, s, 1.0), 0.0)
-    return matmul(vh.mT * sinv.unsqueeze(-2), u.mT)
+    return matmul(vh.mH * sinv.unsqueeze(-2), u.mH)
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
@@ -706,7 +709,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tenso
     ``A``'s lower triangle defines, the gradient that of the pseudoinverse at ``A`` itself
     (as PyTorch's, whose pinv_backward reads ``A``; they agree for a symmetric ``A``)."""
     a = as_t(A)
-    if a.ndim < 2 or not a.dtype.is_floating_point or a._data.dtype.itemsize < 4:
+    if a.ndim < 2 or not (a.dtype.is_floating_point or a.dtype.is_complex) or a._data.dtype.itemsize < 4:
         raise RuntimeError(f"linalg.pinv({_type_name(a._data.dtype)}{{{list(a.shape)}}}): expected a tensor with 2 or "
                            "more dimensions of float, double, cfloat or cdouble types")
     r = _pinv_svd(a, atol, rtol) if not hermitian or a.requires_grad else None
@@ -778,7 +781,7 @@ def _eigh_input(A) -> Tensor:  # noqa: N803
     float32 or float64 (its kernel is not implemented for other dtypes)."""
     a = as_t(A)
     _square(a, "linalg.eigh")
-    if not a.dtype.is_floating_point or a._data.dtype.itemsize < 4:
+    if not (a.dtype.is_floating_point or a.dtype.is_complex) or a._data.dtype.itemsize < 4:
         raise NotImplementedError(f'"linalg_eigh_{"cuda" if a.is_cuda else "cpu"}" not implemented for '
                                   f"'{_type_name(a._data.dtype)}'")
     return a
@@ -797,7 +800,8 @@ def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803
     packed = P.eigh(a, upper=upper)
     batch = tuple(a.shape[:-2])
     # two tensors of their own (not views of the packed result), each LinalgEighBackward0 as PyTorch's
-    w, v = (own(named(t, "LinalgEighBackward0"), a) for t in (packed[..., :n],
+    w = packed[..., :n]
+    w, v = (own(named(t, "LinalgEighBackward0"), a) for t in (w.real if w.is_complex() else w,
                                                                packed[..., n:].reshape(batch + (n, n))))
     return _out("_linalg_eigh", linalg_eigh_type(w, v), out)
 

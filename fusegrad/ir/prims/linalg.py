@@ -10,7 +10,7 @@ import numpy as np
 
 from ..primitive import PRIMS, Primitive
 from .batchdims import elementwise_rule, to_front
-from .complex import conj_operands
+from .complex import _is_complex_value, conj, conj_operands, imag, make_complex, real, real_of
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
@@ -22,6 +22,18 @@ def swap_last(x):
     from .layout import transpose
     nd = len(shape_of(x))
     return transpose(x, perm=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def adjoint(x):
+    """The conjugate transpose of ``x``'s matrices (their transpose, when real): the rules
+    below are PyTorch's, written for complex matrices, and reduce to the real ones."""
+    return conj(swap_last(x)) if _is_complex_value(x) else swap_last(x)
+
+
+def _like(x, like):
+    """Real ``x`` as a complex value where ``like`` is complex (a real factor of a complex rule)."""
+    from .elementwise import cast
+    return cast(x, dtype=like.dtype.np) if _is_complex_value(like) and not _is_complex_value(x) else x
 
 
 def _mm_abstract(avals, params):
@@ -184,20 +196,21 @@ def _diag_part(x):
 
 
 def _cholesky_vjp(g, ins, out, needs):
-    # A = L L^T: gA = sym(L^-T Phi(L^T gL) L^-1) (Murray 2016), by two triangular solves
-    lt = swap_last(out)
-    p = _phi(matmul(lt, g))
-    y = triangular_solve(lt, p, upper=True)  # L^-T P
-    s_t = triangular_solve(lt, swap_last(y), upper=True)  # (L^-T P L^-1)^T
-    return ((s_t + swap_last(s_t)) * 0.5,)
+    # A = L L^H: PyTorch's cholesky_backward, gA = L^-H X L^-1 with M = tril(L^H gL) and
+    # X = (M + tril(M, -1)^H) / 2 (Murray 2016), by two triangular solves
+    lh = adjoint(out)
+    m = _triangle(matmul(lh, g), False)
+    x = (m + adjoint(m - _diag_part(m))) * 0.5
+    y = triangular_solve(lh, x, upper=True)  # L^-H X
+    return (adjoint(triangular_solve(lh, adjoint(y), upper=True)),)  # (L^-H (L^-H X)^H)^H
 
 
 def _cholesky_jvp(ts, ins, out):
     if ts[0] is None:
         return None
-    # dL = L Phi(L^-1 dA L^-T)
+    # dL = L Phi(L^-1 dA L^-H)
     x = triangular_solve(out, ts[0], upper=False)  # L^-1 dA
-    m = swap_last(triangular_solve(out, swap_last(x), upper=False))  # L^-1 dA L^-T
+    m = adjoint(triangular_solve(out, adjoint(x), upper=False))  # L^-1 dA L^-H
     return matmul(out, _phi(m))
 
 
@@ -343,8 +356,8 @@ inv = Primitive("inv", _inv_impl, abstract=lambda a, p: a[0],
 
 
 def _slogdet_impl(a):
-    sign, logabs = np.linalg.slogdet(a)
-    return np.stack([sign, logabs], -1).astype(a.dtype, copy=False)
+    sign, logabs = np.linalg.slogdet(a)  # (complex a: a complex sign, a real log-magnitude)
+    return np.stack([sign, logabs.astype(sign.dtype)], -1).astype(a.dtype, copy=False)
 
 
 def _last(x, i: int):
@@ -354,10 +367,13 @@ def _last(x, i: int):
 
 
 def _slogdet_vjp(g, ins, out, needs):
-    # d log|det A| = tr(A^-1 dA); the sign is piecewise constant
+    # d log det A = tr(A^-1 dA), whose real part is d log|det A| and imaginary part the sign's
+    # angle (a real sign is piecewise constant): gA = (gl + i Im(conj(sign) gsign)) A^-H
     from .layout import reshape
     gl = _last(g, 1)
-    return (reshape(gl, shape=shape_of(gl) + (1, 1)) * swap_last(inv(ins[0])),)
+    if _is_complex_value(g):
+        gl = make_complex(real(gl), imag(conj(_last(out, 0)) * _last(g, 0)))
+    return (reshape(gl, shape=shape_of(gl) + (1, 1)) * adjoint(inv(ins[0])),)
 
 
 def _slogdet_jvp(ts, ins, out):
@@ -366,13 +382,18 @@ def _slogdet_jvp(ts, ins, out):
     from .layout import pad, reshape
     from .reduce import reduce_sum
     nd = len(shape_of(ins[0]))
-    t = reduce_sum(swap_last(inv(ins[0])) * ts[0], axes=(nd - 2, nd - 1), keepdims=False)
+    t = reduce_sum(swap_last(inv(ins[0])) * ts[0], axes=(nd - 2, nd - 1), keepdims=False)  # tr(A^-1 dA)
+    if _is_complex_value(t):  # d log|det| = Re t, d sign = i sign Im t
+        from .layout import concatenate
+        zero = _zeros_of(real(t))
+        return concatenate(reshape(_last(out, 0) * make_complex(zero, imag(t)), shape=shape_of(t) + (1,)),
+                           reshape(make_complex(real(t), zero), shape=shape_of(t) + (1,)), axis=nd - 2)
     return pad(reshape(t, shape=shape_of(t) + (1,)), widths=((0, 0),) * (nd - 2) + ((1, 0),), value=0.0)
 
 
 # sign and log|det| stacked on a last axis of 2 (a primitive has one result)
 slogdet = Primitive("slogdet", _slogdet_impl, abstract=lambda a, p: (a[0][0][:-2] + (2,), a[0][1]),
-                    vjp=_slogdet_vjp, jvp=_slogdet_jvp, saves="in", node_name="LinalgSlogdetBackward0",
+                    vjp=_slogdet_vjp, jvp=_slogdet_jvp, saves="in,out", node_name="LinalgSlogdetBackward0",
                     no_lowering=_NO_LOWERING, batch=_front_batch("slogdet"))
 
 
@@ -396,25 +417,27 @@ def _qr_square(a, q, complete):
         raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
     k = min(m, n)
     x = a if k == n else slice_(a, key=tuple((0, s, 1) for s in shape_of(a)[:-1]) + ((0, k, 1),))
-    return x, _triangle(matmul(swap_last(q), x), True)
+    return x, _triangle(matmul(adjoint(q), x), True)
 
 
 def _qr_q_vjp(g, ins, out, needs, complete):
     # The reduced case of PyTorch's linalg_qr_backward with gR = 0 (the Tensor layer makes R
-    # = triu(Q^T A), whose gradient reaches Q and A through that product):
-    # gX = (gQ + Q sym(triu(-Q^T gQ))) U^-T, sym(M) = M + M^T - diag(M); zero for A's other columns
+    # = triu(Q^H A), whose gradient reaches Q and A through that product):
+    # gX = (gQ + Q sym(triu(-Q^H gQ))) U^-H, sym(M) = M + M^H - Re(diag(M)); zero for A's other columns
     from .layout import pad
     a = ins[0]
     x, u = _qr_square(a, out, complete)
-    m_ = _triangle(-matmul(swap_last(out), g), True)
-    rhs = g + matmul(out, m_ + swap_last(m_) - _diag_part(m_))
-    gx = swap_last(triangular_solve(u, swap_last(rhs), upper=True))  # rhs U^-T
+    m_ = _triangle(-matmul(adjoint(out), g), True)
+    d = _diag_part(m_)
+    rhs = g + matmul(out, m_ + adjoint(m_) - (_like(real(d), d) if _is_complex_value(d) else d))
+    gx = adjoint(triangular_solve(u, adjoint(rhs), upper=True))  # rhs U^-H
     n, k = shape_of(a)[-1], shape_of(x)[-1]
     return (gx if k == n else pad(gx, widths=((0, 0),) * (len(shape_of(a)) - 1) + ((0, n - k),), value=0.0),)
 
 
 def _qr_q_jvp(ts, ins, out, complete):
-    # PyTorch's linalg_qr_jvp: C = Q^T dX U^-1; Q^T dQ is the skew part tril(C) - tril(C)^T
+    # PyTorch's linalg_qr_jvp: C = Q^H dX U^-1; Q^H dQ is the skew-Hermitian
+    # tril(C, -1) - tril(C, -1)^H + i Im(diag(C)) (R's diagonal stays real)
     if ts[0] is None:
         return None
     from .layout import slice_
@@ -422,9 +445,13 @@ def _qr_q_jvp(ts, ins, out, complete):
     k = shape_of(x)[-1]
     dx = ts[0] if k == shape_of(ins[0])[-1] else slice_(ts[0], key=tuple((0, s, 1) for s in shape_of(x)[:-1]) + ((0, k, 1),))
     d = swap_last(triangular_solve(swap_last(u), swap_last(dx), upper=False))  # dX U^-1
-    c = matmul(swap_last(out), d)
-    lo = _triangle(c, False)
-    return d - matmul(out, c - (lo - swap_last(lo)))
+    c = matmul(adjoint(out), d)
+    lo = _triangle(c, False) - _diag_part(c)
+    qhdq = lo - adjoint(lo)
+    if _is_complex_value(c):
+        dc = _diag_part(c)
+        qhdq = qhdq + make_complex(_zeros_of(real(dc)), imag(dc))
+    return d - matmul(out, c - qhdq)
 
 
 qr_q = Primitive("qr_q", _qr_q_impl, abstract=_qr_abstract, vjp=_qr_q_vjp, jvp=_qr_q_jvp, saves="in,out",
@@ -484,7 +511,7 @@ def _svd_impl(a, full_matrices):
         vh = np.broadcast_to(np.eye(cv, n, dtype=a.dtype), batch + (cv, n))
         s = np.zeros(batch + (k,), a.dtype)
     else:
-        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)  # (real s, packed as a's dtype)
     return np.concatenate([u.reshape(batch + (m * cu,)), s.astype(a.dtype, copy=False),
                            vh.reshape(batch + (cv * n,))], -1).astype(a.dtype, copy=False)
 
@@ -540,21 +567,27 @@ def _gap(s):
 
 
 def _svd_backward(gu, gs, gvh, u, s, vh):
-    """PyTorch's svd_backward (real case) for the reduced factors: with E_ij = s_j^2 - s_i^2,
-    skew(X) = X - X^T, J = (skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS);
-    gA = U J Vh, plus (I - U U^T) gU S^-1 Vh when m > n, or U S^-1 gVh (I - V Vh) when m < n."""
+    """PyTorch's svd_backward for the reduced factors: with E_ij = s_j^2 - s_i^2,
+    skew(X) = X - X^H, J = (skew(U^H gU) S + S skew(Vh gVh^H)) / E + diag(gS)
+    (+ i Im(diag(U^H gU)) / S for complex matrices); gA = U J Vh, plus
+    (I - U U^H) gU S^-1 Vh when m > n, or U S^-1 gVh (I - V Vh) when m < n."""
     from .elementwise import div
     m, n = shape_of(u)[-2], shape_of(vh)[-1]
-    uhgu = matmul(swap_last(u), gu)
-    vhgv = matmul(vh, swap_last(gvh))
-    j = div(matmul(uhgu - swap_last(uhgu), _diag_of(s)) + matmul(_diag_of(s), vhgv - swap_last(vhgv)), _gap(s))
+    uhgu = matmul(adjoint(u), gu)
+    vhgv = matmul(vh, adjoint(gvh))
+    j = div(matmul(uhgu - adjoint(uhgu), _diag_of(s)) + matmul(_diag_of(s), vhgv - adjoint(vhgv)), _gap(s))
     j = j + _diag_of(gs)
+    if _is_complex_value(uhgu):
+        from .reduce import reduce_sum
+        nd = len(shape_of(uhgu))
+        dg = reduce_sum(uhgu * _eye_like(shape_of(s)[-1], uhgu.dtype.np), axes=(nd - 1,), keepdims=False)
+        j = j + _diag_of(div(make_complex(_zeros_of(real(dg)), imag(dg)), s))
     if m > n:
         gusinv = div(gu, _row(s))
-        return matmul(matmul(u, j) + gusinv - matmul(u, matmul(swap_last(u), gusinv)), vh)
+        return matmul(matmul(u, j) + gusinv - matmul(u, matmul(adjoint(u), gusinv)), vh)
     if m < n:
         sinvgvh = div(gvh, _col(s))
-        return matmul(u, matmul(j, vh) + sinvgvh - matmul(matmul(sinvgvh, swap_last(vh)), vh))
+        return matmul(u, matmul(j, vh) + sinvgvh - matmul(matmul(sinvgvh, adjoint(vh)), vh))
     return matmul(u, matmul(j, vh))
 
 
@@ -589,6 +622,9 @@ def _svd_jvp(ts, ins, out, full_matrices):
     # full_matrices: the extra columns of U / rows of Vh get a zero tangent
     if ts[0] is None:
         return None
+    if _is_complex_value(ins[0]):
+        raise NotImplementedError("linalg.svd: forward-mode derivatives of complex matrices' singular vectors are "
+                                  "not implemented in fusegrad (svdvals' are)")
     from .elementwise import div
     from .layout import concatenate, pad, reshape
     a, da = ins[0], ts[0]
@@ -629,17 +665,22 @@ svd = Primitive("svd", _svd_impl, abstract=_svd_abstract, vjp=_svd_vjp, jvp=_svd
                 node_name="LinalgSvdBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("svd"))
 
 
+def _real_dtype(da: np.dtype) -> np.dtype:
+    """The dtype of the singular values or eigenvalues of matrices of dtype ``da`` (real)."""
+    return real_of(da) if da.kind == "c" else da
+
+
 def _svdvals_abstract(avals, params):
     (sa, da), = avals
     if len(sa) < 2:
         raise ValueError("linalg.svdvals: The input tensor A must have at least 2 dimensions.")
-    return sa[:-2] + (min(sa[-2:]),), da
+    return sa[:-2] + (min(sa[-2:]),), _real_dtype(np.dtype(da))
 
 
 def _svdvals_impl(a):
     if a.size == 0:
-        return np.zeros(a.shape[:-2] + (min(a.shape[-2:]),), a.dtype)
-    return np.linalg.svd(a, compute_uv=False).astype(a.dtype, copy=False)
+        return np.zeros(a.shape[:-2] + (min(a.shape[-2:]),), _real_dtype(a.dtype))
+    return np.linalg.svd(a, compute_uv=False).astype(_real_dtype(a.dtype), copy=False)
 
 
 def _svdvals_factors(a):
@@ -653,11 +694,11 @@ def _svdvals_vjp(g, ins, out, needs):
     if min(shape_of(a)[-2:]) == 0:
         return (_zeros_of(a),)
     u, _, vh = _svdvals_factors(a)
-    return (matmul(u * _row(g), vh),)
+    return (matmul(u * _row(_like(g, u)), vh),)
 
 
 def _svdvals_jvp(ts, ins, out):
-    # dS_i = u_i^T dA v_i
+    # dS_i = Re(u_i^H dA v_i)
     if ts[0] is None:
         return None
     a = ins[0]
@@ -666,6 +707,8 @@ def _svdvals_jvp(ts, ins, out):
     from .reduce import reduce_sum
     u, _, vh = _svdvals_factors(a)
     nd = len(shape_of(vh))
+    if _is_complex_value(a):
+        return real(reduce_sum(matmul(adjoint(u), ts[0]) * conj(vh), axes=(nd - 1,), keepdims=False))
     return reduce_sum(matmul(swap_last(u), ts[0]) * vh, axes=(nd - 1,), keepdims=False)
 
 
@@ -686,7 +729,7 @@ def _eigh_abstract(vectors: bool):
             raise ValueError(f"linalg.eigh: A must be batches of square matrices, but they are {sa[-2]} by {sa[-1]} "
                              "matrices")
         n = sa[-1]
-        return sa[:-2] + ((n + n * n) if vectors else n,), da
+        return sa[:-2] + ((n + n * n) if vectors else n,), (da if vectors else _real_dtype(np.dtype(da)))
     return abstract
 
 
@@ -715,6 +758,7 @@ def _eigh_impl(a, upper):
         w, v = np.linalg.eigh(a, UPLO="U" if upper else "L")
     except np.linalg.LinAlgError:
         raise _eigh_failed(a, upper, True) from None
+    # (a Hermitian a's real eigenvalues packed as its dtype)
     return np.concatenate([w.astype(a.dtype, copy=False), v.reshape(batch + (n * n,)).astype(a.dtype, copy=False)],
                           -1)
 
@@ -735,8 +779,8 @@ def _eig_gap(w):
 
 
 def _eigh_vjp(g, ins, out, needs, upper):
-    # PyTorch's linalg_eig_backward, Hermitian real case: with E_ij = w_j - w_i,
-    # gA = V (skew(V^T gV) / 2 / E + diag(gw)) V^T, symmetric (not restricted to the triangle
+    # PyTorch's linalg_eig_backward, Hermitian case: with E_ij = w_j - w_i,
+    # gA = V (skew(V^H gV) / 2 / E + diag(gw)) V^H, Hermitian (not restricted to the triangle
     # read, as PyTorch's). Where V^T gV's skew part is exactly 0 (no gradient reaches V:
     # eigh(A).eigenvalues alone) its quotient is 0, not 0/0 at repeated eigenvalues, as
     # PyTorch's, which skips that term when gV is undefined (the divisor is 1 there, so
@@ -748,14 +792,14 @@ def _eigh_vjp(g, ins, out, needs, upper):
         return (_zeros_of(a),)
     w, v = eigh_split(out, n)
     gw, gv = eigh_split(g, n)
-    x = matmul(swap_last(v), gv)
-    x = (x - swap_last(x)) * 0.5
+    x = matmul(adjoint(v), gv)
+    x = (x - adjoint(x)) * 0.5
     x = div(x, where(eq(x, 0.0), 1.0, _eig_gap(w)))
-    return (matmul(v, matmul(x + _diag_of(gw), swap_last(v))),)
+    return (matmul(v, matmul(x + _diag_of(gw), adjoint(v))),)
 
 
 def _eigh_jvp(ts, ins, out, upper):
-    # PyTorch's linalg_eig_jvp, Hermitian real case: dP = V^T dA V, dw = diag(dP),
+    # PyTorch's linalg_eig_jvp, Hermitian case: dP = V^H dA V, dw = Re(diag(dP)),
     # dV = V ((dP - diag(dP)) / E)
     if ts[0] is None:
         return None
@@ -767,10 +811,12 @@ def _eigh_jvp(ts, ins, out, upper):
     if n == 0:
         return _zeros_of(out)
     w, v = eigh_split(out, n)
-    dp = matmul(swap_last(v), matmul(da, v))
+    dp = matmul(adjoint(v), matmul(da, v))
     eye = _eye_like(n, w.dtype.np)
     nd = len(shape_of(dp))
     dw = reduce_sum(dp * eye, axes=(nd - 1,), keepdims=False)
+    if _is_complex_value(dw):
+        dw = _like(real(dw), dw)
     dv = matmul(v, div(dp - dp * eye, _eig_gap(w)))
     b = shape_of(out)[:-1]
     return concatenate(dw, reshape(dv, shape=b + (n * n,)), axis=len(b))
@@ -783,9 +829,9 @@ eigh = Primitive("eigh", _eigh_impl, abstract=_eigh_abstract(True), vjp=_eigh_vj
 def _eigvalsh_impl(a, upper):
     *batch, n, _ = a.shape
     if a.size == 0:
-        return np.zeros(tuple(batch) + (n,), a.dtype)
+        return np.zeros(tuple(batch) + (n,), _real_dtype(a.dtype))
     try:
-        return np.linalg.eigvalsh(a, UPLO="U" if upper else "L").astype(a.dtype, copy=False)
+        return np.linalg.eigvalsh(a, UPLO="U" if upper else "L").astype(_real_dtype(a.dtype), copy=False)
     except np.linalg.LinAlgError:
         raise _eigh_failed(a, upper, False) from None
 
@@ -795,16 +841,16 @@ def _eigvalsh_vectors(a, upper):
 
 
 def _eigvalsh_vjp(g, ins, out, needs, upper):
-    # gA = V diag(gw) V^T: no division by eigenvalue gaps, so it holds at repeated ones
+    # gA = V diag(gw) V^H: no division by eigenvalue gaps, so it holds at repeated ones
     a = ins[0]
     if shape_of(a)[-1] == 0:
         return (_zeros_of(a),)
     v = _eigvalsh_vectors(a, upper)
-    return (matmul(v * _row(g), swap_last(v)),)
+    return (matmul(v * _row(_like(g, v)), adjoint(v)),)
 
 
 def _eigvalsh_jvp(ts, ins, out, upper):
-    # dw_i = v_i^T dA v_i
+    # dw_i = Re(v_i^H dA v_i)
     if ts[0] is None:
         return None
     a = ins[0]
@@ -813,6 +859,8 @@ def _eigvalsh_jvp(ts, ins, out, upper):
     from .reduce import reduce_sum
     v = _eigvalsh_vectors(a, upper)
     nd = len(shape_of(v))
+    if _is_complex_value(v):
+        return real(reduce_sum(conj(v) * matmul(ts[0], v), axes=(nd - 2,), keepdims=False))
     return reduce_sum(v * matmul(ts[0], v), axes=(nd - 2,), keepdims=False)
 
 

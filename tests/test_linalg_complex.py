@@ -1,0 +1,88 @@
+"""Complex matrices in the factorizations and what is built on them (det, slogdet, logdet,
+cholesky, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix norms, cond): values, gradients
+and forward-mode derivatives against PyTorch's (they refused complex input)."""
+import numpy as np
+import pytest
+import torch
+
+import fusegrad as fg
+
+rng = np.random.default_rng(0)
+
+
+def _complex(*shape):
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+A = _complex(2, 3, 3)
+TALL = _complex(4, 3)
+H = A @ np.conj(np.swapaxes(A, -1, -2)) + 3 * np.eye(3)  # Hermitian positive-definite
+W = _complex(2, 3, 3)
+WR = rng.standard_normal((2, 3, 3))
+
+
+def _losses(T):
+    """Real losses of each function's results (the eigen- and singular vectors' through
+    phase-invariant terms, which alone define a gradient)."""
+    w, wr = T.tensor(W), T.tensor(WR)
+    L = T.linalg
+    return {
+        "det": (A, lambda a: (L.det(a) * w[:, 0, 0]).real.sum() + L.det(a).abs().sum()),
+        "slogdet": (A, lambda a: (lambda s: (s.sign * w[:, 0, 1]).real.sum() + (s.logabsdet * 2).sum())(L.slogdet(a))),
+        "logdet": (H, lambda a: T.logdet(a).real.sum()),
+        "cholesky": (H, lambda a: (L.cholesky(a) * w).real.sum()),
+        "qr": (A, lambda a: (lambda q, r: (q * w).real.sum() + (r * w).imag.sum())(*L.qr(a))),
+        "qr_tall": (TALL, lambda a: (lambda q, r: (q * w[0].repeat(2, 1)[:4]).real.sum() + (r * w[1]).imag.sum())(
+            *L.qr(a))),
+        "eigvalsh": (H, lambda a: (L.eigvalsh(a) * wr[:, 0]).sum()),
+        "eigh": (H, lambda a: (lambda e, v: (e * wr[:, 1]).sum() + (v.abs() ** 2 * wr).sum())(*L.eigh(a))),
+        "svdvals": (A, lambda a: (L.svdvals(a) * wr[:, 0]).sum()),
+        "svd": (A, lambda a: (lambda u, s, vh: (s * wr[:, 1]).sum() + (u.abs() ** 2 * wr).sum() + (vh.abs() ** 2 * wr).sum()
+                              + ((u @ T.diag_embed(s.to(u.dtype)) @ vh) * w).real.sum())(*L.svd(a))),
+        "svd_wide": (TALL.T.copy(), lambda a: (lambda u, s, vh: s.sum() + (vh.abs() ** 2 * wr[0, :, :1]).sum())(
+            *L.svd(a, full_matrices=False))),
+        "pinv": (TALL, lambda a: (L.pinv(a) * w[0].repeat(1, 2)[:, :4]).real.sum()),
+        "matrix_norm": (A, lambda a: L.matrix_norm(a, 2).sum() + L.matrix_norm(a, "nuc").sum()),
+        "cond": (A, lambda a: L.cond(a).sum()),
+    }
+
+
+def _run(T):
+    values, grads = {}, {}
+    for name, (a0, loss) in _losses(T).items():
+        a = T.tensor(a0, dtype=T.complex128, requires_grad=True)
+        out = loss(a)
+        out.backward()
+        values[name], grads[name] = float(out), a.grad.numpy()
+    return values, grads
+
+
+def test_complex_factorizations_values_and_gradients_as_torch():
+    (fv, fgr), (tv, tgr) = _run(fg), _run(torch)
+    for name in tv:
+        assert fv[name] == pytest.approx(tv[name], rel=1e-9), name
+        np.testing.assert_allclose(fgr[name], tgr[name], rtol=1e-7, atol=1e-9, err_msg=name)
+
+
+def test_complex_factorizations_results_and_forward_derivatives_as_torch():
+    tangent = _complex(2, 3, 3)
+    herm = tangent + np.conj(np.swapaxes(tangent, -1, -2))
+    got = []
+    for T in (fg, torch):
+        L = T.linalg
+        row = []
+        for fn, a0, t0 in ((L.eigvalsh, H, herm), (L.svdvals, A, tangent), (L.det, A, tangent),
+                           (lambda a: L.slogdet(a)[0] * L.slogdet(a)[1], A, tangent), (L.cholesky, H, herm),
+                           (lambda a: L.qr(a)[0], A, tangent), (lambda a: L.qr(a)[1], A, tangent),
+                           (lambda a: L.eigh(a)[0], H, herm)):
+            value, derivative = T.func.jvp(fn, (T.tensor(a0),), (T.tensor(t0),))
+            row += [value.numpy(), derivative.numpy()]
+        s = L.slogdet(T.tensor(A))
+        e = L.eigh(T.tensor(H))
+        u, sv, vh = L.svd(T.tensor(TALL), full_matrices=False)
+        row += [s.logabsdet.dtype == T.float64, e.eigenvalues.dtype == T.float64, sv.dtype == T.float64,
+                (u @ T.diag_embed(sv.to(u.dtype)) @ vh).numpy(), tuple(T.svd(T.tensor(TALL)).V.shape),
+                L.matrix_rank(T.tensor(A)).numpy(), L.pinv(T.tensor(H), hermitian=True).numpy()]
+        got.append(row)
+    for g, w in zip(*got):
+        np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
