@@ -3,7 +3,13 @@
 ``import fusegrad as torch`` runs autograd code written for PyTorch."""
 from __future__ import annotations
 
-from .runtime import thread_waits as _thread_waits
+import warnings as _warnings
+
+# NumPy's floating-point warnings raised inside fusegrad's own array arithmetic (inf - inf, a
+# float16 overflow): PyTorch computes the same IEEE values silently
+_warnings.filterwarnings("ignore", r"(overflow|invalid value|divide by zero|underflow) encountered", RuntimeWarning,
+                         r"fusegrad\.")
+from .runtime import thread_waits as _thread_waits  # noqa: E402
 
 _thread_waits.wait_passively()  # before NumPy and Numba load their thread pools (runtime/thread_waits.py)
 from .codegen import cpu_target as _cpu_target  # noqa: E402

@@ -8,6 +8,7 @@ import math
 from typing import Optional, Sequence, Union
 
 from ..runtime import ops as O
+from ..runtime.autocast_state import float32_policy
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
@@ -150,12 +151,21 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
                          "dimensions)")
     if input.numel() == 0:
         return input
-    channels = input.shape[1]
     sq = O.mul(input, input)
+    mean = (_channel_window_mean_float32 if input.ndim > 3 else _channel_window_mean)(sq, size)
+    return O.div(input, O.pow(O.add(O.mul(mean, alpha), k), beta))
+
+
+def _channel_window_mean(sq: Tensor, size: int) -> Tensor:
+    """The mean of ``sq`` over a zero-padded window of ``size`` channels at each channel."""
+    channels = sq.shape[1]
     # (left, right) pairs from the last dim back to the channel dim
-    padded = O.pad(sq, [0, 0] * (input.ndim - 2) + [size // 2, (size - 1) // 2])
+    padded = O.pad(sq, [0, 0] * (sq.ndim - 2) + [size // 2, (size - 1) // 2])
     window = O.narrow(padded, 1, 0, channels)
     for offset in range(1, size):
         window = O.add(window, O.narrow(padded, 1, offset, channels))
-    div = O.pow(O.add(O.mul(O.div(window, size), alpha), k), beta)
-    return O.div(input, div)
+    return O.div(window, size)
+
+
+# PyTorch averages an input of 4 or more dimensions with avg_pool3d, which autocast runs in float32
+_channel_window_mean_float32 = float32_policy(_channel_window_mean)

@@ -12,6 +12,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from . import ops as O
+from .autocast_state import float32_policy
 from .dispatch import bind
 from .exports import alias, op
 from .keywords import _type_name
@@ -86,6 +87,7 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A002
 
 
 @op(method=False)
+@float32_policy
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     """The complex tensor of moduli ``abs`` and arguments ``angle``."""
     _float_pair(abs, angle)

@@ -333,14 +333,6 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
 
 
 # ---------------------------------------------------------------- cumprod
-def _half_wide(x: Tensor, fn) -> Tensor:
-    """``fn(x)``, computed in float32 for a float16 or bfloat16 ``x`` (PyTorch's
-    accumulation type on the CPU) and cast back."""
-    if D.np_half(x._data.dtype):
-        return P.cast(fn(P.cast(x, dtype=np.dtype(np.float32))), dtype=x._data.dtype)
-    return fn(x)
-
-
 def _prod_scan(x: Tensor, ax: int) -> Tensor:
     """Inclusive product scan along ``ax`` by recursive doubling (Hillis-Steele): log2(n)
     steps of ``y[i] *= y[i - k]``, multiplications only, so the gradient is exact where
@@ -367,7 +359,7 @@ def cumprod(input, dim, *, dtype=None, out=None):  # noqa: A002
     if x._data.ndim == 0:
         r = one_node("CumprodBackward0", lambda x: O.add(x, 0) if x._data.dtype != np.bool_ else x, x)
     else:
-        r = one_node("CumprodBackward0", lambda x: _half_wide(x, lambda w: _prod_scan(w, ax)), x)
+        r = one_node("CumprodBackward0", lambda x: O.half_wide(x, lambda w: _prod_scan(w, ax)), x)
     if r is x:  # (a one-element dim: a copy, as PyTorch's result is its own tensor)
         r = O.clone(x)
     return _out("cumprod", r, out)

@@ -21,8 +21,8 @@ from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
-from .ops import (_axes, _float, abs, grad_only, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid, movedim, named, own,
-                  pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
+from .ops import (_axes, _float, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid,
+                  movedim, named, own, pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -218,10 +218,12 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
     elif p == 1:
         r = sum(abs(x), axes, keepdim)
     elif p == 2:
-        m = abs(x) if x.dtype.is_complex else x
-        r = _root(sum(m * m, axes, keepdim), 2)
+        def root_of_squares(x):
+            m = abs(x) if x.dtype.is_complex else x
+            return _root(sum(m * m, axes, keepdim), 2)
+        r = half_wide(x, root_of_squares)
     else:
-        r = _root(sum(pow(abs(x), p), axes, keepdim), p)
+        r = half_wide(x, lambda x: _root(sum(pow(abs(x), p), axes, keepdim), p))
     return _out("linalg.vector_norm", named(r, "LinalgVectorNormBackward0"), out)
 
 

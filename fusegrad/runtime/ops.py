@@ -903,11 +903,23 @@ def argmin(x, dim=None, keepdim=False):
     return P.argmin(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
 
 
+def half_wide(x: Tensor, fn) -> Tensor:
+    """``fn(x)``, computed in float32 for a float16 or bfloat16 ``x`` (PyTorch's
+    accumulation type on the CPU: a square of a float16 overflows at 256) and cast back."""
+    if D.np_half(x._data.dtype):
+        return P.cast(fn(P.cast(x, dtype=np.dtype(np.float32))), dtype=x._data.dtype)
+    return fn(x)
+
+
 @op
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     x = as_t(x)
     if x._data.dtype.kind in "iub":
         raise RuntimeError("std and var only support floating point and complex dtypes")
+    return named(half_wide(x, lambda x: _var(x, dim, unbiased, keepdim, correction)), "VarBackward0")
+
+
+def _var(x, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     axes = _axes(x, dim)
@@ -921,14 +933,15 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
         d = P.cabs(d)
     r = P.reduce_sum(P.mul(d, d), axes=axes, keepdims=bool(keepdim))
     denom = builtins.max(n - correction, 0)
-    r = P.div(r, float(denom)) if denom else P.mul(r, float("nan"))
-    return named(r, "VarBackward0")
+    return P.div(r, float(denom)) if denom else P.mul(r, float("nan"))
 
 
 @op
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     from .linalg import _root  # (its gradient where the std is 0 is 0, as PyTorch's)
-    return named(_root(var(x, dim, unbiased, keepdim, correction=correction), 2), "StdBackward0")
+    x = as_t(x)
+    return named(half_wide(x, lambda x: _root(var(x, dim, unbiased, keepdim, correction=correction), 2)),
+                 "StdBackward0")
 
 
 @op(method=False)

@@ -9,6 +9,7 @@ import numpy as np
 from ..ir import dtypes as D
 from ..ir import prims as P
 from . import ops as O
+from .autocast_state import float32_policy
 from .exports import op
 from .tensor import Tensor
 
@@ -51,8 +52,13 @@ def _check_zero_point(zero_point, quant_min: int, quant_max: int) -> None:
 @op(method=False)
 def fake_quantize_per_tensor_affine(input: Tensor, scale, zero_point, quant_min: int, quant_max: int) -> Tensor:
     """``input`` rounded to the grid ``scale * (k - zero_point)``, k in [quant_min, quant_max]."""
-    return _fake_quantize(input, scale, zero_point, quant_min, quant_max,
-                          "FakeQuantizePerTensorAffineCachemaskBackward0")
+    fake_quantize = _fake_quantize if isinstance(scale, Tensor) else _fake_quantize_float32
+    return fake_quantize(input, scale, zero_point, quant_min, quant_max,
+                         "FakeQuantizePerTensorAffineCachemaskBackward0")
+
+
+# the overload with numbers for scale and zero point is on autocast's float32 list, as PyTorch's
+_fake_quantize_float32 = float32_policy(_fake_quantize)
 
 
 @op(method=False)

@@ -28,6 +28,11 @@ class finfo:  # noqa: N801 - PyTorch's name
             self.max, self.tiny = float(info.max), float(info.tiny)
         self.min, self.smallest_normal, self.dtype = -self.max, self.tiny, dt.name
 
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    __hash__ = None  # (compared by value, so unhashable, as PyTorch's)
+
     def __repr__(self) -> str:
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
                 f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
@@ -43,6 +48,9 @@ class iinfo:  # noqa: N801 - PyTorch's name
                             "'torch.iinfo'")
         info = np.iinfo(dt.np)
         self.bits, self.min, self.max, self.dtype = info.bits, int(info.min), int(info.max), dt.name
+
+    __eq__ = finfo.__eq__
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

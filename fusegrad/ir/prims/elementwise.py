@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .. import scalar_ops
+from ..dtypes import np_half
 from ..primitive import Primitive, refuse_complex
 from .shapes import broadcast_shapes, shape_of
 
@@ -31,10 +32,16 @@ ELEMENTWISE_UNARY: list = []
 ELEMENTWISE_BINARY: list = []
 
 
-def _unary(name, impl, deriv, scalar, node_name=None, saves="in"):
+def _unary(name, impl, deriv, scalar, node_name=None, saves="in", wide_vjp=False):
+    """``wide_vjp``: a float16 or bfloat16 gradient is computed in float32 and rounded once, as
+    PyTorch's dedicated backward kernel (``tanh_backward``) does, not op by op."""
     def vjp(g, ins, out, needs):
         if g._data.dtype.kind == "c":
             ins, out = conj_operands(ins, out)
+        if wide_vjp and np_half(g._data.dtype):
+            f32 = np.dtype(np.float32)
+            x, o = (None if v is None else cast(v, dtype=f32) for v in (ins[0], out))
+            return (cast(mul(cast(g, dtype=f32), deriv(x, o)), dtype=g._data.dtype),)
         return (mul(g, deriv(ins[0], out)),)
 
     def jvp(ts, ins, out):
@@ -99,8 +106,23 @@ expm1 = _unary("expm1", _quiet(np.expm1), lambda x, o: add(o, 1.0), "expm1", sav
 sin = _unary("sin", np.sin, lambda x, o: cos(x), "sin")
 cos = _unary("cos", np.cos, lambda x, o: neg(sin(x)), "cos")
 tan = _unary("tan", np.tan, lambda x, o: add(mul(o, o), 1.0), "tan", saves="out")
-tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh", saves="out")
+tanh = _unary("tanh", np.tanh, lambda x, o: sub(1.0, mul(o, o)), "tanh", saves="out", wide_vjp=True)
 sigmoid = _unary("sigmoid", _sigmoid, lambda x, o: mul(o, sub(1.0, o)), "sigmoid", saves="out")
+
+
+def _sigmoid_vjp(g, ins, out, needs):
+    """PyTorch's sigmoid_backward, ``g * (1 - y) * y`` in that order: in float32 for a bfloat16
+    gradient, rounded once (its float16 kernel rounds each product)."""
+    if g._data.dtype.kind == "c":
+        return (mul(g, conj(mul(out, sub(1.0, out)))),)
+    if g._data.dtype == _BF16:
+        f32 = np.dtype(np.float32)
+        g32, y32 = cast(g, dtype=f32), cast(out, dtype=f32)
+        return (cast(mul(mul(g32, sub(1.0, y32)), y32), dtype=g._data.dtype),)
+    return (mul(mul(g, sub(1.0, out)), out),)
+
+
+sigmoid.vjp = _sigmoid_vjp
 relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu", saves="out")
 refuse_complex(relu, lambda t: NotImplementedError("clamp is not supported for complex types"))
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs")

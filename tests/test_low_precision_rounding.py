@@ -1,0 +1,88 @@
+"""float16 and bfloat16 as PyTorch's CPU kernels compute them: norms, var and std accumulate
+in float32 and round once (squares of float16 overflowed at 256: clip_grad_norm_ zeroed the
+gradients), tanh's and sigmoid's gradients round once; the ops autocast runs in float32
+(polar, fake quantization with number parameters, local_response_norm's 3-d average); finfo
+and iinfo compare by value; NumPy's overflow warnings stay inside fusegrad."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import fusegrad as fg
+
+rng = np.random.default_rng(0)
+
+
+def _numbers(x):
+    return x.detach().float().numpy().tolist() if hasattr(x, "detach") else x
+
+
+def test_half_norms_var_std_accumulate_in_float32_as_torch():
+    big = rng.uniform(-600, 600, (3, 40)).astype(np.float32)
+    small = np.full(3000, 0.1, np.float32)
+    got = []
+    for T in (fg, torch):
+        F = T.nn.functional
+        row = []
+        for dt in (T.float16, T.bfloat16):
+            x, s = T.tensor(big).to(dt), T.tensor(small).to(dt)
+            row += [x.norm(), T.linalg.vector_norm(x, 3, dim=1), s.norm(), x.std(1), x.var(), x.std(), T.dist(x, x * 0),
+                    F.normalize(x, dim=-1), F.cosine_similarity(x, x * 0.5), T.linalg.matrix_norm(x[:, :3])]
+        w = T.nn.Parameter(T.zeros(3, 40, dtype=T.float16))
+        w.grad = T.tensor(big).half()
+        row += [T.nn.utils.clip_grad_norm_([w], 1.0), w.grad]
+        x = T.tensor(big[0]).half().requires_grad_()
+        x.norm().backward()
+        row.append(x.grad)
+        got.append([_numbers(v) for v in row])
+    assert got[0] == got[1]
+
+
+def test_tanh_and_sigmoid_gradients_round_as_torch():
+    x_np = rng.uniform(-2, 2, 2048).astype(np.float32)
+    g_np = (rng.standard_normal(2048) * 100).astype(np.float32)
+    got = []
+    for T in (fg, torch):
+        row = []
+        for dt, f in ((T.bfloat16, T.tanh), (T.float16, T.tanh), (T.bfloat16, T.sigmoid), (T.float16, T.sigmoid)):
+            x = T.tensor(x_np).to(dt).requires_grad_()
+            f(x).backward(T.tensor(g_np).to(dt))
+            row.append(_numbers(x.grad))
+        got.append(row)
+    assert got[0] == got[1]
+
+
+def test_autocast_float32_ops_and_type_info_equality_as_torch():
+    h_np = np.arange(2 * 8 * 3 * 3, dtype=np.float32).reshape(2, 8, 3, 3) / 50
+    got = []
+    for T in (fg, torch):
+        F = T.nn.functional
+        h = T.tensor(h_np).bfloat16()
+        q = T.tensor([[0.1, 0.37, -1.2]]).bfloat16()
+        with T.autocast("cpu", dtype=T.bfloat16):
+            outs = [F.local_response_norm(h, 5), F.local_response_norm(h[:, :, 0], 3),
+                    T.polar(T.ones(3).bfloat16(), T.tensor([0.5, 1.0, 2.0]).bfloat16()),
+                    T.fake_quantize_per_tensor_affine(q, 0.05, 0, 0, 255),
+                    T.fake_quantize_per_tensor_affine(q, T.tensor(0.05), T.tensor(0, dtype=T.int32), 0, 255)]
+        row = [(str(o.dtype).split(".")[-1], np.round(T.view_as_real(o) if o.is_complex() else o.float(), 3).tolist())
+               for o in outs]
+        row += [T.finfo(T.float32) == T.finfo(T.float32), T.finfo(T.float16) == T.finfo(T.float32),
+                T.iinfo(T.int8) == T.iinfo(T.int8), T.iinfo(T.int8) == T.iinfo(T.uint8)]
+        got.append(row)
+    assert got[0] == got[1]
+
+
+def test_numpy_overflow_warnings_stay_inside_fusegrad():
+    """(In a fresh process: pytest restores the warning filters that importing fusegrad set.)"""
+    program = ("import numpy as np, fusegrad as fg\n"
+               "y, inf = fg.tensor([300.0, 400.0]).half(), fg.tensor([float('inf'), 1.0])\n"
+               "v = [y * y, inf - inf, fg.tensor([1.0]) / 0, fg.tensor([-1.0]).log()]\n"
+               "print(np.concatenate([t.float().numpy() for t in v]).tolist())\n"
+               "np.float16(300) * np.float16(400)\n")  # (the user's own NumPy code still warns)
+    run = subprocess.run([sys.executable, "-W", "default", "-c", program], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(fg.__file__).parents[1])}, timeout=120)
+    assert run.stdout.strip() == "[inf, inf, nan, 0.0, inf, nan]", run.stderr
+    assert run.stderr.count("RuntimeWarning") == 1 and "scalar multiply" in run.stderr, run.stderr
