@@ -17,7 +17,7 @@ from .codegen import cpu_target as _cpu_target  # noqa: E402
 _cpu_target.prefer_full_width_vectors()  # before anything imports Numba (codegen/cpu_target.py)
 from .ir import dtypes as _D
 from .ir.dtypes import (bfloat16, complex64, complex128, dtype, float16, float32, float64, get_default_dtype, int8,
-                        int16, int32, int64, promote_types, set_default_dtype, uint8)
+                        int16, int32, int64, promote_types, set_default_dtype, uint8, uint16, uint32, uint64)
 from .ir.dtypes import bool_ as bool  # noqa: A001  (torch.bool)
 from .runtime.tensor import Size, Tensor, device
 from .runtime import dispatch as _dispatch  # noqa: F401  (installs the primitive dispatcher)

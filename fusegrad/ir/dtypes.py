@@ -49,7 +49,7 @@ class dtype:
 
     @property
     def is_signed(self) -> bool:
-        return self.name != "uint8" and self.name != "bool"
+        return not self.name.startswith("uint") and self.name != "bool"
 
     def __repr__(self) -> str:
         return "fusegrad." + self.name
@@ -64,6 +64,11 @@ int8 = dtype("int8", np.int8, _INT, 2)
 int16 = dtype("int16", np.int16, _INT, 3)
 int32 = dtype("int32", np.int32, _INT, 4)
 int64 = dtype("int64", np.int64, _INT, 5)
+# PyTorch's "shell" unsigned dtypes (16-bit images, hashes): stored and converted, no promotion
+uint16 = dtype("uint16", np.uint16, _INT, 3)
+uint32 = dtype("uint32", np.uint32, _INT, 4)
+uint64 = dtype("uint64", np.uint64, _INT, 5)
+_SHELL = (uint16, uint32, uint64)
 float16 = dtype("float16", np.float16, _FLOAT, 1)
 bfloat16 = dtype("bfloat16", _BF16, _FLOAT, 1)
 float32 = dtype("float32", np.float32, _FLOAT, 3)
@@ -72,7 +77,8 @@ complex64 = dtype("complex64", np.complex64, _COMPLEX, 3)
 complex128 = dtype("complex128", np.complex128, _COMPLEX, 4)
 _REAL = {complex64: float32, complex128: float64}
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, bfloat16, float32, float64, complex64,
+       complex128)
 
 
 def np_half(d: np.dtype) -> bool:
@@ -147,6 +153,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """The smallest dtype both ``a`` and ``b`` convert to, as torch.promote_types."""
     if a is b:
         return a
+    if a in _SHELL or b in _SHELL:
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+                           f"{SCALAR_NAMES[a.name]} and {SCALAR_NAMES[b.name]}")
     if a.category != b.category:
         hi, lo = (a, b) if a.category > b.category else (b, a)
         if hi.category == _COMPLEX and lo.category == _FLOAT and lo.rank > hi.rank:
@@ -158,6 +167,13 @@ def promote_types(a: dtype, b: dtype) -> dtype:
         other = b if a is uint8 else a
         return int16 if other is int8 else other
     return a if a.rank > b.rank else b
+
+
+#: PyTorch's ScalarType names ("Float"), which its error messages print
+SCALAR_NAMES = {"uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64", "int64": "Long", "int32": "Int",
+                    "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool", "float32": "Float",
+                    "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat",
+                    "complex128": "ComplexDouble"}
 
 
 def _scalar_dtype(v) -> dtype:

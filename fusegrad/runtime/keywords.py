@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..ir import dtypes as D
 from .grad_mode import STATE, no_grad
 from .tensor import Tensor
 from . import torch_keywords as K
@@ -74,9 +75,7 @@ def write_out(name: str, result: Any, out: Any) -> Any:
 
 
 def _type_name(dt) -> str:
-    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-            "complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(dt.name, dt.name)
+    return D.SCALAR_NAMES.get(dt.name, dt.name)
 
 
 def _has_out(fn: Callable) -> bool:
