@@ -682,3 +682,45 @@ def test_sobol_engine_draws_pytorchs_unscrambled_sequence():
         out.append([a.numpy(), b.numpy(), e.reset().draw_base2(3).numpy(), e.num_generated, str(b.dtype)[-7:]])
     for g, w in zip(*out):
         np.testing.assert_array_equal(g, w)
+
+
+def test_collate_extension_api_optimizer_decorator_and_conv_memory_format_as_torch():
+    """torch.utils.data._utils.collate's ``collate`` with an extended ``default_collate_fn_map``
+    (PyTorch's documented way to batch a custom type), dataloader.get_worker_info,
+    optim.optimizer._use_grad_for_differentiable (optimizers written after torch's own) and
+    nn.utils.convert_conv2d_weight_memory_format: each was missing (found by yp)."""
+    import importlib
+    got = []
+    for T in (fg, torch):
+        collate_mod = importlib.import_module(f"{T.__name__}.utils.data._utils.collate")
+
+        class Point:
+            def __init__(self, x, y):
+                self.x, self.y = x, y
+
+        def collate_point(batch, *, collate_fn_map=None):
+            return T.tensor([[p.x, p.y] for p in batch])
+        rules = {**collate_mod.default_collate_fn_map, Point: collate_point}
+        b = collate_mod.collate([{"p": Point(1, 2), "v": np.float32(0.5), "t": T.ones(2)},
+                                 {"p": Point(3, 4), "v": np.float32(1.5), "t": T.zeros(2)}], collate_fn_map=rules)
+        row = [b["p"].tolist(), b["v"].tolist(), str(b["v"].dtype).split(".")[-1], b["t"].tolist(),
+               importlib.import_module(f"{T.__name__}.utils.data.dataloader").get_worker_info()]
+
+        class MySGD(T.optim.Optimizer):
+            def __init__(self, params, lr=0.1, differentiable=False):
+                super().__init__(params, dict(lr=lr, differentiable=differentiable))
+
+            @importlib.import_module(f"{T.__name__}.optim.optimizer")._use_grad_for_differentiable
+            def step(self, closure=None):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        p.add_(p.grad, alpha=-g["lr"])
+                        row.append(T.is_grad_enabled())
+        w = T.nn.Parameter(T.ones(2))
+        (w * 3).sum().backward()
+        MySGD([w]).step()
+        net = T.nn.Sequential(T.nn.Conv2d(2, 4, 3), T.nn.ConvTranspose2d(4, 2, 3))
+        out = T.nn.utils.convert_conv2d_weight_memory_format(net, T.channels_last)
+        row += [w.tolist(), out is net, [m.weight.is_contiguous(memory_format=T.channels_last) for m in net]]
+        got.append(row)
+    assert got[0] == got[1]

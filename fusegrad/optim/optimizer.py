@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.graph import Var
 from ..runtime.factory import tensor, zeros_like
-from ..runtime.grad_mode import enable_grad
+from ..runtime.grad_mode import enable_grad, set_grad_enabled
 from ..runtime.nodes import RemovableHandle
 from ..runtime.sparse_coo import SparseCOOTensor
 from ..runtime.tensor import Tensor
@@ -47,6 +47,16 @@ def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
     """``hook(optimizer, args, kwargs)`` after every optimizer's step."""
     _GLOBAL_HOOKS["step_post"].append(hook)
     return RemovableHandle(_GLOBAL_HOOKS["step_post"], hook)
+
+
+def _use_grad_for_differentiable(step: Callable) -> Callable:
+    """``step`` run with gradients recorded only when the optimizer was made with
+    ``differentiable=True`` (PyTorch's decorator, which optimizers written after its own use)."""
+    @functools.wraps(step)
+    def run(self, *args, **kwargs):
+        with set_grad_enabled(bool(self.defaults.get("differentiable", False))):
+            return step(self, *args, **kwargs)
+    return run
 
 
 def _with_step_hooks(step: Callable) -> Callable:

@@ -1,8 +1,9 @@
-"""Turning a list of samples into a batch: ``default_collate`` and ``default_convert``."""
+"""Turning a list of samples into a batch: ``default_collate``, the ``collate`` it is made
+of (with ``default_collate_fn_map``, the per-type rules programs extend) and ``default_convert``."""
 from __future__ import annotations
 
 import collections.abc
-from typing import Any, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -34,32 +35,60 @@ def default_convert(data: Any) -> Any:
     return data
 
 
-def default_collate(batch: List[Any]) -> Any:
-    """Stack a batch the way PyTorch does: tensors and NumPy arrays along a new dimension 0,
-    Python floats to a float64 tensor, ints to int64, bools to bool, strings kept as a list;
-    dicts, named tuples, tuples and lists collated field by field (a tuple of samples
-    becomes a list of batched fields)."""
+def collate_tensor_fn(batch: List[Tensor], *, collate_fn_map: Optional[dict] = None) -> Tensor:
+    """Tensors stacked along a new dimension 0."""
+    shapes = {tuple(t.shape) for t in batch}
+    if len(shapes) != 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got {sorted(shapes)} in the batch")
+    return O.stack(list(batch), 0)
+
+
+def collate_numpy_array_fn(batch: List[np.ndarray], *, collate_fn_map: Optional[dict] = None) -> Any:
+    """NumPy arrays as tensors, collated (through ``collate_fn_map``'s tensor rule)."""
+    if batch[0].dtype.kind in "SaUO":
+        raise TypeError(_ELEM_ERROR.format(batch[0].dtype))
+    return collate([as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
+
+
+def collate_numpy_scalar_fn(batch: List[np.generic], *, collate_fn_map: Optional[dict] = None) -> Tensor:
+    if batch[0].dtype.kind in "SaUO":
+        raise TypeError(_ELEM_ERROR.format(batch[0].dtype))
+    return tensor(np.stack(batch))
+
+
+def collate_float_fn(batch: List[float], *, collate_fn_map: Optional[dict] = None) -> Tensor:
+    return tensor(batch, dtype=D.float64)
+
+
+def collate_int_fn(batch: List[int], *, collate_fn_map: Optional[dict] = None) -> Tensor:
+    return tensor(batch)  # (bools, an int subclass, make a bool tensor)
+
+
+def collate_str_fn(batch: List[Any], *, collate_fn_map: Optional[dict] = None) -> List[Any]:
+    return batch
+
+
+#: the leaf rules of ``default_collate``, by element type (extend a copy for ``collate``)
+default_collate_fn_map: Dict[Any, Callable] = {
+    Tensor: collate_tensor_fn, np.ndarray: collate_numpy_array_fn,
+    (np.bool_, np.number, np.object_): collate_numpy_scalar_fn, float: collate_float_fn, int: collate_int_fn,
+    str: collate_str_fn, bytes: collate_str_fn}
+
+
+def collate(batch: List[Any], *, collate_fn_map: Optional[Dict[Any, Callable]] = None) -> Any:
+    """A batch from a list of samples: the first element's type names its rule in
+    ``collate_fn_map`` (its exact type, else the first type it is an instance of); dicts,
+    named tuples, tuples and lists are collated field by field (a tuple of samples becomes
+    a list of batched fields), as ``torch.utils.data._utils.collate.collate``."""
     elem = batch[0]
-    if isinstance(elem, Tensor):
-        shapes = {tuple(t.shape) for t in batch}
-        if len(shapes) != 1:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {sorted(shapes)} in the batch")
-        return O.stack(list(batch), 0)
-    if isinstance(elem, np.ndarray) or isinstance(elem, np.generic):
-        if elem.dtype.kind in "SaUO":
-            raise TypeError(_ELEM_ERROR.format(elem.dtype))
-        return default_collate([as_tensor(b) for b in batch]) if isinstance(elem, np.ndarray) \
-            else tensor(np.stack(batch))
-    if isinstance(elem, bool):
-        return tensor(batch)
-    if isinstance(elem, float):
-        return tensor(batch, dtype=D.float64)
-    if isinstance(elem, int):
-        return tensor(batch)
-    if isinstance(elem, (str, bytes)):
-        return batch
+    if collate_fn_map is not None:
+        rule = collate_fn_map.get(type(elem))
+        if rule is None:
+            rule = next((f for t, f in collate_fn_map.items() if isinstance(elem, t)), None)
+        if rule is not None:
+            return rule(batch, collate_fn_map=collate_fn_map)
     if isinstance(elem, collections.abc.Mapping):
-        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
+        collated = {key: collate([d[key] for d in batch], collate_fn_map=collate_fn_map) for key in elem}
         if isinstance(elem, dict) and type(elem) is dict:
             return collated
         try:
@@ -67,11 +96,11 @@ def default_collate(batch: List[Any]) -> Any:
         except TypeError:  # a mapping type whose constructor takes something else
             return collated
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*(default_collate(list(samples)) for samples in zip(*batch)))
+        return type(elem)(*(collate(list(samples), collate_fn_map=collate_fn_map) for samples in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         if any(len(e) != len(elem) for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(samples)) for samples in zip(*batch)]
+        fields = [collate(list(samples), collate_fn_map=collate_fn_map) for samples in zip(*batch)]
         if isinstance(elem, tuple):
             return fields
         try:
@@ -79,3 +108,10 @@ def default_collate(batch: List[Any]) -> Any:
         except TypeError:
             return fields
     raise TypeError(_ELEM_ERROR.format(type(elem)))
+
+
+def default_collate(batch: List[Any]) -> Any:
+    """Stack a batch the way PyTorch does: tensors and NumPy arrays along a new dimension 0,
+    Python floats to a float64 tensor, ints to int64, bools to bool, strings kept as a list;
+    dicts, named tuples, tuples and lists collated field by field."""
+    return collate(batch, collate_fn_map=default_collate_fn_map)

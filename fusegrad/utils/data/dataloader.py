@@ -10,6 +10,7 @@ from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from .worker import ExceptionWrapper, Fetcher, IterableExhausted, worker_loop
+from .worker import get_worker_info  # noqa: F401  (torch.utils.data.dataloader exports it)
 
 _POLL_S = 1.0  # how often a waiting main process checks that its workers are alive
 
