@@ -98,7 +98,7 @@ class GradScaler:
                         continue
                     if not allow_fp16 and g.dtype.name == "float16":
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    ok = g.isfinite().all()
+                    ok = (g._values() if g.is_sparse else g).isfinite().all()
                     finite = ok if finite is None else finite & ok
                     g.mul_(inv_scale)
             return wrap(np.zeros((), np.float32)) if finite is None else (~finite).to(float32)

@@ -277,6 +277,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: Optional[int] = None, 
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` selected by the integer tensor ``input``; the ``padding_idx``
     row gets no gradient."""
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
     _check_indices(input, "embedding")
     num = weight.shape[0]
     if padding_idx is not None:

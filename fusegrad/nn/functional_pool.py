@@ -839,6 +839,9 @@ def _bag_table(offsets: Tensor, n: int, include_last_offset: bool):
         if off.size and off[0] != 0:
             raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
                                f"position 0. However, got {off[0]}")
+        if (np.diff(off) < 0).any():  # (decreasing offsets: torch's bounds check fails, with its message)
+            raise RuntimeError("Expected i < index_size to be true, but got false.  (Could this error message be "
+                               "improved?  If so, please report an enhancement request to PyTorch.)")
         if off.size and off[-1] > n:
             raise RuntimeError(f"offsets[-1] can not be greater than input's length {n} but got offsets[-1] of "
                                f"{off[-1]}")
@@ -905,6 +908,10 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Optional[Tensor] = Non
         raise NotImplementedError("embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
                                   "GitHub.")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        raise RuntimeError(f"Expected tensor for argument #1 'weight' to have the same type as tensor for argument #1 "
+                           f"'per_sample_weights'; but type {weight.type()} does not equal "
+                           f"{per_sample_weights.type()} (while checking arguments for embedding_bag)")
     if _concrete(input) and input.numel() and (int(O.amin(input)) < 0 or int(O.amax(input)) >= num):
         bad = [int(v) for v in O.reshape(input, (-1,)).tolist() if not 0 <= v < num][0]
         raise RuntimeError(f"Index {O.reshape(input, (-1,)).tolist().index(bad)} of input takes value {bad} which "

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
+
+from ..runtime.factory import tensor
 from ..runtime.tensor import Tensor
 from . import functional as F
 
@@ -49,6 +52,49 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1, scale_grad
     """``F.embedding(indices, weight)`` (a ``padding_idx`` of -1 is none, as in ATen)."""
     return F.embedding(indices, weight, None if padding_idx == -1 else padding_idx,
                        scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float) -> Tensor:
+    """Scale, in place, the rows of ``weight`` that ``indices`` use whose ``norm_type``-norm
+    exceeds ``max_norm`` down to it; ``weight`` returned."""
+    F._embedding_renorm_(weight, indices, max_norm, norm_type)
+    return weight
+
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def embedding_bag(weight: Tensor, indices: Tensor, offsets: Tensor, scale_grad_by_freq: bool = False, mode: int = 0,
+                  sparse: bool = False, per_sample_weights: Optional[Tensor] = None, include_last_offset: bool = False,
+                  padding_idx: Optional[int] = None) -> tuple:
+    """``F.embedding_bag`` with ATen's signature (weight first, ``mode`` 0 sum, 1 mean, 2 max)
+    and ATen's four results: the bags, each index's bag (``offset2bag``), each bag's size
+    and ``max_indices`` (max: the rows of each bag's maxima; mean: the sizes; sum: zeros;
+    the sizes are zeros in sum mode too, as PyTorch's CPU kernel. Unlike its float32 sum fast
+    path, ``offset2bag`` is always given)."""
+    out = F.embedding_bag(indices, weight, offsets, None, 2, scale_grad_by_freq, _BAG_MODES[mode], sparse,
+                          per_sample_weights, include_last_offset, padding_idx)
+    ids = indices._concrete("torch.embedding_bag's offset2bag", host=True)
+    off = np.asarray(offsets._concrete("torch.embedding_bag's offset2bag", host=True), np.int64)
+    num_bags = out.shape[0]
+    bag = np.searchsorted(off[:num_bags], np.arange(ids.size), side="right") - 1
+    keep = np.ones(ids.shape, bool) if padding_idx is None else ids != padding_idx % weight.shape[0]
+    size = np.bincount(bag[keep], minlength=num_bags) if mode else np.zeros(num_bags, np.int64)
+    most = _bag_max_rows(weight, out, ids, bag, keep) if mode == 2 else size
+    return out, *(tensor(a.astype(ids.dtype)) for a in (bag, size, most))
+
+
+def _bag_max_rows(weight: Tensor, out: Tensor, ids: np.ndarray, bag: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """(bags, D): the row of ``weight`` whose element is each bag's maximum (the first such
+    index in the bag; 0 for an empty bag)."""
+    n = ids.size
+    if not n:
+        return np.zeros(out.shape, np.int64)
+    rows = weight.detach().numpy()[ids]
+    hit = (rows == out.detach().numpy()[bag]) & keep[:, None]
+    first = np.full(out.shape, n)
+    np.minimum.at(first, bag, np.where(hit, np.arange(n)[:, None], n))
+    return np.where(first < n, ids[np.minimum(first, n - 1)], 0)
 
 
 def _dropouts(fn):
@@ -123,7 +169,8 @@ _SAME = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "
 
 FUNCTIONS: dict = {n: getattr(F, n) for n in _SAME}
 FUNCTIONS.update({n: globals()[n] for n in (
-    "layer_norm", "batch_norm", "instance_norm", "group_norm", "embedding", "dropout", "dropout_", "alpha_dropout",
+    "layer_norm", "batch_norm", "instance_norm", "group_norm", "embedding", "embedding_bag", "embedding_renorm_",
+    "dropout", "dropout_", "alpha_dropout",
     "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_",
     "adaptive_max_pool1d", "constant_pad_nd", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
     "hinge_embedding_loss", "poisson_nll_loss", "kl_div", "binary_cross_entropy_with_logits")})

@@ -27,7 +27,8 @@ class SparseEmbedding(Function):
     def backward(ctx, grad: Tensor):
         input, = ctx.saved_tensors
         rows = O.reshape(input, (-1,)).long()
-        values = O.reshape(grad, (-1,) + ctx.size[1:])
+        # (contiguous: an expanded gradient, a sum's, would refuse the in-place scaling of p.grad.div_(n))
+        values = O.reshape(grad, (-1,) + ctx.size[1:]).contiguous()
         keep = None if ctx.keep is None else O.reshape(ctx.keep, (-1,))
         if ctx.padding_idx is not None:
             pad = O.ne(rows, ctx.padding_idx)

@@ -197,8 +197,9 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                     else:
                         buf[nr] = s = _sum(b, g, node, k)
                         # traced sums (IR values under compile) cannot be updated in place
+                        # (b may be a sparse gradient, whose sum with a dense one is a new dense tensor)
                         if not create_graph and type(getattr(s, "_data", None)) is np.ndarray and \
-                                s._data.shape == b._data.shape:
+                                tuple(s._data.shape) == tuple(b.shape):
                             owned[id(s)] = s
                 d = deps[c] - 1
                 deps[c] = d

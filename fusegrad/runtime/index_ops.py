@@ -199,6 +199,6 @@ def bincount(x, weights=None, minlength=0):
         return wrap(np.bincount(a, minlength=int(minlength)).astype(np.int64))
     w = O.as_t(weights)
     size = max(int(minlength), int(a.max()) + 1 if a.size else 0)
-    dt = w.dtype if D.np_floating(w._data.dtype) else D.float64
+    dt = D.float32 if w.dtype == D.float32 else D.float64  # (half weights too: torch's, summed in float64)
     from .factory import zeros
     return index_add(zeros(size, dtype=dt), 0, x, O.to(w, dt))

@@ -336,6 +336,12 @@ def logit(x, eps=None):
 # ---------------------------------------------------------------- binary math
 @op(inplace="method")
 def add(input, other, *, alpha=1, out=None):  # noqa: A002 - PyTorch's names (no adapter: runtime/keywords.py)
+    if _sparse(other) and isinstance(input, Tensor):  # dense + sparse: dense, as torch's (no broadcasting)
+        if tuple(input.shape) != tuple(other.shape):
+            raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has size "
+                               f"{list(input.shape)} while other has size {list(other.shape)} (FYI: dense-sparse "
+                               "addition does not currently support broadcasting)")
+        other = other.to_dense()
     if alpha != 1:
         other = other * alpha if isinstance(other, _SCALARS) else mul(other, alpha)
     r = _binary(P.add, input, other, "AddBackward0")
@@ -1639,7 +1645,8 @@ def _sparse_operand(a, b) -> bool:
 
 
 def _sparse(x) -> bool:
-    return getattr(x, "layout", None) in (sparse_coo, sparse_csr)
+    # (the class's layout: a traced number's attributes would guard its value)
+    return getattr(type(x), "layout", None) in (sparse_coo, sparse_csr)
 
 
 def _same_dtype(a: Tensor, b: Tensor) -> None:

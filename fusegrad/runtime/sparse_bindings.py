@@ -1,14 +1,14 @@
 """Where sparse COO and CSR tensors meet the rest of fusegrad: the top-level names
 (``sparse_coo_tensor``, ``sparse_csr_tensor``, ``spmm``, ``layout``, ``strided``, ``sparse_coo``,
 ``sparse_csr``) and the Tensor members ``to_sparse``, ``to_sparse_coo``, ``to_sparse_csr``,
-``to_dense``, ``is_sparse``, ``is_sparse_csr`` and ``layout``. (The
+``to_dense``, ``sparse_mask``, ``is_sparse``, ``is_sparse_csr`` and ``layout``. (The
 dense products route a sparse operand to ``runtime.sparse_ops`` themselves: ``ops.mm`` and
 ``ops.matmul``.)"""
 from __future__ import annotations
 
 from . import sparse_ops
 from .layouts import layout, sparse_coo, sparse_csr, strided
-from .sparse_coo import SparseCOOTensor, sparse_coo_tensor, to_sparse, to_sparse_coo
+from .sparse_coo import SparseCOOTensor, sparse_coo_tensor, sparse_mask, to_sparse, to_sparse_coo
 from .sparse_csr import sparse_csr_tensor, to_sparse_csr
 
 
@@ -30,3 +30,4 @@ def install(namespace: dict, tensor_cls: type) -> None:
     T.to_sparse = to_sparse
     T.to_sparse_coo = to_sparse_coo
     T.to_dense = _dense_to_dense
+    T.sparse_mask = sparse_mask

@@ -1,6 +1,8 @@
 """Sparse COO tensors, as graph neural network programs use them: ``sparse_coo_tensor``,
 ``Tensor.to_sparse``, ``to_dense``, ``coalesce``, ``indices``/``values``, ``t``, products
-with numbers and sums of two sparse tensors, and torch's print. (The products with dense
+with numbers and sums of two sparse tensors (in place too: ``mul_``, ``div_``, ``add_``,
+the operations on a sparse embedding gradient), ``pow``, ``norm``, ``Tensor.sparse_mask``
+and torch's print. (The products with dense
 tensors, ``sparse.sum`` and ``sparse.softmax`` are in ``runtime.sparse_ops``.)
 
 Design: a ``SparseCOOTensor`` is not a ``Tensor`` subclass but a small object holding two
@@ -39,6 +41,7 @@ from . import ops as O
 from .devices import CPU
 from .factory import tensor, zeros
 from .index_ops import index_add
+from .keywords import _type_name
 from .layouts import sparse_coo
 from .printing import PRINT_OPTS, tensor_str
 from .tensor import Size, Tensor
@@ -208,6 +211,9 @@ class SparseCOOTensor:
     def half(self) -> "SparseCOOTensor":
         return self.to(D.float16)
 
+    def long(self) -> "SparseCOOTensor":
+        return self.to(D.int64)
+
     def cpu(self) -> "SparseCOOTensor":
         return self.to(CPU)
 
@@ -305,9 +311,9 @@ class SparseCOOTensor:
         return SparseCOOTensor(tensor(new_idx, device=self._idx.device), val, size, False)
 
     # ------------------------------------------------------------ arithmetic
-    def mul(self, other) -> "SparseCOOTensor":
-        """Times a number or 0-d tensor (every value scaled), or a dense tensor of the same
-        shape (each value times the dense element at its coordinates)."""
+    def _factor(self, other):
+        """What ``mul`` multiplies the values by: a number or 0-d tensor as it is, a dense
+        tensor of the same shape as its elements at the entries' coordinates."""
         if isinstance(other, SparseCOOTensor):
             raise NotImplementedError("mul: fusegrad does not multiply two sparse tensors (convert one with "
                                       ".to_dense())")
@@ -315,23 +321,70 @@ class SparseCOOTensor:
             if tuple(other.shape) != self._size:
                 raise RuntimeError(f"mul: a sparse tensor of size {list(self._size)} times a dense tensor of size "
                                    f"{list(other.shape)}: fusegrad needs the same sizes")
-            picked = O.getitem(other, tuple(self._idx[d] for d in range(self.sparse_dim())))
-            return SparseCOOTensor(self._idx, O.mul(self._val, picked), self._size, self._coalesced)
-        return SparseCOOTensor(self._idx, O.mul(self._val, other), self._size, self._coalesced)
+            return _pick(other, self)
+        return other
+
+    def mul(self, other) -> "SparseCOOTensor":
+        """Times a number or 0-d tensor (every value scaled), or a dense tensor of the same
+        shape (each value times the dense element at its coordinates)."""
+        return SparseCOOTensor(self._idx, O.mul(self._val, self._factor(other)), self._size, self._coalesced)
 
     __mul__ = __rmul__ = multiply = mul
 
-    def div(self, other) -> "SparseCOOTensor":
+    def mul_(self, other) -> "SparseCOOTensor":
+        """``mul`` in place: the values updated, ``self`` returned (gradient scaling)."""
+        self._val.mul_(self._factor(other))
+        return self
+
+    __imul__ = mul_
+
+    def _divisor(self, other):
+        """``other``, checked to be a number or 0-d dense tensor (torch's only divisors)."""
         if isinstance(other, SparseCOOTensor) or (isinstance(other, Tensor) and other.ndim):
-            raise NotImplementedError("div: fusegrad divides a sparse tensor by a number or 0-d tensor only")
-        return SparseCOOTensor(self._idx, O.div(self._val, other), self._size, self._coalesced)
+            raise RuntimeError(f"Sparse division requires a scalar or zero-dim dense tensor divisor (got shape "
+                               f"{list(other.shape)} for divisor)")
+        return other
+
+    def div(self, other) -> "SparseCOOTensor":
+        return SparseCOOTensor(self._idx, O.div(self._val, self._divisor(other)), self._size, self._coalesced)
 
     __truediv__ = divide = div
+
+    def div_(self, other) -> "SparseCOOTensor":
+        """``div`` in place: the values updated, ``self`` returned (gradient accumulation)."""
+        self._val.div_(self._divisor(other))
+        return self
+
+    __itruediv__ = div_
 
     def neg(self) -> "SparseCOOTensor":
         return SparseCOOTensor(self._idx, O.neg(self._val), self._size, self._coalesced)
 
     __neg__ = negative = neg
+
+    def pow(self, exponent) -> "SparseCOOTensor":
+        """The coalesced values to a nonzero number's power (zero would fill the unspecified
+        entries, as torch refuses)."""
+        if isinstance(exponent, Tensor):
+            raise _backend_error("'aten::pow.Tensor_Tensor'")
+        if exponent == 0:
+            raise RuntimeError("pow: cannot raise to zeroth power on sparse tensor; it would make the result "
+                               "tensor dense")
+        s = self.coalesce()  # (duplicates summed before the power)
+        return SparseCOOTensor(s._idx, O.pow(s._val, exponent), self._size, True)
+
+    __pow__ = pow
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+        """The norm of all its entries (of the coalesced values: the unspecified ones are
+        zeros), dense 0-d; torch's sparse norm reduces over every dimension only."""
+        if dim is not None and sorted(_dim(d, self.dim()) for d in ((dim,) if isinstance(dim, int) else dim)) != \
+                list(range(self.dim())):
+            raise RuntimeError("norm_sparse currently only supports full reductions, so 'dim' must either be empty "
+                               "or contain all dimensions of the input")
+        if keepdim:
+            raise RuntimeError("norm_sparse currently does not support keepdim=True")
+        return O.norm(self.coalesce()._val, p, dtype=dtype)
 
     def add(self, other, *, alpha=1) -> "SparseCOOTensor":
         """The sum with another sparse tensor of the same size: both entry lists together
@@ -352,12 +405,32 @@ class SparseCOOTensor:
 
     __add__ = add
 
+    def add_(self, other, *, alpha=1) -> "SparseCOOTensor":
+        """``add`` in place: ``self`` holds the sum's entries, and is returned."""
+        return self._assign(self.add(other, alpha=alpha), "add")
+
+    __iadd__ = add_
+
+    def _assign(self, out: "SparseCOOTensor", op: str) -> "SparseCOOTensor":
+        """``self`` made to hold ``out``'s entries, in its own dtype (an in-place op's
+        result: more entries, so new index and value tensors, as torch's reallocation)."""
+        if out.dtype.category > self.dtype.category:
+            raise RuntimeError(f"Can't convert result type {_type_name(out.dtype)} to output "
+                               f"{_type_name(self.dtype)} in {op} operation")
+        self._idx, self._val, self._coalesced = out._idx, O.to(out._val, self.dtype), out._coalesced
+        return self
+
     def sub(self, other, *, alpha=1) -> "SparseCOOTensor":
         if not isinstance(other, SparseCOOTensor):
             raise RuntimeError("sub(sparse, dense) is not supported. Use sub(dense, sparse) instead.")
         return self.add(other, alpha=-alpha)
 
     __sub__ = subtract = sub
+
+    def sub_(self, other, *, alpha=1) -> "SparseCOOTensor":
+        return self._assign(self.sub(other, alpha=alpha), "sub")
+
+    __isub__ = sub_
 
     # ------------------------------------------------------------ dense-only operations
     def __getattr__(self, name: str):
@@ -398,7 +471,16 @@ class SparseCOOTensor:
 
 
 def _rebuild(idx: Tensor, val: Tensor, size: tuple, coalesced: bool) -> SparseCOOTensor:
-    return SparseCOOTensor(idx, val, size, coalesced)
+    """A pickled sparse tensor (``__reduce__``), rebuilt through ``sparse_coo_tensor``'s
+    checks: ``weights_only`` loads allow it (as torch's ``_rebuild_sparse_tensor``), so a
+    file's indices must stay within its size."""
+    return sparse_coo_tensor(idx, val, size, requires_grad=val.requires_grad, is_coalesced=coalesced)
+
+
+def _pick(dense: Tensor, s: SparseCOOTensor) -> Tensor:
+    """The elements (slices, for a hybrid ``s``) of ``dense`` at ``s``'s entries'
+    coordinates (differentiable in ``dense``)."""
+    return O.getitem(dense, tuple(s._idx[d] for d in range(s.sparse_dim())))
 
 
 def _unsupported(name: str, *args, **kwargs):
@@ -539,6 +621,18 @@ def to_sparse(x: Tensor, sparse_dim: Optional[int] = None, *, layout=None, block
 
 def to_sparse_coo(x: Tensor) -> SparseCOOTensor:
     return to_sparse(x)
+
+
+def sparse_mask(x: Tensor, mask: SparseCOOTensor) -> SparseCOOTensor:
+    """Tensor.sparse_mask: ``x``'s elements at ``mask``'s entries, with ``mask``'s indices
+    (and coalesced flag); differentiable in ``x``."""
+    if not isinstance(mask, SparseCOOTensor):
+        raise NotImplementedError("Could not run 'aten::sparse_mask' with arguments from the 'CPU' backend: the "
+                                  "mask must be a sparse COO tensor")
+    if tuple(x.shape) != mask._size:
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size {list(x.shape)} but mask "
+                           f"has size {list(mask._size)}")
+    return SparseCOOTensor(mask._idx, O.named(_pick(x, mask), "SparseMaskBackward0"), mask._size, mask._coalesced)
 
 
 # ---------------------------------------------------------------- printing

@@ -186,7 +186,7 @@ class Tensor:
     @grad.setter
     def grad(self, value: Optional["Tensor"]) -> None:
         if value is not None:
-            if not isinstance(value, Tensor):
+            if not (isinstance(value, Tensor) or getattr(value, "is_sparse", False)):  # (or a sparse COO tensor)
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
             if tuple(value.shape) != tuple(self.shape):
                 raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs {list(self.shape)}")

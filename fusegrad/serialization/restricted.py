@@ -1,4 +1,4 @@
-"""The ``weights_only=True`` unpickler: tensors, PyTorch's dtypes, ``Size`` and ``device``,
+"""The ``weights_only=True`` unpickler: tensors (sparse COO ones too), PyTorch's dtypes, ``Size`` and ``device``,
 plain containers (dict, list, tuple, set, OrderedDict, Counter, bytearray: PyTorch's
 allowlist), numbers, strings and bytes; any other global is refused before it is looked
 up, so no code a file names runs. It is the pure-Python unpickler, so that its
@@ -12,6 +12,7 @@ import pickle
 from collections import Counter, OrderedDict
 from typing import Any, Dict
 
+from ..runtime.sparse_coo import _rebuild as _rebuild_sparse_coo
 from . import names as N
 from .pickling import StorageReading
 
@@ -19,6 +20,8 @@ _PLAIN: Dict[str, Any] = {
     "collections.OrderedDict": OrderedDict, "collections.Counter": Counter, "builtins.set": set,
     "builtins.bytearray": bytearray, "builtins.complex": complex,
     "_codecs.encode": _codecs.encode,  # (bytes, in protocol 2)
+    # a sparse COO tensor as fusegrad pickles it (its indices checked, as torch's _rebuild_sparse_tensor)
+    "fusegrad.runtime.sparse_coo._rebuild": _rebuild_sparse_coo,
 }
 
 UNSAFE_MESSAGE = ("Re-running `fusegrad.load` with `weights_only` set to `False` will likely succeed, but it can "
