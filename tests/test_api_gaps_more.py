@@ -724,3 +724,33 @@ def test_collate_extension_api_optimizer_decorator_and_conv_memory_format_as_tor
         row += [w.tolist(), out is net, [m.weight.is_contiguous(memory_format=T.channels_last) for m in net]]
         got.append(row)
     assert got[0] == got[1]
+
+
+def test_training_script_misuses_raise_torchs_errors():
+    """fused with foreach, a multiprocessing_context without workers or of an unknown method,
+    a checkpoint cut short, mmap of a buffer, an IterableDataset without __iter__, a gradient
+    of another dtype, a dict given to a Linear: torch's error types and messages (fusegrad
+    accepted them, or raised another type; found by yp)."""
+    import importlib
+    import io
+    got = []
+    for T in (fg, torch):
+        data = importlib.import_module(f"{T.__name__}.utils.data")
+        buf = io.BytesIO()
+        T.save({"w": T.ones(100)}, buf)
+        raw = buf.getvalue()
+        p = T.nn.Parameter(T.ones(2))
+        calls = [lambda: T.optim.Adam([T.nn.Parameter(T.ones(1))], fused=True, foreach=True),
+                 lambda: data.DataLoader([1], num_workers=1, multiprocessing_context="nope"),
+                 lambda: data.DataLoader([1], multiprocessing_context="fork"),
+                 lambda: T.load(io.BytesIO(raw[:len(raw) // 2])), lambda: T.load(io.BytesIO(raw), mmap=True),
+                 lambda: data.IterableDataset(), lambda: setattr(p, "grad", T.ones(2, dtype=T.float16)),
+                 lambda: setattr(p, "grad", T.ones(2, dtype=T.float64)),
+                 lambda: T.nn.Linear(2, 1)({"x": T.ones(1, 2)})]
+        row = []
+        for call in calls:
+            with pytest.raises(Exception) as info:
+                call()
+            row.append((type(info.value).__name__, str(info.value)[:80]))
+        got.append(row)
+    assert got[0] == got[1]

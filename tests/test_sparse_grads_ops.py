@@ -169,6 +169,9 @@ def _inputs(T):
 
 def test_embedding_inputs_bincount_and_torch_level_ops_as_pytorchs():
     got, want = _inputs(fg), _inputs(torch)
+    # decreasing offsets: torch's kernel reads out of its bag table, raising or returning garbage
+    for k in ("decreasing_offsets", "decreasing_mean"):
+        assert got.pop(k)[0] == "RuntimeError" and want.pop(k) is not None
     for k in want:
         if want[k][0] == "RuntimeError":
             assert got[k] == want[k], k

@@ -87,6 +87,8 @@ def _in_place(input: Tensor, fn) -> Tensor:
 @lower_precision
 def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """``input @ weight.T + bias``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"linear(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     k = input.shape[-1] if input.ndim else 1
     if weight.ndim == 2 and k != weight.shape[1]:
         rows = input.numel() // k if k else math.prod(input.shape[:-1])

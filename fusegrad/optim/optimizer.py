@@ -118,6 +118,8 @@ class Optimizer:
     sparse_refusal = "{} does not support sparse gradients"
 
     def __init__(self, params: ParamsT, defaults: Dict[str, Any]) -> None:
+        if defaults.get("fused") and defaults.get("foreach"):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         self.defaults = defaults
         self.state: Dict[Tensor, Dict[str, Any]] = defaultdict(dict)
         self.param_groups: List[Dict[str, Any]] = []

@@ -190,6 +190,12 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
             if tuple(value.shape) != tuple(self.shape):
                 raise RuntimeError(f"assigned grad has data of a different size: {list(value.shape)} vs {list(self.shape)}")
+            if value.dtype != self.dtype:
+                from .ops import cpp_scalar_name
+                given = cpp_scalar_name(value._values() if value.is_sparse else value)
+                raise RuntimeError(f"attempting to assign a gradient with dtype '{given}' to a tensor with grad_dtype "
+                                   f"'{D.SCALAR_NAMES[self.dtype.name]}'. The gradient must match the tensor's "
+                                   "grad_dtype (defaults to the tensor's dtype).")
         from ..tracer.trace import current_traces
         trs = current_traces()
         if trs and trs[-1].captures_state:  # inside fusegrad.compile: undo this after tracing

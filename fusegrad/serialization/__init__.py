@@ -78,6 +78,8 @@ def load(f: FileLike, map_location: MapLocation = None, pickle_module: Any = Non
         raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
         raise FileNotFoundError(f"[Errno 2] No such file or directory: '{os.fspath(f)}'")
+    if mmap and not isinstance(f, (str, os.PathLike)):
+        raise ValueError("f must be a file path in order to use the mmap argument")
     if not is_zip(f):
         return _load_legacy(f, map_location, pickle_module, weights_only, pickle_load_args)
     reader = ArchiveReader(f)

@@ -44,7 +44,12 @@ class ArchiveReader:
     """The records of a checkpoint, found under whatever folder name it was written with."""
 
     def __init__(self, f: FileLike) -> None:
-        self.zf = zipfile.ZipFile(f, "r")
+        try:
+            self.zf = zipfile.ZipFile(f, "r")
+        except zipfile.BadZipFile:  # (a zip's first header but no central directory: cut short)
+            raise RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central directory. "
+                               "The checkpoint file is likely corrupted or was not saved or copied completely"
+                               ) from None
         names = self.zf.namelist()
         pkl = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
         if not pkl:
@@ -63,11 +68,16 @@ class ArchiveReader:
 
 
 def is_zip(f: FileLike) -> bool:
-    """Whether ``f`` is a zip archive (a file object keeps its position)."""
+    """Whether ``f`` starts as a zip archive does (PyTorch's test: a checkpoint cut short is
+    still one, and fails as one); a file object keeps its position."""
     if isinstance(f, (str, os.PathLike)):
-        return zipfile.is_zipfile(f)
+        with open(f, "rb") as fh:
+            return fh.read(4) == _ZIP_MAGIC
     pos = f.tell()
     try:
-        return zipfile.is_zipfile(f)
+        return f.read(4) == _ZIP_MAGIC
     finally:
         f.seek(pos)
+
+
+_ZIP_MAGIC = b"PK\x03\x04"

@@ -39,6 +39,25 @@ class _Epoch:
         return len(self._loader)
 
 
+def _checked_context(ctx, num_workers: int):
+    """``multiprocessing_context`` as PyTorch checks it: only with worker processes, a start
+    method's name or a context."""
+    if ctx is None:
+        return None
+    if num_workers == 0:
+        raise ValueError(f"multiprocessing_context can only be used with multi-process loading (num_workers > 0), "
+                         f"but got num_workers={num_workers}")
+    if isinstance(ctx, str):
+        methods = multiprocessing.get_all_start_methods()
+        if ctx not in methods:
+            raise ValueError(f"multiprocessing_context option should specify a valid start method in {methods!r}, "
+                             f"but got multiprocessing_context={ctx!r}")
+    elif not isinstance(ctx, multiprocessing.context.BaseContext):
+        raise TypeError(f"multiprocessing_context option should be a valid context object or a string specifying "
+                        f"the start method, but got multiprocessing_context={ctx}")
+    return ctx
+
+
 class DataLoader:
     """PyTorch's ``DataLoader``: iterates over ``dataset`` in batches of ``batch_size``
     (``None``: samples one by one, converted by ``default_convert``), in order or shuffled
@@ -74,7 +93,7 @@ class DataLoader:
         self.pin_memory_device = pin_memory_device
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
-        self.multiprocessing_context = multiprocessing_context
+        self.multiprocessing_context = _checked_context(multiprocessing_context, num_workers)
         self.persistent_workers = persistent_workers
         self.in_order = in_order
         self.generator = generator

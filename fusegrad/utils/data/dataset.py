@@ -2,6 +2,7 @@
 concatenations, and ``random_split``."""
 from __future__ import annotations
 
+import abc
 import bisect
 import math
 import warnings
@@ -24,12 +25,13 @@ class Dataset(Generic[T_co]):
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset[T_co]):
+class IterableDataset(Dataset[T_co], Iterable[T_co]):
     """A dataset read as a stream: subclasses define ``__iter__``. With worker processes
     every worker iterates its own copy (split the work with ``get_worker_info()``)."""
 
+    @abc.abstractmethod  # (one without __iter__ cannot be made, as PyTorch's)
     def __iter__(self) -> Iterator[T_co]:
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+        ...
 
     def __add__(self, other: "IterableDataset") -> "ChainDataset":
         return ChainDataset([self, other])
