@@ -56,6 +56,7 @@ from . import fx  # noqa: E402  (after nn: its GraphModule is a Module)
 from .func import vmap  # noqa: E402  (torch.vmap)
 from .torch_ops import ops  # noqa: E402  (torch.ops.aten.mm.default, ...)
 from . import library  # noqa: E402  (torch.library.custom_op)
+from . import overrides  # noqa: E402  (torch.overrides: the __torch_function__ helpers)
 from . import quasirandom  # noqa: E402  (torch.quasirandom.SobolEngine)
 from . import sparse  # noqa: E402  (torch.sparse; binds Tensor.to_sparse, is_sparse, layout: runtime/sparse_bindings.py)
 from .runtime.layouts import layout, sparse_coo, strided  # noqa: E402
@@ -94,11 +95,6 @@ long = int64
 int = int32  # noqa: A001
 short = int16
 newaxis = None
-
-
-def is_tensor(obj) -> bool:
-    """Whether ``obj`` is a fusegrad Tensor."""
-    return isinstance(obj, Tensor)
 
 
 def is_floating_point(t: Tensor) -> bool:

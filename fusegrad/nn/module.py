@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 
 from ..ir import dtypes as D
 from ..runtime.grad_mode import no_grad
+from ..runtime.sparse_bindings import is_tensor
 from ..runtime.tensor import Tensor
 from ..ir.graph import Var
 from ..tracer.live import guard
@@ -268,7 +269,7 @@ class Module:
         self._check_name(name, "buffer")
         if hasattr(self, name) and name not in self._buffers:  # (a parameter or submodule too)
             raise KeyError(f"attribute '{name}' already exists")
-        if tensor is not None and not isinstance(tensor, Tensor):
+        if tensor is not None and not is_tensor(tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
         self._buffers[name] = tensor
@@ -711,7 +712,7 @@ class Module:
                     missing_keys.append(key)
                 continue
             value = state_dict[key]
-            if not isinstance(value, Tensor):
+            if not is_tensor(value):
                 error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
                                   f"Tensor-like object from checkpoint but received {type(value)}")
                 continue

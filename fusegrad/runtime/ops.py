@@ -367,6 +367,8 @@ def rsub(a, b, alpha=1):
 
 @op(inplace="method")
 def mul(input, other, *, out=None):  # noqa: A002
+    if _sparse(input) or _sparse(other):  # (a product with a sparse tensor is sparse: its method)
+        return input.mul(other) if _sparse(input) else other.mul(input)
     r = _binary(P.mul, input, other, "MulBackward0")
     return r if out is None else write_out("mul", r, out)
 
@@ -1916,6 +1918,13 @@ def scatter_add(x, dim, index, src):
     if src._data.dtype != x._data.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     ax = _axes(x, dim)[0]
+    # (a 0-d operand counts as 1-d, as PyTorch's; an index not expanded to src's rows is refused)
+    if builtins.max(index._data.ndim, 1) != builtins.max(x._data.ndim, 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if builtins.max(index._data.ndim, 1) != builtins.max(src._data.ndim, 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if index._data.ndim == 0 and x._data.ndim:  # (one position: a 1-element index and src)
+        index, src = reshape(index, (1,)), reshape(src, (1,))
     if index._data.ndim == x._data.ndim == src._data.ndim and builtins.any(
             n > (x._data.shape[a] if a != ax else n) or n > src._data.shape[a]
             for a, n in enumerate(index._data.shape)):
@@ -1929,6 +1938,10 @@ def index_select(x, dim, index):
     if not isinstance(x, Tensor) and getattr(x, "is_sparse", False):
         return x.index_select(dim, index)
     x, index = as_t(x), as_t(index)
+    if index._data.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index._data.dtype.kind not in "iu":
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     ax = _axes(x, dim)[0]
     key = tuple("T" if i == ax else (0, s, 1) for i, s in enumerate(x._data.shape))
     if D.np_half(x._data.dtype) and x._data.ndim > 1 and STATE.enabled and x._rg:

@@ -314,9 +314,6 @@ class SparseCOOTensor:
     def _factor(self, other):
         """What ``mul`` multiplies the values by: a number or 0-d tensor as it is, a dense
         tensor of the same shape as its elements at the entries' coordinates."""
-        if isinstance(other, SparseCOOTensor):
-            raise NotImplementedError("mul: fusegrad does not multiply two sparse tensors (convert one with "
-                                      ".to_dense())")
         if isinstance(other, Tensor) and other.ndim:
             if tuple(other.shape) != self._size:
                 raise RuntimeError(f"mul: a sparse tensor of size {list(self._size)} times a dense tensor of size "
@@ -325,9 +322,23 @@ class SparseCOOTensor:
         return other
 
     def mul(self, other) -> "SparseCOOTensor":
-        """Times a number or 0-d tensor (every value scaled), or a dense tensor of the same
-        shape (each value times the dense element at its coordinates)."""
+        """Times a number or 0-d tensor (every value scaled), a dense tensor of the same
+        shape (each value times the dense element at its coordinates), or a sparse tensor of
+        the same size (the products at the coordinates both hold)."""
+        if isinstance(other, SparseCOOTensor):
+            return self._times_sparse(other)
         return SparseCOOTensor(self._idx, O.mul(self._val, self._factor(other)), self._size, self._coalesced)
+
+    def _times_sparse(self, other: "SparseCOOTensor") -> "SparseCOOTensor":
+        if other._size != self._size:
+            raise RuntimeError(f"mul: expected 'self' and 'other' to have same size, but {list(self._size)} != "
+                               f"{list(other._size)}")
+        a, b = self.coalesce(), other.coalesce()
+        _, ia, ib = np.intersect1d(a._flat_index()._concrete("sparse mul", host=True),
+                                   b._flat_index()._concrete("sparse mul", host=True), return_indices=True)
+        pick = (lambda s, k: O.index_select(s._val, 0, tensor(k.astype(np.int64), device=s._val.device)))
+        return SparseCOOTensor(tensor(a._idx._concrete("sparse mul", host=True)[:, ia], device=a._idx.device),
+                               O.mul(pick(a, ia), pick(b, ib)), self._size, True)
 
     __mul__ = __rmul__ = multiply = mul
 
@@ -411,6 +422,34 @@ class SparseCOOTensor:
 
     __iadd__ = add_
 
+    def narrow_copy(self, dim: int, start: int, length: int) -> "SparseCOOTensor":
+        """The entries with coordinate ``start`` to ``start + length - 1`` along sparse
+        dimension ``dim``, shifted to start at 0 (a copy, as torch's)."""
+        d = _dim(dim, self.dim())
+        if d >= self.sparse_dim():
+            raise NotImplementedError("narrow_copy: fusegrad narrows sparse dimensions only")
+        if start < 0 or length < 0 or start + length > self._size[d]:
+            raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({self._size[d]}).")
+        idx = self._idx._concrete("sparse narrow_copy", host=True)
+        k = np.flatnonzero((idx[d] >= start) & (idx[d] < start + length))
+        new_idx = idx[:, k].copy()
+        new_idx[d] -= start
+        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        size = self._size[:d] + (length,) + self._size[d + 1:]
+        return SparseCOOTensor(tensor(new_idx, device=self._idx.device), val, size, self._coalesced)
+
+    def copy_(self, src: "SparseCOOTensor", non_blocking: bool = False) -> "SparseCOOTensor":
+        """``self`` made to hold ``src``'s entries in its own dtype and device (a sparse buffer
+        loaded from a state dict), as torch's sparse copy_."""
+        if not isinstance(src, SparseCOOTensor):
+            raise NotImplementedError("copy_: fusegrad copies a sparse tensor into a sparse tensor only")
+        if src._size != self._size:
+            raise RuntimeError(f"copy_: a sparse tensor of size {list(src._size)} into one of size "
+                               f"{list(self._size)}")
+        src = src.to(self._val.device)
+        self._idx, self._val, self._coalesced = src._idx.clone(), O.to(src._val, self.dtype).clone(), src._coalesced
+        return self
+
     def _assign(self, out: "SparseCOOTensor", op: str) -> "SparseCOOTensor":
         """``self`` made to hold ``out``'s entries, in its own dtype (an in-place op's
         result: more entries, so new index and value tensors, as torch's reallocation)."""
@@ -446,7 +485,32 @@ class SparseCOOTensor:
         raise dense_op_error()
 
     def __getitem__(self, key):
-        raise _backend_error("'aten::index'")
+        """Integers select along the leading sparse dimensions (``A[i]``: row i, sparse, as
+        torch's; every sparse dimension selected: the dense value); other keys are refused."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if not keys or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys) or \
+                len(keys) > self.sparse_dim():
+            raise _backend_error("'aten::index'")
+        out = self
+        for k in keys:
+            out = out.select(0, int(k))
+        return out.to_dense() if out.sparse_dim() == 0 else out
+
+    def select(self, dim: int, index: int) -> "SparseCOOTensor":
+        """The slice at ``index`` along sparse dimension ``dim``, that dimension removed
+        (differentiable in the values)."""
+        d = _dim(dim, self.dim())
+        if d >= self.sparse_dim():
+            raise NotImplementedError("select: fusegrad selects along sparse dimensions only")
+        n = self._size[d]
+        if not -n <= index < n:
+            raise IndexError(f"select(): index {index} out of range for tensor of size {list(self._size)} at "
+                             f"dimension {d}")
+        idx = self._idx._concrete("sparse select", host=True)
+        k = np.flatnonzero(idx[d] == index % n)
+        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        return SparseCOOTensor(tensor(np.delete(idx[:, k], d, axis=0), device=self._idx.device), val,
+                               self._size[:d] + self._size[d + 1:], False)  # (uncoalesced, as torch marks it)
 
     def __iter__(self):
         raise _backend_error("'aten::unbind'")

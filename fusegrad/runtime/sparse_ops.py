@@ -69,6 +69,8 @@ def mm(mat1, mat2) -> Tensor:
     dense, or of two sparse matrices, sparse; differentiable (a sparse operand through its values)."""
     if isinstance(mat1, SparseCOOTensor) and isinstance(mat2, SparseCOOTensor):
         return _sparse_sparse(mat1, mat2, "SparseAddmmBackward0")
+    if not isinstance(mat1, SparseCOOTensor) and not isinstance(mat2, SparseCOOTensor):
+        return O.mm(mat1, mat2)  # (two dense matrices: code that takes either kind of adjacency)
     s, d, first = _operands(mat1, mat2, "sparse.mm", (2,))
     return _product(s, d, "SparseAddmmBackward0") if first else _dense_sparse(d, s, "SparseAddmmBackward0")
 
@@ -80,6 +82,26 @@ def spmm(input, mat2) -> Tensor:
         return _sparse_sparse(input, mat2, "MmBackward0")
     s, d, first = _operands(input, mat2, "mm", (2,))
     return _product(s, d, "MmBackward0") if first else _dense_sparse(d, s, "MmBackward0")
+
+
+def hspmm(mat1, mat2) -> SparseCOOTensor:
+    """torch.hspmm: the product of a sparse and a dense matrix as a hybrid sparse tensor, one
+    entry (a dense row) per row of ``mat1`` holding entries."""
+    s, d, first = _operands(mat1, mat2, "hspmm", (2,))
+    if not first:
+        raise RuntimeError("hspmm: Argument #2: Expected sparse tensor, got dense tensor")
+    rows = np.unique(s._idx._concrete("hspmm", host=True)[0])
+    full = _product(s, d, "HspmmBackward0")
+    kept = O.index_select(full, 0, tensor(rows, device=d.device))
+    return SparseCOOTensor(tensor(rows[None], device=d.device), kept, tuple(full.shape), False)
+
+
+def smm(input, mat) -> SparseCOOTensor:  # noqa: A002
+    """torch.smm: ``hspmm``'s product with every element of its rows an entry of its own."""
+    h = hspmm(input, mat)
+    rows, n = h._idx._concrete("smm", host=True)[0], h._size[1]
+    idx = np.stack([np.repeat(rows, n), np.tile(np.arange(n), len(rows))]).astype(np.int64)
+    return SparseCOOTensor(tensor(idx, device=h._val.device), O.reshape(h._val, (-1,)), h._size, False)
 
 
 def addmm(mat: Tensor, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
