@@ -31,5 +31,23 @@ def test_shell_unsigned_dtypes_as_torch():
     got, want = _program(fg, fg.utils.data), _program(torch, torch.utils.data)
     got[2] = got[2].replace("fusegrad.", "torch.")
     assert got == want
-    with pytest.raises(RuntimeError, match="uint16 cannot be saved"):  # (PyTorch's format names them otherwise)
-        fg.save(fg.zeros(2, dtype=fg.uint16), "unused.pt")
+
+
+
+def test_shell_unsigned_tensors_saved_and_loaded_as_torchs():
+    """In PyTorch's format (bytes of an UntypedStorage, _rebuild_tensor_v3): fusegrad's file
+    loads in torch and torch's in fusegrad, views sharing their storage."""
+    import io
+    values = {"u16": np.array([1, 2, 65535], np.uint16), "u32": np.array([7, 2**32 - 1], np.uint32),
+              "u64": np.array([2**40, 3], np.uint64)}
+    for save, load in ((fg, torch), (torch, fg)):
+        state = {k: save.from_numpy(v.copy()) for k, v in values.items()}
+        state["view"] = state["u16"][1:]
+        buf = io.BytesIO()
+        save.save(state, buf)
+        back = load.load(io.BytesIO(buf.getvalue()))
+        for k, v in values.items():
+            assert str(back[k].dtype).split(".")[-1] == v.dtype.name
+            np.testing.assert_array_equal(back[k].numpy(), v)
+        back["u16"][1] = 9  # (the view shares the loaded storage, as torch's)
+        assert back["view"][0].item() == 9

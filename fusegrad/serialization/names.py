@@ -33,14 +33,20 @@ STORAGE_DTYPES: Dict[str, D.dtype] = {
     "ComplexDoubleStorage": D.complex128,
 }
 STORAGE_NAMES = {dt: TorchName("torch", name) for name, dt in STORAGE_DTYPES.items()}
+# dtypes with no typed storage (uint16/32/64): bytes in an UntypedStorage, the dtype given to
+# _rebuild_tensor_v3
+UNTYPED_STORAGE = TorchName("torch.storage", "UntypedStorage")
+_UNTYPED_DTYPES = (D.uint16, D.uint32, D.uint64)
 
 # torch.<name> for every dtype (with PyTorch's aliases when reading)
 DTYPE_ALIASES = {"float": D.float32, "double": D.float64, "half": D.float16, "long": D.int64, "int": D.int32,
                  "short": D.int16, "cfloat": D.complex64, "cdouble": D.complex128}
-DTYPE_BY_NAME: Dict[str, D.dtype] = {**{dt.name: dt for dt in STORAGE_DTYPES.values()}, **DTYPE_ALIASES}
-DTYPE_NAMES = {dt: TorchName("torch", dt.name) for dt in STORAGE_DTYPES.values()}
+DTYPE_BY_NAME: Dict[str, D.dtype] = {**{dt.name: dt for dt in (*STORAGE_DTYPES.values(), *_UNTYPED_DTYPES)},
+                                     **DTYPE_ALIASES}
+DTYPE_NAMES = {dt: TorchName("torch", dt.name) for dt in (*STORAGE_DTYPES.values(), *_UNTYPED_DTYPES)}
 
 REBUILD_TENSOR_V2 = TorchName("torch._utils", "_rebuild_tensor_v2")
+REBUILD_TENSOR_V3 = TorchName("torch._utils", "_rebuild_tensor_v3")
 REBUILD_PARAMETER = TorchName("torch._utils", "_rebuild_parameter")
 ORDERED_DICT = OrderedDict
 SIZE = TorchName("torch", "Size")
@@ -51,10 +57,11 @@ class StorageType:
     """What ``torch.FloatStorage`` and its kin unpickle to: the dtype of a storage."""
 
     def __init__(self, name: str) -> None:
-        if name not in STORAGE_DTYPES:
+        if name not in STORAGE_DTYPES and name != "UntypedStorage":
             raise RuntimeError(f"fusegrad.load: tensors stored as torch.{name} are not supported (dtypes: "
                                f"{', '.join(dt.name for dt in STORAGE_DTYPES.values())})")
-        self.name, self.dtype = name, STORAGE_DTYPES[name]
+        # (an UntypedStorage holds bytes: _rebuild_tensor_v3 names their dtype)
+        self.name, self.dtype = name, STORAGE_DTYPES.get(name, D.uint8)
 
 
 class DeviceStorage(np.ndarray):
@@ -84,6 +91,14 @@ def rebuild_tensor_v2(storage: np.ndarray, storage_offset: int, size: Tuple[int,
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def rebuild_tensor_v3(storage: np.ndarray, storage_offset: int, size: Tuple[int, ...], stride: Tuple[int, ...],
+                      requires_grad: bool, backward_hooks: Any, dtype: D.dtype, metadata: Any = None) -> Tensor:
+    """``rebuild_tensor_v2`` over an UntypedStorage's bytes read as ``dtype``."""
+    if not isinstance(dtype, D.dtype):
+        raise RuntimeError(f"fusegrad.load: a tensor of dtype {dtype!r} is not supported")
+    return rebuild_tensor_v2(storage.view(dtype.np), storage_offset, size, stride, requires_grad)
 
 
 def rebuild_tensor(storage: np.ndarray, storage_offset: int, size, stride) -> Tensor:
@@ -127,6 +142,8 @@ def make_device(*args) -> device:
 # allowlist, with OrderedDict, Counter, set, bytearray, complex and _codecs.encode)
 TORCH_GLOBALS: Dict[str, Any] = {
     "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
+    "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
+    "torch.storage.UntypedStorage": StorageType("UntypedStorage"),
     "torch._utils._rebuild_tensor": rebuild_tensor,
     "torch._utils._rebuild_parameter": rebuild_parameter,
     "torch._utils._rebuild_parameter_with_state": rebuild_parameter_with_state,

@@ -38,7 +38,9 @@ class TorchPickler(pickle._Pickler):
 
     def persistent_id(self, obj: Any) -> Optional[tuple]:
         if type(obj) is _StorageRef:
-            sid = ("storage", N.STORAGE_NAMES[obj.dtype], obj.key, obj.location, obj.numel)
+            typed = N.STORAGE_NAMES.get(obj.dtype)
+            sid = ("storage", typed or N.UNTYPED_STORAGE, obj.key, obj.location,
+                   obj.numel if typed else obj.numel * obj.dtype.itemsize)
             return sid + (None,) if self.legacy else sid
         return None
 
@@ -68,13 +70,16 @@ class TorchPickler(pickle._Pickler):
         dev = obj.device
         arr = obj._concrete("fusegrad.save", host=True)  # (a CUDA tensor: a host copy, saved at its device)
         ref, offset, stride = self._storage_of(arr, obj.dtype, str(dev))
-        return N.REBUILD_TENSOR_V2, (ref, offset, tuple(arr.shape), stride, obj.requires_grad, OrderedDict())
+        args = (ref, offset, tuple(arr.shape), stride, obj.requires_grad, OrderedDict())
+        if obj.dtype not in N.STORAGE_NAMES:  # (bytes of an UntypedStorage, as PyTorch writes these dtypes)
+            return N.REBUILD_TENSOR_V3, args + (obj.dtype,)
+        return N.REBUILD_TENSOR_V2, args
 
     def _storage_of(self, arr: np.ndarray, dtype: D.dtype, location: str) -> Tuple[_StorageRef, int, Tuple[int, ...]]:
         """The storage ``arr`` views (its root array when the view is expressible as
         offset and non-negative strides over it, else a copy of its own), the offset and
         strides in elements."""
-        if dtype not in N.STORAGE_NAMES:
+        if dtype not in N.DTYPE_NAMES:
             _unsupported(dtype)
         root = arr
         while isinstance(root.base, np.ndarray):
@@ -114,7 +119,7 @@ def _as_plain(t: Tensor) -> Tensor:
 
 def _unsupported(dtype) -> None:
     raise RuntimeError(f"fusegrad.save: tensors of dtype {dtype} cannot be saved in PyTorch's format "
-                       f"(supported: {', '.join(dt.name for dt in N.STORAGE_NAMES)})")
+                       f"(supported: {', '.join(dt.name for dt in N.DTYPE_NAMES)})")
 
 
 StorageLoader = Callable[[N.StorageType, str, str, int], np.ndarray]
