@@ -86,3 +86,33 @@ def test_complex_factorizations_results_and_forward_derivatives_as_torch():
         got.append(row)
     for g, w in zip(*got):
         np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
+
+
+def test_general_eigendecomposition_gradients_as_torch():
+    """linalg.eig / eigvals of real and complex matrices: values and the gradients of losses
+    that do not depend on the eigenvectors' phases equal PyTorch's (eig had no gradient and
+    refused complex input); forward-mode too."""
+    r = np.random.default_rng(1)
+    real_a = r.standard_normal((2, 4, 4))
+    complex_a = real_a + 1j * r.standard_normal((2, 4, 4))
+    got = []
+    for T in (fg, torch):
+        row = []
+        for a0 in (real_a, complex_a):
+            a = T.tensor(a0, requires_grad=True)
+            w, v = T.linalg.eig(a)
+            weights = T.arange(16.0).double().view(4, 4)
+            loss = (w.real ** 2).sum() + (w.imag * T.arange(4.0).double()).sum() + (v.abs() ** 2 * weights).sum()
+            loss.backward()
+            row += [w.detach().numpy(), a.grad.numpy()]
+            a.grad = None
+            T.linalg.eigvals(a).abs().sum().backward()
+            row.append(a.grad.numpy())
+        _, tangent = T.func.jvp(lambda m: T.linalg.eigvals(m), (T.tensor(real_a[0]),), (T.tensor(real_a[1]),))
+        row += [tangent.numpy(), str(T.linalg.eig(T.tensor(real_a[0]).float())[0].dtype).split(".")[-1]]
+        got.append(row)
+    for g, w in zip(*got):
+        if isinstance(w, str):
+            assert g == w
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)

@@ -271,6 +271,11 @@ for _upper in (False, True):
         fn=lambda a, _u=_upper: PRIMS["eigh"](_SYM(a), upper=_u))
     add("eigvalsh", [(f"upper={_upper}", lambda: [rnd((2, 3, 3))])],
         fn=lambda a, _u=_upper: PRIMS["eigvalsh"](_SYM(a), upper=_u))
+# the general eigendecomposition through what does not depend on the eigenvectors' phases (their
+# moduli, and the eigenvalues'), of a matrix with distinct eigenvalues
+add("eig", [("4x4", lambda: [rnd((4, 4)) + np.diag([0.0, 3.0, 6.0, 9.0])]),
+            ("batched", lambda: [rnd((2, 3, 3)) + np.diag([0.0, 3.0, 6.0])])],
+    fn=lambda a: PRIMS["cabs"](PRIMS["eig"](a)), gg=False)
 
 # the special functions (fusegrad/special.py) on their smooth domains; zeta differentiates in q only
 _ARG = lambda lo, hi: lambda shape: _r(shape, lo, hi)  # noqa: E731

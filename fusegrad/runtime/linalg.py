@@ -103,7 +103,7 @@ def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
     if a.dtype.is_complex and what not in _COMPLEX_OK:
         raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet (the "
-                           "factorizations, inv, solve, det and matrix_exp take them)")
+                           "factorizations, eig, inv, solve, det and matrix_exp take them)")
     if not a.dtype.is_floating_point and not a.dtype.is_complex:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")

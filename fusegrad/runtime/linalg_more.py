@@ -14,12 +14,12 @@ import math
 import numpy as np
 
 from ..ir import dtypes as D
+from ..ir import prims as P
 from ..ir.prims.linalg import LinAlgError
 from .autocast_state import float32_policy
 from . import linalg as L
 from . import ops as O
 from .factory import ones_like
-from .grad_mode import STATE as GRAD
 from .keywords import _type_name
 from .sorting import _return_type
 from .tensor import Tensor, wrap
@@ -362,24 +362,22 @@ linalg_eig_type = _return_type("linalg_eig", ("eigenvalues", "eigenvectors"))
 
 def _general_eig(A: Tensor, what: str):
     """LAPACK's general eigendecomposition (NumPy's geev, as PyTorch's): complex results, in
-    LAPACK's order, eigenvectors of unit norm. Without a backward in fusegrad yet: an input that
-    requires grad under grad mode raises rather than give results no gradient reaches."""
+    LAPACK's order, eigenvectors of unit norm (the ``eig`` primitive: its gradient is PyTorch's,
+    defined for losses that do not depend on the eigenvectors' phases)."""
     a = O.as_t(A)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         rows, cols = a.shape[-2] if a.ndim > 1 else 1, a.shape[-1] if a.ndim else 1
         raise RuntimeError(f"{what}: A must be batches of square matrices, but they are {rows} by {cols} matrices")
-    if a.dtype.is_complex or not a.dtype.is_floating_point or a._data.dtype.itemsize < 4:
-        raise RuntimeError(f"{what}: Expected a float32 or float64 tensor as input. Got {_type_name(a._data.dtype)}")
-    if a.requires_grad and GRAD.enabled:
-        raise NotImplementedError(f"{what}: the gradient of the general eigendecomposition is not supported by "
-                                  "fusegrad yet (detach the input, or use linalg.eigh for symmetric matrices)")
-    m = a._concrete(what, host=True)
-    if not np.isfinite(m).all():
+    if not (a.dtype.is_floating_point or a.dtype.is_complex) or a._data.dtype.itemsize < 4:
+        raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. Got "
+                           f"{_type_name(a._data.dtype)}")
+    if type(a._data) is np.ndarray and not np.isfinite(a._data).all():
         raise LinAlgError(f"{what}: The algorithm failed to converge because the input matrix contained "
                           "non-finite values.")
-    ctype = np.complex64 if m.dtype == np.float32 else np.complex128
-    w, v = np.linalg.eig(m)
-    return wrap(np.ascontiguousarray(w.astype(ctype))), wrap(np.ascontiguousarray(v.astype(ctype)))
+    n, batch = a.shape[-1], tuple(a.shape[:-2])
+    packed = P.eig(a)
+    return tuple(O.own(O.named(t, "LinalgEigBackward0"), a)
+                 for t in (packed[..., :n], packed[..., n:].reshape(batch + (n, n))))
 
 
 def eig(A: Tensor, *, out=None):

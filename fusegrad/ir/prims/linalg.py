@@ -10,12 +10,12 @@ import numpy as np
 
 from ..primitive import PRIMS, Primitive
 from .batchdims import elementwise_rule, to_front
-from .complex import _is_complex_value, conj, conj_operands, imag, make_complex, real, real_of
+from .complex import _is_complex_value, complex_of, conj, conj_operands, imag, make_complex, real, real_of
 from .elementwise import sum_to
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "solve", "inv", "slogdet", "qr_q", "matrix_exp",
-           "svd", "svdvals", "svd_split", "eigh", "eigvalsh", "eigh_split", "LinAlgError"]
+           "svd", "svdvals", "svd_split", "eigh", "eigvalsh", "eigh_split", "eig", "LinAlgError"]
 
 
 def swap_last(x):
@@ -867,3 +867,72 @@ def _eigvalsh_jvp(ts, ins, out, upper):
 eigvalsh = Primitive("eigvalsh", _eigvalsh_impl, abstract=_eigh_abstract(False), vjp=_eigvalsh_vjp,
                      jvp=_eigvalsh_jvp, saves="in", node_name="LinalgEighBackward0", no_lowering=_NO_LOWERING,
                      batch=_front_batch("eigvalsh"))
+
+
+# ---------------------------------------------------------------- general eigendecomposition
+def _eig_abstract(avals, params):
+    (sa, da), = avals
+    if len(sa) < 2 or sa[-1] != sa[-2]:
+        raise ValueError(f"linalg.eig: A must be batches of square matrices, but they are {sa[-2:]} matrices")
+    n, da = sa[-1], np.dtype(da)
+    return sa[:-2] + (n + n * n,), (da if da.kind == "c" else complex_of(da))
+
+
+def _eig_impl(a):
+    """LAPACK's general eigendecomposition (geev, as PyTorch's): the n eigenvalues, then the
+    unit-norm eigenvectors (as columns, n*n row major), complex, packed on one last axis."""
+    *batch, n, _ = a.shape
+    ctype = a.dtype if a.dtype.kind == "c" else complex_of(a.dtype)
+    if a.size == 0:
+        return np.zeros(tuple(batch) + (n + n * n,), ctype)
+    w, v = np.linalg.eig(a)
+    return np.concatenate([w.astype(ctype), v.reshape(tuple(batch) + (n * n,)).astype(ctype)], -1)
+
+
+def _eig_vjp(g, ins, out, needs):
+    # PyTorch's linalg_eig_backward, general case: with E_ij = conj(w_j) - conj(w_i) (1 on the
+    # diagonal) and X = V^H gV projected onto the unit-norm eigenvectors' tangent space,
+    # X - V^H V diag(Re(diag(X))): gA = V^-H (X / E + diag(gw)) V^H, its real part for a real A
+    from .elementwise import div
+    from .reduce import reduce_sum
+    a = ins[0]
+    n = shape_of(a)[-1]
+    if n == 0:
+        return (_zeros_of(a),)
+    w, v = eigh_split(out, n)
+    gw, gv = eigh_split(g, n)
+    vh = adjoint(v)
+    x = matmul(vh, gv)
+    re_diag = real(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False))
+    x = x - matmul(vh, v * _row(_like(re_diag, v)))
+    wc = conj(w)
+    ga = solve(vh, matmul(div(x, _row(wc) - _col(wc) + _eye_like(n, wc.dtype.np)) + _diag_of(gw), vh))
+    return (ga if _is_complex_value(a) else real(ga),)
+
+
+def _eig_jvp(ts, ins, out):
+    # PyTorch's linalg_eig_jvp, general case: dP = V^-1 dA V, dw = diag(dP), X = (dP / E) with a
+    # zero diagonal (E_ij = w_j - w_i), dV = V (X - diag(Re(diag(V^H V X)))) (unit norms kept)
+    if ts[0] is None:
+        return None
+    from .elementwise import div
+    from .layout import concatenate, reshape
+    from .reduce import reduce_sum
+    n = shape_of(ins[0])[-1]
+    if n == 0:
+        return _zeros_of(out)
+    w, v = eigh_split(out, n)
+    eye = _eye_like(n, v.dtype.np)
+    dp = solve(v, matmul(_like(ts[0], v), v))
+    last = len(shape_of(dp)) - 1
+    dw = reduce_sum(dp * eye, axes=(last,), keepdims=False)
+    x = div(dp, _row(w) - _col(w) + eye)
+    x = x - x * eye
+    norms = real(reduce_sum(matmul(adjoint(v), matmul(v, x)) * eye, axes=(last,), keepdims=False))
+    dv = matmul(v, x - _diag_of(_like(norms, v)))
+    b = shape_of(out)[:-1]
+    return concatenate(dw, reshape(dv, shape=b + (n * n,)), axis=len(b))
+
+
+eig = Primitive("eig", _eig_impl, abstract=_eig_abstract, vjp=_eig_vjp, jvp=_eig_jvp, saves="in,out",
+                node_name="LinalgEigBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("eig"))
