@@ -116,3 +116,24 @@ def test_general_eigendecomposition_gradients_as_torch():
             assert g == w
         else:
             np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
+
+
+def test_losses_depending_on_complex_vectors_phases_are_refused_as_torch():
+    """A loss that depends on the phases of complex eigen- or singular vectors has no
+    gradient: PyTorch's backward raises, fusegrad's returned a number."""
+    r = np.random.default_rng(0)
+    a0 = r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3))
+    h0 = a0 @ a0.conj().T
+    got = []
+    for T in (fg, torch):
+        row = []
+        for f, m in ((lambda a: T.linalg.eigh(a)[1].real.sum(), h0), (lambda a: T.linalg.eig(a)[1].real.sum(), a0),
+                     (lambda a: T.linalg.svd(a)[0].real.sum(), a0), (lambda a: T.linalg.eigh(a)[1].abs().sum(), h0)):
+            a = T.tensor(m, requires_grad=True)
+            try:
+                f(a).backward()
+                row.append(np.round(a.grad.numpy(), 8).tolist())
+            except RuntimeError as e:
+                row.append(str(e)[:60])
+        got.append(row)
+    assert got[0] == got[1]

@@ -30,6 +30,23 @@ def adjoint(x):
     return conj(swap_last(x)) if _is_complex_value(x) else swap_last(x)
 
 
+_EIG_PHASE = ("linalg_{}_backward: The eigenvectors in the complex case are specified up to multiplication by "
+              "e^{{i phi}}. The specified loss function depends on this quantity, so it is ill-defined.")
+_SVD_PHASE = ("svd_backward: The singular vectors in the complex case are specified up to multiplication by "
+              "e^{i phi}. The specified loss function depends on this phase term, making it ill-defined.")
+
+
+def _phase_free(x, message: str) -> None:
+    """PyTorch's check that a loss does not depend on complex singular or eigenvectors'
+    phases: ``x``, the imaginary parts of its gradient's diagonal terms, is about 0 (checked
+    where its value is known: eagerly)."""
+    if _is_complex_value(x):
+        from .reduce import reduce_sum
+        d = getattr(imag(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False)), "_data", None)
+        if type(d) is np.ndarray and not np.allclose(d, 0.0, rtol=1e-2, atol=1e-2):
+            raise RuntimeError(message)
+
+
 def _like(x, like):
     """Real ``x`` as a complex value where ``like`` is complex (a real factor of a complex rule)."""
     from .elementwise import cast
@@ -575,6 +592,7 @@ def _svd_backward(gu, gs, gvh, u, s, vh):
     m, n = shape_of(u)[-2], shape_of(vh)[-1]
     uhgu = matmul(adjoint(u), gu)
     vhgv = matmul(vh, adjoint(gvh))
+    _phase_free(uhgu + vhgv, _SVD_PHASE)  # (a loss may depend on U's and V's phases together)
     j = div(matmul(uhgu - adjoint(uhgu), _diag_of(s)) + matmul(_diag_of(s), vhgv - adjoint(vhgv)), _gap(s))
     j = j + _diag_of(gs)
     if _is_complex_value(uhgu):
@@ -793,6 +811,7 @@ def _eigh_vjp(g, ins, out, needs, upper):
     w, v = eigh_split(out, n)
     gw, gv = eigh_split(g, n)
     x = matmul(adjoint(v), gv)
+    _phase_free(x, _EIG_PHASE.format("eigh"))
     x = (x - adjoint(x)) * 0.5
     x = div(x, where(eq(x, 0.0), 1.0, _eig_gap(w)))
     return (matmul(v, matmul(x + _diag_of(gw), adjoint(v))),)
@@ -903,6 +922,7 @@ def _eig_vjp(g, ins, out, needs):
     gw, gv = eigh_split(g, n)
     vh = adjoint(v)
     x = matmul(vh, gv)
+    _phase_free(x, _EIG_PHASE.format("eig"))
     re_diag = real(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False))
     x = x - matmul(vh, v * _row(_like(re_diag, v)))
     wc = conj(w)
