@@ -796,6 +796,16 @@ def _eig_gap(w):
     return _row(w) - _col(w) + _eye_like(shape_of(w)[-1], w.dtype.np)
 
 
+def _eigen_parts(g, out, n: int, which: str) -> tuple:
+    """The eigenvalues, eigenvectors, the eigenvalues' cotangent and V^H gV of an ``eigh`` or
+    ``eig`` result and cotangent, the loss checked not to depend on the eigenvectors' phases."""
+    w, v = eigh_split(out, n)
+    gw, gv = eigh_split(g, n)
+    x = matmul(adjoint(v), gv)
+    _phase_free(x, _EIG_PHASE.format(which))
+    return w, v, gw, x
+
+
 def _eigh_vjp(g, ins, out, needs, upper):
     # PyTorch's linalg_eig_backward, Hermitian case: with E_ij = w_j - w_i,
     # gA = V (skew(V^H gV) / 2 / E + diag(gw)) V^H, Hermitian (not restricted to the triangle
@@ -808,10 +818,7 @@ def _eigh_vjp(g, ins, out, needs, upper):
     n = shape_of(a)[-1]
     if n == 0:
         return (_zeros_of(a),)
-    w, v = eigh_split(out, n)
-    gw, gv = eigh_split(g, n)
-    x = matmul(adjoint(v), gv)
-    _phase_free(x, _EIG_PHASE.format("eigh"))
+    w, v, gw, x = _eigen_parts(g, out, n, "eigh")
     x = (x - adjoint(x)) * 0.5
     x = div(x, where(eq(x, 0.0), 1.0, _eig_gap(w)))
     return (matmul(v, matmul(x + _diag_of(gw), adjoint(v))),)
@@ -918,11 +925,8 @@ def _eig_vjp(g, ins, out, needs):
     n = shape_of(a)[-1]
     if n == 0:
         return (_zeros_of(a),)
-    w, v = eigh_split(out, n)
-    gw, gv = eigh_split(g, n)
+    w, v, gw, x = _eigen_parts(g, out, n, "eig")
     vh = adjoint(v)
-    x = matmul(vh, gv)
-    _phase_free(x, _EIG_PHASE.format("eig"))
     re_diag = real(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False))
     x = x - matmul(vh, v * _row(_like(re_diag, v)))
     wc = conj(w)
