@@ -1090,3 +1090,54 @@ def test_compiled_function_returning_a_strided_view():
         for ours, eager in zip(*res):
             assert ours.shape == eager.shape
             np.testing.assert_allclose(ours, eager, rtol=1e-12)
+
+
+def test_requires_grad_changes_inside_a_compiled_step_take_effect_as_eagerly():
+    """A compiled generator step that freezes the discriminator and unfreezes it at its end
+    (ProGAN/WGAN style; requires_grad_, the setter, Module.requires_grad_): after each call
+    the flags are eager's, and the next discriminator step gets its gradients. The flags were
+    restored to the trace's view of them (frozen), so D silently stopped training (found by yr)."""
+    def run(compiled):
+        r = np.random.default_rng(0)
+        D, G = torch.nn.Linear(3, 1), torch.nn.Linear(2, 3)
+        with torch.no_grad():
+            for p in (*D.parameters(), *G.parameters()):
+                p.copy_(torch.tensor(r.standard_normal(tuple(p.shape)).astype(np.float32)))
+        opt_d, opt_g = torch.optim.SGD(D.parameters(), lr=0.1), torch.optim.SGD(G.parameters(), lr=0.1)
+        z, real = torch.tensor(r.standard_normal((4, 2)).astype(np.float32)), torch.ones(4, 3)
+
+        def g_step(z, how):
+            if how == "module":
+                D.requires_grad_(False)
+            for p in D.parameters():
+                if how == "method":
+                    p.requires_grad_(False)
+                elif how == "setter":
+                    p.requires_grad = False
+            opt_g.zero_grad()
+            loss = -D(G(z)).mean()
+            loss.backward()
+            opt_g.step()
+            if how == "module":
+                D.requires_grad_(True)
+            for p in D.parameters():
+                if how == "method":
+                    p.requires_grad_(True)
+                elif how == "setter":
+                    p.requires_grad = True
+            return loss
+        step = torch.compile(g_step) if compiled else g_step
+        out = []
+        for how in ("method", "setter", "module", "method"):
+            opt_d.zero_grad()
+            (D(G(z).detach()).mean() - D(real).mean()).backward()
+            opt_d.step()
+            loss = step(z, how)
+            out.append((float(loss), [p.requires_grad for p in D.parameters()], D.weight.grad is not None,
+                        D.weight.detach().numpy().copy()))
+        return out
+    eager, compiled = run(False), run(True)
+    for e, c in zip(eager, compiled):
+        assert e[1:3] == c[1:3] == ([True, True], True)
+        np.testing.assert_allclose(c[0], e[0], rtol=1e-5)
+        np.testing.assert_allclose(c[3], e[3], rtol=1e-5, atol=1e-6)

@@ -115,17 +115,23 @@ class Tensor:
     def requires_grad(self, flag: bool) -> None:
         self.requires_grad_(flag)
 
-    def _autograd_call(self, what: str, sees_uses: bool = False):
+    def _autograd_call(self, what: str, sees_uses: bool = False, changes_leaf: bool = False):
         """Where an autograd-API call (a hook, retain_grad, requires_grad_) on this tensor
         runs: on a value compile is tracing, a graph break, so that it takes effect on the
         concrete tensor as in eager (a compiled graph has no place for it); else here.
         ``sees_uses``: the call concerns the gradient from every use of the tensor, so one
         that compiled code already used inside a segment (whose backward is out of the
         call's reach) makes the call run eagerly from its start, or raises GraphBreak if it
-        cannot start over (a break before it already ran on)."""
-        from ..tracer.trace import GraphBreak, current_traces, user_frame
+        cannot start over (a break before it already ran on). ``changes_leaf``: the call
+        changes this tensor's autograd state, which compiled code does not replay: inside
+        compile's trace it runs eagerly, also on a tensor the trace has not read yet."""
+        from ..tracer.trace import GraphBreak, capture_trace, current_traces, user_frame
         d = self._data
         tracing = type(d) is Var and d.trace.follows_requires_grad and d.trace.active
+        if changes_leaf and not tracing:
+            tr = capture_trace()
+            if tr is not None and tr.active:
+                return tr.eagerly(f"Tensor.{what} at {user_frame()}")
         if sees_uses and self._grad_fn is not None:
             trs = current_traces()
             from ..ir.prims import stop_gradient  # (a detach() is no use: no gradient comes back through it)
@@ -141,7 +147,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if self._grad_fn is None and self._rg != bool(requires_grad):
-            with self._autograd_call("requires_grad_()"):
+            with self._autograd_call("requires_grad_()", changes_leaf=True):
                 return self._set_requires_grad(requires_grad)
         return self._set_requires_grad(requires_grad)
 
