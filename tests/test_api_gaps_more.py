@@ -754,3 +754,28 @@ def test_training_script_misuses_raise_torchs_errors():
             row.append((type(info.value).__name__, str(info.value)[:80]))
         got.append(row)
     assert got[0] == got[1]
+
+
+def test_interpolate_conv_and_rnn_argument_checks_as_torch():
+    """A scale_factor of the wrong length (fusegrad scaled some dims and dropped the rest),
+    F.conv1d's padding strings, an integer input or proj_size to a GRU/RNN: torch's errors
+    (found by yt)."""
+    got = []
+    for T in (fg, torch):
+        F, nn = T.nn.functional, T.nn
+        calls = [lambda: F.interpolate(T.ones(1, 1, 4, 4), scale_factor=(2.0,), mode="bilinear"),
+                 lambda: F.interpolate(T.ones(1, 1, 4), scale_factor=(2.0, 2.0)),
+                 lambda: nn.Upsample(scale_factor=(2.0, 3.0))(T.ones(1, 1, 4)),
+                 lambda: F.conv1d(T.ones(1, 1, 8), T.ones(1, 1, 3), padding="same", stride=2),
+                 lambda: F.conv1d(T.ones(1, 1, 8), T.ones(1, 1, 3), padding="foo"),
+                 lambda: nn.GRU(3, 5)(T.ones(4, 2, 3, dtype=T.int64)),
+                 lambda: nn.LSTM(3, 5)(T.ones(4, 2, 3, dtype=T.bool)),
+                 lambda: nn.GRU(3, 5, proj_size=2), lambda: nn.RNN(3, 5, proj_size=2)]
+        row = []
+        for call in calls:
+            with pytest.raises(Exception) as info:
+                call()
+            row.append((type(info.value).__name__, str(info.value).replace("fusegrad.", "torch.")[:60]))
+        row.append(tuple(F.interpolate(T.ones(1, 1, 4, 4), scale_factor=(2.0, 0.5), mode="bilinear").shape))
+        got.append(row)
+    assert got[0] == got[1]

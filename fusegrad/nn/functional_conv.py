@@ -80,9 +80,9 @@ def _padding(padding, n: int, ks: tuple, stride: tuple, dilation: tuple, what: s
         if padding == "valid":
             return [(0, 0)] * n
         if padding != "same":
-            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
         if any(s != 1 for s in stride):
-            raise ValueError("padding='same' is not supported for strided convolutions")
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
         pads = []
         for k, d in zip(ks, dilation):
             total = d * (k - 1)

@@ -577,6 +577,11 @@ def _scales(input: Tensor, n: int, size, scale_factor) -> tuple:
                              "...,oK) format.")
         return tuple(int(o) for o in outs), tuple(s / o for s, o in zip(sp, outs))
     sf = tuple(scale_factor) if isinstance(scale_factor, (list, tuple)) else (scale_factor,) * n
+    if len(sf) != n:
+        raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+                         f"with spatial dimensions of {list(sp)} and scale_factor of shape {scale_factor}. Please "
+                         "provide input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, "
+                         "...,sK) format.")
     outs = tuple(int(math.floor(s * f)) for s, f in zip(sp, sf))
     return outs, tuple(1.0 / f for f in sf)
 

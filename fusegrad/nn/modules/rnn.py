@@ -244,7 +244,7 @@ class RNNBase(Module):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
                              "instead")
         w = next((p for p in self._parameters.values() if p is not None), None)
-        if w is not None and input.is_floating_point() and input.dtype != w.dtype and AUTOCAST.dtype is None:
+        if w is not None and input.dtype != w.dtype and (AUTOCAST.dtype is None or not input.is_floating_point()):
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
                              f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
         if input.shape[-1] != self.input_size:
@@ -424,9 +424,9 @@ class RNN(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None) -> None:
+                 device=None, dtype=None, proj_size: int = 0) -> None:
         super().__init__(_rnn_mode(nonlinearity), input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, dtype=dtype)
+                         bidirectional, proj_size=proj_size, dtype=dtype)  # (proj_size: refused, as torch's)
         self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, hx: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
@@ -460,9 +460,9 @@ class GRU(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 device=None, dtype=None) -> None:
+                 device=None, dtype=None, proj_size: int = 0) -> None:
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         dtype=dtype)
+                         proj_size=proj_size, dtype=dtype)  # (proj_size: refused, as torch's)
 
     def forward(self, input: Tensor, hx: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
         out, (h,) = self._forward(input, None if hx is None else (hx,))
