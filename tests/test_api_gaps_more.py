@@ -758,8 +758,9 @@ def test_training_script_misuses_raise_torchs_errors():
 
 def test_interpolate_conv_and_rnn_argument_checks_as_torch():
     """A scale_factor of the wrong length (fusegrad scaled some dims and dropped the rest),
-    F.conv1d's padding strings, an integer input or proj_size to a GRU/RNN: torch's errors
-    (found by yt)."""
+    F.conv1d's padding strings, an integer input or proj_size to a GRU/RNN, nearest
+    interpolation of int64, non-constant padding of a tensor without batch and channel dims:
+    torch's errors (found by yt)."""
     got = []
     for T in (fg, torch):
         F, nn = T.nn.functional, T.nn
@@ -770,12 +771,16 @@ def test_interpolate_conv_and_rnn_argument_checks_as_torch():
                  lambda: F.conv1d(T.ones(1, 1, 8), T.ones(1, 1, 3), padding="foo"),
                  lambda: nn.GRU(3, 5)(T.ones(4, 2, 3, dtype=T.int64)),
                  lambda: nn.LSTM(3, 5)(T.ones(4, 2, 3, dtype=T.bool)),
-                 lambda: nn.GRU(3, 5, proj_size=2), lambda: nn.RNN(3, 5, proj_size=2)]
+                 lambda: nn.GRU(3, 5, proj_size=2), lambda: nn.RNN(3, 5, proj_size=2),
+                 lambda: F.interpolate(T.arange(4).view(1, 1, 4), size=7, mode="nearest"),
+                 lambda: F.pad(T.arange(4.0), (2, 0), mode="replicate"),
+                 lambda: F.pad(T.ones(2, 4), (1, 1, 1, 1), mode="reflect")]
         row = []
         for call in calls:
             with pytest.raises(Exception) as info:
                 call()
             row.append((type(info.value).__name__, str(info.value).replace("fusegrad.", "torch.")[:60]))
         row.append(tuple(F.interpolate(T.ones(1, 1, 4, 4), scale_factor=(2.0, 0.5), mode="bilinear").shape))
+        row.append(F.interpolate(T.arange(4).view(1, 1, 4).to(T.uint8), size=7, mode="nearest").tolist())
         got.append(row)
     assert got[0] == got[1]

@@ -364,6 +364,12 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Option
         return O.pad(out, widths, value=0.0 if value is None else value)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unsupported padding mode: {mode}")
+    if input.ndim not in (len(pairs) + 1, len(pairs) + 2):  # (a batch, then a channel dim before the padded ones)
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+                                  "Supported combinations for non-constant padding:\n"
+                                  "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                                  "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                                  "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     if mode == "replicate" or (mode == "reflect" and len(pairs) < 3):  # (PyTorch's autocast fp32 list)
         return _copying_pad_fp32(input, pairs, mode)
     return _copying_pad(input, pairs, mode)

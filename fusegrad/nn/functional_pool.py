@@ -688,10 +688,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     outs, scales = _scales(input, n, size, scale_factor)
     if recompute_scale_factor:
         scales = tuple(s / o for s, o in zip(input.shape[2:], outs))
-    if not input.dtype.is_floating_point and not mode.startswith("nearest") and not (
-            input.dtype == D.uint8 and mode in ("bilinear", "bicubic")):
+    # (PyTorch's CPU kernels: nearest takes uint8 and floats, bilinear/bicubic uint8 too)
+    if not input.dtype.is_floating_point and input.dtype != D.uint8 or \
+            input.dtype == D.uint8 and mode not in ("bilinear", "bicubic") and not mode.startswith("nearest"):
         from ..runtime.keywords import _type_name
-        what = {"area": f"adaptive_avg_pool{n}d", "bicubic": "compute_indices_weights_cubic"}.get(
+        what = {"area": f"adaptive_avg_pool{n}d", "bicubic": "compute_indices_weights_cubic",
+                "nearest": "compute_indices_weights_nearest", "nearest-exact": "compute_indices_weights_nearest"}.get(
             mode, "compute_indices_weights_linear")
         raise NotImplementedError(f'"{what}" not implemented for \'{_type_name(input.dtype)}\'')
     if mode == "area":
