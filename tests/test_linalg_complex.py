@@ -137,3 +137,41 @@ def test_losses_depending_on_complex_vectors_phases_are_refused_as_torch():
                 row.append(str(e)[:60])
         got.append(row)
     assert got[0] == got[1]
+
+
+def test_orthogonal_parametrization_of_a_complex_layer_is_unitary_as_torch():
+    """parametrizations.orthogonal on a complex Linear (unitary RNN weights): matrix_exp and
+    cayley give a unitary weight keeping the initial one's span, trained by gradients as
+    torch's; householder refuses complex weights with torch's ValueError (the complex QR and
+    sign made the parametrization fail)."""
+    r = np.random.default_rng(0)
+    w0 = r.standard_normal((4, 4)) + 1j * r.standard_normal((4, 4))
+    x0 = r.standard_normal((3, 4)) + 1j * r.standard_normal((3, 4))
+    got = []
+    for T in (fg, torch):
+        row = []
+        for mp in ("matrix_exp", "cayley"):
+            lin = T.nn.Linear(4, 4, bias=False, dtype=T.complex64)
+            with T.no_grad():
+                lin.weight.copy_(T.tensor(w0, dtype=T.complex64))
+            T.nn.utils.parametrizations.orthogonal(lin, orthogonal_map=mp)
+            opt = T.optim.SGD(lin.parameters(), lr=0.05)
+            for _ in range(3):
+                opt.zero_grad()
+                loss = lin(T.tensor(x0, dtype=T.complex64)).abs().pow(2).sum() + lin.weight.real.sum()
+                loss.backward()
+                opt.step()
+            w = lin.weight.detach()
+            row += [float(loss), T.view_as_real(w).numpy(), bool(T.allclose(w.mH @ w, T.eye(4, dtype=T.complex64),
+                                                                               atol=1e-5))]
+        with pytest.raises(ValueError) as info:
+            T.nn.utils.parametrizations.orthogonal(T.nn.Linear(3, 3, dtype=T.complex64), orthogonal_map="householder")
+        row.append(str(info.value))
+        got.append(row)
+    for g, w in zip(*got):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        elif isinstance(w, float):
+            assert g == pytest.approx(w, rel=1e-4)
+        else:
+            assert g == w

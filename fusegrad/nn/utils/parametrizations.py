@@ -115,9 +115,10 @@ def _householder_product(a: Tensor, tau: Tensor) -> Tensor:
 
 
 def _make_orthogonal(a: Tensor) -> Tensor:
-    """The Q of ``a``'s QR decomposition, signed so that R has a positive diagonal."""
+    """The Q of ``a``'s QR decomposition, signed so that R has a positive diagonal (R's
+    diagonal is real, for complex matrices too)."""
     q, r = linalg.qr(a)
-    return q * r.diagonal(dim1=-2, dim2=-1).sign().unsqueeze(-2)
+    return q * r.diagonal(dim1=-2, dim2=-1).sgn().unsqueeze(-2)
 
 
 class _Orthogonal(Module):
@@ -143,7 +144,7 @@ class _Orthogonal(Module):
             X = X.tril()
             if n != k:  # embed into a square matrix
                 X = cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], dim=-1)
-            A = X - X.mT
+            A = X - X.mH  # (skew-Hermitian for complex matrices: a unitary result)
             if self.orthogonal_map == "matrix_exp":
                 Q = linalg.matrix_exp(A)
             else:  # the Cayley retraction (I + A/2)(I - A/2)^-1
@@ -197,5 +198,7 @@ def orthogonal(module: Module, name: str = "weight", orthogonal_map: Optional[st
     if orthogonal_map not in _ORTHOGONAL_MAPS:
         raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", "householder". '
                          f"Got: {orthogonal_map}")
+    if orthogonal_map == "householder" and weight.is_complex():
+        raise ValueError("The householder parametrization does not support complex tensors.")
     orth = _Orthogonal(weight, orthogonal_map, use_trivialization=use_trivialization)
     return parametrize.register_parametrization(module, name, orth, unsafe=True)
