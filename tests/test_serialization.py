@@ -258,3 +258,28 @@ def test_legacy_format_is_written_as_pytorch_reads_it():
         assert got["step"] == 7 and got["i"].tolist() == [1, -2] and got["b"].tolist() == [2.0, 3.0, 4.0, 5.0]
         assert str(got["h"].dtype).endswith("float16") and got["b"].storage_offset() == 2
         np.testing.assert_array_equal(got["sd"]["weight"].numpy(), obj["sd"]["weight"].numpy())
+
+
+class _Unsafe:
+    """A class no weights-only load allows (pickled by its module-level name)."""
+
+
+def test_get_unsafe_globals_in_checkpoint_as_torch():
+    """torch.serialization.get_unsafe_globals_in_checkpoint: the globals a weights-only load
+    would refuse, from the pickle's opcodes (was missing; found by yp)."""
+    import collections
+    import io
+
+    import torch
+    got = []
+    for T in (fg, torch):
+        buf = io.BytesIO()
+        T.save({"a": T.ones(2), "f": _Unsafe(), "c": collections.OrderedDict(), "g": [_Unsafe()], "s": T.Size([2]),
+                "sd": T.nn.Linear(2, 2).state_dict()}, buf)
+        row = []
+        for extra in ([], [_Unsafe]):
+            with T.serialization.safe_globals(extra):
+                buf.seek(0)
+                row.append(T.serialization.get_unsafe_globals_in_checkpoint(buf))
+        got.append(row)
+    assert got[0] == got[1] == [[f"{__name__}._Unsafe"], []]

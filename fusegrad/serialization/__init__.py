@@ -14,7 +14,7 @@ from ..runtime.tensor import device
 from . import names as N
 from .pickling import TorchPickler, TorchUnpickler
 from .restricted import (UNSAFE_MESSAGE, WeightsOnlyUnpickler, add_safe_globals, clear_safe_globals,
-                         get_safe_globals, safe_globals)
+                         get_safe_globals, safe_globals, unsafe_globals)
 from .legacy import write_legacy
 from .zipformat import ArchiveReader, FileLike, is_zip, write_archive
 
@@ -142,5 +142,17 @@ def _load_legacy(f: FileLike, map_location: MapLocation, pickle_module: Any, wei
             fh.close()
 
 
+def get_unsafe_globals_in_checkpoint(f: FileLike) -> list:
+    """The globals a checkpoint names that ``load(weights_only=True)`` refuses (read from its
+    pickle's opcodes, nothing unpickled), as ``torch.serialization.get_unsafe_globals_in_checkpoint``."""
+    if not is_zip(f):
+        raise ValueError("Expected input to be a checkpoint returned by torch.save")
+    reader = ArchiveReader(f)
+    try:
+        return unsafe_globals(reader.read("data.pkl"))
+    finally:
+        reader.close()
+
+
 __all__ = ["DEFAULT_PROTOCOL", "UNSAFE_MESSAGE", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
-           "load", "safe_globals", "save"]
+           "get_unsafe_globals_in_checkpoint", "load", "safe_globals", "save"]

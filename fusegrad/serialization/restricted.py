@@ -65,6 +65,30 @@ class safe_globals:
         _user_safe.update(self.saved)
 
 
+def _safe_global(module: str, name: str) -> Any:
+    """What a ``weights_only`` load reads the global ``module.name`` as, or None (refused)."""
+    full = f"{module}.{name}"
+    if full in _PLAIN:
+        return _PLAIN[full]
+    found = N.torch_global(module, name) if module == "torch" or module.startswith("torch.") else None
+    return found if found is not None else _user_safe.get(full)
+
+
+def unsafe_globals(data: bytes) -> list:
+    """The globals a pickle names that a ``weights_only`` load refuses, in order, once each
+    (read from its opcodes: nothing is unpickled)."""
+    import pickletools
+    names, strings = [], []
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8"):
+            strings.append(arg)
+        elif op.name == "GLOBAL":
+            names.append(tuple(arg.split(" ", 1)))
+        elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+            names.append((strings[-2], strings[-1]))
+    return list(dict.fromkeys(f"{m}.{n}" for m, n in names if _safe_global(m, n) is None))
+
+
 def _refuse(message: str) -> pickle.UnpicklingError:
     return pickle.UnpicklingError(f"Weights only load failed. {UNSAFE_MESSAGE}\nWeightsUnpickler error: {message}")
 
@@ -77,13 +101,9 @@ class WeightsOnlyUnpickler(StorageReading, pickle._Unpickler):
             module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
             module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         full = f"{module}.{name}"
-        if full in _PLAIN:
-            return _PLAIN[full]
-        found = N.torch_global(module, name) if module == "torch" or module.startswith("torch.") else None
+        found = _safe_global(module, name)
         if found is not None:
             return found
-        if full in _user_safe:
-            return _user_safe[full]
         raise _refuse(f"Unsupported global: GLOBAL {full} was not an allowed global by default. Please use "
                       f"`fusegrad.serialization.add_safe_globals([{name}])` or the "
                       f"`fusegrad.serialization.safe_globals([{name}])` context manager to allowlist this "
