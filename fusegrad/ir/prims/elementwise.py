@@ -247,17 +247,21 @@ def _lin_jvp(f):
 
 
 _F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
 from ..dtypes import _BF16  # noqa: E402  (ml_dtypes' bfloat16)
 
 
 def _bf16_scalars(ufunc, scalar_first: bool):
-    """``ufunc`` with PyTorch's result for a bfloat16 array and a Python scalar, where NumPy
-    computes in float32 and returns that (ml_dtypes' bfloat16 has no weak scalars there):
-    rounded once to bfloat16 (PyTorch's mul, div and the rest), or, ``scalar_first`` (add
-    and sub), the scalar rounded to bfloat16 first, as PyTorch does for those."""
-    def impl(a, b, _f32=_F32, _bf16=_BF16):  # (defaults: local lookups on this per-op path)
+    """``ufunc`` with PyTorch's result for a bfloat16 or float16 array and a Python scalar:
+    computed in float32 and rounded once (PyTorch's mul, div and the rest; NumPy computes
+    bfloat16 in float32 and returns that, float16 with the scalar rounded to float16 first),
+    or, ``scalar_first`` (add and sub), the scalar rounded to the array's dtype first, as
+    PyTorch does for those."""
+    def impl(a, b, _f32=_F32, _bf16=_BF16, _f16=_F16):  # (defaults: local lookups on this per-op path)
         r = ufunc(a, b)
         if r.dtype is not _f32:
+            if r.dtype is _f16 and not scalar_first and not (hasattr(a, "dtype") and hasattr(b, "dtype")):
+                return (ufunc(a.astype(_f32), b) if hasattr(a, "dtype") else ufunc(a, b.astype(_f32))).astype(_f16)
             return r
         if getattr(a, "dtype", None) is _bf16:
             return ufunc(a, np.asarray(b, _bf16)) if scalar_first and not hasattr(b, "dtype") else r.astype(_bf16)
