@@ -31,6 +31,7 @@ def install(namespace: dict, tensor_cls: type) -> None:
                      layout=layout, strided=strided, sparse_coo=sparse_coo, sparse_csr=sparse_csr, is_tensor=is_tensor,
                      hspmm=sparse_ops.hspmm, smm=sparse_ops.smm)
     SparseCOOTensor.to_sparse_csr = to_sparse_csr
+    SparseCOOTensor.smm = tensor_cls.smm = sparse_ops.smm  # (Tensor.smm too, as torch's: a dense self raises)
     T = tensor_cls
     T.is_sparse = T.is_sparse_csr = False
     T.to_sparse_csr = to_sparse_csr

@@ -87,9 +87,9 @@ def spmm(input, mat2) -> Tensor:
 def hspmm(mat1, mat2) -> SparseCOOTensor:
     """torch.hspmm: the product of a sparse and a dense matrix as a hybrid sparse tensor, one
     entry (a dense row) per row of ``mat1`` holding entries."""
-    s, d, first = _operands(mat1, mat2, "hspmm", (2,))
-    if not first:
+    if not isinstance(mat1, SparseCOOTensor):
         raise RuntimeError("hspmm: Argument #2: Expected sparse tensor, got dense tensor")
+    s, d, _ = _operands(mat1, mat2, "hspmm", (2,))
     rows = np.unique(s._idx._concrete("hspmm", host=True)[0])
     full = _product(s, d, "HspmmBackward0")
     kept = O.index_select(full, 0, tensor(rows, device=d.device))
