@@ -98,3 +98,13 @@ def test_float16_arithmetic_with_python_numbers_rounds_as_torch():
         t = T.tensor(x)
         got.append([_numbers(v) for v in (t * 0.7, t / 0.7, 0.3 * t, t + 0.1, t - 0.1, t.bfloat16() * 0.7)])
     assert got[0] == got[1]
+
+
+def test_number_divided_by_a_tensor_is_reciprocal_times_number_as_torch():
+    """``c / t`` is ``t.reciprocal() * c``, as PyTorch's Tensor.__rtruediv__ computes it (two
+    roundings): bit-equal values in float32 and float16 (a single division differed by 1 ulp)."""
+    x = np.random.default_rng(1).standard_normal(4096)
+    got = []
+    for T in (fg, torch):
+        got.append([_numbers(0.7 / T.tensor(x, dtype=dt)) for dt in (T.float32, T.float16, T.float64)])
+    assert got[0] == got[1]

@@ -81,7 +81,7 @@ def _bind() -> None:
     T.__sub__ = O.sub
     T.__rsub__ = lambda self, other: O.rsub(self, other)
     T.__truediv__ = O.div
-    T.__rtruediv__ = lambda self, other: O.named(O.div(other, self), "MulBackward0")  # (torch: reciprocal * other)
+    T.__rtruediv__ = lambda self, other: O.mul(O.reciprocal(self), other)  # (as torch computes it)
     T.__neg__ = O.neg
     T.__pos__ = lambda self: self
     T.__abs__ = O.abs
