@@ -1106,25 +1106,22 @@ def test_requires_grad_changes_inside_a_compiled_step_take_effect_as_eagerly():
         opt_d, opt_g = torch.optim.SGD(D.parameters(), lr=0.1), torch.optim.SGD(G.parameters(), lr=0.1)
         z, real = torch.tensor(r.standard_normal((4, 2)).astype(np.float32)), torch.ones(4, 3)
 
-        def g_step(z, how):
+        def set_d(flag, how):
             if how == "module":
-                D.requires_grad_(False)
+                D.requires_grad_(flag)
             for p in D.parameters():
                 if how == "method":
-                    p.requires_grad_(False)
+                    p.requires_grad_(flag)
                 elif how == "setter":
-                    p.requires_grad = False
+                    p.requires_grad = flag
+
+        def g_step(z, how):
+            set_d(False, how)
             opt_g.zero_grad()
             loss = -D(G(z)).mean()
             loss.backward()
             opt_g.step()
-            if how == "module":
-                D.requires_grad_(True)
-            for p in D.parameters():
-                if how == "method":
-                    p.requires_grad_(True)
-                elif how == "setter":
-                    p.requires_grad = True
+            set_d(True, how)
             return loss
         step = torch.compile(g_step) if compiled else g_step
         out = []
