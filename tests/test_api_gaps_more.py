@@ -633,6 +633,11 @@ def test_library_opcheck_as_torch():
             text = str(info.value).replace("fusegrad.Size", "torch.Size")
             row.append((type(info.value).__name__, text.replace(ns, "NS").split(" (scroll")[0]))
         row.append(x.tolist())  # copies were checked: the argument itself is untouched
+
+        def sin_out(x: T.Tensor, out: T.Tensor) -> None:  # (returns nothing: needs no fake impl)
+            out.copy_(x.sin())
+        row.append(T.library.opcheck(T.library.custom_op(f"{ns}::sin_out", sin_out, mutates_args={"out"}),
+                                     (x, T.empty(3, dtype=T.float64))))
         got.append(row)
     assert got[0] == got[1]
 
