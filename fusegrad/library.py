@@ -238,7 +238,8 @@ def _require_fake(op: CustomOpDef) -> bool:
     mutates its arguments) needs none, as PyTorch makes it one; others raise PyTorch's error."""
     if op._fake is None and op._signature.return_annotation not in (None, "None", type(None)):
         raise RuntimeError(f"There was no fake impl registered for {op!r}. This is necessary for torch.compile/"
-                           f"export/fx tracing to work. Please use `{op._fn.__name__}.register_fake` to add an fake impl.")
+                           f"export/fx tracing to work. Please use `{op._fn.__name__}.register_fake` to add an "
+                           "fake impl.")
     return op._fake is not None
 
 

@@ -64,21 +64,24 @@ def _no_nan(x: Tensor) -> Tensor:
     return O.where(O.isnan(x), zeros_like(x), x)
 
 
+def _nansum_operand(x) -> Tensor:
+    """``x`` as a tensor, refused when complex (PyTorch's nansum kernel, which nanmean calls too)."""
+    x = O.as_t(x)
+    if x.is_complex():
+        raise RuntimeError("nansum on CPU does not support complex inputs")
+    return x
+
+
 @op
 def nansum(x, dim=None, keepdim=False, *, dtype=None):
     """The sum with NaNs counted as 0."""
-    x = O.as_t(x)
-    if x._data.dtype.kind == "c":
-        raise RuntimeError("nansum on CPU does not support complex inputs")
-    return O.sum(_no_nan(x), dim, keepdim, dtype=dtype)
+    return O.sum(_no_nan(_nansum_operand(x)), dim, keepdim, dtype=dtype)
 
 
 @op
 def nanmean(x, dim=None, keepdim=False, *, dtype=None):
     """The mean of the non-NaN elements (NaN where there are none)."""
-    x = O.as_t(x)
-    if x.is_complex():  # (PyTorch's nanmean is its nansum's, which has no complex kernel)
-        raise RuntimeError("nansum on CPU does not support complex inputs")
+    x = _nansum_operand(x)
     if not x.is_floating_point():
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
                            f"{O.scalar_name(x)}")

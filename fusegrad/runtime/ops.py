@@ -336,7 +336,7 @@ def logit(x, eps=None):
 # ---------------------------------------------------------------- binary math
 @op(inplace="method")
 def add(input, other, *, alpha=1, out=None):  # noqa: A002 - PyTorch's names (no adapter: runtime/keywords.py)
-    if _sparse(other) and isinstance(input, Tensor):  # dense + sparse: dense, as torch's (no broadcasting)
+    if type(other) is not Tensor and _sparse(other) and isinstance(input, Tensor):  # dense + sparse: dense (as torch)
         if tuple(input.shape) != tuple(other.shape):
             raise RuntimeError(f"add: expected 'self' and 'other' to have same size, but self has size "
                                f"{list(input.shape)} while other has size {list(other.shape)} (FYI: dense-sparse "
@@ -367,7 +367,8 @@ def rsub(a, b, alpha=1):
 
 @op(inplace="method")
 def mul(input, other, *, out=None):  # noqa: A002
-    if _sparse(input) or _sparse(other):  # (a product with a sparse tensor is sparse: its method)
+    # (a product with a sparse tensor is sparse: its method; plain tensors skip the layout lookups)
+    if (type(input) is not Tensor and _sparse(input)) or (type(other) is not Tensor and _sparse(other)):
         return input.mul(other) if _sparse(input) else other.mul(input)
     r = _binary(P.mul, input, other, "MulBackward0")
     return r if out is None else write_out("mul", r, out)

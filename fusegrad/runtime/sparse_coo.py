@@ -294,6 +294,10 @@ class SparseCOOTensor:
         self._coalesced = True
         return self
 
+    def _values_at(self, k: np.ndarray) -> Tensor:
+        """The values of entries ``k`` (positions in the entry list; differentiable)."""
+        return O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+
     def index_select(self, dim: int, index: Tensor) -> "SparseCOOTensor":
         """The slices at ``index`` along sparse dimension ``dim`` (repeats repeat them), as
         torch's sparse index_select; differentiable in the values."""
@@ -307,7 +311,7 @@ class SparseCOOTensor:
         new_idx[d] = j
         size = list(self._size)
         size[d] = len(want)
-        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        val = self._values_at(k)
         return SparseCOOTensor(tensor(new_idx, device=self._idx.device), val, size, False)
 
     # ------------------------------------------------------------ arithmetic
@@ -336,9 +340,8 @@ class SparseCOOTensor:
         a, b = self.coalesce(), other.coalesce()
         _, ia, ib = np.intersect1d(a._flat_index()._concrete("sparse mul", host=True),
                                    b._flat_index()._concrete("sparse mul", host=True), return_indices=True)
-        pick = (lambda s, k: O.index_select(s._val, 0, tensor(k.astype(np.int64), device=s._val.device)))
         return SparseCOOTensor(tensor(a._idx._concrete("sparse mul", host=True)[:, ia], device=a._idx.device),
-                               O.mul(pick(a, ia), pick(b, ib)), self._size, True)
+                               O.mul(a._values_at(ia), b._values_at(ib)), self._size, True)
 
     __mul__ = __rmul__ = multiply = mul
 
@@ -434,7 +437,7 @@ class SparseCOOTensor:
         k = np.flatnonzero((idx[d] >= start) & (idx[d] < start + length))
         new_idx = idx[:, k].copy()
         new_idx[d] -= start
-        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        val = self._values_at(k)
         size = self._size[:d] + (length,) + self._size[d + 1:]
         return SparseCOOTensor(tensor(new_idx, device=self._idx.device), val, size, self._coalesced)
 
@@ -508,7 +511,7 @@ class SparseCOOTensor:
                              f"dimension {d}")
         idx = self._idx._concrete("sparse select", host=True)
         k = np.flatnonzero(idx[d] == index % n)
-        val = O.index_select(self._val, 0, tensor(k.astype(np.int64), device=self._val.device))
+        val = self._values_at(k)
         return SparseCOOTensor(tensor(np.delete(idx[:, k], d, axis=0), device=self._idx.device), val,
                                self._size[:d] + self._size[d + 1:], False)  # (uncoalesced, as torch marks it)
 

@@ -86,9 +86,11 @@ def _nonempty(f, what):
 
 
 reduce_max = Primitive("reduce_max", _nonempty(np.max, "max"), abstract=_red_abstract, vjp=_extreme_vjp,
-                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="max", node_name="AmaxBackward0", mask_vjp=True)
+                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="max", node_name="AmaxBackward0",
+                       mask_vjp=True)
 reduce_min = Primitive("reduce_min", _nonempty(np.min, "min"), abstract=_red_abstract, vjp=_extreme_vjp,
-                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="min", node_name="AminBackward0", mask_vjp=True)
+                       jvp=_extreme_jvp, saves="in,out", kind="reduce", scalar="min", node_name="AminBackward0",
+                       mask_vjp=True)
 for _p, _kernel in ((reduce_max, "max_values_cpu"), (reduce_min, "min_values_cpu")):
     refuse_complex(_p, lambda t, k=_kernel: NotImplementedError(f"\"{k}\" not implemented for '{t}'"))
 
