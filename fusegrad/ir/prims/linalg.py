@@ -41,8 +41,7 @@ def _phase_free(x, message: str) -> None:
     phases: ``x``, the imaginary parts of its gradient's diagonal terms, is about 0 (checked
     where its value is known: eagerly)."""
     if _is_complex_value(x):
-        from .reduce import reduce_sum
-        d = getattr(imag(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False)), "_data", None)
+        d = getattr(imag(_diagonal(x)), "_data", None)
         if type(d) is np.ndarray and not np.allclose(d, 0.0, rtol=1e-2, atol=1e-2):
             raise RuntimeError(message)
 
@@ -51,6 +50,17 @@ def _like(x, like):
     """Real ``x`` as a complex value where ``like`` is complex (a real factor of a complex rule)."""
     from .elementwise import cast
     return cast(x, dtype=like.dtype.np) if _is_complex_value(like) and not _is_complex_value(x) else x
+
+
+def _diagonal(x):
+    """The diagonals (..., n) of ``x``'s matrices."""
+    from .reduce import reduce_sum
+    return reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False)
+
+
+def _i_imag(z):
+    """``i Im(z)``, complex, of a complex ``z``."""
+    return make_complex(_zeros_of(real(z)), imag(z))
 
 
 def _mm_abstract(avals, params):
@@ -466,8 +476,7 @@ def _qr_q_jvp(ts, ins, out, complete):
     lo = _triangle(c, False) - _diag_part(c)
     qhdq = lo - adjoint(lo)
     if _is_complex_value(c):
-        dc = _diag_part(c)
-        qhdq = qhdq + make_complex(_zeros_of(real(dc)), imag(dc))
+        qhdq = qhdq + _i_imag(_diag_part(c))
     return d - matmul(out, c - qhdq)
 
 
@@ -596,10 +605,7 @@ def _svd_backward(gu, gs, gvh, u, s, vh):
     j = div(matmul(uhgu - adjoint(uhgu), _diag_of(s)) + matmul(_diag_of(s), vhgv - adjoint(vhgv)), _gap(s))
     j = j + _diag_of(gs)
     if _is_complex_value(uhgu):
-        from .reduce import reduce_sum
-        nd = len(shape_of(uhgu))
-        dg = reduce_sum(uhgu * _eye_like(shape_of(s)[-1], uhgu.dtype.np), axes=(nd - 1,), keepdims=False)
-        j = j + _diag_of(div(make_complex(_zeros_of(real(dg)), imag(dg)), s))
+        j = j + _diag_of(div(_i_imag(_diagonal(uhgu)), s))
     if m > n:
         gusinv = div(gu, _row(s))
         return matmul(matmul(u, j) + gusinv - matmul(u, matmul(adjoint(u), gusinv)), vh)
@@ -920,14 +926,13 @@ def _eig_vjp(g, ins, out, needs):
     # diagonal) and X = V^H gV projected onto the unit-norm eigenvectors' tangent space,
     # X - V^H V diag(Re(diag(X))): gA = V^-H (X / E + diag(gw)) V^H, its real part for a real A
     from .elementwise import div
-    from .reduce import reduce_sum
     a = ins[0]
     n = shape_of(a)[-1]
     if n == 0:
         return (_zeros_of(a),)
     w, v, gw, x = _eigen_parts(g, out, n, "eig")
     vh = adjoint(v)
-    re_diag = real(reduce_sum(_diag_part(x), axes=(len(shape_of(x)) - 1,), keepdims=False))
+    re_diag = real(_diagonal(x))
     x = x - matmul(vh, v * _row(_like(re_diag, v)))
     wc = conj(w)
     ga = solve(vh, matmul(div(x, _row(wc) - _col(wc) + _eye_like(n, wc.dtype.np)) + _diag_of(gw), vh))
@@ -941,18 +946,16 @@ def _eig_jvp(ts, ins, out):
         return None
     from .elementwise import div
     from .layout import concatenate, reshape
-    from .reduce import reduce_sum
     n = shape_of(ins[0])[-1]
     if n == 0:
         return _zeros_of(out)
     w, v = eigh_split(out, n)
     eye = _eye_like(n, v.dtype.np)
     dp = solve(v, matmul(_like(ts[0], v), v))
-    last = len(shape_of(dp)) - 1
-    dw = reduce_sum(dp * eye, axes=(last,), keepdims=False)
+    dw = _diagonal(dp)
     x = div(dp, _row(w) - _col(w) + eye)
     x = x - x * eye
-    norms = real(reduce_sum(matmul(adjoint(v), matmul(v, x)) * eye, axes=(last,), keepdims=False))
+    norms = real(_diagonal(matmul(adjoint(v), matmul(v, x))))
     dv = matmul(v, x - _diag_of(_like(norms, v)))
     b = shape_of(out)[:-1]
     return concatenate(dw, reshape(dv, shape=b + (n * n,)), axis=len(b))
