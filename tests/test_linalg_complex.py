@@ -1,6 +1,7 @@
 """Complex matrices in the factorizations and what is built on them (det, slogdet, logdet,
-cholesky, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix norms, cond): values, gradients
-and forward-mode derivatives against PyTorch's (they refused complex input)."""
+cholesky, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix norms, cond, the LU family,
+triangular solves, lstsq and the ``*_ex`` variants): values, gradients and forward-mode
+derivatives against PyTorch's (they refused complex input)."""
 import numpy as np
 import pytest
 import torch
@@ -44,6 +45,15 @@ def _losses(T):
         "pinv": (TALL, lambda a: (L.pinv(a) * w[0].repeat(1, 2)[:, :4]).real.sum()),
         "matrix_norm": (A, lambda a: L.matrix_norm(a, 2).sum() + L.matrix_norm(a, "nuc").sum()),
         "cond": (A, lambda a: L.cond(a).sum()),
+        "cholesky_upper": (H, lambda a: (L.cholesky(a, upper=True) * w).real.sum()),
+        "solve_triangular": (A, lambda a: sum(
+            (L.solve_triangular(a, w, upper=up, left=left, unitriangular=unit) * w.mT).imag.sum()
+            for up in (True, False) for left in (True, False) for unit in (True, False))),
+        "lu_factor": (A, lambda a: (lambda lu, piv: (lu * w).real.sum() + (lu.abs() ** 2).sum())(*L.lu_factor(a))),
+        "lu": (A, lambda a: (lambda p, lo, up: (lo * w).imag.sum() + (up * w).real.sum() + p.real.sum())(*L.lu(a))),
+        "lu_solve": (A, lambda a: sum((L.lu_solve(*L.lu_factor(a), w, left=left, adjoint=adj) * w).real.sum()
+                                      for left in (True, False) for adj in (True, False))),
+        "lstsq": (TALL, lambda a: (L.lstsq(a, w[0].repeat(2, 1)[:4]).solution * w[1]).real.sum()),
     }
 
 
@@ -85,6 +95,31 @@ def test_complex_factorizations_results_and_forward_derivatives_as_torch():
                 L.matrix_rank(T.tensor(A)).numpy(), L.pinv(T.tensor(H), hermitian=True).numpy()]
         got.append(row)
     for g, w in zip(*got):
+        np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
+
+
+def test_complex_lu_lstsq_and_ex_variants_results_as_torch():
+    """Pivots (LAPACK compares |Re| + |Im|), P, residuals (real), the partial factor and info of
+    a matrix that is not positive-definite, the upper factor (L^H), and NaN + NaN j for singular
+    matrices in solve_ex and inv_ex."""
+    sing = A[0].copy()
+    sing[2] = 0  # (exactly singular: a multiple of a row leaves LAPACK a rounded, nonzero pivot)
+    bad = H[0].copy()
+    bad[1, 1] = -5
+    got = []
+    for T in (fg, torch):
+        L = T.linalg
+        a, tall, h = T.tensor(A), T.tensor(TALL), T.tensor(H)
+        row = [*L.lu_factor(a), *L.lu(a)]
+        for driver in ("gelsy", "gelsd", "gels", "gelss"):
+            r = L.lstsq(tall, T.tensor(W[0]).repeat(2, 1)[:4], driver=driver)
+            row += [r.solution, r.residuals, r.rank, r.singular_values]
+        row += [*L.cholesky_ex(h, upper=True), *L.cholesky_ex(T.tensor(bad)),
+                *L.solve_ex(T.stack([a[0], T.tensor(sing)]), T.tensor(W[0])),
+                *L.inv_ex(T.stack([a[1], T.tensor(sing)]))]
+        got.append([(str(t.dtype).split(".")[1], t.resolve_conj().numpy()) for t in row])
+    for (gd, g), (wd, w) in zip(*got):
+        assert gd == wd
         np.testing.assert_allclose(g, w, rtol=1e-8, atol=1e-10)
 
 

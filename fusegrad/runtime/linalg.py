@@ -96,7 +96,8 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
 # the functions that take complex matrices (their rules are written for them, prims.linalg)
 _COMPLEX_OK = frozenset({"linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.matrix_exp", "linalg.slogdet",
                          "linalg.det", "logdet", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.svd",
-                         "linalg.matrix_norm", "linalg.matrix_rank", "linalg.cond"})
+                         "linalg.matrix_norm", "linalg.matrix_rank", "linalg.cond", "torch.linalg.lu_factor_ex",
+                         "linalg.lu", "torch.linalg.lstsq", "linalg.solve_ex", "linalg.cholesky_ex"})
 
 
 def _floating(a: Tensor, what: str) -> None:
@@ -127,7 +128,7 @@ def _out(name: str, result, out):
 
 @float32_policy
 def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
-    """The Cholesky factor ``L`` (lower; ``upper``: ``L^T``) of symmetric positive-definite ``A``
+    """The Cholesky factor ``L`` (lower; ``upper``: ``L^H``) of symmetric (Hermitian) positive-definite ``A``
     (``torch.linalg.cholesky``); raises ``LinAlgError`` when ``A`` is not positive-definite."""
     a = _matrices(A, "linalg.cholesky")
     lower = P.cholesky(a)
@@ -135,7 +136,7 @@ def cholesky(A, *, upper: bool = False, out=None) -> Tensor:
     # also waits for the factorization to report it
     if lower.is_cuda and bool(lower.isnan().any()):
         raise op_error(P.cholesky, (a,), LinAlgError(NOT_POSITIVE_DEFINITE))
-    return _out("linalg.cholesky", lower.mT if upper else lower, out)
+    return _out("linalg.cholesky", lower.mH if upper else lower, out)
 
 
 def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None) -> Tensor:

@@ -2,10 +2,10 @@
 ``matmul``, ``diagonal``, ``vander``, the ``*_ex`` variants that report failures in an
 ``info`` tensor (``solve_ex``, ``inv_ex``, ``cholesky_ex``, ``lu_factor_ex``), the LU
 family (``lu_factor``, ``lu``, ``lu_solve``), ``lstsq``, ``tensorinv`` and ``tensorsolve``.
-Real dtypes only.
+Real and complex dtypes.
 
 The LU factorization picks its row pivots as LAPACK's ``getrf`` does (the largest magnitude
-in the column, the first such row) in NumPy, then factors the row-permuted matrix without
+in the column, the first such row; for complex entries LAPACK's ``|Re| + |Im|``) in NumPy, then factors the row-permuted matrix without
 pivoting in fusegrad's ops, so that the factors carry gradients."""
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def _pivot_rows(a: np.ndarray) -> tuple:
     perm = np.broadcast_to(np.arange(m), batch + (m,)).copy()
     info = np.zeros(batch, dtype=np.int32)
     for j in range(k):
-        p = j + np.argmax(np.abs(w[..., j:, j]), axis=-1)
+        p = j + np.argmax(_magnitude(w[..., j:, j]), axis=-1)
         pivots[..., j] = p + 1
         rows_j = np.take_along_axis(w, np.full(batch + (1, 1), j), -2)
         rows_p = np.take_along_axis(w, p[..., None, None], -2)
@@ -92,6 +92,12 @@ def _pivot_rows(a: np.ndarray) -> tuple:
         w[..., j + 1:, j] = col
         w[..., j + 1:, j + 1:] -= col[..., :, None] * w[..., j, None, j + 1:]
     return pivots, perm, info
+
+
+def _magnitude(v: np.ndarray) -> np.ndarray:
+    """The magnitude LAPACK's pivot search (``i?amax``) compares: ``|v|``, or ``|Re v| + |Im v|``
+    for complex ``v``."""
+    return np.abs(v.real) + np.abs(v.imag) if np.iscomplexobj(v) else np.abs(v)
 
 
 def _no_pivot_lu(w: Tensor) -> Tensor:
@@ -193,10 +199,11 @@ def _perm_of(pivots: np.ndarray, m: int) -> np.ndarray:
 
 def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False) -> Tensor:  # noqa: N803
     """``X`` with ``A X = B`` (``adjoint``: ``A^T X = B``; ``left=False``: ``X A = B``) from
-    ``A``'s LU factorization (``torch.linalg.lu_solve``): two triangular solves."""
+    ``A``'s LU factorization (``torch.linalg.lu_solve``): two triangular solves. (``adjoint`` is
+    the conjugate transpose, for complex ``A``.)"""
     lu_, b = O.as_t(LU), O.as_t(B)
-    if not left:  # X A = B  <=>  A^T X^T = B^T
-        return lu_solve(lu_, pivots, b.mT, adjoint=not adjoint).mT
+    if not left:  # X A = B  <=>  A^H X^H = B^H
+        return lu_solve(lu_, pivots, b.mH, adjoint=not adjoint).mH
     n = lu_.shape[-1]
     if lu_.shape[-2] != n:
         raise RuntimeError("linalg.lu_solve: Expected LU to be a square matrix")
@@ -208,8 +215,8 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False) -> Tens
     b = O.expand(b, batch + tuple(b.shape[-2:]))
     perm = np.broadcast_to(_perm_of(np.asarray(pivots._data), n), batch + (n,))
     low, up = _unpack(lu_)
-    if adjoint:  # A^T = U^T L^T P^T: X = P L^-T U^-T B
-        y = L.solve_triangular(low.mT, L.solve_triangular(up.mT, b, upper=False), upper=True, unitriangular=True)
+    if adjoint:  # A^H = U^H L^H P^T: X = P L^-H U^-H B
+        y = L.solve_triangular(low.mH, L.solve_triangular(up.mH, b, upper=False), upper=True, unitriangular=True)
         return _permuted_rows(y, np.argsort(perm, axis=-1))
     y = L.solve_triangular(low, _permuted_rows(b, perm), upper=False, unitriangular=True)
     return L.solve_triangular(up, y, upper=True)
@@ -224,6 +231,11 @@ def _singular_info(a: Tensor) -> tuple:
     return wrap(info), O.where(bad, wrap(np.eye(a.shape[-1], dtype=a._data.dtype)), a), bad
 
 
+def _nan(like: Tensor):
+    """The NaN a singular matrix's result is filled with: ``nan+nanj`` for complex, as PyTorch's."""
+    return complex(math.nan, math.nan) if like.dtype.is_complex else math.nan
+
+
 def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):  # noqa: N803
     """``(result, info)`` of ``linalg.solve``; ``info`` is the first zero pivot's 1-based index
     for a singular matrix, whose result is NaN (PyTorch leaves LAPACK's unspecified values)."""
@@ -235,7 +247,7 @@ def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):  # noqa: N
     b = O.as_t(B)
     if b.ndim == 1 or (b.ndim == a.ndim - 1 and tuple(b.shape) == tuple(a.shape[:-1])):
         bad = bad.squeeze(-1)  # (a batch of vectors)
-    return solve_ex_type(O.where(bad, float("nan"), x), info)
+    return solve_ex_type(O.where(bad, _nan(x), x), info)
 
 
 @float32_policy
@@ -246,22 +258,23 @@ def inv_ex(A, *, check_errors: bool = False):  # noqa: N803
     if check_errors and bool((info._data > 0).any()):
         raise LinAlgError(f"linalg.inv_ex: The diagonal element {int(info._data[info._data > 0].reshape(-1)[0])} is "
                           "zero, the inversion could not be completed because the input matrix is singular.")
-    return inv_ex_type(O.where(bad, float("nan"), L.inv(safe)), info)
+    return inv_ex_type(O.where(bad, _nan(a), L.inv(safe)), info)
 
 
 def _cholesky_info(a: np.ndarray) -> tuple:
-    """LAPACK ``potf2``'s lower factor of each matrix, stopped at the first non-positive pivot
+    """LAPACK ``potf2``'s lower factor of each (symmetric or Hermitian) matrix, stopped at the first non-positive pivot
     (left there, unrooted), and ``info``, that pivot's 1-based index (0 if none)."""
     w = np.tril(np.array(a, copy=True))
     n = w.shape[-1]
     info = np.zeros(w.shape[:-2], dtype=np.int32)
     for j in range(n):
         live = info == 0
-        d = w[..., j, j] - np.einsum("...k,...k->...", w[..., j, :j], w[..., j, :j])
+        row = w[..., j, :j].conj()  # (a Hermitian matrix's factor: A = L L^H)
+        d = (w[..., j, j] - np.einsum("...k,...k->...", w[..., j, :j], row)).real
         bad = live & ~(d > 0)
         info = np.where(bad, j + 1, info).astype(np.int32)
         root = np.sqrt(np.where(d > 0, d, 1))
-        col = (w[..., j + 1:, j] - np.einsum("...ik,...k->...i", w[..., j + 1:, :j], w[..., j, :j])) / root[..., None]
+        col = (w[..., j + 1:, j] - np.einsum("...ik,...k->...i", w[..., j + 1:, :j], row)) / root[..., None]
         good = live & ~bad
         w[..., j, j] = np.where(good, root, np.where(bad, d, w[..., j, j]))
         w[..., j + 1:, j] = np.where(good[..., None], col, w[..., j + 1:, j])
@@ -281,7 +294,7 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):  # noqa:
         first = int(info[info > 0].reshape(-1)[0])
         raise LinAlgError(f"linalg.cholesky_ex: The factorization could not be completed because the input is not "
                           f"positive-definite (the leading minor of order {first} is not positive-definite).")
-    factor = wrap(np.ascontiguousarray(np.swapaxes(partial, -1, -2) if upper else partial))
+    factor = wrap(np.ascontiguousarray(np.swapaxes(partial, -1, -2).conj() if upper else partial))
     return cholesky_ex_type(factor, wrap(info))
 
 
@@ -295,7 +308,7 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     (``torch.linalg.lstsq``), as ``pinv(A) @ B`` with singular values below ``rcond * s_max``
     dropped (default: machine epsilon times ``max(m, n)``), so its gradient is PyTorch's (which
     also differentiates the pseudoinverse). The other fields follow the CPU ``driver`` (default
-    ``'gelsy'``): ``residuals`` (squared, per column; for ``m > n`` and full rank, not for
+    ``'gelsy'``): ``residuals`` (squared magnitudes, per column; real for complex ``A``; for ``m > n`` and full rank, not for
     ``gelsy``), ``rank`` (not for ``gels``) and ``singular_values`` (``gelsd``/``gelss`` only);
     a field a driver does not compute is empty."""
     a, b = O.as_t(A), O.as_t(B)
@@ -319,10 +332,10 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     s = L.svdvals(a.detach())
     rank = (O.sum(s > s.amax(-1, keepdim=True) * rtol, -1) if min(m, n) else
             wrap(np.zeros(tuple(s.shape[:-1]), dtype=np.int64)))
-    empty = wrap(np.zeros((0,), dtype=a._data.dtype))
+    empty = wrap(np.zeros((0,), dtype=a.dtype.to_real().np))
     residuals = empty
     if driver != "gelsy" and m > n and bool((rank._data == n).all()):
-        residuals = O.sum((O.matmul(a, x) - bm) ** 2, -2)
+        residuals = O.sum(O.abs(O.matmul(a, x) - bm) ** 2, -2)
         residuals = residuals.squeeze(-1) if vector else residuals
     return lstsq_type(O.named(x.squeeze(-1) if vector else x, "LinalgLstsqBackward0"), residuals,
                       rank if driver != "gels" else wrap(np.zeros((0,), dtype=np.int64)),

@@ -328,7 +328,8 @@ def _pair_batch(prim_name: str):
 
 
 triangular_solve = Primitive("triangular_solve", _triangular_impl, abstract=_system_abstract("linalg.solve_triangular"),
-                             vjp=_tri_vjp, jvp=_tri_jvp, saves="in,out", node_name="LinalgSolveTriangularBackward0",
+                             vjp=holomorphic(_tri_vjp), jvp=_tri_jvp, saves="in,out",
+                             node_name="LinalgSolveTriangularBackward0",
                              no_lowering=_NO_LOWERING, batch=_pair_batch("triangular_solve"))
 
 
