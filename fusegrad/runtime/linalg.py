@@ -93,18 +93,8 @@ _HALF_KERNELS = {"linalg.det": "lu_cpu", "torch.linalg.lu_factor_ex": "lu_cpu", 
                  "linalg.cholesky": "cholesky_cpu"}
 
 
-# the functions that take complex matrices (their rules are written for them, prims.linalg)
-_COMPLEX_OK = frozenset({"linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.matrix_exp", "linalg.slogdet",
-                         "linalg.det", "logdet", "linalg.cholesky", "linalg.cholesky_ex", "linalg.qr", "linalg.svd",
-                         "linalg.matrix_norm", "linalg.matrix_rank", "linalg.cond", "torch.linalg.lu_factor_ex",
-                         "linalg.lu", "torch.linalg.lstsq", "linalg.solve_ex", "linalg.cholesky_ex"})
-
-
 def _floating(a: Tensor, what: str) -> None:
     """PyTorch's dtype checks of its LAPACK-backed functions."""
-    if a.dtype.is_complex and what not in _COMPLEX_OK:
-        raise RuntimeError(f"{what}: complex matrices are not supported by fusegrad's linear algebra yet (the "
-                           "factorizations, eig, inv, solve, det and matrix_exp take them)")
     if not a.dtype.is_floating_point and not a.dtype.is_complex:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(a._data.dtype)}")
