@@ -1,6 +1,6 @@
 """Complex matrices in the factorizations and what is built on them (det, slogdet, logdet,
 cholesky, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix norms, cond, the LU family,
-triangular solves, lstsq and the ``*_ex`` variants): values, gradients and forward-mode
+triangular solves, Cholesky solves, lstsq and the ``*_ex`` variants): values, gradients and forward-mode
 derivatives against PyTorch's (they refused complex input)."""
 import numpy as np
 import pytest
@@ -54,6 +54,9 @@ def _losses(T):
         "lu_solve": (A, lambda a: sum((L.lu_solve(*L.lu_factor(a), w, left=left, adjoint=adj) * w).real.sum()
                                       for left in (True, False) for adj in (True, False))),
         "lstsq": (TALL, lambda a: (L.lstsq(a, w[0].repeat(2, 1)[:4]).solution * w[1]).real.sum()),
+        "cholesky_solve": (H, lambda a: sum((T.cholesky_solve(w, L.cholesky(a, upper=up), upper=up) * w).real.sum()
+                                            + (T.cholesky_inverse(L.cholesky(a, upper=up), upper=up) * w).imag.sum()
+                                            for up in (True, False))),
     }
 
 

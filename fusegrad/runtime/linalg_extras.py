@@ -1,7 +1,7 @@
 """Matrix-vector products and Cholesky solves of the ``torch`` namespace, composed from
 fusegrad's (their gradients are those ops'): ``addr``, ``addmv``, ``chain_matmul``, ``vdot``,
 ``cholesky_solve``, ``cholesky_inverse`` and ``adjoint`` (with ``Tensor.H``/``mH``, bound in
-``runtime.methods``: real dtypes only, so the conjugate transposes are transposes)."""
+``runtime.methods``)."""
 from __future__ import annotations
 
 import warnings
@@ -66,17 +66,17 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
 @op
 @float32_policy
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor:  # noqa: A002
-    """``X`` with ``A X = input``, ``A = L L^T`` given its Cholesky factor ``input2`` (``L``, or ``L^T`` when
+    """``X`` with ``A X = input``, ``A = L L^H`` given its Cholesky factor ``input2`` (``L``, or ``L^H`` when
     ``upper``). Solved with ``A`` formed from the whole factor, as PyTorch's gradient is (dense: its entries
     outside the triangle get one too)."""
-    t = O.transpose(input2, -2, -1)
+    t = conj(O.transpose(input2, -2, -1))
     a = O.matmul(t, input2) if upper else O.matmul(input2, t)
     return O.named(L.solve(a, input), "CholeskySolveBackward0")
 
 
 @op
 def cholesky_inverse(input: Tensor, upper: bool = False) -> Tensor:  # noqa: A002
-    """``A^-1`` of ``A = L L^T`` given its Cholesky factor ``input`` (``L``, or ``L^T`` when ``upper``)."""
+    """``A^-1`` of ``A = L L^H`` given its Cholesky factor ``input`` (``L``, or ``L^H`` when ``upper``)."""
     n = input.shape[-1]
     from .factory import eye
     return cholesky_solve(O.expand(eye(n, dtype=input.dtype, device=input.device), tuple(input.shape)), input, upper)
