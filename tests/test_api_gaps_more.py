@@ -290,6 +290,30 @@ def test_lu_solve(left, adjoint):
     _grads(lambda x, y: run(fg, x, y), lambda x, y: run(torch, x, y), [a, b])
 
 
+@pytest.mark.parametrize("shape", [(2, 4, 4), (3, 5), (5, 3)])
+def test_deprecated_lu_lu_unpack_and_lu_solve(shape):
+    """torch.lu (a plain tuple, info with get_infos, a deprecation warning), lu_unpack (each part
+    or empty ones) and torch.lu_solve(B, LU, pivots) / Tensor.lu_solve: values and gradients."""
+    a = RNG.standard_normal(shape)
+    for kw in ({}, {"unpack_data": False}, {"unpack_pivots": False}):
+        for f, t in zip(fg.lu_unpack(*fg.linalg.lu_factor(fg.tensor(a)), **kw),
+                        torch.lu_unpack(*torch.linalg.lu_factor(torch.tensor(a)), **kw)):
+            _close(f, t)
+    for i in (1, 2):  # (L and U: P carries no gradient)
+        _grads(lambda x: fg.lu_unpack(*fg.linalg.lu_factor(x))[i], lambda x: torch.lu_unpack(*torch.linalg.lu_factor(x))[i],
+               [a])
+    if shape[-1] != shape[-2]:
+        return
+    b = RNG.standard_normal(shape[:-1] + (2,))
+    with pytest.warns(UserWarning, match="torch.lu is deprecated"):
+        packed = fg.lu(fg.tensor(a))
+    assert type(packed) is tuple and len(packed) == 2 and len(fg.tensor(a).lu(get_infos=True)) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _grads(lambda x, y: fg.lu_solve(y, *fg.lu(x)), lambda x, y: torch.lu_solve(y, *torch.lu(x)), [a, b])
+        _grads(lambda x, y: y.lu_solve(*x.lu()), lambda x, y: y.lu_solve(*x.lu()), [a, b])
+
+
 def test_ex_variants():
     a, b = RNG.standard_normal((2, 3, 3)), RNG.standard_normal((2, 3))
     _grads(lambda x, y: fg.linalg.solve_ex(x, y), lambda x, y: torch.linalg.solve_ex(x, y), [a, b])

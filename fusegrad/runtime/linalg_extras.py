@@ -1,18 +1,24 @@
 """Matrix-vector products and Cholesky solves of the ``torch`` namespace, composed from
 fusegrad's (their gradients are those ops'): ``addr``, ``addmv``, ``chain_matmul``, ``vdot``,
 ``cholesky_solve``, ``cholesky_inverse`` and ``adjoint`` (with ``Tensor.H``/``mH``, bound in
-``runtime.methods``)."""
+``runtime.methods``), and the deprecated LU functions ``lu``, ``lu_unpack`` and ``lu_solve``."""
 from __future__ import annotations
 
 import warnings
+
+import numpy as np
 
 from ..ir.prims.shapes import broadcast_shapes
 from .autocast_state import float32_policy
 from .complex_ops import conj
 from . import linalg as L
+from . import linalg_more as LM
 from . import ops as O
 from .exports import op
-from .tensor import Tensor
+from .sorting import _return_type
+from .tensor import Tensor, wrap
+
+lu_unpack_type = _return_type("lu_unpack", ("P", "L", "U"))
 
 
 def _scaled_sum(input: Tensor, r: Tensor, beta, alpha) -> Tensor:
@@ -96,3 +102,33 @@ def matrix_h(self: Tensor) -> Tensor:
     if self.ndim not in (0, 2):
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
     return conj(O.transpose(self, 0, 1) if self.ndim == 2 else self)
+
+
+@op
+def lu(A: Tensor, pivot: bool = True, get_infos: bool = False):  # noqa: N803
+    """The deprecated ``torch.lu``: ``(LU, pivots)`` of ``linalg.lu_factor_ex`` (and ``info`` with
+    ``get_infos``), as a plain tuple."""
+    warnings.warn("torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be "
+                  "removed in a future PyTorch release.", stacklevel=2)
+    lu_, pivots, info = LM.lu_factor_ex(A, pivot=pivot)
+    return (lu_, pivots, info) if get_infos else (lu_, pivots)
+
+
+@op(method=False)
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):  # noqa: N803
+    """``P, L, U`` of a packed LU factorization and its pivots (``torch.lu_unpack``); a part not
+    asked for is an empty tensor."""
+    lu_ = O.as_t(LU_data)
+    empty = wrap(np.zeros((0,), dtype=lu_._data.dtype))
+    low, up = LM.unpack(lu_) if unpack_data else (empty, empty)
+    m = lu_.shape[-2]
+    p = LM.permutation_matrix(LM.perm_of(np.asarray(LU_pivots._data), m), lu_.dtype) if unpack_pivots else empty
+    return lu_unpack_type(p, low, up)
+
+
+@op
+def lu_solve(input: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # noqa: A002,N803
+    """The deprecated ``torch.lu_solve(B, LU, pivots)``: ``linalg.lu_solve(LU, pivots, B)``."""
+    warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
+                  "PyTorch release.", stacklevel=2)
+    return LM.lu_solve(LU_data, LU_pivots, input)

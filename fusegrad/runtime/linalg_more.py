@@ -165,7 +165,7 @@ def lu_factor(A, *, pivot: bool = True):  # noqa: N803
     return lu_factor_type(lu_, pivots)
 
 
-def _unpack(lu_: Tensor) -> tuple:
+def unpack(lu_: Tensor) -> tuple:
     """The unit-lower ``L`` (m x k) and upper ``U`` (k x n) packed in ``lu_``, ``k = min(m, n)``."""
     m, n = lu_.shape[-2:]
     k = min(m, n)
@@ -180,14 +180,19 @@ def lu(A, *, pivot: bool = True):  # noqa: N803
     if not pivot:
         raise RuntimeError("linalg.lu: LU without pivoting is not implemented on the CPU")
     lu_, _, _, perm = _lu_parts(A, "linalg.lu")
-    m = lu_.shape[-2]
+    return lu_type(permutation_matrix(perm, lu_.dtype), *unpack(lu_))
+
+
+def permutation_matrix(perm: np.ndarray, dtype: D.dtype) -> Tensor:
+    """``P`` with ``P^T A`` = the rows ``perm`` of ``A`` (``perm`` from ``_pivot_rows`` or ``perm_of``)."""
+    m = perm.shape[-1]
     # P[perm[i], i] = 1: column i of P picks the row of A that row i of L U came from
-    p = np.zeros(tuple(perm.shape) + (m,), dtype=lu_._data.dtype)
+    p = np.zeros(tuple(perm.shape) + (m,), dtype=dtype.np)
     np.put_along_axis(p, perm[..., :, None], 1, -1)
-    return lu_type(wrap(np.ascontiguousarray(np.swapaxes(p, -1, -2))), *_unpack(lu_))
+    return wrap(np.ascontiguousarray(np.swapaxes(p, -1, -2)))
 
 
-def _perm_of(pivots: np.ndarray, m: int) -> np.ndarray:
+def perm_of(pivots: np.ndarray, m: int) -> np.ndarray:
     """The row order ``perm`` that LAPACK's successive 1-based row swaps ``pivots`` make."""
     perm = np.broadcast_to(np.arange(m), pivots.shape[:-1] + (m,)).copy()
     flat, piv = perm.reshape(-1, m), pivots.reshape(-1, pivots.shape[-1]) - 1
@@ -213,8 +218,8 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False) -> Tens
     batch = tuple(np.broadcast_shapes(tuple(lu_.shape[:-2]), tuple(b.shape[:-2]), tuple(pivots.shape[:-1])))
     lu_ = O.expand(lu_, batch + (n, n))
     b = O.expand(b, batch + tuple(b.shape[-2:]))
-    perm = np.broadcast_to(_perm_of(np.asarray(pivots._data), n), batch + (n,))
-    low, up = _unpack(lu_)
+    perm = np.broadcast_to(perm_of(np.asarray(pivots._data), n), batch + (n,))
+    low, up = unpack(lu_)
     if adjoint:  # A^H = U^H L^H P^T: X = P L^-H U^-H B
         y = L.solve_triangular(low.mH, L.solve_triangular(up.mH, b, upper=False), upper=True, unitriangular=True)
         return _permuted_rows(y, np.argsort(perm, axis=-1))
