@@ -813,3 +813,26 @@ def test_interpolate_conv_and_rnn_argument_checks_as_torch():
         row.append(F.interpolate(T.arange(4).view(1, 1, 4).to(T.uint8), size=7, mode="nearest").tolist())
         got.append(row)
     assert got[0] == got[1]
+
+
+def test_pca_lowrank_and_svd_lowrank_as_torch():
+    """With q at least the rank the randomized decomposition is exact: singular values, principal
+    directions up to sign, the reconstruction and gradients equal PyTorch's (whose random
+    projection differs); q's check and batched shapes too."""
+    a = RNG.standard_normal((8, 5)) @ np.diag([5, 3, 2, 1, .5]) + 1.0
+    w = RNG.standard_normal((4, 7))
+    got = []
+    for T in (fg, torch):
+        x = T.tensor(a, requires_grad=True)
+        u, s, v = T.pca_lowrank(x, q=5)
+        s.sum().backward()
+        row = [s.detach().numpy(), v.detach().numpy() * np.sign(v.detach().numpy()[0]),
+               (u @ T.diag(s) @ v.mT).detach().numpy(), x.grad.numpy()]
+        u, s, v = T.svd_lowrank(T.tensor(w), q=4)
+        row += [s.numpy(), (u @ T.diag(s) @ v.mT).numpy(), T.svd_lowrank(T.tensor(w), q=4, M=T.tensor(w).mean(0))[1].numpy()]
+        row += [tuple(t.shape) for t in T.pca_lowrank(T.tensor(RNG.standard_normal((3, 6, 4))))]
+        got.append(row)
+        with pytest.raises(ValueError, match="must be non-negative integer and not greater than"):
+            T.pca_lowrank(T.tensor(w), q=9)
+    for g, t in zip(*got):
+        np.testing.assert_allclose(g, t, rtol=1e-9, atol=1e-10)
