@@ -91,8 +91,11 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A002
 def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
     """The complex tensor of moduli ``abs`` and arguments ``angle``."""
     _float_pair(abs, angle)
-    return O.named(bind(P.make_complex, (O.mul(abs, O.cos(angle)), O.mul(abs, O.sin(angle))), {}),
-                   "PolarBackward0")
+    # PyTorch's gradient of abs is Re(conj(grad) sgn(result)), 0 where abs is 0: the unit
+    # vector is masked there (times 0, so the result's zeros keep their signs)
+    live = O.ne(abs, 0)
+    return O.named(bind(P.make_complex, (O.mul(abs, O.mul(O.cos(angle), live)),
+                                         O.mul(abs, O.mul(O.sin(angle), live))), {}), "PolarBackward0")
 
 
 @op(method=False)
