@@ -37,7 +37,8 @@ def _losses(T, z, w, x, m):
         (((z * w + x) / (w - 2)).exp().abs() ** 2).sum(),
         (z.real * w.imag + T.view_as_real(z * x).sum(-1) ** 2).sum(),
         T.view_as_real(T.polar(x.abs() + 0.1, x * 2) * z).pow(2).sum(),
-        (T.polar(T.relu(x), x * 3) * z).real.sum(),  # (abs == 0: PyTorch's gradient there is 0)
+        # abs == 0 where x < 0, with a nonzero derivative there: PyTorch's gradient of abs is 0
+        (T.polar(T.relu(x) + (x - x.detach()), x * 3) * z).real.sum(),
         (T.angle(z) * x).sum() + (T.sgn(w) * z).real.sum() + T.sgn(z * 0).abs().sum(),
         (T.view_as_complex(T.stack([x, x * 2], -1)) * z).abs().sum(),
         ((z @ m) * (z @ m.conj())).real.sum() + (z @ x.t().to(z.dtype)).abs().sum(),
