@@ -160,6 +160,25 @@ def test_searchsorted_bucketize_match_torch(name, right):
               torch.searchsorted(torch.tensor(s[perm]), tV, sorter=torch.tensor(np.argsort(s[perm], kind="stable"))))
 
 
+def test_searchsorted_against_sequences_holding_nan_as_torch():
+    """No order places NaN inside a sequence: PyTorch's binary search (move right while
+    !(mid >= v), right: !(mid > v)) defines the result, eager and compiled."""
+    v = np.array([0.5, 2.0, 4.0, np.nan, 6.0, 1.0, 3.0])
+    seqs = [[1.0, np.nan, 3.0, 5.0], [1.0, 3.0, np.nan], [np.nan, np.nan], [np.nan, 1.0, 2.0]]
+    search = lambda T, s, v: [T.searchsorted(s, v, right=r) for r in (False, True)]  # noqa: E731
+    compiled = fg.compile(lambda s, v: search(fg, s, v))
+    for s in seqs:
+        want = search(torch, torch.tensor(s), torch.tensor(v))
+        for got in (search(fg, fg.tensor(s), fg.tensor(v)), compiled(fg.tensor(s), fg.tensor(v))):
+            for g, w in zip(got, want):
+                _same(g, w)
+    rows, vals = np.array([[1.0, np.nan, 3.0], [0.0, 2.0, 4.0]]), np.array([[2.0, 0.5], [3.0, np.nan]])
+    for r in (False, True):
+        _same(fg.searchsorted(fg.tensor(rows), fg.tensor(vals), right=r),
+              torch.searchsorted(torch.tensor(rows), torch.tensor(vals), right=r))
+    assert compiled.cache_info()["fallbacks"] == 0
+
+
 def test_searchsorted_errors():
     with pytest.raises(RuntimeError, match="side and right"):
         fg.searchsorted(fg.arange(3.0), fg.ones(2), right=True, side="left")

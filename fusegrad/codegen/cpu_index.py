@@ -404,8 +404,9 @@ def _argsort(e: Eqn, buf: Callable, tag: str) -> list:
 
 
 def _searchsorted(e: Eqn, buf: Callable, tag: str) -> list:
-    """Per value, Numba's binary search in its row of the sorted sequence (one row for all
-    values when the sequence is 1-D)."""
+    """Per value, PyTorch's binary search in its row of the sorted sequence (one row for all
+    values when the sequence is 1-D): move right while ``!(mid >= v)`` (``right``: ``!(mid >
+    v)``), which also places values against a sequence that holds NaN as PyTorch does."""
     seq, v = e.inputs
     _sortable(seq, "searchsorted")
     _sortable(v, "searchsorted")
@@ -415,13 +416,20 @@ def _searchsorted(e: Eqn, buf: Callable, tag: str) -> list:
     m = seq.shape[-1]
     per = v.size if seq.ndim == 1 else v.shape[-1]
     rows = v.size // per
-    side = "right" if e.params["right"] else "left"
-    i, j = f"i_{tag}", f"j_{tag}"
+    ahead = ">" if e.params["right"] else ">="
+    i, j, lo, hi, mid, x = (f"{n}_{tag}" for n in ("i", "j", "lo", "hi", "mid", "x"))
+    base = "0" if seq.ndim == 1 else f"{i} * {m}"
     L(f"for {i} in range({rows}):")
     L(f"{_INDENT}for {j} in range({per}):")
-    lo = "0" if seq.ndim == 1 else f"{i} * {m}"
-    L(f"{_INDENT * 2}{buf(e.out)}[{i} * {per} + {j}] = np.{e.out.dtype.name}(np.searchsorted("
-      f"{buf(seq)}[{lo}:{lo} + {m}], {buf(v)}[{i} * {per} + {j}], side=\"{side}\"))")
+    L(f"{_INDENT * 2}{x} = {buf(v)}[{i} * {per} + {j}]")
+    L(f"{_INDENT * 2}{lo}, {hi} = 0, {m}")
+    L(f"{_INDENT * 2}while {lo} < {hi}:")
+    L(f"{_INDENT * 3}{mid} = {lo} + (({hi} - {lo}) >> 1)")
+    L(f"{_INDENT * 3}if not ({buf(seq)}[{base} + {mid}] {ahead} {x}):")
+    L(f"{_INDENT * 4}{lo} = {mid} + 1")
+    L(f"{_INDENT * 3}else:")
+    L(f"{_INDENT * 4}{hi} = {mid}")
+    L(f"{_INDENT * 2}{buf(e.out)}[{i} * {per} + {j}] = np.{e.out.dtype.name}({lo})")
     return L.lines
 
 

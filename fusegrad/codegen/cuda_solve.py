@@ -1,7 +1,7 @@
 """The cuda backend's sorting and triangular linear algebra as kernels, one thread per
 row, column or matrix, each running the serial algorithm: ``argsort`` (a stable insertion
 sort of the row's indices, NaN above every number as in PyTorch), ``searchsorted`` (a
-binary search per value, NaN-aware as NumPy's), ``cholesky`` (the lower factor; a
+binary search per value, PyTorch's, which places NaN), ``cholesky`` (the lower factor; a
 non-positive pivot leaves NaN, which ``linalg.cholesky`` reports as eager does) and
 ``triangular_solve`` (substitution per right-hand column, batch axes broadcasting).
 Each plan gives the body of a cuda_render.grid_kernel over ``out`` and the inputs
@@ -51,8 +51,9 @@ def _searchsorted(e: Eqn) -> tuple:
     seq, v = e.inputs
     n, m = seq.shape[-1], v.shape[-1] if v.ndim else 1
     base = "0" if seq.ndim == 1 else f"(flat // {m}) * {n}"
-    # left: the first position whose element is not below the value; right: not above
-    go_right = _above("val", "s") if not e.params["right"] else f"not {_above('s', 'val')}"
+    # PyTorch's search: move right while !(s >= val) (right: !(s > val)), which places NaN
+    # values last and decides where the sequence holds NaN
+    go_right = f"not (s {'>' if e.params['right'] else '>='} val)"
     return ["val = y[flat]", f"b = {base}", "lo = 0", f"hi = {n}", "while lo < hi:", "    mid = (lo + hi) // 2",
             "    s = x[b + mid]", f"    if {go_right}:", "        lo = mid + 1", "    else:", "        hi = mid",
             f"out[flat] = np.{e.out.dtype.name}(lo)"], v.size

@@ -37,10 +37,30 @@ argsort = Primitive("argsort", _argsort_impl, abstract=lambda a, p: (a[0][0], np
 refuse_complex(argsort, lambda t: RuntimeError("Sort does not support complex dtypes on CPU"))
 
 
+def _bisect(rows_s: np.ndarray, rows_v: np.ndarray, right: bool) -> np.ndarray:
+    """PyTorch's binary search, vectorized over the values (rows of ``rows_s`` against the same
+    rows of ``rows_v``): move right while ``!(mid >= v)`` (``right``: ``!(mid > v)``). Where the
+    sequence holds NaN, which no order places, this is what defines the result."""
+    lo = np.zeros(rows_v.shape, np.int64)
+    hi = np.full(rows_v.shape, rows_s.shape[-1], np.int64)
+    while (lo < hi).any():
+        live = lo < hi
+        mid = lo + ((hi - lo) >> 1)
+        at = np.take_along_axis(rows_s, np.minimum(mid, rows_s.shape[-1] - 1), -1)
+        onward = ~(at > rows_v) if right else ~(at >= rows_v)
+        lo = np.where(live & onward, mid + 1, lo)
+        hi = np.where(live & ~onward, mid, hi)
+    return lo
+
+
 def _searchsorted_impl(seq, v, right, dtype):
     side = "right" if right else "left"
     if seq.dtype.kind == "V" or v.dtype.kind == "V":  # (bfloat16: searched as float32, which orders NaN)
         seq, v = seq.astype(np.float32), v.astype(np.float32)
+    if seq.dtype.kind == "f" and seq.size and np.isnan(seq).any():
+        rows_s = seq.reshape(-1, seq.shape[-1])
+        rows_v = v.reshape(1, -1) if seq.ndim == 1 else v.reshape(-1, v.shape[-1])
+        return _bisect(rows_s, rows_v, right).astype(dtype, copy=False).reshape(v.shape)
     if seq.ndim == 1:
         return np.searchsorted(seq, v, side=side).astype(dtype, copy=False)
     rows_s = seq.reshape(-1, seq.shape[-1])
