@@ -111,6 +111,11 @@ def test_dtypes_promotion_and_printing():
         lambda T: T.tensor([1 + 2j]).item(), lambda T: T.zeros(2, dtype=T.cfloat).tolist(),
         lambda T: T.full((2,), 1 + 1j).dtype, lambda T: T.tensor([1 + 2j]).real.tolist(),
         lambda T: T.fft.fftfreq(5, 0.5).tolist(), lambda T: T.fft.rfftfreq(6).tolist(),
+        # (the factor 1 / (n d) rounded to the dtype, each product rounded once)
+        lambda T: [T.fft.fftfreq(n, d, dtype=dt).tolist() for n in (7, 33, 100) for d in (0.1, 1 / 3, 2.5e-3)
+                   for dt in (T.float32, T.float16, T.bfloat16)],
+        lambda T: [T.fft.rfftfreq(n, d, dtype=dt).tolist() for n in (7, 33) for d in (0.1, 1 / 3)
+                   for dt in (T.float32, T.float16)],
         lambda T: T.fft.rfft(T.ones(4)).dtype, lambda T: T.fft.fft(T.ones(4, dtype=T.float64)).dtype,
         lambda T: T.fft.irfft(T.ones(3, dtype=T.complex64)).shape,
         lambda T: T.ones(2).cfloat().dtype, lambda T: T.ones(2).cdouble().dtype,

@@ -176,22 +176,28 @@ def _conj(x):
     return conj(O.as_t(x))
 
 
-def _freq_tensor(values: np.ndarray, dtype, device, requires_grad: bool) -> Tensor:
+def _freq_tensor(k: np.ndarray, n: int, d: float, dtype, device, requires_grad: bool) -> Tensor:
+    """The integers ``k`` times ``1 / (n d)``, as PyTorch: the factor rounded to the dtype, the
+    product rounded once (a half-precision dtype's computed in float32)."""
     from .factory import tensor
-    return tensor(values, dtype=dtype or D.get_default_dtype(), device=device, requires_grad=requires_grad)
+    dt = D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()
+    work = np.float32 if dt.np.itemsize < 4 else dt.np.type
+    factor = work(np.asarray(1.0 / (n * d)).astype(dt.np))
+    return tensor(k.astype(work) * factor, dtype=dt, device=device, requires_grad=requires_grad)
 
 
 def fftfreq(n: int, d: float = 1.0, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
             out=None) -> Tensor:
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
-    r = _freq_tensor(np.fft.fftfreq(n, d), dtype, device, requires_grad)
+    k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)])
+    r = _freq_tensor(k, n, d, dtype, device, requires_grad)
     return r if out is None else out.copy_(r)
 
 
 def rfftfreq(n: int, d: float = 1.0, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
              out=None) -> Tensor:
     """The non-negative sample frequencies of ``rfft`` over ``n`` points."""
-    r = _freq_tensor(np.fft.rfftfreq(n, d), dtype, device, requires_grad)
+    r = _freq_tensor(np.arange(n // 2 + 1), n, d, dtype, device, requires_grad)
     return r if out is None else out.copy_(r)
 
 
