@@ -1,7 +1,7 @@
 """LAPACK's packed factorizations (runtime/linalg_packed.py) against PyTorch's: geqrf's
 reflectors and scales, householder_product / orgqr and ormqr (values and gradients, every
 side and transpose), ldl_factor(_ex) and ldl_solve (symmetric and Hermitian, real and
-complex), and a singular D's info and error."""
+complex), and a singular D's info and error (and the error class's name, PyTorch's)."""
 import numpy as np
 import pytest
 import torch
@@ -70,3 +70,6 @@ def test_a_singular_d_is_reported_in_info_and_raised_by_ldl_factor():
         for T in (fg, torch):
             with pytest.raises(RuntimeError):
                 call(T)
+    with pytest.raises(fg.linalg.LinAlgError) as info:  # (its class is named as PyTorch's: _LinAlgError)
+        fg.linalg.cholesky(fg.tensor(-np.eye(2)))
+    assert type(info.value).__name__ == torch.linalg.LinAlgError.__name__

@@ -181,8 +181,12 @@ matmul.batch = _matmul_batch
 
 
 # ---------------------------------------------------------------- Cholesky and triangular solves
-class LinAlgError(RuntimeError):
-    """A matrix had no factorization (as ``torch.linalg.LinAlgError``, a RuntimeError)."""
+class _LinAlgError(RuntimeError):
+    """A matrix had no factorization (``torch.linalg.LinAlgError``, a RuntimeError; its class
+    is named ``_LinAlgError``, as PyTorch's)."""
+
+
+LinAlgError = _LinAlgError
 
 
 _NO_LOWERING = ("matrix factorizations, solves and matrix functions run in NumPy/SciPy (LAPACK); they have no "
