@@ -569,18 +569,31 @@ def test_parameter_container_reprs_match_torch():
 
 
 def test_interpolate_resizes_uint8_images_as_torch():
-    """torchvision's Resize on uint8 tensors: bilinear/bicubic (antialiased or not) in float,
-    one dim after the other, rounded to uint8 between them as PyTorch's (within its
-    fixed-point rounding, 1); they returned mostly zeros (the weights were cast to uint8).
+    """torchvision's Resize on uint8 tensors: bilinear/bicubic (antialiased or not, corners aligned
+    or not, any number of channels, channels_last too, eager and compiled) equal PyTorch's
+    to the last unit: its integer kernels' weights of limited precision, rounded by a shift,
+    the width first and a dim that keeps its size skipped (in float they were off by 1).
     The modes PyTorch has no uint8 kernel for raise as its do."""
-    x = np.random.default_rng(0).integers(0, 256, (1, 3, 7, 9)).astype(np.uint8)
-    for mode in ("bilinear", "bicubic"):
-        for aa in (False, True):
-            for size in ((4, 5), (13, 17)):
-                want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode=mode, antialias=aa)
-                got = F.interpolate(fg.tensor(x), size=size, mode=mode, antialias=aa)
-                assert got.dtype == fg.uint8
-                assert np.abs(got.numpy().astype(int) - want.numpy().astype(int)).max() <= 1
+    rng = np.random.default_rng(0)
+    resize = lambda T, x, mode, ac, aa, kw: T.nn.functional.interpolate(  # noqa: E731
+        x, mode=mode, align_corners=ac, antialias=aa, **kw)
+    compiled = fg.compile(lambda x, mode, ac, aa, kw: resize(fg, x, mode, ac, aa, kw))
+    for c in (3, 5):
+        x = rng.integers(0, 256, (2, c, 7, 9)).astype(np.uint8)
+        for mode in ("bilinear", "bicubic"):
+            for ac, aa in ((False, False), (True, False), (False, True)):
+                for kw in ({"size": (4, 5)}, {"size": (13, 17)}, {"size": (7, 20)}, {"scale_factor": 1.7}):
+                    want = resize(torch, torch.tensor(x), mode, ac, aa, kw).numpy()
+                    got = resize(fg, fg.tensor(x), mode, ac, aa, kw)
+                    assert got.dtype == fg.uint8
+                    np.testing.assert_array_equal(got.numpy(), want)
+        cl = lambda T: T.tensor(x).contiguous(memory_format=T.channels_last)  # noqa: E731
+        want = resize(torch, cl(torch), "bilinear", False, True, {"size": (4, 13)})
+        for got in (resize(fg, cl(fg), "bilinear", False, True, {"size": (4, 13)}),
+                    compiled(cl(fg), "bilinear", False, True, {"size": (4, 13)})):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert resize(fg, cl(fg), "bilinear", False, True, {"size": (4, 13)}).is_contiguous(
+            memory_format=fg.channels_last)
     for mode, what in (("area", "adaptive_avg_pool2d"), ("bilinear", "compute_indices_weights_linear")):
         with pytest.raises(NotImplementedError, match=what):
             F.interpolate(fg.tensor(x.astype(np.int64) if mode == "bilinear" else x),

@@ -660,6 +660,31 @@ def _antialiased_matrix(size: int, out: int, scale: float, align_corners: bool, 
     return m
 
 
+def _resampling_matrix(size: int, out: int, scale: float, align_corners: bool, mode: str,
+                       antialias: bool) -> np.ndarray:
+    """The (out, size) weights of one bilinear or bicubic pass."""
+    if antialias:
+        return _antialiased_matrix(size, out, scale, align_corners, mode == "bicubic")
+    if mode == "bicubic":
+        return _cubic_matrix(size, out, scale, align_corners)
+    return _linear_matrix(size, out, scale, align_corners)
+
+
+def _uint8_pass(x: Tensor, m: np.ndarray, axis: int) -> Tensor:
+    """One pass of PyTorch's uint8 image resampling (its integer kernels, after Pillow-SIMD) along
+    ``axis`` of ``x`` (float64 holding uint8 values), weights ``m``: rounded to integers of
+    ``precision`` fraction bits (as many as keep the largest below 2**15), the products summed
+    exactly, then rounded by a shift and saturated to [0, 255]."""
+    wmax = m.max() if m.size else 0.0
+    precision = 0
+    while precision < 22 and int(0.5 + wmax * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    v = m * (1 << precision)
+    w16 = np.where(v < 0, np.trunc(v - 0.5), np.trunc(v + 0.5))  # (C's (int)(v +- 0.5))
+    acc = O.add(_along(x, w16, axis), float(1 << (precision - 1)) if precision else 0.0)
+    return O.clamp(O.floor(O.mul(acc, 1.0 / (1 << precision))), 0, 255)
+
+
 @autocast_off
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
@@ -712,22 +737,19 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         exact = "Exact" if shift else ""
         return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input, order=_follows(input))
     passes = list(enumerate(zip(input.shape[2:], outs, scales)))
-    if input.dtype == D.uint8:  # images: in float, the last dim first, each pass rounded to uint8 as PyTorch's
-        x, passes = O.to(x, D.float32), passes[::-1]
+    if input.dtype == D.uint8:
+        # images: PyTorch's integer kernels, the last dim first; a dim that keeps its size is skipped
+        x = O.to(x, D.float64)
+        for i, (s, o, sc) in passes[::-1]:
+            if s != o:
+                x = _uint8_pass(x, _resampling_matrix(s, o, sc, bool(align_corners), mode, antialias), 2 + i)
+        return own(O.to(x, D.uint8), input, order=_follows(input))
     low = input.dtype in (D.float16, D.bfloat16)
     if low:  # in float32, rounded once at the end, as PyTorch's kernels accumulate
         x = O.to(x, D.float32)
     for i, (s, o, sc) in passes:
-        if antialias:
-            m = _antialiased_matrix(s, o, sc, bool(align_corners), mode == "bicubic")
-        elif mode == "bicubic":
-            m = _cubic_matrix(s, o, sc, bool(align_corners))
-        else:
-            m = _linear_matrix(s, o, sc, bool(align_corners))
-        x = _along(x, m, 2 + i)
-        if input.dtype == D.uint8:
-            x = O.clamp(O.round(x), 0, 255)
-    if input.dtype == D.uint8 or low:
+        x = _along(x, _resampling_matrix(s, o, sc, bool(align_corners), mode, antialias), 2 + i)
+    if low:
         x = O.to(x, input.dtype)
     kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
     return own(named(x, f"Upsample{kind}{'Aa' if antialias else ''}Backward0"), input, order=_follows(input))
