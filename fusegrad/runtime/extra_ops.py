@@ -628,7 +628,9 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     else:
         srt = sort(flat).values
         ev = O.reshape(e, (-1,))
-        i = O.clamp(searchsorted(srt, ev), max=m - 1)
+        # (NaN, sorted last, searched as inf: PyTorch's binary search places nothing among NaN)
+        key = O.where(O.isnan(srt), math.inf, srt) if srt.is_floating_point() else srt
+        i = O.clamp(searchsorted(key, ev), max=m - 1)
         found = O.reshape(O.eq(O.index_select(srt, 0, i), ev), tuple(e.shape))
     return O.logical_not(found) if invert else found
 
