@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import fusegrad as fg
@@ -108,3 +109,53 @@ def test_number_divided_by_a_tensor_is_reciprocal_times_number_as_torch():
     for T in (fg, torch):
         got.append([_numbers(0.7 / T.tensor(x, dtype=dt)) for dt in (T.float32, T.float16, T.float64)])
     assert got[0] == got[1]
+
+
+def test_half_times_or_divided_by_a_0d_tensor_of_another_dtype_rounds_once_as_torch():
+    """A 0-d tensor of another dtype as the second operand of mul or div (each rounding mode,
+    in place too) is read at its own value in float32 and the result rounded once, as PyTorch's
+    CPU kernels; as the first operand, and in add, sub or pow, it is rounded to the tensor's
+    dtype first. The tensor's gradient too; the 0-d operand's is summed in float32 (PyTorch sums
+    it in the tensor's dtype: a few ulp of float16 apart)."""
+    x = np.random.default_rng(2).uniform(-3, 7, 4001).astype(np.float32)
+    got, scale_grads = [], []
+    for T in (fg, torch):
+        row = []
+        for dt in (T.float16, T.bfloat16):
+            t = T.tensor(x).to(dt)
+            for value, sdt in ((1 / 3, T.float64), (0.1, T.float32), (2049, T.int64)):
+                s = T.tensor(value, dtype=sdt)
+                row += [t * s, s * t, t / s, t.div(s, rounding_mode="floor"), t.div(s, rounding_mode="trunc"),
+                        t.clone().mul_(s), t.clone().div_(s), t + s, t - s, t ** s]
+            w = T.tensor(0.3, requires_grad=True)
+            h = t.clone().requires_grad_()
+            (h * w).sum().backward()
+            row.append(h.grad)
+            scale_grads.append(float(w.grad))
+        got.append([_numbers(v) for v in row])
+    for g, w in zip(*got):  # (t ** s has NaN for t < 0)
+        np.testing.assert_array_equal(g, w)
+    assert scale_grads[:2] == pytest.approx(scale_grads[2:], rel=2e-3)
+
+
+def test_half_tensor_to_a_number_power_as_torch():
+    """float16/bfloat16 ``x ** e``: the exponent rounded to the tensor's dtype, the power in
+    float32, rounded once; bfloat16 cubes and inverse squares (the tanh GELU's pow(x, 3)) as
+    products rounded at each step; gradients as PyTorch's pow_backward (the exponent unrounded
+    there). (Compiled, half graphs compute in float32 as torch.compile's: passes.upcast.)"""
+    h = np.linspace(-5, 60, 999).astype(np.float32)
+    gelu = lambda T, x: 0.5 * x * (1.0 + T.tanh(0.7978845608 * (x + 0.044715 * T.pow(x, 3.0))))  # noqa: E731
+    got = []
+    for T in (fg, torch):
+        row = []
+        for dt in (T.float16, T.bfloat16):
+            for e in (3.0, -2.0, 0.7, 1 / 2.2, 2, -1.5):
+                x = T.tensor(h).to(dt).requires_grad_()
+                y = x ** e
+                y.backward(T.tensor(np.cos(h)).to(dt))
+                row += [y, x.grad]
+            x = T.tensor(h / 10).to(dt)
+            row += [gelu(T, x), T.pow(x, 0.7), x.clone().pow_(1 / 3)]
+        got.append([_numbers(v) for v in row])
+    for g, w in zip(*got):
+        np.testing.assert_array_equal(g, w)

@@ -187,6 +187,25 @@ def _binary(prim, a, b, name=None):
     return named(out, name) if name else out
 
 
+def _scalar_in_float32(a, b):
+    """The float16 or bfloat16 result dtype of ``a`` (op) ``b`` where PyTorch's CPU kernel reads
+    ``b``, a 0-d tensor of another dtype, at its own value: mul and div (every rounding mode)
+    compute with it in float32 and round once (add, sub, pow, remainder and the rest round
+    ``b`` to the result dtype first, as promotion does); None elsewhere."""
+    if type(b) is Tensor and type(a) is Tensor and not b._data.ndim and a._data.dtype != b._data.dtype \
+            and b._data.dtype.kind in "biuf":
+        rt = D.result_type(a, b).np
+        if D.np_half(rt):
+            return rt
+    return None
+
+
+def _in_float32(op, a: Tensor, b: Tensor, rt: np.dtype, name: str) -> Tensor:
+    """``op(a, b)`` computed in float32 and rounded to ``rt`` once (see ``_scalar_in_float32``)."""
+    f32 = np.dtype(np.float32)
+    return named(P.cast(op(P.cast(a, dtype=f32), P.cast(b, dtype=f32)), dtype=rt), name)
+
+
 # ---------------------------------------------------------------- unary math
 def _unary(prim, name=None, to_float=True, complex_prim=None):
     """The op of unary primitive ``prim`` (``complex_prim`` for complex operands, where the
@@ -370,7 +389,9 @@ def mul(input, other, *, out=None):  # noqa: A002
     # (a product with a sparse tensor is sparse: its method; plain tensors skip the layout lookups)
     if (type(input) is not Tensor and _sparse(input)) or (type(other) is not Tensor and _sparse(other)):
         return input.mul(other) if _sparse(input) else other.mul(input)
-    r = _binary(P.mul, input, other, "MulBackward0")
+    rt = _scalar_in_float32(input, other)
+    r = _binary(P.mul, input, other, "MulBackward0") if rt is None else \
+        _in_float32(P.mul, input, other, rt, "MulBackward0")
     return r if out is None else write_out("mul", r, out)
 
 
@@ -396,6 +417,9 @@ def _div(a, b, rounding_mode):
     (``int64 // True`` is int64, ``int64 / float16`` float16)."""
     a = a if isinstance(a, _DIV_OPERANDS) else as_t(a)
     b = b if isinstance(b, _DIV_OPERANDS) else as_t(b)
+    half = _scalar_in_float32(a, b)
+    if half is not None:
+        return _in_float32(lambda x, y: _div(x, y, rounding_mode), a, b, half, "DivBackward0")
     rt = D.result_type(_stand_in(a), _stand_in(b)).np
     if rounding_mode is not None and rt.kind in "iub":
         if rt.kind == "b":

@@ -272,8 +272,34 @@ def _bf16_scalars(ufunc, scalar_first: bool):
     return impl
 
 
-def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None, scalar_first=False):
-    p = Primitive(name, _bf16_scalars(impl, scalar_first), abstract=_bin_abstract, vjp=vjp,
+def _half_powered(power):
+    """``power`` (``a ** b``) with a float16 or bfloat16 array to a Python number's power as
+    PyTorch's CPU kernel computes it: the exponent rounded to the array's dtype, the power in
+    float32, rounded once; bfloat16 cubes and inverse squares as products rounded at each step
+    (its vectorized path). (The VJP's ``b * a ** (b - 1)`` reads the exponent unrounded, as
+    PyTorch's pow_backward does.)"""
+    others = _bf16_scalars(power, False)
+
+    def impl(a, b):
+        dt = getattr(a, "dtype", None)
+        if (dt is _F16 or dt is _BF16) and isinstance(b, (int, float)) and not isinstance(b, bool):
+            b = float(np.asarray(b, dt))
+            a32 = a.astype(_F32)
+            if dt is _BF16 and b in (3.0, -2.0):
+                square = (a32 * a32).astype(dt).astype(_F32)
+                return (square * a32 if b == 3.0 else np.float32(1.0) / square).astype(dt)
+            with np.errstate(all="ignore"):
+                return np.power(a32, np.float32(b)).astype(dt)
+        return others(a, b)
+    impl.__name__ = "power"
+    return impl
+
+
+def _binary(name, impl, vjp, scalar, node_name=None, saves="in", reads=None, scalar_first=False, half=None):
+    """An elementwise binary primitive; ``half`` wraps ``impl`` for half-precision operands
+    (default: ``_bf16_scalars``)."""
+    half = half or (lambda f: _bf16_scalars(f, scalar_first))
+    p = Primitive(name, half(impl), abstract=_bin_abstract, vjp=vjp,
                   jvp=_lin_jvp(vjp) if vjp else None, saves=saves, kind="elementwise", scalar=scalar,
                   node_name=node_name, reads=reads)
     ELEMENTWISE_BINARY.append(p)
@@ -296,7 +322,8 @@ sub.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t, out)), (ts[1
 mul = _binary("mul", np.multiply, _mul_vjp, "mul", reads=lambda needs: ((needs[1], needs[0]), False))
 mul.jvp = lambda ts, ins, out: _jvp_sum((ts[0], lambda t: _bcast(t * ins[1], out)), (ts[1], lambda t: _bcast(ins[0] * t, out)))
 div = _binary("div", _quiet(np.divide), _div_vjp, "div", reads=lambda needs: ((needs[1], True), False))
-pow_ = _binary("pow", scalar_ops.power, _pow_vjp, "pow", saves="in,out", reads=lambda needs: ((True, True), needs[1]))
+pow_ = _binary("pow", scalar_ops.power, _pow_vjp, "pow", saves="in,out", reads=lambda needs: ((True, True), needs[1]),
+               half=_half_powered)
 atan2 = _binary("atan2", np.arctan2, _atan2_vjp, "atan2")
 
 
