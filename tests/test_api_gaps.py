@@ -357,6 +357,12 @@ def test_linalg_extras_match_torch():
                [_arr(3, 2), factor], atol=1e-8)
         _check(lambda L, u=upper: fg.cholesky_inverse(L, u), lambda L, u=upper: torch.cholesky_inverse(L, u),
                [factor], atol=1e-8)
+    # a right-hand side shaped like the factors' batch of vectors is still a matrix, broadcast
+    factors = np.linalg.cholesky(np.stack([spd, 2 * spd, spd + np.eye(3)]))
+    _check(lambda b, L: fg.cholesky_solve(b, L), lambda b, L: torch.cholesky_solve(b, L), [_arr(3, 3), factors],
+           atol=1e-8)
+    with pytest.raises(RuntimeError, match="b should have at least 2 dimensions"):
+        fg.cholesky_solve(fg.ones(3), fg.eye(3))
 
 
 def test_adjoint_and_matrix_transposes_match_torch():

@@ -75,9 +75,14 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor
     """``X`` with ``A X = input``, ``A = L L^H`` given its Cholesky factor ``input2`` (``L``, or ``L^H`` when
     ``upper``). Solved with ``A`` formed from the whole factor, as PyTorch's gradient is (dense: its entries
     outside the triangle get one too)."""
+    if input.ndim < 2:
+        raise RuntimeError(f"b should have at least 2 dimensions, but has {input.ndim} dimensions instead")
     t = conj(O.transpose(input2, -2, -1))
     a = O.matmul(t, input2) if upper else O.matmul(input2, t)
-    return O.named(L.solve(a, input), "CholeskySolveBackward0")
+    # both broadcast to one batch shape: ``input`` is a batch of matrices, never of vectors
+    batch = tuple(broadcast_shapes(tuple(input.shape[:-2]), tuple(a.shape[:-2])))
+    b = O.expand(input, batch + tuple(input.shape[-2:]))
+    return O.named(L.solve(O.expand(a, batch + tuple(a.shape[-2:])), b), "CholeskySolveBackward0")
 
 
 @op
