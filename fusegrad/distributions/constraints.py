@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ..runtime import ops as O
 
-__all__ = ["Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than", "greater_than_eq",
-           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
-           "lower_cholesky", "multinomial", "nonnegative", "nonnegative_integer", "one_hot", "positive",
-           "positive_definite", "real", "real_vector", "simplex", "stack", "unit_interval"]
+__all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
+           "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval", "is_dependent",
+           "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
+           "one_hot", "positive", "positive_definite", "positive_integer", "positive_semidefinite", "real",
+           "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -192,6 +193,14 @@ class _Simplex(Constraint):
         return O.all(value >= 0, -1) & (O.abs(O.sum(value, -1) - 1) < 1e-6)
 
 
+class _LowerTriangular(Constraint):
+    """Lower-triangular square matrices."""
+    event_dim = 2
+
+    def check(self, value):
+        return O.all(O.all(O.tril(value) == value, -1), -1)
+
+
 class _LowerCholesky(Constraint):
     event_dim = 2
 
@@ -201,7 +210,51 @@ class _LowerCholesky(Constraint):
         return lower & O.all(diagonal(value, 0, -2, -1) > 0, -1)
 
 
-class _PositiveDefinite(Constraint):
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower-triangular, positive diagonal and
+    rows of unit Euclidean norm (within ``10 * n * eps``, as PyTorch checks)."""
+    event_dim = 2
+
+    def check(self, value):
+        import numpy as np
+        from ..runtime.linalg import vector_norm
+        tol = float(np.finfo(value._data.dtype).eps) * value.shape[-1] * 10
+        row_norm = vector_norm(value.detach(), dim=-1)
+        unit_row_norm = O.all(O.abs(row_norm - 1.0) <= tol, -1)
+        return _LowerCholesky().check(value) & unit_row_norm
+
+
+class _Square(Constraint):
+    """Square matrices (a bool of the batch shape, from the shape alone)."""
+    event_dim = 2
+
+    def check(self, value):
+        import numpy as np
+        return O.as_t(np.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], dtype=bool))
+
+
+class _Symmetric(_Square):
+    """Symmetric square matrices (``isclose(value, value.mT, atol=1e-6)``)."""
+
+    def check(self, value):
+        square_check = super().check(value)
+        if not bool(square_check.all()):
+            return square_check
+        return O.all(O.all(O.isclose(value, value.mT, atol=1e-6), -2), -1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    """Symmetric with nonnegative eigenvalues."""
+
+    def check(self, value):
+        sym_check = super().check(value)
+        if not bool(sym_check.all()):
+            return sym_check
+        from ..runtime.linalg import eigvalsh
+        return O.all(eigvalsh(value) >= 0, -1)
+
+
+class _PositiveDefinite(_Symmetric):
     """Symmetric with a Cholesky factor (checked on concrete values with NumPy)."""
     event_dim = 2
 
@@ -263,6 +316,7 @@ dependent_property = _DependentProperty
 independent = _Independent
 boolean = _Boolean()
 nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
 integer_interval = _IntegerInterval
 real = _Real()
 real_vector = _Independent(real, 1)
@@ -276,7 +330,12 @@ unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
+lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
 cat = _Cat
 multinomial = _Multinomial

@@ -19,11 +19,11 @@ from ..runtime import ops as O
 from ..runtime.linalg import cholesky, diag_embed, diagonal
 from ..runtime.tensor import Size, Tensor
 from . import constraints
-from .utils import broadcast_all, sum_rightmost
+from .utils import broadcast_all, sum_rightmost, tril_matrix_to_vec, vec_to_tril_matrix
 
-__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CumulativeDistributionTransform",
-           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
-           "PowerTransform", "ReshapeTransform",
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CorrCholeskyTransform",
+           "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform", "LowerCholeskyTransform",
+           "PositiveDefiniteTransform", "PowerTransform", "ReshapeTransform",
            "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform", "StickBreakingTransform",
            "TanhTransform", "Transform", "identity_transform"]
 
@@ -632,6 +632,56 @@ class StickBreakingTransform(_Stateless):
         if len(shape) < 1:
             raise ValueError("Too few dimensions on input")
         return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained vectors of length ``D (D - 1) / 2`` to Cholesky factors of ``D x D``
+    correlation matrices (bijective): the vector fills the strict lower triangle in row order,
+    ``tanh`` maps it into ``(-1, 1)``, and a signed stick-breaking of each row's squares gives
+    rows of unit norm with a positive diagonal. As in PyTorch, two instances are equal only
+    when they are the same object."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def _call(self, x):
+        eps = float(np.finfo(x._data.dtype).eps)
+        r = vec_to_tril_matrix(O.clamp(x.tanh(), min=-1 + eps, max=1 - eps), diag=-1)
+        # y = sign(r) sqrt(z * prod(1 - z_<)) with z = r^2, i.e. r * sqrt(prod(1 - z_<))
+        z1m_cumprod_sqrt = (1 - r * r).sqrt().cumprod(-1)
+        r = r + factory.eye(r.shape[-1], dtype=r.dtype)
+        return r * F.pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        y_cumsum_shifted = F.pad(y_cumsum[..., :-1], [1, 0], value=1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(y_cumsum_shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2  # atanh
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        """Of ``x`` and the flattened strict lower triangle of ``y`` (as PyTorch defines it)."""
+        y1m_cumsum = 1 - (y * y).cumsum(-1)
+        # diag=-2 takes each row's cumulative sum up to the entry before, without a shift
+        stick_breaking_logdet = 0.5 * tril_matrix_to_vec(y1m_cumsum, diag=-2).log().sum(-1)
+        tanh_logdet = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking_logdet + tanh_logdet
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return Size(tuple(shape[:-1]) + (d, d))
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        d = shape[-1]
+        return Size(tuple(shape[:-2]) + (d * (d - 1) // 2,))
 
 
 class LowerCholeskyTransform(_Stateless):

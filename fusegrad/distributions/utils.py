@@ -11,7 +11,8 @@ from ..nn import functional as F
 from ..runtime import ops as O
 from ..runtime.tensor import Tensor
 
-__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs", "sum_rightmost"]
+__all__ = ["broadcast_all", "lazy_property", "logits_to_probs", "probs_to_logits", "clamp_probs", "sum_rightmost",
+           "tril_matrix_to_vec", "vec_to_tril_matrix"]
 
 
 def broadcast_all(*values) -> tuple:
@@ -80,3 +81,35 @@ def sum_rightmost(value: Tensor, dim: int) -> Tensor:
     if dim == 0:
         return value
     return O.sum(value, tuple(range(-dim, 0)))
+
+
+def _tril_flat_index(n: int, diag: int) -> np.ndarray:
+    """Positions in a flattened ``n x n`` matrix of its entries on and below diagonal ``diag``,
+    in row order (PyTorch's ``arange < arange.view(-1, 1) + diag + 1`` mask)."""
+    rows, cols = np.tril_indices(n, diag)
+    return rows * n + cols
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The entries of ``mat`` (``... x D x D``) on and below diagonal ``diag``, in row order."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    flat = mat.reshape(tuple(mat.shape[:-2]) + (n * n,))
+    return O.index_select(flat, -1, O.as_t(_tril_flat_index(n, diag)))
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The ``D x D`` lower-triangular matrices (below diagonal ``diag``) whose entries, in row
+    order, are the last dimension of ``vec``; zero elsewhere."""
+    m = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * m + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if round(n) - n > float(np.finfo(vec._data.dtype).eps):
+        raise ValueError(f"The size of last dimension is {m} which cannot be expressed as "
+                         "the lower triangular part of a square D x D matrix.")
+    n = round(n)
+    where = np.full(n * n, m, dtype=np.int64)  # index m: a zero appended to vec
+    where[_tril_flat_index(n, diag)] = np.arange(m)
+    padded = O.cat([vec, vec.new_zeros(tuple(vec.shape[:-1]) + (1,))], -1)
+    mat = O.index_select(padded, -1, O.as_t(where))
+    return mat.reshape(tuple(vec.shape[:-1]) + (n, n))
