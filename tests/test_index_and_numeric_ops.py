@@ -431,6 +431,37 @@ def test_segment_reduce_matches_torch():
             m.segment_reduce(m.ones(4), "sum", lengths=m.tensor([1, 2]))
 
 
+def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
+    """PyTorch applies integer indices first: ``x[0, :, idx]`` is (4, 3), not NumPy's (3, 4)
+    (an integer counts as an advanced index there, separating idx from the front). Values,
+    gradients and writes (a full value and a broadcast row), eager and compiled."""
+    x0 = np.arange(120.).reshape(2, 3, 4, 5)
+
+    def keys(lib):
+        idx, idx2 = lib.tensor([3, 0, 2]), lib.tensor([1, 0, 1])
+        mask = lib.tensor([True, False, True, False, True])
+        return [(0, slice(None), slice(None), idx), (1, slice(None), 0, idx), (0, slice(None), idx),
+                (0, idx2, slice(None), idx), (None, 1, Ellipsis, None, idx), (1, slice(None), slice(None), mask),
+                (idx2[:2, None], 0, slice(None), idx[None, :2]), (0, idx2, 1, idx), (slice(None), 0, idx)]
+
+    def run(lib, index=lambda x, k: x[k]):
+        out = []
+        for k in keys(lib):
+            x = lib.tensor(x0, requires_grad=True)
+            y = index(x, k)
+            y.backward(lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
+            full, row = lib.tensor(x0), lib.tensor(x0)
+            full[k] = -lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))
+            row[k] = lib.tensor(np.arange(y.shape[-1], dtype=np.float64))
+            out += [y.detach().numpy(), x.grad.numpy(), full.numpy(), row.numpy()]
+        return out
+    compiled = fg.compile(lambda x, k: x[k] * 1)
+    for got in (run(fg), run(fg, compiled)):
+        for g, w in zip(got, run(torch)):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+
 def test_indexed_writes_of_another_dtype_raise_as_torch():
     cases = [lambda m, x, s, i: x.index_add_(0, i, s), lambda m, x, s, i: x.index_copy_(0, i, s),
              lambda m, x, s, i: x.scatter_add_(0, i.view(1, 1).expand(1, 2), s),

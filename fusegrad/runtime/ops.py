@@ -2089,6 +2089,24 @@ def _is_bool(k) -> bool:
     return (isinstance(k, Tensor) and k._data.dtype.kind == "b") or (isinstance(k, np.ndarray) and k.dtype.kind == "b")
 
 
+def _torch_placement(template: tuple, idx: tuple):
+    """``(p, nb)`` where PyTorch places the ``nb`` dims of an advanced index's result at ``p``
+    and NumPy (P.index's rule) at the front; None where they agree. PyTorch applies integers
+    first, as selects, so index tensors separated only by them stay adjacent, their dims in
+    place (``x[0, :, idx]`` is (len(x[0]), len(idx)) there); NumPy counts an integer as an
+    advanced index, and advanced indices separated by a slice go to the front."""
+    if not builtins.any(type(k) is int for k in template):
+        return None
+    tensors = [i for i, k in enumerate(template) if k == "T"]
+    advanced = [i for i, k in enumerate(template) if k == "T" or type(k) is int]
+    if builtins.all(k == "T" or type(k) is int for k in template[advanced[0]:advanced[-1] + 1]):
+        return None  # adjacent for NumPy too: the same place
+    if not builtins.all(k == "T" or type(k) is int for k in template[tensors[0]:tensors[-1] + 1]):
+        return None  # apart for PyTorch too: the front
+    p = builtins.sum(1 for k in template[:tensors[0]] if k is None or type(k) is tuple)
+    return p, len(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
+
+
 def _check_bounds(idx: Tensor, n: int, dim: int) -> None:
     d = idx._data
     if type(d) is Var or d.size == 0:
@@ -2133,7 +2151,12 @@ def getitem(x: Tensor, key):
         r = P.slice_(x, key=basic)
         return named(r, "SelectBackward0" if builtins.any(isinstance(k, int) for k in basic) else
                      ("UnsqueezeBackward0" if builtins.any(k is None for k in basic) else "SliceBackward0"))
-    return named(P.index(x, *idx, key=template), "IndexBackward0")
+    r = P.index(x, *idx, key=template)
+    placement = _torch_placement(template, idx)
+    if placement is not None:
+        p, nb = placement
+        r = movedim(r, tuple(range(nb)), tuple(range(p, p + nb)))
+    return named(r, "IndexBackward0")
 
 
 def _bool_indexed(x: Tensor, parts: tuple) -> Tensor:
@@ -2201,6 +2224,14 @@ def setitem(x: Tensor, key, value) -> None:
                                f"{_type_name(x._data.dtype)} for the destination and {_type_name(value._data.dtype)} "
                                "for the source.")
         value = P.cast(value, dtype=x._data.dtype)
+    placement = _torch_placement(template, idx) if basic is None else None
+    if placement is not None and isinstance(value, Tensor) and value._data.ndim:
+        # the value is laid out as PyTorch's result: moved to NumPy's order, which index_put reads
+        p, nb = placement
+        basic_dims = [1 if k is None else len(range(*k)) for k in template if k is None or type(k) is tuple]
+        b = list(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
+        value = movedim(expand(value, tuple(basic_dims[:p] + b + basic_dims[p:])), tuple(range(p, p + nb)),
+                        tuple(range(nb)))
     inplace(x, lambda old: named(P.index_put(old, value, *idx, key=template, accumulate=False),
                                  "CopySlices" if basic is not None else "IndexPutBackward0"), value,
             written=lambda: numpy_key(template, [i._data for i in idx]))
