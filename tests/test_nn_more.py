@@ -598,3 +598,27 @@ def test_interpolate_resizes_uint8_images_as_torch():
         with pytest.raises(NotImplementedError, match=what):
             F.interpolate(fg.tensor(x.astype(np.int64) if mode == "bilinear" else x),
                                                size=(4, 5), mode=mode)
+
+
+def test_nearest_interpolate_picks_torchs_source_pixels():
+    """Nearest and nearest-exact resizing by a scale factor or to a size, 1-d to 3-d: source
+    indices in float32 as PyTorch's kernels, and 2-d nearest's shortcut for sizes that stay or
+    double (a 4-row image scaled by 2.2 reads rows 0 0 1 1 2 2 3 3 there, not 0 0 0 1 ...).
+    Gradients follow the forward's picks (2-d: as PyTorch's)."""
+    rng = np.random.default_rng(0)
+    for nd in (1, 2, 3):
+        shape = (1, 2) + (5, 6, 7)[:nd]
+        x = rng.standard_normal(shape)
+        calls = [dict(scale_factor=sf, mode=m, recompute_scale_factor=rc) for sf in (2.2, 1.1, 1 / 3, 2.0, 0.45)
+                 for m in ("nearest", "nearest-exact") for rc in (None, True)]
+        calls += [dict(size=size[:nd], mode=m) for size in ((10, 12, 14), (3, 13, 20)) for m in ("nearest", "nearest-exact")]
+        for kw in calls:
+            want = torch.nn.functional.interpolate(torch.tensor(x), **kw).numpy()
+            np.testing.assert_array_equal(F.interpolate(fg.tensor(x), **kw).numpy(), want)
+    x = rng.standard_normal((1, 1, 4, 5))
+    grads = []
+    for T in (fg, torch):
+        t = T.tensor(x, requires_grad=True)
+        T.nn.functional.interpolate(t, scale_factor=2.2, mode="nearest").sum().backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(*grads)

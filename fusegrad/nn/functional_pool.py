@@ -685,6 +685,21 @@ def _uint8_pass(x: Tensor, m: np.ndarray, axis: int) -> Tensor:
     return O.clamp(O.floor(O.mul(acc, 1.0 / (1 << precision))), 0, 255)
 
 
+def _nearest_sources(size: int, out: int, scale: np.float32, exact: bool, n: int) -> np.ndarray:
+    """The source index of each output along one dim, as PyTorch's kernels compute it: in
+    float32 (nearest-exact's offset in float64), and, for 2-d nearest, the sizes that stay or
+    double read the same or the halved index whatever the scale says (its forward kernel's
+    shortcut; the 1-d and 3-d ones have none)."""
+    i = np.arange(out)
+    if n == 2 and not exact and out in (size, 2 * size):
+        return i if out == size else i >> 1
+    if exact:
+        src = np.floor(((i + 0.5) * np.float64(scale)).astype(np.float32))
+    else:
+        src = np.floor(i.astype(np.float32) * scale)
+    return np.minimum(src.astype(np.int64), size - 1)
+
+
 @autocast_off
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: Optional[bool] = None, recompute_scale_factor: Optional[bool] = None,
@@ -730,11 +745,11 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                            f"{' and' if n == 1 else ''} output ({sizes[1]})")
     x = input
     if mode.startswith("nearest"):
-        shift = 0.5 if mode == "nearest-exact" else 0.0
+        exact = "Exact" if mode == "nearest-exact" else ""
         for i, (s, o, sc) in enumerate(zip(input.shape[2:], outs, scales)):
-            src = np.minimum(np.floor((np.arange(o) + shift) * sc).astype(np.int64), s - 1)
+            given = scale_factor is not None and not recompute_scale_factor
+            src = _nearest_sources(s, o, np.float32(sc) if given else np.float32(s) / np.float32(o), bool(exact), n)
             x = O.index_select(x, 2 + i, _tensor(src))
-        exact = "Exact" if shift else ""
         return own(named(x, f"Upsample{'Nearest' + exact}{n}DBackward0"), input, order=_follows(input))
     passes = list(enumerate(zip(input.shape[2:], outs, scales)))
     if input.dtype == D.uint8:
