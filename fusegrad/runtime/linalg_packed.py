@@ -10,7 +10,6 @@ reflector by reflector, so gradients flow through them."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg.lapack as lapack
 
 from ..ir.prims.linalg import LinAlgError
 from . import linalg as L
@@ -32,7 +31,9 @@ _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d", np.dtype(np.com
 
 
 def _routine(a: np.ndarray, name: str, what: str):
-    """The LAPACK routine ``?name`` for ``a``'s dtype (PyTorch's dtype error for the others)."""
+    """The LAPACK routine ``?name`` for ``a``'s dtype (PyTorch's dtype error for the others).
+    (SciPy's linear algebra is imported here, at first use: importing fusegrad stays light.)"""
+    import scipy.linalg.lapack as lapack
     if a.dtype not in _PREFIX:
         raise RuntimeError(f"{what}: Expected a floating point or complex tensor as input. Got {_type_name(a.dtype)}")
     return getattr(lapack, _PREFIX[a.dtype] + name)
