@@ -129,8 +129,9 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:  # noqa: A002
     """``log(cumsum(exp(input), dim))``, shifted by the (detached, finite) max along ``dim``
     so that it neither overflows nor underflows near the max."""
     x = _ft(input)
-    if x.ndim == 0:
-        return O.mul(x, 1.0)
+    O._axes(x, dim)  # (a dim out of range raises)
+    if x.ndim == 0 or x.numel() == 0:  # one element, or none (an empty scan: no max to shift by)
+        return O.named(O.mul(x, 1.0), "LogcumsumexpBackward0")
     d = x.detach()
     m = O.amax(d.real if d.is_complex() else d, dim, keepdim=True)  # (complex values: by the real part)
     m = O.where(O.isfinite(m), m, 0.0)

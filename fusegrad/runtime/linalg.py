@@ -21,8 +21,8 @@ from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
-from .ops import (_axes, _float, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul, meshgrid,
-                  movedim, named, own, pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
+from .ops import (_axes, _float, _red_axes, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul,
+                  meshgrid, movedim, named, own, pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -188,7 +188,7 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
     elif not x.dtype.is_floating_point and not x.dtype.is_complex:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {_type_name(x._data.dtype)}")
-    axes = _axes(x, dim)
+    axes = _red_axes(x, dim, empty_all=False)  # (a 0-d x: none; an empty dim list: all, below)
     p = float(ord)
     if p < 0 or p == math.inf:  # a max or min: no value for an empty reduction
         if dim is None and x.numel() == 0:

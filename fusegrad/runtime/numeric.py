@@ -138,6 +138,9 @@ def median(x, dim=None, keepdim=False):
         gap = O.sub(O.sum(O.where(mask, m, zeros_like(flat))), O.sum(O.where(mask, flat, zeros_like(flat))))
         return O.named(O.sub(m, O.div(gap, O.sum(O.to(mask, flat.dtype)))), "MedianBackward0")
     ax = O._axes(x, dim)[0]
+    if x.ndim == 0:  # its one element, at index 0 (0-d results, as PyTorch's)
+        v, i = median(O.reshape(x, (1,)), 0)
+        return median_type(O.reshape(v, ()), O.reshape(i, ()))
     n = x.shape[ax]
     if n == 0:
         raise IndexError("median() cannot compute median for an empty dimension")

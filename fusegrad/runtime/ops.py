@@ -241,6 +241,9 @@ def sign(input, *, out=None):  # noqa: A002
     if isinstance(input, Tensor) and input._data.dtype.kind == "c":
         raise NotImplementedError("Unlike NumPy, torch.sign is not intended to support complex numbers. Please use "
                                   "torch.sgn instead.")
+    if isinstance(input, Tensor) and input._data.dtype.kind == "b":  # its own sign (NumPy has no bool loop)
+        r = P.ne(input, False)
+        return r if out is None else write_out("sign", r, out)
     return _sign(input, out=out)
 sqrt = op(_unary(P.sqrt), inplace="both")
 rsqrt = op(_unary(P.rsqrt))
@@ -590,6 +593,11 @@ def equal(a, b) -> bool:
 def where(cond, x=None, y=None):
     if x is None and y is None:
         return nonzero(cond, as_tuple=True)
+    if isinstance(cond, Tensor) and cond._data.dtype == np.uint8:  # deprecated in PyTorch, still read as a mask
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in a "
+                      "future version of PyTorch. Use a boolean condition instead.", UserWarning,
+                      stacklevel=user_stacklevel())
+        cond = P.ne(cond, 0)
     if isinstance(cond, Tensor) and cond._data.dtype.kind != "b":
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{scalar_name(cond)}")
@@ -604,15 +612,24 @@ def clamp(x, min=None, max=None):
     x = as_t(x)
     r = x
     if min is not None:
-        r = where(lt(r, min), min if not isinstance(min, Tensor) else min, r)
+        r = where(_past_bound(r, min, lt), min, r)
     if max is not None:
-        r = where(gt(r, max), max, r)
+        r = where(_past_bound(r, max, gt), max, r)
     if r is x:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     return named(r, "ClampBackward1")
 
 
 clip = alias(clamp, "clip")
+
+
+def _past_bound(r: Tensor, bound, cmp) -> Tensor:
+    """Where clamp takes ``bound``: past it, or where it is NaN (a NaN bound gives NaN, as PyTorch's)."""
+    if isinstance(bound, Tensor) and D.np_floating(bound._data.dtype):
+        return logical_or(cmp(r, bound), isnan(bound))
+    if isinstance(bound, float) and math.isnan(bound):
+        return ne(r, bound)  # (everywhere)
+    return cmp(r, bound)
 
 
 @op(inplace="both")
@@ -823,15 +840,31 @@ def _axes(x: Tensor, dim) -> tuple:
     return normalize_axes(dim, x._data.ndim)
 
 
+def _red_axes(x: Tensor, dim, empty_all: bool = True) -> tuple:
+    """The axes a reduction over ``dim`` reduces: all of them for None (and, with
+    ``empty_all``, for an empty dim list, as PyTorch's ``sum(dim=[])``); none for a 0-d
+    tensor, whose dim 0 (or -1) is its one element. Out-of-range and repeated dims raise."""
+    if dim is None or (empty_all and isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(x._data.ndim))
+    axes = _axes(x, dim)
+    return axes if x._data.ndim else ()
+
+
 @op
-def sum(x, dim=None, keepdim=False, *, dtype=None):
+def sum(x, dim=None, keepdim=False, *, dtype=None, out=None):
+    if out is not None:  # summed in out's dtype (the input cast to it first), as PyTorch's
+        if dtype is not None and D.to_dtype(dtype) != out.dtype:
+            name = D.to_dtype(dtype).name
+            raise RuntimeError(f"Expected out tensor to have dtype {_CPP_SCALAR.get(name, name)}, but got "
+                               f"{cpp_scalar_name(out)} instead")
+        return write_out("sum", sum(x, dim, keepdim, dtype=out.dtype), out)
     x = as_t(x)
     if dtype is not None:
         x = to(x, dtype)
     elif x._data.dtype.kind in "bu" or x._data.dtype in (np.int8, np.int16, np.int32):
         x = P.cast(x, dtype=np.dtype(np.int64))
     full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
-    r = P.reduce_sum(x, axes=_axes(x, None if full else dim), keepdims=bool(keepdim))
+    r = P.reduce_sum(x, axes=_red_axes(x, dim), keepdims=bool(keepdim))
     if r._data.dtype != x._data.dtype and x._data.dtype.kind in "biu":  # a narrow dtype asked for: it wraps
         r = P.cast(r, dtype=x._data.dtype)
     return named(r, "SumBackward0" if full else "SumBackward1")
@@ -846,7 +879,7 @@ def mean(x, dim=None, keepdim=False, *, dtype=None):
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {x.dtype.name.capitalize()}")
     full = dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0)
-    axes = _axes(x, None if full else dim)
+    axes = _red_axes(x, dim)
     n = 1
     for a in axes:
         n *= x._data.shape[a]
@@ -864,7 +897,7 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
         x = to(x, dtype)
     elif x._data.dtype.kind in "bui" and x._data.dtype != np.int64:  # integral -> int64, as torch
         x = P.cast(x, dtype=np.dtype(np.int64))
-    r = P.reduce_prod(x, axes=_axes(x, dim), keepdims=bool(keepdim))
+    r = P.reduce_prod(x, axes=_red_axes(x, dim), keepdims=bool(keepdim))
     return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
 
 
@@ -890,6 +923,9 @@ def _extreme(x, dim, keepdim, red, arg, name):
     if isinstance(dim, Tensor):  # torch.max(a, b) is the elementwise maximum
         return (maximum if red is P.reduce_max else minimum)(x, dim)
     ax = _axes(x, dim)[0]
+    if x._data.ndim == 0:  # its one element, at index 0 (a 0-d result, keepdim or not, as PyTorch's)
+        v, i = _extreme(P.reshape(x, shape=(1,)), 0, False, red, arg, name)
+        return _RESULT_TYPES[name](named(P.reshape(v, shape=()), name + "Backward0"), P.reshape(i, shape=()))
     idx = arg(x, axis=ax, keepdims=True)
     vals = P.gather(x, idx, axis=ax)
     if not keepdim:
@@ -911,19 +947,19 @@ def min(x, dim=None, keepdim=False):
 @op
 def amax(x, dim=(), keepdim=False):
     x = as_t(x)
-    return named(P.reduce_max(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AmaxBackward0")
+    return named(P.reduce_max(x, axes=_red_axes(x, dim), keepdims=bool(keepdim)), "AmaxBackward0")
 
 
 @op
 def amin(x, dim=(), keepdim=False):
     x = as_t(x)
-    return named(P.reduce_min(x, axes=_axes(x, dim if dim != () else None), keepdims=bool(keepdim)), "AminBackward0")
+    return named(P.reduce_min(x, axes=_red_axes(x, dim), keepdims=bool(keepdim)), "AminBackward0")
 
 
 @op
 def argmax(x, dim=None, keepdim=False):
     x = as_t(x)
-    if dim is None:
+    if dim is None or _red_axes(x, dim) == ():  # (a 0-d x: its one element)
         return P.argmax(P.reshape(x, shape=(x.numel(),)), axis=0, keepdims=False)
     return P.argmax(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
 
@@ -931,7 +967,7 @@ def argmax(x, dim=None, keepdim=False):
 @op
 def argmin(x, dim=None, keepdim=False):
     x = as_t(x)
-    if dim is None:
+    if dim is None or _red_axes(x, dim) == ():  # (a 0-d x: its one element)
         return P.argmin(P.reshape(x, shape=(x.numel(),)), axis=0, keepdims=False)
     return P.argmin(x, axis=_axes(x, dim)[0], keepdims=bool(keepdim))
 
@@ -955,7 +991,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def _var(x, dim, unbiased, keepdim, correction):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    axes = _axes(x, dim)
+    axes = _red_axes(x, dim)
     n = 1
     for a in axes:
         n *= x._data.shape[a]
@@ -998,9 +1034,14 @@ def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 @op
-def logsumexp(x, dim, keepdim=False):
+def logsumexp(x, dim, keepdim=False, *, out=None):
+    if out is not None:  # computed in out's dtype, which must be a floating one (PyTorch's)
+        if not out.is_floating_point():
+            raise RuntimeError(f"logsumexp(): Expected floating point type for result tensor, but got: "
+                               f"{_type_name(out._data.dtype)}")
+        return write_out("logsumexp", logsumexp(to(as_t(x), out.dtype), dim, keepdim), out)
     x = _float(as_t(x))
-    axes = _axes(x, dim)
+    axes = _red_axes(x, dim, empty_all=False)
     if builtins.any(x._data.shape[a] == 0 for a in axes):  # log(0): -inf, as PyTorch's
         return named(P.add(P.reduce_sum(x, axes=axes, keepdims=bool(keepdim)), float("-inf")), "LogsumexpBackward0")
     # (complex values shift by their largest real part, as PyTorch's)
@@ -1026,15 +1067,20 @@ def cumsum(x, dim, *, dtype=None):
         x = to(x, dtype)
     elif x._data.dtype.kind in "bui" and x._data.dtype != np.int64:  # integral -> int64, as torch
         x = P.cast(x, dtype=np.dtype(np.int64))
-    return named(P.cumsum(x, axis=_axes(x, dim)[0]), "CumsumBackward0")
+    ax = _axes(x, dim)[0]
+    if x._data.ndim == 0:  # its one element: a 0-d result, as PyTorch's
+        return named(P.reshape(P.cumsum(P.reshape(x, shape=(1,)), axis=0), shape=()), "CumsumBackward0")
+    return named(P.cumsum(x, axis=ax), "CumsumBackward0")
 
 
 @op
 def all(x, dim=None, keepdim=False):
     x = as_t(x)
     if type(x._data) is not np.ndarray:  # traced, or a CUDA tensor: as primitives
-        return logical_not(any(logical_not(x), dim, keepdim))
-    return wrap(np.all(x._data, axis=dim, keepdims=keepdim))
+        r = logical_not(any(logical_not(x), dim, keepdim))
+    else:  # (an empty dim list reduces nothing, as PyTorch's)
+        r = wrap(np.all(x._data, axis=_red_axes(x, dim, empty_all=False), keepdims=bool(keepdim)))
+    return P.cast(r, dtype=x._data.dtype) if x._data.dtype == np.uint8 else r  # (uint8 stays uint8, as PyTorch's)
 
 
 @op
@@ -1042,8 +1088,10 @@ def any(x, dim=None, keepdim=False):
     x = as_t(x)
     if type(x._data) is not np.ndarray:  # traced, or a CUDA tensor: as primitives (a sum: 0 when empty)
         nz = P.cast(P.ne(x, False if x.dtype == D.bool_ else 0), dtype=np.dtype(np.int32))
-        return P.ne(P.reduce_sum(nz, axes=_axes(x, dim), keepdims=keepdim), 0)
-    return wrap(np.any(x._data, axis=dim, keepdims=keepdim))
+        r = P.ne(P.reduce_sum(nz, axes=_red_axes(x, dim, empty_all=False), keepdims=bool(keepdim)), 0)
+    else:  # (an empty dim list reduces nothing, as PyTorch's)
+        r = wrap(np.any(x._data, axis=_red_axes(x, dim, empty_all=False), keepdims=bool(keepdim)))
+    return P.cast(r, dtype=x._data.dtype) if x._data.dtype == np.uint8 else r  # (uint8 stays uint8, as PyTorch's)
 
 
 @op
@@ -1393,7 +1441,7 @@ def flip(x, *dims):
     for k, d in enumerate(seen):
         if d in seen[:k]:
             raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-    return named(P.flip(x, axes=_axes(x, dims)), "FlipBackward0")
+    return named(P.flip(x, axes=_red_axes(x, dims, empty_all=False)), "FlipBackward0")
 
 
 @op
@@ -1930,8 +1978,14 @@ def gather(x, dim, index, *, sparse_grad=False):
     if index._data.dtype.kind not in "iu":
         raise RuntimeError(f"gather(): Expected dtype int64 for index, got {index.dtype}")
     ax = _axes(x, dim)[0]
-    if index._data.ndim != x._data.ndim:
+    if builtins.max(index._data.ndim, 1) != builtins.max(x._data.ndim, 1):
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if index._data.ndim != x._data.ndim:  # a 0-d input or index: as a 1-d one (PyTorch's), the result index's shape
+        r = P.gather(P.reshape(x, shape=(x.numel(),)), P.reshape(index, shape=(index.numel(),)), axis=0)
+        return named(P.reshape(r, shape=tuple(index._data.shape)), "GatherBackward0")
+    if x._data.ndim == 0:  # one element, along dim 0 (or -1): as 1-d tensors
+        return named(P.reshape(P.gather(P.reshape(x, shape=(1,)), P.reshape(index, shape=(1,)), axis=0), shape=()),
+                     "GatherBackward0")
     return named(P.gather(x, index, axis=ax), "GatherBackward0")
 
 
@@ -2298,7 +2352,7 @@ def inplace(self: Tensor, fn, *others, written=None) -> Tensor:
         # fn reads a stand-in: the nodes it records must keep the old value, which the
         # rebinding below would change under them (x * sigmoid(x)'s gradient read the new)
         old = _snapshot(self, copy=False)
-        new = fn(old)
+        new = _cast_back(fn(old), old)
         if not grad_on and self._grad_fn is not None and not new._rg:
             # under no_grad the tensor keeps its history (PyTorch): its gradient passes the update
             from .grad_mode import enable_grad
@@ -2486,7 +2540,8 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
     # fn reads a stand-in: the nodes it records keep the view's old value, which deriving the
     # view again from the updated base would change under them (mul_'s saved operand)
     trace.lift(view)  # (derived again first if the base was updated since)
-    new = fn(_snapshot(view, copy=False))
+    old = _snapshot(view, copy=False)
+    new = _cast_back(fn(old), old)
     from .grad_mode import no_grad
     with no_grad():
         mask = _embed_chain(_const(np.ones(view._data.shape, dtype=np.bool_), view), chain, base._data.shape)
@@ -2498,11 +2553,26 @@ def _traced_inplace_view(view: Tensor, base: Tensor, fn, trace) -> Tensor:
     return view
 
 
+def _check_write_cast(s: np.dtype, d: np.dtype) -> None:
+    """An in-place result of dtype ``s`` may be written into a tensor of dtype ``d`` (as
+    PyTorch's canCast: not a float into an integer, nor a complex into a real; any integer
+    type into another)."""
+    if s != d and not np.can_cast(s, d, "same_kind") and not (s.kind in "iu" and d.kind in "iu"):
+        raise RuntimeError(f"result type {_type_name(s)} can't be cast to the desired output type {_type_name(d)}")
+
+
+def _cast_back(new: Tensor, old: Tensor) -> Tensor:
+    """A traced in-place result in its target's dtype (as ``_write`` stores it eagerly)."""
+    s, d = new._data.dtype, old._data.dtype
+    if s == d:
+        return new
+    _check_write_cast(s, d)
+    return P.cast(new, dtype=d)
+
+
 def _write(dst: Tensor, src: Tensor, written=None) -> None:
     d, s = dst._data, src._data
-    if s.dtype != d.dtype and not np.can_cast(s.dtype, d.dtype, "same_kind"):
-        raise RuntimeError(f"result type {_type_name(s.dtype)} can't be cast to the desired "
-                           f"output type {_type_name(d.dtype)}")
+    _check_write_cast(s.dtype, d.dtype)
     if type(d) is not np.ndarray:  # a CUDA tensor: written on its device
         if devices.of(s) != dst.device:
             raise devices.mixed_error(dst.device, devices.of(s))

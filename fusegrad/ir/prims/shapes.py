@@ -40,8 +40,11 @@ def normalize_axes(axes, ndim: int) -> tuple:
         a = int(a)
         if not -max(ndim, 1) <= a < max(ndim, 1):
             raise IndexError(f"Dimension out of range (expected to be in range of [{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {a})")
-        out.append(a % ndim if ndim else 0)
-    return tuple(sorted(set(out)))
+        a = a % ndim if ndim else 0
+        if a in out:  # (PyTorch's dim list holds each dim once)
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+        out.append(a)
+    return tuple(sorted(out))
 
 
 def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
