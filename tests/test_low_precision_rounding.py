@@ -159,3 +159,35 @@ def test_half_tensor_to_a_number_power_as_torch():
         got.append([_numbers(v) for v in row])
     for g, w in zip(*got):
         np.testing.assert_array_equal(g, w)
+
+
+def test_half_models_ops_round_once_as_torch():
+    """float16/bfloat16 as PyTorch's kernels compute them, in float32 with one rounding: a 0-d
+    nn.Parameter scale (as a 0-d tensor), add/sub with alpha (alpha rounded to the dtype first:
+    SGD's update of half parameters), round(decimals=), log2, log10, hypot, dot; batch norm of
+    a half model in eval and training (its batch statistics rounded to the dtype, then
+    x * alpha + beta; in bfloat16 PyTorch's 1 / std of a channel can be one bfloat16 ulp
+    apart from the rounded exact one, so those are compared within two of its ulps)."""
+    r = np.random.default_rng(3)
+    a, b = r.standard_normal(512).astype(np.float32) * 3, r.standard_normal(512).astype(np.float32) * 3
+    x = r.normal(0, 1, (4, 8, 6, 6)).astype(np.float32)
+    stats = [r.normal(0, .2, 8), r.uniform(.5, 1.5, 8), r.normal(1, .3, 8), r.normal(0, .3, 8)]
+    got, bf16_trained = [], []
+    for T in (fg, torch):
+        row = []
+        for dt in (T.float16, T.bfloat16):
+            p, q = T.tensor(a).to(dt), T.tensor(b).to(dt)
+            scale = T.nn.Parameter(T.tensor(1.3))
+            row += [p * scale, p / scale, T.add(p, q, alpha=0.37), T.sub(p, q, alpha=-0.01), p.clone().add_(q, alpha=-0.01),
+                    T.round(p, decimals=1), T.log2(p.abs()), T.log10(p.abs()), T.hypot(p, q * 0.7), T.dot(p, q)]
+            m, v, w, bias = (T.tensor(s, dtype=T.float32).to(dt) for s in stats)
+            xh = T.tensor(x).to(dt)
+            row.append(T.nn.functional.batch_norm(xh, m, v, w, bias, training=False))
+            trained = [T.nn.functional.batch_norm(xh, m.clone(), v.clone(), w, bias, training=True),
+                       T.nn.functional.batch_norm(xh, None, None, None, None, training=True)]
+            (row if dt == T.float16 else bf16_trained).extend(trained)
+        got.append([_numbers(t) for t in row])
+    for g, w in zip(*got):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(bf16_trained[:2], bf16_trained[2:]):
+        np.testing.assert_allclose(_numbers(g), _numbers(w), rtol=2 ** -6, atol=2 ** -9)

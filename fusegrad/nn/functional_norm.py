@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence, Union
 
+from ..ir import dtypes as D
 from ..runtime import ops as O
 from ..runtime.autocast_state import float32_policy
 from ..runtime.grad_mode import no_grad
 from ..runtime.ops import named, own
 from ..runtime.tensor import Tensor
 from ..runtime.type_info import channels_last_order, finfo
-from .opmath import downcast, upcast
+from .opmath import _LOW, downcast, upcast
 
 __all__ = ["batch_norm", "instance_norm", "group_norm", "rms_norm"]
 
@@ -38,9 +39,9 @@ def _update_running(running: Optional[Tensor], stat: Tensor, momentum: float) ->
                                                                        momentum)))
 
 
-def _normalize(input: Tensor, axes: tuple, eps: float, running_mean, running_var, momentum: float) -> Tensor:
-    """``(x - mean) / sqrt(var + eps)`` over ``axes`` of the batch itself, updating the
-    running mean and (unbiased) running variance."""
+def _batch_stats(input: Tensor, axes: tuple, eps: float, running_mean, running_var, momentum: float) -> tuple:
+    """The mean, the centered input and ``1 / sqrt(var + eps)`` over ``axes`` of the batch
+    itself, updating the running mean and (unbiased) running variance."""
     n = math.prod(input.shape[a] for a in axes)
     mean = O.mean(input, axes, keepdim=True)
     centered = O.sub(input, mean)
@@ -48,7 +49,7 @@ def _normalize(input: Tensor, axes: tuple, eps: float, running_mean, running_var
     if running_mean is not None or running_var is not None:
         _update_running(running_mean, mean, momentum)
         _update_running(running_var, O.mul(var, n / max(n - 1, 1)), momentum)
-    return O.mul(centered, O.rsqrt(O.add(var, eps)))
+    return mean, centered, O.rsqrt(O.add(var, eps))
 
 
 def batch_norm(input: Tensor, running_mean: Optional[Tensor], running_var: Optional[Tensor],
@@ -70,12 +71,23 @@ def batch_norm(input: Tensor, running_mean: Optional[Tensor], running_var: Optio
         if math.prod(input.shape[a] for a in axes) == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{input.shape}")
-        out = _normalize(input, axes, eps, running_mean, running_var, momentum)
+        mean, centered, invstd = _batch_stats(input, axes, eps, running_mean, running_var, momentum)
+        if low.dtype in _LOW and all(t is None or t.dtype == low.dtype for t in (weight, bias, running_mean,
+                                                                                 running_var)):
+            # a half model: PyTorch keeps the batch statistics in its dtype, then computes
+            # x * alpha + beta in float32 (alpha = weight / std, beta = bias - mean * alpha)
+            mean, invstd = (O.to(O.to(t, low.dtype), D.float32) for t in (mean, invstd))
+            alpha = invstd if weight is None else O.mul(invstd, O.reshape(upcast(weight), shape))
+            beta = O.neg(O.mul(mean, alpha)) if bias is None else O.sub(O.reshape(upcast(bias), shape),
+                                                                        O.mul(mean, alpha))
+            return downcast(named(O.add(O.mul(input, alpha), beta), "NativeBatchNormBackward0"), low)
+        out = O.mul(centered, invstd)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-        scale = O.rsqrt(O.add(O.reshape(running_var, shape), eps))
-        out = O.mul(O.sub(input, O.reshape(running_mean, shape)), scale)
+        # (half statistics in float32, as the input: eps is lost to float16's rounding of var + eps)
+        scale = O.rsqrt(O.add(O.reshape(upcast(running_var), shape), eps))
+        out = O.mul(O.sub(input, O.reshape(upcast(running_mean), shape)), scale)
     return downcast(named(_affine(out, weight, bias, shape), "NativeBatchNormBackward0"), low)
 
 

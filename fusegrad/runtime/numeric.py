@@ -23,8 +23,12 @@ median_type = _return_type("median", ("values", "indices"))
 def hypot(a, b):
     """``sqrt(a**2 + b**2)`` without overflow or underflow on the way: ``hi * sqrt(1 + q**2)``
     with ``hi``, ``lo`` the larger and smaller magnitude and ``q = lo / hi``; infinite where
-    either is (NaN or not), as C's hypot."""
+    either is (NaN or not), as C's hypot; float16 and bfloat16 in float32, rounded once, as
+    PyTorch's kernel."""
     a, b = O.as_t(a), O.as_t(b)
+    rt = D.result_type(a, b).np
+    if D.np_half(rt):
+        return O.to(hypot(O.to(a, D.float32), O.to(b, D.float32)), D.from_numpy_dtype(rt))
     ma, mb = O.abs(a), O.abs(b)
     hi, lo = O.maximum(ma, mb), O.minimum(ma, mb)
     q = O.div(lo, O.where(O.gt(hi, 0), hi, 1.0))

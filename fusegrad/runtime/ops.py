@@ -192,8 +192,8 @@ def _scalar_in_float32(a, b):
     ``b``, a 0-d tensor of another dtype, at its own value: mul and div (every rounding mode)
     compute with it in float32 and round once (add, sub, pow, remainder and the rest round
     ``b`` to the result dtype first, as promotion does); None elsewhere."""
-    if type(b) is Tensor and type(a) is Tensor and not b._data.ndim and a._data.dtype != b._data.dtype \
-            and b._data.dtype.kind in "biuf":
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and not b._data.ndim and a._data.dtype != b._data.dtype \
+            and b._data.dtype.kind in "biuf":  # (an nn.Parameter too: a learnable 0-d scale)
         rt = D.result_type(a, b).np
         if D.np_half(rt):
             return rt
@@ -260,9 +260,12 @@ def round(x, *, decimals=0):  # noqa: A001
     if not decimals:
         return _round(x)
     x = as_t(x)
-    if decimals > 0:
-        return div(_round(mul(x, 10.0 ** decimals)), 10.0 ** decimals)
-    return mul(_round(div(x, 10.0 ** -decimals)), 10.0 ** -decimals)
+
+    def scaled(x):  # (a float16 or bfloat16 x in float32, rounded once, as PyTorch's kernel)
+        if decimals > 0:
+            return div(_round(mul(x, 10.0 ** decimals)), 10.0 ** decimals)
+        return mul(_round(div(x, 10.0 ** -decimals)), 10.0 ** -decimals)
+    return half_wide(x, scaled)
 
 
 
@@ -302,12 +305,12 @@ def exp2(x):
 
 @op
 def log2(x):
-    return named(div(log(x), math.log(2.0)), "Log2Backward0")
+    return named(half_wide(as_t(x), lambda x: div(log(x), math.log(2.0))), "Log2Backward0")
 
 
 @op
-def log10(x):
-    return named(div(log(x), math.log(10.0)), "Log10Backward0")
+def log10(x):  # (half precision: in float32, rounded once, as PyTorch's log10f)
+    return named(half_wide(as_t(x), lambda x: div(log(x), math.log(10.0))), "Log10Backward0")
 
 
 @op
@@ -365,9 +368,25 @@ def add(input, other, *, alpha=1, out=None):  # noqa: A002 - PyTorch's names (no
                                "addition does not currently support broadcasting)")
         other = other.to_dense()
     if alpha != 1:
-        other = other * alpha if isinstance(other, _SCALARS) else mul(other, alpha)
+        return _with_alpha(add, input, other, alpha, "AddBackward0", out)
     r = _binary(P.add, input, other, "AddBackward0")
     return r if out is None else write_out("add", r, out)
+
+
+def _with_alpha(op, input, other, alpha, name: str, out):
+    """``op(input, other * alpha)``; with float16 or bfloat16 operands computed in float32 with
+    ``alpha`` rounded to their dtype, then rounded once, as PyTorch's kernel (SGD's and Adam's
+    updates of half parameters)."""
+    a, b = as_t(input), other
+    half = D.np_half(D.result_type(a, b).np) if a._data.dtype.kind in "fV" else False
+    if half:
+        rt = D.result_type(a, b).np
+        wide = lambda t: P.cast(t, dtype=np.dtype(np.float32)) if isinstance(t, Tensor) else t  # noqa: E731
+        alpha = float(np.asarray(alpha, dtype=rt)) if isinstance(alpha, (int, float)) else alpha
+        r = named(P.cast(op(wide(a), wide(b) * alpha), dtype=rt), name)
+    else:
+        r = op(input, other * alpha if isinstance(other, _SCALARS) else mul(other, alpha))
+    return r if out is None else write_out(op.__name__, r, out)
 
 
 @op(inplace="method")
@@ -377,7 +396,7 @@ def sub(input, other, *, alpha=1, out=None):  # noqa: A002
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                            "to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
-        other = other * alpha if isinstance(other, _SCALARS) else mul(other, alpha)
+        return _with_alpha(sub, input, other, alpha, "SubBackward0", out)
     r = _binary(P.sub, input, other, "SubBackward0")
     return r if out is None else write_out("sub", r, out)
 
@@ -1783,6 +1802,9 @@ def dot(a, b):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to have "
                            f"the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively")
+    if D.np_half(a._data.dtype):  # (in float32, rounded once, as PyTorch's kernel)
+        f32 = np.dtype(np.float32)
+        return named(P.cast(dot(P.cast(a, dtype=f32), P.cast(b, dtype=f32)), dtype=a._data.dtype), "DotBackward0")
     r = P.reduce_sum(P.mul(a, b), axes=(0,), keepdims=False)
     return named(r, "DotBackward0")
 
