@@ -462,6 +462,28 @@ def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
             np.testing.assert_array_equal(g, w)
 
 
+def test_writes_into_an_expanded_tensor_check_only_the_written_elements_as_torch():
+    """``e = zeros(3).expand(2, 3)``: ``e[0, 1] = v``, ``e[0] = row``, ``e[0] += 1`` and an indexed
+    write go through (every row shares the memory), ``e[:, 1] = v`` writes one element twice
+    and raises; scatter's position out of range is a RuntimeError (indexing's an IndexError)."""
+    writes = [lambda e, T: e.__setitem__((0, 1), 1.0), lambda e, T: e.__setitem__(0, T.tensor([1., 2., 3.])),
+              lambda e, T: e[0].add_(1), lambda e, T: e.__setitem__((T.tensor([0, 1]), 2), 7.0)]
+    for write in writes:
+        got = []
+        for T in (fg, torch):
+            e = T.zeros(3).expand(2, 3)
+            write(e, T)
+            got.append(e.numpy().tolist())
+        assert got[0] == got[1]
+    for T in (fg, torch):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            T.zeros(3).expand(2, 3)[:, 1] = 5.0
+        for scatter in (lambda: T.zeros(3).scatter_(0, T.tensor([3]), 1.0),
+                        lambda: T.zeros(3).scatter(0, T.tensor([3]), T.ones(1))):
+            with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 0 with size 3"):
+                scatter()
+
+
 def test_indexed_writes_of_another_dtype_raise_as_torch():
     cases = [lambda m, x, s, i: x.index_add_(0, i, s), lambda m, x, s, i: x.index_copy_(0, i, s),
              lambda m, x, s, i: x.scatter_add_(0, i.view(1, 1).expand(1, 2), s),

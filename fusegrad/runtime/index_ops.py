@@ -106,6 +106,10 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     if any(s > (x.shape[a] if a != ax else s) for a, s in enumerate(shape)):
         raise RuntimeError(f"Expected index {list(shape)} to be smaller than self {list(x.shape)} apart from "
                            f"dimension {ax}")
+    try:  # (PyTorch's scatter reports a position out of range as a RuntimeError, indexing as an IndexError)
+        O._check_bounds(index, x.shape[ax], ax)
+    except IndexError as e:
+        raise RuntimeError(str(e)) from None
     grids = [index if a == ax else O.reshape(arange(n, device=x.device), (n,) + (1,) * (len(shape) - a - 1))
              for a, n in enumerate(shape)]
     grids = [O.expand(g, shape) for g in grids]

@@ -2609,12 +2609,15 @@ def _write(dst: Tensor, src: Tensor, written=None) -> None:
         except ValueError:
             raise RuntimeError(f"output with shape {list(d.shape)} doesn't match the broadcast shape "
                                f"{list(s.shape)}") from None
+    key = written() if written is not None and type(s) is np.ndarray else None
     if not d.flags.writeable:  # a view of an expanded tensor (NumPy's broadcast views are read-only)
-        if _overlaps(d):
+        # only the elements written may not share memory (PyTorch: e[0, 1] = v is allowed, e[:, 1] = v not)
+        region = d if key is None else d[key] if builtins.all(
+            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) for k in key) else None
+        if region is not None and _overlaps(region):
             raise RuntimeError(_OVERLAP)
         d = _writable(d)
-    if written is not None and type(s) is np.ndarray:
-        key = written()
+    if key is not None:
         d[key] = s[key].astype(d.dtype, copy=False)
         return
     np.copyto(d, s, casting="unsafe")
