@@ -34,7 +34,21 @@ def _precision_to_scale_tril(p):
     return solve_triangular(l_inv, eye, upper=False)
 
 
-class MultivariateNormal(Distribution):
+class ScaleTrilMatrices:
+    """``scale_tril`` and ``covariance_matrix`` of a distribution that keeps its scale as the
+    lower Cholesky factor ``_unbroadcasted_scale_tril``, broadcast to ``_matrix_shape()``."""
+
+    @lazy_property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
+
+    @lazy_property
+    def covariance_matrix(self):
+        lo = self._unbroadcasted_scale_tril
+        return (lo @ lo.mT).expand(self._matrix_shape())
+
+
+class MultivariateNormal(ScaleTrilMatrices, Distribution):
     """Normal distribution over vectors with mean ``loc`` and covariance ``L L^T``."""
     arg_constraints = {"loc": constraints.real_vector, "covariance_matrix": constraints.positive_definite,
                        "precision_matrix": constraints.positive_definite, "scale_tril": constraints.lower_cholesky}
@@ -81,15 +95,6 @@ class MultivariateNormal(Distribution):
 
     def _matrix_shape(self) -> tuple:
         return tuple(self._batch_shape) + tuple(self._event_shape) * 2
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        lo = self._unbroadcasted_scale_tril
-        return (lo @ lo.mT).expand(self._matrix_shape())
 
     @lazy_property
     def precision_matrix(self):

@@ -21,7 +21,7 @@ from . import constraints
 from .distribution import _all_true
 from .exp_family import ExponentialFamily
 from .gamma import Chi2
-from .multivariate_normal import _precision_to_scale_tril
+from .multivariate_normal import ScaleTrilMatrices, _precision_to_scale_tril
 from .utils import lazy_property, vec_to_tril_matrix
 
 __all__ = ["Wishart"]
@@ -49,7 +49,7 @@ def _any(cond) -> bool:
     return not _all_true(~cond)
 
 
-class Wishart(ExponentialFamily):
+class Wishart(ScaleTrilMatrices, ExponentialFamily):
     """Density ``|X|^((df - p - 1) / 2) exp(-tr(S^-1 X) / 2) / (2^(df p / 2) |S|^(df / 2)
     Gamma_p(df / 2))`` over ``p x p`` positive-definite ``X``, with ``S = L L^T`` given as a
     covariance matrix, a precision matrix ``S^-1`` or ``scale_tril = L``; ``df > p - 1``."""
@@ -120,15 +120,6 @@ class Wishart(ExponentialFamily):
 
     def _matrix_shape(self) -> tuple:
         return tuple(self._batch_shape) + tuple(self._event_shape)
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        lo = self._unbroadcasted_scale_tril
-        return (lo @ lo.mT).expand(self._matrix_shape())
 
     @lazy_property
     def precision_matrix(self):
