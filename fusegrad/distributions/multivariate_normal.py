@@ -36,7 +36,26 @@ def _precision_to_scale_tril(p):
 
 class ScaleTrilMatrices:
     """``scale_tril`` and ``covariance_matrix`` of a distribution that keeps its scale as the
-    lower Cholesky factor ``_unbroadcasted_scale_tril``, broadcast to ``_matrix_shape()``."""
+    lower Cholesky factor ``_unbroadcasted_scale_tril``, broadcast to ``_matrix_shape()``;
+    made from the one matrix it was given (``_keep_matrix`` before the parameters are
+    validated, ``_factor`` after)."""
+
+    def _keep_matrix(self, scale_tril, covariance_matrix, precision_matrix, batch_shape) -> None:
+        full = tuple(batch_shape) + (-1, -1)
+        if scale_tril is not None:
+            self.scale_tril = scale_tril.expand(full)
+        elif covariance_matrix is not None:
+            self.covariance_matrix = covariance_matrix.expand(full)
+        else:
+            self.precision_matrix = precision_matrix.expand(full)
+
+    def _factor(self, scale_tril, covariance_matrix, precision_matrix) -> None:
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
+        else:
+            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
 
     @lazy_property
     def scale_tril(self):
@@ -65,21 +84,10 @@ class MultivariateNormal(ScaleTrilMatrices, Distribution):
             raise ValueError("scale_tril, covariance_matrix or precision_matrix matrix must be at least "
                              "two-dimensional, with optional leading batch dimensions")
         batch_shape = broadcast_shapes(tuple(matrix.shape[:-2]), tuple(loc.shape[:-1]))
-        full = tuple(batch_shape) + (-1, -1)
-        if scale_tril is not None:
-            self.scale_tril = scale_tril.expand(full)
-        elif covariance_matrix is not None:
-            self.covariance_matrix = covariance_matrix.expand(full)
-        else:
-            self.precision_matrix = precision_matrix.expand(full)
+        self._keep_matrix(scale_tril, covariance_matrix, precision_matrix, batch_shape)
         self.loc = loc.expand(tuple(batch_shape) + (-1,))
         super().__init__(batch_shape, self.loc.shape[-1:], validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._factor(scale_tril, covariance_matrix, precision_matrix)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(MultivariateNormal, _instance)

@@ -14,14 +14,14 @@ import numpy as np
 from ..ir.prims.shapes import broadcast_shapes
 from ..runtime import factory
 from ..runtime import ops as O
-from ..runtime.linalg import cholesky, diag_embed, diagonal, slogdet
+from ..runtime.linalg import diag_embed, diagonal, slogdet
 from ..runtime.linalg_extras import cholesky_solve
 from ..runtime.tensor import Size
 from . import constraints
 from .distribution import _all_true
 from .exp_family import ExponentialFamily
 from .gamma import Chi2
-from .multivariate_normal import ScaleTrilMatrices, _precision_to_scale_tril
+from .multivariate_normal import ScaleTrilMatrices
 from .utils import lazy_property, vec_to_tril_matrix
 
 __all__ = ["Wishart"]
@@ -80,23 +80,12 @@ class Wishart(ScaleTrilMatrices, ExponentialFamily):
         p = event_shape[-1]
         if _any(self.df <= p - 1):
             raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
-        full = tuple(batch_shape) + (-1, -1)
-        if scale_tril is not None:
-            self.scale_tril = param.expand(full)
-        elif covariance_matrix is not None:
-            self.covariance_matrix = param.expand(full)
-        else:
-            self.precision_matrix = param.expand(full)
+        self._keep_matrix(scale_tril, covariance_matrix, precision_matrix, batch_shape)
         if _any(self.df < p):
             warnings.warn("Low df values detected. Singular samples are highly likely to occur for "
                           "ndim - 1 < df < ndim.", stacklevel=2)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._factor(scale_tril, covariance_matrix, precision_matrix)
         self._dist_chi2 = self._chi2()
 
     def _chi2(self):
