@@ -251,15 +251,42 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
     dims = tuple(range(input.ndim - n, input.ndim))
-    low, input = input, upcast(input)
-    centered = O.sub(input, O.mean(input, dims, keepdim=True))
-    var = O.mean(O.mul(centered, centered), dims, keepdim=True)
-    out = O.mul(centered, O.rsqrt(O.add(var, eps)))
-    if weight is not None:
-        out = O.mul(out, weight)
-    if bias is not None:
-        out = O.add(out, bias)
-    return downcast(named(out, "NativeLayerNormBackward0"), low)
+
+    def normalized(x, weight, bias):
+        low, x = x, upcast(x)
+        centered = O.sub(x, O.mean(x, dims, keepdim=True))
+        var = O.mean(O.mul(centered, centered), dims, keepdim=True)
+        out = O.mul(centered, O.rsqrt(O.add(var, eps)))
+        if weight is not None:
+            out = O.mul(out, weight)
+        if bias is not None:
+            out = O.add(out, bias)
+        return downcast(named(out, "NativeLayerNormBackward0"), low)
+    if not (input.dtype in (D.float16, D.bfloat16) and GRAD.enabled and type(input._data) is not Var and all(
+            t is None or t.dtype == input.dtype for t in (weight, bias))):
+        return normalized(input, weight, bias)
+
+    def backward(g, _):
+        # PyTorch's half layer_norm backward: its formula in float32 from the mean and 1 / std it
+        # saved in the input's dtype, rounded once
+        x, dy = O.to(input.detach(), D.float32), O.to(g, D.float32)
+        mean = O.mean(x, dims, keepdim=True)
+        centered = O.sub(x, mean)
+        rstd = O.rsqrt(O.add(O.mean(O.mul(centered, centered), dims, keepdim=True), eps))
+        mean, rstd = (O.to(O.to(t, input.dtype), D.float32) for t in (mean, rstd))
+        centered = O.sub(x, mean)
+        gamma = None if weight is None else O.to(weight.detach(), D.float32)
+        dyg = dy if gamma is None else O.mul(dy, gamma)
+        scale = 1.0 / math.prod(shape)
+        ds, db = O.sum(O.mul(dyg, x), dims, keepdim=True), O.sum(dyg, dims, keepdim=True)
+        b = O.mul(O.mul(O.mul(O.mul(O.sub(O.mul(db, mean), ds), rstd), rstd), rstd), scale)
+        c = O.sub(O.neg(O.mul(b, mean)), O.mul(O.mul(db, rstd), scale))
+        dx = O.add(O.add(O.mul(rstd, dyg), O.mul(b, x)), c)
+        lead = tuple(range(input.ndim - n))
+        dgamma = None if weight is None else O.to(O.sum(O.mul(dy, O.mul(centered, rstd)), lead), weight.dtype)
+        dbeta = None if bias is None else O.to(O.sum(dy, lead), bias.dtype)
+        return O.to(dx, input.dtype), dgamma, dbeta
+    return one_node("NativeLayerNormBackward0", normalized, input, weight, bias, half_backward=backward)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:

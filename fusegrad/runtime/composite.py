@@ -40,7 +40,7 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs, half_backward: Optio
     """``fn(*inputs)`` recorded as one node named ``name`` (``inputs``: tensors or other
     values, passed through; a tensor ``fn`` reads that requires grad and is not among them
     leaves its nodes as they are). ``half_backward(g, out)``: for float16 or bfloat16 inputs,
-    the first input's gradient as PyTorch's kernel computes it from the rounded result
+    the inputs' gradients (a tuple) as PyTorch's kernel computes them from the rounded result
     (outside ``create_graph``, which differentiates the float32 graph)."""
     low = _low_precision(inputs)
     if low is not None:
@@ -71,14 +71,14 @@ def one_node(name: str, fn: Callable[..., Tensor], *inputs, half_backward: Optio
     node.ctx = _Release([n for n, _ in plan])
     node.backward_fn = _backward(plan, len(inputs), node.ctx)
     if low is not None and half_backward is not None:
-        node.backward_fn = _from_rounded(node.backward_fn, half_backward, out, len(inputs))
+        node.backward_fn = _from_rounded(node.backward_fn, half_backward, out)
     node.n_out = 1
     node.out_meta = [(tuple(inner.shape), inner._data.dtype)]
     out._grad_fn, out._rg = node, True
     return out
 
 
-def _from_rounded(run: Callable, rule: Callable, out: Tensor, n_inputs: int) -> Callable:
+def _from_rounded(run: Callable, rule: Callable, out: Tensor) -> Callable:
     """``run`` (the composite's backward), or ``rule(g, out)`` from the rounded result ``out``
     when no graph is made of the gradient and ``out`` was not updated in place since."""
     data, box, version = out._data, out._vbox, out._vbox[0]
@@ -86,7 +86,7 @@ def _from_rounded(run: Callable, rule: Callable, out: Tensor, n_inputs: int) -> 
     def backward(g):
         if STATE.enabled or box[0] != version:
             return run(g)
-        return (rule(g, wrap(data)),) + (None,) * (n_inputs - 1)
+        return rule(g, wrap(data))
     return backward
 
 
