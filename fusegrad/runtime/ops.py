@@ -378,7 +378,7 @@ def _with_alpha(op, input, other, alpha, name: str, out):
     ``alpha`` rounded to their dtype, then rounded once, as PyTorch's kernel (SGD's and Adam's
     updates of half parameters)."""
     a, b = as_t(input), other
-    half = D.np_half(D.result_type(a, b).np) if a._data.dtype.kind in "fV" else False
+    half = a._data.dtype.kind in "fV" and isinstance(b, (Tensor, int, float)) and D.np_half(D.result_type(a, b).np)
     if half:
         rt = D.result_type(a, b).np
         wide = lambda t: P.cast(t, dtype=np.dtype(np.float32)) if isinstance(t, Tensor) else t  # noqa: E731
