@@ -200,10 +200,12 @@ def _scalar_in_float32(a, b):
     return None
 
 
-def _in_float32(op, a: Tensor, b: Tensor, rt: np.dtype, name: str) -> Tensor:
-    """``op(a, b)`` computed in float32 and rounded to ``rt`` once (see ``_scalar_in_float32``)."""
+def _in_float32(op, a, b, rt: np.dtype, name: str) -> Tensor:
+    """``op(a, b)`` computed in float32 (the tensors among them cast) and rounded to ``rt`` once:
+    PyTorch's CPU kernels for float16 and bfloat16 (see ``_scalar_in_float32``)."""
     f32 = np.dtype(np.float32)
-    return named(P.cast(op(P.cast(a, dtype=f32), P.cast(b, dtype=f32)), dtype=rt), name)
+    wide = [P.cast(t, dtype=f32) if isinstance(t, Tensor) else t for t in (a, b)]
+    return named(P.cast(op(*wide), dtype=rt), name)
 
 
 # ---------------------------------------------------------------- unary math
@@ -378,12 +380,10 @@ def _with_alpha(op, input, other, alpha, name: str, out):
     ``alpha`` rounded to their dtype, then rounded once, as PyTorch's kernel (SGD's and Adam's
     updates of half parameters)."""
     a, b = as_t(input), other
-    half = a._data.dtype.kind in "fV" and isinstance(b, (Tensor, int, float)) and D.np_half(D.result_type(a, b).np)
-    if half:
-        rt = D.result_type(a, b).np
-        wide = lambda t: P.cast(t, dtype=np.dtype(np.float32)) if isinstance(t, Tensor) else t  # noqa: E731
+    rt = D.result_type(a, b).np if a._data.dtype.kind in "fV" and isinstance(b, (Tensor, int, float)) else None
+    if rt is not None and D.np_half(rt):
         alpha = float(np.asarray(alpha, dtype=rt)) if isinstance(alpha, (int, float)) else alpha
-        r = named(P.cast(op(wide(a), wide(b) * alpha), dtype=rt), name)
+        r = _in_float32(lambda x, y: op(x, y * alpha), a, b, rt, name)
     else:
         r = op(input, other * alpha if isinstance(other, _SCALARS) else mul(other, alpha))
     return r if out is None else write_out(op.__name__, r, out)
@@ -1810,9 +1810,8 @@ def dot(a, b):
     if a.shape[0] != b.shape[0]:
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to have "
                            f"the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively")
-    if D.np_half(a._data.dtype):  # (in float32, rounded once, as PyTorch's kernel)
-        f32 = np.dtype(np.float32)
-        return named(P.cast(dot(P.cast(a, dtype=f32), P.cast(b, dtype=f32)), dtype=a._data.dtype), "DotBackward0")
+    if D.np_half(a._data.dtype):
+        return _in_float32(dot, a, b, a._data.dtype, "DotBackward0")
     r = P.reduce_sum(P.mul(a, b), axes=(0,), keepdims=False)
     return named(r, "DotBackward0")
 
@@ -2174,8 +2173,9 @@ def _is_bool(k) -> bool:
 
 
 def _torch_placement(template: tuple, idx: tuple):
-    """``(p, nb)`` where PyTorch places the ``nb`` dims of an advanced index's result at ``p``
-    and NumPy (P.index's rule) at the front; None where they agree. PyTorch applies integers
+    """``(p, shape)`` where PyTorch places the dims of an advanced index's result (``shape``, the
+    index tensors' broadcast one) at ``p`` and NumPy (P.index's rule) at the front; None where
+    they agree. PyTorch applies integers
     first, as selects, so index tensors separated only by them stay adjacent, their dims in
     place (``x[0, :, idx]`` is (len(x[0]), len(idx)) there); NumPy counts an integer as an
     advanced index, and advanced indices separated by a slice go to the front."""
@@ -2188,7 +2188,7 @@ def _torch_placement(template: tuple, idx: tuple):
     if not builtins.all(k == "T" or type(k) is int for k in template[tensors[0]:tensors[-1] + 1]):
         return None  # apart for PyTorch too: the front
     p = builtins.sum(1 for k in template[:tensors[0]] if k is None or type(k) is tuple)
-    return p, len(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
+    return p, tuple(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
 
 
 def _check_bounds(idx: Tensor, n: int, dim: int) -> None:
@@ -2238,7 +2238,7 @@ def getitem(x: Tensor, key):
     r = P.index(x, *idx, key=template)
     placement = _torch_placement(template, idx)
     if placement is not None:
-        p, nb = placement
+        p, nb = placement[0], len(placement[1])
         r = movedim(r, tuple(range(nb)), tuple(range(p, p + nb)))
     return named(r, "IndexBackward0")
 
@@ -2311,11 +2311,10 @@ def setitem(x: Tensor, key, value) -> None:
     placement = _torch_placement(template, idx) if basic is None else None
     if placement is not None and isinstance(value, Tensor) and value._data.ndim:
         # the value is laid out as PyTorch's result: moved to NumPy's order, which index_put reads
-        p, nb = placement
-        basic_dims = [1 if k is None else len(range(*k)) for k in template if k is None or type(k) is tuple]
-        b = list(np.broadcast_shapes(*(tuple(i.shape) for i in idx)))
-        value = movedim(expand(value, tuple(basic_dims[:p] + b + basic_dims[p:])), tuple(range(p, p + nb)),
-                        tuple(range(nb)))
+        p, b = placement
+        basic_dims = tuple(1 if k is None else len(range(*k)) for k in template if k is None or type(k) is tuple)
+        value = movedim(expand(value, basic_dims[:p] + b + basic_dims[p:]), tuple(range(p, p + len(b))),
+                        tuple(range(len(b))))
     inplace(x, lambda old: named(P.index_put(old, value, *idx, key=template, accumulate=False),
                                  "CopySlices" if basic is not None else "IndexPutBackward0"), value,
             written=lambda: numpy_key(template, [i._data for i in idx]))
@@ -2619,16 +2618,24 @@ def _write(dst: Tensor, src: Tensor, written=None) -> None:
                                f"{list(s.shape)}") from None
     key = written() if written is not None and type(s) is np.ndarray else None
     if not d.flags.writeable:  # a view of an expanded tensor (NumPy's broadcast views are read-only)
-        # only the elements written may not share memory (PyTorch: e[0, 1] = v is allowed, e[:, 1] = v not)
-        region = d if key is None else d[key] if builtins.all(
-            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) for k in key) else None
-        if region is not None and _overlaps(region):
+        if _overlaps(_written_region(d, key)):
             raise RuntimeError(_OVERLAP)
         d = _writable(d)
     if key is not None:
         d[key] = s[key].astype(d.dtype, copy=False)
         return
     np.copyto(d, s, casting="unsafe")
+
+
+def _written_region(d: np.ndarray, key) -> np.ndarray:
+    """The elements of ``d`` a write through NumPy index ``key`` (None: all) changes, as a view
+    where the key is basic; only those may not share memory (PyTorch: ``e[0, 1] = v`` into an
+    expanded ``e`` is allowed, ``e[:, 1] = v`` not). An advanced key's elements are not checked."""
+    if key is None:
+        return d
+    parts = key if isinstance(key, tuple) else (key,)
+    basic = builtins.all(k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) for k in parts)
+    return d[key] if basic else np.empty(0, d.dtype)
 
 
 def _writable(d: np.ndarray) -> np.ndarray:
