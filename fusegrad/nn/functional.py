@@ -262,8 +262,8 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
         if bias is not None:
             out = O.add(out, bias)
         return downcast(named(out, "NativeLayerNormBackward0"), low)
-    if not (input.dtype in (D.float16, D.bfloat16) and GRAD.enabled and type(input._data) is not Var and all(
-            t is None or t.dtype == input.dtype for t in (weight, bias))):
+    if input.dtype not in (D.float16, D.bfloat16) or any(t is not None and t.dtype != input.dtype
+                                                          for t in (weight, bias)):
         return normalized(input, weight, bias)
 
     def backward(g, _):
@@ -271,8 +271,7 @@ def layer_norm(input: Tensor, normalized_shape: Union[int, Sequence[int]], weigh
         # saved in the input's dtype, rounded once
         x, dy = O.to(input.detach(), D.float32), O.to(g, D.float32)
         mean = O.mean(x, dims, keepdim=True)
-        centered = O.sub(x, mean)
-        rstd = O.rsqrt(O.add(O.mean(O.mul(centered, centered), dims, keepdim=True), eps))
+        rstd = O.rsqrt(O.add(O.var(x, dims, correction=0, keepdim=True), eps))
         mean, rstd = (O.to(O.to(t, input.dtype), D.float32) for t in (mean, rstd))
         centered = O.sub(x, mean)
         gamma = None if weight is None else O.to(weight.detach(), D.float32)
