@@ -25,8 +25,8 @@ from . import special  # noqa: E402  (declares erfinv, lgamma, ...: before metho
 from .runtime import extra_ops as _extra_ops  # noqa: F401,E402  (declares asin, cumprod, quantile, ...: before methods binds)
 from .runtime import inplace_variants as _inplace_variants  # noqa: F401,E402  (eq_, erf_, multiply, ...)
 from .runtime import bitwise_ops as _bitwise_ops, elementwise_extras as _elementwise_extras  # noqa: F401,E402
-from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extras, lowrank as _lowrank  # noqa: F401,E402
-from .runtime import linalg_packed as _linalg_packed  # noqa: F401,E402
+from .runtime import scatter_ops as _scatter_ops, linalg_extras as _linalg_extras  # noqa: F401,E402
+from .runtime import linalg_packed as _linalg_packed, lowrank as _lowrank  # noqa: F401,E402
 from .runtime import quant_ops as _quant_ops, segment_ops as _segment_ops  # noqa: F401,E402
 from .runtime import shape_extras as _shape_extras, windows as _windows  # noqa: F401,E402
 from .runtime import tensor_queries as _tensor_queries, random_fills as _random_fills  # noqa: F401,E402

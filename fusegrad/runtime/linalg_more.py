@@ -5,8 +5,9 @@ family (``lu_factor``, ``lu``, ``lu_solve``), ``lstsq``, ``tensorinv`` and ``ten
 Real and complex dtypes.
 
 The LU factorization picks its row pivots as LAPACK's ``getrf`` does (the largest magnitude
-in the column, the first such row; for complex entries LAPACK's ``|Re| + |Im|``) in NumPy, then factors the row-permuted matrix without
-pivoting in fusegrad's ops, so that the factors carry gradients."""
+in the column, the first such row; for complex entries LAPACK's ``|Re| + |Im|``) in NumPy,
+then factors the row-permuted matrix without pivoting in fusegrad's ops, so that the
+factors carry gradients."""
 from __future__ import annotations
 
 import math
@@ -267,8 +268,8 @@ def inv_ex(A, *, check_errors: bool = False):  # noqa: N803
 
 
 def _cholesky_info(a: np.ndarray) -> tuple:
-    """LAPACK ``potf2``'s lower factor of each (symmetric or Hermitian) matrix, stopped at the first non-positive pivot
-    (left there, unrooted), and ``info``, that pivot's 1-based index (0 if none)."""
+    """LAPACK ``potf2``'s lower factor of each (symmetric or Hermitian) matrix, stopped at the
+    first non-positive pivot (left there, unrooted), and ``info``, that pivot's 1-based index (0 if none)."""
     w = np.tril(np.array(a, copy=True))
     n = w.shape[-1]
     info = np.zeros(w.shape[:-2], dtype=np.int32)
@@ -313,8 +314,8 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     (``torch.linalg.lstsq``), as ``pinv(A) @ B`` with singular values below ``rcond * s_max``
     dropped (default: machine epsilon times ``max(m, n)``), so its gradient is PyTorch's (which
     also differentiates the pseudoinverse). The other fields follow the CPU ``driver`` (default
-    ``'gelsy'``): ``residuals`` (squared magnitudes, per column; real for complex ``A``; for ``m > n`` and full rank, not for
-    ``gelsy``), ``rank`` (not for ``gels``) and ``singular_values`` (``gelsd``/``gelss`` only);
+    ``'gelsy'``): ``residuals`` (squared magnitudes, per column, real for complex ``A``; for
+    ``m > n`` and full rank, not for ``gelsy``), ``rank`` (not for ``gels``) and ``singular_values`` (``gelsd``/``gelss`` only);
     a field a driver does not compute is empty."""
     a, b = O.as_t(A), O.as_t(B)
     driver = "gelsy" if driver is None else driver

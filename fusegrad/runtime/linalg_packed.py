@@ -104,7 +104,8 @@ def orgqr(input: Tensor, tau: Tensor) -> Tensor:  # noqa: A002
 
 
 @op
-def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False) -> Tensor:  # noqa: A002
+def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True,  # noqa: A002
+          transpose: bool = False) -> Tensor:
     """``Q other`` (``left=False``: ``other Q``; ``transpose``: ``Q^H``), ``Q = H_1 ... H_k`` the
     ``m x m`` product of the reflectors packed in ``input`` and ``tau``."""
     a, t, c = O.as_t(input), O.as_t(tau), O.as_t(other)

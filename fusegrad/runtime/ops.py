@@ -1160,7 +1160,8 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
             return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
     def backward(g, y):  # (a half x: PyTorch's y (g - sum(g y)) from the rounded y, in float32, rounded once)
         g32, y32 = P.cast(g, dtype=np.dtype(np.float32)), P.cast(y, dtype=np.dtype(np.float32))
-        return (P.cast(P.mul(y32, P.sub(g32, P.reduce_sum(P.mul(g32, y32), axes=ax, keepdims=True))), dtype=y.dtype.np),)
+        dot = P.reduce_sum(P.mul(g32, y32), axes=ax, keepdims=True)
+        return (P.cast(P.mul(y32, P.sub(g32, dot)), dtype=y.dtype.np),)
     # (C order whatever x's layout, as PyTorch's)
     return own(one_node("SoftmaxBackward0", softmax_of, x, half_backward=backward if ax else None), x)
 
