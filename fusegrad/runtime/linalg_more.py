@@ -315,8 +315,8 @@ def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
     dropped (default: machine epsilon times ``max(m, n)``), so its gradient is PyTorch's (which
     also differentiates the pseudoinverse). The other fields follow the CPU ``driver`` (default
     ``'gelsy'``): ``residuals`` (squared magnitudes, per column, real for complex ``A``; for
-    ``m > n`` and full rank, not for ``gelsy``), ``rank`` (not for ``gels``) and ``singular_values`` (``gelsd``/``gelss`` only);
-    a field a driver does not compute is empty."""
+    ``m > n`` and full rank, not for ``gelsy``), ``rank`` (not for ``gels``) and
+    ``singular_values`` (``gelsd``/``gelss`` only); a field a driver does not compute is empty."""
     a, b = O.as_t(A), O.as_t(B)
     driver = "gelsy" if driver is None else driver
     if driver not in _LSTSQ_DRIVERS:
