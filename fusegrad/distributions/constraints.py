@@ -2,6 +2,8 @@
 each says whether values lie in a set (``check``), reduced over ``event_dim`` dimensions."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime import ops as O
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
@@ -216,7 +218,6 @@ class _CorrCholesky(Constraint):
     event_dim = 2
 
     def check(self, value):
-        import numpy as np
         from ..runtime.linalg import vector_norm
         tol = float(np.finfo(value._data.dtype).eps) * value.shape[-1] * 10
         row_norm = vector_norm(value.detach(), dim=-1)
@@ -229,7 +230,6 @@ class _Square(Constraint):
     event_dim = 2
 
     def check(self, value):
-        import numpy as np
         return O.as_t(np.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], dtype=bool))
 
 
@@ -259,7 +259,6 @@ class _PositiveDefinite(_Symmetric):
     event_dim = 2
 
     def check(self, value):
-        import numpy as np
         a = value.detach().numpy()
         sym = np.all(np.abs(a - np.swapaxes(a, -1, -2)) <= 1e-6 * (1 + np.abs(a)), axis=(-1, -2))
         pd = np.all(np.linalg.eigvalsh(a) > 0, axis=-1) if a.size else np.ones(a.shape[:-2], bool)
