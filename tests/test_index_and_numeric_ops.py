@@ -462,6 +462,38 @@ def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
             np.testing.assert_array_equal(g, w)
 
 
+def test_python_bools_and_0d_bool_tensors_anywhere_in_an_index_as_torch():
+    """A Python bool or a 0-d bool tensor in an index adds a dimension of size 1 (True) or 0
+    (False), wherever it stands: reads, gradients and writes (``x[:, True] = v`` wrote column 1,
+    ``x[:, False] = v`` column 0; a 0-d tensor past the front raised), eager and compiled."""
+    x0 = np.arange(24.).reshape(2, 3, 4)
+
+    def keys(lib):
+        t, f = lib.tensor(True), lib.tensor(False)
+        return [(slice(None), True), (slice(None), False), (slice(None), t), (1, t, slice(0, 2)),
+                (Ellipsis, f), (Ellipsis, t, None), (0, slice(None), t, 2), t, f]
+
+    def run(lib, index=lambda x, k: x[k]):
+        out = []
+        for k in keys(lib):
+            x = lib.tensor(x0, requires_grad=True)
+            y = index(x, k)
+            y.backward(lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
+            full, scalar = lib.tensor(x0), lib.tensor(x0)
+            full[k] = -lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))
+            scalar[k] = 7.0
+            out += [y.detach().numpy(), x.grad.numpy(), full.numpy(), scalar.numpy()]
+        return out
+    compiled = fg.compile(lambda x, k: x[k] * 1)
+    for got in (run(fg), run(fg, compiled)):
+        for g, w in zip(got, run(torch)):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+    for lib in (fg, torch):
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            lib.zeros(2, 3)[:, lib.tensor(False)] = lib.ones(5)
+
+
 def test_writes_into_an_expanded_tensor_check_only_the_written_elements_as_torch():
     """``e = zeros(3).expand(2, 3)``: ``e[0, 1] = v``, ``e[0] = row``, ``e[0] += 1`` and an indexed
     write go through (every row shares the memory), ``e[:, 1] = v`` writes one element twice

@@ -2231,6 +2231,10 @@ def getitem(x: Tensor, key):
     if parts and isinstance(parts[0], Tensor) and parts[0].ndim == 0 and parts[0]._data.dtype.kind == "b":
         # a 0-d mask first: a new leading dimension, of size 1 where it holds (as NumPy's)
         return getitem(unsqueeze(x, 0), (reshape(parts[0], (1,)),) + parts[1:])
+    if builtins.any(_is_bool0(k) for k in parts) and not builtins.any(
+            isinstance(k, (Tensor, list, np.ndarray, range)) and not _is_bool0(k) for k in parts):
+        # 0-d masks elsewhere, with no other advanced index: as Python bools there
+        return _bool_indexed(x, tuple(bool(k) if _is_bool0(k) else k for k in parts))
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         r = P.slice_(x, key=basic)
@@ -2257,6 +2261,22 @@ def _bool_indexed(x: Tensor, parts: tuple) -> Tensor:
             r = getitem(r, (slice(None),) * pos + (slice(0, 0),))
         pos += n_ell if k is Ellipsis else 0 if isinstance(k, (int, np.integer)) and type(k) is not bool else 1
     return r
+
+
+def _is_bool0(k) -> bool:
+    return isinstance(k, Tensor) and k.ndim == 0 and k._data.dtype.kind == "b"
+
+
+def _broadcasts_to(shape: tuple, to: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, to) == to
+    except ValueError:
+        return False
+
+
+def _is_scalar_mask(k) -> bool:
+    """A Python bool or a 0-d bool tensor in an index: a new dimension of size 1 or 0."""
+    return type(k) is bool or _is_bool0(k)
 
 
 def _is_byte(k) -> bool:
@@ -2296,6 +2316,17 @@ def setitem(x: Tensor, key, value) -> None:
         fill = v if isinstance(v, Tensor) else as_t(v, dtype=x.dtype)
         inplace(x, lambda old: named(P.where(mask, fill, old), "IndexPutBackward0"), *([v] if v is fill else []),
                 written=lambda: key._data)
+        return
+    parts = key if isinstance(key, tuple) else (key,)
+    if builtins.any(_is_scalar_mask(k) for k in parts) and not builtins.any(
+            isinstance(k, (Tensor, list, np.ndarray, range)) and not _is_bool0(k) for k in parts):
+        # x[..., True] = v writes through a new unit dimension; a False one selects nothing
+        target = getitem(x, parts)
+        if builtins.all(bool(k) for k in parts if _is_scalar_mask(k)):
+            setitem(x, tuple(None if _is_scalar_mask(k) else k for k in parts), value)
+        elif isinstance(value, Tensor) and not _broadcasts_to(tuple(value.shape), tuple(target.shape)):
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                               f"indexing result of shape {list(target.shape)}")
         return
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
