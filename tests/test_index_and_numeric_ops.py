@@ -464,14 +464,19 @@ def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
 
 def test_python_bools_and_0d_bool_tensors_anywhere_in_an_index_as_torch():
     """A Python bool or a 0-d bool tensor in an index adds a dimension of size 1 (True) or 0
-    (False), wherever it stands: reads, gradients and writes (``x[:, True] = v`` wrote column 1,
-    ``x[:, False] = v`` column 0; a 0-d tensor past the front raised), eager and compiled."""
+    (False), wherever it stands, beside other index tensors too: reads, gradients and writes
+    (``x[:, True] = v`` wrote column 1, ``x[:, False] = v`` column 0, ``x[True, idx]`` read row 1;
+    a 0-d tensor past the front raised), eager and compiled; and a None after an index tensor
+    (``x[:, idx, None]`` dropped it)."""
     x0 = np.arange(24.).reshape(2, 3, 4)
 
     def keys(lib):
         t, f = lib.tensor(True), lib.tensor(False)
         return [(slice(None), True), (slice(None), False), (slice(None), t), (1, t, slice(0, 2)),
-                (Ellipsis, f), (Ellipsis, t, None), (0, slice(None), t, 2), t, f]
+                (Ellipsis, f), (Ellipsis, t, None), (0, slice(None), t, 2), t, f,
+                (True, lib.tensor([0, -1])), (t, True), (lib.tensor([False, True]), True, [-1, 1]),
+                (t, lib.tensor([[0], [-2]])), (lib.tensor([1]), 1, slice(1, None), True), (f, f, None, [0], -1),
+                (slice(None), [0, 1], None), (Ellipsis, lib.tensor([0, 2]), None)]
 
     def run(lib, index=lambda x, k: x[k]):
         out = []

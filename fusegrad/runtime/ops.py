@@ -2225,16 +2225,8 @@ def getitem(x: Tensor, key):
         warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.",
                       UserWarning, stacklevel=user_stacklevel())
         key = parts = tuple(ne(k, 0) if _is_byte(k) else k for k in parts)
-    if builtins.any(type(k) is bool for k in parts) and not builtins.any(
-            isinstance(k, (Tensor, list, np.ndarray, range)) for k in parts):
-        return _bool_indexed(x, parts)
-    if parts and isinstance(parts[0], Tensor) and parts[0].ndim == 0 and parts[0]._data.dtype.kind == "b":
-        # a 0-d mask first: a new leading dimension, of size 1 where it holds (as NumPy's)
-        return getitem(unsqueeze(x, 0), (reshape(parts[0], (1,)),) + parts[1:])
-    if builtins.any(_is_bool0(k) for k in parts) and not builtins.any(
-            isinstance(k, (Tensor, list, np.ndarray, range)) and not _is_bool0(k) for k in parts):
-        # 0-d masks elsewhere, with no other advanced index: as Python bools there
-        return _bool_indexed(x, tuple(bool(k) if _is_bool0(k) else k for k in parts))
+    if builtins.any(_is_scalar_mask(k) for k in parts):
+        x, key = _unit_masks(x, parts)
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         r = P.slice_(x, key=basic)
@@ -2248,35 +2240,30 @@ def getitem(x: Tensor, key):
     return named(r, "IndexBackward0")
 
 
-def _bool_indexed(x: Tensor, parts: tuple) -> Tensor:
-    """``x[parts]`` where some parts are Python bools, as NumPy and PyTorch read them: a new
-    dimension there, of size 1 (True) or 0 (False)."""
-    if builtins.sum(1 for k in parts if type(k) is bool) > 1:
-        raise IndexError("indexing with more than one Python bool is not supported")
-    n_ell = x._data.ndim - builtins.sum(1 for k in parts if k is not None and k is not Ellipsis and type(k) is not bool)
-    r = getitem(x, tuple(None if type(k) is bool else k for k in parts))
-    pos = 0
-    for k in parts:
-        if k is False:
-            r = getitem(r, (slice(None),) * pos + (slice(0, 0),))
-        pos += n_ell if k is Ellipsis else 0 if isinstance(k, (int, np.integer)) and type(k) is not bool else 1
-    return r
-
-
-def _is_bool0(k) -> bool:
-    return isinstance(k, Tensor) and k.ndim == 0 and k._data.dtype.kind == "b"
-
-
-def _broadcasts_to(shape: tuple, to: tuple) -> bool:
-    try:
-        return np.broadcast_shapes(shape, to) == to
-    except ValueError:
-        return False
-
-
 def _is_scalar_mask(k) -> bool:
-    """A Python bool or a 0-d bool tensor in an index: a new dimension of size 1 or 0."""
-    return type(k) is bool or _is_bool0(k)
+    """A Python bool or a 0-d bool tensor in an index."""
+    return type(k) is bool or (isinstance(k, Tensor) and k.ndim == 0 and k._data.dtype.kind == "b")
+
+
+def _unit_masks(x: Tensor, parts: tuple) -> tuple:
+    """``(x', key)`` with ``x'[key]`` reading (and writing) ``x[parts]``, as PyTorch reads a
+    Python bool or 0-d bool tensor in an index: a new unit dimension of ``x`` there (``x'`` is a
+    view), masked by a 1-element mask, so it is one more advanced index (size 1 or 0)."""
+    def dims(k) -> int:  # the dimensions of x that a part consumes
+        if k is None or k is Ellipsis or _is_scalar_mask(k):
+            return 0
+        if isinstance(k, (Tensor, np.ndarray)) and _is_bool(k):
+            return k.ndim
+        return as_t(k).ndim if type(k) is list and k and _is_bool(as_t(k)) else 1
+    ellipsis = x._data.ndim - builtins.sum(dims(k) for k in parts)
+    dim, key = 0, []
+    for k in parts:
+        if _is_scalar_mask(k):
+            x = unsqueeze(x, dim)
+            k = reshape(k, (1,)) if isinstance(k, Tensor) else as_t(np.array([k]))
+        dim += ellipsis if k is Ellipsis else dims(k)
+        key.append(k)
+    return x, tuple(key)
 
 
 def _is_byte(k) -> bool:
@@ -2317,17 +2304,8 @@ def setitem(x: Tensor, key, value) -> None:
         inplace(x, lambda old: named(P.where(mask, fill, old), "IndexPutBackward0"), *([v] if v is fill else []),
                 written=lambda: key._data)
         return
-    parts = key if isinstance(key, tuple) else (key,)
-    if builtins.any(_is_scalar_mask(k) for k in parts) and not builtins.any(
-            isinstance(k, (Tensor, list, np.ndarray, range)) and not _is_bool0(k) for k in parts):
-        # x[..., True] = v writes through a new unit dimension; a False one selects nothing
-        target = getitem(x, parts)
-        if builtins.all(bool(k) for k in parts if _is_scalar_mask(k)):
-            setitem(x, tuple(None if _is_scalar_mask(k) else k for k in parts), value)
-        elif isinstance(value, Tensor) and not _broadcasts_to(tuple(value.shape), tuple(target.shape)):
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
-                               f"indexing result of shape {list(target.shape)}")
-        return
+    if builtins.any(_is_scalar_mask(k) for k in (key if isinstance(key, tuple) else (key,))):
+        x, key = _unit_masks(x, key if isinstance(key, tuple) else (key,))
     basic, template, idx = _index_parts(x, key)
     if basic is not None:
         template, idx = basic, ()

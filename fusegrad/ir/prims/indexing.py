@@ -27,8 +27,8 @@ def numpy_key(key, idx) -> tuple:
 def _along_axis(key, idx, shape):
     """The axis when ``key`` indexes one axis with one integer array and takes every other
     dim whole, else None."""
-    if len(idx) != 1 or idx[0].dtype.kind not in "iu" or key.count("T") != 1:
-        return None
+    if len(idx) != 1 or idx[0].dtype.kind not in "iu" or key.count("T") != 1 or len(key) != len(shape):
+        return None  # (a None in the key adds a dimension)
     axis = key.index("T")
     if any(k != (0, n, 1) for i, (k, n) in enumerate(zip(key, shape)) if i != axis):
         return None
