@@ -125,8 +125,8 @@ def test_alias_programs_match_torch_under_func_grad():
 # ---------------------------------------------------------------- the vocabulary of views
 VIEWS = ("{b}[1:3]", "{b}[:, 1:5:2]", "{b}[2]", "{b}[-1]", "{b}[1, 2]", "{b}[..., 3]", "{b}[None, 1]", "{b}.t()",
          "{b}.T", "{b}.transpose(0, 1)", "{b}.permute(1, 0)", "{b}.view(24)", "{b}.view(2, 12)", "{b}.reshape(6, 4)",
-         "{b}.flatten()", "{b}.narrow(1, 2, 3)", "{b}.select(0, 2)", "y.diagonal()", "y.diagonal(1)",
-         "y.diagonal(-1)", "{b}.unsqueeze(1)", "{b}.squeeze()", "{b}.unflatten(1, (2, 3))", "{b}.chunk(2)[1]",
+         "{b}.flatten()", "{b}.narrow(1, 2, 3)", "{b}.select(0, 2)", "{b}.diagonal()", "{b}.diagonal(1)",
+         "y.diagonal(-1)", "{b}.view(4, 2, 3).diagonal(0, 0, 2)", "{b}.t().diagonal(-1)", "{b}.unsqueeze(1)", "{b}.squeeze()", "{b}.unflatten(1, (2, 3))", "{b}.chunk(2)[1]",
          "{b}.split(2, dim=1)[0]", "{b}.unbind(0)[2]", "{b}.movedim(0, 1)", "{b}.swapaxes(0, 1)", "{b}.mT",
          "{b}.view(4, 2, 3)[:, 1]", "{b}[:, ::3]", "{b}.view_as({b})", "{b}[1:, :-1]", "{b}.expand(2, 4, 6)[0]",
          "{b}.detach()", "{b}[[0, 2]]", "{b}[{b} > 0]")
@@ -142,8 +142,7 @@ READS = ("({t} * {c}).sum()", "{t}.mean() * {c}", "({t} ** 2).sum()", "{t}.exp()
 
 def vocabulary_program(seed: int) -> str:
     """The source of ``f(x)``: y = sin(x), then 4-9 random steps: views (of y or of an
-    earlier view) from the table above, in-place updates of any of them, reads. (The
-    diagonal of a non-contiguous tensor is a copy in fusegrad: only y's is drawn.)"""
+    earlier view) from the table above, in-place updates of any of them, reads."""
     r = np.random.default_rng(seed)
     lines, names = ["def f(x):", "    y = x.sin() * 1.0", "    acc = x.sum() * 0.0"], ["y"]
     for _ in range(int(r.integers(4, 10))):

@@ -122,7 +122,8 @@ def bind(prim, args, params):
         out._base = base._base if base._base is not None else base
         out._inf = base._inf  # (a view is an inference tensor exactly when its base is)
         # how to rebuild this view from its base: replayed when the view is written in place
-        out._view_fn = (base._view_fn or ()) + ((prim, params),) if base._base is not None else ((prim, params),)
+        out._view_fn = ((prim, params),) if base._base is None else \
+            None if base._view_fn is None else base._view_fn + ((prim, params),)  # (None: a storage alias's)
         out._vver = out._vbox[0]
     if STATE.enabled and not prim.nondiff:
         for a in args:

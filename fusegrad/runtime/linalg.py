@@ -21,8 +21,9 @@ from ..ir.dtypes import from_numpy_dtype
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
+from ..ir.prims.layout import encode_key
 from .ops import (_axes, _float, _red_axes, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul,
-                  meshgrid, movedim, named, own, pow, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
+                  meshgrid, movedim, named, own, pow, view_of, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -42,23 +43,27 @@ def _diag_positions(m: int, offset: int):
 @op
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal ``offset`` of the matrices spanned by ``dim1`` and ``dim2``, as the last
-    dimension. Of the last two dimensions of a contiguous tensor it is a view, as PyTorch's
-    (``a.diagonal().add_(eps)`` updates ``a``): every (m+1)-th element of the flattened
-    matrices; otherwise a copy, whose writes do not reach ``input``."""
+    dimension: a view, as PyTorch's (``a.diagonal().add_(eps)`` updates ``a``), made of view
+    primitives (the dims moved last, merged, every (m+1)-th element), whose eager memory is
+    the diagonal of ``input``'s own (merging the dims may have copied)."""
     x = as_t(input)
     d1, d2 = _axes(x, dim1)[0], _axes(x, dim2)[0]
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    nd = x.ndim
-    n, m = x.shape[d1], x.shape[d2]
+    x = movedim(x, (d1, d2), (-2, -1)) if (d1, d2) != (x.ndim - 2, x.ndim - 1) else x
+    n, m = x.shape[-2], x.shape[-1]
     length = max(0, min(n + min(offset, 0), m - max(offset, 0)))
-    if (d1, d2) == (nd - 2, nd - 1) and x.is_contiguous() and length:
-        start = offset if offset >= 0 else -offset * m
-        flat = x.view(*x.shape[:-2], n * m)
-        return named(flat[..., start:start + (length - 1) * (m + 1) + 1:m + 1], "DiagonalBackward0")
-    x = movedim(x, (d1, d2), (-2, -1))
-    rows, cols = _diag_positions(length, offset)
-    return named(x[(Ellipsis, wrap(rows), wrap(cols))], "DiagonalBackward0")
+    start = offset if offset >= 0 else -offset * m
+    steps = ((P.reshape, {"shape": (*x.shape[:-2], n * m)}),
+             (P.slice_, {"key": encode_key((Ellipsis, slice(start, start + (length - 1) * (m + 1) + 1, m + 1)
+                                            if length else slice(0, 0)), (*x.shape[:-2], n * m))}))
+    r = P.slice_(P.reshape(x, **steps[0][1]), **steps[1][1])
+    d = x._data
+    if type(d) is np.ndarray and r._data.size and not np.shares_memory(r._data, d):
+        corner = d[..., max(-offset, 0):, max(offset, 0):]
+        view_of(r, x, steps, np.lib.stride_tricks.as_strided(corner, tuple(r.shape),
+                                                             d.strides[:-2] + (sum(d.strides[-2:]),)))
+    return named(r, "DiagonalBackward0")
 
 
 @op

@@ -90,6 +90,20 @@ def storage_alias(out: Tensor, x: Tensor, view) -> Tensor:
     return out
 
 
+def view_of(out: Tensor, x: Tensor, steps: tuple, data: np.ndarray) -> Tensor:
+    """``out``, computed from ``x`` by the view primitives ``steps`` ((prim, params) pairs)
+    where NumPy had to copy on the way (a reshape of merged dims that are not adjacent in
+    memory), made a view of ``x`` after all: ``data``, an array over ``x``'s memory holding
+    ``out``'s elements, is its memory, and ``steps`` after ``x``'s own chain rebuild it from
+    the base, so in-place updates of it reach ``x`` and autograd records them there."""
+    out._base = x._base if x._base is not None else x
+    if x._vbox is None:
+        x._vbox = [0]
+    out._data, out._vbox, out._vver, out._inf = data, x._vbox, x._vbox[0], x._inf
+    out._view_fn = ((x._view_fn or ()) if x._base is not None else ()) + steps
+    return out
+
+
 def own(out: Tensor, *inputs: Optional[Tensor], order=None) -> Tensor:
     """``out``, the result of a composite op that PyTorch computes as a tensor of its own
     (a convolution, a pool), made one when it is a view of a temporary the composite made
