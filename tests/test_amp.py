@@ -435,7 +435,12 @@ def test_autocast_recurrent_layers_output_dtypes_and_values_as_torch():
     rng_p = np.random.default_rng(1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (torch: projections are not supported by oneDNN)
-        want = run(torch)
+        try:
+            want = run(torch)
+        except RuntimeError as e:  # (a CPU without oneDNN's bfloat16 LSTM, as some AMD hosts: no oracle)
+            if "primitive descriptor" not in str(e):
+                raise
+            pytest.skip(f"PyTorch's bfloat16 LSTM does not run on this CPU: {e}")
     rng_p = np.random.default_rng(1)
     got = run(fg)
     assert got[0] == want[0]
