@@ -458,3 +458,33 @@ def test_scheduler_stepped_before_the_optimizer_warns_as_torch(pt):
     ours, theirs = program(fg), program(pt)
     assert ours == theirs and len(theirs[0]) == 1 and theirs[1] == [] and "overridden" in theirs[2][0], \
         (ours, theirs)
+
+
+def test_fused_multiply_adds_round_as_torchs_float32_kernels(pt):
+    """PyTorch's CPU kernels round ``add``/``sub`` with ``alpha``, ``addcmul`` and ``lerp`` once
+    (a fused multiply-add): bit for bit in float32, eagerly and compiled (LLVM fuses there), and
+    SGD (momentum, dampening, Nesterov, weight decay) and Adamax trajectories built on them."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(4099).astype(np.float32), rng.standard_normal(4099).astype(np.float32)
+    w = rng.uniform(-1.0, 1.5, 4099).astype(np.float32)
+
+    def ops(lib, x, y, wt):
+        return [lib.add(x, y, alpha=-0.01), lib.sub(x, y, alpha=0.3), lib.add(x, 2.5, alpha=0.1),
+                x.clone().add_(y[:1], alpha=3), lib.addcmul(x, y, x, value=0.3), x.clone().addcmul_(y, y),
+                lib.lerp(x, y, 0.1), lib.lerp(x, y, 0.7), lib.lerp(x, y, wt), x.clone().lerp_(y, 0.25)]
+    want = [t.numpy() for t in ops(pt, pt.tensor(a), pt.tensor(b), pt.tensor(w))]
+    args = (fg.tensor(a), fg.tensor(b), fg.tensor(w))
+    for got in (ops(fg, *args), fg.compile(lambda *t: ops(fg, *t))(*args)):
+        for g, e in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), e)
+
+    def trajectory(lib, name, **kw):
+        p = lib.tensor(W1.copy(), requires_grad=True)
+        opt = getattr(lib.optim, name)([p], lr=0.05, **kw)
+        for _ in range(20):
+            p.grad = lib.tensor(np.sin(3 * p.detach().numpy()).astype(np.float32))
+            opt.step()
+        return p.detach().numpy()
+    for name, kw in [("SGD", dict(momentum=0.9, weight_decay=0.1)), ("SGD", dict(momentum=0.5, dampening=0.3)),
+                     ("SGD", dict(momentum=0.9, nesterov=True)), ("Adamax", {})]:
+        np.testing.assert_array_equal(trajectory(fg, name, **kw), trajectory(pt, name, **kw))

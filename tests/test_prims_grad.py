@@ -157,6 +157,15 @@ add("where", [
     ("empty", lambda: [np.zeros((0, 3), bool), rnd((0, 3)), rnd((1, 3))]),
 ], diff=(1, 2))
 
+# fma(x, y, z) = x * y + z: every operand differentiable, broadcasting, a number operand
+add("fma", [
+    ("2x3", lambda: [rnd((2, 3)), rnd((2, 3)), rnd((2, 3))]),
+    ("bcast", lambda: [rnd((1, 3)), rnd((2, 1)), rnd((3,))]),
+    ("0d", lambda: [rnd(()), rnd(()), rnd(())]),
+    ("T", lambda: [T(rnd((3, 2))), strided(rnd((2, 3))), rnd((2, 3))]),
+    ("empty", lambda: [rnd((0, 3)), rnd((1, 3)), rnd((0, 1))]),
+])
+
 # cast to float32 and back: float32 rounding needs a larger step and tolerance
 CASES.append(Case("cast", "f64_f32_f64", lambda: [rnd((2, 3))],
                   fn=lambda x: PRIMS["cast"](PRIMS["cast"](x, dtype=np.float32), dtype=np.float64),

@@ -62,6 +62,7 @@ BINARY = {
     "floordiv": (lambda x, y: x // y, np.floor_divide), "mod": (fg.remainder, np.remainder),
     "fmod": (fg.fmod, np.fmod),
     "straight_through": (PRIMS["straight_through"], lambda x, y: y),
+    "fma": (lambda x, y: PRIMS["fma"](x, y, x), lambda x, y: (x.astype(np.float64) * y + x).astype(x.dtype)),
 }
 DTYPES = {"float32": (np.float32, fg.float32), "float64": (np.float64, fg.float64)}
 

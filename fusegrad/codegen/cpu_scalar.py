@@ -58,6 +58,8 @@ def binding(op: str, dtype: np.dtype, params: dict) -> tuple | None:
     if op == "reduce_precision":
         name = np.dtype(params["dtype"]).name
         return f"_round_{name}", f"_HALF_ROUND[{name!r}]"
+    if op == "fma":
+        return ("_fma", "_FASTMATH_FMA") if dt in ("float32", "float64") else None
     if v is None or v == "libm":
         return None
     if v == "call":
@@ -71,8 +73,8 @@ def imports(bindings: list) -> list[str]:
     """The module lines importing the tables ``bindings`` (symbol, value) index and binding them."""
     if not bindings:
         return []
-    return ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FUNCS as _FASTMATH, "
-            "VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND",
+    return ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FMA as _FASTMATH_FMA, "
+            "FUNCS as _FASTMATH, VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND",
             *(f"{k} = {v}" for k, v in sorted(set(bindings)))]
 
 
@@ -147,6 +149,7 @@ _INFIX = {"copy": "{0}", "second": "{1}", "neg": "-{0}", "add": "({0} + {1})", "
           "where": "({1} if {0} else {2})"}
 
 _FUNCS: dict[str, Callable] = {
+    "fma": _fm_or("fma", lambda a, dt: f"({a[0]} * {a[1]} + {a[2]})"),
     "exp": _fm_or("exp", lambda a, dt: f"np.exp({a[0]})"),
     "expm1": _fm_or("expm1", lambda a, dt: f"np.expm1({a[0]})"),
     "log": _fm_or("log", lambda a, dt: f"np.log({a[0]})"),

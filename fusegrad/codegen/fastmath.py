@@ -31,7 +31,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "CALLS", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "function", "measure_ulp", "reference",
+    "CALLS", "FMA", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "function", "measure_ulp", "reference",
     "sample", "special_values", "ulp_error",
     "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
@@ -82,6 +82,9 @@ def _fma(typingctx, a, b, c):
     """a*b + c with one rounding (error-free products); a libm call on CPUs without FMA."""
     if isinstance(a, types.Float) and a == b == c:
         return a(a, a, a), lambda context, builder, sig, args: _call_llvm(builder, "llvm.fma", args)
+
+
+FMA = _fma  # (kernels' prims.fma: a written a*b + c may be reassociated or folded by their flags)
 
 
 @intrinsic

@@ -84,6 +84,11 @@ def _where(args, dt, params):
     return args[1] if args[0] else args[2]
 
 
+def _fma(args, dt, params):
+    from .prims.elementwise import fma  # (the primitive's own rounding)
+    return fma.impl(*(np.asarray(a, dt) for a in args))[()]
+
+
 _OPS = [
     ("copy", 1, lambda a, dt, p: a[0]),
     ("second", 2, lambda a, dt, p: a[1]),  # (prims.straight_through: the first is only differentiated)
@@ -132,6 +137,7 @@ _OPS = [
     ("not", 1, _pred(np.logical_not)),
     ("isnan", 1, _pred(np.isnan)),
     ("where", 3, _where),
+    ("fma", 3, _fma),  # x * y + z, rounded once
     ("cast", 1, _cast),
     ("reduce_precision", 1, _reduce_precision),  # to the nearest value of params["dtype"]
 ]

@@ -38,4 +38,4 @@ class Adadelta(Optimizer):
                 std = O.sqrt(O.add(square_avg, h["eps"]))
                 delta = O.mul(O.div(O.sqrt(O.add(acc_delta, h["eps"])), std), g)
                 acc_delta.mul_(h["rho"]).addcmul_(delta, delta, value=1 - h["rho"])
-                p.sub_(O.mul(delta, h["lr"]))
+                O.muladd_(p, delta, -h["lr"])

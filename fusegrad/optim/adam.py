@@ -70,7 +70,7 @@ class Adam(Optimizer):
                     if decoupled:
                         p.mul_(1 - lr * h["weight_decay"])
                     else:
-                        g = O.add(g, O.mul(p, h["weight_decay"]))
+                        g = O.muladd(p, h["weight_decay"], g)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 max_sq = state["max_exp_avg_sq"] if amsgrad else exp_avg_sq
                 if p._data.dtype.kind == "c":

@@ -59,7 +59,7 @@ class ASGD(Optimizer):
                 else:  # traced: the counts are values of the graph (PyTorch's capturable path)
                     e = O.to(eta, p.dtype)
                     p.mul_(O.rsub(O.mul(e, lambd), 1))
-                    p.sub_(O.mul(g, e))
+                    O.muladd_(p, g, -e)
                     ax.add_(O.mul(O.sub(p, ax), O.to(mu, p.dtype)))
                     s = O.to(step, p.dtype)
                     eta.copy_(O.div(lr, O.pow(O.add(O.mul(O.mul(s, lambd), lr), 1), alpha)))

@@ -265,7 +265,7 @@ class Optimizer:
             if decoupled:
                 p.mul_(1 - h["lr"] * h["weight_decay"])
             else:
-                g = O.add(g, O.mul(p, h["weight_decay"]))
+                g = O.muladd(p, h["weight_decay"], g)
         return g
 
     def _params_with_grad(self, group: Dict[str, Any]) -> List[Tensor]:

@@ -43,12 +43,12 @@ class RMSprop(Optimizer):
                 square_avg.mul_(h["alpha"]).addcmul_(g, g, value=1 - h["alpha"])
                 if centered:
                     grad_avg.lerp_(g, 1 - h["alpha"])
-                    avg = O.sqrt(O.sub(square_avg, O.mul(grad_avg, grad_avg)))
+                    avg = O.sqrt(square_avg.addcmul(grad_avg, grad_avg, value=-1))
                 else:
                     avg = O.sqrt(square_avg)
                 avg = O.add(avg, h["eps"])
                 if momentum > 0:
                     buf.mul_(h["momentum"]).addcdiv_(g, avg)
-                    p.sub_(O.mul(buf, h["lr"]))
+                    O.muladd_(p, buf, -h["lr"])
                 else:
                     p.addcdiv_(g, avg, value=-h["lr"])

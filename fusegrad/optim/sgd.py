@@ -47,7 +47,7 @@ class SGD(Optimizer):
                                     "instead.")
                 g = O.neg(g) if maximize else g
                 if weight_decay != 0:
-                    g = O.add(g, O.mul(p, h["weight_decay"]))
+                    g = O.muladd(p, h["weight_decay"], g)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
@@ -55,6 +55,6 @@ class SGD(Optimizer):
                         buf = state["momentum_buffer"] = O.clone(g).detach()
                     else:
                         damped = 1 - h["dampening"]
-                        buf.mul_(h["momentum"]).add_(g if isinstance(damped, float) and damped == 1 else O.mul(g, damped))
-                    g = O.add(g, O.mul(buf, h["momentum"])) if nesterov else buf
-                p.sub_(O.mul(g, h["lr"]))
+                        O.muladd_(buf.mul_(h["momentum"]), g, damped)
+                    g = O.muladd(buf, h["momentum"], g) if nesterov else buf
+                O.muladd_(p, g, -h["lr"])

@@ -197,12 +197,15 @@ def _addc_value(value, *ts):
 
 @op
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2``: for float32 or float64 operands of one dtype, as
+    PyTorch's kernel, ``value * tensor1`` then one fused multiply-add."""
     x, a, b = O.as_t(input), O.as_t(tensor1), O.as_t(tensor2)
     v = _addc_value(value, x, a, b)
+    fused = x._data.dtype.kind == "f" and x._data.dtype.itemsize > 2 and x._data.dtype == a._data.dtype == b._data.dtype
 
     def addcmul_of(x, a, b):
-        return O.add(x, O.mul(O.mul(a, v), b) if v != 1 else O.mul(a, b))
+        av = O.mul(a, v) if isinstance(v, Tensor) or v != 1 else a  # (a tensor: a compiled step's hyperparameter)
+        return P.fma(av, b, x) if fused else O.add(x, O.mul(av, b))
     return one_node("AddcmulBackward0", addcmul_of, x, a, b)
 
 
@@ -220,7 +223,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
             "(input + value * tensor1 / tensor2), for all dtypes.")
 
     def addcdiv_of(x, a, b):
-        return O.add(x, O.div(O.mul(a, value) if value != 1 else a, b))
+        return O.add(x, O.div(O.mul(a, value) if isinstance(value, Tensor) or value != 1 else a, b))
     return one_node("AddcdivBackward0", addcdiv_of, x, a, b)
 
 

@@ -390,17 +390,38 @@ def add(input, other, *, alpha=1, out=None):  # noqa: A002 - PyTorch's names (no
 
 
 def _with_alpha(op, input, other, alpha, name: str, out):
-    """``op(input, other * alpha)``; with float16 or bfloat16 operands computed in float32 with
-    ``alpha`` rounded to their dtype, then rounded once, as PyTorch's kernel (SGD's and Adam's
-    updates of half parameters)."""
+    """``op(input, other * alpha)`` as PyTorch's kernel computes it: with float16 or bfloat16
+    operands in float32 with ``alpha`` rounded to their dtype, then rounded once (SGD's and
+    Adam's updates of half parameters); with float32 ones (a tensor or a number ``other``) as
+    one fused multiply-add, ``alpha`` and a number ``other`` rounded to float32 first."""
     a, b = as_t(input), other
     rt = D.result_type(a, b).np if a._data.dtype.kind in "fV" and isinstance(b, (Tensor, int, float)) else None
     if rt is not None and D.np_half(rt):
         alpha = float(np.asarray(alpha, dtype=rt)) if isinstance(alpha, (int, float)) else alpha
         r = _in_float32(lambda x, y: op(x, y * alpha), a, b, rt, name)
+    elif rt is not None and rt.kind == "f" and a._data.dtype == rt and type(alpha) in (int, float) and (
+            b._data.dtype == rt if isinstance(b, Tensor) else type(b) in (int, float)):
+        al = float(np.asarray(alpha, rt))
+        r = named(P.fma(b if isinstance(b, Tensor) else float(np.asarray(b, rt)), -al if op is sub else al, a), name)
     else:
         r = op(input, other * alpha if isinstance(other, _SCALARS) else mul(other, alpha))
     return r if out is None else write_out(op.__name__, r, out)
+
+
+def muladd(x: Tensor, s, y: Tensor) -> Tensor:
+    """``y + x * s`` rounded as PyTorch's ``y.add(x, alpha=s)`` (one fused multiply-add for
+    float32); ``s`` a number, or the 0-d tensor a compiled optimizer step reads a
+    hyperparameter from (optimizers' updates)."""
+    if not isinstance(s, Tensor):
+        return add(y, x, alpha=s)
+    if y._data.dtype.kind == "f" and y._data.dtype == x._data.dtype == s._data.dtype:
+        return P.fma(x, s, y)
+    return add(y, mul(x, s))
+
+
+def muladd_(y: Tensor, x: Tensor, s) -> Tensor:
+    """``y.add_(x, alpha=s)`` (see ``muladd``)."""
+    return inplace(y, lambda old: muladd(x, s, old), x, *([s] if isinstance(s, Tensor) else []))
 
 
 @op(inplace="method")
@@ -713,8 +734,8 @@ def _fits(value, x: Tensor) -> None:
 @op(inplace="method")
 def lerp(a, b, w):
     """``a + w * (b - a)`` for ``|w| < 0.5``, else ``b - (b - a) * (1 - w)`` (so ``w = 1`` gives
-    ``b`` exactly), as PyTorch's kernel branches; one node (in float32 for low-precision
-    inputs, rounded once). PyTorch fuses each multiply-add: results may differ in the last bit."""
+    ``b`` exactly), as PyTorch's kernel branches, each a fused multiply-add for real operands
+    (float32 rounds as PyTorch's); one node (in float32 for low-precision inputs, rounded once)."""
     a = as_t(a)
     for name, t in (("end", b), ("weight", w)):
         if isinstance(t, Tensor) and t.dtype != a.dtype and (name == "end" or t.ndim > 0):
@@ -724,12 +745,17 @@ def lerp(a, b, w):
 
 def _lerp(a, b, w):
     d = sub(b, a)
-    if type(w) in (int, float):  # (1 - w rounded in the tensors' dtype, as PyTorch's opmath does)
+    fused = a._data.dtype.kind == "f"
+    if type(w) in (int, float):  # (w - 1 rounded in the tensors' dtype, as PyTorch's opmath does)
         part = a._data.dtype if a._data.dtype.kind != "c" else D.from_numpy_dtype(a._data.dtype).to_real().np
-        one_minus = float(np.asarray(1.0 - float(np.asarray(w, part)), part))
-        return add(a, mul(w, d)) if builtins.abs(w) < 0.5 else sub(b, mul(d, one_minus))
+        small = builtins.abs(w) < 0.5
+        coeff = float(np.asarray(w, part)) if small else float(np.asarray(float(np.asarray(w, part)) - 1.0, part))
+        base = a if small else b
+        return P.fma(d, coeff, base) if fused and isinstance(base, Tensor) else add(base, mul(d, coeff))
     w = w if isinstance(w, Tensor) else add(_const(np.zeros((), a._data.dtype), a), w)  # (a number read per call)
-    return where(lt(abs(w), 0.5), add(a, mul(w, d)), sub(b, mul(d, sub(1.0, w))))
+    small = lt(abs(w), 0.5)
+    coeff, base = where(small, w, sub(w, 1.0)), where(small, a, b)
+    return P.fma(coeff, d, base) if fused else add(base, mul(coeff, d))
 
 
 def _on_cuda(*ts) -> bool:
@@ -2790,12 +2816,14 @@ def scatter_add_(self, dim, index, src):
 
 @op(function=False)
 def addcmul_(self, a, b, value=1):
-    return inplace(self, lambda old: add(old, mul(mul(a, b), value)), a, b)
+    from .extra_ops import addcmul  # (it imports this module)
+    return inplace(self, lambda old: addcmul(old, a, b, value=value), a, b)
 
 
 @op(function=False)
 def addcdiv_(self, a, b, value=1):
-    return inplace(self, lambda old: add(old, mul(div(a, b), value)), a, b)
+    from .extra_ops import addcdiv  # (it imports this module)
+    return inplace(self, lambda old: addcdiv(old, a, b, value=value), a, b)
 
 
 @op(method=False)

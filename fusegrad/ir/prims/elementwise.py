@@ -19,7 +19,7 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
            "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod", "fmod",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-           "logical_not", "isnan", "stop_gradient", "straight_through", "where", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
+           "logical_not", "isnan", "stop_gradient", "straight_through", "where", "fma", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
 
 def _same(avals, params):
@@ -429,6 +429,44 @@ def _where_jvp(ts, ins, out):
 
 where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp, jvp=_where_jvp,
                   saves="in", kind="elementwise", scalar="where", checked=slice(0, 1), mask_vjp=True)
+
+
+# ---------------------------------------------------------------- fma
+def _fma_impl(x, y, z):
+    """``x * y + z`` rounded once. Real operands only; float32 is computed in float64 (where
+    the product of two float32 is exact, so one rounding at the end), float16 and bfloat16 in
+    float32 (likewise); float64 rounds twice (NumPy has no fused multiply-add)."""
+    dt = next(a.dtype for a in (x, y, z) if hasattr(a, "dtype"))
+    wide = {_F32: np.float64, _F16: _F32, _BF16: _F32}.get(dt)
+    with np.errstate(all="ignore"):
+        if wide is None:
+            return np.asarray(np.add(np.multiply(x, y), z), dt)
+        return np.add(np.multiply(np.asarray(x, wide), np.asarray(y, wide)), np.asarray(z, wide)).astype(dt)
+
+
+def _fma_vjp(g, ins, out, needs):
+    x, y, z = ins
+    return tuple(sum_to(gi, shape_of(v)) if need and gi is not None else None
+                 for v, need, gi in zip(ins, needs, (mul(g, y) if needs[0] else None, mul(g, x) if needs[1] else None,
+                                                     g)))
+
+
+def _fma_jvp(ts, ins, out):
+    x, y, _ = ins
+    parts = [mul(t, o) for t, o in ((ts[0], y), (ts[1], x)) if t is not None] + ([ts[2]] if ts[2] is not None else [])
+    if not parts:
+        return None
+    acc = parts[0]
+    for t in parts[1:]:
+        acc = add(acc, t)
+    return _bcast(acc, out)
+
+
+# A fused multiply-add: what PyTorch's CPU kernels compute for add/sub with alpha, addcmul and
+# lerp (one rounding), so that the runtime's versions of those round as PyTorch's do.
+fma = Primitive("fma", _fma_impl, abstract=_bin_abstract, vjp=_fma_vjp, jvp=_fma_jvp, saves="in",
+                kind="elementwise", scalar="fma")
+refuse_complex(fma, lambda t: NotImplementedError(f"fma of {t}: real operands only"))
 
 
 def preserved_order(a: np.ndarray) -> str:
