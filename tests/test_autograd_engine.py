@@ -131,6 +131,13 @@ def test_hook_on_tensor_not_requiring_grad_raises():
         fg.ones(2).register_hook(lambda g: g)
 
 
+def test_grad_with_no_inputs_raises_as_torch():
+    x = fg.ones(2, requires_grad=True)
+    for empty in ([], ()):
+        with pytest.raises(RuntimeError, match="cannot be empty"):
+            fg.autograd.grad((x * 2).sum(), empty)
+
+
 @pytest.mark.torch
 def test_post_accumulate_grad_hook_vs_torch():
     """The hook runs once per backward, after the leaf's .grad holds the new sum (also when

@@ -111,6 +111,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
     outs = _seq(outputs)
     ins = _seq(inputs)
+    if not ins:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     go = _seq(grad_outputs) if not isinstance(grad_outputs, Tensor) else [grad_outputs]
     grads = _make_grads(outs, go, create_graph, is_grads_batched)
     if retain_graph is None:
