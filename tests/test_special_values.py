@@ -186,3 +186,27 @@ def test_softmax_of_a_row_of_minus_infinity_is_nan_without_a_warning():
         s, ls = fg.softmax(x, -1).numpy(), fg.log_softmax(x, -1).numpy()
     assert np.isnan(s[1]).all() and np.isnan(ls[1]).all()
     np.testing.assert_allclose(s[0], [1 / (1 + np.e), np.e / (1 + np.e)], rtol=1e-6)
+
+
+def test_reductions_of_infinities_and_overflow_are_silent_and_var_without_dof_as_torch():
+    """sum/cumsum of inf and -inf, prod and cumprod overflowing give torch's values without
+    NumPy's RuntimeWarning; var/std with no degrees of freedom left are inf (0/0: nan), as
+    PyTorch's, not nan; histc over a NaN range raises torch's RuntimeError."""
+    import warnings
+    torch = pytest.importorskip("torch")
+    inf = float("inf")
+    cases = [lambda t: t.tensor([inf, -inf, 1.0]).sum(), lambda t: t.tensor([inf, -inf, 1.0]).cumsum(0),
+             lambda t: t.tensor([3e38, 3e38, 3e38]).prod(), lambda t: t.tensor([3e38, 3e38]).cumprod(0),
+             lambda t: t.var(t.tensor([1.0, 2.0], dtype=t.float64), 0, correction=2),
+             lambda t: t.tensor([1.0, 1.0]).var(correction=3), lambda t: t.std_mean(t.tensor([1.0, 2.0]), correction=2)[0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = [f(fg).numpy() for f in cases]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = [f(torch).numpy() for f in cases]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    for lib in (fg, torch):
+        with pytest.raises(RuntimeError, match="not finite"):
+            lib.histc(lib.tensor([float("nan"), 1.0]))

@@ -343,10 +343,11 @@ def _prod_scan(x: Tensor, ax: int) -> Tensor:
     n = x._data.shape[ax]
     one = 1.0 if x._data.dtype.kind in "fV" else 1
     y, k = x, 1
-    while k < n:
-        widths = tuple((k, 0) if i == ax else (0, 0) for i in range(x._data.ndim))
-        y = O.mul(y, P.pad(O.narrow(y, ax, 0, n - k), widths=widths, value=one))
-        k *= 2
+    with np.errstate(over="ignore", invalid="ignore"):  # (overflow to inf: as PyTorch, silently)
+        while k < n:
+            widths = tuple((k, 0) if i == ax else (0, 0) for i in range(x._data.ndim))
+            y = O.mul(y, P.pad(O.narrow(y, ax, 0, n - k), widths=widths, value=one))
+            k *= 2
     return y
 
 

@@ -1060,8 +1060,7 @@ def _var(x, dim, unbiased, keepdim, correction):
     if d._data.dtype.kind == "c":  # the mean squared modulus: a real variance
         d = P.cabs(d)
     r = P.reduce_sum(P.mul(d, d), axes=axes, keepdims=bool(keepdim))
-    denom = builtins.max(n - correction, 0)
-    return P.div(r, float(denom)) if denom else P.mul(r, float("nan"))
+    return P.div(r, float(builtins.max(n - correction, 0)))  # (no degrees of freedom: inf, or 0/0, as PyTorch)
 
 
 @op

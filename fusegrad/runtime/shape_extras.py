@@ -172,6 +172,8 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         lo, hi = lo - 1, hi + 1
     if lo > hi:
         raise RuntimeError("torch.histc: max must be larger than min")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
     counts, _ = np.histogram(x, bins=bins, range=(lo, hi))
     from .factory import tensor
     return tensor(counts.astype(x.dtype), dtype=input.dtype, device=input.device)

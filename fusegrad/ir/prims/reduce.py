@@ -42,7 +42,10 @@ def _sum_impl(x, axes, keepdims):
         # in float16 overflows on partial sums of a total that fits)
         with np.errstate(over="ignore", invalid="ignore"):
             return np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float32).astype(dt)
-    return np.sum(x, axis=axes, keepdims=keepdims, dtype=dt if dt.kind == "f" else None)
+    if dt.kind in "fc":
+        with np.errstate(over="ignore", invalid="ignore"):  # (inf - inf, overflow: as PyTorch, silently)
+            return np.sum(x, axis=axes, keepdims=keepdims, dtype=dt)
+    return np.sum(x, axis=axes, keepdims=keepdims)
 
 
 def _sum_vjp(g, ins, out, needs, axes, keepdims):
@@ -121,7 +124,12 @@ def _prod_jvp(ts, ins, out, axes, keepdims):
     return reduce_sum(others * ts[0], axes=axes, keepdims=keepdims)
 
 
-reduce_prod = Primitive("reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
+def _prod_impl(x, axes, keepdims):
+    with np.errstate(over="ignore", invalid="ignore"):  # (overflow, 0 * inf: as PyTorch, silently)
+        return np.prod(x, axis=axes, keepdims=keepdims)
+
+
+reduce_prod = Primitive("reduce_prod", _prod_impl,
                         abstract=_accumulating_abstract, vjp=_prod_vjp, jvp=_prod_jvp, saves="in,out", kind="reduce",
                         scalar="*", node_name="ProdBackward1")
 
@@ -156,7 +164,8 @@ def _cumsum_impl(x, axis):
     float32 in float64."""
     dt = x.dtype
     acc = np.float64 if dt == np.float32 else np.float32 if np_half(dt) else dt
-    return np.cumsum(x, axis=axis, dtype=acc).astype(dt, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # (inf - inf, overflow: as PyTorch, silently)
+        return np.cumsum(x, axis=axis, dtype=acc).astype(dt, copy=False)
 
 
 cumsum = Primitive("cumsum", _cumsum_impl,
