@@ -329,8 +329,8 @@ def test_low_precision_attention_keeps_scores_in_float32(dtype):
     """float16/bfloat16 attention as PyTorch's CPU flash kernel: scores, maxima and sums in
     float32, the unnormalized weights rounded to the low dtype for the product with v (it
     rounded each step to the low dtype, 1.6x torch's error; then computed all in float32,
-    an ulp off in a fifth of the outputs): bit for bit with torch, causal, masked (a fully
-    masked row gives zeros) and plain; gradients flow in the low dtype."""
+    an ulp off in a fifth of the outputs): bit for bit with torch's AVX-512 kernel, causal,
+    masked (a fully masked row gives zeros) and plain; gradients flow in the low dtype."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 3, 8, 16)) for _ in range(3))
     mask = rng.random((8, 8)) > 0.4
@@ -343,7 +343,11 @@ def test_low_precision_attention_keeps_scores_in_float32(dtype):
         assert got.dtype == dt
         want = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a, dtype=tdt) for a in (q, k, v)),
                                                                 **tkw)
-        np.testing.assert_array_equal(got.detach().float().numpy(), want.float().numpy())
+        g, w = got.detach().float().numpy(), want.float().numpy()
+        if torch.backends.cpu.get_cpu_capability() == "AVX512":
+            np.testing.assert_array_equal(g, w)
+        else:  # (PyTorch's AVX2 kernels round differently: within a few ulps of the largest output)
+            np.testing.assert_allclose(g, w, rtol=0, atol=4 * float(torch.finfo(tdt).eps) * np.abs(w).max())
     got.float().sum().backward()
     assert fq.grad.dtype == dt and np.isfinite(fq.grad.float().numpy()).all()
 
