@@ -126,10 +126,10 @@ def test_alias_programs_match_torch_under_func_grad():
 VIEWS = ("{b}[1:3]", "{b}[:, 1:5:2]", "{b}[2]", "{b}[-1]", "{b}[1, 2]", "{b}[..., 3]", "{b}[None, 1]", "{b}.t()",
          "{b}.T", "{b}.transpose(0, 1)", "{b}.permute(1, 0)", "{b}.view(24)", "{b}.view(2, 12)", "{b}.reshape(6, 4)",
          "{b}.flatten()", "{b}.narrow(1, 2, 3)", "{b}.select(0, 2)", "{b}.diagonal()", "{b}.diagonal(1)",
-         "y.diagonal(-1)", "{b}.view(4, 2, 3).diagonal(0, 0, 2)", "{b}.t().diagonal(-1)", "{b}.unsqueeze(1)", "{b}.squeeze()", "{b}.unflatten(1, (2, 3))", "{b}.chunk(2)[1]",
-         "{b}.split(2, dim=1)[0]", "{b}.unbind(0)[2]", "{b}.movedim(0, 1)", "{b}.swapaxes(0, 1)", "{b}.mT",
-         "{b}.view(4, 2, 3)[:, 1]", "{b}[:, ::3]", "{b}.view_as({b})", "{b}[1:, :-1]", "{b}.expand(2, 4, 6)[0]",
-         "{b}.detach()", "{b}[[0, 2]]", "{b}[{b} > 0]")
+         "y.diagonal(-1)", "{b}.view(4, 2, 3).diagonal(0, 0, 2)", "{b}.t().diagonal(-1)", "{b}.unsqueeze(1)",
+         "{b}.squeeze()", "{b}.unflatten(1, (2, 3))", "{b}.chunk(2)[1]", "{b}.split(2, dim=1)[0]", "{b}.unbind(0)[2]",
+         "{b}.movedim(0, 1)", "{b}.swapaxes(0, 1)", "{b}.mT", "{b}.view(4, 2, 3)[:, 1]", "{b}[:, ::3]",
+         "{b}.view_as({b})", "{b}[1:, :-1]", "{b}.expand(2, 4, 6)[0]", "{b}.detach()", "{b}[[0, 2]]", "{b}[{b} > 0]")
 UPDATES = ("{t}.add_(0.5)", "{t}.mul_(x.cos().mean() + 1.5)", "{t}.sub_(0.25)", "{t}.div_(2.0)",
            "{t}.clamp_(-0.5, 0.5)", "{t}.zero_()", "{t}.fill_(0.3)", "{t}.copy_({t} * 2 + 1)", "{t}.neg_()",
            "{t}.exp_()", "{t}.tanh_()", "{t}.masked_fill_({t} > 0, 0.1)", "{t}[0] = 0.75",

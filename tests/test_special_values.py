@@ -198,7 +198,8 @@ def test_reductions_of_infinities_and_overflow_are_silent_and_var_without_dof_as
     cases = [lambda t: t.tensor([inf, -inf, 1.0]).sum(), lambda t: t.tensor([inf, -inf, 1.0]).cumsum(0),
              lambda t: t.tensor([3e38, 3e38, 3e38]).prod(), lambda t: t.tensor([3e38, 3e38]).cumprod(0),
              lambda t: t.var(t.tensor([1.0, 2.0], dtype=t.float64), 0, correction=2),
-             lambda t: t.tensor([1.0, 1.0]).var(correction=3), lambda t: t.std_mean(t.tensor([1.0, 2.0]), correction=2)[0]]
+             lambda t: t.tensor([1.0, 1.0]).var(correction=3),
+             lambda t: t.std_mean(t.tensor([1.0, 2.0]), correction=2)[0]]
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         got = [f(fg).numpy() for f in cases]
