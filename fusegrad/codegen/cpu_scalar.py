@@ -74,7 +74,8 @@ def imports(bindings: list) -> list[str]:
     if not bindings:
         return []
     return ["from fusegrad.codegen.fastmath import CALLS as _FASTMATH_CALLS, FMA as _FASTMATH_FMA, "
-            "FUNCS as _FASTMATH, VARIANTS as _FASTMATH_VARIANTS", "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND",
+            "FUNCS as _FASTMATH, VARIANTS as _FASTMATH_VARIANTS",
+            "from fusegrad.codegen.cpu_half import ROUND as _HALF_ROUND",
             *(f"{k} = {v}" for k, v in sorted(set(bindings)))]
 
 

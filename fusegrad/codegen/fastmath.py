@@ -31,8 +31,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "CALLS", "FMA", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "function", "measure_ulp", "reference",
-    "sample", "special_values", "ulp_error",
+    "CALLS", "FMA", "FUNCS", "NAMES", "TRIG_MAX", "VARIANTS", "arity", "evaluate", "function", "measure_ulp",
+    "reference", "sample", "special_values", "ulp_error",
     "cos_f32", "cos_f64", "erf_f32", "erf_f64", "exp_f32", "exp_f64", "expm1_f32", "expm1_f64",
     "log1p_f32", "log1p_f64", "log_f32", "log_f64", "pow_f32", "pow_f64", "sigmoid_f32",
     "sigmoid_f64", "sin_f32", "sin_f64", "tanh_f32", "tanh_f64",

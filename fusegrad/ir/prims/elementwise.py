@@ -19,7 +19,8 @@ __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "
            "abs_", "sign", "sqrt", "rsqrt", "erf", "floor", "ceil", "round_", "trunc",
            "add", "sub", "mul", "div", "pow_", "maximum", "minimum", "atan2", "floordiv", "mod", "fmod",
            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-           "logical_not", "isnan", "stop_gradient", "straight_through", "where", "fma", "cast", "reduce_precision", "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
+           "logical_not", "isnan", "stop_gradient", "straight_through", "where", "fma", "cast", "reduce_precision",
+           "sum_to", "ELEMENTWISE_UNARY", "ELEMENTWISE_BINARY"]
 
 
 def _same(avals, params):
