@@ -431,6 +431,27 @@ def test_segment_reduce_matches_torch():
             m.segment_reduce(m.ones(4), "sum", lengths=m.tensor([1, 2]))
 
 
+def _indexed_as_torch(x0: np.ndarray, keys, second) -> None:
+    """``x[k]`` for every key of ``keys(lib)``: values, gradients, a write of a full value and one
+    of ``second(lib, x[k])`` match torch's, eager and compiled."""
+    def run(lib, index=lambda x, k: x[k]):
+        out = []
+        for k in keys(lib):
+            x = lib.tensor(x0, requires_grad=True)
+            y = index(x, k)
+            y.backward(lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
+            full, other = lib.tensor(x0), lib.tensor(x0)
+            full[k] = -lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))
+            other[k] = second(lib, y)
+            out += [y.detach().numpy(), x.grad.numpy(), full.numpy(), other.numpy()]
+        return out
+    compiled = fg.compile(lambda x, k: x[k] * 1)
+    for got in (run(fg), run(fg, compiled)):
+        for g, w in zip(got, run(torch)):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+
 def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
     """PyTorch applies integer indices first: ``x[0, :, idx]`` is (4, 3), not NumPy's (3, 4)
     (an integer counts as an advanced index there, separating idx from the front). Values,
@@ -443,23 +464,7 @@ def test_integers_between_index_tensors_keep_their_dims_in_place_as_torch():
         return [(0, slice(None), slice(None), idx), (1, slice(None), 0, idx), (0, slice(None), idx),
                 (0, idx2, slice(None), idx), (None, 1, Ellipsis, None, idx), (1, slice(None), slice(None), mask),
                 (idx2[:2, None], 0, slice(None), idx[None, :2]), (0, idx2, 1, idx), (slice(None), 0, idx)]
-
-    def run(lib, index=lambda x, k: x[k]):
-        out = []
-        for k in keys(lib):
-            x = lib.tensor(x0, requires_grad=True)
-            y = index(x, k)
-            y.backward(lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
-            full, row = lib.tensor(x0), lib.tensor(x0)
-            full[k] = -lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))
-            row[k] = lib.tensor(np.arange(y.shape[-1], dtype=np.float64))
-            out += [y.detach().numpy(), x.grad.numpy(), full.numpy(), row.numpy()]
-        return out
-    compiled = fg.compile(lambda x, k: x[k] * 1)
-    for got in (run(fg), run(fg, compiled)):
-        for g, w in zip(got, run(torch)):
-            assert g.shape == w.shape
-            np.testing.assert_array_equal(g, w)
+    _indexed_as_torch(x0, keys, lambda lib, y: lib.tensor(np.arange(y.shape[-1], dtype=np.float64)))
 
 
 def test_python_bools_and_0d_bool_tensors_anywhere_in_an_index_as_torch():
@@ -477,23 +482,7 @@ def test_python_bools_and_0d_bool_tensors_anywhere_in_an_index_as_torch():
                 (True, lib.tensor([0, -1])), (t, True), (lib.tensor([False, True]), True, [-1, 1]),
                 (t, lib.tensor([[0], [-2]])), (lib.tensor([1]), 1, slice(1, None), True), (f, f, None, [0], -1),
                 (slice(None), [0, 1], None), (Ellipsis, lib.tensor([0, 2]), None)]
-
-    def run(lib, index=lambda x, k: x[k]):
-        out = []
-        for k in keys(lib):
-            x = lib.tensor(x0, requires_grad=True)
-            y = index(x, k)
-            y.backward(lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape))))
-            full, scalar = lib.tensor(x0), lib.tensor(x0)
-            full[k] = -lib.tensor(np.arange(y.numel(), dtype=np.float64).reshape(tuple(y.shape)))
-            scalar[k] = 7.0
-            out += [y.detach().numpy(), x.grad.numpy(), full.numpy(), scalar.numpy()]
-        return out
-    compiled = fg.compile(lambda x, k: x[k] * 1)
-    for got in (run(fg), run(fg, compiled)):
-        for g, w in zip(got, run(torch)):
-            assert g.shape == w.shape
-            np.testing.assert_array_equal(g, w)
+    _indexed_as_torch(x0, keys, lambda lib, y: 7.0)
     for lib in (fg, torch):
         with pytest.raises(RuntimeError, match="shape mismatch"):
             lib.zeros(2, 3)[:, lib.tensor(False)] = lib.ones(5)
