@@ -22,6 +22,7 @@ from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
 from ..ir.prims.layout import encode_key
+from ..tracer.trace import capture_trace, capturing, user_frame
 from .ops import (_axes, _float, _red_axes, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul,
                   meshgrid, movedim, named, own, pow, view_of, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
 from .sorting import _return_type
@@ -60,9 +61,12 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     r = P.slice_(P.reshape(x, **steps[0][1]), **steps[1][1])
     d = x._data
     if type(d) is np.ndarray and r._data.size and not np.shares_memory(r._data, d):
+        if capturing():  # (its memory, an alias of input's, is eager's: the rest runs eagerly)
+            capture_trace().graph_break(f"diagonal of a non-contiguous tensor inside a compiled function at "
+                                        f"{user_frame()}")
         corner = d[..., max(-offset, 0):, max(offset, 0):]
         view_of(r, x, steps, np.lib.stride_tricks.as_strided(corner, tuple(r.shape),
-                                                             d.strides[:-2] + (sum(d.strides[-2:]),)))
+                                                             d.strides[:-2] + (d.strides[-2] + d.strides[-1],)))
     return named(r, "DiagonalBackward0")
 
 
