@@ -24,7 +24,8 @@ from .keywords import _type_name, write_out
 from ..ir.prims.layout import encode_key
 from ..tracer.trace import capture_trace, capturing, user_frame
 from .ops import (_axes, _float, _red_axes, abs, grad_only, half_wide, amax, amin, as_t, cat, exp, expand, log, matmul,
-                  meshgrid, movedim, named, own, pow, view_of, roll, scalar_name, sqrt, stack, sum, tril, triu, where)
+                  meshgrid, movedim, named, own, pow, roll, scalar_name, sqrt, stack, storage_alias, sum, tril, triu,
+                  where)
 from .sorting import _return_type
 from .tensor import Tensor, wrap
 
@@ -65,8 +66,8 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
             capture_trace().graph_break(f"diagonal of a non-contiguous tensor inside a compiled function at "
                                         f"{user_frame()}")
         corner = d[..., max(-offset, 0):, max(offset, 0):]
-        view_of(r, x, steps, np.lib.stride_tricks.as_strided(corner, tuple(r.shape),
-                                                             d.strides[:-2] + (d.strides[-2] + d.strides[-1],)))
+        storage_alias(r, x, np.lib.stride_tricks.as_strided(corner, tuple(r.shape),
+                                                            d.strides[:-2] + (d.strides[-2] + d.strides[-1],)), steps)
     return named(r, "DiagonalBackward0")
 
 

@@ -71,36 +71,26 @@ def grad_only(t: Tensor) -> Tensor:
     return sub(where(finite, t, 0.0), where(finite, d, 0.0))
 
 
-def storage_alias(out: Tensor, x: Tensor, view) -> Tensor:
+def storage_alias(out: Tensor, x: Tensor, view, steps: Optional[tuple] = None) -> Tensor:
     """``out``, a composite's result with its autograd history, made to show ``view``: an
     array over ``x``'s memory holding the same elements, as PyTorch's strided views
-    (``unfold``, ``as_strided``) do, so that writes through either reach the other. No chain
-    of view primitives rebuilds it from ``x``, so an in-place update of it that autograd
-    must record raises (clone() it first); one that autograd need not record writes ``x``.
-    Traced (``view`` None), it keeps its value, and an in-place update of it, or a read after
-    one of ``x``, is a graph break that makes the call run eagerly."""
+    (``unfold``, ``as_strided``) do, so that writes through either reach the other. Without
+    ``steps`` no chain of view primitives rebuilds it from ``x``, so an in-place update of it
+    that autograd must record raises (clone() it first); one that autograd need not record
+    writes ``x``. With ``steps``, the view primitives ((prim, params) pairs) that computed
+    ``out`` from ``x`` where NumPy had to copy on the way (a reshape of dims not adjacent in
+    memory: a diagonal), it is a view of ``x`` to autograd too. Traced (``view`` None), it
+    keeps its value, and an in-place update of it, or a read after one of ``x``, is a graph
+    break that makes the call run eagerly."""
     out._base = x._base if x._base is not None else x
-    out._view_fn = None
+    out._view_fn = None if steps is None else ((x._view_fn or ()) if x._base is not None else ()) + steps
+    out._inf = x._inf  # (a view of an inference tensor is one)
     if view is not None:
         if x._vbox is None:
             x._vbox = [0]
         out._data = view
         out._vbox = x._vbox
         out._vver = x._vbox[0]
-    return out
-
-
-def view_of(out: Tensor, x: Tensor, steps: tuple, data: np.ndarray) -> Tensor:
-    """``out``, computed from ``x`` by the view primitives ``steps`` ((prim, params) pairs)
-    where NumPy had to copy on the way (a reshape of merged dims that are not adjacent in
-    memory), made a view of ``x`` after all: ``data``, an array over ``x``'s memory holding
-    ``out``'s elements, is its memory, and ``steps`` after ``x``'s own chain rebuild it from
-    the base, so in-place updates of it reach ``x`` and autograd records them there."""
-    out._base = x._base if x._base is not None else x
-    if x._vbox is None:
-        x._vbox = [0]
-    out._data, out._vbox, out._vver, out._inf = data, x._vbox, x._vbox[0], x._inf
-    out._view_fn = ((x._view_fn or ()) if x._base is not None else ()) + steps
     return out
 
 

@@ -454,13 +454,8 @@ def _fma_vjp(g, ins, out, needs):
 
 def _fma_jvp(ts, ins, out):
     x, y, _ = ins
-    parts = [mul(t, o) for t, o in ((ts[0], y), (ts[1], x)) if t is not None] + ([ts[2]] if ts[2] is not None else [])
-    if not parts:
-        return None
-    acc = parts[0]
-    for t in parts[1:]:
-        acc = add(acc, t)
-    return _bcast(acc, out)
+    return _jvp_sum((ts[0], lambda t: _bcast(t * y, out)), (ts[1], lambda t: _bcast(x * t, out)),
+                    (ts[2], lambda t: _bcast(t, out)))
 
 
 # A fused multiply-add: what PyTorch's CPU kernels compute for add/sub with alpha, addcmul and
