@@ -2150,8 +2150,7 @@ def _index_parts(x: Tensor, key):
     if not advanced:
         return encode_key(key, tuple(x._data.shape)), None, ()
     # expand Ellipsis and turn bool masks into integer index tensors
-    n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis) + builtins.sum(
-        (as_t(k).ndim - 1) for k in key if isinstance(k, (Tensor, list, np.ndarray)) and _is_bool(k))
+    n_real = builtins.sum(_index_dims(k) for k in key)
     out, idx, dim = [], [], 0
     for k in key:
         if k is Ellipsis:
@@ -2274,23 +2273,27 @@ def _is_scalar_mask(k) -> bool:
     return type(k) is bool or (isinstance(k, Tensor) and k.ndim == 0 and k._data.dtype.kind == "b")
 
 
+def _index_dims(k) -> int:
+    """How many dimensions of the indexed tensor index part ``k`` consumes (a mask its own
+    number, None, Ellipsis and a scalar mask none)."""
+    if k is None or k is Ellipsis or _is_scalar_mask(k):
+        return 0
+    if isinstance(k, (Tensor, np.ndarray)) and _is_bool(k):
+        return k.ndim
+    return as_t(k).ndim if type(k) is list and k and _is_bool(as_t(k)) else 1
+
+
 def _unit_masks(x: Tensor, parts: tuple) -> tuple:
     """``(x', key)`` with ``x'[key]`` reading (and writing) ``x[parts]``, as PyTorch reads a
     Python bool or 0-d bool tensor in an index: a new unit dimension of ``x`` there (``x'`` is a
     view), masked by a 1-element mask, so it is one more advanced index (size 1 or 0)."""
-    def dims(k) -> int:  # the dimensions of x that a part consumes
-        if k is None or k is Ellipsis or _is_scalar_mask(k):
-            return 0
-        if isinstance(k, (Tensor, np.ndarray)) and _is_bool(k):
-            return k.ndim
-        return as_t(k).ndim if type(k) is list and k and _is_bool(as_t(k)) else 1
-    ellipsis = x._data.ndim - builtins.sum(dims(k) for k in parts)
+    ellipsis = x._data.ndim - builtins.sum(_index_dims(k) for k in parts)
     dim, key = 0, []
     for k in parts:
         if _is_scalar_mask(k):
             x = unsqueeze(x, dim)
             k = reshape(k, (1,)) if isinstance(k, Tensor) else as_t(np.array([k]))
-        dim += ellipsis if k is Ellipsis else dims(k)
+        dim += ellipsis if k is Ellipsis else _index_dims(k)
         key.append(k)
     return x, tuple(key)
 
