@@ -54,21 +54,6 @@ def _unary(prim, name, node_name):
     return fn
 
 
-def _pair(input, other):  # noqa: A002
-    """Two operands (tensors or Python scalars) as floating tensors of one dtype: PyTorch's
-    result dtype (a Python scalar takes the tensor's floating dtype)."""
-    if isinstance(input, Tensor) and isinstance(other, Tensor):
-        a, b = O._promote2(input, other)
-        return _ft(a), _ft(b)
-    if isinstance(input, Tensor):
-        a = _ft(input)
-        return a, O.as_t(other, dtype=a.dtype)
-    if isinstance(other, Tensor):
-        b = _ft(other)
-        return O.as_t(input, dtype=b.dtype), b
-    return _pair(_ft(input), other)
-
-
 # ---------------------------------------------------------------- top-level ops (torch.X and Tensor.X)
 erfinv = op(_unary(E.erfinv, "erfinv", "ErfinvBackward0"), inplace="method")
 lgamma = op(_unary(E.lgamma, "lgamma", "LgammaBackward0"), inplace="method")
@@ -111,7 +96,7 @@ def _igamma_operands(name, input, other):  # noqa: A002
         rt = D.result_type(input, other)
         if not rt.is_floating_point:
             raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(rt)}'")
-    return _pair(input, other)
+    return O.float_pair(input, other)
 
 
 @op(inplace="method")
@@ -203,13 +188,13 @@ def logsumexp(input, dim, keepdim=False, *, out=None):  # noqa: A002
 
 def xlogy(input, other, *, out=None):  # noqa: A002
     from .runtime.numeric import xlogy as _xlogy
-    a, b = _pair(input, other)
+    a, b = O.float_pair(input, other)
     return _out("xlogy", _xlogy(a, b), out)
 
 
 def xlog1py(input, other, *, out=None):  # noqa: A002
     """``input * log1p(other)``, 0 where ``input`` is 0 (unless ``other`` is NaN)."""
-    x, y = _pair(input, other)
+    x, y = O.float_pair(input, other)
     r = O.mul(x, O.log1p(O.where(zero_log(x, y, -1), 0.0, y)))
     return _out("xlog1py", O.named(O.where(O.isnan(y), y, r), "SpecialXlog1PyBackward0"), out)
 
@@ -277,7 +262,7 @@ def _log_ndtr(x: Tensor) -> Tensor:
 def zeta(input, other, *, out=None):  # noqa: A002
     """The Hurwitz zeta function sum_k (other + k)^-input (its gradient with respect to
     ``input`` is not implemented, as in PyTorch)."""
-    x, q = _pair(input, other)
+    x, q = O.float_pair(input, other)
     return _out("zeta", O.bind(E.zeta, (x, q), {}), out)
 
 
@@ -325,7 +310,7 @@ def _polynomial(prim, doc):
     def fn(x, n, *, out=None):
         if not isinstance(x, Tensor) and not isinstance(n, Tensor):
             raise TypeError(f"{name}(): x and n cannot both be numbers")
-        a, b = _pair(x, n)
+        a, b = O.float_pair(x, n)
         return _out(name, O.bind(prim, (_float32_or_64(name, a), b), {}), out)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{doc}, n truncated toward zero to an integer degree (0 where negative). No derivative, "

@@ -6,6 +6,7 @@ on the same NumPy inputs; float inputs require grad, and the gradients of
 ``sum(out * w)`` for a fixed random ``w`` are compared too."""
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 
@@ -184,6 +185,52 @@ def test_promotion_with_python_scalars(da, s):
     assert _dt((s * fa).dtype) == _dt((s * ta).dtype)
     if da != np.bool_:
         assert _dt((fa / s).dtype) == _dt((ta / s).dtype)
+
+
+FLOAT_BINARY = {"atan2": lambda m, a, b: m.atan2(a, b), "copysign": lambda m, a, b: m.copysign(a, b),
+                "ldexp": lambda m, a, b: m.ldexp(a, b), "xlogy": lambda m, a, b: m.xlogy(a, b),
+                "hypot": lambda m, a, b: m.hypot(a, b)}
+
+
+def test_floating_binary_ops_promote_as_pytorch():
+    """atan2, copysign, ldexp, xlogy and hypot compute in their operands' PyTorch result
+    dtype made floating (float16 with int16 stays float16, a 0-d float64 with an int32 vector
+    is float64), not each operand made floating first; a Python number before a 0-d tensor in
+    remainder is weak; square of bools, logit of bools, angle of half and float64 values."""
+    dts = [np.bool_, np.int16, np.int32, np.float16, np.float32, np.float64]
+    for da in dts:
+        for db in dts:
+            for shapes in (((3,), (3,)), ((), (3,)), ((3,), ())):
+                a = (np.array([1, 0, 3], da) if da != np.bool_ else np.array([True, False, True])).reshape(-1)[
+                    :3 if shapes[0] else 1].reshape(shapes[0])
+                b = (np.array([2, -1, 1], db) if db != np.bool_ else np.array([True, True, False])).reshape(-1)[
+                    :3 if shapes[1] else 1].reshape(shapes[1])
+                for name, f in FLOAT_BINARY.items():
+                    if name == "hypot" and not (np.dtype(da).kind == np.dtype(db).kind == "f"):
+                        continue  # (PyTorch has no integer hypot; fusegrad's computes in float)
+                    got = _outcome(lambda: f(fg, fg.tensor(a), fg.tensor(b)))
+                    want = _outcome(lambda: f(torch, torch.tensor(a), torch.tensor(b)))
+                    if want == "NotImplementedError":  # (a bool exponent of ldexp: fusegrad computes it)
+                        continue
+                    assert got == want, (name, da, db, shapes, got, want)
+    for s in (-2, 5):
+        for x in (np.array(3, np.int16), np.array([3, 4], np.int8)):
+            assert _outcome(lambda: fg.remainder(s, fg.tensor(x))) == _outcome(lambda: torch.remainder(s, torch.tensor(x)))
+    for m in (fg, torch):
+        assert _dt(m.tensor([True, False]).square().dtype) == "int64"
+    assert _outcome(lambda: fg.tensor([True, False]).logit()) == _outcome(lambda: torch.tensor([True, False]).logit())
+    for d in (np.float16, np.float64, np.int64):
+        x = np.array([-2, 0, 3], d)
+        assert _outcome(lambda: fg.angle(fg.tensor(x))) == _outcome(lambda: torch.angle(torch.tensor(x)))
+    assert fg.angle(fg.tensor([-1.0], dtype=fg.float64)).item() == math.pi
+
+
+def test_float_power_in_place_needs_a_float64_base_as_pytorch():
+    x = fg.tensor([1.0, 2.0], dtype=fg.float64)
+    x.float_power_(fg.tensor(3))
+    assert x.tolist() == [1.0, 8.0]
+    with pytest.raises(RuntimeError, match="float_power_ has dtype Float but the operation's result requires dtype Double"):
+        fg.tensor([1.0, 2.0]).float_power_(2)
 
 
 def _outcome(f):

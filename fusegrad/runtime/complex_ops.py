@@ -16,6 +16,7 @@ from .autocast_state import float32_policy
 from .dispatch import bind
 from .exports import alias, op
 from .keywords import _type_name
+from .factory import zeros_like
 from .tensor import Tensor
 
 
@@ -129,7 +130,7 @@ def angle(input: Tensor) -> Tensor:  # noqa: A002
     if not x.dtype.is_floating_point:
         x = O.to(x, D.get_default_dtype())
     d = x.detach()
-    value = O.where(O.isnan(d), d, O.where(O.lt(d, 0), math.pi, 0.0))
+    value = O.where(O.isnan(d), d, O.where(O.lt(d, 0), math.pi, zeros_like(d)))
     return O.named(O.add(value, O.mul(O.grad_only(x), 0.0)), "AngleBackward0")
 
 

@@ -46,10 +46,9 @@ def signbit(input: Tensor) -> Tensor:  # noqa: A002
 @op(inplace="method")
 def copysign(input, other) -> Tensor:  # noqa: A002
     """``|input|`` with the sign of ``other`` (its sign bit: -0.0 is negative); a floating result."""
-    x = _ft(input)
     o = O.as_t(other) if not isinstance(other, Tensor) else other
     negative = signbit(o)
-    x, _ = O._promote2(x, _ft(o))
+    x, _ = O.float_pair(input, o)
     r = O.where(negative, O.neg(O.abs(x)), O.abs(x))
     return O.named(_zero_grad_link(r, o, "CopysignBackward0"), "CopysignBackward0")  # (the sign's: zero)
 
@@ -94,8 +93,12 @@ def rad2deg(input) -> Tensor:  # noqa: A002
 
 @op(inplace="both")
 def ldexp(input, other) -> Tensor:  # noqa: A002
-    """``input * 2 ** other``."""
-    return O.mul(_ft(input), O.pow(2.0, _ft(other)))
+    """``input * 2 ** other`` in their floating result dtype, the power computed in
+    ``other``'s own floating dtype (as PyTorch's: rounded there first) or exactly."""
+    x, _ = O.float_pair(input, other)
+    e = O.as_t(other)
+    p = O.pow(2.0, e if e.dtype.is_floating_point else O.to(e, x.dtype))
+    return O.mul(x, O.to(p, x.dtype))
 
 
 @op

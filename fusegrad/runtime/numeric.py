@@ -25,8 +25,8 @@ def hypot(a, b):
     with ``hi``, ``lo`` the larger and smaller magnitude and ``q = lo / hi``; infinite where
     either is (NaN or not), as C's hypot; float16 and bfloat16 in float32, rounded once, as
     PyTorch's kernel."""
-    a, b = O.as_t(a), O.as_t(b)
-    rt = D.result_type(a, b).np
+    a, b = O.float_pair(a, b)
+    rt = a._data.dtype
     if D.np_half(rt):
         return O.to(hypot(O.to(a, D.float32), O.to(b, D.float32)), D.from_numpy_dtype(rt))
     ma, mb = O.abs(a), O.abs(b)
@@ -41,7 +41,7 @@ def xlogy(x, y):
     """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN). As PyTorch's, its derivative
     in ``x`` is ``log(y)`` also where ``x`` is 0 (a Dirichlet's concentration of 1), except
     where the log is not finite there."""
-    x, y = O.as_t(x), O.as_t(y)
+    x, y = O.float_pair(x, y)
     r = O.mul(x, O.log(O.where(zero_log(x, y, 0), ones_like(y), y)))
     return O.where(O.isnan(y), y, r)
 
@@ -57,11 +57,20 @@ def frac(x):
     return O.sub(x, O.trunc(x))
 
 
-@op(inplace="method")
+@op
 def float_power(a, b):
     """``a ** b`` computed in float64."""
     a = O.to(O.as_t(a), D.float64)
     return O.pow(a, O.to(b, D.float64) if isinstance(b, Tensor) else b)
+
+
+@op(function=False)
+def float_power_(self: Tensor, exponent) -> Tensor:
+    """In place: only a float64 tensor can hold float_power's result (PyTorch refuses others)."""
+    if self.dtype != D.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {O._type_name(self._data.dtype)} but the "
+                           "operation's result requires dtype Double")
+    return O._inplace_of(float_power)(self, exponent)
 
 
 def _no_nan(x: Tensor) -> Tensor:

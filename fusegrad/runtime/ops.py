@@ -135,6 +135,22 @@ def _float(x: Tensor) -> Tensor:
     return x
 
 
+def float_pair(input, other) -> tuple:  # noqa: A002
+    """Two operands (tensors or Python scalars) as floating tensors of one dtype: their
+    PyTorch result dtype, the default float dtype where that is integral or bool (a Python
+    scalar takes the tensor's floating dtype)."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        a, b = _promote2(input, other)
+        return _float(a), _float(b)
+    if isinstance(input, Tensor):
+        a = _float(input)
+        return a, as_t(other, dtype=a.dtype)
+    if isinstance(other, Tensor):
+        b = _float(other)
+        return as_t(input, dtype=b.dtype), b
+    return float_pair(_float(as_t(input)), other)
+
+
 def _scalar(v):
     return v.item() if isinstance(v, (np.number, np.bool_)) else v
 
@@ -301,6 +317,9 @@ def reciprocal(x):
 
 @op(inplace="both")
 def square(x):
+    x = as_t(x)
+    if x._data.dtype == np.bool_:  # (as pow(x, 2): a bool's square is int64)
+        x = P.cast(x, dtype=np.dtype(np.int64))
     return named(mul(x, x), "PowBackward0")
 
 
@@ -338,7 +357,7 @@ def erfc(x):
 
 @op
 def atan2(y, x):
-    y, x = _promote2(_float(as_t(y)), _float(as_t(x)))
+    y, x = float_pair(y, x)
     return named(P.atan2(y, x), "Atan2Backward0")
 
 
@@ -358,7 +377,7 @@ def ones_of(x: Tensor) -> Tensor:
 
 @op
 def logit(x, eps=None):
-    x = as_t(x)
+    x = _float(as_t(x))
     if eps is not None:
         x = clamp(x, eps, 1 - eps)
     return named(log(div(x, sub(1.0, x))), "LogitBackward0")
@@ -544,7 +563,9 @@ def floor_divide(a, b):
 
 def _modulo(a, b, prim, name, what):
     """The exact remainder ``prim`` (mod: Python's, fmod: C's) in the operands' dtype."""
-    a, b = _promote2(as_t(a), b)
+    a, b = _promote2(a, b) if isinstance(b, Tensor) else _promote2(as_t(a), b)
+    if not isinstance(a, Tensor):  # (a Python number before a tensor: weak, as in promotion)
+        a = as_t(a, dtype=b.dtype)
     if a._data.dtype == np.bool_:
         raise NotImplementedError(f'"{what}_cpu" not implemented for \'Bool\'')
     if not D.np_floating(a._data.dtype):  # a is a Tensor here (as_t, and _promote2 keeps it one)
