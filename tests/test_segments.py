@@ -877,3 +877,32 @@ def test_compiled_helpers_differentiating_a_loss_passed_in():
         return out
     for a, b in zip(program(fusegrad, fusegrad.compile), program(torch, lambda f: f)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("min_work", [0, 1 << 16])
+def test_unfold_and_as_strided_after_a_break_keep_their_history(min_work, monkeypatch):
+    """unfold and as_strided of a concrete tensor after a break are traced in the segment:
+    their result is the segment's output, not an eager alias that kept the segment's cut
+    autograd nodes (the backward of the first call raised 'NoneType' object is not
+    subscriptable)."""
+    monkeypatch.setattr(segments, "SEGMENT_MIN_WORK", min_work)
+    x0 = np.random.default_rng(3).standard_normal((4, 3))
+
+    def f(m, x):
+        print("break", end="")
+        return x.unfold(0, 3, 1) * 2, x.as_strided((2, 2), (1, 1)).exp()
+
+    cf = fusegrad.compile(lambda x: f(fusegrad, x))
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()):
+            x = fusegrad.tensor(x0, requires_grad=True)
+            got = cf(x)
+        gx, = fusegrad.autograd.grad(sum((o * (k + 1)).sum() for k, o in enumerate(got)), [x])
+        t = torch.tensor(x0, requires_grad=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            want = f(torch, t)
+        gt, = torch.autograd.grad(sum((o * (k + 1)).sum() for k, o in enumerate(want)), [t])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(gx.numpy(), gt.numpy(), rtol=1e-12)
+    assert cf.cache_info()["graph_breaks"]

@@ -85,7 +85,7 @@ def storage_alias(out: Tensor, x: Tensor, view, steps: Optional[tuple] = None) -
     out._base = x._base if x._base is not None else x
     out._view_fn = None if steps is None else ((x._view_fn or ()) if x._base is not None else ()) + steps
     out._inf = x._inf  # (a view of an inference tensor is one)
-    if view is not None:
+    if view is not None and type(out._data) is not Var:  # (traced from a concrete x: a segment's value)
         if x._vbox is None:
             x._vbox = [0]
         out._data = view
