@@ -82,6 +82,8 @@ VALUE_CASES = [
     ("linalg.vecdot", lambda: [_rng.standard_normal((2, 3, 4)), _rng.standard_normal((3, 4))], {}),
     ("tensordot", lambda: [_rng.standard_normal((2, 3, 4)), _rng.standard_normal((4, 3, 5))], dict(dims=([1, 2], [1, 0]))),
     ("tensordot", lambda: [_rng.standard_normal((2, 3, 4)), _rng.standard_normal((3, 4, 5))], {}),
+    ("tensordot", lambda: [_rng.standard_normal((1, 4)), _rng.standard_normal((1, 4, 2))], dict(dims=([1, 0], [1, 0]))),
+    ("tensordot", lambda: [_rng.standard_normal((2, 1)), _rng.standard_normal((3, 5))], dict(dims=1)),
     ("kron", lambda: [_rng.standard_normal((2, 3)), _rng.standard_normal((2, 2, 2))], {}),
     ("block_diag", lambda: [_rng.standard_normal((2, 3)), _rng.standard_normal(2), np.array(1.5)], {}),
     ("cartesian_prod", lambda: [_rng.standard_normal(2), _rng.standard_normal(3), _rng.standard_normal(2)], {}),

@@ -475,8 +475,12 @@ def tensordot(a, b, dims=2, out=None) -> Tensor:
         da, db = [d % a.ndim for d in da], [d % b.ndim for d in db]
     if len(da) != len(db):
         raise RuntimeError("both dimension lists should have same length")
-    for i, j in zip(da, db):
-        if a.shape[i] != b.shape[j]:
+    for i, j in zip(da, db):  # (a size-1 contracted dimension broadcasts against the other's, as PyTorch's)
+        if a.shape[i] == 1 and b.shape[j] != 1:
+            a = a.expand(*(b.shape[j] if d == i else n for d, n in enumerate(a.shape)))
+        elif b.shape[j] == 1 and a.shape[i] != 1:
+            b = b.expand(*(a.shape[i] if d == j else n for d, n in enumerate(b.shape)))
+        elif a.shape[i] != b.shape[j]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
                                f"and second has size {b.shape[j]} in dim {j}")
     fa, fb = [d for d in range(a.ndim) if d not in da], [d for d in range(b.ndim) if d not in db]
