@@ -225,6 +225,20 @@ def test_floating_binary_ops_promote_as_pytorch():
     assert fg.angle(fg.tensor([-1.0], dtype=fg.float64)).item() == math.pi
 
 
+def test_add_with_alpha_on_bools_and_integers_as_pytorch():
+    """Bools add with alpha as a logical or (the result stays bool); a float alpha with an
+    integral result raises PyTorch's RuntimeError."""
+    cases = [lambda m: m.add(m.tensor([True, False]), m.tensor([True, False]), alpha=2),
+             lambda m: m.add(m.tensor([True, False]), True, alpha=3),
+             lambda m: m.add(m.tensor([False, False]), m.tensor([True, False]), alpha=0),
+             lambda m: m.add(m.tensor([1, 2]), True, alpha=3),
+             lambda m: m.tensor([True, False]).add(m.tensor([0.5, 1.0]), alpha=2),
+             lambda m: m.add(m.tensor([True, False]), m.tensor([True, False]), alpha=2.5),
+             lambda m: m.tensor([1, 2]).add_(m.tensor([1, 1]), alpha=1.5)]
+    for f in cases:
+        assert _outcome(lambda: f(fg)) == _outcome(lambda: f(torch))
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -413,6 +413,13 @@ def _with_alpha(op, input, other, alpha, name: str, out):
         al = float(np.asarray(alpha, rt))
         r = named(P.fma(b if isinstance(b, Tensor) else float(np.asarray(b, rt)), -al if op is sub else al, a), name)
     else:
+        if rt is None and isinstance(alpha, (int, float, np.number)):  # (PyTorch checks alpha against the result type)
+            kind = D.result_type(a, other).np.kind
+            if kind in "biu" and isinstance(alpha, (float, np.floating)):
+                raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+            if kind == "b":  # (bools: input or (other and alpha))
+                return op(input, bool(other) and bool(alpha) if isinstance(other, _SCALARS) else
+                          logical_and(other, bool(alpha)), out=out)
         r = op(input, other * alpha if isinstance(other, _SCALARS) else mul(other, alpha))
     return r if out is None else write_out(op.__name__, r, out)
 
