@@ -239,6 +239,22 @@ def test_add_with_alpha_on_bools_and_integers_as_pytorch():
         assert _outcome(lambda: f(fg)) == _outcome(lambda: f(torch))
 
 
+def test_piecewise_constant_ops_pass_zero_gradients_whatever_comes_in():
+    """floor, ceil, round, trunc, sign and x ** 0 give zero gradients as PyTorch's
+    zeros_like(grad), also where the incoming gradient is NaN (``g * 0`` made it NaN: a
+    truncated value into xlogy of a negative number), eagerly, compiled and in forward mode."""
+    def f(m, x):
+        z = m.tensor([-1.0, 2.0], dtype=m.float64)
+        return sum((u * m.log(z)).sum() for u in (x.floor(), x.ceil(), x.round(), x.trunc(), x.sign(), x ** 0))
+
+    for m, fn in ((torch, lambda x: f(torch, x)), (fg, lambda x: f(fg, x)), (fg, fg.compile(lambda x: f(fg, x)))):
+        x = m.tensor([2.5, 1.5], dtype=m.float64, requires_grad=True)
+        g, = m.autograd.grad(fn(x), [x])
+        assert g.tolist() == [0.0, 0.0]
+    _, t = fg.func.jvp(lambda x: x.floor() + x.sign(), (fg.tensor([1.5, -2.0]),), (fg.tensor([1.0, float("nan")]),))
+    assert t.tolist() == [0.0, 0.0]
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -13,6 +13,7 @@ import numpy as np
 from .. import scalar_ops
 from ..dtypes import np_half
 from ..primitive import Primitive, refuse_complex
+from .creation import full
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
@@ -53,12 +54,18 @@ def _unary(name, impl, deriv, scalar, node_name=None, saves="in", wide_vjp=False
     return p
 
 
+def _zeros_like(g):
+    """Zeros of ``g``'s shape and dtype: PyTorch's zero gradients (``zeros_like(grad)``),
+    where ``g * 0`` would turn an inf or NaN gradient into NaN."""
+    return full(shape=shape_of(g), value=0, dtype=g.dtype.np)
+
+
 def _zero_deriv(name, impl, scalar, node_name=None):
     """Piecewise-constant ops: zero gradient, as in PyTorch."""
     p = _unary(name, impl, None, scalar, node_name, saves="")
     p.nondiff = False
-    p.vjp = lambda g, ins, out, needs: (g * 0,)
-    p.jvp = lambda ts, ins, out: None
+    p.vjp = lambda g, ins, out, needs: (_zeros_like(g),)
+    p.jvp = lambda ts, ins, out: None if ts[0] is None else _zeros_like(ts[0])
     return p
 
 
@@ -203,7 +210,7 @@ def _pow_vjp(g, ins, out, needs):
     if needs[0]:
         # x**(y-1) * y, with 0 where y == 0 so that x == 0 gives no nan (PyTorch's rule)
         gx = g * where(eq(y, 0), 0.0, y * x ** (y - 1.0)) if hasattr(y, "shape") else (
-            g * 0.0 if y == 0 else g * (y * x ** (y - 1.0)))
+            _zeros_like(g) if y == 0 else g * (y * x ** (y - 1.0)))
     if needs[1]:  # (a complex exponent: its real part's sign, as PyTorch's rule reads it)
         yr = real(y) if hasattr(y, "shape") and y.dtype.np.kind == "c" else y
         gy = g * where(logical_and(eq(x, 0), ge(yr, 0)), 0.0, out * log(x))
@@ -363,7 +370,7 @@ for _p in (maximum, minimum):
 # value is known). The remainders' derivatives are those of a - rounded(a / b) * b. A Python
 # scalar beside bfloat16 is rounded to bfloat16 first, as PyTorch's kernels take it.
 def _floordiv_vjp(g, ins, out, needs):
-    return _grads(ins, needs, g * 0, g * 0)
+    return _grads(ins, needs, _zeros_like(g), _zeros_like(g))
 
 
 def _remainder_vjp(rounding):
