@@ -110,6 +110,25 @@ def test_values_match_torch(name, gen, kw, dtype):
     _same(tuple(got) if isinstance(got, tuple) else got, tuple(want) if isinstance(want, tuple) else want, tol, tol)
 
 
+def test_determinant_gradients_of_singular_matrices_as_torch():
+    """det's gradient at a singular matrix is 0 (also where the incoming gradient is 0, in a
+    batch); slogdet's and logdet's are the inverse through LU factors with a zero pivot: inf
+    and NaN entries as PyTorch's, not the inversion's error."""
+    mats = [[[1.0, 2.0], [2.0, 4.0]], [[1.0, 2, 3], [4, 5, 6], [7, 8, 9]], [[0.0, 0.0], [0.0, 0.0]],
+            [[1.0, 2, 3], [2, 4, 6], [1, 0, 1]]]
+    for a in mats:
+        for name in ("linalg.det", "logdet"):
+            grads = []
+            for m in (fg, torch):
+                x = m.tensor(a, dtype=m.float64, requires_grad=True)
+                fn = m.linalg.det if name == "linalg.det" else m.logdet
+                grads.append(m.autograd.grad(fn(x), [x])[0].numpy())
+            np.testing.assert_array_equal(grads[0], grads[1])
+    x = fg.tensor([mats[0], [[2.0, 1.0], [1.0, 3.0]]], dtype=fg.float64, requires_grad=True)
+    (fg.linalg.det(x) * fg.tensor([0.0, 1.0], dtype=fg.float64)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [np.zeros((2, 2)), [[3.0, -1.0], [-1.0, 2.0]]], rtol=1e-12)
+
+
 def test_matrix_exp_to_1e12_over_scales():
     for scale in (1e-3, 1.0, 8.0):
         a = _rng.standard_normal((3, 5, 5)) * scale

@@ -11,7 +11,7 @@ import numpy as np
 from ..primitive import PRIMS, Primitive
 from .batchdims import elementwise_rule, to_front
 from .complex import _is_complex_value, complex_of, conj, conj_operands, imag, make_complex, real, real_of
-from .elementwise import sum_to
+from .elementwise import eq, sum_to, where
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["matmul", "swap_last", "cholesky", "triangular_solve", "solve", "inv", "slogdet", "qr_q", "matrix_exp",
@@ -372,18 +372,37 @@ solve = Primitive("solve", _lu_solve_impl, abstract=_system_abstract("linalg.sol
                   batch=_pair_batch("solve"))
 
 
-def _inv_impl(a):
+def _inv_impl(a, singular: str = "raise"):
+    """``a``'s inverse; a singular ``a`` raises PyTorch's error, or with ``singular="lu"``
+    (determinants' gradients) is solved through its LU factors as LAPACK's getrs does it,
+    which divides by the zero pivots: inf and NaN entries, as PyTorch's gradients there."""
     try:
         return np.linalg.inv(a)
     except np.linalg.LinAlgError:
+        if singular == "lu":
+            return _lu_inverse(a)
         raise _singular("linalg.inv", a, "The diagonal element {} is zero, the inversion could not be completed "
                         "because the input matrix is singular.") from None
 
 
+def _lu_inverse(a: np.ndarray) -> np.ndarray:
+    """The inverse of each matrix of ``a`` through its LU factors, dividing by zero pivots."""
+    import scipy.linalg
+    import warnings
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = np.empty_like(flat)
+    eye = np.eye(a.shape[-1], dtype=a.dtype)
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore")  # (SciPy warns of the singular matrix)
+        for i, m in enumerate(flat):
+            out[i] = scipy.linalg.lu_solve(scipy.linalg.lu_factor(m, check_finite=False), eye, check_finite=False)
+    return out.reshape(a.shape)
+
+
 inv = Primitive("inv", _inv_impl, abstract=lambda a, p: a[0],
                 # d(A^-1) = -A^-1 dA A^-1, so gA = -A^-T g A^-T
-                vjp=holomorphic(lambda g, ins, out, needs: (-matmul(swap_last(out), matmul(g, swap_last(out))),)),
-                jvp=lambda ts, ins, out: None if ts[0] is None else -matmul(out, matmul(ts[0], out)),
+                vjp=holomorphic(lambda g, ins, out, needs, **_: (-matmul(swap_last(out), matmul(g, swap_last(out))),)),
+                jvp=lambda ts, ins, out, **_: None if ts[0] is None else -matmul(out, matmul(ts[0], out)),
                 saves="out", node_name="LinalgInvExBackward0", no_lowering=_NO_LOWERING, batch=_front_batch("inv"))
 
 
@@ -405,7 +424,9 @@ def _slogdet_vjp(g, ins, out, needs):
     gl = _last(g, 1)
     if _is_complex_value(g):
         gl = make_complex(real(gl), imag(conj(_last(out, 0)) * _last(g, 0)))
-    return (reshape(gl, shape=shape_of(gl) + (1, 1)) * adjoint(inv(ins[0])),)
+    # (a zero gradient of a singular matrix stays 0 beside the inverse's inf entries: det's)
+    g = reshape(gl, shape=shape_of(gl) + (1, 1))
+    return (where(eq(g, 0), 0.0, g * inv(adjoint(ins[0]), singular="lu")),)
 
 
 def _slogdet_jvp(ts, ins, out):
@@ -414,7 +435,7 @@ def _slogdet_jvp(ts, ins, out):
     from .layout import pad, reshape
     from .reduce import reduce_sum
     nd = len(shape_of(ins[0]))
-    t = reduce_sum(swap_last(inv(ins[0])) * ts[0], axes=(nd - 2, nd - 1), keepdims=False)  # tr(A^-1 dA)
+    t = reduce_sum(swap_last(inv(ins[0], singular="lu")) * ts[0], axes=(nd - 2, nd - 1), keepdims=False)  # tr(A^-1 dA)
     if _is_complex_value(t):  # d log|det| = Re t, d sign = i sign Im t
         from .layout import concatenate
         zero = _zeros_of(real(t))
