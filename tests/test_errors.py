@@ -221,6 +221,18 @@ def test_item_on_multi_element():
         fg.ones(2).item()
 
 
+def test_python_numbers_of_multi_element_tensors_raise_value_error_as_torch():
+    """float(), int() and complex() raise ValueError (an ``except ValueError`` catches them in
+    PyTorch), a list index of a vector TypeError; item() keeps its RuntimeError."""
+    for conv in (float, int, complex):
+        for t in (fg.ones(2), fg.ones(0)):
+            with pytest.raises(ValueError, match="only one element tensors can be converted to Python scalars"):
+                conv(t)
+    with pytest.raises(TypeError, match="only integer tensors of a single element"):
+        [1, 2, 3][fg.tensor([1, 2])]
+    assert float(fg.ones(1, 1)) == 1.0 and [1, 2, 3][fg.tensor([2])] == 3
+
+
 def test_autograd_grad_on_input_not_requiring_grad():
     x = rg(2)
     with pytest.raises(RuntimeError, match="does not require grad"):

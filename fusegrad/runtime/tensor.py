@@ -364,16 +364,23 @@ class Tensor:
         return int(self._real_scalar("int(tensor)", "int64_t"))
 
     def _real_scalar(self, what: str, cpp: str):
-        v = self._scalar(what)
+        v = self._python_scalar(what)
         if isinstance(v, complex):  # (PyTorch's message for a complex value)
             raise RuntimeError(f"value cannot be converted to type {cpp} without overflow")
         return v
 
+    def _python_scalar(self, what: str):
+        """``_scalar`` for Python's float(), int() and complex(), which raise ValueError (as
+        PyTorch's) where the tensor has more or fewer elements than one."""
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self._scalar(what)
+
     def __complex__(self) -> complex:
-        return complex(self._scalar("complex(tensor)"))
+        return complex(self._python_scalar("complex(tensor)"))
 
     def __index__(self) -> int:
-        if self._data.dtype.kind not in "iub":
+        if self._data.dtype.kind not in "iub" or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self._scalar("using a tensor as an index"))
 
