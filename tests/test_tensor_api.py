@@ -255,6 +255,19 @@ def test_piecewise_constant_ops_pass_zero_gradients_whatever_comes_in():
     assert t.tolist() == [0.0, 0.0]
 
 
+def test_addcmul_and_addcdiv_compute_in_the_operands_common_dtype():
+    """A float32 input with float16 factors: the product is float32's (it was rounded to
+    float16 first); values and gradients (float16 ones rounded) as PyTorch's."""
+    z, y = np.array([[1.5, -2.37, 0.77, 3.1]]), np.array([[3.0, 3.0, 0.0, -5.0]])
+    got, want = [], []
+    for m, out in ((fg, got), (torch, want)):
+        a = m.tensor(y, dtype=m.float32, requires_grad=True)
+        b = m.tensor(z, dtype=m.float16, requires_grad=True)
+        r = m.addcmul(a, b, b, value=0.5) + m.addcdiv(a, b, b * 2, value=0.3)
+        out += [r.tolist(), str(r.dtype).split(".")[-1]] + [g.tolist() for g in m.autograd.grad(r.sum(), [a, b])]
+    assert got == want
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -195,6 +195,13 @@ def _addc_value(value, *ts):
     return value
 
 
+def _in_common(*ts) -> tuple:
+    """``ts`` in their PyTorch result dtype: addcmul and addcdiv compute in it (a product of
+    float16 operands beside a float32 ``input`` is float32's, not rounded to float16)."""
+    rt = D.result_type(*ts).np
+    return tuple(t if t._data.dtype == rt else P.cast(t, dtype=rt) for t in ts)
+
+
 @op
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """``input + value * tensor1 * tensor2``: for float32 or float64 operands of one dtype, as
@@ -204,6 +211,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     fused = x._data.dtype.kind == "f" and x._data.dtype.itemsize > 2 and x._data.dtype == a._data.dtype == b._data.dtype
 
     def addcmul_of(x, a, b):
+        x, a, b = _in_common(x, a, b)
         av = O.mul(a, v) if isinstance(v, Tensor) or v != 1 else a  # (a tensor: a compiled step's hyperparameter)
         return P.fma(av, b, x) if fused else O.add(x, O.mul(av, b))
     return one_node("AddcmulBackward0", addcmul_of, x, a, b)
@@ -223,6 +231,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
             "(input + value * tensor1 / tensor2), for all dtypes.")
 
     def addcdiv_of(x, a, b):
+        x, a, b = _in_common(x, a, b)
         return O.add(x, O.div(O.mul(a, value) if isinstance(value, Tensor) or value != 1 else a, b))
     return one_node("AddcdivBackward0", addcdiv_of, x, a, b)
 
