@@ -339,3 +339,14 @@ def test_scalar_parameters_and_enumerate_support():
     to = TD.OneHotCategorical(probs=torch.tensor([[0.2, 0.8, 0.0]]))
     np.testing.assert_array_equal(_np(o.enumerate_support()), to.enumerate_support().numpy())
     np.testing.assert_array_equal(_np(o.enumerate_support(False)), to.enumerate_support(False).numpy())
+
+
+def test_beta_and_dirichlet_modes_with_concentrations_below_one_as_torch():
+    """A concentration below 1 puts the mode on the boundary (Beta's was (a-1)/(a+b-2): -inf
+    and values past 1); all below 1 gives PyTorch's vertex, the first."""
+    a, b = [0.5, 3.0, 0.5, 2.0], [1.5, 0.7, 0.5, 3.0]
+    c = [[0.3, 0.5, 0.4], [2.0, 3.0, 0.5]]
+    for got, want in ((fg.distributions.Beta(fg.tensor(a), fg.tensor(b)).mode,
+                       torch.distributions.Beta(torch.tensor(a), torch.tensor(b)).mode),
+                      (fg.distributions.Dirichlet(fg.tensor(c)).mode, torch.distributions.Dirichlet(torch.tensor(c)).mode)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

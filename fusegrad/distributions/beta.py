@@ -7,6 +7,7 @@ from ..special import xlogy
 from . import constraints
 from ._sampling import standard_gamma
 from ._simple import _Elementwise
+from .dirichlet import Dirichlet
 
 __all__ = ["Beta"]
 
@@ -33,8 +34,8 @@ class Beta(_Elementwise):
 
     @property
     def mode(self):
-        a, b = self.concentration1, self.concentration0
-        return (a - 1) / (a + b - 2)
+        """The Dirichlet's mode of (a, b), as PyTorch's: a concentration below 1 puts it at 0 or 1."""
+        return Dirichlet(self.concentration).mode[..., 0]
 
     @property
     def variance(self):

@@ -57,7 +57,7 @@ class Dirichlet(Distribution):
         mode = concm1 / concm1.sum(-1, keepdim=True)
         mask = O.all(self.concentration < 1, -1, keepdim=True)
         k = self.event_shape[-1]
-        one_hot = F.one_hot(self.concentration.argmax(-1), k).to(mode.dtype)
+        one_hot = F.one_hot(mode.argmax(-1), k).to(mode.dtype)  # (PyTorch's: of the NaN 0/0 modes, the first)
         return O.where(mask, one_hot, mode)
 
     @property
