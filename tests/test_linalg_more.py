@@ -129,6 +129,22 @@ def test_determinant_gradients_of_singular_matrices_as_torch():
     np.testing.assert_allclose(x.grad.numpy(), [np.zeros((2, 2)), [[3.0, -1.0], [-1.0, 2.0]]], rtol=1e-12)
 
 
+def test_norms_below_one_and_negative_have_zero_gradients_at_zero_elements_as_torch():
+    """vector_norm with 0 < p < 1 or p < 0, and cdist with p < 1, where an element (a
+    difference) is 0: PyTorch's zero gradient there (the inf derivative of |x|**p times abs's
+    0 was NaN), eagerly and compiled."""
+    a = np.array([[0.0, 0.0], [1.0, 2.0], [1.0, 0.0]])
+
+    def f(m, x):
+        return sum(m.linalg.vector_norm(x, p, -1).sum() for p in (0.3, 0.5, -0.5, -2.0)) + m.cdist(x, x, p=0.5).sum()
+    t = torch.tensor(a, requires_grad=True)
+    want, = torch.autograd.grad(f(torch, t), [t])
+    for fn in (lambda x: f(fg, x), fg.compile(lambda x: f(fg, x))):
+        x = fg.tensor(a, requires_grad=True)
+        got, = fg.autograd.grad(fn(x), [x])
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
 def test_matrix_exp_to_1e12_over_scales():
     for scale in (1e-3, 1.0, 8.0):
         a = _rng.standard_normal((3, 5, 5)) * scale

@@ -224,8 +224,17 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
             return _root(sum(m * m, axes, keepdim), 2)
         r = half_wide(x, root_of_squares)
     else:
-        r = half_wide(x, lambda x: _root(sum(pow(abs(x), p), axes, keepdim), p))
+        r = half_wide(x, lambda x: _root(sum(_abs_pow(x, p), axes, keepdim), p))
     return _out("linalg.vector_norm", named(r, "LinalgVectorNormBackward0"), out)
+
+
+def _abs_pow(x: Tensor, p: float) -> Tensor:
+    """``|x| ** p``; below p = 1, where its derivative at 0 is infinite, with PyTorch's zero
+    gradient for the zero elements (``|0| ** p``'s inf times abs's 0 was NaN)."""
+    if p >= 1:
+        return pow(abs(x), p)
+    zero = x == 0
+    return where(zero, 0.0 if p > 0 else math.inf, pow(abs(where(zero, 1.0, x)), p))
 
 
 _SINGULAR_VALUE_ORDS = ("nuc", 2, -2)
