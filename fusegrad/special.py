@@ -149,17 +149,8 @@ def _in_float64(f):
     return g
 
 
-def _erfc(x: Tensor) -> Tensor:
-    """erfc without 1 - erf(x)'s cancellation for large x: erfcx(x) exp(-x^2) from 0.5 on
-    (each branch evaluated where it is finite, so that neither makes a NaN gradient)."""
-    big = O.ge(x, 0.5)
-    xb = O.where(big, x, 0.5)
-    return O.where(big, O.mul(O.bind(E.erfcx, (xb,), {}), O.exp(O.neg(O.mul(xb, xb)))),
-                   O.sub(1.0, O.erf(O.where(big, 0.0, x))))
-
-
 def erfc(input, *, out=None):  # noqa: A002
-    return _out("erfc", O.named(_in_float64(_erfc)(_ft(input)), "ErfcBackward0"), out)
+    return _out("erfc", O.erfc(_ft(input)), out)
 
 
 def exp2(input, *, out=None):  # noqa: A002
@@ -240,7 +231,7 @@ def multigammaln(input, p, *, out=None):  # noqa: A002
 
 def ndtr(input, *, out=None):  # noqa: A002
     """The standard normal CDF: erfc(-x / sqrt(2)) / 2."""
-    r = _in_float64(lambda x: O.mul(_erfc(O.mul(x, -math.sqrt(0.5))), 0.5))(_ft(input))
+    r = _in_float64(lambda x: O.mul(O.erfc_of(O.mul(x, -math.sqrt(0.5))), 0.5))(_ft(input))
     return _out("ndtr", O.named(r, "SpecialNdtrBackward0"), out)
 
 
@@ -255,7 +246,7 @@ def _log_ndtr(x: Tensor) -> Tensor:
     xl = O.where(lo, x, -1.0)
     xh = O.where(lo, -1.0, x)
     left = O.sub(O.log(O.mul(O.bind(E.erfcx, (O.mul(xl, -math.sqrt(0.5)),), {}), 0.5)), O.mul(O.mul(xl, xl), 0.5))
-    right = O.log1p(O.mul(_erfc(O.mul(xh, math.sqrt(0.5))), -0.5))
+    right = O.log1p(O.mul(O.erfc_of(O.mul(xh, math.sqrt(0.5))), -0.5))
     return O.where(lo, left, right)
 
 
