@@ -500,6 +500,11 @@ def test_legacy_methods_new_resize_apply_map():
     t = fg.zeros(2, dtype=fg.int32)
     assert t.new(3, 4).shape == (3, 4) and t.new(3, 4).dtype == fg.int32
     assert t.new([1, 2]).numpy().tolist() == [1, 2] and t.new([1, 2]).dtype == fg.int32
+    # (PyTorch's reading: no argument, an empty [0]; a tuple is data; a Size is a size)
+    assert t.new().shape == (0,) and fg.cat([t.new(), t]).tolist() == [0, 0]
+    assert t.new((4, 5)).tolist() == [4, 5] and t.new(fg.Size([2, 3])).shape == (2, 3)
+    with pytest.raises(TypeError, match="data must be a sequence"):
+        t.new(3.5)
     x = fg.arange(6.0)
     assert x.resize_(2, 3) is x and x.shape == (2, 3)
     assert x.numpy().tolist() == torch.arange(6.0).resize_(2, 3).tolist()

@@ -14,13 +14,18 @@ from .tensor import Tensor
 
 @op(function=False)
 def new(self: Tensor, *args, dtype=None, device=None) -> Tensor:
-    """``Tensor.new(*sizes)``: an uninitialized tensor of ``self``'s dtype; ``Tensor.new(data)``: a copy of data."""
+    """``Tensor.new(*sizes)``: an uninitialized tensor of ``self``'s dtype (``new()``: an empty
+    one of size [0]); ``Tensor.new(data)``: a copy of data (a tuple or list is data, as
+    PyTorch reads it; a ``Size`` is a size)."""
     import fusegrad
     dtype, device = dtype or self.dtype, device or self.device
-    if len(args) == 1 and not isinstance(args[0], (int, fusegrad.Size)) and not (
-            isinstance(args[0], tuple) and all(isinstance(a, int) for a in args[0])):
+    if not args:
+        return fusegrad.empty(0, dtype=dtype, device=device)
+    if len(args) == 1 and not isinstance(args[0], (int, fusegrad.Size)):
+        if isinstance(args[0], (float, complex, bool)):
+            raise TypeError(f"new(): data must be a sequence (got {type(args[0]).__name__})")
         return fusegrad.tensor(args[0], dtype=dtype, device=device)
-    size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
+    size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], fusegrad.Size) else tuple(args)
     return fusegrad.empty(size, dtype=dtype, device=device)
 
 
