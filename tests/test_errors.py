@@ -233,6 +233,16 @@ def test_python_numbers_of_multi_element_tensors_raise_value_error_as_torch():
     assert float(fg.ones(1, 1)) == 1.0 and [1, 2, 3][fg.tensor([2])] == 3
 
 
+def test_tensor_of_strings_and_unknown_objects_raises_as_torch():
+    """A string first in a list reads as one more dimension (ValueError), elsewhere an invalid
+    data type (TypeError); None or another object: RuntimeError."""
+    cases = [("the", TypeError), (["the", "cat"], ValueError), ([["a"]], ValueError), ([1, "a"], TypeError),
+             ([None], RuntimeError), (object(), RuntimeError), ({1: 2}, RuntimeError)]
+    for data, kind in cases:
+        with pytest.raises(kind):
+            fg.tensor(data)
+
+
 def test_autograd_grad_on_input_not_requiring_grad():
     x = rg(2)
     with pytest.raises(RuntimeError, match="does not require grad"):

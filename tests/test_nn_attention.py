@@ -409,3 +409,17 @@ def test_encoder_layer_inference_reads_a_float_padding_mask_as_pytorchs_fused_ke
             layer.self_attn(T.tensor(x), T.tensor(x), T.tensor(x), key_padding_mask=m.long())
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_multihead_attention_key_value_mismatch_raises_assertion_error_as_torch():
+    """Keys and values of different lengths: PyTorch's AssertionError (a matmul's RuntimeError
+    before), batched and unbatched, from the module and from the functional form."""
+    mha = nn.MultiheadAttention(4, 2)
+    with pytest.raises(AssertionError, match="key shape .* does not match value shape"):
+        mha(fg.zeros(3, 2, 4), fg.zeros(5, 2, 4), fg.zeros(6, 2, 4))
+    with pytest.raises(AssertionError, match="does not match value shape"):
+        mha(fg.zeros(3, 4), fg.zeros(5, 4), fg.zeros(6, 4))
+    with pytest.raises(AssertionError):
+        F.multi_head_attention_forward(fg.zeros(3, 2, 4), fg.zeros(5, 2, 4), fg.zeros(6, 2, 4), 4, 2,
+                                       mha.in_proj_weight, mha.in_proj_bias, None, None, False, 0.0,
+                                       mha.out_proj.weight, mha.out_proj.bias)

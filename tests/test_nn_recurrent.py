@@ -107,6 +107,10 @@ def test_parameter_names_shapes_and_default_init():
     assert np.abs(values).max() <= bound and np.abs(values).max() > 0.8 * bound
     assert repr(fm) == repr(pt)
     assert repr(nn.GRUCell(3, 4, bias=False)) == repr(torch.nn.GRUCell(3, 4, bias=False))
+    # (an RNN prints no nonlinearity; its cell does)
+    for kw in ({"nonlinearity": "relu"}, {"nonlinearity": "relu", "num_layers": 2}):
+        assert repr(nn.RNN(3, 4, **kw)) == repr(torch.nn.RNN(3, 4, **kw))
+    assert repr(nn.RNNCell(3, 4, nonlinearity="relu")) == repr(torch.nn.RNNCell(3, 4, nonlinearity="relu"))
 
 
 def test_dropout_between_layers_only_in_training():

@@ -21,6 +21,11 @@ from .type_info import channels_last_order, laid_out, preserve_format
 from .tensor import Tensor, wrap
 
 
+class NoDtype(RuntimeError):
+    """PyTorch's error for data of no tensor dtype (``torch.tensor(object())``); an operand
+    of a tensor op of that kind raises TypeError instead (``ops.as_t``), as PyTorch's."""
+
+
 def _infer_np_dtype(data) -> np.dtype:
     """PyTorch's inference: bools stay bool, ints become int64, floats the default dtype."""
     if isinstance(data, np.ndarray):
@@ -39,7 +44,11 @@ def _infer_np_dtype(data) -> np.dtype:
         return D.get_default_dtype().np
     if isinstance(data, complex):
         return D.get_default_dtype().to_complex().np
-    if isinstance(data, abc.Sequence) and not isinstance(data, (str, bytes)):  # a list, tuple, deque...
+    if isinstance(data, str):  # (PyTorch's errors: a string first in a list reads as one more dimension)
+        raise TypeError("new(): invalid data type 'str'")
+    if isinstance(data, abc.Sequence) and not isinstance(data, bytes):  # a list, tuple, deque...
+        if data and isinstance(data[0], str):
+            raise ValueError("too many dimensions 'str'")
         kinds = [_infer_np_dtype(x) for x in data]
         if not kinds:
             return D.get_default_dtype().np
@@ -50,7 +59,7 @@ def _infer_np_dtype(data) -> np.dtype:
     if getattr(data, "is_sparse", False):  # a sparse COO tensor given to a dense op
         from .sparse_coo import dense_op_error
         raise dense_op_error()
-    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+    raise NoDtype(f"Could not infer dtype of {type(data).__name__}")
 
 
 def _to_array(data, dtype) -> np.ndarray:

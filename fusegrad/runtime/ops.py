@@ -47,8 +47,11 @@ def as_t(x, dtype=None) -> Tensor:
         return x
     if type(x) is DynamicFloat:  # (tensor ops with a Python float operand take it in _promote2)
         raise FloatUsed("made into a tensor", x.sources)
-    from .factory import tensor
-    return tensor(x, dtype=dtype)
+    from .factory import NoDtype, tensor
+    try:
+        return tensor(x, dtype=dtype)
+    except NoDtype as e:
+        raise TypeError(f"{e}: not a tensor operand") from None
 
 
 def named(out: Tensor, name: str) -> Tensor:

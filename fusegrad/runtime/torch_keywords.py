@@ -436,6 +436,7 @@ METHODS = {
     'fliplr': (),
     'flipud': (),
     'float_power': ('exponent',),
+    'float_power_': ('exponent',),
     'floor': (),
     'floor_divide': ('other',),
     'fmax': ('other',),

@@ -216,6 +216,8 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
     Returns the ``(L, N, E)`` output and, when ``need_weights``, the attention weights
     ``(N, L, S)`` averaged over heads (or ``(N, num_heads, L, S)``).
     """
+    if key.shape[:-1] != value.shape[:-1]:  # (PyTorch's assertion: its AssertionError, not a failed matmul's)
+        raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
     for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
         if mask is not None and not (mask.dtype == D.bool_ or mask.dtype.is_floating_point):
             raise AssertionError(f"only bool and floating types of {name} are supported")  # (an int mask: not added)

@@ -218,8 +218,6 @@ class RNNBase(Module):
             s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
-        if getattr(self, "nonlinearity", "tanh") != "tanh":
-            s += f", nonlinearity={self.nonlinearity}"
         if self.bias is not True:
             s += f", bias={self.bias}"
         if self.batch_first is not False:
