@@ -197,13 +197,16 @@ def test_floating_binary_ops_promote_as_pytorch():
     dtype made floating (float16 with int16 stays float16, a 0-d float64 with an int32 vector
     is float64), not each operand made floating first; a Python number before a 0-d tensor in
     remainder is weak; square of bools, logit of bools, angle of half and float64 values."""
-    dts = [np.bool_, np.int16, np.int32, np.float16, np.float32, np.float64]
+    dts = [np.bool_, np.uint8, np.int16, np.int32, np.float16, np.float32, np.float64]
     for da in dts:
         for db in dts:
             for shapes in (((3,), (3,)), ((), (3,)), ((3,), ())):
-                a = (np.array([1, 0, 3], da) if da != np.bool_ else np.array([True, False, True])).reshape(-1)[
+                # (a 0-d -3 beside a uint8 vector is cast to float directly, not through uint8)
+                a = (np.array([-3, 0, 3], da) if np.dtype(da).kind in "if" else np.array([1, 0, 3], da)
+                     if da != np.bool_ else np.array([True, False, True])).reshape(-1)[
                     :3 if shapes[0] else 1].reshape(shapes[0])
-                b = (np.array([2, -1, 1], db) if db != np.bool_ else np.array([True, True, False])).reshape(-1)[
+                b = (np.array([2, -1, 1], db) if np.dtype(db).kind in "if" else np.array([2, 1, 1], db)
+                     if db != np.bool_ else np.array([True, True, False])).reshape(-1)[
                     :3 if shapes[1] else 1].reshape(shapes[1])
                 for name, f in FLOAT_BINARY.items():
                     if name == "hypot" and not (np.dtype(da).kind == np.dtype(db).kind == "f"):

@@ -143,8 +143,9 @@ def float_pair(input, other) -> tuple:  # noqa: A002
     PyTorch result dtype, the default float dtype where that is integral or bool (a Python
     scalar takes the tensor's floating dtype)."""
     if isinstance(input, Tensor) and isinstance(other, Tensor):
-        a, b = _promote2(input, other)
-        return _float(a), _float(b)
+        rt = D.result_type(input, other).np
+        to = D.get_default_dtype().np if rt.kind in "iub" else rt  # (each cast straight there: -3 not via uint8)
+        return tuple(t if t._data.dtype == to else P.cast(t, dtype=to) for t in (input, other))
     if isinstance(input, Tensor):
         a = _float(input)
         return a, as_t(other, dtype=a.dtype)
