@@ -307,6 +307,20 @@ def test_elu_family_gradients_keep_e_to_the_x_for_negative_inputs():
     np.testing.assert_allclose(fg.autograd.grad(fg.expm1(t).sum(), [t])[0].numpy(), np.exp(x), rtol=4e-7)
 
 
+def test_maximum_and_minimum_route_gradients_by_selection_as_torch():
+    """The argument that loses gets 0 even of a NaN incoming gradient (g * 0 was NaN: a
+    maximum feeding xlogy of a negative number), ties share it, and beside a NaN both get it."""
+    y0, z0 = [-0.15, 3.31, 2.0, float("nan")], [3.83, 1.0, 2.0, 1.0]
+    w0 = [-1.0, 2.0, 3.0, 2.0]
+    out = []
+    for m in (fg, torch):
+        y = m.tensor(y0, dtype=m.float64, requires_grad=True)
+        z = m.tensor(z0, dtype=m.float64, requires_grad=True)
+        loss = m.xlogy(m.maximum(y, z), m.tensor(w0, dtype=m.float64)).sum() + m.minimum(y, z).sum()
+        out.append([g.tolist() for g in m.autograd.grad(loss, [y, z])])
+    assert str(out[0]) == str(out[1])
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -220,10 +220,11 @@ def _pow_vjp(g, ins, out, needs):
 
 
 def _minmax_vjp(cmp):
-    def vjp(g, ins, out, needs):
+    def vjp(g, ins, out, needs):  # (as PyTorch's: the loser gets 0 even of a NaN g; beside a NaN both get g)
         x, y = ins
-        win = cast(cmp(x, y), dtype=g.dtype.np) + cast(eq(x, y), dtype=g.dtype.np) * 0.5
-        return _grads(ins, needs, g * win if needs[0] else None, g * (1.0 - win) if needs[1] else None)
+        kept = where(eq(x, y), g * 0.5, g)
+        return _grads(ins, needs, where(cmp(y, x), 0.0, kept) if needs[0] else None,
+                      where(cmp(x, y), 0.0, kept) if needs[1] else None)
     return vjp
 
 
