@@ -309,14 +309,16 @@ def test_elu_family_gradients_keep_e_to_the_x_for_negative_inputs():
 
 def test_maximum_and_minimum_route_gradients_by_selection_as_torch():
     """The argument that loses gets 0 even of a NaN incoming gradient (g * 0 was NaN: a
-    maximum feeding xlogy of a negative number), ties share it, and beside a NaN both get it."""
+    maximum feeding xlogy of a negative number), ties share it, and beside a NaN both get it;
+    relu's negative inputs likewise get 0."""
     y0, z0 = [-0.15, 3.31, 2.0, float("nan")], [3.83, 1.0, 2.0, 1.0]
     w0 = [-1.0, 2.0, 3.0, 2.0]
     out = []
     for m in (fg, torch):
         y = m.tensor(y0, dtype=m.float64, requires_grad=True)
         z = m.tensor(z0, dtype=m.float64, requires_grad=True)
-        loss = m.xlogy(m.maximum(y, z), m.tensor(w0, dtype=m.float64)).sum() + m.minimum(y, z).sum()
+        w = m.tensor(w0, dtype=m.float64)
+        loss = m.xlogy(m.maximum(y, z), w).sum() + m.minimum(y, z).sum() + (m.relu(y - 1) * m.log(w)).sum()
         out.append([g.tolist() for g in m.autograd.grad(loss, [y, z])])
     assert str(out[0]) == str(out[1])
 
