@@ -135,8 +135,8 @@ def _sigmoid_vjp(g, ins, out, needs):
 sigmoid.vjp = _sigmoid_vjp
 relu = _unary("relu", _relu, lambda x, o: cast(gt(o, 0), dtype=o.dtype.np), "relu", saves="out")
 # (selected by where, as PyTorch's threshold_backward: 0 below the threshold even of a NaN g)
-relu.vjp = lambda g, ins, out, needs: (where(gt(out, 0), g, 0.0),)
-relu.jvp = lambda ts, ins, out: None if ts[0] is None else where(gt(out, 0), ts[0], 0.0)
+relu.vjp = lambda g, ins, out, needs: (where(le(out, 0), 0.0, g),)
+relu.jvp = lambda ts, ins, out: None if ts[0] is None else where(le(out, 0), 0.0, ts[0])
 refuse_complex(relu, lambda t: NotImplementedError("clamp is not supported for complex types"))
 abs_ = _unary("abs", np.abs, lambda x, o: sign(x), "abs")
 sign = _zero_deriv("sign", scalar_ops.sign, "sign")
