@@ -237,7 +237,12 @@ def test_add_with_alpha_on_bools_and_integers_as_pytorch():
              lambda m: m.add(m.tensor([1, 2]), True, alpha=3),
              lambda m: m.tensor([True, False]).add(m.tensor([0.5, 1.0]), alpha=2),
              lambda m: m.add(m.tensor([True, False]), m.tensor([True, False]), alpha=2.5),
-             lambda m: m.tensor([1, 2]).add_(m.tensor([1, 1]), alpha=1.5)]
+             lambda m: m.tensor([1, 2]).add_(m.tensor([1, 1]), alpha=1.5),
+             # (mixed dtypes: other * alpha in the result dtype, float16 beside bfloat16 in float32)
+             lambda m: m.sub(m.tensor([1.37, -2.2, 0.33], dtype=m.bfloat16).square(),
+                             m.tensor([0.77, 3.1, -1.3], dtype=m.float16).tanh(), alpha=3),
+             lambda m: m.add(m.tensor([1, 2]), m.tensor([0.3, 0.7]), alpha=3),
+             lambda m: m.add(m.tensor([1.0, 2.0], dtype=m.float64), m.tensor([0.1, 0.2]), alpha=0.3)]
     for f in cases:
         assert _outcome(lambda: f(fg)) == _outcome(lambda: f(torch))
 

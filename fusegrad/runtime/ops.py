@@ -435,14 +435,18 @@ def _with_alpha(op, input, other, alpha, name: str, out):
     Adam's updates of half parameters); with float32 ones (a tensor or a number ``other``) as
     one fused multiply-add, ``alpha`` and a number ``other`` rounded to float32 first."""
     a, b = as_t(input), other
-    rt = D.result_type(a, b).np if a._data.dtype.kind in "fV" and isinstance(b, (Tensor, int, float)) else None
+    floating = a._data.dtype.kind in "fV" or (isinstance(b, Tensor) and b._data.dtype.kind in "fV")
+    rt = D.result_type(a, b).np if floating and isinstance(b, (Tensor, int, float)) else None
     if rt is not None and D.np_half(rt):
         alpha = float(np.asarray(alpha, dtype=rt)) if isinstance(alpha, (int, float)) else alpha
         r = _in_float32(lambda x, y: op(x, y * alpha), a, b, rt, name)
-    elif rt is not None and rt.kind == "f" and a._data.dtype == rt and type(alpha) in (int, float) and (
-            b._data.dtype == rt if isinstance(b, Tensor) else type(b) in (int, float)):
+    elif rt is not None and rt.kind == "f" and type(alpha) in (int, float) and (isinstance(b, Tensor) or
+                                                                               type(b) in (int, float)):
+        # (operands of other dtypes in the result's first: float16 * alpha beside a float32 is float32's)
+        a = a if a._data.dtype == rt else P.cast(a, dtype=rt)
+        b = (b if b._data.dtype == rt else P.cast(b, dtype=rt)) if isinstance(b, Tensor) else float(np.asarray(b, rt))
         al = float(np.asarray(alpha, rt))
-        r = named(P.fma(b if isinstance(b, Tensor) else float(np.asarray(b, rt)), -al if op is sub else al, a), name)
+        r = named(P.fma(b, -al if op is sub else al, a), name)
     else:
         if rt is None and isinstance(alpha, (int, float, np.number)):  # (PyTorch checks alpha against the result type)
             kind = D.result_type(a, other).np.kind
