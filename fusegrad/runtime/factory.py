@@ -208,6 +208,8 @@ def _in_format(t: Tensor, memory_format) -> Tensor:
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     npdt = _np_dtype(dtype, _infer_np_dtype(fill_value))
+    from .ops import fits
+    fits(fill_value.item() if isinstance(fill_value, Tensor) and fill_value.numel() == 1 else fill_value, npdt)
     return _filled(_shape((size,)), fill_value, npdt, requires_grad, device)
 
 

@@ -710,6 +710,9 @@ def where(cond, x=None, y=None):
                            f"{scalar_name(cond)}")
     if not (isinstance(x, Tensor) or isinstance(y, Tensor)):
         x = as_t(x)
+    for t, s in ((x, y), (y, x)):  # (a number taking an integer tensor's dtype must fit it: 300 in int8 raises)
+        if isinstance(t, Tensor) and t._data.dtype.kind in "iu" and isinstance(s, int):
+            _fits(s, t)
     x, y = _promote2(x, y)
     return named(P.where(as_t(cond), x, y), "WhereBackward0")
 
@@ -717,6 +720,8 @@ def where(cond, x=None, y=None):
 @op(inplace="both")
 def clamp(x, min=None, max=None):
     x = as_t(x)
+    for bound in (min, max):
+        _fits(bound, x)
     r = x
     if min is not None:
         r = where(_past_bound(r, min, lt), min, r)
@@ -770,18 +775,34 @@ def masked_fill(x, mask, value):
             value = value.item()
         elif value._data.dtype != x._data.dtype:
             value = to(value, x.dtype)
+    _fits(value, x)
     if not isinstance(value, Tensor) and x._data.dtype.kind in "biu":  # the value takes x's dtype, as PyTorch's
         value = bool(value) if x._data.dtype.kind == "b" else int(value)
-    _fits(value, x)
     return named(where(mask, value, x), "MaskedFillBackward0")
 
 
+_OVERFLOW_NAME = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+
+
 def _fits(value, x: Tensor) -> None:
-    """PyTorch's error for a fill value a half-precision ``x`` cannot hold (overflow to inf)."""
-    if isinstance(value, float) and x._data.dtype.itemsize == 2 and D.np_floating(x._data.dtype) and \
-            math.isfinite(value) and builtins.abs(value) > float(np.finfo(np.float32).max if x.dtype is D.bfloat16
-                                                                  else np.finfo(np.float16).max):
-        raise RuntimeError(f"value cannot be converted to type {cpp_scalar_name(x)} without overflow")
+    fits(value, x._data.dtype)
+
+
+def fits(value, dt: np.dtype) -> None:
+    """PyTorch's error for a fill value dtype ``dt`` cannot hold: a number outside an integer
+    dtype's range (NaN and inf too), or one float16, bfloat16 or float32 would round to inf
+    (fill_, full, masked_fill, clamp and where take such a value into a tensor's dtype, where
+    arithmetic wraps or overflows quietly)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        if not (math.isfinite(value) and info.min <= value <= info.max):
+            raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[dt.name]} without overflow")
+    elif isinstance(value, (float, np.floating)) and D.np_floating(dt) and dt.itemsize <= 4 and \
+            math.isfinite(value) and builtins.abs(value) > float(np.finfo(np.float32).max if dt.itemsize == 4 or
+                                                                  dt.name == "bfloat16" else np.finfo(np.float16).max):
+        raise RuntimeError(f"value cannot be converted to type {_CPP_SCALAR[dt.name]} without overflow")
 
 
 @op(inplace="method")
@@ -1010,6 +1031,8 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     elif x._data.dtype.kind in "bui" and x._data.dtype != np.int64:  # integral -> int64, as torch
         x = P.cast(x, dtype=np.dtype(np.int64))
     r = P.reduce_prod(x, axes=_red_axes(x, dim), keepdims=bool(keepdim))
+    if r._data.dtype != x._data.dtype and x._data.dtype.kind in "biu":  # a narrow dtype asked for: it wraps
+        r = P.cast(r, dtype=x._data.dtype)
     return named(r, "ProdBackward0" if dim is None else "ProdBackward1")
 
 
@@ -2387,6 +2410,7 @@ def setitem(x: Tensor, key, value) -> None:
     _no_byte_masks(key)
     if type(value) is DynamicFloat:  # a float argument read at each call: a 0-d tensor of x's dtype
         value = value.operand(x)
+    _fits(value, x)
     if isinstance(key, Tensor) and key._data.dtype.kind == "b" and 0 < key._data.ndim <= x._data.ndim \
             and tuple(key.shape) == tuple(x.shape[:key._data.ndim]) and (
             not isinstance(value, Tensor) or value._data.ndim == 0):
