@@ -328,6 +328,38 @@ def test_maximum_and_minimum_route_gradients_by_selection_as_torch():
     assert str(out[0]) == str(out[1])
 
 
+def test_fill_values_that_do_not_fit_the_dtype_raise_as_torch():
+    """clamp, masked_fill, where, fill_, full, full_like and setitem take a number into the
+    tensor's dtype: one outside an integer dtype's range (or past float16's largest) raises
+    PyTorch's RuntimeError (int8's clamp(-1000, 1000) gave -24: wrapped), where arithmetic
+    wraps as PyTorch's does; prod(dtype=int16) wraps into int16 (it was an int64 90000)."""
+    for m in (fg, torch):
+        x = m.tensor([1, -2, 3], dtype=m.int8)
+        calls = [lambda: x.clamp(-1000, 1000), lambda: x.clamp(min=-200), lambda: x.masked_fill(x > 0, 1000),
+                 lambda: x.masked_fill(x > 0, 127.9), lambda: m.where(x > 0, x, 300), lambda: x.clone().fill_(300),
+                 lambda: m.full((2,), 300, dtype=m.int8), lambda: m.full((2,), 1e6, dtype=m.float16),
+                 lambda: m.full_like(m.zeros(2, dtype=m.float16), 1e6), lambda: x.clone().__setitem__(0, 300),
+                 lambda: m.zeros(2).clamp(max=1e39)]
+        for f in calls:
+            with pytest.raises(RuntimeError, match="without overflow"):
+                f()
+        assert (x + 1000).tolist() == [-23, -26, -21] and m.where(x > 0, x, 3).tolist() == [1, 3, 3]
+        r = m.prod(m.tensor([300, 300]), dtype=m.int16)
+        assert r.item() == 24464 and r.dtype == m.int16
+
+
+def test_shrink_and_threshold_keep_nan_as_torch():
+    """hardshrink, softshrink and threshold keep a NaN (they made it 0 or the threshold value,
+    hiding it from isnan checks), with gradient 1 there."""
+    got, want = [], []
+    for m, out in ((fg, got), (torch, want)):
+        x = m.tensor([float("nan"), 0.3, -2.0, 1.0, 0.5], requires_grad=True)
+        F = m.nn.functional
+        for y in (F.hardshrink(x), F.softshrink(x), F.threshold(x, 0.5, -1.0)):
+            out.append(str([y.tolist(), m.autograd.grad(y.sum(), [x])[0].tolist()]))
+    assert got == want
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -175,7 +175,8 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 def _threshold(input: Tensor, threshold: float, value: float) -> Tensor:
     """The out-of-place threshold (inside ``threshold``, that name is its argument's)."""
-    return named(O.to(O.where(O.gt(input, threshold), input, value), input.dtype), "ThresholdBackward0")
+    # (written as PyTorch's x <= threshold ? value : x, so that a NaN stays NaN)
+    return named(O.to(O.where(O.le(input, threshold), value, input), input.dtype), "ThresholdBackward0")
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
@@ -185,7 +186,12 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, 0 elsewhere."""
-    return named(O.where(O.gt(O.abs(input), lambd), input, 0.0), "HardshrinkBackward0")
+    return named(O.where(_within(input, lambd), 0.0, input), "HardshrinkBackward0")
+
+
+def _within(x: Tensor, lambd: float) -> Tensor:
+    """``-lambd <= x <= lambd``: false for NaN, which the shrinks keep (as PyTorch's)."""
+    return O.logical_and(O.ge(x, -lambd), O.le(x, lambd))
 
 
 # the floating dtypes' largest values, as PyTorch's softshrink error prints them
@@ -197,7 +203,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     if lambd < 0:
         raise RuntimeError(f"lambda must be in range [0, {_LARGEST.get(input.dtype, 'inf')}] for input dtype "
                            f"{SCALAR_TYPE_NAMES.get(input.dtype, input.dtype.name)}, but found {lambd:g}")
-    out = O.where(O.gt(input, lambd), O.sub(input, lambd), O.where(O.lt(input, -lambd), O.add(input, lambd), 0.0))
+    out = O.where(_within(input, lambd), 0.0, O.where(O.gt(input, lambd), O.sub(input, lambd), O.add(input, lambd)))
     return named(out, "SoftshrinkBackward0")
 
 
