@@ -360,6 +360,17 @@ def test_shrink_and_threshold_keep_nan_as_torch():
     assert got == want
 
 
+def test_masked_scatter_with_too_few_source_elements_and_split_size_keyword_as_torch():
+    """masked_scatter raises PyTorch's error where the mask selects more elements than the
+    source holds (the last ones repeated a source element silently); Tensor.split takes
+    PyTorch's ``split_size=`` keyword."""
+    x, m = fg.zeros(4), fg.tensor([True, True, True, False])
+    with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
+        x.masked_scatter(m, fg.tensor([1.0, 1.0]))
+    assert x.masked_scatter(m, fg.tensor([1.0, 2.0, 3.0])).tolist() == [1.0, 2.0, 3.0, 0.0]
+    assert [t.tolist() for t in fg.ones(5).split(split_size=2)] == [[1.0, 1.0], [1.0, 1.0], [1.0]]
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -1687,7 +1687,12 @@ def select(x, dim, index):
 
 
 @op
-def split(x, split_size_or_sections, dim=0):
+def split(x, split_size_or_sections=None, dim=0, *, split_size=None):
+    """(``split_size=``: Tensor.split's keyword name for it.)"""
+    if split_size_or_sections is None:
+        if split_size is None:
+            raise TypeError("split() missing 1 required positional argument: 'split_size_or_sections'")
+        split_size_or_sections = split_size
     x = as_t(x)
     ax = _axes(x, dim)[0]
     n = x._data.shape[ax]

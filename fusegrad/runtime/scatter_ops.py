@@ -102,6 +102,8 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
     flat = O.reshape(m, (-1,))
     pos = O.sub(O.cumsum(O.to(flat, D.int64), 0), 1)
     n = source.numel()
+    if type(m._data) is np.ndarray and np.count_nonzero(m._data) > n:  # (a traced mask is not read for it)
+        raise RuntimeError("Number of elements of source < number of ones in mask")
     if n == 0:
         return O.clone(input)
     from .extra_ops import take
