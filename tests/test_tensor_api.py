@@ -371,6 +371,23 @@ def test_masked_scatter_with_too_few_source_elements_and_split_size_keyword_as_t
     assert [t.tolist() for t in fg.ones(5).split(split_size=2)] == [[1.0, 1.0], [1.0, 1.0], [1.0]]
 
 
+def test_histc_and_histogram_bin_values_on_edges_as_torch():
+    """Values on (or next to) float32 bin edges fall in PyTorch's bins: its kernel interpolates
+    in the input's dtype (histc; histogram with a bin count then checks the neighbouring
+    edges, which are torch.linspace's), where NumPy's float64 arithmetic chose the other bin."""
+    rng = np.random.default_rng(0)
+    for d in (np.arange(31, dtype=np.float32) / 3, np.array([25 / 3], np.float32),
+              (np.round(rng.random(500) * 255) / 127.5 - 1).astype(np.float32), rng.standard_normal(200)):
+        got, want = [], []
+        for m, out in ((fg, got), (torch, want)):
+            t = m.tensor(d)
+            hist, edges = m.histogram(t, 30, range=(0.0, 10.0))
+            hw, _ = m.histogram(t, bins=m.tensor(np.array([-1, 0, 0.5, 3.0, 9], d.dtype)), weight=t * 0 + 2)
+            out += [m.histc(t, bins=30, min=0, max=10).tolist(), m.histc(t, bins=20, min=-1, max=1).tolist(),
+                    m.histc(t, bins=7).tolist(), hist.tolist(), edges.tolist(), hw.tolist()]
+        assert got == want
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))

@@ -174,9 +174,36 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
         raise RuntimeError("torch.histc: max must be larger than min")
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
-    counts, _ = np.histogram(x, bins=bins, range=(lo, hi))
+    counts = _bin_counts(x, np.linspace(lo, hi, bins + 1).astype(x.dtype), None, "linear")
     from .factory import tensor
     return tensor(counts.astype(x.dtype), dtype=input.dtype, device=input.device)
+
+
+def _bin_counts(x: np.ndarray, edges: np.ndarray, weights: Optional[np.ndarray], how: str) -> np.ndarray:
+    """The (weighted) counts of ``x`` in the bins between ``edges`` (the last bin closed), bins
+    chosen as PyTorch's kernel chooses them in ``x``'s dtype: "linear" interpolates between
+    the outer edges (histc), "local" then corrects by the neighbouring edges (histogram with a
+    bin count), "binary" searches the edges (histogram with given edges). (NumPy's float64
+    arithmetic put values on an edge of float32 bins into the other bin.)"""
+    x = x.reshape(-1)
+    w = None if weights is None else weights.reshape(-1)
+    n = len(edges) - 1
+    lo, hi = edges[0], edges[-1]
+    keep = (x >= lo) & (x <= hi)
+    xs, w = x[keep], (None if w is None else w[keep])
+    if how == "binary":
+        pos = np.searchsorted(edges, xs, side="right") - 1
+    else:
+        with np.errstate(all="ignore"):
+            pos = ((xs - lo) * x.dtype.type(n) / (hi - lo)).astype(np.int64)
+        if how == "local":  # upper_bound among edges pos - 1 .. pos + 1
+            count = np.zeros_like(pos)
+            for off in (-1, 0, 1):
+                k = pos + off
+                count += (k >= 0) & (k <= n) & (edges[np.clip(k, 0, n)] <= xs)
+            pos = np.maximum(pos - 1, 0) + count - 1
+    pos = np.minimum(pos, n - 1)  # (the last bin includes its right edge)
+    return np.bincount(pos, weights=w, minlength=n)[:n]
 
 
 @op
@@ -188,7 +215,17 @@ def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool
     rng = None if range is None or isinstance(bins, Tensor) else tuple(float(v) for v in range)
     if rng is None and not isinstance(bins, Tensor) and x.size == 0:
         rng = (0.0, 1.0)
-    hist, e = np.histogram(x, bins=edges, range=rng, weights=w, density=density)
+    if isinstance(bins, Tensor):
+        e, how = np.asarray(edges, x.dtype), "binary"
+    else:
+        lo, hi = rng if rng is not None else (float(x.min()), float(x.max()))
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        from .factory import linspace
+        e, how = linspace(lo, hi, edges + 1, dtype=input.dtype)._data, "local"
+    hist = _bin_counts(x, e, w, how).astype(x.dtype)
+    if density:
+        hist = hist / (hist.sum() * np.diff(e))
     from .factory import tensor
     return _HISTOGRAM(tensor(hist.astype(x.dtype), dtype=input.dtype, device=input.device),
                       tensor(e.astype(x.dtype), dtype=input.dtype, device=input.device))
