@@ -192,6 +192,16 @@ def test_einsum_sublist_form_and_errors():
         np.testing.assert_allclose(g, w)
     with pytest.raises(RuntimeError, match="subscripts"):
         fg.einsum("ij->i", fg.zeros(2, 3, 4))
+    # (PyTorch's RuntimeErrors: an output letter no input has, too few or too many operands)
+    with pytest.raises(RuntimeError, match="output subscript l does not appear"):
+        fg.einsum("ij,jk->il", fg.ones(2, 3), fg.ones(3, 4))
+    for eq, ops in (("ij,jk->ik", [fg.ones(2, 3)]), ("...j,jk->...k", [fg.ones(2, 3)])):
+        with pytest.raises(RuntimeError, match="fewer operands were provided"):
+            fg.einsum(eq, *ops)
+    with pytest.raises(RuntimeError, match="more operands were provided"):
+        fg.einsum("ij->ij", fg.ones(2, 3), fg.ones(3, 4))
+    with pytest.raises(RuntimeError, match="diff expects input to be at least one-dimensional"):
+        fg.diff(fg.tensor(1.0))
 
 
 def test_scatter_multiply_round_decimals_and_int_pow_match_torch():

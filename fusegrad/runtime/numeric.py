@@ -108,6 +108,8 @@ def nanmean(x, dim=None, keepdim=False, *, dtype=None):
 def diff(x, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
     x = O.as_t(x)
+    if x.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
     ax = O._axes(x, dim)[0]
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:

@@ -2025,7 +2025,8 @@ def _einsum_letters(spec: str, ops: list) -> tuple:
     lhs, rhs = spec.split("->") if "->" in spec else (spec, None)
     ins = lhs.split(",")
     if len(ins) != len(ops):
-        raise ValueError(f"einsum(): {len(ins)} operands in the equation, but {len(ops)} given")
+        raise RuntimeError(f"einsum(): {'fewer' if len(ins) > len(ops) else 'more'} operands were provided than "
+                           "specified in the equation")
     free = [c for c in _SUBSCRIPTS if c not in spec]
     n_ell = builtins.max([o.dim() - len(s.replace("...", "")) for s, o in zip(ins, ops) if "..." in s], default=0)
     ell = "".join(free[:n_ell])
@@ -2055,6 +2056,13 @@ def _einsum(spec, ops):
         spec, ops = _einsum_letters(spec, ops)
     lhs, rhs = spec.split("->") if "->" in spec else (spec, None)
     ins = lhs.split(",")
+    if len(ins) > len(ops):
+        raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+    if len(ins) < len(ops):
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    for c in rhs or "":
+        if c not in lhs:
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input operand")
     for k, (s, o) in enumerate(zip(ins, ops)):
         if len(s) != o.dim():
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(s)}) does not match "
