@@ -73,6 +73,8 @@ from .runtime.settings import (are_deterministic_algorithms_enabled, get_default
                                use_deterministic_algorithms)
 from .amp import (autocast, get_autocast_cpu_dtype, get_autocast_dtype, is_autocast_cpu_enabled,  # noqa: E402
                   is_autocast_enabled)
+from .amp.autocast_mode import (clear_autocast_cache, is_autocast_cache_enabled,  # noqa: E402
+                                set_autocast_cache_enabled)
 from .serialization import load, save  # noqa: E402
 from .autograd.anomaly import is_anomaly_enabled  # noqa: E402
 from .runtime.torch_switches import (get_float32_matmul_precision, set_anomaly_enabled,  # noqa: E402

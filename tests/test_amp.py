@@ -486,3 +486,22 @@ def test_pools_keep_their_dtype_under_autocast_and_round_half_results_once():
             want = c(torch.nn.functional, torch.tensor(x).to(getattr(torch, dt)))
             assert str(got.dtype).endswith(dt)
             np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_autocast_cache_flags_module_type_and_cpu_capability_as_torch():
+    """PyTorch's autocast cache switches (reported: fusegrad keeps no cast cache),
+    Module.type(dtype) and torch.backends.cpu.get_cpu_capability()."""
+    torch = pytest.importorskip("torch")
+    assert fg.is_autocast_cache_enabled()
+    with fg.autocast("cpu", cache_enabled=False):
+        assert not fg.is_autocast_cache_enabled()
+    assert fg.is_autocast_cache_enabled()
+    fg.set_autocast_cache_enabled(False)
+    try:
+        assert not fg.is_autocast_cache_enabled()
+    finally:
+        fg.set_autocast_cache_enabled(True)
+    fg.clear_autocast_cache()
+    m = fg.nn.Linear(2, 2).type(fg.float64)
+    assert m.weight.dtype == fg.float64 and m.bias.dtype == fg.float64
+    assert fg.backends.cpu.get_cpu_capability() == torch.backends.cpu.get_cpu_capability()

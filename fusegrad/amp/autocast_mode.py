@@ -48,13 +48,15 @@ class autocast:
         self._prev: list = []
 
     def __enter__(self) -> "autocast":
-        self._prev.append(STATE.dtype)
+        self._prev.append((STATE.dtype, STATE.cache_enabled))
         if self.device == "cpu":
             STATE.dtype = self.fast_dtype.np if self._enabled else None
+        if self._cache_enabled is not None:
+            STATE.cache_enabled = bool(self._cache_enabled)
         return self
 
     def __exit__(self, *exc) -> bool:
-        STATE.dtype = self._prev.pop()
+        STATE.dtype, STATE.cache_enabled = self._prev.pop()
         return False
 
     def __call__(self, fn):
@@ -152,3 +154,17 @@ def custom_bwd(bwd=None, *, device_type: str):
         with autocast(device_type=device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):
             return bwd(*args, **kwargs)
     return decorate_bwd
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether autocast regions would cache their casts (PyTorch's flag; fusegrad casts per op
+    and keeps no cache, so the flag only reports what was set)."""
+    return STATE.cache_enabled
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    STATE.cache_enabled = bool(enabled)
+
+
+def clear_autocast_cache() -> None:
+    """Nothing to clear: fusegrad keeps no cache of autocast's casts."""

@@ -626,6 +626,10 @@ class Module:
     def float(self) -> "Module":
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)
 
+    def type(self, dst_type) -> "Module":  # noqa: A003 - PyTorch's name
+        """Every parameter and buffer cast to ``dst_type`` (a dtype), as PyTorch's."""
+        return self._apply(lambda t: t.type(dst_type))
+
     def double(self) -> "Module":
         return self._apply(lambda t: t.double() if t.is_floating_point() else t)
 

@@ -21,6 +21,7 @@ _ELIGIBLE = (np.dtype(np.float32), np.dtype(np.float16))
 class _State(threading.local):
     def __init__(self):
         self.dtype: Optional[np.dtype] = None  # the low dtype while CPU autocast is on, else None
+        self.cache_enabled = True  # (reported only: fusegrad keeps no cache of casts)
 
 
 STATE = _State()
