@@ -388,6 +388,16 @@ def test_histc_and_histogram_bin_values_on_edges_as_torch():
         assert got == want
 
 
+def test_float64_to_half_casts_round_through_float32_as_torch():
+    """PyTorch converts float64 (and int64) to float16/bfloat16 through float32, rounding
+    twice: 1 + 2**-11 + 2**-40 becomes 1.0 (float32 makes it a tie), eagerly and compiled."""
+    vals = np.array([1 + 2.0 ** -11 + 2.0 ** -40, 1 + 2.0 ** -8 + 2.0 ** -40, 0.1, -3.3e-5, 70000.0])
+    for half in ("float16", "bfloat16"):
+        want = torch.tensor(vals).to(getattr(torch, half)).float().tolist()
+        for f in (lambda t: t.to(getattr(fg, half)), fg.compile(lambda t: t.to(getattr(fg, half)) * 1)):
+            assert f(fg.tensor(vals)).float().tolist() == want
+
+
 def test_float_power_in_place_needs_a_float64_base_as_pytorch():
     x = fg.tensor([1.0, 2.0], dtype=fg.float64)
     x.float_power_(fg.tensor(3))
