@@ -348,5 +348,6 @@ def test_beta_and_dirichlet_modes_with_concentrations_below_one_as_torch():
     c = [[0.3, 0.5, 0.4], [2.0, 3.0, 0.5]]
     for got, want in ((fg.distributions.Beta(fg.tensor(a), fg.tensor(b)).mode,
                        torch.distributions.Beta(torch.tensor(a), torch.tensor(b)).mode),
-                      (fg.distributions.Dirichlet(fg.tensor(c)).mode, torch.distributions.Dirichlet(torch.tensor(c)).mode)):
+                      (fg.distributions.Dirichlet(fg.tensor(c)).mode,
+                       torch.distributions.Dirichlet(torch.tensor(c)).mode)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
