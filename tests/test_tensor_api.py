@@ -340,11 +340,16 @@ def test_fill_values_that_do_not_fit_the_dtype_raise_as_torch():
                  lambda: x.masked_fill(x > 0, 127.9), lambda: m.where(x > 0, x, 300), lambda: x.clone().fill_(300),
                  lambda: m.full((2,), 300, dtype=m.int8), lambda: m.full((2,), 1e6, dtype=m.float16),
                  lambda: m.full_like(m.zeros(2, dtype=m.float16), 1e6), lambda: x.clone().__setitem__(0, 300),
-                 lambda: m.zeros(2).clamp(max=1e39)]
+                 lambda: m.zeros(2).clamp(max=1e39), lambda: m.tensor([3], dtype=m.uint8).clamp(min=-300)]
         for f in calls:
             with pytest.raises(RuntimeError, match="without overflow"):
                 f()
         assert (x + 1000).tolist() == [-23, -26, -21] and m.where(x > 0, x, 3).tolist() == [1, 3, 3]
+        # (a negative value wraps into an unsigned dtype; a float16 setitem overflows to inf quietly)
+        assert m.tensor([3, 200], dtype=m.uint8).clamp(min=-5).tolist() == [251, 251]
+        h = m.zeros(2, dtype=m.float16)
+        h[0] = 1e5
+        assert h.isinf().tolist() == [True, False]
         r = m.prod(m.tensor([300, 300]), dtype=m.int16)
         assert r.item() == 24464 and r.dtype == m.int16
 

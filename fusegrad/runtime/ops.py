@@ -797,7 +797,8 @@ def fits(value, dt: np.dtype) -> None:
         return
     if dt.kind in "iu":
         info = np.iinfo(dt)
-        if not (math.isfinite(value) and info.min <= value <= info.max):
+        low = -info.max if dt.kind == "u" else info.min  # (c10: a negative value wraps into an unsigned type)
+        if not (math.isfinite(value) and low <= value <= info.max):
             raise RuntimeError(f"value cannot be converted to type {_OVERFLOW_NAME[dt.name]} without overflow")
     elif isinstance(value, (float, np.floating)) and D.np_floating(dt) and dt.itemsize <= 4 and \
             math.isfinite(value) and builtins.abs(value) > float(np.finfo(np.float32).max if dt.itemsize == 4 or
@@ -2423,7 +2424,8 @@ def setitem(x: Tensor, key, value) -> None:
     _no_byte_masks(key)
     if type(value) is DynamicFloat:  # a float argument read at each call: a 0-d tensor of x's dtype
         value = value.operand(x)
-    _fits(value, x)
+    if x._data.dtype.kind in "iu":  # (a float into float16 becomes inf quietly here, as PyTorch's)
+        _fits(value, x)
     if isinstance(key, Tensor) and key._data.dtype.kind == "b" and 0 < key._data.ndim <= x._data.ndim \
             and tuple(key.shape) == tuple(x.shape[:key._data.ndim]) and (
             not isinstance(value, Tensor) or value._data.ndim == 0):
