@@ -139,16 +139,6 @@ def erf(input, *, out=None):  # noqa: A002
     return _out("erf", O.erf(_ft(input)), out)
 
 
-def _in_float64(f):
-    """``f`` of a floating tensor computed in float64 and rounded back to its dtype: the
-    composites below square their argument and exponentiate, which costs float32 ~1e-6."""
-    def g(x: Tensor) -> Tensor:
-        if x._data.dtype == np.float64:
-            return f(x)
-        return O.to(f(O.to(x, D.float64)), x.dtype)
-    return g
-
-
 def erfc(input, *, out=None):  # noqa: A002
     return _out("erfc", O.erfc(_ft(input)), out)
 
@@ -231,14 +221,14 @@ def multigammaln(input, p, *, out=None):  # noqa: A002
 
 def ndtr(input, *, out=None):  # noqa: A002
     """The standard normal CDF: erfc(-x / sqrt(2)) / 2."""
-    r = _in_float64(lambda x: O.mul(O.erfc_of(O.mul(x, -math.sqrt(0.5))), 0.5))(_ft(input))
+    r = O.in_float64(_ft(input), lambda x: O.mul(O.erfc_of(O.mul(x, -math.sqrt(0.5))), 0.5))
     return _out("ndtr", O.named(r, "SpecialNdtrBackward0"), out)
 
 
 def log_ndtr(input, *, out=None):  # noqa: A002
     """log(ndtr(x)), accurate in both tails: log(erfcx(-x/sqrt(2)) / 2) - x^2 / 2 below -1,
     log1p(-erfc(x/sqrt(2)) / 2) above."""
-    return _out("log_ndtr", O.named(_in_float64(_log_ndtr)(_ft(input)), "SpecialLogNdtrBackward0"), out)
+    return _out("log_ndtr", O.named(O.in_float64(_ft(input), _log_ndtr), "SpecialLogNdtrBackward0"), out)
 
 
 def _log_ndtr(x: Tensor) -> Tensor:

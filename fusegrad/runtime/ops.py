@@ -380,10 +380,15 @@ def erfc_of(x: Tensor) -> Tensor:
 def erfc(x):
     """The complementary error function, computed in float64 and rounded once (1 - erf(x)
     in the input's dtype was 0 for a float32 x past 4, for a bfloat16 one past 2)."""
-    x = _float(as_t(x))
+    return named(in_float64(_float(as_t(x)), erfc_of), "ErfcBackward0")
+
+
+def in_float64(x: Tensor, fn) -> Tensor:
+    """``fn(x)`` computed in float64 and rounded back to ``x``'s floating dtype: composites
+    that square their argument and exponentiate (erfc, ndtr), which costs float32 ~1e-6."""
     if x._data.dtype == np.float64:
-        return named(erfc_of(x), "ErfcBackward0")
-    return named(P.cast(erfc_of(P.cast(x, dtype=np.dtype(np.float64))), dtype=x._data.dtype), "ErfcBackward0")
+        return fn(x)
+    return P.cast(fn(P.cast(x, dtype=np.dtype(np.float64))), dtype=x._data.dtype)
 
 
 @op
