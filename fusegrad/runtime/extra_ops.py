@@ -204,16 +204,20 @@ def _in_common(*ts) -> tuple:
 
 @op
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """``input + value * tensor1 * tensor2``: for float32 or float64 operands of one dtype, as
-    PyTorch's kernel, ``value * tensor1`` then one fused multiply-add."""
+    """``input + value * tensor1 * tensor2``: for floating operands of one dtype, as PyTorch's
+    kernel, ``value * tensor1`` then one fused multiply-add (float16 and bfloat16 computed in
+    float32 and rounded once)."""
     x, a, b = O.as_t(input), O.as_t(tensor1), O.as_t(tensor2)
     v = _addc_value(value, x, a, b)
-    fused = x._data.dtype.kind == "f" and x._data.dtype.itemsize > 2 and x._data.dtype == a._data.dtype == b._data.dtype
+    dt = x._data.dtype
+    fused = D.np_floating(dt) and dt == a._data.dtype == b._data.dtype
+    half = fused and D.np_half(dt)
 
     def addcmul_of(x, a, b):
-        x, a, b = _in_common(x, a, b)
+        x, a, b = (P.cast(t, dtype=np.dtype(np.float32)) for t in (x, a, b)) if half else _in_common(x, a, b)
         av = O.mul(a, v) if isinstance(v, Tensor) or v != 1 else a  # (a tensor: a compiled step's hyperparameter)
-        return P.fma(av, b, x) if fused else O.add(x, O.mul(av, b))
+        out = P.fma(av, b, x) if fused else O.add(x, O.mul(av, b))
+        return P.cast(out, dtype=dt) if half else out
     return one_node("AddcmulBackward0", addcmul_of, x, a, b)
 
 

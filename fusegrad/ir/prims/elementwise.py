@@ -14,6 +14,7 @@ from .. import scalar_ops
 from ..dtypes import np_half
 from ..primitive import Primitive, refuse_complex
 from .creation import full
+from .fma_loops import fused
 from .shapes import broadcast_shapes, shape_of
 
 __all__ = ["neg", "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "relu",
@@ -447,20 +448,13 @@ where = Primitive("where", _where_impl, abstract=_where_abstract, vjp=_where_vjp
 
 # ---------------------------------------------------------------- fma
 def _fma_impl(x, y, z):
-    """``x * y + z`` rounded once. Real operands only; float32 is computed in float64 (where
-    the product of two float32 is exact, so one rounding at the end), float16 and bfloat16 in
-    float32 (likewise); float64 rounds twice (NumPy has no fused multiply-add)."""
+    """``x * y + z`` rounded once (fma_loops: the host's fused multiply-add; float16 and
+    bfloat16 in float32, as PyTorch). Real operands only."""
     dt = next(a.dtype for a in (x, y, z) if hasattr(a, "dtype"))
-    wide = {_F32: np.float64, _F16: _F32, _BF16: _F32}.get(dt)
-    with np.errstate(all="ignore"):
-        if wide is None:
-            return np.asarray(np.add(np.multiply(x, y), z), dt)
-        # the ufuncs widen their operands as they read them and the sum goes into the
-        # product's array: one wide temporary, not a widened copy of each operand (an SGD
-        # step's update of a 784x512 weight took 3.2 ms, now 0.3)
-        p = np.asarray(np.multiply(x, y, dtype=wide))
-        same = p.ndim and p.shape == np.broadcast_shapes(p.shape, np.shape(z))
-        return np.add(p, z, out=p if same else None, dtype=wide).astype(dt)
+    out = fused(x, y, z, dt)
+    if out is None:  # integers
+        out = np.asarray(np.add(np.multiply(x, y), z), dt)
+    return out
 
 
 def _fma_vjp(g, ins, out, needs):
