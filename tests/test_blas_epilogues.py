@@ -264,11 +264,49 @@ def test_tuned_blas_chooses_per_argument_shapes():
     try:
         if current() != 2:
             pytest.skip("OpenBLAS runs one thread here")
-        exe = TunedBlas(Exe(), BLAS.set_threads, 2)
+        exe = TunedBlas(Exe(), BLAS.set_threads)
         for _ in range(10):
             exe(np.ones(4))
             exe(np.ones(1))
         assert seen[(4,)][-3:] == [2, 2, 2] and seen[(1,)][-3:] == [1, 1, 1], seen
+    finally:
+        BLAS.set_threads(callers)
+
+
+def test_eager_matmuls_choose_their_blas_threads_per_operand_shapes():
+    """Eager matmuls big enough for OpenBLAS to thread run with the count that has been
+    fastest for their shapes (one thread where two lose under load), the count as it is
+    included (what the user set); small ones run untouched."""
+    import time
+
+    from fusegrad.ir.prims import linalg
+    from fusegrad.runtime.blas_threads import EagerBlas
+    BLAS, current = _blas_with_threads()
+    seen: dict = {}
+
+    def gemm(a, b):  # (128, 784) products run faster on two threads, (64, 784) ones on one
+        n = current()
+        seen.setdefault(a.shape, []).append(n)
+        time.sleep(0.004 if (n == 2) == (a.shape[0] == 128) else 0.02)
+        return a @ b
+
+    callers = BLAS.set_threads(2)
+    try:
+        if current() != 2:
+            pytest.skip("OpenBLAS runs one thread here")
+        assert isinstance(linalg._GEMM_CALL[0], EagerBlas)  # installed at import
+        call = EagerBlas(BLAS.set_threads)
+        big, small, w = np.ones((128, 784), np.float32), np.ones((64, 784), np.float32), np.ones((784, 512), np.float32)
+        for _ in range(16):
+            call(gemm, big, w)
+            call(gemm, small, w)
+        # (a call slowed by other load may make it probe the other count once)
+        assert seen[(128, 784)][-6:].count(2) >= 5 and seen[(64, 784)][-6:].count(1) >= 5, seen
+        assert current() == 2  # restored after each call
+        call(gemm, np.ones((4, 4)), np.ones((4, 4)))
+        assert (4, 4) not in call._choices  # too small to thread: not timed
+        x = fg.tensor(big)
+        np.testing.assert_allclose((x @ fg.tensor(w)).numpy(), big @ w)
     finally:
         BLAS.set_threads(callers)
 

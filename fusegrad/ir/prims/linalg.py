@@ -70,6 +70,16 @@ def _mm_abstract(avals, params):
     return broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]), da
 
 
+# The runtime installs how eager matmuls call BLAS (runtime.blas_threads: a thread count
+# chosen by timing, as compiled graphs' is); ir stays free of runtime imports.
+_GEMM_CALL: list = [lambda gemm, a, b: gemm(a, b)]
+
+
+def install_gemm_call(call) -> None:
+    """Run each eager BLAS product ``gemm(a, b)`` as ``call(gemm, a, b)``."""
+    _GEMM_CALL[0] = call
+
+
 def _mm_impl(a, b):
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"shapes cannot be multiplied ({'x'.join(map(str, a.shape))} and {'x'.join(map(str, b.shape))})")
@@ -80,7 +90,7 @@ def _mm_impl(a, b):
         with np.errstate(over="ignore", invalid="ignore"):  # inf in, or overflow out: as PyTorch, silently
             return np.matmul(a.astype(f32), b.astype(f32)).astype(a.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # (NaN or inf operands: as PyTorch, silently)
-        return np.matmul(_blas_ready(a), _blas_ready(b))
+        return _GEMM_CALL[0](np.matmul, _blas_ready(a), _blas_ready(b))
 
 
 def _blas_ready(x):
