@@ -198,3 +198,41 @@ def test_compiled_agrees_with_eager_and_torch():
     for c, e, t in zip(compiled, eager, theirs):
         _same(e, t, rtol=1e-5, atol=1e-6)
         _same(c, t, rtol=1e-5, atol=1e-6)
+
+
+def test_sums_over_outer_dims_and_variances_are_accurate():
+    """A float32 sum down a long column accumulates in double (NumPy's is a running sum there:
+    a million 0.1s came to 100958), as its pairwise sum does along the innermost dim; var and
+    std compute in double as PyTorch's Welford kernel, so a constant column has variance 0
+    exactly and random data agrees bit for bit."""
+    col = fg.full((1_000_000, 2), 0.1)
+    np.testing.assert_allclose(col.sum(0).numpy(), [1e5, 1e5], rtol=1e-6)
+    np.testing.assert_allclose(col.mean(0).numpy(), [0.1, 0.1], rtol=1e-6)
+    np.testing.assert_allclose(col.T.sum(1).numpy(), [1e5, 1e5], rtol=1e-6)
+    for n in (10, 100, 2000):
+        c = fg.full((n, 3), 1000.1)
+        assert c.var(0).tolist() == [0.0] * 3 and c.std(0).tolist() == [0.0] * 3
+        assert c.T.contiguous().var(1).tolist() == [0.0] * 3 and c.half().std(0).tolist() == [0.0] * 3
+    x = np.random.default_rng(0).standard_normal((50, 70)).astype(np.float32)
+    for f in (lambda m, t: t.var(0), lambda m, t: t.std(1, correction=0), lambda m, t: m.var_mean(t, 1)[0],
+              lambda m, t: t.half().var(1), lambda m, t: t.bfloat16().std(0)):
+        ours, theirs = f(fg, fg.tensor(x)), f(torch, torch.tensor(x))
+        assert np.array_equal(ours.float().numpy(), theirs.float().numpy())
+    with pytest.raises(RuntimeError, match="std and var only support floating point"):
+        fg.tensor([1, 2]).std()
+
+
+def test_full_max_and_min_share_their_gradient_as_pytorch():
+    """max() and min() over all elements give the gradient to the elements equal to the
+    result, evenly, or to the NaNs when the result is NaN (amax's rule would give NaN
+    everywhere), eagerly and compiled."""
+    nan = float("nan")
+    for vals in ([0.5, nan, 2.0], [2.0, 1.0, 2.0], [nan, 1.0, nan], [3.0]):
+        for f in ("max", "min"):
+            grads = []
+            for m, run in ((torch, None), (fg, None), (fg, fg.compile(lambda t, f=f: getattr(t, f)() * 3))):
+                x = m.tensor(vals, requires_grad=True)
+                y = run(x) if run else getattr(x, f)() * 3
+                y.backward()
+                grads.append(x.grad.tolist())
+            assert grads[1] == grads[0] and grads[2] == grads[0], (vals, f, grads)

@@ -1060,7 +1060,7 @@ _RESULT_TYPES = {"Max": _return_type("max", ("values", "indices")), "Min": _retu
 def _extreme(x, dim, keepdim, red, arg, name):
     x = as_t(x)
     if dim is None:
-        return named(red(x, axes=_axes(x, None), keepdims=False), name + "Backward1")
+        return named(_evenly(x, red(x, axes=_axes(x, None), keepdims=False)), name + "Backward1")
     if isinstance(dim, Tensor):  # torch.max(a, b) is the elementwise maximum
         return (maximum if red is P.reduce_max else minimum)(x, dim)
     ax = _axes(x, dim)[0]
@@ -1073,6 +1073,19 @@ def _extreme(x, dim, keepdim, red, arg, name):
         vals = P.reshape(vals, shape=tuple(s for i, s in enumerate(x._data.shape) if i != ax))
         idx = P.reshape(idx, shape=vals._data.shape)
     return _RESULT_TYPES[name](named(vals, name + "Backward0"), idx)
+
+
+def _evenly(x: Tensor, v: Tensor) -> Tensor:
+    """``v``, the maximum or minimum of all of ``x``, with PyTorch's gradient of it: shared
+    evenly by the elements equal to it, or by the NaNs when it is NaN (amax's gradient, a
+    share of 0 elements, is NaN everywhere then)."""
+    if not (STATE.enabled and x._rg):
+        return v
+    xs, vs = P.stop_gradient(x), P.stop_gradient(v)
+    mask = P.logical_or(P.eq(xs, vs), P.logical_and(P.isnan(xs), P.isnan(vs)))
+    share = P.div(P.reduce_sum(P.where(mask, x, 0.0), axes=_axes(x, None), keepdims=False),
+                  P.reduce_sum(P.cast(mask, dtype=x._data.dtype), axes=_axes(x, None), keepdims=False))
+    return P.straight_through(share, v)
 
 
 @op
@@ -1123,10 +1136,21 @@ def half_wide(x: Tensor, fn) -> Tensor:
 
 @op
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    x = _var_operand(x)
+    return named(_in_double(x, lambda x: _var(x, dim, unbiased, keepdim, correction)), "VarBackward0")
+
+
+def _var_operand(x) -> Tensor:
     x = as_t(x)
     if x._data.dtype.kind in "iub":
         raise RuntimeError("std and var only support floating point and complex dtypes")
-    return named(half_wide(x, lambda x: _var(x, dim, unbiased, keepdim, correction)), "VarBackward0")
+    return x
+
+
+def _in_double(x: Tensor, fn) -> Tensor:
+    """``fn(x)`` in float64 for a real ``x``: PyTorch's var and std accumulate in double (a
+    float32 mean of a constant column is off by an ulp, and its variance is not 0)."""
+    return fn(x) if x._data.dtype.kind == "c" else in_float64(x, fn)
 
 
 def _var(x, dim, unbiased, keepdim, correction):
@@ -1148,8 +1172,8 @@ def _var(x, dim, unbiased, keepdim, correction):
 @op
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     from .linalg import _root  # (its gradient where the std is 0 is 0, as PyTorch's)
-    x = as_t(x)
-    return named(half_wide(x, lambda x: _root(var(x, dim, unbiased, keepdim, correction=correction), 2)),
+    x = _var_operand(x)
+    return named(_in_double(x, lambda x: _root(var(x, dim, unbiased, keepdim, correction=correction), 2)),
                  "StdBackward0")
 
 

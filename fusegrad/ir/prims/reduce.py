@@ -1,6 +1,8 @@
 """Reductions (sum, max, min, prod, argmax, argmin) and cumsum."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dtypes import np_half
@@ -37,6 +39,13 @@ def expand_reduced(g, in_shape, axes, keepdims):
 
 def _sum_impl(x, axes, keepdims):
     dt = x.dtype
+    if dt.itemsize < 16 and dt.kind in "fcV" and _running(x, axes):
+        # NumPy sums pairwise only along the innermost axis it loops over; over outer axes each
+        # output is a running sum (a million float32 0.1s summed down a column came to 100958):
+        # those accumulate in double precision, rounded once
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.sum(x, axis=axes, keepdims=keepdims, dtype=np.complex128 if dt.kind == "c" else np.float64
+                          ).astype(dt)
     if np_half(dt):
         # float16/bfloat16: accumulate in float32 and round once, as PyTorch (NumPy's pairwise sum
         # in float16 overflows on partial sums of a total that fits)
@@ -46,6 +55,20 @@ def _sum_impl(x, axes, keepdims):
         with np.errstate(over="ignore", invalid="ignore"):  # (inf - inf, overflow: as PyTorch, silently)
             return np.sum(x, axis=axes, keepdims=keepdims, dtype=dt)
     return np.sum(x, axis=axes, keepdims=keepdims)
+
+
+def _running(x, axes) -> bool:
+    """Whether NumPy's sum of ``x`` over ``axes`` adds long runs of terms one by one: more
+    than ``_RUN`` terms per output, reduced over other than the innermost axis of a
+    C-contiguous array."""
+    if x.ndim == 0:
+        return False
+    axes = range(x.ndim) if axes is None else [a % x.ndim for a in axes]
+    terms = math.prod(x.shape[a] for a in axes)
+    return terms > _RUN and not (x.ndim - 1 in axes and x.flags.c_contiguous)
+
+
+_RUN = 256
 
 
 def _sum_vjp(g, ins, out, needs, axes, keepdims):
