@@ -236,3 +236,45 @@ def test_full_max_and_min_share_their_gradient_as_pytorch():
                 y.backward()
                 grads.append(x.grad.tolist())
             assert grads[1] == grads[0] and grads[2] == grads[0], (vals, f, grads)
+
+
+def test_statistics_argument_checks_as_pytorch():
+    """cov's weight checks, matrix norms of empty matrices (0 for the largest kinds, as
+    PyTorch), and the argument checks of diff, sort/topk/kthvalue on 0-d tensors, kthvalue
+    on an empty dim, bincount, histc, vector_norm's dtype and searchsorted's sorter: each
+    raises PyTorch's exception type or gives its value."""
+    def outcome(f):
+        try:
+            r = f()
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__
+        return [round(v, 5) for v in np.atleast_1d(r.detach().float().numpy()).tolist()]
+
+    calls = [lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), fweights=m.tensor([1, -1, 2])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), fweights=m.tensor([1.0, 2.0, 1.0])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), fweights=m.tensor([[1, 1, 1]])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), fweights=m.tensor([1, 2])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), aweights=m.tensor([1.0, -1.0, 1.0])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), aweights=m.tensor([1, 2, 1])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), aweights=m.tensor([0.0, 0.0, 0.0])),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 3.0]]), correction=0.5),
+             lambda m: m.cov(m.tensor([[1.0, 2.0, 4.0]]), fweights=m.tensor([1, 2, 1]), aweights=m.tensor([.5, 1, 2])),
+             lambda m: m.linalg.matrix_norm(m.zeros(0, 3), ord=2),
+             lambda m: m.linalg.matrix_norm(m.zeros(3, 0), ord=2),
+             lambda m: m.linalg.matrix_norm(m.zeros(2, 0, 3), ord=float("inf")),
+             lambda m: m.linalg.matrix_norm(m.zeros(3, 0), ord=1),
+             lambda m: m.linalg.norm(m.zeros(0, 3), ord=2),
+             lambda m: m.tensor([3.0, 1.0, 2.0]).diff(n=-1),
+             lambda m: m.diff(m.ones(1, 2), prepend=m.zeros(1)),
+             lambda m: m.tensor(2.5).sort(dim=1)[0],
+             lambda m: m.tensor(2.5).topk(1, dim=1)[0],
+             lambda m: m.tensor(2.5).sort(dim=-1)[0],
+             lambda m: m.zeros(0).kthvalue(1)[0],
+             lambda m: m.bincount(m.tensor([1]), minlength=-1),
+             lambda m: m.histc(m.tensor([1.0, 2.0]), bins=0),
+             lambda m: m.linalg.vector_norm(m.tensor([3.0, 4.0]), dtype=m.float16),
+             lambda m: m.linalg.vector_norm(m.tensor([3.0, 4.0]).bfloat16(), dtype=m.float16),
+             lambda m: m.linalg.vector_norm(m.tensor([3.0, 4.0]).half(), dtype=m.float32),
+             lambda m: m.searchsorted(m.tensor([1.0, 2.0, 3.0]), m.tensor([2.0]), sorter=m.tensor([1, 2]))]
+    for f in calls:
+        assert outcome(lambda: f(fg)) == outcome(lambda: f(torch))

@@ -196,6 +196,8 @@ def bincount(x, weights=None, minlength=0):
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{O.scalar_name(x)}'")
     if x.ndim != 1:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    if int(minlength) < 0:
+        raise RuntimeError("minlength should be >= 0")
     a = x._concrete("bincount() (data-dependent output shape)", host=True)
     if a.size and a.min() < 0:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")

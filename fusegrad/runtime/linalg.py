@@ -17,7 +17,7 @@ from ..ir.prims.linalg import NOT_POSITIVE_DEFINITE, LinAlgError
 from .autocast_state import float32_policy, lower_precision
 from .dispatch import op_error
 from .exports import op
-from ..ir.dtypes import from_numpy_dtype
+from ..ir.dtypes import from_numpy_dtype, promote_types
 from ..ir.prims.shapes import broadcast_shapes
 from .factory import eye, zeros
 from .keywords import _type_name, write_out
@@ -194,6 +194,9 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
         if not dtype.is_floating_point:
             raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
                                f"{_type_name(dtype.np)}")
+        if x.dtype.is_floating_point and dtype.is_floating_point and promote_types(x.dtype, dtype) != dtype:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_type_name(x._data.dtype)}) should be "
+                               f"convertible without narrowing to the specified dtype ({_type_name(dtype.np)})")
         x = x.to(dtype)
     elif not x.dtype.is_floating_point and not x.dtype.is_complex:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
@@ -261,7 +264,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
             a = a.to(dtype)
         _floating(a, "linalg.matrix_norm")
         s = svdvals(movedim(a, (d0, d1), (-2, -1)))
-        r = sum(s, -1) if ord == "nuc" else amax(s, -1) if ord == 2 else amin(s, -1)
+        r = sum(s, -1) if ord == "nuc" else _largest(s, -1, False) if ord == 2 else amin(s, -1)
         if keepdim:
             for d in sorted((d0, d1)):
                 r = r.unsqueeze(d)
@@ -271,10 +274,23 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     # 1/-1: the largest/smallest column sum (sum over rows); inf/-inf: row sums
     inner, outer = (d0, d1) if abs(ord) == 1 else (d1, d0)
     r = vector_norm(a, 1, inner, True, dtype=dtype)
-    r = amax(r, outer, True) if ord > 0 else amin(r, outer, True)
+    r = _largest(r, outer, True) if ord > 0 else amin(r, outer, True)
     if not keepdim:
         r = r.reshape(tuple(n for i, n in enumerate(r.shape) if i not in (d0, d1)))
     return _out("linalg.matrix_norm", r, out)
+
+
+def _largest(t: Tensor, dim: int, keepdim: bool) -> Tensor:
+    """``amax`` of ``t`` over ``dim``, 0 where ``dim`` is empty: the norm of an empty matrix
+    (the smallest, amin's, raises as PyTorch's)."""
+    if t.shape[dim] == 0:
+        shape = list(t.shape)
+        if keepdim:
+            shape[dim] = 1
+        else:
+            del shape[dim]
+        return zeros(tuple(shape), dtype=t.dtype)
+    return amax(t, dim, keepdim)
 
 
 def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None, out=None) -> Tensor:
@@ -554,10 +570,13 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor: 
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
                            f"{x.ndim} dimensions")
     x = x.reshape(1, -1) if x.ndim < 2 else x
+    if not isinstance(correction, int) or isinstance(correction, bool):
+        raise TypeError(f"cov(): argument 'correction' must be int, not {type(correction).__name__}")
     w = None
-    for ws in (fweights, aweights):
+    for ws, name, kinds, kind_name in ((fweights, "fweights", "iu", "integral"),
+                                       (aweights, "aweights", "f", "floating point")):
         if ws is not None:
-            ws = as_t(ws)
+            ws = _cov_weights(as_t(ws), name, kinds, kind_name, x.shape[1])
             w = ws if w is None else w * ws
     if w is None:
         avg, w_sum = x.mean(1), x.shape[1]
@@ -565,6 +584,8 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor: 
     else:
         w = w.to(x.dtype)
         w_sum = w.sum()
+        if type(w_sum._data) is np.ndarray and w_sum.item() == 0:  # (a traced sum: not checked)
+            raise RuntimeError("cov(): weights sum to zero, can't be normalized")
         avg = (x * w).sum(1) / w_sum
         factor = (w_sum if correction == 0 else w_sum - correction if aweights is None
                   else w_sum - correction * (w * as_t(aweights)).sum() / w_sum)
@@ -572,6 +593,22 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor: 
     factor = (factor.clamp(min=0) if isinstance(factor, Tensor) else max(factor, 0))
     c = matmul(xm if w is None else xm * w, xm.mH) / factor  # (complex variables: conjugated, as PyTorch's)
     return c.squeeze()
+
+
+def _cov_weights(w: Tensor, name: str, kinds: str, kind_name: str, n: int) -> Tensor:
+    """``w`` checked as PyTorch's cov checks its ``name`` weights for ``n`` observations."""
+    if w.ndim > 1:
+        raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got {name} with {w.ndim} "
+                           "dimensions")
+    if w.numel() != n:
+        raise RuntimeError(f"cov(): expected {name} to have the same numel as there are observations in the input "
+                           f"but got {w.numel()} != {n}")
+    if w._data.dtype.kind not in kinds:
+        raise RuntimeError(f"cov(): expected {name} to have {kind_name} dtype but got {name} with "
+                           f"{_type_name(w._data.dtype)} dtype")
+    if type(w._data) is np.ndarray and w.numel() and (w._data < 0).any():  # (traced weights: not checked)
+        raise RuntimeError(f"cov(): {name} cannot be negative")
+    return w
 
 
 @op

@@ -110,8 +110,12 @@ def diff(x, n=1, dim=-1, prepend=None, append=None):
     x = O.as_t(x)
     if x.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
+    if int(n) < 0:
+        raise RuntimeError(f"order must be non-negative but got {int(n)}")
     ax = O._axes(x, dim)[0]
     parts = [p for p in (prepend, x, append) if p is not None]
+    if any(O.as_t(p).ndim != x.ndim for p in parts):
+        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     if len(parts) > 1:
         x = O.cat([O.as_t(p) for p in parts], ax)
     for _ in range(int(n)):

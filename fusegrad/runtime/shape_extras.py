@@ -165,6 +165,8 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     """Counts of ``input``'s elements in ``bins`` equal bins over ``[min, max]`` (their own range when both are 0;
     elements outside are ignored)."""
     x = _histogram_input("histogram_cpu", input)
+    if int(bins) <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {int(bins)} for dimension 0")
     lo, hi = float(min), float(max)
     if lo == hi and x.size:
         lo, hi = float(x.min()), float(x.max())

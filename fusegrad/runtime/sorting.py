@@ -32,6 +32,8 @@ nanmedian_type = _return_type("nanmedian", ("values", "indices"))
 def _sorted_along(x: Tensor, dim, descending: bool, what: str):
     """(values, indices, axis) of ``x`` sorted along ``dim``; a 0-d tensor is one element."""
     if x._data.ndim == 0:
+        if dim is not None and not -1 <= int(dim) <= 0:
+            raise IndexError(f"Dimension out of range (expected to be in range of [-1, 0], but got {dim})")
         v, i, _ = _sorted_along(reshape(x, (1,)), 0, descending, what)
         return reshape(v, ()), reshape(i, ()), 0
     ax = _axes(x, dim)[0]
@@ -78,6 +80,8 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     x = as_t(input)
     v, i, ax = _sorted_along(x, dim, False, "kthvalue")
     n = 1 if x._data.ndim == 0 else x._data.shape[ax]
+    if n == 0:
+        raise IndexError(f"kthvalue(): Expected reduction dim {ax} to have non-zero size.")
     if not 1 <= int(k) <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {ax}")
     if x._data.ndim:
@@ -251,6 +255,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                            f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
                            f"{list(seq.shape)} and input value tensor {list(v.shape)}")
     if sorter is not None:
+        if tuple(as_t(sorter).shape) != tuple(seq.shape):
+            raise RuntimeError(f"torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
+                               f"tensor {list(seq.shape)}and got sorter tensor {list(as_t(sorter).shape)}")
         seq = P.gather(seq, as_t(sorter), axis=seq._data.ndim - 1)
     return P.searchsorted(seq, v, right=bool(right), dtype=np.dtype(np.int32 if out_int32 else np.int64))
 
