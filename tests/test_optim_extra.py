@@ -488,3 +488,50 @@ def test_fused_multiply_adds_round_as_torchs_float32_kernels(pt):
     for name, kw in [("SGD", dict(momentum=0.9, weight_decay=0.1)), ("SGD", dict(momentum=0.5, dampening=0.3)),
                      ("SGD", dict(momentum=0.9, nesterov=True)), ("Adamax", {})]:
         np.testing.assert_array_equal(trajectory(fg, name, **kw), trajectory(pt, name, **kw))
+
+
+def test_old_checkpoints_late_parameters_and_subclass_setstate_as_pytorch():
+    """As PyTorch's: Adagrad creates the state of a parameter added by add_param_group (or
+    after a state reset) at its first step, from the defaults; load_state_dict fills the
+    options an older checkpoint's groups lack with their defaults and makes a step count
+    saved as a number a tensor, and ends in __setstate__, which subclasses extend (and
+    which deepcopy uses)."""
+    import copy
+    from collections import defaultdict
+
+    torch = pytest.importorskip("torch")
+    results = []
+    for m in (torch, fg):
+        out = []
+        a, b = m.nn.Parameter(m.tensor([1.0, 2.0])), m.nn.Parameter(m.tensor([3.0]))
+        opt = m.optim.Adagrad([a], lr=0.1, initial_accumulator_value=0.5)
+        opt.add_param_group({"params": [b], "initial_accumulator_value": 2.0})
+        a.grad, b.grad = m.tensor([0.5, -0.5]), m.tensor([1.0])
+        opt.step()
+        opt.state = defaultdict(dict)
+        opt.step()
+        out += a.tolist() + b.tolist()
+        p = m.nn.Parameter(m.tensor([1.0, -2.0]))
+        opt = m.optim.Adam([p], lr=0.1)
+        p.grad = m.tensor([0.5, 0.5])
+        opt.step()
+        sd = opt.state_dict()
+        del sd["param_groups"][0]["decoupled_weight_decay"], sd["param_groups"][0]["maximize"]
+        sd["state"][0]["step"] = 1
+        again = m.optim.Adam([p], lr=0.1, maximize=True)
+        again.load_state_dict(sd)
+        again.step()
+        out += p.tolist() + [again.param_groups[0]["maximize"], type(again.state[p]["step"]).__name__]
+
+        class Momentum(m.optim.SGD):
+            def __setstate__(self, state):
+                super().__setstate__(state)
+                for group in self.param_groups:
+                    group.setdefault("dampening_note", "set")
+
+        q = m.nn.Parameter(m.tensor([1.0]))
+        mo = Momentum([q], lr=0.1, momentum=0.9)
+        mo.load_state_dict(mo.state_dict())
+        out += [mo.param_groups[0]["dampening_note"], copy.deepcopy(mo).param_groups[0]["dampening_note"]]
+        results.append(out)
+    assert results[0] == results[1]

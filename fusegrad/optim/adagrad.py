@@ -15,7 +15,8 @@ class Adagrad(Optimizer):
     """PyTorch's Adagrad: ``s += g^2``, ``p -= clr * g / (sqrt(s) + eps)`` with
     ``clr = lr / (1 + (step - 1) * lr_decay)``. The state exists from construction
     (``sum`` starts at ``initial_accumulator_value``), as in PyTorch. A complex parameter is
-    updated as pairs of real numbers."""
+    updated as pairs of real numbers; a parameter without state at a step (added by
+    ``add_param_group``, or the state reset) gets it then, from the defaults, as PyTorch's."""
 
     supports_complex = True
     supports_sparse = True
@@ -29,10 +30,12 @@ class Adagrad(Optimizer):
                                       maximize=maximize, differentiable=differentiable, fused=fused))
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
-                state["step"] = tensor(0.0)
-                v = group["initial_accumulator_value"]  # (a complex parameter's parts each start there)
-                state["sum"] = full_like(p, complex(v, v) if p.is_complex() else v)
+                self._init_state(p, group["initial_accumulator_value"])
+
+    def _init_state(self, p, v: float) -> None:
+        state = self.state[p]
+        state["step"] = tensor(0.0)
+        state["sum"] = full_like(p, complex(v, v) if p.is_complex() else v)  # (a complex one's parts each start at v)
 
     @no_grad()
     def _update(self) -> None:
@@ -41,6 +44,8 @@ class Adagrad(Optimizer):
             maximize = guarded_value(group, "maximize")
             for p, h in self._params_and_hyper(group, ("lr", "lr_decay", "eps", "weight_decay")):
                 state = self.state[p]
+                if not state:  # added later (add_param_group) or state reset: as PyTorch, from the defaults
+                    self._init_state(p, self.defaults["initial_accumulator_value"])
                 step = self._count(state["step"])
                 g = self._decayed_grad(p, h, maximize, weight_decay)
                 clr = h["lr"] / (1 + (step - 1) * h["lr_decay"])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections import defaultdict
 from copy import deepcopy
@@ -105,6 +106,14 @@ def guard_plain_hyperparameters(opt: "Optimizer") -> None:
             if k != "params" and (isinstance(v, _PLAIN) or (
                     type(v) is tuple and all(isinstance(x, _PLAIN) for x in v))):
                 guard(("param group value", id(g), k), functools.partial(g.get, k))
+
+
+@functools.lru_cache(maxsize=None)
+def _init_defaults(cls: type) -> Dict[str, Any]:
+    """The defaults of ``cls.__init__``'s keyword parameters: what an option missing from an
+    old checkpoint's group becomes (its value then, before the option existed)."""
+    return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
 
 class Optimizer:
@@ -361,6 +370,21 @@ class Optimizer:
             out = out if r is None else r
         return out
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """Take ``state`` (unpickling, deepcopy, and the end of ``load_state_dict``, as in
+        PyTorch, where subclasses extend it): a group saved before one of this optimizer's
+        options existed gets the option's default, and a step count saved as a number (older
+        checkpoints) becomes a tensor."""
+        self.__dict__.update(state)
+        late = _init_defaults(type(self))
+        for group in self.param_groups:
+            for k, v in self.defaults.items():
+                if k not in group:
+                    group[k] = late.get(k, v)
+        for st in self.state.values():
+            if isinstance(st, dict) and "step" in st and not isinstance(st["step"], Tensor):
+                st["step"] = tensor(float(st["step"]))
+
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restore state and hyperparameters saved by ``state_dict`` (floating state is cast
         to its parameter's dtype; the step count is kept as saved)."""
@@ -398,8 +422,7 @@ class Optimizer:
             s["params"] = g["params"]
             if "param_names" in g and "param_names" not in s:
                 s["param_names"] = g["param_names"]
-        self.state = state
-        self.param_groups = saved_groups
+        self.__setstate__({"state": state, "param_groups": saved_groups})
         self._structure += 1
         for hook in self._hooks_of("load_state_dict_post"):
             hook(self)
