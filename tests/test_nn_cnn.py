@@ -444,6 +444,12 @@ def test_channels_last_layouts_match_torch():
         y = lib.tensor(xs).contiguous(memory_format=lib.channels_last)
         seen += [y.clone().stride(), y.clone(memory_format=lib.contiguous_format).stride(),
                  lib.empty_like(y).stride(), lib.zeros_like(y).stride()]
+        # *_like keep the order of any input's strides (preserve_format), dense or not
+        v = lib.zeros(2, 3, 4, 5)
+        for t in (v.permute(0, 2, 3, 1), v[:, :, ::2], v.permute(3, 2, 1, 0)[1:], lib.zeros(3, 1).expand(3, 4),
+                  y[:, :2], lib.zeros(3, 4).t()):
+            seen += [lib.zeros_like(t).stride(), lib.empty_like(t, dtype=lib.float64).stride(),
+                     lib.full_like(t, 2).stride(), lib.ones_like(t, memory_format=lib.contiguous_format).stride()]
         conv = lib.nn.Conv2d(3, 5, 3).double()
         with lib.no_grad():
             conv.weight.copy_(lib.tensor(w))

@@ -17,7 +17,7 @@ from ..tracer.speculate import Speculated
 from ..tracer.trace import current_traces as _tracing
 from . import devices
 from .meta import MetaArray
-from .type_info import channels_last_order, laid_out, preserve_format
+from .type_info import laid_out, preserve_format
 from .tensor import Tensor, wrap
 
 
@@ -216,14 +216,11 @@ def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False)
 def _like(fn):
     def like(t: Tensor, *args, dtype=None, device=None, requires_grad: bool = False, memory_format=None, **kw):
         """``{name}`` shaped like ``t``, in its dtype and on its device unless given, laid out
-        in ``memory_format`` (default: as ``t`` when ``t`` is channels last, else C order)."""
+        in ``memory_format`` (default: as ``t`` where ``t`` is dense, see ``_preserved``)."""
         out = fn(*args, t.shape, dtype=dtype if dtype is not None else t.dtype,
                  device=device if device is not None else t.device, requires_grad=requires_grad, **kw)
         if memory_format is None or memory_format is preserve_format:
-            order = channels_last_order(t._data)
-            if order is not None:
-                out._data = laid_out(out._data, order)
-            return out
+            return _preserved(out, t)
         return _in_format(out, memory_format)
     like.__name__ = fn.__name__ + "_like"
     like.__doc__ = like.__doc__.format(name=fn.__name__)
@@ -237,8 +234,24 @@ empty_like = _like(empty)
 
 def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype,
-                device=device if device is not None else t.device, requires_grad=requires_grad)
+    out = full(t.shape, fill_value, dtype=dtype if dtype is not None else t.dtype,
+               device=device if device is not None else t.device, requires_grad=requires_grad)
+    if memory_format is None or memory_format is preserve_format:
+        return _preserved(out, t)
+    return _in_format(out, memory_format)
+
+
+def _preserved(out: Tensor, t: Tensor) -> Tensor:
+    """``out``, new, with its dims in memory in the order of ``t``'s strides (PyTorch's
+    preserve_format: a transposed weight's optimizer state is transposed too, a channels-last
+    image's gradient channels last)."""
+    d = t._data
+    order = None
+    if type(d) is np.ndarray and d.ndim > 1 and not d.flags.c_contiguous:
+        order = sorted(range(d.ndim), key=lambda a: -d.strides[a])
+    if order is not None and type(out._data) is np.ndarray:
+        out._data = laid_out(out._data, order)
+    return out
 
 
 def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
