@@ -321,3 +321,27 @@ def test_classification_losses_keep_a_half_precision_inputs_dtype_as_torch():
             assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] == dt
             np.testing.assert_allclose(float(got), float(want), rtol=2e-2)
         assert F.nll_loss(fg.tensor(x0).to(getattr(fg, dt)), fg.tensor(t0)).dtype == getattr(fg, dt)
+
+
+def test_gradients_at_nan_inputs_as_pytorch():
+    """At a NaN input, clamp and hardsigmoid pass no gradient (a NaN compares inside no
+    bound), elu, selu, celu and hardswish their positive branch's, as PyTorch's backward
+    kernels; values stay NaN; eagerly and compiled."""
+    torch = pytest.importorskip("torch")
+    vals = [float("nan"), float("inf"), -float("inf"), -4.0, -1.0, 0.0, 0.5, 4.0]
+    fns = [lambda m, x: x.clamp(-0.5, 0.5), lambda m, x: x.clamp(min=0.2), lambda m, x: x.clamp(max=0.2),
+           lambda m, x: m.nn.functional.elu(x), lambda m, x: m.nn.functional.selu(x),
+           lambda m, x: m.nn.functional.celu(x, 2.0), lambda m, x: m.nn.functional.hardswish(x),
+           lambda m, x: m.nn.functional.hardsigmoid(x), lambda m, x: m.nn.functional.hardtanh(x)]
+
+    def grads(m, f, run=None):
+        x = m.tensor(vals, requires_grad=True)
+        y = run(x) if run else f(m, x)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    for f in fns:
+        want = grads(torch, f)
+        for got in (grads(fg, f), grads(fg, f, fg.compile(lambda x, f=f: f(fg, x)))):
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -154,7 +154,8 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     x = upcast(input)
     # expm1 of the clamped input: the unused branch must not overflow (0 * inf in backward)
     neg = O.mul(O.expm1(O.clamp(x, max=0.0)), alpha)
-    return downcast(named(O.where(O.gt(x, 0), x, neg), "EluBackward0"), input)
+    # (a NaN takes the positive branch's gradient, as PyTorch's elu_backward)
+    return downcast(named(O.where(O.le(x, 0), neg, x), "EluBackward0"), input)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:

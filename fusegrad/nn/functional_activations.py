@@ -95,7 +95,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return O.inplace(input, hardsigmoid)
     x = upcast(input)
-    return downcast(named(O.div(relu6(O.add(x, 3.0)), 6.0), "HardsigmoidBackward0"), input)
+    return downcast(named(O.no_grad_at_nan(x, O.div(relu6(O.add(x, 3.0)), 6.0)), "HardsigmoidBackward0"), input)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -103,7 +103,10 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     if inplace:
         return O.inplace(input, hardswish)
     x = upcast(input)
-    return downcast(named(O.mul(x, hardsigmoid(x)), "HardswishBackward0"), input)
+    # (a NaN gets the gradient 1, PyTorch's for x > 3; the product sees 0 there)
+    nan = O.isnan(x)
+    finite = O.where(nan, 0.0, x)
+    return downcast(named(O.where(nan, x, O.mul(finite, hardsigmoid(finite))), "HardswishBackward0"), input)
 
 
 @lower_precision

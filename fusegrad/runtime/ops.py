@@ -734,7 +734,15 @@ def clamp(x, min=None, max=None):
         r = where(_past_bound(r, max, gt), max, r)
     if r is x:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    return named(r, "ClampBackward1")
+    return named(no_grad_at_nan(x, r), "ClampBackward1")
+
+
+def no_grad_at_nan(x: Tensor, r: Tensor) -> Tensor:
+    """``r``, with no gradient where ``x`` is NaN: PyTorch's clamp-like backward passes the
+    gradient only where ``x`` compares inside its bounds, which a NaN never does."""
+    if not (STATE.enabled and x._rg and D.np_floating(x._data.dtype)):
+        return r
+    return where(isnan(x), P.stop_gradient(r), r)
 
 
 clip = alias(clamp, "clip")
