@@ -505,3 +505,19 @@ def test_autocast_cache_flags_module_type_and_cpu_capability_as_torch():
     m = fg.nn.Linear(2, 2).type(fg.float64)
     assert m.weight.dtype == fg.float64 and m.bias.dtype == fg.float64
     assert fg.backends.cpu.get_cpu_capability() == torch.backends.cpu.get_cpu_capability()
+
+
+@pytest.mark.torch
+def test_autocast_promotes_index_copy_operands_to_the_widest(pt):
+    """index_copy is on PyTorch's CPU autocast promote list: a float32 tensor takes a bfloat16
+    source (and the reverse) as float32; outside autocast, and in place, mixed dtypes raise."""
+    def run(lib):
+        x, s, i = lib.zeros(3, 2), lib.ones(2, 2).bfloat16(), lib.tensor([0, 2])
+        out = []
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            out += [x.index_copy(0, i, s), lib.index_copy(x.bfloat16(), 0, i, s.float()),
+                    lib.index_copy(x.bfloat16(), 0, i, s)]
+        with pytest.raises(RuntimeError, match="expected to have the same dtype"):
+            x.index_copy(0, i, s)
+        return [(str(t.dtype).split(".")[-1], t.float().tolist()) for t in out]
+    assert run(fg) == run(pt)

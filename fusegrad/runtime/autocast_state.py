@@ -1,8 +1,9 @@
 """Autocast's per-thread state and the op policies that read it.
 
 PyTorch's CPU autocast casts the operands of a short list of ops (matmul, linear, conv, ...)
-to the low dtype and those of another list (losses, ``prod``, ``cdist``, ``trace``) to
-float32; every other op runs on what it is given, promoting as usual. Two decorators
+to the low dtype, those of another list (losses, ``prod``, ``cdist``, ``trace``) to
+float32, and those of a third (``index_copy``) to the widest among them; every other op runs
+on what it is given, promoting as usual. Two decorators
 below mark the ops of each list, a third ops on neither that are built from ops on one.
 Inside a marked op autocast is off, as PyTorch excludes its autocast dispatch key there, so
 an op built from others is cast once, at its boundary.
@@ -84,3 +85,18 @@ lower_precision = _policy(lambda low: low)
 float32_policy = _policy(lambda low: _F32)
 #: ops on neither list that are built from ops on one: they run on the dtypes given
 autocast_off = _policy(lambda low: None)
+
+
+def promote(fn: Callable) -> Callable:
+    """An op of PyTorch's CPU ``promote`` list (``index_copy``): under autocast its floating
+    operands are cast to the widest of their dtypes."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if STATE.dtype is None:
+            return fn(*args, **kwargs)
+        from .tensor import Tensor
+        dts = {a._data.dtype for a in (*args, *kwargs.values()) if isinstance(a, Tensor) and _eligible(a._data.dtype)}
+        if len(dts) > 1:
+            args, kwargs = _cast_args(args, kwargs, _F32)
+        return fn(*args, **kwargs)
+    return wrapper

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from . import ops as O
+from .autocast_state import promote
 from .exports import op
 from .factory import arange
 from .tensor import Tensor, wrap
@@ -71,6 +72,7 @@ def index_add(x, dim, index, source, *, alpha=1):
 
 
 @op(inplace="method")
+@promote
 def index_copy(x, dim, index, source):
     """``x`` with its slices along ``dim`` at ``index`` replaced by ``source``'s."""
     return _along(O.as_t(x), dim, index, source, False)
