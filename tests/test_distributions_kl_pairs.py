@@ -117,3 +117,14 @@ def test_kl_pair_matches_torch(pair):
             # atol: PyTorch's CPU trigamma (in the gradients of digamma, lgamma-based entropies) is off by up
             # to ~1e-9 from SciPy's, which fusegrad's matches
             _close(mine.grad, theirs.grad, rtol=1e-8, atol=1e-8)
+
+
+def test_wisharts_through_the_exponential_family_kl_as_pytorch():
+    """No KL is registered for two Wisharts (in PyTorch either): both fall back to the
+    exponential-family formula, whose scalar natural parameter is summed as a whole."""
+    def kls(m):
+        D = m.distributions
+        a = D.Wishart(df=m.tensor(5.0, dtype=m.float64), covariance_matrix=m.eye(2, dtype=m.float64))
+        b = D.Wishart(df=m.tensor(6.0, dtype=m.float64), covariance_matrix=2 * m.eye(2, dtype=m.float64))
+        return [D.kl_divergence(a, b).item(), D.kl_divergence(b, a).item()]
+    np.testing.assert_allclose(kls(fg), kls(torch), rtol=1e-10)

@@ -77,10 +77,11 @@ def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
 
 
 def sum_rightmost(value: Tensor, dim: int) -> Tensor:
-    """``value`` summed over its rightmost ``dim`` dimensions."""
+    """``value`` summed over its rightmost ``dim`` dimensions (all of them when it has fewer:
+    a Wishart's scalar natural parameter in the exponential-family KL, as PyTorch's reshape)."""
     if dim == 0:
         return value
-    return O.sum(value, tuple(range(-dim, 0)))
+    return O.sum(value, tuple(range(-min(dim, value.ndim), 0)))
 
 
 def _tril_flat_index(n: int, diag: int) -> np.ndarray:
