@@ -67,6 +67,8 @@ class CpuExecutable:
         # an entry with many outputs returns them all, in lists (cpu_program.listed): the
         # position of each returned one among them
         self._returns = returns
+        # no written arguments, blocks to free, exact rerun, selection or donation to see to
+        self._plain = not (self._written or self._n_blocks or exact or returns is not None or donated)
         self._graph = graph
         self._source = source  # the entry's module, its program, then the kernels' modules
         self.kernels: tuple = ()  # sources of the kernel modules the entry calls (see generate)
@@ -92,6 +94,12 @@ class CpuExecutable:
         # the type the entry is compiled for: 1-d and C-contiguous (ravel copies what is not);
         # writable where the kernel writes (a read-only array it only reads is read as is)
         flat = [x.ravel() for x in arrays]
+        if self._plain:  # (most graphs: none of the steps below)
+            res = self._fn(*flat, self._prog, self._kaddr, _NO_BLOCKS)
+            shapes = self._out_shapes
+            if len(shapes) == 1:
+                return (res[0].reshape(shapes[0]),)
+            return tuple([r if r.shape == shape else r.reshape(shape) for r, shape in zip(res, shapes)])
         copied = ()
         if self._written:  # an argument written in place must not be read through another
             copied = set(overlapping(flat, self._written))

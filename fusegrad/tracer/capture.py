@@ -250,7 +250,8 @@ class Captured:
         return self
 
     def holds(self) -> bool:
-        return self.const_key == const_guard(self.graph.consts, self.with_grad) and (
+        consts = self.graph.consts  # (none, as most graphs: no tuple to build per call)
+        return self.const_key == (const_guard(consts, self.with_grad) if consts else ()) and (
             not self.guards or guards_hold(self.guards))
 
     def reguard(self) -> None:
