@@ -601,3 +601,50 @@ def test_channels_last_layout_follows_through_the_layers_pytorch_keeps_it_in():
     assert fg.cat([t, t.contiguous()], 1).is_contiguous()
     y = fg.nn.ConvTranspose2d(8, 4, 2, stride=2)(t)
     assert tuple(y.permute(0, 2, 3, 1).view(-1, 4).shape) == (240, 4)
+
+
+class Close:
+    """An array that compares equal to another within float32 rounding."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):
+        return self.a.shape == other.a.shape and np.allclose(self.a, other.a, rtol=1e-5, atol=1e-4)
+
+    def __repr__(self):
+        return repr(self.a)
+
+
+def test_stacked_permuted_images_interpolation_of_kept_sizes_and_pool_checks_as_torch():
+    """A batch stacked from permuted HWC images is C-ordered, so view flattens it (PyTorch's
+    channels-last test counts a size-1 batch dim's stride: it was taken for channels last);
+    linear/bilinear/trilinear interpolation copies a dim that keeps its size (a 1.1 scale
+    on 4 pixels); pooling, pixel (un)shuffle and a size-0 interpolation refuse as PyTorch."""
+    img = np.arange(108, dtype=np.float32).reshape(6, 6, 3)
+    data = {shape: arr(*shape).astype(np.float32) for shape in ((1, 1, 4, 10), (1, 1, 4), (1, 1, 4, 4, 4))}
+
+    def run(lib):
+        F_ = lib.nn.functional
+        items = [lib.from_numpy(img + i).permute(2, 0, 1) for i in range(4)]
+        out = []
+        for xb in (lib.stack(items), lib.cat([t.unsqueeze(0) for t in items])):
+            out += [xb.stride(), xb.is_contiguous(), xb.view(4, -1).sum().item()]
+        for mode, shape in (("bilinear", (1, 1, 4, 10)), ("linear", (1, 1, 4)), ("trilinear", (1, 1, 4, 4, 4)),
+                            ("bicubic", (1, 1, 4, 10))):
+            x = lib.tensor(data[shape], requires_grad=True)
+            y = F_.interpolate(x, scale_factor=1.1, mode=mode)
+            (y * lib.arange(y.numel()).reshape(y.shape)).sum().backward()
+            out += [tuple(y.shape), Close(y.detach().numpy()), Close(x.grad.numpy())]
+        t = lib.rand(1, 4, 7, 7)
+        for f in (lambda: F_.interpolate(t, size=(0, 4), mode="bilinear"),
+                  lambda: F_.interpolate(t, scale_factor=(0.1, 1.0), mode="bilinear", recompute_scale_factor=True),
+                  lambda: F_.pixel_shuffle(t, 0), lambda: F_.pixel_unshuffle(t, 0),
+                  lambda: F_.max_pool2d(t, 3, 1, padding=2, dilation=2), lambda: F_.max_pool2d(t, 3, 1, 1, 2)):
+            try:
+                f()
+                out.append("ok")
+            except Exception as e:  # noqa: BLE001
+                out.append((type(e).__name__, str(e)[:40]))
+        return out
+    assert run(fg) == run(torch)

@@ -63,6 +63,9 @@ def _pool_args(input: Tensor, n: int, kernel_size, stride, padding, dilation, ce
         if p < 0 or p > (d * (k - 1) + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
                                f"kernel_size={k} and dilation={d}")
+    if any(p > k // 2 for p, k in zip(pad, ks)):  # (PyTorch's shape check, of the undilated kernel too)
+        raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got padW = {pad[-1]}, "
+                           f"padH = {pad[-2 if n > 1 else -1]}, kW = {ks[-1]}, kH = {ks[-2 if n > 1 else -1]}")
     sp = tuple(input.shape[-n:])
     outs = tuple(_pool_out(s, k, t, p, d, ceil_mode) for s, k, t, p, d in zip(sp, ks, st, pad, dil))
     if any(o <= 0 for o in outs):
@@ -575,7 +578,7 @@ def _scales(input: Tensor, n: int, size, scale_factor) -> tuple:
                              f"with spatial dimensions of {list(sp)} and output size of {list(outs)}. Please "
                              "provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, "
                              "...,oK) format.")
-        return tuple(int(o) for o in outs), tuple(s / o for s, o in zip(sp, outs))
+        return tuple(int(o) for o in outs), tuple(s / o if o else math.inf for s, o in zip(sp, outs))
     sf = tuple(scale_factor) if isinstance(scale_factor, (list, tuple)) else (scale_factor,) * n
     if len(sf) != n:
         raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
@@ -726,7 +729,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
                          "4-D tensor as input")
     outs, scales = _scales(input, n, size, scale_factor)
-    if recompute_scale_factor:
+    if recompute_scale_factor and all(o > 0 for o in outs):  # (a size 0 is refused below)
         scales = tuple(s / o for s, o in zip(input.shape[2:], outs))
     # (PyTorch's CPU kernels: nearest takes uint8 and floats, bilinear/bicubic uint8 too)
     if not input.dtype.is_floating_point and input.dtype != D.uint8 or \
@@ -763,7 +766,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if low:  # in float32, rounded once at the end, as PyTorch's kernels accumulate
         x = O.to(x, D.float32)
     for i, (s, o, sc) in passes:
-        x = _along(x, _resampling_matrix(s, o, sc, bool(align_corners), mode, antialias), 2 + i)
+        # as PyTorch's separable kernels, the linear ones copy a dim that keeps its size (a
+        # scale of 1.1 on 4 pixels); its bicubic one resamples it
+        if s != o or mode == "bicubic" and not antialias:
+            x = _along(x, _resampling_matrix(s, o, sc, bool(align_corners), mode, antialias), 2 + i)
     if low:
         x = O.to(x, input.dtype)
     kind = {"linear": "Linear1D", "bilinear": "Bilinear2D", "bicubic": "Bicubic2D", "trilinear": "Trilinear3D"}[mode]
@@ -780,6 +786,8 @@ def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C r^2, H, W) -> (*, C, H r, W r)."""
     r = upscale_factor
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
     *lead, C, H, W = input.shape
     if input.ndim < 3 or C % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
@@ -795,6 +803,8 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H r, W r) -> (*, C r^2, H, W)."""
     r = downscale_factor
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
     *lead, C, H, W = input.shape
     if H % r or W % r:
         raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but "

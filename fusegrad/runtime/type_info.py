@@ -103,7 +103,22 @@ def channels_last_order(data):
     if type(data) is not np.ndarray or data.ndim not in (4, 5) or data.flags.c_contiguous:
         return None
     order = (0,) + tuple(range(2, data.ndim)) + (1,)
-    return order if is_laid_out(data, order) else None
+    return order if is_laid_out(data, order) and _channels_last_strides(data) else None
+
+
+def _channels_last_strides(data) -> bool:
+    """PyTorch's ``is_channels_last_strides_2d``/``_3d``: the strides rise through C, W, (D,) H,
+    N, where a dim of size 1 still counts with its stride (a stack of permuted HWC images,
+    whose unsqueezed batch dim has stride C, is not channels last, but C order)."""
+    strides = data.strides
+    if strides[1] == 0:
+        return False
+    least = 0
+    for d in (1,) + tuple(range(data.ndim - 1, 1, -1)) + (0,):
+        if least > strides[d] or (d == 0 and least == strides[1]):
+            return False
+        least = strides[d] * (data.shape[d] if data.shape[d] > 1 else 1)
+    return True
 
 
 contiguous_format = memory_format("contiguous_format")
