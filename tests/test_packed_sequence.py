@@ -254,3 +254,30 @@ def test_packed_input_errors_and_dropout():
     np.testing.assert_array_equal(np_of(m(p)[0].data), np_of(m(p)[0].data))
     m.train()
     assert not np.allclose(np_of(m(p)[0].data), np_of(m(p)[0].data))
+
+
+def test_empty_softmax_dims_pad_sequence_dtypes_and_argument_errors_as_torch():
+    """softmax/log_softmax over an empty dim give an empty result (attention with no keys
+    returns zeros: it raised IndexError); pad_sequence takes the first sequence's dtype and
+    refuses 0-d sequences and an unknown side with RuntimeError; a GRU refuses a packed input
+    of another dtype (ValueError) and ctc_loss float lengths (RuntimeError), as PyTorch."""
+    torch = pytest.importorskip("torch")
+
+    def run(m):
+        F, rnn = m.nn.functional, m.nn.utils.rnn
+        out = [tuple(F.softmax(m.zeros(3, 0), -1).shape), tuple(F.log_softmax(m.zeros(2, 0, 3), 1).shape)]
+        q = m.ones(1, 2, 2, 2)
+        out.append(F.scaled_dot_product_attention(q, m.zeros(1, 2, 0, 2), m.zeros(1, 2, 0, 2)).tolist())
+        out.append(rnn.pad_sequence([m.tensor([1, 2]), m.tensor([4.5])]).tolist())
+        out.append(str(rnn.pad_sequence([m.tensor([1, 2]), m.tensor([4.5])]).dtype).split(".")[-1])
+        for f in (lambda: rnn.pad_sequence([m.zeros(2)], padding_side="middle"),
+                  lambda: rnn.pad_sequence([m.tensor(1.0), m.tensor(2.0)]),
+                  lambda: m.nn.GRU(4, 3)(rnn.pack_sequence([m.zeros(3, 4, dtype=m.float64)])),
+                  lambda: F.ctc_loss(m.zeros(4, 1, 3).log_softmax(2), m.tensor([[1]]), m.tensor([4.0]), m.tensor([1]))):
+            try:
+                f()
+                out.append("ok")
+            except Exception as e:  # noqa: BLE001
+                out.append(type(e).__name__)
+        return out
+    assert run(fg) == run(torch)

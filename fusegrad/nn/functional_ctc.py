@@ -47,6 +47,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Union[Tensor, Se
     if log_probs._data.dtype.itemsize == 2:  # (under autocast the float32 policy cast it already)
         from ..runtime.keywords import _type_name
         raise NotImplementedError(f"\"ctc_loss_cpu\" not implemented for '{_type_name(log_probs._data.dtype)}'")
+    for what, lens in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
+        if isinstance(lens, Tensor) and lens._data.dtype.kind not in "iu":
+            raise RuntimeError(f"{what} must be integral")
     in_lens, tg_lens = _ints(input_lengths), _ints(target_lengths)
     T, N, C = log_probs.shape
     for what, lens in (("input_lengths", in_lens), ("target_lengths", tg_lens)):

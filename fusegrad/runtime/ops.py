@@ -1308,8 +1308,7 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
 
     def softmax_of(x):
         with np.errstate(invalid="ignore"):  # (a row of -inf is NaN, as in PyTorch, without a warning)
-            m = _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x)
-            e = P.exp(P.sub(x, m))
+            e = P.exp(P.sub(x, _row_max(x, ax)))
             return P.div(e, P.reduce_sum(e, axes=ax, keepdims=True))
     def backward(g, y):  # (a half x: PyTorch's y (g - sum(g y)) from the rounded y, in float32, rounded once)
         g32, y32 = P.cast(g, dtype=np.dtype(np.float32)), P.cast(y, dtype=np.dtype(np.float32))
@@ -1317,6 +1316,16 @@ def softmax(x, dim=None, dtype=None, _stacklevel=3):
         return (P.cast(P.mul(y32, P.sub(g32, dot)), dtype=y.dtype.np),)
     # (C order whatever x's layout, as PyTorch's)
     return own(one_node("SoftmaxBackward0", softmax_of, x, half_backward=backward if ax else None), x)
+
+
+def _row_max(x: Tensor, ax: tuple) -> Tensor:
+    """The shift of a softmax along ``ax``: its maximum (see ``_shift``), or 0 along an empty
+    dim (a sum over none), where PyTorch's softmax is empty too."""
+    if not x._data.ndim:
+        return _shift(x)
+    if x._data.shape[ax[0]] == 0:
+        return P.reduce_sum(x, axes=ax, keepdims=True)
+    return _shift(P.reduce_max(x, axes=ax, keepdims=True))
 
 
 @op
@@ -1333,7 +1342,7 @@ def log_softmax(x, dim=None, dtype=None, _stacklevel=3):
 
     def log_softmax_of(x):  # (one_node runs it in float32 for a low-precision x)
         with np.errstate(invalid="ignore"):
-            s = P.sub(x, _shift(P.reduce_max(x, axes=ax, keepdims=True) if x._data.ndim else x))
+            s = P.sub(x, _row_max(x, ax))
             return P.sub(s, rounded(P.log(rounded(P.reduce_sum(P.exp(s), axes=ax, keepdims=True)))))
 
     def backward(g, y):  # (a half x: PyTorch's g - exp(y) sum(g) from the rounded y, in float32, rounded once)

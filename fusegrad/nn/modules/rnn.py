@@ -241,14 +241,17 @@ class RNNBase(Module):
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
                              "instead")
-        w = next((p for p in self._parameters.values() if p is not None), None)
-        if w is not None and input.dtype != w.dtype and (AUTOCAST.dtype is None or not input.is_floating_point()):
-            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
-                             f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
+        self._check_dtype(input)
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{input.shape[-1]}")
         return input.ndim == 3
+
+    def _check_dtype(self, input: Tensor) -> None:
+        w = next((p for p in self._parameters.values() if p is not None), None)
+        if w is not None and input.dtype != w.dtype and (AUTOCAST.dtype is None or not input.is_floating_point()):
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
+                             f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
 
     def _check_hidden(self, hx: Tensor, expected: Tuple[int, ...], what: str) -> None:
         if tuple(hx.shape) != expected:
@@ -344,6 +347,7 @@ class RNNBase(Module):
                             f"{type(data).__name__}")
         if data.ndim != 2:
             raise RuntimeError(f"input must have 2 dimensions, got {data.ndim}")
+        self._check_dtype(data)
         if data.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{data.shape[-1]}")

@@ -222,13 +222,17 @@ def pad_sequence(sequences: Sequence[Tensor], batch_first: bool = False, padding
     """Pad ``L_i x *`` tensors to the longest length and stack them: ``(L, B, *)``, or ``(B, L, *)`` when
     ``batch_first``; ``padding_side`` ``"left"`` pads before the data."""
     if padding_side not in ("left", "right"):
-        raise ValueError(f"Expected padding_side to be one of left or right, but got {padding_side}.")
+        raise RuntimeError(f"Expected padding_side to be one of left or right, but got {padding_side}.")
     sequences = list(sequences)
     if not sequences:
         raise RuntimeError("received an empty list of sequences")
+    if any(s.ndim == 0 for s in sequences):
+        raise RuntimeError("ArrayRef: invalid slice, N = 1; size = 0")
     longest = max(s.shape[0] for s in sequences)
     padded = []
+    dt = sequences[0].dtype  # (the result has the first sequence's dtype, as PyTorch's copies into it)
     for s in sequences:
+        s = s if s.dtype == dt else O.to(s, dt)
         extra = longest - s.shape[0]
         widths = [0, 0] * (s.ndim - 1) + ([extra, 0] if padding_side == "left" else [0, extra])
         padded.append(F.pad(s, widths, value=padding_value) if extra else s)
