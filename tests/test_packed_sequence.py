@@ -249,7 +249,7 @@ def test_packed_input_errors_and_dropout():
     with pytest.raises(RuntimeError, match=r"Expected hidden size \(2, 2, 4\)"):
         m(p, fg.zeros(2, 3, 4, dtype=fg.float64))
     with pytest.raises(RuntimeError, match="input_size"):
-        m(pack_sequence([fg.randn(3, 5)]))
+        m(pack_sequence([fg.randn(3, 5, dtype=fg.float64)]))
     m.eval()
     np.testing.assert_array_equal(np_of(m(p)[0].data), np_of(m(p)[0].data))
     m.train()
