@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir import dtypes as D
 from ..ir.graph import Var
+from ..ir.prims.layout import decode_key, slice_
 from ..tracer.live import live_grad
 from . import devices
 from .grad_mode import STATE
@@ -31,6 +32,34 @@ def _add(a, b):
     if b is None:
         return a
     return a + b
+
+
+def _slice_into(node, g, buffers: dict, owned: dict) -> bool:
+    """Add ``g``, the gradient of a slice, into the slice of its input's gradient, where the
+    engine owns that sum: a sequence loop's ``unbind``/``select`` gradients then cost their
+    own size, not a zero-embedded copy of the whole input each (a 2000-step LSTM's backward
+    was quadratic: 2.6 s). False (nothing done) where the slice's VJP must run instead."""
+    e, ins = node.edges[0], node.ins
+    if e is None or g is None or type(getattr(g, "_data", None)) is not np.ndarray or type(ins) is not tuple:
+        return False
+    shape = tuple(ins[0].shape)
+    c, nr = e
+    buf = buffers.get(c)
+    if buf is None:
+        buf = buffers[c] = [None] * c.n_outputs
+    b = buf[nr]
+    if b is not None and owned.get(id(b)) is b and b._data.dtype == g._data.dtype:
+        dest = b
+    elif b is None or (type(getattr(b, "_data", None)) is np.ndarray and tuple(b.shape) == shape
+                       and b._data.dtype == g._data.dtype):
+        from .tensor import wrap
+        dest = wrap(np.zeros(shape, g._data.dtype) if b is None else np.array(b._data, order="C"))
+        buf[nr] = dest
+        owned[id(dest)] = dest
+    else:
+        return False
+    dest._data[decode_key(node.params["key"])] += g._data
+    return True
 
 
 def _run_pre_hooks(hooks, gs):
@@ -164,7 +193,11 @@ def run_backward(roots: Sequence, grads: Sequence, retain_graph: bool, create_gr
                 continue
             run = (gs[0] is not None if len(gs) == 1 else any(g is not None for g in gs)) and (
                 needed is None or node in needed)
-            outs = node.apply(gs) if run else ()
+            if run and getattr(node, "prim", None) is slice_ and not (create_graph or anomaly or node.post_hooks) \
+                    and _slice_into(node, gs[0], buffers, owned):
+                run, outs = False, ()  # (added into its input's gradient: the edges below only count down)
+            else:
+                outs = node.apply(gs) if run else ()
             if run:
                 if node.post_hooks:
                     for h in node.post_hooks:  # a hook may return gradients to use instead, as PyTorch's
