@@ -423,3 +423,17 @@ def test_multihead_attention_key_value_mismatch_raises_assertion_error_as_torch(
         F.multi_head_attention_forward(fg.zeros(3, 2, 4), fg.zeros(5, 2, 4), fg.zeros(6, 2, 4), 4, 2,
                                        mha.in_proj_weight, mha.in_proj_bias, None, None, False, 0.0,
                                        mha.out_proj.weight, mha.out_proj.bias)
+
+
+def test_mismatched_mask_types_warn_as_pytorch():
+    """A float attn_mask beside a bool key_padding_mask works and warns (PyTorch's deprecation);
+    masks of one type do not."""
+    import warnings
+    mha = fg.nn.MultiheadAttention(4, 1)
+    q = fg.zeros(2, 1, 4)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        mha(q, q, q, key_padding_mask=fg.tensor([[False, True]]), attn_mask=fg.zeros(2, 2).bool())
+        assert not [x for x in w if "mismatched" in str(x.message)]
+        mha(q, q, q, key_padding_mask=fg.tensor([[False, True]]), attn_mask=fg.zeros(2, 2))
+    assert [x.category for x in w if "mismatched key_padding_mask and attn_mask" in str(x.message)] == [UserWarning]

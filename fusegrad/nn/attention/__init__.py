@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import warnings
 from typing import Iterator, Optional, Sequence, Tuple, Union
 
 from ...backends import cuda as _sdp_flags
@@ -221,6 +222,9 @@ def heads_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: int,
     for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
         if mask is not None and not (mask.dtype == D.bool_ or mask.dtype.is_floating_point):
             raise AssertionError(f"only bool and floating types of {name} are supported")  # (an int mask: not added)
+    if key_padding_mask is not None and attn_mask is not None and key_padding_mask.dtype != attn_mask.dtype:
+        warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. Use same type for both "
+                      "instead.", stacklevel=3)
     L, N, E = query.shape
     head_dim = E // num_heads
     if is_causal and key_padding_mask is None and not need_weights:
