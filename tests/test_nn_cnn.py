@@ -444,6 +444,12 @@ def test_channels_last_layouts_match_torch():
         y = lib.tensor(xs).contiguous(memory_format=lib.channels_last)
         seen += [y.clone().stride(), y.clone(memory_format=lib.contiguous_format).stride(),
                  lib.empty_like(y).stride(), lib.zeros_like(y).stride()]
+        # flip, roll, pads (but circular) and pixel_unshuffle keep a channels-last layout
+        F_ = lib.nn.functional
+        seen += [y.flip(3).stride(), y.roll(1, 3).stride(), F_.pad(y, (1, 1, 1, 1)).stride(),
+                 F_.pad(y, (1, 1, 1, 1), mode="reflect").stride(), F_.pad(y, (1, 1, 1, 1), mode="replicate").stride(),
+                 F_.pad(y, (1, 1, 1, 1), mode="circular").stride(), F_.pixel_unshuffle(y, 2).stride(),
+                 lib.zeros(3, 4).t().flip(0).stride()]
         # *_like keep the order of any input's strides (preserve_format), dense or not
         v = lib.zeros(2, 3, 4, 5)
         for t in (v.permute(0, 2, 3, 1), v[:, :, ::2], v.permute(3, 2, 1, 0)[1:], lib.zeros(3, 1).expand(3, 4),

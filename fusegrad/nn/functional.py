@@ -18,6 +18,7 @@ from ..runtime.autocast_state import float32_policy, lower_precision
 from ..runtime.grad_mode import STATE as GRAD, no_grad
 from ..runtime.ops import named
 from ..runtime.tensor import Tensor
+from ..runtime.type_info import channels_last_order
 from ..tracer.trace import user_stacklevel
 from .functional_conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold  # noqa: F401
 from .functional_norm import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
@@ -372,7 +373,13 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: Optional[float] = None) -> Tensor:
     """Pad (or, with negative amounts, crop) the last ``len(pad) // 2`` dims; ``pad`` lists
     (left, right) amounts starting from the last dim. Modes: constant, reflect,
-    replicate, circular."""
+    replicate, circular. A channels-last input gives a channels-last result, as PyTorch's
+    (but for circular padding)."""
+    order = channels_last_order(input._data) if mode != "circular" else None
+    return O.own(_pad(input, pad, mode, value), input, order=order)
+
+
+def _pad(input: Tensor, pad: Sequence[int], mode: str, value: Optional[float]) -> Tensor:
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     if len(pad) // 2 > input.ndim:

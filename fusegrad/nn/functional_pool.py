@@ -813,7 +813,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     nl = len(lead)
     x = O.reshape(input, lead + (C, H // r, r, W // r, r))
     x = O.permute(x, tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3)))
-    return O.reshape(x, lead + (C * r * r, H // r, W // r))
+    return own(O.reshape(x, lead + (C * r * r, H // r, W // r)), input, order=_follows(input))
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:

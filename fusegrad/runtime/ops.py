@@ -1631,7 +1631,7 @@ def flip(x, *dims):
     for k, d in enumerate(seen):
         if d in seen[:k]:
             raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-    return named(P.flip(x, axes=_red_axes(x, dims, empty_all=False)), "FlipBackward0")
+    return laid_out_like(named(P.flip(x, axes=_red_axes(x, dims, empty_all=False)), "FlipBackward0"), x)
 
 
 @op
@@ -1654,7 +1654,8 @@ def roll(x, shifts, dims=None):
         s = s % n if n else 0  # (an empty dimension: nothing moves)
         if s:
             out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
-    return out if out is not x else named(clone(x), "RollBackward0")  # (no shift: still a new tensor)
+    # (a new tensor laid out as x, as PyTorch's, even with no shift)
+    return laid_out_like(out, x) if out is not x else named(clone(x), "RollBackward0")
 
 
 @op(method=False)
