@@ -1048,8 +1048,9 @@ def test_backward_inputs_of_a_non_leaf_that_retains_its_grad_counts_it_once():
 
 
 def test_slice_gradients_add_into_their_input_gradient_in_place(monkeypatch):
-    """The gradients of slices (unbind, select, narrow, chunk, basic indexing with steps) are added into their input's gradient where the engine owns that sum, instead
-    of each becoming a zero-embedded copy of the whole input (a sequence loop's backward was
+    """The gradients of slices (unbind, select, narrow, chunk, basic indexing with steps) are
+    added into their input's gradient where the engine owns that sum, instead of each
+    becoming a zero-embedded copy of the whole input (a sequence loop's backward was
     quadratic); values as PyTorch's, with another gradient reaching the input, hooks on the
     slices, half precision and retain_graph."""
     torch = pytest.importorskip("torch")
