@@ -906,3 +906,42 @@ def test_functional_hessian_refuses_a_function_with_more_than_one_output_element
             L.autograd.functional.hessian(lambda x: x ** 2, L.tensor([1.0, 2.0]))
         assert L.autograd.functional.hessian(lambda x: (x ** 3).sum(), L.tensor([1.0, 2.0])).tolist() == \
             [[6.0, 0.0], [0.0, 12.0]]
+
+
+def test_inference_mode_random_fills_and_unread_fma_operands_as_pytorch():
+    """As PyTorch's: enable_grad inside inference_mode says grad mode is on but records nothing;
+    random in-place fills record a node that gives the overwritten value a zero gradient (and
+    refuse a leaf that requires grad); an add with alpha, lerp or addcmul does not read the
+    operand it adds, so updating that one in place afterwards is no error."""
+    torch = pytest.importorskip("torch")
+
+    def run(m):
+        out = []
+        w = m.ones(2, requires_grad=True)
+        with m.inference_mode():
+            with m.enable_grad():
+                y = w * 2
+                out += [y.requires_grad, m.is_grad_enabled(), y.is_inference()]
+            with m.inference_mode(False):
+                out += [(w * 2).requires_grad, m.is_grad_enabled()]
+            out.append(m.is_grad_enabled())
+        out.append(m.is_grad_enabled())
+        for name, args in (("uniform_", ()), ("normal_", ()), ("bernoulli_", (0.5,)), ("random_", (0, 5)),
+                           ("exponential_", ()), ("geometric_", (0.3,)), ("log_normal_", ()), ("cauchy_", ())):
+            x = m.ones(3, requires_grad=True)
+            h = x * 2
+            getattr(h, name)(*args)
+            h.sum().backward()
+            out += [type(h.grad_fn).__name__, x.grad.tolist()]
+            with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+                getattr(m.ones(2, requires_grad=True), name)(*args)
+        for f in (lambda h, a: m.add(h, a, alpha=2), lambda h, a: h.sub(a, alpha=3), lambda h, a: a.lerp(h, 0.5),
+                  lambda h, a: h.addcmul(a, a)):
+            x, a = m.ones(3, requires_grad=True), m.ones(3)
+            h = x * 1
+            y = f(h, a)
+            h.mul_(5)
+            y.sum().backward()
+            out.append(x.grad.tolist())
+        return out
+    assert run(fg) == run(torch)

@@ -48,10 +48,11 @@ def _check_strict(func, inputs) -> None:
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     _check_strategy(strategy, vectorize)
     inputs = _graph_inputs(inputs, create_graph)
-    from ..func import jacrev
+    from ..func import jacfwd, jacrev
     single = not isinstance(inputs, tuple)
     args = (inputs,) if single else inputs
-    return _result(jacrev(func, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs,
+    jac = jacfwd if strategy == "forward-mode" else jacrev
+    return _result(jac(func, argnums=0 if single else tuple(range(len(args))))(*args), func, inputs,
                    create_graph, strict)
 
 

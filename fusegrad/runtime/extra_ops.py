@@ -29,7 +29,7 @@ from .autocast_state import float32_policy, lower_precision
 from .complex_ops import complex as make_complex, imag, real
 from .composite import one_node
 from .exports import alias, op
-from .grad_mode import STATE, no_grad
+from .grad_mode import STATE
 from .keywords import _type_name, write_out
 from .sorting import searchsorted, sort
 from .tensor import Tensor
@@ -766,5 +766,4 @@ def bernoulli_(self, p=0.5, *, generator=None):
     """Fill ``self`` (of any dtype) with 0/1 draws, 1 with probability ``p`` (a float, or
     a tensor broadcast to ``self``'s shape)."""
     _p_check(p)
-    with no_grad():
-        return self.copy_(_draw(self.shape, p, self.dtype, generator, self.device))
+    return O.sampled_(self, lambda: _draw(self.shape, p, self.dtype, generator, self.device), "BernoulliBackward2")

@@ -14,14 +14,16 @@ class _State(threading.local):
         self.enabled = True
         self.anomaly = False
         self.inference = False  # inside inference_mode (is_inference_mode_enabled)
+        # grad mode asked for inside inference_mode: is_grad_enabled() says so, nothing records
+        self.shown = False
 
 
 STATE = _State()
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops record the autograd graph in this thread."""
-    return STATE.enabled
+    """Whether grad mode is on in this thread (inside inference_mode, ops record nothing even so)."""
+    return STATE.enabled or STATE.shown
 
 
 class _GradMode:
@@ -34,15 +36,16 @@ class _GradMode:
         self._prev = []
 
     def _set(self) -> tuple:
-        prev = (STATE.enabled, STATE.inference)
-        STATE.enabled = self._mode
+        prev = (STATE.enabled, STATE.inference, STATE.shown)
         if self._inference is not None:
             STATE.inference = self._inference
+        inside = self._mode and STATE.inference  # (enable_grad in inference_mode: PyTorch records nothing)
+        STATE.enabled, STATE.shown = self._mode and not inside, inside
         return prev
 
     @staticmethod
     def _reset(prev: tuple) -> None:
-        STATE.enabled, STATE.inference = prev
+        STATE.enabled, STATE.inference, STATE.shown = prev
 
     def __enter__(self) -> None:  # (``with no_grad() as x``: x is None, as PyTorch's)
         self._prev.append(self._set())

@@ -2913,18 +2913,29 @@ def copy_(self, src, non_blocking=False):
     return inplace(self, fn, src)
 
 
+def sampled_(self: Tensor, draw, name: str) -> Tensor:
+    """``self`` overwritten in place by the values ``draw()`` samples, as PyTorch's random
+    fills: recorded as node ``name``, which gives ``self``'s earlier value a zero gradient (a
+    leaf that requires grad refuses, outside no_grad)."""
+    with _no_grad():
+        values = draw()
+        if values._data.dtype != self._data.dtype:
+            values = to(values, self.dtype)
+    return inplace(self, lambda old: _filled_like(old, values, name))
+
+
 @op(function=False)
 def uniform_(self, a=0.0, b=1.0, generator=None):
     from .factory import rand
-    with _no_grad():
-        return copy_(self, add(mul(rand(self.shape, dtype=self.dtype, generator=generator), b - a), a))
+    return sampled_(self, lambda: add(mul(rand(self.shape, dtype=self.dtype, generator=generator), b - a), a),
+                    "UniformBackward0")
 
 
 @op(function=False)
 def normal_(self, mean=0.0, std=1.0, generator=None):
     from .factory import randn
-    with _no_grad():
-        return copy_(self, add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean))
+    return sampled_(self, lambda: add(mul(randn(self.shape, dtype=self.dtype, generator=generator), std), mean),
+                    "NormalBackward0")
 
 
 def refuse_kinds(x: Tensor, kernel: str, kinds: str = "c") -> None:

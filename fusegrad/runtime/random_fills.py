@@ -10,7 +10,6 @@ import numpy as np
 
 from . import ops as O
 from .exports import op
-from .grad_mode import no_grad
 from .tensor import Tensor
 
 
@@ -21,9 +20,9 @@ def _uniform(self: Tensor, generator) -> Tensor:
     return rand(tuple(self.shape), dtype=D.float64, generator=generator, device=self.device)
 
 
-def _fill(self: Tensor, values: Tensor) -> Tensor:
-    with no_grad():
-        return O.copy_(self, values)
+def _fill(self: Tensor, values, name: str) -> Tensor:
+    """``self`` overwritten by ``values()`` (see ops.sampled_)."""
+    return O.sampled_(self, values, name)
 
 
 @op(function=False)
@@ -39,7 +38,7 @@ def random_(self: Tensor, from_=0, to=None, *, generator=None) -> Tensor:
               2 if dt.kind == "b" else int(np.iinfo(dt).max) + 1)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return _fill(self, O.floor(O.add(O.mul(_uniform(self, generator), to - from_), from_)))
+    return _fill(self, lambda: O.floor(O.add(O.mul(_uniform(self, generator), to - from_), from_)), "RandomBackward0")
 
 
 @op(function=False)
@@ -47,7 +46,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     """Exponential draws of rate ``lambd``."""
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _fill(self, O.div(O.neg(O.log1p(O.neg(_uniform(self, generator)))), lambd))
+    return _fill(self, lambda: O.div(O.neg(O.log1p(O.neg(_uniform(self, generator)))), lambd), "ExponentialBackward0")
 
 
 @op(function=False)
@@ -56,7 +55,7 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
     u = _uniform(self, generator)
-    return _fill(self, O.clamp_min(O.ceil(O.div(O.log1p(O.neg(u)), math.log1p(-p))), 1.0))
+    return _fill(self, lambda: O.clamp_min(O.ceil(O.div(O.log1p(O.neg(u)), math.log1p(-p))), 1.0), "GeometricBackward0")
 
 
 @op(function=False)
@@ -67,7 +66,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=
     from ..ir import dtypes as D
     from .factory import randn
     z = randn(tuple(self.shape), dtype=D.float64, generator=generator, device=self.device)
-    return _fill(self, O.exp(O.add(O.mul(z, std), mean)))
+    return _fill(self, lambda: O.exp(O.add(O.mul(z, std), mean)), "LogNormalBackward0")
 
 
 @op(function=False)
@@ -76,4 +75,4 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=
     if sigma <= 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     u = _uniform(self, generator)
-    return _fill(self, O.add(O.mul(O.tan(O.mul(O.sub(u, 0.5), math.pi)), sigma), median))
+    return _fill(self, lambda: O.add(O.mul(O.tan(O.mul(O.sub(u, 0.5), math.pi)), sigma), median), "CauchyBackward0")

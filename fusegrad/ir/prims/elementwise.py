@@ -473,7 +473,9 @@ def _fma_jvp(ts, ins, out):
 # A fused multiply-add: what PyTorch's CPU kernels compute for add/sub with alpha, addcmul and
 # lerp (one rounding), so that the runtime's versions of those round as PyTorch's do.
 fma = Primitive("fma", _fma_impl, abstract=_bin_abstract, vjp=_fma_vjp, jvp=_fma_jvp, saves="in",
-                kind="elementwise", scalar="fma")
+                kind="elementwise", scalar="fma",
+                # (z's value is never read: an update of it after the call is no error, as PyTorch's)
+                reads=lambda needs: ((needs[1], needs[0], False), False))
 refuse_complex(fma, lambda t: NotImplementedError(f"fma of {t}: real operands only"))
 
 
