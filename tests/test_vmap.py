@@ -194,3 +194,25 @@ def test_the_per_example_loop_keeps_the_randomness_flag():
     assert not bool((different == different[0]).all())
     with pytest.raises(RuntimeError, match="randomness error mode"):
         ff.vmap(f)(x)
+
+
+def test_out_dims_non_tensor_outputs_range_and_type_as_torch_func():
+    """torch.func's out_dims rules: a non-tensor output comes back as it is where its out_dims
+    is None (else the ValueError), an out_dims outside an output's dims raises IndexError,
+    and one that is no int, None or collection of them raises ValueError."""
+    torch = pytest.importorskip("torch")
+
+    def run(m):
+        x = m.ones(4, 3)
+        out = [m.func.vmap(lambda t: 3, out_dims=None)(x)]
+        r, n = m.func.vmap(lambda t: (t * 2, t.shape[0]), out_dims=(0, None))(x)
+        out += [list(r.shape), n, list(m.func.vmap(lambda t: t * 2, out_dims=-2)(x).shape)]
+        for f, od in ((lambda t: (t * 2, 3), 0), (lambda t: t * 2, 2), (lambda t: t * 2, -3), (lambda t: t.sum(), 1),
+                      (lambda t: t * 2, "0"), (lambda t: (t, t), (1, 1))):
+            try:
+                res = m.func.vmap(f, out_dims=od)(x)
+                out.append([list(o.shape) for o in res] if isinstance(res, tuple) else list(res.shape))
+            except Exception as e:  # noqa: BLE001
+                out.append(type(e).__name__)
+        return out
+    assert run(fusegrad) == run(torch)

@@ -103,6 +103,10 @@ def _place(t: Tensor, bdim: Optional[int], size: int, out_dim: Optional[int]) ->
             raise ValueError("vmap: out_dims=None for an output that depends on the mapped inputs; it must be "
                              "returned along a mapped dimension")
         return t
+    rank = t._data.ndim - (bdim is not None)  # (an example's)
+    if not -rank - 1 <= out_dim <= rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank - 1}, {rank}], but got "
+                         f"{out_dim})")
     if bdim is None:
         shape = t._data.shape
         t, bdim = P.broadcast_to(P.reshape(t, shape=(1,) + shape), shape=(size,) + shape), 0
@@ -120,16 +124,29 @@ def _write_back(x: Tensor, in_dim: Optional[int], t: Tensor, bdim: Optional[int]
     x.copy_(t if in_dim is None else _place(t, bdim, size, in_dim))
 
 
-def _flat_out_dims(out_dims, ospec, n: int) -> list:
+def _flat_out_dims(out_dims, ospec, n: int, name: str) -> list:
     if isinstance(out_dims, int) or out_dims is None:
         return [out_dims] * n
-    dl = flatten(out_dims if isinstance(out_dims, dict) else list(out_dims))[0]
+    dl = flatten(out_dims if isinstance(out_dims, dict) else list(out_dims))[0] \
+        if isinstance(out_dims, (tuple, list, dict)) else [out_dims]
+    if any(not (d is None or isinstance(d, int)) for d in dl):
+        raise ValueError(f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a python "
+                         "collection of ints representing where in the outputs the vmapped dimension should "
+                         "appear.")
     if len(dl) == n:
         return dl
     if ospec is not None and ospec[0] in (tuple, list) and len(out_dims) == len(ospec[1]):
         return [d for d, (k, _) in zip(out_dims, ospec[1]) for _ in range(k)]
     raise ValueError(f"vmap(f, ..., out_dims={out_dims!r})(<inputs>): out_dims is not compatible with the "
                      f"structure of `outputs`.")
+
+
+def _plain_outputs(outs: list, ods: list, name: str) -> None:
+    """A non-tensor output is returned as it is, with out_dims None for it (torch.func's rule)."""
+    for o, od in zip(outs, ods):
+        if not isinstance(o, Tensor) and od is not None:
+            raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(o)}. Did you "
+                             "mean to set out_dims= to None for output?")
 
 
 def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict, randomness: str):
@@ -150,7 +167,8 @@ def _loop(func, call_args: list, spec, dims: list, size: int, kwargs: dict, rand
                                "operation out of vmap")
     per = [flatten(r)[0] for r in results]
     ospec = flatten(results[0])[1]
-    return [(O.stack([p[j] if isinstance(p[j], Tensor) else O.as_t(p[j]) for p in per], 0), 0)
+    # (a non-tensor output is the first example's: vmap returns it when its out_dims is None)
+    return [(O.stack([p[j] for p in per], 0), 0) if isinstance(per[0][j], Tensor) else (per[0][j], None)
             for j in range(len(per[0]))], ospec
 
 
@@ -171,6 +189,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
+    name = getattr(func, "__name__", repr(func))
+
     def impl(*args, **kwargs):
         leaves, spec = flatten(list(args))
         dims, size = _check(leaves, _flat_in_dims(in_dims, args))
@@ -179,11 +199,10 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             with capture(func, examples) as (trace, targs):
                 before = [t._data if isinstance(t, Tensor) else None for t in targs]
                 out = func(*unflatten(spec, targs), **kwargs)
-                outs, ospec = flatten(out)
-                for o in outs:
-                    if not isinstance(o, Tensor):
-                        raise ValueError(f"vmap(f, ...): `f` must only return Tensors, got type {type(o)}. Did "
-                                         f"you mean to set out_dims= to None for output?")
+                allouts, ospec = flatten(out)
+                ods = _flat_out_dims(out_dims, ospec, len(allouts), name)
+                _plain_outputs(allouts, ods, name)
+                outs = [o for o in allouts if isinstance(o, Tensor)]
                 # arguments updated in place: their final values are extra outputs, copied back
                 updated = [i for i, (t, v) in enumerate(zip(targs, before)) if v is not None and t._data is not v]
                 # captured tensors updated in place too: unbatched (the function runs once, as
@@ -197,6 +216,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             if in_strict_capture():  # a transform's closed graph: it runs directly instead
                 raise
             results, ospec = _loop(func, leaves, spec, dims, size, kwargs, randomness)
+            ods = _flat_out_dims(out_dims, ospec, len(results), name)
+            _plain_outputs([t for t, _ in results], ods, name)
         else:
             batched = [(x, d) for x, d in zip(leaves, dims) if isinstance(x, Tensor)]
             results = _evaluate(trace.graph, batched, randomness)
@@ -204,9 +225,10 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
                 _write_back(leaves[i], dims[i], t, d, size)
             for h, (t, d) in zip(held, results[len(outs) + len(updated):]):
                 _write_back(h, None, t, d, size)
-            results = results[:len(outs)]
-        ods = _flat_out_dims(out_dims, ospec, len(results))
-        return unflatten(ospec, [_place(t, d, size, od) for (t, d), od in zip(results, ods)])
+            tensors = iter(results[:len(outs)])
+            results = [next(tensors) if isinstance(o, Tensor) else (o, None) for o in allouts]
+        return unflatten(ospec, [t if not isinstance(t, Tensor) else _place(t, d, size, od)
+                                 for (t, d), od in zip(results, ods)])
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
