@@ -906,3 +906,25 @@ def test_unfold_and_as_strided_after_a_break_keep_their_history(min_work, monkey
             np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12)
         np.testing.assert_allclose(gx.numpy(), gt.numpy(), rtol=1e-12)
     assert cf.cache_info()["graph_breaks"]
+
+
+def test_print_into_a_buffer_is_no_graph_break():
+    """While tracing, print() to stdout or stderr is a graph break (a replayed graph would not
+    print); print(..., file=buffer), code writing into a buffer of its own (Numba's compiler
+    does when a kernel first compiles inside a traced call), is not."""
+    import sys
+    from fusegrad.tracer.side_effects import printing_breaks
+
+    class Trace:
+        breaks: list = []
+
+        def graph_break(self, why):
+            self.breaks.append(why)
+
+    tr, buf = Trace(), io.StringIO()
+    with printing_breaks(tr):
+        print("kept", file=buf)
+        assert not tr.breaks
+        print("shown")
+        print("shown", file=sys.stderr)
+    assert len(tr.breaks) == 2 and buf.getvalue() == "kept\n"

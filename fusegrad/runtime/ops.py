@@ -2921,6 +2921,8 @@ def sampled_(self: Tensor, draw, name: str) -> Tensor:
         values = draw()
         if values._data.dtype != self._data.dtype:
             values = to(values, self.dtype)
+        if values.device != self.device:  # (drawn on the host: a CUDA or meta tensor's values move there)
+            values = values.to(self.device)
     return inplace(self, lambda old: _filled_like(old, values, name))
 
 

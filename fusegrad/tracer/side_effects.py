@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import collections
 import contextlib
+import sys
 import threading
 import types
 from typing import Iterable, Iterator, Optional
@@ -22,7 +23,9 @@ def printing_breaks(tr) -> Iterator[None]:
     real, owner = builtins.print, threading.get_ident()
 
     def breaking_print(*args, **kwargs):
-        if threading.get_ident() != owner:
+        # (another thread's, or into a buffer of the code's own, as Numba's compiler writes its
+        # annotations when a kernel first compiles inside the traced call: no output)
+        if threading.get_ident() != owner or kwargs.get("file") not in (None, sys.stdout, sys.stderr):
             return real(*args, **kwargs)
         from .trace import user_frame
         tr.graph_break(f"print() at {user_frame()} (output each call makes, which a replayed graph would not)")
