@@ -245,13 +245,8 @@ def _preserved(out: Tensor, t: Tensor) -> Tensor:
     """``out``, new, with its dims in memory in the order of ``t``'s strides (PyTorch's
     preserve_format: a transposed weight's optimizer state is transposed too, a channels-last
     image's gradient channels last)."""
-    d = t._data
-    order = None
-    if type(d) is np.ndarray and d.ndim > 1 and not d.flags.c_contiguous:
-        order = sorted(range(d.ndim), key=lambda a: -d.strides[a])
-    if order is not None and type(out._data) is np.ndarray:
-        out._data = laid_out(out._data, order)
-    return out
+    from .ops import laid_out_like
+    return laid_out_like(out, t)
 
 
 def arange(start=None, end=None, step=1, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
